@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes shared by every command.
+const (
+	ExitOK      = 0
+	ExitInvalid = 1
+	ExitUsage   = 2
+)
+
+// exitError carries a command's exit code up to Main. Its message, when
+// not empty, has already been shaped for the user.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr marks err as a usage error (exit 2).
+func usageErr(err error) error { return &exitError{code: ExitUsage, err: err} }
+
+// streams are the standard streams a command reads and writes.
+type streams struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+// Main runs aidgen with args (without the program name) and returns the
+// exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return MainContext(context.Background(), args, stdin, stdout, stderr)
+}
+
+// MainContext is Main with a context that cancels long-running commands.
+func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	s := &streams{in: stdin, out: stdout, err: stderr}
+	root := newRoot(s)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	return describe(s, err)
+}
+
+// describe is where every command error ends: it prints what the user
+// needs (once) and picks the exit code.
+func describe(s *streams, err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(s.err, "aidgen: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	// Errors cobra raises itself (unknown command, bad flag) are usage
+	// errors.
+	fmt.Fprintf(s.err, "aidgen: %v\nRun 'aidgen --help' for usage.\n", err)
+	return ExitUsage
+}
+
+func newRoot(s *streams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "aidgen",
+		Short: "Validate, build and evaluate aid applications",
+		Long: `aidgen turns an aid application, described in one CUE file (app.cue), into a
+running Go service, and gates its quality in CI with sampled evaluations.`,
+		Example: `  # Check an application file against the schema and its own references.
+  aidgen vet app.cue
+
+  # Check several at once.
+  aidgen vet examples/*/app.cue`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(err) })
+	root.AddCommand(newVet(s), newVersion(s))
+	return root
+}

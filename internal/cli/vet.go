@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aidgen/aid/ir"
+)
+
+func newVet(s *streams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "vet FILE...",
+		Short: "Validate application files",
+		Long: `Vet validates each application file against the embedded schema and checks
+what the schema cannot: that every alias, tool, agent, store, retriever and
+budget reference resolves, that degrade ladders descend in price, that models
+have the capabilities their agents need, that LLM judges never gate, and that
+every file the application names exists.
+
+Every problem is printed as file:line:col: path: message, all at once, in a
+stable order. Exit status is 0 when every file is valid, 1 when any is
+invalid, 2 on a usage error (such as a file that cannot be read).`,
+		Example: `  aidgen vet app.cue
+  aidgen vet examples/*/app.cue`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErr(errors.New("vet needs at least one file; usage: aidgen vet FILE..."))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			code := ExitOK
+			for _, path := range args {
+				_, err := ir.Load(path)
+				if err == nil {
+					continue
+				}
+				if es, ok := ir.IsInvalid(err); ok {
+					fmt.Fprintln(s.err, es.Error())
+					code = max(code, ExitInvalid)
+					continue
+				}
+				fmt.Fprintf(s.err, "aidgen: %v\n", err)
+				code = ExitUsage
+			}
+			if code != ExitOK {
+				return &exitError{code: code}
+			}
+			return nil
+		},
+	}
+}

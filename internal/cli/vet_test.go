@@ -1,0 +1,115 @@
+package cli_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aidgen/aid/internal/cli"
+)
+
+// run executes aidgen with args from the repository root, as a user
+// would, and returns the exit code and both streams.
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.Main(args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func chdirRoot(t *testing.T) {
+	t.Helper()
+	t.Chdir("../..")
+}
+
+func TestVetExamples(t *testing.T) {
+	chdirRoot(t)
+	examples, _ := filepath.Glob("examples/*/app.cue")
+	if len(examples) < 2 {
+		t.Fatalf("found %d examples, want at least 2", len(examples))
+	}
+	code, out, errOut := run(t, append([]string{"vet"}, examples...)...)
+	if code != cli.ExitOK || out != "" || errOut != "" {
+		t.Fatalf("vet examples: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestVetInvalid runs the real command on every invalid case and compares
+// stderr with the golden the ir package's tests keep (go test ./ir -update
+// rewrites them).
+func TestVetInvalid(t *testing.T) {
+	chdirRoot(t)
+	cases, _ := filepath.Glob("testdata/ir/invalid/*.cue")
+	if len(cases) < 30 {
+		t.Fatalf("found %d invalid cases, want at least 30", len(cases))
+	}
+	for _, c := range cases {
+		t.Run(filepath.Base(c), func(t *testing.T) {
+			code, out, errOut := run(t, "vet", c)
+			if code != cli.ExitInvalid {
+				t.Errorf("exit %d, want %d", code, cli.ExitInvalid)
+			}
+			if out != "" {
+				t.Errorf("stdout %q, want nothing", out)
+			}
+			want, err := os.ReadFile(strings.TrimSuffix(c, ".cue") + ".stderr")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(want), errOut); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestVetExitCodes(t *testing.T) {
+	chdirRoot(t)
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		inStderr string
+	}{
+		{"no files", []string{"vet"}, cli.ExitUsage, "vet needs at least one file"},
+		{"missing file", []string{"vet", "testdata/ir/nope.cue"}, cli.ExitUsage, "no such file"},
+		{"valid and invalid", []string{"vet", "testdata/ir/valid/minimal.cue", "testdata/ir/invalid/unknown-alias.cue"}, cli.ExitInvalid, "unknown alias \"smal\""},
+		{"invalid and missing", []string{"vet", "testdata/ir/invalid/unknown-alias.cue", "nope.cue"}, cli.ExitUsage, "unknown alias"},
+		{"unknown flag", []string{"vet", "--bogus", "x.cue"}, cli.ExitUsage, "unknown flag"},
+		{"unknown command", []string{"frobnicate"}, cli.ExitUsage, "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := run(t, tt.args...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tt.code, errOut)
+			}
+			if !strings.Contains(errOut, tt.inStderr) {
+				t.Errorf("stderr %q does not contain %q", errOut, tt.inStderr)
+			}
+		})
+	}
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"vet", "--help"}, {"version", "--help"}} {
+		code, out, _ := run(t, args...)
+		if code != cli.ExitOK {
+			t.Errorf("%v: exit %d", args, code)
+		}
+		if !strings.Contains(out, "Examples:") {
+			t.Errorf("%v: help has no examples:\n%s", args, out)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := run(t, "version")
+	if code != cli.ExitOK || !strings.HasPrefix(out, "aidgen ") {
+		t.Errorf("version: exit %d, output %q", code, out)
+	}
+}

@@ -1,0 +1,90 @@
+package fileglob
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestMatch(t *testing.T) {
+	tests := []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"*.md", "a.md", true},
+		{"*.md", "docs/a.md", false},
+		{"docs/*.md", "docs/a.md", true},
+		{"./docs/*.md", "docs/a.md", true},
+		{"docs/**/*.md", "docs/a.md", true},
+		{"docs/**/*.md", "docs/x/y/a.md", true},
+		{"docs/**/*.md", "other/a.md", false},
+		{"**", "a/b/c", true},
+		{"**/*.txt", "a.txt", true},
+		{"a/**/b", "a/b", true},
+		{"a/**/b", "a/x/b/c", false},
+		{"../shared/*.md", "../shared/a.md", true},
+		{"[", "[", false},
+	}
+	for _, tt := range tests {
+		if got := Match(tt.pattern, tt.name); got != tt.want {
+			t.Errorf("Match(%q, %q) = %v, want %v", tt.pattern, tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, bad := range []string{"", "/etc/*", "docs/../../x/*.md", "**/../x", "a/[/b"} {
+		if err := Validate(bad); err == nil {
+			t.Errorf("Validate(%q) = nil, want an error", bad)
+		}
+	}
+	for _, good := range []string{"*.md", "docs/**/*.md", "**", "../../shared/*.md"} {
+		if err := Validate(good); err != nil {
+			t.Errorf("Validate(%q) = %v", good, err)
+		}
+	}
+}
+
+func TestExpand(t *testing.T) {
+	root := t.TempDir()
+	for _, f := range []string{
+		"app/docs/a.md", "app/docs/sub/b.md", "app/docs/sub/c.txt", "app/docs/draft/d.md",
+		"app/.hidden/e.md", "app/.github/f.md", "app/top.md", "shared/g.md",
+	} {
+		p := filepath.Join(root, filepath.FromSlash(f))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(root, "app")
+	tests := []struct {
+		name             string
+		include, exclude []string
+		want             []string
+	}{
+		{"recursive with exclude", []string{"**/*.md"}, []string{"docs/draft/**"}, []string{"docs/a.md", "docs/sub/b.md", "top.md"}},
+		{"hidden named explicitly", []string{".github/*.md"}, nil, []string{".github/f.md"}},
+		{"sibling directory", []string{"../shared/*.md"}, nil, []string{"../shared/g.md"}},
+		{"overlapping patterns dedupe", []string{"docs/*.md", "docs/**/*.md"}, nil, []string{"docs/a.md", "docs/draft/d.md", "docs/sub/b.md"}},
+		{"missing directory", []string{"nope/*.md"}, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Expand(dir, tt.include, tt.exclude)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Expand (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := Expand(dir, []string{"/etc/*"}, nil); err == nil {
+		t.Error("Expand with an absolute pattern succeeded")
+	}
+}

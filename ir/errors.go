@@ -1,0 +1,140 @@
+package ir
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Position is a place in an IR file.
+type Position struct {
+	// Filename is the file as it was named to Load.
+	Filename string
+	// Line is 1-based.
+	Line int
+	// Column is 1-based, counted in bytes.
+	Column int
+}
+
+// String formats the position as file:line:col, or file when the line is
+// unknown.
+func (p Position) String() string {
+	if p.Line == 0 {
+		return p.Filename
+	}
+	return fmt.Sprintf("%s:%d:%d", p.Filename, p.Line, p.Column)
+}
+
+func (p Position) compare(q Position) int {
+	return cmp.Or(
+		strings.Compare(p.Filename, q.Filename),
+		cmp.Compare(p.Line, q.Line),
+		cmp.Compare(p.Column, q.Column),
+	)
+}
+
+// Error is one problem in an IR file, at the position of the offending
+// value.
+type Error struct {
+	// Pos is where the offending value is written.
+	Pos Position
+	// Path is the dotted path of the offending value, such as
+	// "agents.triage.model"; empty for syntax errors.
+	Path string
+	// Msg says what is wrong and what to change.
+	Msg string
+}
+
+// Error formats the problem as file:line:col: path: message.
+func (e *Error) Error() string {
+	if e.Path == "" {
+		return fmt.Sprintf("%s: %s", e.Pos, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", e.Pos, e.Path, e.Msg)
+}
+
+// Errors is every problem found in an IR file, in a stable order: by
+// position, then path, then message. Load returns all of them at once so a
+// user fixes a file in one round.
+type Errors []*Error
+
+// Error lists the problems, one per line.
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// sortErrors orders errors by position, path and message and drops exact
+// duplicates, which CUE reports when one value fails through several
+// references.
+func sortErrors(es Errors) Errors {
+	slices.SortStableFunc(es, func(a, b *Error) int {
+		return cmp.Or(a.Pos.compare(b.Pos), strings.Compare(a.Path, b.Path), strings.Compare(a.Msg, b.Msg))
+	})
+	return slices.CompactFunc(es, func(a, b *Error) bool {
+		return a.Pos == b.Pos && a.Path == b.Path && a.Msg == b.Msg
+	})
+}
+
+// suggest returns the candidate closest to name when it is close enough to
+// be a likely typo, for "did you mean" hints.
+func suggest(name string, candidates []string) string {
+	best, bestD := "", len(name)/2+1
+	for _, c := range candidates {
+		if d := levenshtein(name, c); d < bestD || (d == bestD && best != "" && c < best) {
+			best, bestD = c, d
+		}
+	}
+	if bestD > 2 && bestD > len(name)/3 {
+		return ""
+	}
+	return best
+}
+
+func levenshtein(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
+
+// unknownRef formats the message for a reference that does not resolve:
+// what was asked for, the likely intended name, and the known names.
+func unknownRef(what, name string, known []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "unknown %s %q", what, name)
+	if s := suggest(name, known); s != "" {
+		fmt.Fprintf(&b, " (did you mean %q?)", s)
+	}
+	if len(known) == 0 {
+		fmt.Fprintf(&b, "; no %s are defined", plural(what))
+	} else {
+		fmt.Fprintf(&b, "; known %s: %s", plural(what), strings.Join(known, ", "))
+	}
+	return b.String()
+}
+
+func plural(word string) string {
+	if strings.HasSuffix(word, "s") {
+		return word + "es"
+	}
+	return word + "s"
+}

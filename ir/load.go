@@ -1,0 +1,702 @@
+package ir
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
+
+	aid "github.com/aidgen/aid"
+)
+
+// Load reads, validates and decodes the IR file at path. Relative file
+// names inside the IR are resolved against the file's directory.
+//
+// When the file is not a valid IR, the error is an Errors value listing
+// every problem with its position; use errors.As to reach it. Any other
+// error (the file cannot be read) is returned wrapped as is.
+func Load(path string) (*Document, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading IR: %w", err)
+	}
+	return LoadBytes(path, src)
+}
+
+// LoadBytes validates and decodes src as the IR file named name. The name
+// appears in positions, and its directory is where relative file names
+// inside the IR are resolved.
+func LoadBytes(name string, src []byte) (*Document, error) {
+	l := &loader{name: name, dir: filepath.Dir(name), ctx: cuecontext.New()}
+	return l.load(src)
+}
+
+// loader holds the state of one Load. Each Load has its own CUE context: a
+// cue.Value is not safe for concurrent use, and a context per load keeps
+// concurrent loads independent without package-level state.
+type loader struct {
+	name string
+	dir  string
+	ctx  *cue.Context
+	user cue.Value // the user's file alone: its positions are all in name
+	app  cue.Value // the user's file unified with #App
+	errs Errors
+
+	schema cue.Value // the compiled schema, for its named constraints
+
+	// broken holds, per section ("agents", ...), the entries that failed
+	// schema validation and were not decoded. References to them are not
+	// reported as unknown: the entry's own error says what is wrong.
+	broken map[string][]string
+
+	// unknown holds the paths of fields CUE reported as not allowed, so
+	// that the list of allowed fields leaves them out.
+	unknown map[string]bool
+}
+
+func (l *loader) load(src []byte) (*Document, error) {
+	schema := l.ctx.CompileBytes(aid.Schema, cue.Filename(aid.SchemaFilename))
+	if err := schema.Err(); err != nil {
+		return nil, fmt.Errorf("compiling the embedded schema: %w", err)
+	}
+	l.user = l.ctx.CompileBytes(src, cue.Filename(l.name))
+	if err := l.user.Err(); err != nil {
+		l.addCUE(err)
+		return nil, sortErrors(l.errs)
+	}
+	if l.user.IncompleteKind() != cue.StructKind {
+		l.errs = append(l.errs, &Error{Pos: Position{Filename: l.name, Line: 1, Column: 1}, Msg: "the IR must be a struct of fields such as name, version, models and agents"})
+		return nil, l.errs
+	}
+	l.schema = schema
+	l.app = schema.LookupPath(cue.MakePath(cue.Def("#App"))).Unify(l.user)
+	var (
+		doc *Document
+		err error
+	)
+	if verr := l.app.Validate(cue.Concrete(true)); verr != nil {
+		l.addCUE(verr)
+		l.findIncomplete()
+		// Decode the entries that are valid on their own, so the semantic
+		// passes still report on them: one round shows every problem.
+		doc, err = l.decodePartial()
+	} else {
+		doc, err = l.decode()
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := &checker{loader: l, doc: doc}
+	for _, pass := range passes {
+		pass.run(c)
+	}
+	if len(l.errs) > 0 {
+		return nil, sortErrors(l.errs)
+	}
+	return doc, nil
+}
+
+// rawDocument is the decoding target: the IR's own shape, with maps where
+// the IR has maps. Document is built from it with sorted slices.
+type rawDocument struct {
+	Name        string                `json:"name"`
+	Version     string                `json:"version"`
+	Description string                `json:"description"`
+	Providers   map[string]*Provider  `json:"providers"`
+	Models      map[string]*Model     `json:"models"`
+	Aliases     map[string]string     `json:"aliases"`
+	Budgets     map[string]*Budget    `json:"budgets"`
+	Tools       map[string]*Tool      `json:"tools"`
+	Agents      map[string]*Agent     `json:"agents"`
+	Stores      map[string]*Store     `json:"stores"`
+	Retrievers  map[string]*Retriever `json:"retrievers"`
+	Evals       map[string]*Eval      `json:"evals"`
+	Service     Service               `json:"service"`
+}
+
+func (l *loader) decode() (*Document, error) {
+	var raw rawDocument
+	if err := decodeValue(l.app, &raw); err != nil {
+		return nil, fmt.Errorf("decoding validated IR %s: %w", l.name, err)
+	}
+	doc := &Document{
+		Name:        raw.Name,
+		Version:     raw.Version,
+		Description: raw.Description,
+		Service:     raw.Service,
+		Path:        l.name,
+		Dir:         l.dir,
+	}
+	doc.Providers = sorted(raw.Providers, func(v *Provider, k string) { v.Name = k })
+	doc.Models = sorted(raw.Models, func(v *Model, k string) { v.ID = k; slices.Sort(v.Capabilities) })
+	doc.Budgets = sorted(raw.Budgets, func(v *Budget, k string) { v.Name = k })
+	doc.Tools = sorted(raw.Tools, initTool)
+	doc.Agents = sorted(raw.Agents, func(v *Agent, k string) { v.Name = k })
+	doc.Stores = sorted(raw.Stores, func(v *Store, k string) { v.Name = k })
+	doc.Retrievers = sorted(raw.Retrievers, func(v *Retriever, k string) { v.Name = k })
+	doc.Evals = sorted(raw.Evals, func(v *Eval, k string) { v.Name = k })
+	aliases := make(map[string]*Alias, len(raw.Aliases))
+	for k, m := range raw.Aliases {
+		aliases[k] = &Alias{Name: k, Model: m}
+	}
+	doc.Aliases = sorted(aliases, func(*Alias, string) {})
+	return doc, nil
+}
+
+// decodePartial decodes, section by section, the entries that are valid on
+// their own; the others are recorded in l.broken.
+func (l *loader) decodePartial() (*Document, error) {
+	l.broken = map[string][]string{}
+	doc := &Document{Path: l.name, Dir: l.dir}
+	scalar := func(field string, dst *string) {
+		v := l.app.LookupPath(cue.MakePath(cue.Str(field)))
+		if s, err := v.String(); err == nil {
+			*dst = s
+		}
+	}
+	scalar("name", &doc.Name)
+	scalar("version", &doc.Version)
+	scalar("description", &doc.Description)
+	if v := l.app.LookupPath(cue.MakePath(cue.Str("service"))); v.Validate(cue.Concrete(true)) == nil {
+		if err := decodeValue(v, &doc.Service); err != nil {
+			return nil, fmt.Errorf("decoding validated service: %w", err)
+		}
+	}
+	var err error
+	doc.Providers, err = decodeSection(l, "providers", func(v *Provider, k string) { v.Name = k })
+	if err != nil {
+		return nil, err
+	}
+	doc.Models, err = decodeSection(l, "models", func(v *Model, k string) { v.ID = k; slices.Sort(v.Capabilities) })
+	if err != nil {
+		return nil, err
+	}
+	doc.Budgets, err = decodeSection(l, "budgets", func(v *Budget, k string) { v.Name = k })
+	if err != nil {
+		return nil, err
+	}
+	doc.Tools, err = decodeSection(l, "tools", initTool)
+	if err != nil {
+		return nil, err
+	}
+	doc.Agents, err = decodeSection(l, "agents", func(v *Agent, k string) { v.Name = k })
+	if err != nil {
+		return nil, err
+	}
+	doc.Stores, err = decodeSection(l, "stores", func(v *Store, k string) { v.Name = k })
+	if err != nil {
+		return nil, err
+	}
+	doc.Retrievers, err = decodeSection(l, "retrievers", func(v *Retriever, k string) { v.Name = k })
+	if err != nil {
+		return nil, err
+	}
+	doc.Evals, err = decodeSection(l, "evals", func(v *Eval, k string) { v.Name = k })
+	if err != nil {
+		return nil, err
+	}
+	it, ierr := l.app.LookupPath(cue.MakePath(cue.Str("aliases"))).Fields()
+	for ierr == nil && it.Next() {
+		name := it.Selector().Unquoted()
+		if m, err := it.Value().String(); err == nil {
+			doc.Aliases = append(doc.Aliases, &Alias{Name: name, Model: m})
+		} else {
+			l.broken["aliases"] = append(l.broken["aliases"], name)
+		}
+	}
+	slices.SortFunc(doc.Aliases, func(a, b *Alias) int { return strings.Compare(a.Name, b.Name) })
+	return doc, nil
+}
+
+func decodeSection[T any](l *loader, section string, setKey func(*T, string)) ([]*T, error) {
+	it, err := l.app.LookupPath(cue.MakePath(cue.Str(section))).Fields()
+	if err != nil {
+		return nil, nil
+	}
+	m := map[string]*T{}
+	for it.Next() {
+		name := it.Selector().Unquoted()
+		v := it.Value()
+		if v.Validate(cue.Concrete(true)) != nil {
+			l.broken[section] = append(l.broken[section], name)
+			continue
+		}
+		t := new(T)
+		if err := decodeValue(v, t); err != nil {
+			return nil, fmt.Errorf("decoding validated %s.%s: %w", section, name, err)
+		}
+		m[name] = t
+	}
+	return sorted(m, setKey), nil
+}
+
+// noArguments is the input schema of a tool that declares none: an object
+// without properties.
+const noArguments = `{"type":"object","properties":{}}`
+
+func initTool(t *Tool, name string) {
+	t.Name = name
+	if len(t.Input) == 0 {
+		t.Input = []byte(noArguments)
+	}
+}
+
+func sorted[T any](m map[string]*T, setKey func(*T, string)) []*T {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]*T, len(keys))
+	for i, k := range keys {
+		setKey(m[k], k)
+		out[i] = m[k]
+	}
+	return out
+}
+
+// pathOf builds a CUE path from field names (string) and list indices
+// (int).
+func pathOf(parts ...any) cue.Path {
+	sels := make([]cue.Selector, len(parts))
+	for i, p := range parts {
+		switch p := p.(type) {
+		case string:
+			sels[i] = cue.Str(p)
+		case int:
+			sels[i] = cue.Index(p)
+		default:
+			panic(fmt.Sprintf("pathOf: unsupported part %T", p))
+		}
+	}
+	return cue.MakePath(sels...)
+}
+
+// posOf returns the position where the user wrote the value at path, or,
+// when the user did not write it (a default), where they wrote its nearest
+// written ancestor.
+func (l *loader) posOf(p cue.Path) Position {
+	sels := p.Selectors()
+	for n := len(sels); n > 0; n-- {
+		v := l.user.LookupPath(cue.MakePath(sels[:n]...))
+		if v.Exists() {
+			p := v.Pos()
+			if f, ok := v.Source().(*ast.Field); ok && n == len(sels) && f.Value != nil {
+				// Point at the offending value, not at its label; a struct
+				// is pointed at by its label, which names it.
+				if _, isStruct := f.Value.(*ast.StructLit); isStruct {
+					p = f.Label.Pos()
+				} else {
+					p = f.Value.Pos()
+				}
+			}
+			if pos := convertPos(p); pos.Line > 0 && pos.Filename == l.name {
+				return pos
+			}
+		}
+	}
+	return Position{Filename: l.name, Line: 1, Column: 1}
+}
+
+func convertPos(p token.Pos) Position {
+	if !p.IsValid() {
+		return Position{}
+	}
+	pp := p.Position()
+	return Position{Filename: pp.Filename, Line: pp.Line, Column: pp.Column}
+}
+
+// errAt records a problem with the value at path.
+func (l *loader) errAt(p cue.Path, format string, args ...any) {
+	l.errs = append(l.errs, &Error{Pos: l.posOf(p), Path: p.String(), Msg: fmt.Sprintf(format, args...)})
+}
+
+// CUE message formats that addCUE rewrites. They are CUE's own format
+// strings, matched exactly so that an unknown message passes through as is.
+const (
+	cueDisjunction = "%d errors in empty disjunction:"
+	cueConflict    = "conflicting values %s and %s"
+	cueIncomplete  = "incomplete value %v"
+	cueNotAllowed  = "field not allowed"
+	cueOutOfBound  = "invalid value %v (out of bound %s)"
+	cueListLengths = "incompatible list lengths (%d and %d)"
+	cueMismatch    = "conflicting values %s and %s (mismatched types %s and %s)"
+)
+
+type cueProblem struct {
+	path   []string
+	format string
+	args   []any
+	pos    Position
+}
+
+// addCUE converts CUE's errors into positioned Errors. CUE reports a value
+// that fails a disjunction (an enum, or a field with a default) once per
+// branch; those are folded into one message that lists what is allowed.
+func (l *loader) addCUE(err error) {
+	var probs []cueProblem
+	for _, e := range cueerrors.Errors(err) {
+		format, args := e.Msg()
+		path := unquoteLabels(e.Path())
+		if len(path) > 0 && path[0] == "#App" {
+			path = path[1:]
+		}
+		if format == cueNotAllowed {
+			// CUE reports an unknown list field once per element; the
+			// field is what is wrong.
+			for len(path) > 1 {
+				if _, ok := index(path[len(path)-1]); !ok {
+					break
+				}
+				path = path[:len(path)-1]
+			}
+		}
+		probs = append(probs, cueProblem{path: path, format: format, args: args, pos: l.pickPos(e, path)})
+	}
+	l.unknown = map[string]bool{}
+	for _, p := range probs {
+		if p.format == cueNotAllowed {
+			l.unknown[strings.Join(p.path, "\x00")] = true
+		}
+	}
+	groups := map[string][]cueProblem{}
+	var order []string
+	for _, p := range probs {
+		k := strings.Join(p.path, "\x00")
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], p)
+	}
+	kindBroken := map[string]bool{}
+	for _, k := range order {
+		if g := groups[k]; len(g[0].path) > 0 && g[0].path[len(g[0].path)-1] == "kind" {
+			kindBroken[strings.Join(g[0].path[:len(g[0].path)-1], "\x00")] = true
+		}
+	}
+	for _, k := range order {
+		g := groups[k]
+		path := g[0].path
+		if g[0].format == cueNotAllowed && len(path) > 0 && kindBroken[strings.Join(path[:len(path)-1], "\x00")] {
+			// The struct's kind is wrong, so the fields its kind would
+			// allow are reported as not allowed; the kind error says it.
+			continue
+		}
+		l.addGroup(path, g)
+	}
+}
+
+func (l *loader) addGroup(path []string, g []cueProblem) {
+	disjunction := false
+	var conflicts, others []cueProblem
+	for _, p := range g {
+		switch {
+		case p.format == cueDisjunction:
+			disjunction = true
+		case p.format == cueConflict && len(p.args) == 2 && literal(p.args[0]) && literal(p.args[1]):
+			conflicts = append(conflicts, p)
+		default:
+			others = append(others, p)
+		}
+	}
+	pathStr := formatPath(path)
+	switch {
+	case disjunction && len(others) == 0 && len(conflicts) > 0:
+		// Every branch is a literal that differs from the user's value: an
+		// enum. Say what the value is and what is allowed.
+		got := l.user.LookupPath(stringsPath(path))
+		gotStr := fmt.Sprint(got)
+		var allowed []string
+		for _, c := range conflicts {
+			for _, a := range c.args {
+				if s := fmt.Sprint(a); s != gotStr && !slices.Contains(allowed, s) {
+					allowed = append(allowed, s)
+				}
+			}
+		}
+		slices.Sort(allowed)
+		msg := fmt.Sprintf("invalid value %s; allowed: %s", gotStr, strings.Join(allowed, ", "))
+		l.errs = append(l.errs, &Error{Pos: conflicts[0].pos, Path: pathStr, Msg: msg})
+	default:
+		if !disjunction {
+			others = append(others, conflicts...)
+		}
+		for _, p := range others {
+			l.errs = append(l.errs, &Error{Pos: p.pos, Path: pathStr, Msg: l.message(path, p)})
+		}
+	}
+}
+
+// message rewrites the CUE messages users meet most into ones that say
+// what to change.
+func (l *loader) message(path []string, p cueProblem) string {
+	switch p.format {
+	case cueIncomplete:
+		return l.missing(path)
+	case cueNotAllowed:
+		if len(path) == 0 {
+			return "field not allowed"
+		}
+		if len(path) == 2 {
+			if words, ok := sectionKeys[path[0]]; ok {
+				return fmt.Sprintf("invalid %s %q: want %s", words[0], path[1], words[1])
+			}
+		}
+		field := path[len(path)-1]
+		known := l.knownFields(path[:len(path)-1])
+		msg := fmt.Sprintf("unknown field %q", field)
+		if s := suggest(field, known); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		if len(known) > 0 {
+			msg += "; allowed fields: " + strings.Join(known, ", ")
+		}
+		return msg
+	}
+	if p.format == cueListLengths && len(p.args) == 2 {
+		if n, err := l.user.LookupPath(stringsPath(path)).Len().Int64(); err == nil {
+			want := fmt.Sprint(p.args[1])
+			if fmt.Sprint(p.args[1]) == strconv.FormatInt(n, 10) {
+				want = fmt.Sprint(p.args[0])
+			}
+			return fmt.Sprintf("the list has %d entries; it needs at least %s", n, want)
+		}
+	}
+	if p.format == cueOutOfBound && len(p.args) == 2 {
+		if fmt.Sprint(p.args[1]) == `!=""` {
+			return "must not be empty"
+		}
+		if want := l.describeConstraint(fmt.Sprint(p.args[1])); want != "" {
+			return fmt.Sprintf("invalid value %v: want %s", p.args[0], want)
+		}
+	}
+	if p.format == cueMismatch && len(p.args) == 4 {
+		got := l.user.LookupPath(stringsPath(path))
+		if got.Exists() {
+			gotStr := fmt.Sprint(got)
+			want, wantType := p.args[0], p.args[2]
+			if fmt.Sprint(want) == gotStr {
+				want, wantType = p.args[1], p.args[3]
+			}
+			msg := fmt.Sprintf("invalid value %s: want %v", gotStr, wantType)
+			if d := l.describeConstraint(fmt.Sprint(want)); d != "" {
+				msg += ", " + d
+			}
+			return msg
+		}
+	}
+	return fmt.Sprintf(p.format, p.args...)
+}
+
+// sectionKeys describes the keys of the IR's map sections, for a key that
+// does not match its pattern (CUE reports it as a field not allowed).
+var sectionKeys = map[string][2]string{
+	"providers":  {"provider name", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},
+	"models":     {"model id", "a model id: letters, digits and . _ : / @ -"},
+	"aliases":    {"alias", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},
+	"budgets":    {"budget name", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},
+	"tools":      {"tool name", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},
+	"agents":     {"agent name", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},
+	"stores":     {"store name", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},
+	"retrievers": {"retriever name", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},
+	"evals":      {"eval name", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},
+}
+
+// namedConstraints are the schema's named string constraints and what they
+// mean in words; describeConstraint looks a printed constraint up here.
+var namedConstraints = []struct{ def, words string }{
+	{"#Name", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},
+	{"#ModelID", "a model id: letters, digits and . _ : / @ -"},
+	{"#SemVer", "a semantic version such as \"0.1.0\""},
+	{"#EnvVar", "an environment variable name such as \"OPENAI_API_KEY\""},
+	{"#Duration", "a duration such as \"30s\" or \"250ms\""},
+	{"#URL", "an http or https URL such as \"https://api.openai.com/v1\""},
+	{"#Address", "a listen address such as \"127.0.0.1:8080\" or \":8080\""},
+	{"#TableName", "a table name: lower-case letters, digits and '_', not starting with a digit"},
+}
+
+func (l *loader) describeConstraint(printed string) string {
+	for _, c := range namedConstraints {
+		if fmt.Sprint(l.schema.LookupPath(cue.MakePath(cue.Def(c.def)))) == printed {
+			return c.words
+		}
+	}
+	return ""
+}
+
+// missing describes a required field the user did not set, quoting the
+// schema's documentation of the field so the message says what it is for.
+func (l *loader) missing(path []string) string {
+	if len(path) == 0 {
+		return "the IR is incomplete"
+	}
+	field := path[len(path)-1]
+	if l.user.LookupPath(stringsPath(path)).Exists() {
+		return fmt.Sprintf("%s must be a concrete value, not a type or constraint", field)
+	}
+	msg := fmt.Sprintf("missing required field %q", field)
+	if doc := l.fieldDoc(path); doc != "" {
+		msg += ": " + doc
+	}
+	return msg
+}
+
+// fieldDoc returns the first sentence of the schema's doc comment on the
+// field at path.
+func (l *loader) fieldDoc(path []string) string {
+	v := l.app.LookupPath(stringsPath(path))
+	for _, cg := range v.Doc() {
+		text := strings.Join(strings.Fields(cg.Text()), " ")
+		if i := strings.Index(text, ". "); i >= 0 {
+			text = text[:i+1]
+		}
+		if text != "" {
+			return text
+		}
+	}
+	return ""
+}
+
+// knownFields lists the fields the schema allows in the struct at path.
+func (l *loader) knownFields(path []string) []string {
+	v := l.app.LookupPath(stringsPath(path))
+	it, err := v.Fields(cue.Optional(true))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for it.Next() {
+		if sel := it.Selector(); sel.IsString() && !l.unknown[strings.Join(append(slices.Clip(path), sel.Unquoted()), "\x00")] {
+			out = append(out, sel.Unquoted())
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// pickPos chooses, among the positions CUE gives for an error, the one in
+// the user's file; when there is none (a required field the user left
+// out), it uses where the user wrote the enclosing value.
+func (l *loader) pickPos(e cueerrors.Error, path []string) Position {
+	for _, p := range append(e.InputPositions(), e.Position()) {
+		if pos := convertPos(p); pos.Line > 0 && pos.Filename == l.name {
+			return pos
+		}
+	}
+	return l.posOf(stringsPath(path))
+}
+
+// findIncomplete reports required fields that are missing. CUE only
+// reports incompleteness once everything else is consistent; walking the
+// value lets a user see both kinds of problem in one round.
+func (l *loader) findIncomplete() {
+	var walk func(v cue.Value, path []string)
+	walk = func(v cue.Value, path []string) {
+		if d, ok := v.Default(); ok {
+			v = d
+		}
+		kind := v.IncompleteKind()
+		if kind == cue.StructKind || kind == cue.BottomKind {
+			// A struct with an error inside it is bottom, but its other
+			// fields are still there to walk.
+			if it, err := v.Fields(); err == nil {
+				for it.Next() {
+					if sel := it.Selector(); sel.IsString() {
+						walk(it.Value(), append(slices.Clip(path), sel.Unquoted()))
+					}
+				}
+				return
+			}
+		}
+		if kind == cue.ListKind {
+			if it, err := v.List(); err == nil {
+				for i := 0; it.Next(); i++ {
+					walk(it.Value(), append(slices.Clip(path), strconv.Itoa(i)))
+				}
+			}
+			return
+		}
+		if kind != cue.BottomKind && v.Err() == nil && !v.IsConcrete() {
+			l.errs = append(l.errs, &Error{Pos: l.posOf(stringsPath(path)), Path: formatPath(path), Msg: l.missing(path)})
+		}
+	}
+	walk(l.app, nil)
+}
+
+// literal reports whether a CUE error argument prints as a concrete scalar
+// (a quoted string, a number, a boolean), as the branches of an enum do.
+// CUE's arguments are internal formatter values, so their printed form is
+// what can be inspected.
+func literal(a any) bool {
+	s := fmt.Sprint(a)
+	switch {
+	case s == "true" || s == "false" || s == "null":
+		return true
+	case len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"':
+		return true
+	}
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
+}
+
+// stringsPath converts a CUE error path back into a cue.Path. List indices
+// come as decimal strings; IR keys never are (names start with a letter).
+func stringsPath(path []string) cue.Path {
+	sels := make([]cue.Selector, len(path))
+	for i, s := range path {
+		if n, ok := index(s); ok {
+			sels[i] = cue.Index(n)
+		} else {
+			sels[i] = cue.Str(s)
+		}
+	}
+	return cue.MakePath(sels...)
+}
+
+// unquoteLabels turns the labels of a CUE error path, which are quoted
+// when they are not identifiers ("\"gpt-4o\""), back into plain strings.
+func unquoteLabels(path []string) []string {
+	out := make([]string, len(path))
+	for i, s := range path {
+		if u, err := strconv.Unquote(s); err == nil && strings.HasPrefix(s, `"`) {
+			s = u
+		}
+		out[i] = s
+	}
+	return out
+}
+
+func formatPath(path []string) string { return stringsPath(path).String() }
+
+func index(s string) (int, bool) {
+	if s == "" || len(s) > 9 {
+		return 0, false
+	}
+	n := 0
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return 0, false
+		}
+		n = n*10 + int(r-'0')
+	}
+	return n, true
+}
+
+// IsInvalid reports whether err says the IR is invalid (as opposed to
+// unreadable), and returns the problems.
+func IsInvalid(err error) (Errors, bool) {
+	var es Errors
+	if errors.As(err, &es) {
+		return es, true
+	}
+	return nil, false
+}

@@ -1,0 +1,510 @@
+package ir
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Document is a loaded, validated IR file. Every reference in it resolves
+// and every file it names exists; later stages (the runtime wiring, code
+// generation, evals) may rely on that without checking again.
+//
+// Sections are slices sorted by name, so that anything iterating a Document
+// is deterministic by construction; the lookup methods (Agent, Tool, ...)
+// find one entry by name.
+type Document struct {
+	// Name names the application.
+	Name string `json:"name"`
+	// Version is the application's semantic version.
+	Version string `json:"version"`
+	// Description says what the application is for; it may be empty.
+	Description string `json:"description,omitempty"`
+
+	// Providers are the endpoints that serve models, sorted by name.
+	Providers []*Provider `json:"providers"`
+	// Models are the pinned models, sorted by id.
+	Models []*Model `json:"models"`
+	// Aliases map alias names to model ids, sorted by alias.
+	Aliases []*Alias `json:"aliases"`
+	// Budgets are the spend caps, sorted by name.
+	Budgets []*Budget `json:"budgets"`
+	// Tools are the functions agents may call, sorted by name.
+	Tools []*Tool `json:"tools"`
+	// Agents are the model-driven loops, sorted by name.
+	Agents []*Agent `json:"agents"`
+	// Stores hold vectors and memory, sorted by name.
+	Stores []*Store `json:"stores"`
+	// Retrievers search ingested files, sorted by name.
+	Retrievers []*Retriever `json:"retrievers"`
+	// Evals are the sampled evaluations, sorted by name.
+	Evals []*Eval `json:"evals"`
+	// Service configures the generated HTTP service.
+	Service Service `json:"service"`
+
+	// Path is the IR file as it was named to Load, used in messages.
+	Path string `json:"-"`
+	// Dir is the directory relative file paths in the IR are resolved
+	// against: the directory of Path.
+	Dir string `json:"-"`
+}
+
+// Provider is an endpoint that serves models.
+type Provider struct {
+	// Name is the provider's key in the IR.
+	Name string `json:"name"`
+	// Kind is "openai-compatible" or "fake".
+	Kind string `json:"kind"`
+	// BaseURL is the API root of an openai-compatible provider.
+	BaseURL string `json:"baseURL,omitempty"`
+	// APIKeyEnv names the environment variable that holds the API key of an
+	// openai-compatible provider; the key itself is never in the IR.
+	APIKeyEnv string `json:"apiKeyEnv,omitempty"`
+	// Timeout bounds one HTTP attempt of an openai-compatible provider.
+	Timeout Duration `json:"timeout,omitempty"`
+	// MaxRetries is how many times a retryable failure is retried.
+	MaxRetries int `json:"maxRetries,omitempty"`
+	// Seed makes a fake provider's answers reproducible.
+	Seed int64 `json:"seed,omitempty"`
+	// Latency delays every call of a fake provider.
+	Latency Duration `json:"latency,omitempty"`
+	// AnswerKey, when set, makes a fake provider answer a dataset's
+	// expected answers with a known accuracy.
+	AnswerKey *AnswerKey `json:"answerKey,omitempty"`
+}
+
+// Provider kinds.
+const (
+	ProviderOpenAICompatible = "openai-compatible"
+	ProviderFake             = "fake"
+)
+
+// AnswerKey configures the fake provider's eval mode.
+type AnswerKey struct {
+	// Dataset is the dataset holding the expected answers, relative to the
+	// IR file's directory.
+	Dataset string `json:"dataset"`
+	// Accuracy is the probability of answering correctly.
+	Accuracy float64 `json:"accuracy"`
+}
+
+// Model is one pinned model.
+type Model struct {
+	// ID is the exact provider model id, including its pinned version.
+	ID string `json:"id"`
+	// Provider names the provider that serves the model.
+	Provider string `json:"provider"`
+	// Kind is "chat" or "embedding".
+	Kind string `json:"kind"`
+	// Cost is the pinned price.
+	Cost Cost `json:"cost"`
+	// ContextWindow is a chat model's context length in tokens.
+	ContextWindow int `json:"contextWindow,omitempty"`
+	// MaxOutputTokens is the most tokens one chat response may have.
+	MaxOutputTokens int `json:"maxOutputTokens,omitempty"`
+	// Capabilities are what a chat model can do ("tools", "json",
+	// "streaming", "vision"), sorted.
+	Capabilities []string `json:"capabilities,omitempty"`
+	// Dimensions is an embedding model's vector width.
+	Dimensions int `json:"dimensions,omitempty"`
+	// MaxInputTokens is the most tokens one embedding input may have.
+	MaxInputTokens int `json:"maxInputTokens,omitempty"`
+}
+
+// Model kinds.
+const (
+	KindChat      = "chat"
+	KindEmbedding = "embedding"
+)
+
+// Has reports whether the model declares the capability.
+func (m *Model) Has(capability string) bool {
+	return slices.Contains(m.Capabilities, capability)
+}
+
+// Cost is a price per 1,000 tokens in US dollars.
+type Cost struct {
+	// InputPer1kUSD is the price of 1,000 input tokens.
+	InputPer1kUSD float64 `json:"inputPer1kUSD"`
+	// OutputPer1kUSD is the price of 1,000 output tokens.
+	OutputPer1kUSD float64 `json:"outputPer1kUSD"`
+}
+
+// Alias names a model for the rest of the IR.
+type Alias struct {
+	// Name is the alias.
+	Name string `json:"name"`
+	// Model is the exact model id the alias resolves to.
+	Model string `json:"model"`
+}
+
+// Budget caps spend.
+type Budget struct {
+	// Name is the budget's key in the IR.
+	Name string `json:"name"`
+	// MaxUSD caps cost in US dollars; zero means no cost cap.
+	MaxUSD float64 `json:"maxUSD,omitempty"`
+	// MaxTotalTokens caps input plus output tokens; zero means no token cap.
+	MaxTotalTokens int64 `json:"maxTotalTokens,omitempty"`
+	// Scope is "run", "thread" or "global".
+	Scope string `json:"scope"`
+}
+
+// Tool is a function an agent may call.
+type Tool struct {
+	// Name is the tool's name as the model sees it.
+	Name string `json:"name"`
+	// Description tells the model when to call the tool.
+	Description string `json:"description"`
+	// Input is the JSON Schema of the tool's arguments.
+	Input json.RawMessage `json:"input"`
+	// Effects is "read" or "write".
+	Effects string `json:"effects"`
+	// Approval is "never" or "always".
+	Approval string `json:"approval"`
+	// Timeout bounds one call of the tool.
+	Timeout Duration `json:"timeout"`
+}
+
+// Agent is a model-driven loop.
+type Agent struct {
+	// Name is the agent's key in the IR.
+	Name string `json:"name"`
+	// Description says what the agent does.
+	Description string `json:"description,omitempty"`
+	// Model is the alias the agent starts on.
+	Model string `json:"model"`
+	// Ladder lists aliases from most to least capable; empty means the
+	// agent cannot degrade.
+	Ladder []string `json:"ladder,omitempty"`
+	// OnBudgetExhausted is "fail" or "degrade".
+	OnBudgetExhausted string `json:"onBudgetExhausted"`
+	// Instructions is the system prompt; when InstructionsFile is set, Load
+	// reads the file into it.
+	Instructions string `json:"instructions,omitempty"`
+	// InstructionsFile is the file the instructions came from, relative to
+	// the IR file's directory; empty when they were inline.
+	InstructionsFile string `json:"instructionsFile,omitempty"`
+	// Tools names the tools the agent may call.
+	Tools []string `json:"tools"`
+	// Handoffs names the agents the conversation may be transferred to.
+	Handoffs []string `json:"handoffs"`
+	// Delegates names the agents this agent may call as tools.
+	Delegates []string `json:"delegates"`
+	// MaxSteps bounds the model calls of one run.
+	MaxSteps int `json:"maxSteps"`
+	// Budget names the budget the agent is charged to; empty means none.
+	Budget string `json:"budget,omitempty"`
+	// Retrievers names the retrievers the agent may search.
+	Retrievers []string `json:"retrievers"`
+	// Memory configures the agent's memory scopes; nil means none.
+	Memory *Memory `json:"memory,omitempty"`
+	// Output is the JSON Schema the final answer must satisfy; nil means
+	// free text.
+	Output json.RawMessage `json:"output,omitempty"`
+	// Temperature is the sampling temperature; nil means the provider's.
+	Temperature *float64 `json:"temperature,omitempty"`
+}
+
+// Budget exhaustion policies.
+const (
+	OnBudgetFail    = "fail"
+	OnBudgetDegrade = "degrade"
+)
+
+// Memory configures an agent's memory scopes.
+type Memory struct {
+	// Thread is the conversation's own history; nil means untrimmed.
+	Thread *ThreadMemory `json:"thread,omitempty"`
+	// User is memory about one user across threads; nil means none.
+	User *StoredMemory `json:"user,omitempty"`
+	// Global is memory shared by every user; nil means none.
+	Global *StoredMemory `json:"global,omitempty"`
+}
+
+// ThreadMemory is the thread scope: kept in the checkpoint, trimmed.
+type ThreadMemory struct {
+	// TokenBudget is the most tokens of history sent to the model.
+	TokenBudget int `json:"tokenBudget"`
+}
+
+// StoredMemory is a memory scope kept in a store.
+type StoredMemory struct {
+	// Store names the store holding the scope.
+	Store string `json:"store"`
+	// TokenBudget is the most tokens of this memory injected per request.
+	TokenBudget int `json:"tokenBudget"`
+}
+
+// Store holds vectors and memory.
+type Store struct {
+	// Name is the store's key in the IR.
+	Name string `json:"name"`
+	// Kind is "memory" or "pgvector".
+	Kind string `json:"kind"`
+	// Distance is "cosine", "l2" or "inner_product".
+	Distance string `json:"distance"`
+	// DSNEnv names the environment variable holding a pgvector store's DSN.
+	DSNEnv string `json:"dsnEnv,omitempty"`
+	// Table is the table of a pgvector store.
+	Table string `json:"table,omitempty"`
+}
+
+// Store kinds.
+const (
+	StoreMemory   = "memory"
+	StorePGVector = "pgvector"
+)
+
+// Retriever turns files into chunks, embeds and searches them.
+type Retriever struct {
+	// Name is the retriever's key in the IR.
+	Name string `json:"name"`
+	// Source says which files are ingested.
+	Source Source `json:"source"`
+	// Chunking says how files are cut.
+	Chunking Chunking `json:"chunking"`
+	// EmbedModel is the alias of the embedding model.
+	EmbedModel string `json:"embedModel"`
+	// Store names the store holding the chunks.
+	Store string `json:"store"`
+	// TopK is how many chunks one search returns.
+	TopK int `json:"topK"`
+	// Rerank is "none" or "lexical".
+	Rerank string `json:"rerank"`
+}
+
+// Source names the files a retriever ingests.
+type Source struct {
+	// Files are glob patterns relative to the IR file's directory.
+	Files []string `json:"files"`
+	// Exclude are glob patterns of files to leave out.
+	Exclude []string `json:"exclude"`
+}
+
+// Chunking says how files are cut into chunks, in characters.
+type Chunking struct {
+	// Size is the most characters of one chunk.
+	Size int `json:"size"`
+	// Overlap is how many characters consecutive chunks share.
+	Overlap int `json:"overlap"`
+}
+
+// Eval is a sampled evaluation.
+type Eval struct {
+	// Name is the eval's key in the IR.
+	Name string `json:"name"`
+	// Dataset is the dataset file, relative to the IR file's directory.
+	Dataset string `json:"dataset"`
+	// Target is what answers each case.
+	Target Target `json:"target"`
+	// Runs is how many times each case is sampled.
+	Runs int `json:"runs"`
+	// Concurrency bounds the samples in flight.
+	Concurrency int `json:"concurrency"`
+	// Metrics are the metric names computed for every sample.
+	Metrics []string `json:"metrics"`
+	// Judge configures the llm_judge metric; nil when it is not used.
+	Judge *Judge `json:"judge,omitempty"`
+	// Schema is the JSON Schema json_schema_valid checks; when the IR leaves
+	// it out and the target is an agent with an output schema, Load copies
+	// that schema here.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// Budget names the budget the eval's calls are charged to.
+	Budget string `json:"budget,omitempty"`
+	// Baseline is the baseline file, relative to the IR file's directory;
+	// empty means the eval reports without gating.
+	Baseline string `json:"baseline,omitempty"`
+	// Thresholds are the gates.
+	Thresholds []Threshold `json:"thresholds"`
+}
+
+// Target is what answers an eval's cases: an agent, or a model alias with a
+// prompt template.
+type Target struct {
+	// Agent names the answering agent; empty for a model target.
+	Agent string `json:"agent,omitempty"`
+	// Model is the answering alias; empty for an agent target.
+	Model string `json:"model,omitempty"`
+	// Prompt is the text/template rendering a case as the user message.
+	Prompt string `json:"prompt,omitempty"`
+	// System is the system message of a model target.
+	System string `json:"system,omitempty"`
+}
+
+// Judge configures the llm_judge metric.
+type Judge struct {
+	// Model is the alias of the judging model.
+	Model string `json:"model"`
+	// Rubric tells the judge how to score.
+	Rubric string `json:"rubric"`
+}
+
+// Threshold gates one metric against the baseline.
+type Threshold struct {
+	// Metric names the gated metric.
+	Metric string `json:"metric"`
+	// MinMean passes the gate outright when reached; nil means no floor.
+	MinMean *float64 `json:"minMean,omitempty"`
+	// MaxRegression is the largest accepted drop from the baseline mean.
+	MaxRegression float64 `json:"maxRegression"`
+	// Alpha is the false-alarm rate of the regression test.
+	Alpha float64 `json:"alpha"`
+}
+
+// Metric names.
+const (
+	MetricExactMatch         = "exact_match"
+	MetricNormalizedContains = "normalized_contains"
+	MetricJSONSchemaValid    = "json_schema_valid"
+	MetricLLMJudge           = "llm_judge"
+)
+
+// ModelDerivedMetric reports whether a metric's score comes from a model
+// (an LLM judge). Such a metric may be reported but never gate: its noise
+// and bias are not the application's.
+func ModelDerivedMetric(name string) bool { return name == MetricLLMJudge }
+
+// Service configures the generated HTTP service.
+type Service struct {
+	// Listen is the address to listen on.
+	Listen string `json:"listen"`
+	// Entry names the agent answering requests that name none; empty means
+	// requests must name one.
+	Entry string `json:"entry,omitempty"`
+	// Auth protects the service.
+	Auth Auth `json:"auth"`
+	// State says where checkpoints, memory and the ledger live.
+	State State `json:"state"`
+}
+
+// Auth protects the service.
+type Auth struct {
+	// Kind is "none" or "bearer".
+	Kind string `json:"kind"`
+	// TokenEnv names the environment variable holding the bearer token.
+	TokenEnv string `json:"tokenEnv,omitempty"`
+}
+
+// State says where durable state lives.
+type State struct {
+	// Kind is "memory" or "postgres".
+	Kind string `json:"kind"`
+	// DSNEnv names the environment variable holding the PostgreSQL DSN.
+	DSNEnv string `json:"dsnEnv,omitempty"`
+}
+
+// Duration is a time.Duration written in the IR as a Go duration string.
+type Duration time.Duration
+
+// UnmarshalJSON parses a Go duration string such as "30s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// Std returns the duration as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// Provider returns the provider with the given name.
+func (d *Document) Provider(name string) (*Provider, bool) { return find(d.Providers, name) }
+
+// Model returns the model with the given id.
+func (d *Document) Model(id string) (*Model, bool) { return find(d.Models, id) }
+
+// Budget returns the budget with the given name.
+func (d *Document) Budget(name string) (*Budget, bool) { return find(d.Budgets, name) }
+
+// Tool returns the tool with the given name.
+func (d *Document) Tool(name string) (*Tool, bool) { return find(d.Tools, name) }
+
+// Agent returns the agent with the given name.
+func (d *Document) Agent(name string) (*Agent, bool) { return find(d.Agents, name) }
+
+// Store returns the store with the given name.
+func (d *Document) Store(name string) (*Store, bool) { return find(d.Stores, name) }
+
+// Retriever returns the retriever with the given name.
+func (d *Document) Retriever(name string) (*Retriever, bool) { return find(d.Retrievers, name) }
+
+// Eval returns the eval with the given name.
+func (d *Document) Eval(name string) (*Eval, bool) { return find(d.Evals, name) }
+
+// Resolve returns the model an alias names.
+func (d *Document) Resolve(alias string) (*Model, bool) {
+	a, ok := find(d.Aliases, alias)
+	if !ok {
+		return nil, false
+	}
+	return d.Model(a.Model)
+}
+
+// AliasNames returns the aliases, sorted.
+func (d *Document) AliasNames() []string { return names(d.Aliases) }
+
+// AgentNames returns the agent names, sorted.
+func (d *Document) AgentNames() []string { return names(d.Agents) }
+
+// EvalNames returns the eval names, sorted.
+func (d *Document) EvalNames() []string { return names(d.Evals) }
+
+// named is what every sorted section holds.
+type named interface {
+	*Provider | *Model | *Alias | *Budget | *Tool | *Agent | *Store | *Retriever | *Eval
+}
+
+func key[T named](v T) string {
+	switch x := any(v).(type) {
+	case *Provider:
+		return x.Name
+	case *Model:
+		return x.ID
+	case *Alias:
+		return x.Name
+	case *Budget:
+		return x.Name
+	case *Tool:
+		return x.Name
+	case *Agent:
+		return x.Name
+	case *Store:
+		return x.Name
+	case *Retriever:
+		return x.Name
+	case *Eval:
+		return x.Name
+	}
+	panic("unreachable")
+}
+
+func find[T named](s []T, name string) (T, bool) {
+	i, ok := slices.BinarySearchFunc(s, name, func(v T, n string) int { return strings.Compare(key(v), n) })
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return s[i], true
+}
+
+func names[T named](s []T) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = key(v)
+	}
+	return out
+}

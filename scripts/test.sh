@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# test.sh — the one command that checks aid: formatting, vet, and every test with -race
+# against a real PostgreSQL with pgvector.
+#
+#   bash scripts/test.sh                    # gofmt, go vet, go test -race -count=1 ./...
+#   bash scripts/test.sh -run X ./ir/       # extra arguments go to `go test`
+#
+# When arguments name no package (nothing starting with "."), ./... is added, so
+# `bash scripts/test.sh -run X` still tests the whole module.
+#
+# Unless AID_TEST_DATABASE_URL is already set, it installs PostgreSQL 15 + pgvector (only when
+# run as root; otherwise they must already be installed), starts a throwaway cluster with
+# scripts/postgres.sh, and stops it on exit, also after a failure or an interrupt.
+# It leaves CI as it finds it: with CI set, a test that needs the database fails instead of
+# skipping when it has none.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# now prints the time in milliseconds; since prints the seconds elapsed since such a time.
+now() { local t=${EPOCHREALTIME/[.,]/}; printf '%s\n' "${t%???}"; }
+since() {
+	local ms=$(($(now) - $1))
+	printf '%d.%01ds' $((ms / 1000)) $((ms % 1000 / 100))
+}
+T0=$(now)
+phase() {
+	PHASE_NAME=$1
+	PHASE_START=$(now)
+	printf '==> %s\n' "$PHASE_NAME" >&2
+}
+done_phase() { printf '    %s: %s\n' "$PHASE_NAME" "$(since "$PHASE_START")" >&2; }
+
+phase "gofmt -l ."
+unformatted=$(gofmt -l .)
+if [[ -n "$unformatted" ]]; then
+	printf 'these files are not gofmt-formatted (run gofmt -w on them):\n%s\n' "$unformatted" >&2
+	exit 1
+fi
+done_phase
+
+phase "go vet ./..."
+go vet ./...
+done_phase
+
+if [[ -z "${AID_TEST_DATABASE_URL:-}" ]]; then
+	if [[ $EUID -eq 0 ]]; then
+		phase "postgres.sh install"
+		bash scripts/postgres.sh install
+		done_phase
+	fi
+
+	phase "postgres.sh start"
+	# A state file of our own, so concurrent runs on one machine do not stop each other's server.
+	AID_PG_STATE=$(mktemp -u "${TMPDIR:-/tmp}/aid-test-pg.XXXXXX.state")
+	export AID_PG_STATE
+	stop_postgres() {
+		local t
+		t=$(now)
+		bash scripts/postgres.sh stop || true
+		printf '    postgres.sh stop: %s\n' "$(since "$t")" >&2
+	}
+	trap stop_postgres EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	AID_TEST_DATABASE_URL=$(bash scripts/postgres.sh start)
+	export AID_TEST_DATABASE_URL
+	done_phase
+fi
+
+# An argument names packages when it is a relative path or a module path and is not the value
+# of a preceding flag (as the "." in `-run .` is).
+args=("$@")
+has_pkg=0 prev=""
+for a in "${args[@]}"; do
+	if [[ "$a" == . || "$a" == ./* || "$a" == ../* || "$a" == github.com/aidgen/aid* ]]; then
+		case "$prev" in
+		-*=* | -v | -race | -short | -failfast | -json | -cover | -benchmem | -x | -n | -a) has_pkg=1 ;;
+		-*) ;; # the value of a flag such as -run or -bench
+		*) has_pkg=1 ;;
+		esac
+	fi
+	prev=$a
+done
+((has_pkg)) || args+=(./...)
+
+phase "go test -race -count=1 ${args[*]}"
+go test -race -count=1 "${args[@]}"
+done_phase
+
+printf '==> all checks passed in %s\n' "$(since "$T0")" >&2

@@ -128,16 +128,9 @@ func (c *checker) alias(p cue.Path, alias, kind string) {
 	}
 }
 
-// known returns the names of a section: those decoded and those whose
-// entry failed the schema (which are known, only broken).
-func (c *checker) known(section string, decoded []string) []string {
-	if len(c.broken[section]) == 0 {
-		return decoded
-	}
-	out := slices.Concat(decoded, c.broken[section])
-	slices.Sort(out)
-	return slices.Compact(out)
-}
+// known returns the names of a section. (Entries that failed the schema
+// are decoded leniently, so they are known too.)
+func (c *checker) known(_ string, decoded []string) []string { return decoded }
 
 func article(word string) string {
 	if strings.ContainsRune("aeiou", rune(word[0])) {

@@ -18,7 +18,16 @@ import (
 // orders its fields topologically, which dominates decoding time on large
 // files. Only maps (the IR's sections) are iterated.
 func decodeValue(v cue.Value, dst any) error {
-	return decodeInto(v, reflect.ValueOf(dst).Elem())
+	return decodeInto(v, reflect.ValueOf(dst).Elem(), false)
+}
+
+// decodeLenient decodes what it can of a value that failed validation: a
+// field or list element that does not decode is left at its zero value.
+// The loader uses it so the semantic passes still see the rest of an entry;
+// problems on the skipped paths are CUE's to report, and the loader drops
+// semantic errors on them.
+func decodeLenient(v cue.Value, dst any) {
+	_ = decodeInto(v, reflect.ValueOf(dst).Elem(), true)
 }
 
 var (
@@ -26,7 +35,7 @@ var (
 	durationType   = reflect.TypeFor[Duration]()
 )
 
-func decodeInto(v cue.Value, rv reflect.Value) error {
+func decodeInto(v cue.Value, rv reflect.Value, lenient bool) error {
 	if d, ok := v.Default(); ok {
 		v = d
 	}
@@ -77,7 +86,7 @@ func decodeInto(v cue.Value, rv reflect.Value) error {
 		rv.SetBool(b)
 	case reflect.Pointer:
 		p := reflect.New(rv.Type().Elem())
-		if err := decodeInto(v, p.Elem()); err != nil {
+		if err := decodeInto(v, p.Elem(), lenient); err != nil {
 			return err
 		}
 		rv.Set(p)
@@ -89,7 +98,7 @@ func decodeInto(v cue.Value, rv reflect.Value) error {
 		s := reflect.MakeSlice(rv.Type(), 0, 4)
 		for it.Next() {
 			e := reflect.New(rv.Type().Elem()).Elem()
-			if err := decodeInto(it.Value(), e); err != nil {
+			if err := decodeInto(it.Value(), e, lenient); err != nil && !lenient {
 				return err
 			}
 			s = reflect.Append(s, e)
@@ -103,7 +112,7 @@ func decodeInto(v cue.Value, rv reflect.Value) error {
 		m := reflect.MakeMap(rv.Type())
 		for it.Next() {
 			e := reflect.New(rv.Type().Elem()).Elem()
-			if err := decodeInto(it.Value(), e); err != nil {
+			if err := decodeInto(it.Value(), e, lenient); err != nil && !lenient {
 				return fmt.Errorf("%s: %w", it.Selector().Unquoted(), err)
 			}
 			m.SetMapIndex(reflect.ValueOf(it.Selector().Unquoted()), e)
@@ -121,7 +130,11 @@ func decodeInto(v cue.Value, rv reflect.Value) error {
 			if !fv.Exists() {
 				continue
 			}
-			if err := decodeInto(fv, rv.Field(i)); err != nil {
+			if err := decodeInto(fv, rv.Field(i), lenient); err != nil {
+				if lenient {
+					rv.Field(i).SetZero()
+					continue
+				}
 				return fmt.Errorf("%s: %w", name, err)
 			}
 		}

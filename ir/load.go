@@ -53,10 +53,8 @@ type loader struct {
 
 	schema cue.Value // the compiled schema, for its named constraints
 
-	// broken holds, per section ("agents", ...), the entries that failed
-	// schema validation and were not decoded. References to them are not
-	// reported as unknown: the entry's own error says what is wrong.
-	broken map[string][]string
+	// cuePaths holds the paths CUE reported problems at.
+	cuePaths map[string]bool
 
 	// unknown holds the paths of fields CUE reported as not allowed, so
 	// that the list of allowed fields leaves them out.
@@ -128,6 +126,20 @@ func (l *loader) decode() (*Document, error) {
 	if err := decodeValue(l.app, &raw); err != nil {
 		return nil, fmt.Errorf("decoding validated IR %s: %w", l.name, err)
 	}
+	return l.build(raw), nil
+}
+
+// decodePartial decodes a document that failed schema validation,
+// leniently: whatever decodes is kept, so the semantic passes still report
+// on it, and errAt drops their errors on paths CUE already reported.
+func (l *loader) decodePartial() (*Document, error) {
+	var raw rawDocument
+	decodeLenient(l.app, &raw)
+	return l.build(raw), nil
+}
+
+// build turns the decoded sections into a Document of sorted slices.
+func (l *loader) build(raw rawDocument) *Document {
 	doc := &Document{
 		Name:        raw.Name,
 		Version:     raw.Version,
@@ -149,94 +161,7 @@ func (l *loader) decode() (*Document, error) {
 		aliases[k] = &Alias{Name: k, Model: m}
 	}
 	doc.Aliases = sorted(aliases, func(*Alias, string) {})
-	return doc, nil
-}
-
-// decodePartial decodes, section by section, the entries that are valid on
-// their own; the others are recorded in l.broken.
-func (l *loader) decodePartial() (*Document, error) {
-	l.broken = map[string][]string{}
-	doc := &Document{Path: l.name, Dir: l.dir}
-	scalar := func(field string, dst *string) {
-		v := l.app.LookupPath(cue.MakePath(cue.Str(field)))
-		if s, err := v.String(); err == nil {
-			*dst = s
-		}
-	}
-	scalar("name", &doc.Name)
-	scalar("version", &doc.Version)
-	scalar("description", &doc.Description)
-	if v := l.app.LookupPath(cue.MakePath(cue.Str("service"))); v.Validate(cue.Concrete(true)) == nil {
-		if err := decodeValue(v, &doc.Service); err != nil {
-			return nil, fmt.Errorf("decoding validated service: %w", err)
-		}
-	}
-	var err error
-	doc.Providers, err = decodeSection(l, "providers", func(v *Provider, k string) { v.Name = k })
-	if err != nil {
-		return nil, err
-	}
-	doc.Models, err = decodeSection(l, "models", func(v *Model, k string) { v.ID = k; slices.Sort(v.Capabilities) })
-	if err != nil {
-		return nil, err
-	}
-	doc.Budgets, err = decodeSection(l, "budgets", func(v *Budget, k string) { v.Name = k })
-	if err != nil {
-		return nil, err
-	}
-	doc.Tools, err = decodeSection(l, "tools", initTool)
-	if err != nil {
-		return nil, err
-	}
-	doc.Agents, err = decodeSection(l, "agents", func(v *Agent, k string) { v.Name = k })
-	if err != nil {
-		return nil, err
-	}
-	doc.Stores, err = decodeSection(l, "stores", func(v *Store, k string) { v.Name = k })
-	if err != nil {
-		return nil, err
-	}
-	doc.Retrievers, err = decodeSection(l, "retrievers", func(v *Retriever, k string) { v.Name = k })
-	if err != nil {
-		return nil, err
-	}
-	doc.Evals, err = decodeSection(l, "evals", func(v *Eval, k string) { v.Name = k })
-	if err != nil {
-		return nil, err
-	}
-	it, ierr := l.app.LookupPath(cue.MakePath(cue.Str("aliases"))).Fields()
-	for ierr == nil && it.Next() {
-		name := it.Selector().Unquoted()
-		if m, err := it.Value().String(); err == nil {
-			doc.Aliases = append(doc.Aliases, &Alias{Name: name, Model: m})
-		} else {
-			l.broken["aliases"] = append(l.broken["aliases"], name)
-		}
-	}
-	slices.SortFunc(doc.Aliases, func(a, b *Alias) int { return strings.Compare(a.Name, b.Name) })
-	return doc, nil
-}
-
-func decodeSection[T any](l *loader, section string, setKey func(*T, string)) ([]*T, error) {
-	it, err := l.app.LookupPath(cue.MakePath(cue.Str(section))).Fields()
-	if err != nil {
-		return nil, nil
-	}
-	m := map[string]*T{}
-	for it.Next() {
-		name := it.Selector().Unquoted()
-		v := it.Value()
-		if v.Validate(cue.Concrete(true)) != nil {
-			l.broken[section] = append(l.broken[section], name)
-			continue
-		}
-		t := new(T)
-		if err := decodeValue(v, t); err != nil {
-			return nil, fmt.Errorf("decoding validated %s.%s: %w", section, name, err)
-		}
-		m[name] = t
-	}
-	return sorted(m, setKey), nil
+	return doc
 }
 
 // noArguments is the input schema of a tool that declares none: an object
@@ -315,8 +240,16 @@ func convertPos(p token.Pos) Position {
 	return Position{Filename: pp.Filename, Line: pp.Line, Column: pp.Column}
 }
 
-// errAt records a problem with the value at path.
+// errAt records a problem with the value at path, unless CUE already
+// reported a problem there or above it: a semantic check of a value that
+// failed the schema would only repeat the error in other words.
 func (l *loader) errAt(p cue.Path, format string, args ...any) {
+	sels := p.Selectors()
+	for n := len(sels); n > 0; n-- {
+		if l.cuePaths[cue.MakePath(sels[:n]...).String()] {
+			return
+		}
+	}
 	l.errs = append(l.errs, &Error{Pos: l.posOf(p), Path: p.String(), Msg: fmt.Sprintf(format, args...)})
 }
 
@@ -409,6 +342,10 @@ func (l *loader) addGroup(path []string, g []cueProblem) {
 		}
 	}
 	pathStr := formatPath(path)
+	if l.cuePaths == nil {
+		l.cuePaths = map[string]bool{}
+	}
+	l.cuePaths[pathStr] = true
 	switch {
 	case disjunction && len(others) == 0 && len(conflicts) > 0:
 		// Every branch is a literal that differs from the user's value: an

@@ -1,0 +1,361 @@
+package eval
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// BaselineFormat identifies the baseline file format; it is written into every file and
+// checked on reading.
+const BaselineFormat = "aid-baseline/v1"
+
+// Baseline is the committed reference a gate compares against: per metric, the statistics
+// of a past run, with the per-case means that paired tests need.
+type Baseline struct {
+	// Dataset names the dataset the baseline was measured on.
+	Dataset string
+	// DatasetVersion is that dataset's version.
+	DatasetVersion string
+	// Models lists the pinned model ids that produced the baseline's answers.
+	Models []string
+	// AidVersion is the version of aid that wrote the baseline.
+	AidVersion string
+	// Note is free text for reviewers (why the baseline changed).
+	Note string
+	// Metrics maps metric names to their statistics.
+	Metrics map[string]MetricStats
+}
+
+// NewBaseline builds a baseline from a run result.
+func NewBaseline(r *Result, aidVersion, note string) (*Baseline, error) {
+	stats, err := r.Stats()
+	if err != nil {
+		return nil, fmt.Errorf("build baseline: %w", err)
+	}
+	return &Baseline{
+		Dataset:        r.Dataset,
+		DatasetVersion: r.DatasetVersion,
+		Models:         slices.Clone(r.Models),
+		AidVersion:     aidVersion,
+		Note:           note,
+		Metrics:        stats,
+	}, nil
+}
+
+// The wire types declare their fields in sorted order; encoding/json sorts map keys, so
+// every object in the file has sorted keys.
+type baselineWire struct {
+	AidVersion     string                `json:"aidVersion"`
+	Dataset        string                `json:"dataset"`
+	DatasetVersion string                `json:"datasetVersion"`
+	Format         string                `json:"format"`
+	Metrics        map[string]metricWire `json:"metrics"`
+	Models         []string              `json:"models"`
+	Note           string                `json:"note"`
+}
+
+type metricWire struct {
+	CaseMeans          map[string]fixed6 `json:"caseMeans"`
+	Cases              int               `json:"cases"`
+	Errors             int               `json:"errors"`
+	Mean               fixed6            `json:"mean"`
+	ModelDerived       bool              `json:"modelDerived"`
+	Runs               int               `json:"runs"`
+	StdDev             fixed6            `json:"stdDev"`
+	StdErr             fixed6            `json:"stdErr"`
+	WithinCaseVariance fixed6            `json:"withinCaseVariance"`
+}
+
+// fixed6 is a float written with exactly six decimals, so that diffs show real changes
+// and never a change of float formatting.
+type fixed6 float64
+
+// MarshalJSON writes the value with six decimals; NaN and infinities are refused.
+func (f fixed6) MarshalJSON() ([]byte, error) {
+	v := float64(f)
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil, fmt.Errorf("cannot write %v to a baseline", v)
+	}
+	s := strconv.FormatFloat(v, 'f', 6, 64)
+	if s == "-0.000000" {
+		s = "0.000000"
+	}
+	return []byte(s), nil
+}
+
+// UnmarshalJSON reads any JSON number.
+func (f *fixed6) UnmarshalJSON(b []byte) error {
+	var v float64
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*f = fixed6(v)
+	return nil
+}
+
+// MarshalBaseline encodes the baseline in its stable form: sorted keys, two-space
+// indentation, every number with six decimals, and a trailing newline. The same baseline
+// always encodes to the same bytes.
+func MarshalBaseline(b *Baseline) ([]byte, error) {
+	w := baselineWire{
+		AidVersion: b.AidVersion, Dataset: b.Dataset, DatasetVersion: b.DatasetVersion,
+		Format: BaselineFormat, Models: b.Models, Note: b.Note,
+		Metrics: make(map[string]metricWire, len(b.Metrics)),
+	}
+	if w.Models == nil {
+		w.Models = []string{}
+	}
+	w.Models = slices.Sorted(slices.Values(w.Models))
+	for name, m := range b.Metrics {
+		cm := make(map[string]fixed6, len(m.CaseMeans))
+		for id, v := range m.CaseMeans {
+			cm[id] = fixed6(v)
+		}
+		w.Metrics[name] = metricWire{
+			CaseMeans: cm, Cases: m.Cases, Errors: m.Errors, Mean: fixed6(m.Mean),
+			ModelDerived: m.ModelDerived, Runs: m.Runs, StdDev: fixed6(m.StdDev),
+			StdErr: fixed6(m.StdErr), WithinCaseVariance: fixed6(m.WithinCaseVariance),
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(w); err != nil { // Encode ends with the trailing newline
+		return nil, fmt.Errorf("encode baseline: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// ParseBaseline decodes a baseline file; name is used in error positions.
+func ParseBaseline(name string, data []byte) (*Baseline, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var w baselineWire
+	if err := dec.Decode(&w); err != nil {
+		p := newParser(name, data)
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return nil, fmt.Errorf("%s: invalid JSON: %w", p.pos(max(0, int(se.Offset)-1)), err)
+		case errors.As(err, &te):
+			return nil, fmt.Errorf("%s: field %s: got a JSON %s, want %s", p.pos(max(0, int(te.Offset)-1)), te.Field, te.Value, te.Type)
+		default:
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s: data after the baseline object", name)
+	}
+	if w.Format != BaselineFormat {
+		return nil, fmt.Errorf("%s: format %q is not %q; regenerate the baseline with --update-baseline", name, w.Format, BaselineFormat)
+	}
+	b := &Baseline{
+		Dataset: w.Dataset, DatasetVersion: w.DatasetVersion, Models: w.Models,
+		AidVersion: w.AidVersion, Note: w.Note, Metrics: make(map[string]MetricStats, len(w.Metrics)),
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(w.Metrics)) {
+		m := w.Metrics[name]
+		st := MetricStats{
+			ModelDerived: m.ModelDerived, Runs: m.Runs, Cases: m.Cases, Mean: float64(m.Mean),
+			StdDev: float64(m.StdDev), StdErr: float64(m.StdErr),
+			WithinCaseVariance: float64(m.WithinCaseVariance), Errors: m.Errors,
+		}
+		if len(m.CaseMeans) > 0 {
+			st.CaseMeans = make(map[string]float64, len(m.CaseMeans))
+			for id, v := range m.CaseMeans {
+				st.CaseMeans[id] = float64(v)
+			}
+		}
+		if err := checkStats(st); err != nil {
+			errs = append(errs, fmt.Errorf("metric %q: %w", name, err))
+			continue
+		}
+		b.Metrics[name] = st
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s: %w", name, errors.Join(errs...))
+	}
+	return b, nil
+}
+
+// checkStats rejects statistics no run could have produced.
+func checkStats(st MetricStats) error {
+	var errs []error
+	if st.Runs < 1 {
+		errs = append(errs, fmt.Errorf("runs %d must be at least 1", st.Runs))
+	}
+	if st.Cases < 1 {
+		errs = append(errs, fmt.Errorf("cases %d must be at least 1", st.Cases))
+	}
+	if st.Mean < 0 || st.Mean > 1 {
+		errs = append(errs, fmt.Errorf("mean %v is outside [0, 1]", st.Mean))
+	}
+	if st.StdDev < 0 || st.StdErr < 0 || st.WithinCaseVariance < 0 {
+		errs = append(errs, errors.New("spreads must not be negative"))
+	}
+	if st.CaseMeans != nil && len(st.CaseMeans) != st.Cases {
+		errs = append(errs, fmt.Errorf("has %d case means for %d cases", len(st.CaseMeans), st.Cases))
+	}
+	for _, id := range slices.Sorted(maps.Keys(st.CaseMeans)) {
+		if v := st.CaseMeans[id]; v < 0 || v > 1 {
+			errs = append(errs, fmt.Errorf("case %q: mean %v is outside [0, 1]", id, v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ReadBaseline reads and checks a baseline file.
+func ReadBaseline(path string) (*Baseline, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read baseline: %w", err)
+	}
+	return ParseBaseline(path, data)
+}
+
+// WriteBaselineFile writes the baseline atomically: it writes a temporary file in the
+// same directory, syncs it and renames it over path, so a reader never sees a partial
+// file and a failed write leaves the old baseline in place.
+func WriteBaselineFile(path string, b *Baseline) (err error) {
+	data, err := MarshalBaseline(b)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write baseline: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("write baseline: %w", err)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return fmt.Errorf("write baseline: %w", err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("write baseline: %w", err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("write baseline: %w", err)
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write baseline: %w", err)
+	}
+	return nil
+}
+
+// BaselineChange is one difference between two baselines.
+type BaselineChange struct {
+	// Path names the field, such as "metrics.exact_match.mean" or
+	// "metrics.exact_match.caseMeans.fr".
+	Path string
+	// Old and New are the formatted values; empty when the field is absent on that side.
+	Old, New string
+}
+
+// String formats the change as "path: old → new".
+func (c BaselineChange) String() string {
+	old, nw := c.Old, c.New
+	if old == "" {
+		old = "(none)"
+	}
+	if nw == "" {
+		nw = "(none)"
+	}
+	return fmt.Sprintf("%s: %s → %s", c.Path, old, nw)
+}
+
+// DiffBaselines lists what changed from old to new, in a stable order: header fields,
+// then metrics by name (runs, cases, mean, spreads, errors, then case means by id). old
+// may be nil, for a first baseline; cur is the new one. Values are compared as written, with six decimals.
+func DiffBaselines(old, cur *Baseline) []BaselineChange {
+	if old == nil {
+		old = &Baseline{}
+	}
+	var out []BaselineChange
+	add := func(path, a, b string) {
+		if a != b {
+			out = append(out, BaselineChange{Path: path, Old: a, New: b})
+		}
+	}
+	add("dataset", old.Dataset, cur.Dataset)
+	add("datasetVersion", old.DatasetVersion, cur.DatasetVersion)
+	add("aidVersion", old.AidVersion, cur.AidVersion)
+	add("models", strings.Join(old.Models, ", "), strings.Join(cur.Models, ", "))
+	add("note", old.Note, cur.Note)
+	names := slices.Sorted(maps.Keys(old.Metrics))
+	for n := range cur.Metrics {
+		if _, ok := old.Metrics[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		o, inOld := old.Metrics[n]
+		w, inNew := cur.Metrics[n]
+		p := "metrics." + n
+		switch {
+		case !inOld:
+			add(p, "", fmt.Sprintf("mean %s over %d cases × %d runs", f6(w.Mean), w.Cases, w.Runs))
+			continue
+		case !inNew:
+			add(p, fmt.Sprintf("mean %s over %d cases × %d runs", f6(o.Mean), o.Cases, o.Runs), "")
+			continue
+		}
+		add(p+".runs", strconv.Itoa(o.Runs), strconv.Itoa(w.Runs))
+		add(p+".cases", strconv.Itoa(o.Cases), strconv.Itoa(w.Cases))
+		if a, b := f6(o.Mean), f6(w.Mean); a != b {
+			out = append(out, BaselineChange{Path: p + ".mean", Old: a, New: fmt.Sprintf("%s (%+.6f)", b, w.Mean-o.Mean)})
+		}
+		add(p+".stdDev", f6(o.StdDev), f6(w.StdDev))
+		add(p+".stdErr", f6(o.StdErr), f6(w.StdErr))
+		add(p+".withinCaseVariance", f6(o.WithinCaseVariance), f6(w.WithinCaseVariance))
+		add(p+".errors", strconv.Itoa(o.Errors), strconv.Itoa(w.Errors))
+		add(p+".modelDerived", strconv.FormatBool(o.ModelDerived), strconv.FormatBool(w.ModelDerived))
+		ids := slices.Sorted(maps.Keys(o.CaseMeans))
+		for id := range w.CaseMeans {
+			if _, ok := o.CaseMeans[id]; !ok {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			a, okA := o.CaseMeans[id]
+			b, okB := w.CaseMeans[id]
+			sa, sb := "", ""
+			if okA {
+				sa = f6(a)
+			}
+			if okB {
+				sb = f6(b)
+			}
+			add(p+".caseMeans."+id, sa, sb)
+		}
+	}
+	return out
+}
+
+func f6(v float64) string {
+	b, err := fixed6(v).MarshalJSON()
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}

@@ -1,0 +1,542 @@
+package eval
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Case is one evaluation case: an input for the target and the answer expected from it.
+//
+// In a dataset file, "input" and "expected" are usually JSON strings and are kept verbatim.
+// Any other non-null JSON value (an object for a structured tool call, a number, an array) is
+// accepted too and is stored as its compact JSON text, so that metrics such as
+// [JSONSchemaValid] or a custom structural comparison can decode it again; [ExactMatch]
+// compares that text as written.
+type Case struct {
+	// ID identifies the case within its dataset; it is how baselines pair cases across runs.
+	ID string
+	// Input is what the target receives.
+	Input string
+	// Expected is the reference answer the metrics compare against.
+	Expected string
+	// Tags group cases (for example by region or difficulty) for lookup and reporting.
+	Tags []string
+	// Metadata carries free-form per-case data that runners and custom metrics may use.
+	Metadata map[string]any
+}
+
+// HasTag reports whether the case carries the tag.
+func (c Case) HasTag(tag string) bool { return slices.Contains(c.Tags, tag) }
+
+// Dataset is a named, versioned list of cases in a stable order.
+//
+// The order of Cases is the order of the file and is the order of every result, so that
+// reports and baselines are reproducible.
+type Dataset struct {
+	// Name names the dataset; it is recorded in baselines.
+	Name string
+	// Version is the dataset's own version; a baseline records it so that a gate against a
+	// baseline of another dataset version is visible in review.
+	Version string
+	// Cases holds the cases in file order.
+	Cases []Case
+}
+
+// NewDataset checks cases (unique non-empty ids, non-empty inputs) and returns a dataset.
+func NewDataset(name, version string, cases []Case) (*Dataset, error) {
+	d := &Dataset{Name: name, Version: version, Cases: cases}
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Validate reports every case with an empty or duplicate id or an empty input.
+func (d *Dataset) Validate() error {
+	if d == nil {
+		return errors.New("dataset is nil")
+	}
+	var errs []error
+	seen := make(map[string]int, len(d.Cases))
+	for i, c := range d.Cases {
+		switch {
+		case c.ID == "":
+			errs = append(errs, fmt.Errorf("dataset %q: case %d: missing id", d.Name, i))
+		case seen[c.ID] > 0:
+			errs = append(errs, fmt.Errorf("dataset %q: case %d: duplicate id %q (first is case %d)", d.Name, i, c.ID, seen[c.ID]-1))
+		default:
+			seen[c.ID] = i + 1
+		}
+		if c.Input == "" {
+			errs = append(errs, fmt.Errorf("dataset %q: case %d: missing input", d.Name, i))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Case returns the case with the given id.
+func (d *Dataset) Case(id string) (Case, bool) {
+	for _, c := range d.Cases {
+		if c.ID == id {
+			return c, true
+		}
+	}
+	return Case{}, false
+}
+
+// Tagged returns the cases that carry the tag, in dataset order.
+func (d *Dataset) Tagged(tag string) []Case {
+	var out []Case
+	for _, c := range d.Cases {
+		if c.HasTag(tag) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Tags returns every tag used by the dataset, sorted.
+func (d *Dataset) Tags() []string {
+	var out []string
+	for _, c := range d.Cases {
+		out = append(out, c.Tags...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Subset returns a dataset with the same name and version holding only the cases that
+// carry at least one of the tags, in dataset order.
+func (d *Dataset) Subset(tags ...string) *Dataset {
+	out := &Dataset{Name: d.Name, Version: d.Version}
+	for _, c := range d.Cases {
+		if slices.ContainsFunc(tags, c.HasTag) {
+			out.Cases = append(out.Cases, c)
+		}
+	}
+	return out
+}
+
+// Position is a place in a dataset or baseline file; Line and Col count from 1 and Col
+// counts bytes, as the Go toolchain does.
+type Position struct {
+	// File is the file name as given to the loader.
+	File string
+	// Line is the 1-based line number.
+	Line int
+	// Col is the 1-based byte column.
+	Col int
+}
+
+// String formats the position as file:line:col.
+func (p Position) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col) }
+
+// DatasetError is one problem in a dataset file, at a position.
+type DatasetError struct {
+	// Pos is where the problem is.
+	Pos Position
+	// Msg says what is wrong and, where it helps, what to change.
+	Msg string
+}
+
+// Error formats the problem as file:line:col: message.
+func (e *DatasetError) Error() string { return e.Pos.String() + ": " + e.Msg }
+
+// DatasetErrorList holds every problem found in one dataset file, sorted by position.
+type DatasetErrorList []*DatasetError
+
+// Error lists the problems, one per line.
+func (l DatasetErrorList) Error() string {
+	msgs := make([]string, len(l))
+	for i, e := range l {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Unwrap returns the problems so that errors.As finds a *DatasetError.
+func (l DatasetErrorList) Unwrap() []error {
+	out := make([]error, len(l))
+	for i, e := range l {
+		out[i] = e
+	}
+	return out
+}
+
+// LoadDataset reads a dataset file; a ".jsonl" file holds one case per line, any other
+// file is JSON (see [ParseDatasetJSON]).
+func LoadDataset(path string) (*Dataset, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load dataset: %w", err)
+	}
+	if strings.EqualFold(filepath.Ext(path), ".jsonl") {
+		return ParseDatasetJSONL(path, data)
+	}
+	return ParseDatasetJSON(path, data)
+}
+
+// ParseDatasetJSON parses a JSON dataset: either an object
+// {"name": ..., "version": ..., "cases": [...]} or a bare array of cases. A bare array takes
+// its name from the file name without extension and has no version. The error, when not
+// nil, is a [DatasetErrorList] naming every problem with its position.
+func ParseDatasetJSON(filename string, data []byte) (*Dataset, error) {
+	p := newParser(filename, data)
+	ds := &Dataset{Name: defaultName(filename)}
+	if off, err := syntaxCheck(data); err != nil {
+		p.errorf(off, "invalid JSON: %v", err)
+		return nil, p.result()
+	}
+	start := skipSpace(data, 0)
+	switch data[start] {
+	case '[':
+		p.parseCases(data[start:], start)
+	case '{':
+		p.parseDatasetObject(ds, data[start:], start)
+	default:
+		p.errorf(start, "dataset must be a JSON object with \"cases\" or an array of cases")
+	}
+	ds.Cases = p.cases
+	if err := p.result(); err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
+// ParseDatasetJSONL parses a JSON Lines dataset: one case object per line, blank lines
+// ignored. The name comes from the file name without extension and there is no version.
+func ParseDatasetJSONL(filename string, data []byte) (*Dataset, error) {
+	p := newParser(filename, data)
+	ds := &Dataset{Name: defaultName(filename)}
+	for start := 0; start < len(data); {
+		end := bytes.IndexByte(data[start:], '\n')
+		if end < 0 {
+			end = len(data)
+		} else {
+			end += start
+		}
+		line := data[start:end]
+		if len(bytes.TrimSpace(line)) > 0 {
+			if off, err := syntaxCheck(line); err != nil {
+				p.errorf(start+off, "invalid JSON: %v", err)
+			} else {
+				s := skipSpace(line, 0)
+				p.parseCase(bytes.TrimSpace(line), start+s)
+			}
+		}
+		start = end + 1
+	}
+	ds.Cases = p.cases
+	if len(ds.Cases) == 0 && len(p.errs) == 0 {
+		p.errorf(0, "dataset has no cases")
+	}
+	if err := p.result(); err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
+func defaultName(filename string) string {
+	base := filepath.Base(filename)
+	return strings.TrimSuffix(base, filepath.Ext(base))
+}
+
+// syntaxCheck returns the offset and cause of the first JSON syntax error in data.
+func syntaxCheck(data []byte) (int, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return 0, errors.New("empty input")
+	}
+	var raw json.RawMessage
+	err := json.Unmarshal(data, &raw)
+	if err == nil {
+		return 0, nil
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		off := int(se.Offset) - 1
+		return max(0, min(off, len(data)-1)), errors.New(se.Error())
+	}
+	return 0, err
+}
+
+func skipSpace(data []byte, off int) int {
+	for off < len(data) {
+		switch data[off] {
+		case ' ', '\t', '\r', '\n', ',', ':':
+			off++
+		default:
+			return off
+		}
+	}
+	return off
+}
+
+// parser accumulates cases and positioned errors for one file.
+type parser struct {
+	file  string
+	data  []byte
+	lines []int // offsets at which each line starts
+	errs  DatasetErrorList
+	cases []Case
+	ids   map[string]int // id → offset of its first definition
+}
+
+func newParser(file string, data []byte) *parser {
+	lines := []int{0}
+	for i, b := range data {
+		if b == '\n' {
+			lines = append(lines, i+1)
+		}
+	}
+	return &parser{file: file, data: data, lines: lines, ids: map[string]int{}}
+}
+
+func (p *parser) pos(off int) Position {
+	line, _ := slices.BinarySearch(p.lines, off+1)
+	// BinarySearch returns the number of line starts ≤ off, which is the 1-based line.
+	return Position{File: p.file, Line: line, Col: off - p.lines[line-1] + 1}
+}
+
+func (p *parser) errorf(off int, format string, args ...any) {
+	p.errs = append(p.errs, &DatasetError{Pos: p.pos(off), Msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *parser) result() error {
+	if len(p.errs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(p.errs, func(a, b *DatasetError) int {
+		if a.Pos.Line != b.Pos.Line {
+			return a.Pos.Line - b.Pos.Line
+		}
+		return a.Pos.Col - b.Pos.Col
+	})
+	return p.errs
+}
+
+// member is one key/value pair of a JSON object with the offsets of both.
+type member struct {
+	key    string
+	keyOff int
+	val    json.RawMessage
+	valOff int
+}
+
+// members splits a syntactically valid JSON object into its members; base is the offset
+// of obj in the file.
+func (p *parser) members(obj []byte, base int) []member {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if _, err := dec.Token(); err != nil { // '{'
+		return nil
+	}
+	var out []member
+	for dec.More() {
+		keyOff := skipSpace(obj, int(dec.InputOffset()))
+		tok, err := dec.Token()
+		if err != nil {
+			return out
+		}
+		key, _ := tok.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return out
+		}
+		valOff := int(dec.InputOffset()) - len(val)
+		out = append(out, member{key: key, keyOff: base + keyOff, val: val, valOff: base + valOff})
+	}
+	return out
+}
+
+// elements splits a syntactically valid JSON array into its elements with their offsets.
+func elements(arr []byte, base int) (vals []json.RawMessage, offs []int) {
+	dec := json.NewDecoder(bytes.NewReader(arr))
+	if _, err := dec.Token(); err != nil { // '['
+		return nil, nil
+	}
+	for dec.More() {
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return vals, offs
+		}
+		vals = append(vals, val)
+		offs = append(offs, base+int(dec.InputOffset())-len(val))
+	}
+	return vals, offs
+}
+
+func kindOf(raw json.RawMessage) string {
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+func (p *parser) parseDatasetObject(ds *Dataset, obj []byte, base int) {
+	var sawCases bool
+	seen := map[string]bool{}
+	for _, m := range p.members(obj, base) {
+		if seen[m.key] {
+			p.errorf(m.keyOff, "duplicate field %q", m.key)
+			continue
+		}
+		seen[m.key] = true
+		switch m.key {
+		case "name", "version":
+			var s string
+			if err := json.Unmarshal(m.val, &s); err != nil {
+				p.errorf(m.valOff, "%s must be a string, got %s", m.key, kindOf(m.val))
+				continue
+			}
+			if m.key == "name" {
+				ds.Name = s
+			} else {
+				ds.Version = s
+			}
+		case "description":
+			// Accepted for humans; not used.
+		case "cases":
+			sawCases = true
+			if m.val[0] != '[' {
+				p.errorf(m.valOff, "cases must be an array, got %s", kindOf(m.val))
+				continue
+			}
+			p.parseCases(m.val, m.valOff)
+		default:
+			p.errorf(m.keyOff, "unknown field %q (want name, version, description, cases)", m.key)
+		}
+	}
+	if !sawCases {
+		p.errorf(base, "missing field \"cases\"")
+	}
+}
+
+func (p *parser) parseCases(arr []byte, base int) {
+	vals, offs := elements(arr, base)
+	if len(vals) == 0 {
+		p.errorf(base, "dataset has no cases")
+	}
+	for i, v := range vals {
+		p.parseCase(v, offs[i])
+	}
+}
+
+// parseCase decodes one case object at offset base, recording every problem.
+func (p *parser) parseCase(obj []byte, base int) {
+	if obj[0] != '{' {
+		p.errorf(base, "case must be a JSON object, got %s", kindOf(obj))
+		return
+	}
+	var c Case
+	var haveID, haveInput, haveExpected bool
+	idOff := base
+	seen := map[string]bool{}
+	for _, m := range p.members(obj, base) {
+		if seen[m.key] {
+			p.errorf(m.keyOff, "duplicate field %q", m.key)
+			continue
+		}
+		seen[m.key] = true
+		switch m.key {
+		case "id":
+			if err := json.Unmarshal(m.val, &c.ID); err != nil {
+				p.errorf(m.valOff, "id must be a string, got %s", kindOf(m.val))
+				haveID = true // reported; do not also say it is missing
+				continue
+			}
+			if c.ID == "" {
+				p.errorf(m.valOff, "id must not be empty")
+			}
+			haveID, idOff = true, m.valOff
+		case "input", "expected":
+			s, ok := p.textValue(m)
+			if !ok {
+				continue
+			}
+			if m.key == "input" {
+				c.Input, haveInput = s, true
+				if s == "" {
+					p.errorf(m.valOff, "input must not be empty")
+				}
+			} else {
+				c.Expected, haveExpected = s, true
+			}
+		case "tags":
+			if err := json.Unmarshal(m.val, &c.Tags); err != nil || m.val[0] != '[' {
+				p.errorf(m.valOff, "tags must be an array of strings")
+			}
+		case "metadata":
+			if m.val[0] != '{' {
+				p.errorf(m.valOff, "metadata must be an object, got %s", kindOf(m.val))
+				continue
+			}
+			if err := json.Unmarshal(m.val, &c.Metadata); err != nil {
+				p.errorf(m.valOff, "metadata: %v", err)
+			}
+		default:
+			p.errorf(m.keyOff, "unknown field %q (want id, input, expected, tags, metadata)", m.key)
+		}
+	}
+	for _, miss := range []struct {
+		ok   bool
+		name string
+	}{{haveID, "id"}, {haveInput, "input"}, {haveExpected, "expected"}} {
+		if !miss.ok {
+			p.errorf(base, "case %s: missing field %q", describeCase(c.ID), miss.name)
+		}
+	}
+	if c.ID != "" {
+		if first, dup := p.ids[c.ID]; dup {
+			fp := p.pos(first)
+			p.errorf(idOff, "duplicate id %q (first defined at %d:%d)", c.ID, fp.Line, fp.Col)
+			return
+		}
+		p.ids[c.ID] = idOff
+	}
+	p.cases = append(p.cases, c)
+}
+
+func describeCase(id string) string {
+	if id == "" {
+		return "without id"
+	}
+	return fmt.Sprintf("%q", id)
+}
+
+// textValue returns a string member verbatim and any other non-null value as compact JSON.
+func (p *parser) textValue(m member) (string, bool) {
+	switch m.val[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(m.val, &s); err != nil {
+			p.errorf(m.valOff, "%s: %v", m.key, err)
+			return "", false
+		}
+		return s, true
+	case 'n':
+		p.errorf(m.valOff, "%s must not be null", m.key)
+		return "", false
+	default:
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, m.val); err != nil {
+			p.errorf(m.valOff, "%s: %v", m.key, err)
+			return "", false
+		}
+		return buf.String(), true
+	}
+}

@@ -1,0 +1,148 @@
+// Package eval runs sampled evaluations and gates them against a committed baseline with
+// a calibrated statistical test, so that CI fails on real regressions and passes real
+// no-change runs at a known rate.
+//
+// It is for: loading versioned datasets ([LoadDataset]), scoring answers ([Metric]:
+// [ExactMatch], [NormalizedContains], [JSONSchemaValid], [LLMJudge]), sampling every case
+// several times through any [Runner] ([Run]), summarising per-case per-run scores
+// ([MetricStats]), writing and diffing baselines ([Baseline]), and deciding each threshold
+// ([Gate]). It is not a model client (a Runner or [JudgeModel] wraps one: the gateway, an
+// agent, a fake), not a CLI, and it writes no file except through [WriteBaselineFile].
+//
+// # Sampling
+//
+// A model answers differently from run to run, so each case i = 1..n is run K times and
+// every score s_ik ∈ [0, 1] is kept. A runner failure is recorded on its sample with its
+// cause and scores 0 on every metric; a metric failure scores 0 on that metric. Both are
+// counted in [MetricStats.Errors]. Scoring failures as 0 rather than dropping them is
+// deliberate: a target that errors has not answered, and dropping its failures would make
+// a flaky target look better than a reliable one.
+//
+// # Cases are clusters
+//
+// Runs of one case are correlated (a hard case is hard on every run), so N×K scores are
+// not N×K independent observations (Miller, "Adding Error Bars to Evals", 2024). Each
+// case's runs are averaged first, x̄_i = (1/K) Σ_k s_ik, and every mean and standard error
+// is computed from the case means:
+//
+//	mean  = (1/n) Σ_i x̄_i
+//	SE    = sd(x̄_i) / √n                    (clustered standard error)
+//	ŵ     = (1/n) Σ_i var_k(s_ik)           (within-case variance, needs K ≥ 2)
+//
+// The spread of case means decomposes as Var(x̄_i) = τ² + σ²_w/K: the between-case part
+// τ² does not shrink with more runs, the within-case part σ²_w/K does.
+//
+// # The test
+//
+// Let R be the true regression, baseline mean minus current mean, and δ = MaxRegression.
+// A threshold must pass when the regression is within δ and fail when it exceeds δ beyond
+// sampling noise, so the hypotheses are
+//
+//	H0: R ≤ δ   (an allowed change)        H1: R > δ   (a harmful regression)
+//
+// Paired (the baseline has per-case means for exactly the current case ids): with
+// d_i = b̄_i − x̄_i,
+//
+//	R̂ = d̄,   SE = sd(d_i)/√n,   df = n − 1.
+//
+// Pairing cancels the between-case variance τ², which is why per-case means are kept in
+// baselines. Unpaired (the case sets differ, or the baseline has no case means): the two
+// means are independent, with clustered standard errors and Welch's degrees of freedom,
+//
+//	R̂ = b̄ − x̄,   SE² = SE_b² + SE_c²,   df = SE⁴ / (SE_b⁴/(n_b−1) + SE_c⁴/(n_c−1)).
+//
+// In both cases
+//
+//	t = (R̂ − δ)/SE,   p = P(T_df ≥ t)   (one-sided, Student's t from gonum's distuv).
+//
+// Equivalently, with the paired mean difference d̄' = current − baseline = −R̂,
+// t = −(d̄' + δ)/SE. A threshold regresses when its p-value, corrected by Holm's step-down
+// procedure across the m thresholds of the gate that have a baseline,
+//
+//	p_(1) ≤ … ≤ p_(m),   p̃_(j) = max_{l ≤ j} min(1, (m − l + 1)·p_(l)),
+//
+// is at most α. (With equal alphas this is exactly Holm's procedure at level α; with
+// different alphas each threshold compares its Holm-adjusted p-value with its own alpha.)
+// This bounds the probability of any false regression verdict, when every true
+// regression is within its δ, by α — whatever the number of runs and cases. The bound is
+// tight at R = δ; at R = 0 (no change at all) the false-alarm rate is far below α. When
+// all the d_i are equal (SE = 0) the regression is known exactly and p is 0 or 1.
+//
+// # Power, the minimum detectable effect and the verdict
+//
+// A test that rarely fails because it has too little data would pass silently. So each
+// tested threshold also reports
+//
+//	U   = R̂ + t_{1−α, df}·SE                       (upper (1−α) confidence bound of R)
+//	MDE = (t_{1−α/m, df} + t_{0.8, df})·SE          (minimum detectable effect)
+//
+// A true regression of δ + MDE fails with probability about 80%; the MDE is computed at
+// the Bonferroni level α/m, the level Holm uses for the first rejection, which is
+// conservative. The gate is adequately powered when MDE ≤ δ, that is, when a regression
+// of 2δ would be caught at least 80% of the time. The verdict is, in order:
+//
+//  1. Pass if MinMean is set and the current mean is at least MinMean.
+//  2. Without a usable baseline: Regression if MinMean is set (the mean is below it),
+//     otherwise Inconclusive.
+//  3. Regression if p̃ ≤ α.
+//  4. Pass if U ≤ δ: the data show the regression is within δ, whatever the power.
+//  5. Pass if MDE ≤ δ: no significant regression, and a harmful one would have been seen.
+//  6. Otherwise Inconclusive, with the MDE and what would be needed.
+//
+// A no-change run with low power is therefore Inconclusive (exit code 3), not Pass: with
+// that little data it cannot be told apart from a regression of 2δ, and passing it is the
+// silent pass the gate exists to prevent (unless its own upper bound already excludes a
+// regression beyond δ, rule 4). At the recommended number of runs a no-change run is
+// rarely inconclusive; the calibration tests require at most 10% and measure 0–2.4%. A CLI
+// may map Inconclusive to pass or fail by flag.
+//
+// # How many runs
+//
+// From the variance decomposition, with ŵ_c and ŵ_b the within-case variances of the
+// current run (K_c runs) and the baseline (K_b runs; a side with one run borrows the
+// other's estimate):
+//
+//	paired:   τ̂² = var(d_i) − (ŵ_c/K_c + ŵ_b/K_b)            (spread of the true change)
+//	          SE²(K) = (τ̂² + ŵ_c/K + ŵ_b/K_b) / n
+//	unpaired: τ̂_c² = var(x̄_i) − ŵ_c/K_c                       (spread of true case means)
+//	          SE²(K) = (τ̂_c² + ŵ_c/K)/n_c + (τ̂_b² + ŵ_b/K_b)/n_b
+//
+// Each τ̂² is set to 0 unless the observed variance exceeds the run-to-run part
+// significantly (one-sided χ² test with n − 1 degrees of freedom at 5%): a difference of
+// variance estimates is noisy, and noise alone must not make the plan claim that no
+// number of runs can suffice.
+//
+// RunsNeeded is the smallest K with λ²·f·SE²(K) ≤ δ², λ = t_{1−α/m} + t_{0.8}, where
+// f = df/χ²_{0.2}(df) is the one-sided 80% upper confidence factor of a variance estimate
+// (Browne, 1995): a plan made from a lucky low variance estimate would otherwise fall
+// short of its power on the next run. When the baseline's own noise or the between-case
+// part already exceeds the budget, no number of current runs suffices: RunsNeeded is 0,
+// RunsNeededNewBaseline says how many runs both a regenerated baseline and the current
+// run need, and when even that is 0, only more cases help (CasesNeeded, the number of
+// cases at which the planned MDE reaches δ at the current runs).
+//
+// # Calibration
+//
+// The test suite simulates complete gates from seeded populations (binary accuracy,
+// continuous scores, a dataset whose cases are bimodal in difficulty, and different case
+// sets on the two sides) and fails unless: with no true change, at the runs the gate
+// recommends, the false-alarm rate over 2,000 gates is at most α plus three binomial
+// standard errors and at most 10% of runs are inconclusive; with a true regression of
+// exactly δ, the boundary of H0 and the sharp test of calibration, the rate is again at
+// most α (per scenario within 4 SEs, pooled over the scenarios within 3); with a true
+// regression of 2δ at the runs the gate recommends, at least 80% fail; with 1 run per
+// case, at most 5% of such regressions pass; Holm's correction holds three boundary
+// metrics to α together where uncorrected tests exceed it; and a naive test that treats
+// runs as independent trials exceeds α where the gate does not. "The runs the gate
+// recommends" is the median RunsNeeded of pilot gates at 2 runs per case drawn from the
+// same truth, which is what a user following the advice of an inconclusive run gets.
+//
+// The guarantee is over the joint draw of the baseline and the current run. A committed
+// baseline is one draw: conditional on it, the false-alarm rate of later runs varies with
+// how lucky that draw was, which is another reason to record baselines with more runs
+// than CI uses (the ŵ_b/K_b term).
+//
+// Model-derived metrics (an LLM judge) are summarised and may be stored in baselines, but
+// a threshold on one is a [*GateConfigurationError]: the judge's own drift would move the
+// gate.
+package eval

@@ -1,0 +1,478 @@
+package eval
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// GatePower is the power at which the gate's minimum detectable effect and its runs
+// recommendation are computed.
+const GatePower = 0.8
+
+// Threshold is one gating rule on one metric.
+type Threshold struct {
+	// Metric names a measured, non-model-derived metric.
+	Metric string `json:"metric"`
+	// MinMean, when set, passes the threshold whenever the current mean is at least this
+	// value, whatever the baseline says. It is compared with the observed mean, not tested.
+	MinMean *float64 `json:"minMean,omitempty"`
+	// MaxRegression is the allowed drop of the mean below the baseline, in (0, 1). It is
+	// both the allowance and the size of excess regression the gate must be able to see.
+	MaxRegression float64 `json:"maxRegression"`
+	// Alpha bounds the probability that a threshold whose true regression is at most
+	// MaxRegression fails, in (0, 0.5]; Holm's correction keeps that bound for all the
+	// thresholds of one gate together.
+	Alpha float64 `json:"alpha"`
+}
+
+// Verdict is the outcome of a threshold or of a whole gate.
+type Verdict int
+
+// The verdicts, ordered by severity of the exit code they map to.
+const (
+	// Pass means no regression beyond the allowance, with enough evidence to say so.
+	Pass Verdict = iota
+	// Regression means the mean dropped by more than MaxRegression, beyond sampling noise.
+	Regression
+	// Inconclusive means the data cannot tell an allowed change from a harmful one at this
+	// number of runs and cases; the report says what would be needed.
+	Inconclusive
+)
+
+// String returns "pass", "regression" or "inconclusive".
+func (v Verdict) String() string {
+	switch v {
+	case Pass:
+		return "pass"
+	case Regression:
+		return "regression"
+	case Inconclusive:
+		return "inconclusive"
+	default:
+		return fmt.Sprintf("Verdict(%d)", int(v))
+	}
+}
+
+// MarshalText encodes the verdict as its String form.
+func (v Verdict) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
+
+// ExitCode is the CLI's exit code for the verdict: 0 pass, 1 regression, 3 inconclusive.
+func (v Verdict) ExitCode() int {
+	switch v {
+	case Pass:
+		return 0
+	case Regression:
+		return 1
+	default:
+		return 3
+	}
+}
+
+// ThresholdResult is the gate's finding for one threshold.
+type ThresholdResult struct {
+	// Threshold is the rule evaluated.
+	Threshold Threshold `json:"threshold"`
+	// Verdict is the outcome.
+	Verdict Verdict `json:"verdict"`
+	// Reason explains the verdict in one sentence, with the numbers that decided it.
+	Reason string `json:"reason"`
+	// Tested reports whether a statistical comparison with the baseline was made; the
+	// fields from Paired to CasesNeeded are meaningful only when it was.
+	Tested bool `json:"tested"`
+	// Paired reports whether the comparison paired per-case means (same case ids on both
+	// sides) rather than comparing the two means as independent samples (Welch).
+	Paired bool `json:"paired"`
+	// Cases is the number of cases compared (the current run's cases when unpaired).
+	Cases int `json:"cases"`
+	// BaselineMean is the baseline's mean (zero without a baseline).
+	BaselineMean float64 `json:"baselineMean"`
+	// BaselineSE is the baseline mean's clustered standard error.
+	BaselineSE float64 `json:"baselineSE"`
+	// CurrentMean is the current run's mean.
+	CurrentMean float64 `json:"currentMean"`
+	// CurrentSE is the current mean's clustered standard error.
+	CurrentSE float64 `json:"currentSE"`
+	// Regression is the estimated drop, baseline mean minus current mean (negative when
+	// the metric improved).
+	Regression float64 `json:"regression"`
+	// SE is the standard error of Regression.
+	SE float64 `json:"se"`
+	// DF is the degrees of freedom of the t reference distribution.
+	DF float64 `json:"df"`
+	// PValue is the one-sided p-value of the null "true regression ≤ MaxRegression".
+	PValue float64 `json:"pValue"`
+	// AdjustedPValue is PValue after Holm's step-down correction across the tested
+	// thresholds of the gate; the threshold fails when it is ≤ Alpha.
+	AdjustedPValue float64 `json:"adjustedPValue"`
+	// UpperBound is the one-sided (1−Alpha) upper confidence bound of the true regression.
+	UpperBound float64 `json:"upperBound"`
+	// MDE is the minimum detectable effect (t_{1−α/m} + t_{0.8})·SE: a true regression of
+	// MaxRegression + MDE fails with 80% power. The gate is conclusive when MDE ≤
+	// MaxRegression.
+	MDE float64 `json:"mde"`
+	// RunsNeeded is the smallest number of runs per case at which the planned MDE is at
+	// most MaxRegression against this baseline, planning with the variances at their
+	// PlanningAssurance upper confidence limit; 0 when no number of runs suffices (or the
+	// variance components cannot be estimated, see Advice).
+	RunsNeeded int `json:"runsNeeded"`
+	// RunsNeededNewBaseline is the same when the baseline is also regenerated with that
+	// many runs; 0 when no number of runs suffices and more cases are needed.
+	RunsNeededNewBaseline int `json:"runsNeededNewBaseline"`
+	// CasesNeeded is the number of cases at which the planned MDE is at most
+	// MaxRegression at the current numbers of runs (a new baseline over the new cases).
+	CasesNeeded int `json:"casesNeeded"`
+	// Advice says what to change when the verdict is inconclusive.
+	Advice string `json:"advice"`
+
+	tAlpha float64 // t_{1−α, DF}, kept so that plan need not recompute it
+}
+
+// GateReport is the gate's finding for one eval.
+type GateReport struct {
+	// Verdict is Regression if any threshold regressed, else Inconclusive if any was
+	// inconclusive, else Pass.
+	Verdict Verdict `json:"verdict"`
+	// Results holds one entry per threshold, in threshold order.
+	Results []ThresholdResult `json:"results"`
+}
+
+// ExitCode is the CLI's exit code for the report's verdict.
+func (r *GateReport) ExitCode() int { return r.Verdict.ExitCode() }
+
+// Gate decides every threshold for the current statistics against a baseline (nil when
+// there is none yet). The statistics, the decision rule and their guarantees are described
+// in the package documentation. A threshold that cannot be used at all (model-derived or
+// unmeasured metric, bad parameter) makes Gate return a [*GateConfigurationError] (all of
+// them, joined) and no report.
+func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Baseline) (*GateReport, error) {
+	err := checkThresholds(thresholds, func(name string) (bool, bool) {
+		st, ok := current[name]
+		return st.ModelDerived, ok
+	})
+	if err != nil {
+		return nil, err
+	}
+	results := make([]ThresholdResult, len(thresholds))
+	comps := make([]comparison, len(thresholds))
+	var tested []int
+	for i, th := range thresholds {
+		cur := current[th.Metric]
+		r := &results[i]
+		r.Threshold = th
+		r.CurrentMean, r.CurrentSE, r.Cases = cur.Mean, cur.StdErr, cur.Cases
+		var base MetricStats
+		var ok bool
+		if baseline != nil {
+			base, ok = baseline.Metrics[th.Metric]
+		}
+		if !ok {
+			r.Reason = "there is no baseline for this metric"
+			continue
+		}
+		r.BaselineMean, r.BaselineSE = base.Mean, base.StdErr
+		c, why := compare(cur, base)
+		if why != "" {
+			r.Reason = why
+			continue
+		}
+		comps[i] = c
+		r.Tested, r.Paired, r.Cases = true, c.paired, c.n
+		r.Regression, r.SE, r.DF = c.regression, c.se, c.df
+		delta := th.MaxRegression
+		if c.se == 0 {
+			// Every case moved by exactly the same amount: the regression is known exactly.
+			r.PValue, r.UpperBound = 1, r.Regression
+			if r.Regression > delta {
+				r.PValue = 0
+			}
+		} else {
+			r.PValue = tSurvival((r.Regression-delta)/c.se, c.df)
+			r.tAlpha = tQuantile(1-th.Alpha, c.df)
+			r.UpperBound = r.Regression + r.tAlpha*c.se
+		}
+		tested = append(tested, i)
+	}
+	holm(results, tested)
+	m := len(tested)
+	report := &GateReport{Results: results}
+	for i := range results {
+		r := &results[i]
+		if r.Tested {
+			plan(r, comps[i], m)
+		}
+		decide(r)
+		report.Verdict = worse(report.Verdict, r.Verdict)
+	}
+	return report, nil
+}
+
+// worse returns the more severe verdict: a regression outweighs an inconclusive
+// threshold, which outweighs a pass.
+func worse(a, b Verdict) Verdict {
+	if a == Regression || b == Regression {
+		return Regression
+	}
+	if a == Inconclusive || b == Inconclusive {
+		return Inconclusive
+	}
+	return Pass
+}
+
+// holm sets AdjustedPValue for the tested thresholds: sorted ascending, p_(j) becomes
+// max over l ≤ j of min(1, (m−l+1)·p_(l)).
+func holm(results []ThresholdResult, tested []int) {
+	order := slices.Clone(tested)
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(results[a].PValue, results[b].PValue) })
+	m, running := len(order), 0.0
+	for j, i := range order {
+		running = max(running, min(1, float64(m-j)*results[i].PValue))
+		results[i].AdjustedPValue = running
+	}
+}
+
+// decide applies the decision rule of the package documentation.
+func decide(r *ThresholdResult) {
+	th := r.Threshold
+	delta := th.MaxRegression
+	switch {
+	case th.MinMean != nil && r.CurrentMean >= *th.MinMean:
+		r.Verdict = Pass
+		r.Reason = fmt.Sprintf("mean %.4f clears minMean %.4f", r.CurrentMean, *th.MinMean)
+	case !r.Tested && th.MinMean != nil:
+		r.Verdict = Regression
+		r.Reason = fmt.Sprintf("mean %.4f is below minMean %.4f and %s", r.CurrentMean, *th.MinMean, r.Reason)
+	case !r.Tested:
+		r.Verdict = Inconclusive
+		r.Reason = fmt.Sprintf("cannot compare: %s", r.Reason)
+		r.Advice = "write a baseline with --update-baseline from a run with at least 2 cases"
+	case r.AdjustedPValue <= th.Alpha:
+		r.Verdict = Regression
+		r.Reason = fmt.Sprintf("regression %.4f exceeds maxRegression %.4f beyond sampling noise (p=%.3g, Holm-adjusted %.3g ≤ alpha %g)",
+			r.Regression, delta, r.PValue, r.AdjustedPValue, th.Alpha)
+	case r.UpperBound <= delta:
+		r.Verdict = Pass
+		r.Reason = fmt.Sprintf("regression %.4f is within maxRegression %.4f: its %g%% upper bound is %.4f",
+			r.Regression, delta, 100*(1-th.Alpha), r.UpperBound)
+	case r.MDE <= delta:
+		r.Verdict = Pass
+		r.Reason = fmt.Sprintf("no regression beyond maxRegression %.4f (p=%.3g); a true regression of %.4f would fail %g%% of the time",
+			delta, r.PValue, delta+r.MDE, 100*GatePower)
+	default:
+		r.Verdict = Inconclusive
+		r.Reason = fmt.Sprintf("regression %.4f is not significant (p=%.3g) but the gate cannot see one of 2×maxRegression: MDE %.4f > maxRegression %.4f",
+			r.Regression, r.PValue, r.MDE, delta)
+	}
+	if r.Verdict != Inconclusive {
+		r.Advice = ""
+	}
+}
+
+// comparison is the estimated regression with its standard error and the variance
+// components the runs recommendation needs. SE²(Kc, Kb) = a + wc/Kc + wb/Kb, with wc and
+// wb already divided by the number of cases.
+type comparison struct {
+	paired         bool
+	n              int
+	regression, se float64
+	df             float64
+
+	a, wc, wb     float64
+	kc, kb        float64
+	withinUnknown bool
+}
+
+// compare estimates the regression of cur against base, paired when both cover exactly
+// the same case ids. It returns a reason instead when no comparison is possible.
+func compare(cur, base MetricStats) (comparison, string) {
+	c := comparison{kc: float64(cur.Runs), kb: float64(base.Runs)}
+	wc, wb := cur.WithinCaseVariance, base.WithinCaseVariance
+	switch {
+	case cur.Runs >= 2 && base.Runs >= 2:
+	case cur.Runs >= 2:
+		wb = wc // the baseline has one run: assume it was as noisy as the current run
+	case base.Runs >= 2:
+		wc = wb
+	default:
+		c.withinUnknown = true
+	}
+	if samePairs(cur.CaseMeans, base.CaseMeans) {
+		n := len(cur.CaseMeans)
+		if n < 2 {
+			return c, "a paired comparison needs at least 2 cases"
+		}
+		d := make([]float64, 0, n)
+		for id, m := range cur.CaseMeans {
+			d = append(d, base.CaseMeans[id]-m)
+		}
+		slices.Sort(d) // map order must not change the floating-point sums
+		mean, v := meanVar(d)
+		nf := float64(n)
+		c.paired, c.n = true, n
+		c.regression, c.se, c.df = mean, math.Sqrt(v/nf), nf-1
+		tau2 := excessVariance(v, wc/c.kc+wb/c.kb, nf-1) // variance of the true per-case change
+		c.a, c.wc, c.wb = tau2/nf, wc/nf, wb/nf
+		return c, ""
+	}
+	if cur.Cases < 2 || base.Cases < 2 {
+		return c, "an unpaired comparison needs at least 2 cases on each side"
+	}
+	nc, nb := float64(cur.Cases), float64(base.Cases)
+	sec2 := cur.StdDev * cur.StdDev / nc
+	seb2 := base.StdDev * base.StdDev / nb
+	c.n = cur.Cases
+	c.regression = base.Mean - cur.Mean
+	c.se = math.Sqrt(sec2 + seb2)
+	if c.se > 0 {
+		// Welch–Satterthwaite degrees of freedom.
+		c.df = (sec2 + seb2) * (sec2 + seb2) / (sec2*sec2/(nc-1) + seb2*seb2/(nb-1))
+	} else {
+		c.df = nc + nb - 2
+	}
+	tauC := excessVariance(cur.StdDev*cur.StdDev, wc/c.kc, nc-1) // between-case variance of true means
+	tauB := excessVariance(base.StdDev*base.StdDev, wb/c.kb, nb-1)
+	c.a, c.wc, c.wb = tauC/nc+tauB/nb, wc/nc, wb/nb
+	return c, ""
+}
+
+// excessVariance estimates the part of an observed variance v (with df degrees of
+// freedom) not explained by run-to-run noise of expected size e: v − e, but 0 unless v
+// exceeds e significantly (a one-sided χ² test at 5%). Method-of-moments differences of
+// variances are noisy; without the test, noise in v would make plans claim that no
+// number of runs can suffice when nothing says so.
+func excessVariance(v, e, df float64) float64 {
+	if v <= e {
+		return 0
+	}
+	if e > 0 && df >= 1 && (distuv.ChiSquared{K: df}).Survival(df*v/e) > 0.05 {
+		return 0
+	}
+	return v - e
+}
+
+func samePairs(a, b map[string]float64) bool {
+	if len(a) == 0 || len(a) != len(b) {
+		return false
+	}
+	for id := range a {
+		if _, ok := b[id]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// plan sets MDE and the runs and cases recommendation; m is the number of tested
+// thresholds, so the MDE is computed at the Bonferroni level α/m that Holm's first step
+// uses, the level a lone true regression among m thresholds is tested at.
+func plan(r *ThresholdResult, c comparison, m int) {
+	th := r.Threshold
+	delta := th.MaxRegression
+	df := max(1, c.df)
+	tAlpha := r.tAlpha
+	if m > 1 || tAlpha == 0 {
+		tAlpha = tQuantile(1-th.Alpha/float64(m), df)
+	}
+	lambda := tAlpha + tQuantile(GatePower, df)
+	r.MDE = lambda * c.se
+	// The largest SE² with MDE ≤ delta, shrunk by the planning assurance factor: the
+	// variances are estimates, and a plan made from a lucky low estimate would fall short
+	// of its power on the next run.
+	target := (delta / lambda) * (delta / lambda) / assurance(df)
+
+	// Cases: SE² scales as 1/n at fixed runs.
+	r.CasesNeeded = max(2, ceilInt(float64(r.Cases)*c.se*c.se/target))
+	if c.withinUnknown {
+		r.Advice = fmt.Sprintf("use at least 2 runs per case so that run-to-run noise can be told from case-to-case spread, or at least %d cases", r.CasesNeeded)
+		return
+	}
+	r.RunsNeeded = runsFor(target-c.a-c.wb/c.kb, c.wc)
+	r.RunsNeededNewBaseline = runsFor(target-c.a, c.wc+c.wb)
+	switch {
+	case r.RunsNeeded > 0:
+		r.Advice = fmt.Sprintf("run at least %d runs per case (MDE at %d runs: %.4f; needed: ≤ %.4f)", r.RunsNeeded, int(c.kc), r.MDE, delta)
+	case r.RunsNeededNewBaseline > 0:
+		r.Advice = fmt.Sprintf("the baseline's own noise (%d runs per case) leaves no room: regenerate it and run, both with at least %d runs per case, or use at least %d cases",
+			int(c.kb), r.RunsNeededNewBaseline, r.CasesNeeded)
+	default:
+		what := "the change varies too much from case to case"
+		if !c.paired {
+			what = "cases differ too much from each other"
+		}
+		r.Advice = fmt.Sprintf("no number of runs suffices (%s): use at least %d cases at %d runs, or raise maxRegression above %.4f",
+			what, r.CasesNeeded, int(c.kc), r.MDE)
+	}
+}
+
+// PlanningAssurance is the confidence with which RunsNeeded and CasesNeeded reach the
+// promised power despite estimating the variances from the same data: plans use the
+// one-sided upper confidence limit of the variance at this level (Browne, 1995).
+const PlanningAssurance = 0.8
+
+// assurance returns the factor df/χ²_{1−PlanningAssurance}(df) by which the one-sided
+// upper confidence limit of a variance exceeds its estimate.
+func assurance(df float64) float64 {
+	return df / distuv.ChiSquared{K: df}.Quantile(1-PlanningAssurance)
+}
+
+// runsFor returns the smallest K ≥ 1 with w/K ≤ room, or 0 when there is no room.
+func runsFor(room, w float64) int {
+	if w <= 0 {
+		if room >= 0 {
+			return 1
+		}
+		return 0
+	}
+	if room <= 0 {
+		return 0
+	}
+	return max(1, ceilInt(w/room))
+}
+
+func ceilInt(x float64) int {
+	if x > 1e9 {
+		return 1e9
+	}
+	return int(math.Ceil(x - 1e-9))
+}
+
+// tQuantile returns the p-quantile of Student's t with df degrees of freedom (the normal
+// quantile when df is effectively infinite).
+func tQuantile(p, df float64) float64 {
+	if df > 1e7 || math.IsInf(df, 1) {
+		return distuv.UnitNormal.Quantile(p)
+	}
+	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}.Quantile(p)
+}
+
+// tSurvival returns P(T > x) for Student's t with df degrees of freedom.
+func tSurvival(x, df float64) float64 {
+	if df > 1e7 || math.IsInf(df, 1) {
+		return distuv.UnitNormal.Survival(x)
+	}
+	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}.Survival(x)
+}
+
+// String renders the report as a plain table, one line per threshold.
+func (r *GateReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-22s %-17s %-17s %9s %8s %8s %s\n", "metric", "baseline", "current", "regress", "p(adj)", "MDE", "verdict")
+	for _, t := range r.Results {
+		base := "-"
+		if t.Tested {
+			base = fmt.Sprintf("%.3f ± %.3f", t.BaselineMean, t.BaselineSE)
+		}
+		reg, p, mde := "-", "-", "-"
+		if t.Tested {
+			reg, p, mde = fmt.Sprintf("%+.3f", t.Regression), fmt.Sprintf("%.3g", t.AdjustedPValue), fmt.Sprintf("%.3f", t.MDE)
+		}
+		fmt.Fprintf(&b, "%-22s %-17s %-17s %9s %8s %8s %s\n", t.Threshold.Metric, base,
+			fmt.Sprintf("%.3f ± %.3f", t.CurrentMean, t.CurrentSE), reg, p, mde, t.Verdict)
+	}
+	fmt.Fprintf(&b, "verdict: %s\n", r.Verdict)
+	return b.String()
+}

@@ -1,0 +1,312 @@
+package eval_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/aidgen/aid/runtime/eval"
+)
+
+// synth returns binary scores for n cases with runs runs, case i right with probability
+// p(i), drawn from a fixed seed; idPrefix lets two sides use different case ids.
+func synth(seed uint64, idPrefix string, n, runs int, p func(i int) float64) eval.MetricStats {
+	r := rand.New(rand.NewPCG(seed, 1))
+	ids := make([]string, n)
+	scores := make([][]float64, n)
+	for i := range n {
+		ids[i] = fmt.Sprintf("%s%03d", idPrefix, i)
+		scores[i] = make([]float64, runs)
+		for k := range runs {
+			if r.Float64() < p(i) {
+				scores[i][k] = 1
+			}
+		}
+	}
+	st, err := eval.NewMetricStats(ids, scores)
+	if err != nil {
+		panic(err)
+	}
+	return st
+}
+
+func constant(v float64) func(int) float64 { return func(int) float64 { return v } }
+
+// spread gives cases difficulties spread around mean.
+func spread(mean float64) func(int) float64 {
+	return func(i int) float64 { return min(1, max(0, mean+0.3*math.Sin(float64(i)))) }
+}
+
+func ptr(v float64) *float64 { return &v }
+
+func TestGateVerdicts(t *testing.T) {
+	th := eval.Threshold{Metric: "m", MaxRegression: 0.05, Alpha: 0.05}
+	withMin := th
+	withMin.MinMean = ptr(0.7)
+	tests := []struct {
+		name       string
+		th         eval.Threshold
+		cur, base  eval.MetricStats
+		noBaseline bool
+		want       eval.Verdict
+		paired     bool
+		reason     string
+	}{
+		{name: "large regression", th: th, cur: synth(1, "c", 100, 10, spread(0.5)), base: synth(2, "c", 100, 10, spread(0.8)),
+			want: eval.Regression, paired: true, reason: "exceeds maxRegression"},
+		{name: "no change, enough data", th: th, cur: synth(3, "c", 200, 10, spread(0.6)), base: synth(4, "c", 200, 10, spread(0.6)),
+			want: eval.Pass, paired: true},
+		{name: "improvement with little data", th: th, cur: synth(5, "c", 10, 2, constant(0.95)), base: synth(6, "c", 10, 2, constant(0.3)),
+			want: eval.Pass, paired: true, reason: "upper bound"},
+		{name: "no change with little data", th: th, cur: synth(7, "c", 10, 2, constant(0.6)), base: synth(8, "c", 10, 2, constant(0.6)),
+			want: eval.Inconclusive, paired: true, reason: "cannot see one of 2×maxRegression"},
+		{name: "minMean cleared despite regression", th: withMin, cur: synth(1, "c", 100, 10, constant(0.75)), base: synth(2, "c", 100, 10, constant(0.95)),
+			want: eval.Pass, paired: true, reason: "clears minMean"},
+		{name: "below minMean without baseline", th: withMin, cur: synth(1, "c", 100, 10, constant(0.5)), noBaseline: true,
+			want: eval.Regression, reason: "below minMean 0.7000 and there is no baseline"},
+		{name: "no baseline", th: th, cur: synth(1, "c", 100, 10, constant(0.5)), noBaseline: true,
+			want: eval.Inconclusive, reason: "no baseline"},
+		{name: "identical runs", th: th, cur: synth(9, "c", 30, 5, constant(0.6)), base: synth(9, "c", 30, 5, constant(0.6)),
+			want: eval.Pass, paired: true},
+		{name: "different case sets are compared unpaired", th: eval.Threshold{Metric: "m", MaxRegression: 0.1, Alpha: 0.05},
+			cur: synth(10, "new", 300, 10, spread(0.6)), base: synth(11, "old", 300, 10, spread(0.6)), want: eval.Pass, paired: false},
+		{name: "unpaired regression", th: th, cur: synth(10, "new", 300, 10, spread(0.4)), base: synth(11, "old", 300, 10, spread(0.7)),
+			want: eval.Regression, paired: false},
+		{name: "one case cannot be compared", th: th, cur: synth(1, "c", 1, 10, constant(0.5)), base: synth(2, "c", 1, 10, constant(0.5)),
+			want: eval.Inconclusive, reason: "at least 2 cases"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var base *eval.Baseline
+			if !tt.noBaseline {
+				base = &eval.Baseline{Metrics: map[string]eval.MetricStats{"m": tt.base}}
+			}
+			rep, err := eval.Gate([]eval.Threshold{tt.th}, map[string]eval.MetricStats{"m": tt.cur}, base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rep.Results[0]
+			if r.Verdict != tt.want || rep.Verdict != tt.want || r.Paired != tt.paired {
+				t.Errorf("verdict %v (report %v), paired %v; want %v, paired %v\nreason: %s", r.Verdict, rep.Verdict, r.Paired, tt.want, tt.paired, r.Reason)
+			}
+			if !strings.Contains(r.Reason, tt.reason) {
+				t.Errorf("reason %q lacks %q", r.Reason, tt.reason)
+			}
+			if (r.Verdict == eval.Inconclusive) != (r.Advice != "") {
+				t.Errorf("advice %q with verdict %v", r.Advice, r.Verdict)
+			}
+			if r.Tested && (r.PValue < 0 || r.PValue > 1 || r.AdjustedPValue < r.PValue || r.MDE < 0) {
+				t.Errorf("p %v, adjusted %v, MDE %v", r.PValue, r.AdjustedPValue, r.MDE)
+			}
+		})
+	}
+}
+
+func TestGatePairedStatistic(t *testing.T) {
+	// Four cases, one run each; the per-case regressions are 0.1, 0.2, 0.3 and 0.
+	base := eval.MetricStats{Runs: 1, Cases: 4, Mean: 0.65, CaseMeans: map[string]float64{"a": 0.6, "b": 0.7, "c": 0.8, "d": 0.5}}
+	cur := eval.MetricStats{Runs: 1, Cases: 4, Mean: 0.5, CaseMeans: map[string]float64{"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5}}
+	rep, err := eval.Gate([]eval.Threshold{{Metric: "m", MaxRegression: 0.05, Alpha: 0.05}},
+		map[string]eval.MetricStats{"m": cur}, &eval.Baseline{Metrics: map[string]eval.MetricStats{"m": base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[0]
+	se := math.Sqrt(0.05/3) / 2 // sd of {0.1, 0.2, 0.3, 0} over √4
+	tdist := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: 3}
+	wantP := tdist.Survival((0.15 - 0.05) / se)
+	wantMDE := (tdist.Quantile(0.95) + tdist.Quantile(0.8)) * se
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"regression", r.Regression, 0.15}, {"SE", r.SE, se}, {"DF", r.DF, 3}, {"p", r.PValue, wantP},
+		{"adjusted p", r.AdjustedPValue, wantP}, {"MDE", r.MDE, wantMDE},
+		{"upper bound", r.UpperBound, 0.15 + tdist.Quantile(0.95)*se},
+	} {
+		if math.Abs(c.got-c.want) > 1e-12 {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if !r.Paired || r.Verdict != eval.Inconclusive {
+		t.Errorf("paired %v verdict %v: %s", r.Paired, r.Verdict, r.Reason)
+	}
+	// With one run per case, run-to-run noise cannot be separated from case spread.
+	if r.RunsNeeded != 0 || !strings.Contains(r.Advice, "at least 2 runs per case") || r.CasesNeeded <= 4 {
+		t.Errorf("runs %d, cases %d, advice %q", r.RunsNeeded, r.CasesNeeded, r.Advice)
+	}
+}
+
+func TestGateAdvice(t *testing.T) {
+	th := []eval.Threshold{{Metric: "m", MaxRegression: 0.05, Alpha: 0.05}}
+	gate := func(cur, base eval.MetricStats) eval.ThresholdResult {
+		rep, err := eval.Gate(th, map[string]eval.MetricStats{"m": cur}, &eval.Baseline{Metrics: map[string]eval.MetricStats{"m": base}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Results[0]
+	}
+	// 100 cases, 10 baseline runs: more current runs reach the MDE.
+	r := gate(synth(1, "c", 100, 2, spread(0.6)), synth(2, "c", 100, 10, spread(0.6)))
+	if r.Verdict != eval.Inconclusive || r.RunsNeeded <= 2 || r.RunsNeeded > 20 || !strings.Contains(r.Advice, fmt.Sprintf("at least %d runs per case", r.RunsNeeded)) {
+		t.Errorf("200 cases: verdict %v, runs needed %d, advice %q", r.Verdict, r.RunsNeeded, r.Advice)
+	}
+	// 30 binary cases with a 10-run baseline: the baseline's own noise already exceeds
+	// the budget, so the baseline must be regenerated or cases added.
+	r = gate(synth(3, "c", 30, 5, constant(0.6)), synth(4, "c", 30, 10, constant(0.6)))
+	if r.Verdict != eval.Inconclusive || r.RunsNeeded != 0 || r.RunsNeededNewBaseline <= 10 || r.CasesNeeded <= 30 ||
+		!strings.Contains(r.Advice, "regenerate") {
+		t.Errorf("30 cases: verdict %v, runs %d/%d, cases %d, advice %q", r.Verdict, r.RunsNeeded, r.RunsNeededNewBaseline, r.CasesNeeded, r.Advice)
+	}
+	// Unpaired, with cases that differ a lot: only more cases help.
+	r = gate(synth(5, "new", 30, 10, spread(0.5)), synth(6, "old", 30, 10, spread(0.5)))
+	if r.Verdict != eval.Inconclusive || r.RunsNeeded != 0 || r.RunsNeededNewBaseline != 0 || !strings.Contains(r.Advice, "no number of runs suffices") {
+		t.Errorf("unpaired: verdict %v, runs %d/%d, advice %q", r.Verdict, r.RunsNeeded, r.RunsNeededNewBaseline, r.Advice)
+	}
+}
+
+func TestGateConfigurationErrors(t *testing.T) {
+	cur := map[string]eval.MetricStats{
+		"exact_match": synth(1, "c", 10, 2, constant(0.5)),
+		"llm_judge":   {ModelDerived: true, Runs: 2, Cases: 10, Mean: 0.5},
+	}
+	_, err := eval.Gate([]eval.Threshold{
+		{Metric: "llm_judge", MaxRegression: 0.05, Alpha: 0.05},
+		{Metric: "bleu", MaxRegression: 0.05, Alpha: 0.05},
+		{Metric: "exact_match", MaxRegression: 0.05, Alpha: 0.9},
+	}, cur, nil)
+	var gce *eval.GateConfigurationError
+	if !errors.As(err, &gce) || gce.Metric != "llm_judge" {
+		t.Fatalf("err = %v", err)
+	}
+	for _, want := range []string{"model-derived", `"bleu": metric is not measured`, "alpha 0.9"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}
+
+func TestGateHolmAcrossMetrics(t *testing.T) {
+	cur := synth(1, "c", 200, 10, spread(0.55))
+	base := synth(2, "c", 200, 10, spread(0.6))
+	gate := func(th []eval.Threshold, cur, base map[string]eval.MetricStats) *eval.GateReport {
+		rep, err := eval.Gate(th, cur, &eval.Baseline{Metrics: base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	// Choose maxRegression so that metric a alone has p ≈ 0.03: it regresses at alpha
+	// 0.05 on its own, but not once Holm doubles its p-value next to a second metric.
+	probe := gate([]eval.Threshold{{Metric: "a", MaxRegression: 0.001, Alpha: 0.05}},
+		map[string]eval.MetricStats{"a": cur}, map[string]eval.MetricStats{"a": base}).Results[0]
+	delta := probe.Regression - distuv.StudentsT{Mu: 0, Sigma: 1, Nu: probe.DF}.Quantile(0.97)*probe.SE
+	single := gate([]eval.Threshold{{Metric: "a", MaxRegression: delta, Alpha: 0.05}},
+		map[string]eval.MetricStats{"a": cur}, map[string]eval.MetricStats{"a": base}).Results[0]
+	if math.Abs(single.PValue-0.03) > 1e-9 || single.Verdict != eval.Regression {
+		t.Fatalf("single metric: p %v, verdict %v", single.PValue, single.Verdict)
+	}
+	cur2, base2 := synth(3, "c", 200, 10, spread(0.9)), synth(4, "c", 200, 10, spread(0.9))
+	rep := gate([]eval.Threshold{{Metric: "a", MaxRegression: delta, Alpha: 0.05}, {Metric: "b", MaxRegression: delta, Alpha: 0.05}},
+		map[string]eval.MetricStats{"a": cur, "b": cur2}, map[string]eval.MetricStats{"a": base, "b": base2})
+	ra, rb := rep.Results[0], rep.Results[1]
+	if math.Abs(ra.AdjustedPValue-0.06) > 1e-9 || ra.Verdict == eval.Regression {
+		t.Errorf("with Holm: p %v → adjusted %v, verdict %v", ra.PValue, ra.AdjustedPValue, ra.Verdict)
+	}
+	if rb.AdjustedPValue < ra.AdjustedPValue || rb.AdjustedPValue < rb.PValue {
+		t.Errorf("b: p %v → adjusted %v", rb.PValue, rb.AdjustedPValue)
+	}
+	if ra.MDE <= single.MDE {
+		t.Errorf("MDE at alpha/2 %v is not larger than at alpha %v", ra.MDE, single.MDE)
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	for _, tt := range []struct {
+		v    eval.Verdict
+		s    string
+		code int
+	}{{eval.Pass, "pass", 0}, {eval.Regression, "regression", 1}, {eval.Inconclusive, "inconclusive", 3}} {
+		b, _ := json.Marshal(tt.v)
+		if tt.v.String() != tt.s || tt.v.ExitCode() != tt.code || string(b) != `"`+tt.s+`"` {
+			t.Errorf("%d: %s %d %s", tt.v, tt.v, tt.v.ExitCode(), b)
+		}
+	}
+	rep := &eval.GateReport{Verdict: eval.Inconclusive}
+	if rep.ExitCode() != 3 {
+		t.Error("report exit code")
+	}
+}
+
+func TestNewMetricStats(t *testing.T) {
+	st, err := eval.NewMetricStats([]string{"a", "b", "c"}, [][]float64{{1, 1, 0, 0}, {1, 1, 1, 1}, {0, 0, 0, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Case means 0.5, 1, 0; within variances 1/3, 0, 0.
+	if st.Mean != 0.5 || math.Abs(st.StdDev-0.5) > 1e-12 || math.Abs(st.StdErr-0.5/math.Sqrt(3)) > 1e-12 ||
+		math.Abs(st.WithinCaseVariance-1.0/9) > 1e-12 || st.Runs != 4 || st.Cases != 3 || st.CaseMeans["a"] != 0.5 {
+		t.Errorf("%+v", st)
+	}
+	one, err := eval.NewMetricStats([]string{"a"}, [][]float64{{0.25}})
+	if err != nil || one.StdDev != 0 || one.WithinCaseVariance != 0 || one.Mean != 0.25 {
+		t.Errorf("%+v %v", one, err)
+	}
+	for name, tc := range map[string]struct {
+		ids    []string
+		scores [][]float64
+	}{
+		"no cases": {nil, nil},
+		"mismatch": {[]string{"a"}, [][]float64{{1}, {1}}},
+		"no runs":  {[]string{"a"}, [][]float64{{}}},
+		"ragged":   {[]string{"a", "b"}, [][]float64{{1, 0}, {1}}},
+		"repeated": {[]string{"a", "a"}, [][]float64{{1}, {1}}},
+	} {
+		if _, err := eval.NewMetricStats(tc.ids, tc.scores); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// BenchmarkGate gates two metrics over 1000 paired cases, the work one CI eval does.
+func BenchmarkGate(b *testing.B) {
+	cur := map[string]eval.MetricStats{"a": synth(1, "c", 1000, 10, spread(0.6)), "b": synth(2, "c", 1000, 10, spread(0.7))}
+	base := &eval.Baseline{Metrics: map[string]eval.MetricStats{"a": synth(3, "c", 1000, 10, spread(0.6)), "b": synth(4, "c", 1000, 10, spread(0.7))}}
+	th := []eval.Threshold{{Metric: "a", MaxRegression: 0.02, Alpha: 0.05}, {Metric: "b", MaxRegression: 0.02, Alpha: 0.05}}
+	for b.Loop() {
+		if _, err := eval.Gate(th, cur, base); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestGateReportString(t *testing.T) {
+	rep, err := eval.Gate([]eval.Threshold{
+		{Metric: "exact_match", MaxRegression: 0.05, Alpha: 0.05},
+		{Metric: "normalized_contains", MaxRegression: 0.05, Alpha: 0.05, MinMean: ptr(0.5)},
+	}, map[string]eval.MetricStats{
+		"exact_match":         synth(1, "c", 100, 10, spread(0.4)),
+		"normalized_contains": synth(2, "c", 100, 10, spread(0.6)),
+	}, &eval.Baseline{Metrics: map[string]eval.MetricStats{"exact_match": synth(3, "c", 100, 10, spread(0.7))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rep.String()
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "metric") || !strings.Contains(lines[1], "exact_match") ||
+		!strings.HasSuffix(lines[1], "regression") || !strings.HasSuffix(lines[2], "pass") || lines[3] != "verdict: regression" {
+		t.Errorf("report:\n%s", s)
+	}
+	if rep.ExitCode() != 1 {
+		t.Errorf("exit code %d", rep.ExitCode())
+	}
+	if _, err := json.Marshal(rep); err != nil {
+		t.Errorf("report does not encode as JSON: %v", err)
+	}
+}

@@ -1,0 +1,224 @@
+package eval_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aidgen/aid/runtime/eval"
+)
+
+func TestExactMatch(t *testing.T) {
+	tests := []struct {
+		expected, answer string
+		want             float64
+	}{
+		{"Paris", "Paris", 1},
+		{"Paris", "  Paris\n", 1},
+		{" Paris ", "Paris", 1},
+		{"Paris", "paris", 0},
+		{"Paris", "Paris.", 0},
+		{"New Delhi", "New  Delhi", 0},
+		{"Bogotá", "Bogota", 0},
+		{"", "", 1},
+	}
+	for _, tt := range tests {
+		got, err := eval.ExactMatch{}.Score(context.Background(), eval.Case{Expected: tt.expected}, tt.answer)
+		if err != nil || got != tt.want {
+			t.Errorf("ExactMatch(%q, %q) = %v, %v; want %v", tt.expected, tt.answer, got, err, tt.want)
+		}
+	}
+}
+
+func TestNormalizedContains(t *testing.T) {
+	tests := []struct {
+		name, expected, answer string
+		keepAccents            bool
+		want                   float64
+	}{
+		{"exact", "Paris", "Paris", false, 1},
+		{"in a sentence", "Paris", "The capital of France is Paris.", false, 1},
+		{"case", "Paris", "PARIS", false, 1},
+		{"word boundary", "Paris", "Parisian food", false, 0},
+		{"prefix word", "Rome", "Romeo", false, 0},
+		{"multi-word contiguous", "New Delhi", "It is new   delhi!", false, 1},
+		{"multi-word not contiguous", "New Delhi", "New York and Delhi", false, 0},
+		{"accent stripped", "Bogotá", "bogota", false, 1},
+		{"accent in answer", "Bogota", "Bogotá, Colombia", false, 1},
+		{"accent kept", "Bogotá", "Bogota", true, 0},
+		{"accent kept match", "Bogotá", "BOGOTÁ", true, 1},
+		{"full case folding", "Straße", "STRASSE", false, 1},
+		{"NFKC full-width", "Tokyo", "Ｔｏｋｙｏ", false, 1},
+		{"NFKC ligature", "fine", "ﬁne", false, 1},
+		{"decomposed input", "Reykjavík", "Reykjavi\u0301k", false, 1},
+		{"abbreviation dots", "Washington, D.C.", "Washington DC", false, 1},
+		{"abbreviation dots in answer", "Washington DC", "It is Washington, D.C.", false, 1},
+		{"apostrophe", "Côte d'Ivoire", "cote d’ivoire", false, 1},
+		{"hyphen is a space", "Nur-Sultan", "nur sultan", false, 1},
+		{"wrong", "Canberra", "Sydney", false, 0},
+		{"empty answer", "Paris", "", false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := eval.NormalizedContains{KeepAccents: tt.keepAccents}
+			got, err := m.Score(context.Background(), eval.Case{ID: "x", Expected: tt.expected}, tt.answer)
+			if err != nil || got != tt.want {
+				t.Errorf("Score(%q, %q) = %v, %v; want %v", tt.expected, tt.answer, got, err, tt.want)
+			}
+		})
+	}
+	if _, err := (eval.NormalizedContains{}).Score(context.Background(), eval.Case{ID: "x", Expected: "?!"}, "a"); err == nil {
+		t.Error("an expected answer that normalises to nothing is not an error")
+	}
+}
+
+func TestJSONSchemaValid(t *testing.T) {
+	m, err := eval.NewJSONSchemaValid([]byte(`{
+		"type": "object",
+		"required": ["city"],
+		"properties": {"city": {"type": "string", "minLength": 1}, "population": {"type": "integer"}},
+		"additionalProperties": false
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		answer string
+		want   float64
+	}{
+		{`{"city": "Paris"}`, 1},
+		{`  {"city": "Paris", "population": 2102650}  `, 1},
+		{`{"city": ""}`, 0},
+		{`{"population": 1}`, 0},
+		{`{"city": "Paris", "mayor": "x"}`, 0},
+		{`{"city": "Paris", "population": 1.5}`, 0},
+		{"```json\n{\"city\": \"Paris\"}\n```", 0},
+		{`{"city": "Paris"} trailing`, 0},
+		{`not json`, 0},
+		{``, 0},
+	}
+	for _, tt := range tests {
+		got, err := m.Score(context.Background(), eval.Case{}, tt.answer)
+		if err != nil || got != tt.want {
+			t.Errorf("Score(%q) = %v, %v; want %v", tt.answer, got, err, tt.want)
+		}
+	}
+	if m.ModelDerived() || m.Name() != "json_schema_valid" {
+		t.Error("wrong name or model-derived")
+	}
+}
+
+func TestJSONSchemaValidRefusesBadSchemas(t *testing.T) {
+	for name, schema := range map[string]string{
+		"not JSON":     `{`,
+		"bad keyword":  `{"type": 12}`,
+		"external ref": `{"$ref": "https://example.com/schema.json"}`,
+		"file ref":     `{"$ref": "file:///etc/passwd"}`,
+	} {
+		if _, err := eval.NewJSONSchemaValid([]byte(schema)); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	var zero eval.JSONSchemaValid
+	if _, err := zero.Score(context.Background(), eval.Case{}, "{}"); err == nil {
+		t.Error("zero JSONSchemaValid scores without a schema")
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	r := eval.NewRegistry()
+	if got, want := strings.Join(r.Names(), ","), "exact_match,json_schema_valid,llm_judge,normalized_contains"; got != want {
+		t.Errorf("Names() = %s, want %s", got, want)
+	}
+	for _, tt := range []struct {
+		name                string
+		modelDerived, known bool
+	}{
+		{"exact_match", false, true}, {"normalized_contains", false, true},
+		{"json_schema_valid", false, true}, {"llm_judge", true, true}, {"bleu", false, false},
+	} {
+		md, ok := r.ModelDerived(tt.name)
+		if md != tt.modelDerived || ok != tt.known {
+			t.Errorf("ModelDerived(%s) = %v, %v", tt.name, md, ok)
+		}
+	}
+	for _, name := range []string{"exact_match", "normalized_contains"} {
+		m, err := r.New(name, eval.MetricConfig{})
+		if err != nil || m.Name() != name {
+			t.Errorf("New(%s) = %v, %v", name, m, err)
+		}
+	}
+	if _, err := r.New("json_schema_valid", eval.MetricConfig{}); err == nil {
+		t.Error("json_schema_valid without a schema")
+	}
+	if m, err := r.New("json_schema_valid", eval.MetricConfig{Schema: []byte(`{"type":"string"}`)}); err != nil || m.Name() != "json_schema_valid" {
+		t.Errorf("json_schema_valid: %v", err)
+	}
+	if _, err := r.New("llm_judge", eval.MetricConfig{}); err == nil {
+		t.Error("llm_judge without a model")
+	}
+	judge := eval.JudgeFunc(func(context.Context, string) (string, error) { return "SCORE: 1", nil })
+	if m, err := r.New("llm_judge", eval.MetricConfig{Judge: judge}); err != nil || !m.ModelDerived() {
+		t.Errorf("llm_judge: %v, %v", m, err)
+	}
+	if _, err := r.New("bleu", eval.MetricConfig{}); err == nil || !strings.Contains(err.Error(), "unknown metric") {
+		t.Errorf("unknown metric: %v", err)
+	}
+	custom := eval.MetricFactory{New: func(eval.MetricConfig) (eval.Metric, error) { return eval.ExactMatch{}, nil }}
+	if err := r.Register("custom", custom); err != nil {
+		t.Error(err)
+	}
+	if err := r.Register("custom", custom); err == nil {
+		t.Error("registered a name twice")
+	}
+	if err := r.Register("nil", eval.MetricFactory{}); err == nil {
+		t.Error("registered a factory without New")
+	}
+	if other := eval.NewRegistry(); len(other.Names()) != 4 {
+		t.Error("registrations leak between registries")
+	}
+}
+
+func TestValidateThresholds(t *testing.T) {
+	judge := eval.NewLLMJudge(eval.JudgeFunc(func(context.Context, string) (string, error) { return "", nil }), "")
+	metrics := []eval.Metric{eval.ExactMatch{}, judge}
+	minMean := 1.5
+	err := eval.ValidateThresholds([]eval.Threshold{
+		{Metric: "exact_match", MaxRegression: 0.05, Alpha: 0.05},
+		{Metric: "llm_judge", MaxRegression: 0.05, Alpha: 0.05},
+		{Metric: "normalized_contains", MaxRegression: 0.05, Alpha: 0.05},
+		{Metric: "exact_match", MaxRegression: 0, Alpha: 0, MinMean: &minMean},
+	}, metrics)
+	var gce *eval.GateConfigurationError
+	if !errors.As(err, &gce) {
+		t.Fatalf("error %v is not a *GateConfigurationError", err)
+	}
+	for _, want := range []string{
+		`"llm_judge": metric is model-derived`,
+		`"normalized_contains": metric is not measured`,
+		`more than one threshold`,
+		`alpha 0 must be in (0, 0.5]`,
+		`maxRegression 0 must be in (0, 1)`,
+		`minMean 1.5 must be in [0, 1]`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if err := eval.ValidateThresholds([]eval.Threshold{{Metric: "exact_match", MaxRegression: 0.05, Alpha: 0.05}}, metrics); err != nil {
+		t.Error(err)
+	}
+}
+
+// BenchmarkNormalizedContains scores one sentence-long answer, the per-sample cost of
+// the forgiving metric.
+func BenchmarkNormalizedContains(b *testing.B) {
+	m := eval.NormalizedContains{}
+	c := eval.Case{ID: "co", Expected: "Bogotá"}
+	for b.Loop() {
+		if _, err := m.Score(context.Background(), c, "The capital of Colombia is Bogotá, D.C., high in the Andes."); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

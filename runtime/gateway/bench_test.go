@@ -1,0 +1,176 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/gateway/openaicompat"
+)
+
+var benchReq = gateway.Request{Messages: []gateway.Message{
+	{Role: gateway.RoleSystem, Content: "Answer with the city only."},
+	{Role: gateway.RoleUser, Content: "What is the capital of France?"},
+}}
+
+// BenchmarkGenerateFake measures the gateway's own cost per call: alias
+// resolution, capability check, budget reservation and settlement in the
+// memory ledger, pricing, a no-op span, and a fake provider that answers at
+// once.
+func BenchmarkGenerateFake(b *testing.B) {
+	p, err := fake.New(fake.Config{Loop: true, Script: []fake.Step{{Text: "Paris"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := gateway.New(gateway.Config{
+		Models:    catalog(),
+		Providers: map[string]gateway.Provider{"fake": p},
+		Budgets:   []gateway.Budget{{Name: "bench", MaxUSD: 1e9, Scope: gateway.ScopeRun}},
+		Tracer:    noop.NewTracerProvider().Tracer("bench"),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	budget := gateway.WithBudget("bench", "run-1")
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := g.Generate(ctx, "small", benchReq, budget)
+		if err != nil || res.Text != "Paris" {
+			b.Fatal(res, err)
+		}
+	}
+}
+
+const benchCompletion = `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini-2024-07-18",
+"choices":[{"index":0,"message":{"role":"assistant","content":"Paris","refusal":null},"finish_reason":"stop","logprobs":null}],
+"usage":{"prompt_tokens":24,"completion_tokens":1,"total_tokens":25}}`
+
+// benchTargets are the two places the HTTP benchmarks send to: a local
+// httptest server (the whole loopback round trip, as a user sees it) and an
+// in-memory transport answering the same bytes, which removes the network's
+// noise so that the gateway's added cost stands out.
+func benchTargets(b *testing.B) map[string]struct {
+	url    string
+	client *http.Client
+} {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, benchCompletion)
+	}))
+	b.Cleanup(srv.Close)
+	return map[string]struct {
+		url    string
+		client *http.Client
+	}{
+		"server":    {srv.URL + "/v1", srv.Client()},
+		"transport": {"http://bench.invalid/v1", &http.Client{Transport: cannedTransport{}}},
+	}
+}
+
+// cannedTransport answers every request with benchCompletion, in memory.
+type cannedTransport struct{}
+
+func (cannedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_ = r.Body.Close()
+	}
+	return &http.Response{
+		StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:  http.Header{"Content-Type": {"application/json"}},
+		Body:    io.NopCloser(strings.NewReader(benchCompletion)),
+		Request: r, ContentLength: int64(len(benchCompletion)),
+	}, nil
+}
+
+// BenchmarkGenerateHTTP is a whole call through the gateway and the
+// openai-compatible adapter to a local server; compare it with
+// BenchmarkRawOpenAIGo, the same call made with openai-go directly, to get
+// the gateway's added cost.
+func BenchmarkGenerateHTTP(b *testing.B) {
+	for _, name := range []string{"server", "transport"} {
+		b.Run(name, func(b *testing.B) {
+			target := benchTargets(b)[name]
+			p, err := openaicompat.New(openaicompat.Config{
+				BaseURL:    target.url,
+				APIKeyEnv:  "BENCH_KEY",
+				HTTPClient: target.client,
+				LookupEnv:  func(string) (string, bool) { return "sk-bench", true },
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			models := catalog()
+			models[1].Spec.Provider = "openai"
+			g, err := gateway.New(gateway.Config{
+				Models:    models[1:2],
+				Providers: map[string]gateway.Provider{"openai": p},
+				Budgets:   []gateway.Budget{{Name: "bench", MaxUSD: 1e9, Scope: gateway.ScopeRun}},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			budget := gateway.WithBudget("bench", "run-1")
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := g.Generate(ctx, "small", benchReq, budget)
+				if err != nil || res.Text != "Paris" {
+					b.Fatal(res, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRawOpenAIGo is the baseline of BenchmarkGenerateHTTP: the same
+// request, sent with openai-go alone.
+//
+// The "+deadline" variants give each call a deadline, as the gateway's
+// per-request timeout does, which costs the HTTP transport a cancellable
+// request.
+func BenchmarkRawOpenAIGo(b *testing.B) {
+	for _, name := range []string{"server", "server+deadline", "transport"} {
+		b.Run(name, func(b *testing.B) {
+			target := benchTargets(b)[strings.TrimSuffix(name, "+deadline")]
+			deadline := strings.HasSuffix(name, "+deadline")
+			client := openai.NewClient(
+				option.WithBaseURL(target.url),
+				option.WithAPIKey("sk-bench"),
+				option.WithHTTPClient(target.client),
+				option.WithMaxRetries(0),
+			)
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				if deadline {
+					ctx, cancel = context.WithTimeout(ctx, time.Minute)
+				}
+				res, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+					Model: "gpt-4o-mini-2024-07-18",
+					Messages: []openai.ChatCompletionMessageParamUnion{
+						openai.SystemMessage("Answer with the city only."),
+						openai.UserMessage("What is the capital of France?"),
+					},
+					MaxCompletionTokens: openai.Int(50),
+				})
+				cancel()
+				if err != nil || res.Choices[0].Message.Content != "Paris" {
+					b.Fatal(res, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,246 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// Scope says what a budget is counted per. The scope key of a call (which
+// run, which thread) is passed with WithBudget or ContextWithBudget.
+type Scope string
+
+// The budget scopes.
+const (
+	// ScopeRun counts spend per run: the key is a run id.
+	ScopeRun Scope = "run"
+	// ScopeThread counts spend per conversation thread: the key is a thread
+	// id.
+	ScopeThread Scope = "thread"
+	// ScopeGlobal counts all spend against one account: there is no key.
+	ScopeGlobal Scope = "global"
+)
+
+// Budget is a spending limit. A zero limit leaves that dimension unlimited;
+// at least one must be set.
+type Budget struct {
+	// Name identifies the budget in calls, errors and summaries.
+	Name string
+	// MaxUSD is the most a scope key may spend, in US dollars.
+	MaxUSD float64
+	// MaxTotalTokens is the most tokens (input plus output) a scope key may
+	// spend.
+	MaxTotalTokens int64
+	// Scope is what the budget is counted per.
+	Scope Scope
+}
+
+// limit returns the budget's limits as an Amount, rounding the money limit
+// down so that rounding never lets a call through.
+func (b Budget) limit() Amount {
+	return Amount{NanoUSD: int64(math.Floor(b.MaxUSD*1e9 + 1e-6)), Tokens: b.MaxTotalTokens}
+}
+
+func (b Budget) validate() error {
+	switch {
+	case b.Name == "":
+		return errors.New("budget has no name")
+	case b.MaxUSD < 0 || b.MaxTotalTokens < 0:
+		return fmt.Errorf("budget %q has a negative limit", b.Name)
+	case b.MaxUSD == 0 && b.MaxTotalTokens == 0:
+		return fmt.Errorf("budget %q sets neither max USD nor max total tokens", b.Name)
+	}
+	switch b.Scope {
+	case ScopeRun, ScopeThread, ScopeGlobal:
+		return nil
+	default:
+		return fmt.Errorf("budget %q has unknown scope %q (want run, thread or global)", b.Name, b.Scope)
+	}
+}
+
+// Amount is a quantity of spend. Money is counted in integer billionths of a
+// US dollar, so that sums over many concurrent calls are exact and the
+// ledger's comparisons cannot be fooled by floating-point rounding.
+type Amount struct {
+	// NanoUSD is the money, in billionths of a US dollar.
+	NanoUSD int64
+	// Tokens is the number of tokens, input plus output.
+	Tokens int64
+}
+
+// USD returns the money in US dollars.
+func (a Amount) USD() float64 { return float64(a.NanoUSD) / 1e9 }
+
+// Add returns a+b.
+func (a Amount) Add(b Amount) Amount {
+	return Amount{NanoUSD: a.NanoUSD + b.NanoUSD, Tokens: a.Tokens + b.Tokens}
+}
+
+// Sub returns a-b.
+func (a Amount) Sub(b Amount) Amount {
+	return Amount{NanoUSD: a.NanoUSD - b.NanoUSD, Tokens: a.Tokens - b.Tokens}
+}
+
+func (a Amount) usdString() string { return strconv.FormatFloat(a.USD(), 'f', -1, 64) }
+
+// Account is the unit a budget is counted on: one budget and one scope key.
+type Account struct {
+	// Budget is the budget's name.
+	Budget string
+	// Scope is the budget's scope.
+	Scope Scope
+	// Key is the scope key; empty for a global budget.
+	Key string
+}
+
+// Limit is a budget account and its limits, as handed to a Ledger.
+type Limit struct {
+	// Account is what the spend is counted on.
+	Account Account
+	// Max is the limit; a zero dimension is unlimited.
+	Max Amount
+}
+
+// Reservation is the worst case of one call, held against its budgets while
+// the call runs.
+type Reservation struct {
+	// ID identifies the reservation in Settle and Release. The gateway makes
+	// ids unique across processes.
+	ID string
+	// Alias is the alias called.
+	Alias string
+	// Model is the pinned model id called.
+	Model string
+	// Amount is the worst case held.
+	Amount Amount
+	// Limits are the budgets the call counts against. Empty means the call
+	// is unbudgeted: it is only recorded.
+	Limits []Limit
+}
+
+// Exceeds reports whether adding requested to spent and reserved breaks max,
+// and which dimension breaks. It is the one comparison every Ledger makes.
+func Exceeds(max, spent, reserved, requested Amount) (BudgetDimension, bool) {
+	if max.NanoUSD > 0 && spent.NanoUSD+reserved.NanoUSD+requested.NanoUSD > max.NanoUSD {
+		return DimensionUSD, true
+	}
+	if max.Tokens > 0 && spent.Tokens+reserved.Tokens+requested.Tokens > max.Tokens {
+		return DimensionTokens, true
+	}
+	return "", false
+}
+
+// ErrUnknownReservation is returned by Settle and Release for a reservation
+// id the ledger does not hold, including one already settled or released.
+var ErrUnknownReservation = errors.New("unknown or already closed reservation")
+
+// Ledger holds budgets' spend. Implementations must make Reserve atomic:
+// the check that the worst case fits in every limit and the hold of it
+// happen as one step, so that concurrent callers, in one process or many,
+// can never jointly overspend.
+type Ledger interface {
+	// Reserve holds r.Amount against every limit in r.Limits, or against
+	// none: when one does not fit it returns a *BudgetExceededError with
+	// the spend observed at that moment.
+	Reserve(ctx context.Context, r Reservation) error
+	// Settle replaces a reservation's hold with the real spend. The real
+	// spend is recorded even when it exceeds the hold, because money spent
+	// is spent; only an input estimate far below the truth can make it so.
+	Settle(ctx context.Context, id string, actual Amount) error
+	// Release drops a reservation whose call was not charged.
+	Release(ctx context.Context, id string) error
+	// Summary reports settled spend by budget account, alias and model.
+	Summary(ctx context.Context) (SpendSummary, error)
+}
+
+// SpendSummary reports settled spend, sorted for stable output.
+type SpendSummary struct {
+	// Total is all settled spend.
+	Total Amount
+	// Calls counts settled calls.
+	Calls int64
+	// ByAccount reports each budget account (budget, scope, key).
+	ByAccount []AccountSpend
+	// ByAlias reports each alias.
+	ByAlias []NamedSpend
+	// ByModel reports each pinned model id.
+	ByModel []NamedSpend
+}
+
+// AccountSpend is the spend of one budget account.
+type AccountSpend struct {
+	// Account is the budget account.
+	Account Account
+	// Spent is its settled spend.
+	Spent Amount
+	// Reserved is what calls in flight hold on it.
+	Reserved Amount
+	// Calls counts its settled calls.
+	Calls int64
+}
+
+// NamedSpend is the settled spend of one alias or model.
+type NamedSpend struct {
+	// Name is the alias or model id.
+	Name string
+	// Spent is its settled spend.
+	Spent Amount
+	// Calls counts its settled calls.
+	Calls int64
+}
+
+// BudgetRef names a budget and the scope key a call is counted on.
+type BudgetRef struct {
+	// Name is the budget's name in Config.Budgets.
+	Name string
+	// Key is the run or thread id; ignored for a global budget.
+	Key string
+}
+
+type budgetCtxKey struct{}
+
+// ContextWithBudget returns a context whose calls are charged to the named
+// budget under the scope key (a run or thread id; ignored for a global
+// budget), in addition to budgets already on ctx. It lets a layer that calls
+// the gateway on someone else's behalf (an embedder inside retrieval, a tool)
+// be charged to the caller's budget without passing options down. Budgets
+// given to a call with WithBudget replace those on the context.
+func ContextWithBudget(ctx context.Context, name, key string) context.Context {
+	prev, _ := ctx.Value(budgetCtxKey{}).([]BudgetRef)
+	refs := make([]BudgetRef, len(prev), len(prev)+1)
+	copy(refs, prev)
+	refs = append(refs, BudgetRef{Name: name, Key: key})
+	return context.WithValue(ctx, budgetCtxKey{}, refs)
+}
+
+// BudgetsFromContext returns the budgets put on ctx by ContextWithBudget.
+func BudgetsFromContext(ctx context.Context) []BudgetRef {
+	refs, _ := ctx.Value(budgetCtxKey{}).([]BudgetRef)
+	return refs
+}
+
+// SampleKey identifies one evaluation sample: a dataset case and the index
+// of the repeated run of it.
+type SampleKey struct {
+	// Case is the dataset case id.
+	Case string
+	// Index counts the runs of the case, from zero.
+	Index int
+}
+
+type sampleCtxKey struct{}
+
+// WithSample returns a context that carries the evaluation sample being
+// run. Deterministic providers (the fake's answer-key mode) use it to seed
+// their answer, so that a committed baseline reproduces exactly.
+func WithSample(ctx context.Context, s SampleKey) context.Context {
+	return context.WithValue(ctx, sampleCtxKey{}, s)
+}
+
+// SampleFrom returns the sample put on ctx by WithSample.
+func SampleFrom(ctx context.Context) (SampleKey, bool) {
+	s, ok := ctx.Value(sampleCtxKey{}).(SampleKey)
+	return s, ok
+}

@@ -1,0 +1,149 @@
+package gateway
+
+import "math"
+
+// The token estimate is a documented heuristic, not a tokenizer: about four
+// bytes of UTF-8 text per token, rounded up, plus a fixed overhead per
+// message, per tool call, per tool definition and for the reply's priming.
+// It errs high on English text and is the same for every provider, so a
+// reservation never depends on which tokenizer a model uses.
+const (
+	bytesPerToken      = 4
+	perMessageTokens   = 4
+	perToolCallTokens  = 4
+	perToolDefTokens   = 8
+	perSchemaTokens    = 8
+	replyPrimingTokens = 3
+)
+
+// EstimateTokens returns the heuristic token count of text: one token per
+// four bytes, rounded up.
+func EstimateTokens(text string) int64 {
+	return int64((len(text) + bytesPerToken - 1) / bytesPerToken)
+}
+
+// EstimateInputTokens returns the heuristic token count of a request's
+// prompt: its messages, tool calls, tool definitions and response schema.
+func EstimateInputTokens(req Request) int64 {
+	n := int64(replyPrimingTokens)
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		n += perMessageTokens + EstimateTokens(m.Content) + EstimateTokens(m.Name)
+		for _, tc := range m.ToolCalls {
+			n += perToolCallTokens + EstimateTokens(tc.Name) + EstimateTokens(string(tc.Arguments))
+		}
+	}
+	for _, t := range req.Tools {
+		n += perToolDefTokens + EstimateTokens(t.Name) + EstimateTokens(t.Description) + EstimateTokens(string(t.Parameters))
+	}
+	if rf := req.ResponseFormat; rf != nil {
+		n += perSchemaTokens + EstimateTokens(rf.Name) + EstimateTokens(rf.Description) + EstimateTokens(string(rf.Schema))
+	}
+	return n
+}
+
+// EstimateUsage returns the likely usage of a request on a model when the
+// answer uses its whole output bound: the estimated input plus the
+// request's MaxOutputTokens, or the model's when the request sets none. It
+// prices a request before spending; what a budget holds during the call is
+// the stricter WorstCaseUsage.
+func EstimateUsage(spec ModelSpec, req Request) Usage {
+	in := EstimateInputTokens(req)
+	out := int64(maxOutput(spec, req))
+	return Usage{InputTokens: in, OutputTokens: out, TotalTokens: in + out, Estimated: true}
+}
+
+// WorstCaseUsage returns what a budget reserves before a call: an upper
+// bound of the request's usage, not an estimate. Byte-level BPE tokenizers
+// (those of the OpenAI models and most open ones) never make a token of
+// less than one byte, so the input is bounded by its UTF-8 length plus the
+// per-message overheads; and a prompt longer than the model's context
+// window is refused by the provider without charge, so the window bounds it
+// too. The output is bounded by the request's (or the model's) output
+// bound, which the gateway sends to the provider. Settling real usage
+// against this hold can therefore never exceed it, which is what makes a
+// budget impossible to overspend, at the price of holding more than a call
+// will likely cost while it runs.
+func WorstCaseUsage(spec ModelSpec, req Request) Usage {
+	in := upperInputTokens(req)
+	if spec.ContextWindow > 0 {
+		in = min(in, int64(spec.ContextWindow))
+	}
+	out := int64(maxOutput(spec, req))
+	return Usage{InputTokens: in, OutputTokens: out, TotalTokens: in + out, Estimated: true}
+}
+
+// upperInputTokens bounds a prompt's tokens by one token per byte, plus the
+// same fixed overheads as EstimateInputTokens.
+func upperInputTokens(req Request) int64 {
+	n := int64(replyPrimingTokens)
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		n += perMessageTokens + int64(len(m.Content)+len(m.Name))
+		for _, tc := range m.ToolCalls {
+			n += perToolCallTokens + int64(len(tc.Name)+len(tc.Arguments))
+		}
+	}
+	for _, t := range req.Tools {
+		n += perToolDefTokens + int64(len(t.Name)+len(t.Description)+len(t.Parameters))
+	}
+	if rf := req.ResponseFormat; rf != nil {
+		n += perSchemaTokens + int64(len(rf.Name)+len(rf.Description)+len(rf.Schema))
+	}
+	return n
+}
+
+// worstCaseEmbedUsage bounds the tokens of embedding texts by their bytes.
+func worstCaseEmbedUsage(texts []string) Usage {
+	var n int64
+	for _, t := range texts {
+		n += max(1, int64(len(t)))
+	}
+	return Usage{InputTokens: n, TotalTokens: n, Estimated: true}
+}
+
+// EstimateEmbedUsage returns the heuristic token count of embedding texts.
+func EstimateEmbedUsage(texts []string) Usage {
+	var n int64
+	for _, t := range texts {
+		n += max(1, EstimateTokens(t))
+	}
+	return Usage{InputTokens: n, TotalTokens: n, Estimated: true}
+}
+
+// EstimateCost returns the likely price of a request on a model in US
+// dollars when the answer uses its whole output bound: EstimateUsage priced
+// from the model's cost profile.
+func EstimateCost(spec ModelSpec, req Request) float64 {
+	return Price(spec.Cost, EstimateUsage(spec, req)).USD()
+}
+
+// Price returns what usage costs under a cost profile, rounded up to the
+// next billionth of a dollar.
+func Price(c CostProfile, u Usage) Amount {
+	return Amount{
+		NanoUSD: nanos(u.InputTokens, c.InputPer1kUSD) + nanos(u.OutputTokens, c.OutputPer1kUSD),
+		Tokens:  u.total(),
+	}
+}
+
+// nanos prices tokens at per1k dollars per thousand, in billionths of a
+// dollar, rounded up; the small slack keeps float noise (2500.0000000000005)
+// from adding a nanodollar.
+func nanos(tokens int64, per1k float64) int64 {
+	if tokens <= 0 || per1k <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(float64(tokens)*per1k*1e6 - 1e-6))
+}
+
+// maxOutput returns the output bound of a request on a model.
+func maxOutput(spec ModelSpec, req Request) int {
+	if req.MaxOutputTokens > 0 {
+		if spec.MaxOutputTokens > 0 {
+			return min(req.MaxOutputTokens, spec.MaxOutputTokens)
+		}
+		return req.MaxOutputTokens
+	}
+	return spec.MaxOutputTokens
+}

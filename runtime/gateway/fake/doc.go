@@ -1,0 +1,29 @@
+// Package fake is a deterministic, keyless gateway.Provider for tests, demos
+// and evaluations: the embedded default of aid, so that the first command of
+// the README works on a fresh machine without keys or network.
+//
+// It has three modes, chosen by Config:
+//
+//   - Scripted (Config.Script or Config.ByModel): each call consumes the next
+//     Step — a text, tool calls, an error, a usage, a delay — so that tests
+//     of the gateway, agents and everything above them control exactly what
+//     the "model" says.
+//   - Answer key (Config.AnswerKey): for evaluations. Given each case's
+//     expected answer and an accuracy p, it answers correctly with
+//     probability p. The coin is seeded by (Config.Seed, case id, sample
+//     index), taken from the context (gateway.WithSample) or, for callers
+//     without case ids, found by matching the last user message against
+//     each case's input; so a committed baseline reproduces exactly while a
+//     different seed draws a different sample. A wrong answer is another
+//     case's answer, chosen deterministically, so it looks plausible.
+//   - Echo (neither): it answers "echo: " and the last user message.
+//
+// Every mode reports plausible usage (the gateway's token estimate of input
+// and output, bounded by the request's output limit) so that pricing and
+// budgets are exercised, honours a configurable latency that ends early
+// when the context does, streams its answer word by word, and embeds texts
+// deterministically: a seeded hash of each word gives a vector, the text's
+// vector is the normalised sum, so texts sharing words are similar.
+//
+// It is not a model: it never reads the question to answer it.
+package fake

@@ -1,0 +1,512 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Config is everything a Gateway is built from. The IR layer fills it from an
+// app file; a team using the gateway directly fills it by hand.
+type Config struct {
+	// Models is the catalog: every alias callers may use and the exact
+	// model it is pinned to. Aliases must be unique.
+	Models []PinnedModel
+	// Providers maps the provider names that ModelSpec.Provider refers to
+	// onto their adapters.
+	Providers map[string]Provider
+	// Budgets are the spending limits calls may name with WithBudget or
+	// ContextWithBudget.
+	Budgets []Budget
+	// Ledger holds spend; nil means a new MemoryLedger.
+	Ledger Ledger
+	// Tracer receives one span per attempt; nil means no tracing.
+	Tracer trace.Tracer
+	// Logger receives retries, fallbacks and ledger failures; nil means
+	// no logging. The gateway never logs request content or credentials.
+	Logger *slog.Logger
+	// Retry bounds retries of one alias; the zero value means
+	// DefaultRetryPolicy.
+	Retry RetryPolicy
+	// ProviderRetry overrides Retry for the aliases of the named
+	// providers, whose endpoints may deserve more or less patience.
+	ProviderRetry map[string]RetryPolicy
+}
+
+// Gateway is the only door to a model: it resolves pinned aliases, checks
+// capabilities, reserves and settles budgets, retries, falls back and traces.
+// It is safe for concurrent use.
+type Gateway struct {
+	entries   map[string]*entry
+	aliases   []string
+	providers map[string]Provider
+	budgets   map[string]Budget
+	ledger    Ledger
+	tracer    trace.Tracer
+	tracing   bool
+	logger    *slog.Logger
+	retry     RetryPolicy
+	idPrefix  string
+	seq       atomic.Uint64
+}
+
+// entry is one resolved alias with everything precomputed that a call needs.
+type entry struct {
+	retry        RetryPolicy
+	pinned       PinnedModel
+	provider     Provider
+	providerName string
+	providerKind string
+	providerCaps []Capability
+	chatSpan     string
+	embedSpan    string
+}
+
+// New checks cfg and builds a Gateway. Every alias must resolve to a valid
+// model served by a configured provider; nothing is left to resolve at call
+// time.
+func New(cfg Config) (*Gateway, error) {
+	g := &Gateway{
+		entries:   make(map[string]*entry, len(cfg.Models)),
+		providers: cfg.Providers,
+		budgets:   make(map[string]Budget, len(cfg.Budgets)),
+		ledger:    cfg.Ledger,
+		tracer:    cfg.Tracer,
+		logger:    cfg.Logger,
+		retry:     cfg.Retry.withDefaults(),
+	}
+	if err := g.retry.validate(); err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, pm := range cfg.Models {
+		if pm.Alias == "" {
+			errs = append(errs, fmt.Errorf("model %q has an empty alias", pm.Spec.ID))
+			continue
+		}
+		if _, dup := g.entries[pm.Alias]; dup {
+			errs = append(errs, fmt.Errorf("alias %q is pinned twice", pm.Alias))
+			continue
+		}
+		if err := pm.Spec.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("alias %q: %w", pm.Alias, err))
+			continue
+		}
+		p, ok := cfg.Providers[pm.Spec.Provider]
+		if !ok || p == nil {
+			errs = append(errs, fmt.Errorf("alias %q: model %q names provider %q, which is not configured", pm.Alias, pm.Spec.ID, pm.Spec.Provider))
+			continue
+		}
+		retry := g.retry
+		if r, ok := cfg.ProviderRetry[pm.Spec.Provider]; ok {
+			retry = r.withDefaults()
+			if err := retry.validate(); err != nil {
+				errs = append(errs, fmt.Errorf("provider %q: %w", pm.Spec.Provider, err))
+				continue
+			}
+		}
+		g.entries[pm.Alias] = &entry{
+			retry:        retry,
+			pinned:       pm,
+			provider:     p,
+			providerName: pm.Spec.Provider,
+			providerKind: p.Kind(),
+			providerCaps: slices.Clone(p.Capabilities()),
+			chatSpan:     "chat " + pm.Spec.ID,
+			embedSpan:    "embeddings " + pm.Spec.ID,
+		}
+		g.aliases = append(g.aliases, pm.Alias)
+	}
+	for _, b := range cfg.Budgets {
+		if err := b.validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, dup := g.budgets[b.Name]; dup {
+			errs = append(errs, fmt.Errorf("budget %q is defined twice", b.Name))
+			continue
+		}
+		g.budgets[b.Name] = b
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("gateway config: %w", err)
+	}
+	slices.Sort(g.aliases)
+	if g.ledger == nil {
+		g.ledger = NewMemoryLedger()
+	}
+	if g.tracer == nil {
+		g.tracer = noop.NewTracerProvider().Tracer("")
+	}
+	_, isNoop := g.tracer.(noop.Tracer)
+	g.tracing = !isNoop
+	if g.logger == nil {
+		g.logger = slog.New(slog.DiscardHandler)
+	}
+	var id [6]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("gateway: reservation id prefix: %w", err)
+	}
+	g.idPrefix = hex.EncodeToString(id[:]) + "-"
+	return g, nil
+}
+
+// Aliases returns the catalog's aliases, sorted.
+func (g *Gateway) Aliases() []string { return slices.Clone(g.aliases) }
+
+// Resolve returns the model an alias is pinned to, or an
+// *UnknownModelAliasError.
+func (g *Gateway) Resolve(alias string) (PinnedModel, error) {
+	e, err := g.lookup(alias)
+	if err != nil {
+		return PinnedModel{}, err
+	}
+	return e.pinned, nil
+}
+
+// ProviderFor returns the adapter serving an alias, or an
+// *UnknownModelAliasError.
+func (g *Gateway) ProviderFor(alias string) (Provider, error) {
+	e, err := g.lookup(alias)
+	if err != nil {
+		return nil, err
+	}
+	return e.provider, nil
+}
+
+// Require checks that an alias can do every capability in caps, on the
+// model's side and on the provider adapter's side, and returns a
+// *CapabilityMismatchError naming what is missing where.
+func (g *Gateway) Require(alias string, caps ...Capability) error {
+	e, err := g.lookup(alias)
+	if err != nil {
+		return err
+	}
+	return e.check(caps)
+}
+
+// Ledger returns the ledger the gateway charges.
+func (g *Gateway) Ledger() Ledger { return g.ledger }
+
+// Spend returns the ledger's spend summary.
+func (g *Gateway) Spend(ctx context.Context) (SpendSummary, error) {
+	return g.ledger.Summary(ctx)
+}
+
+// EstimateUsage returns the worst-case usage of req on alias: what a budget
+// reserves before the call.
+func (g *Gateway) EstimateUsage(alias string, req Request) (Usage, error) {
+	e, err := g.lookup(alias)
+	if err != nil {
+		return Usage{}, err
+	}
+	return EstimateUsage(e.pinned.Spec, req), nil
+}
+
+// EstimateCost returns the worst-case price of req on alias in US dollars,
+// so that a caller can price a request before spending.
+func (g *Gateway) EstimateCost(alias string, req Request) (float64, error) {
+	e, err := g.lookup(alias)
+	if err != nil {
+		return 0, err
+	}
+	return EstimateCost(e.pinned.Spec, req), nil
+}
+
+func (g *Gateway) lookup(alias string) (*entry, error) {
+	if e, ok := g.entries[alias]; ok {
+		return e, nil
+	}
+	return nil, &UnknownModelAliasError{Alias: alias, Known: slices.Clone(g.aliases)}
+}
+
+// check returns a *CapabilityMismatchError when the model or the adapter
+// lacks one of caps.
+func (e *entry) check(caps []Capability) error {
+	var inModel, inProvider []Capability
+	for _, c := range caps {
+		if !e.pinned.Spec.Has(c) {
+			inModel = append(inModel, c)
+		}
+		if !slices.Contains(e.providerCaps, c) {
+			inProvider = append(inProvider, c)
+		}
+	}
+	if inModel == nil && inProvider == nil {
+		return nil
+	}
+	return &CapabilityMismatchError{
+		Alias: e.pinned.Alias, Model: e.pinned.Spec.ID, Provider: e.providerName,
+		MissingInModel: inModel, MissingInProvider: inProvider,
+	}
+}
+
+// CallOption adjusts one call of Generate, Stream or Embed.
+type CallOption func(*callOptions)
+
+type callOptions struct {
+	fallbacks []string
+	budgets   []BudgetRef
+}
+
+// WithFallbacks gives the aliases to try, in order, when the asked-for alias
+// fails with an error IsFallbackEligible accepts. Embed takes no fallbacks,
+// because vectors of different models are not comparable.
+func WithFallbacks(aliases ...string) CallOption {
+	return func(o *callOptions) { o.fallbacks = append(o.fallbacks, aliases...) }
+}
+
+// WithBudget charges the call to the named budget, counted under key: the
+// run id for a run-scoped budget, the thread id for a thread-scoped one;
+// the key is ignored for a global budget. It may be given several times to
+// charge several budgets; the call runs only if it fits in all of them.
+// Budgets given this way replace those put on the context with
+// ContextWithBudget.
+func WithBudget(name, key string) CallOption {
+	return func(o *callOptions) { o.budgets = append(o.budgets, BudgetRef{Name: name, Key: key}) }
+}
+
+// limits resolves the budgets a call is charged to.
+func (g *Gateway) limits(ctx context.Context, o *callOptions) ([]Limit, error) {
+	refs := o.budgets
+	if refs == nil {
+		refs = BudgetsFromContext(ctx)
+	}
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	out := make([]Limit, 0, len(refs))
+	for _, ref := range refs {
+		b, ok := g.budgets[ref.Name]
+		if !ok {
+			known := make([]string, 0, len(g.budgets))
+			for n := range g.budgets {
+				known = append(known, n)
+			}
+			slices.Sort(known)
+			return nil, fmt.Errorf("unknown budget %q (known: %s)", ref.Name, strings.Join(known, ", "))
+		}
+		acct := Account{Budget: b.Name, Scope: b.Scope}
+		if b.Scope != ScopeGlobal {
+			if ref.Key == "" {
+				return nil, fmt.Errorf("budget %q is %s-scoped: the call must give the %s id as the scope key", b.Name, b.Scope, b.Scope)
+			}
+			acct.Key = ref.Key
+		}
+		if slices.ContainsFunc(out, func(l Limit) bool { return l.Account == acct }) {
+			continue
+		}
+		out = append(out, Limit{Account: acct, Max: b.limit()})
+	}
+	return out, nil
+}
+
+func (g *Gateway) newReservationID() string {
+	return g.idPrefix + strconv.FormatUint(g.seq.Add(1), 36)
+}
+
+// reserve holds the worst case of a call against its budgets.
+func (g *Gateway) reserve(ctx context.Context, e *entry, worst Amount, limits []Limit) (string, error) {
+	id := g.newReservationID()
+	err := g.ledger.Reserve(ctx, Reservation{
+		ID: id, Alias: e.pinned.Alias, Model: e.pinned.Spec.ID, Amount: worst, Limits: limits,
+	})
+	if err != nil {
+		var be *BudgetExceededError
+		if errors.As(err, &be) {
+			return "", err
+		}
+		return "", fmt.Errorf("reserve budget: %w", err)
+	}
+	return id, nil
+}
+
+// closeCtx returns a context that outlives the caller's cancellation, so that
+// a reservation is settled or released even when the caller gives up at that
+// very moment. Ledgers bound their own operations.
+func closeCtx(ctx context.Context) context.Context {
+	return context.WithoutCancel(ctx)
+}
+
+// settle records the real spend of a call. A ledger failure here leaves the
+// worst case held, which errs on the side of never overspending; it is
+// logged rather than returned, because the call itself succeeded and its
+// answer is already paid for.
+func (g *Gateway) settle(ctx context.Context, id string, actual Amount) {
+	if err := g.ledger.Settle(closeCtx(ctx), id, actual); err != nil {
+		g.logger.LogAttrs(ctx, slog.LevelError, "gateway: settle reservation", slog.String("reservation", id), slog.String("error", err.Error()))
+	}
+}
+
+// release drops the hold of a call that was not charged.
+func (g *Gateway) release(ctx context.Context, id string) {
+	if err := g.ledger.Release(closeCtx(ctx), id); err != nil {
+		g.logger.LogAttrs(ctx, slog.LevelError, "gateway: release reservation", slog.String("reservation", id), slog.String("error", err.Error()))
+	}
+}
+
+// chain resolves the asked-for alias and its fallbacks and checks that each
+// can serve a request needing caps. Checking all of them before any call
+// means a misconfigured fallback fails loudly, not only on the day it is
+// needed.
+func (g *Gateway) chain(alias string, fallbacks []string, caps []Capability) ([]*entry, error) {
+	out := make([]*entry, 0, 1+len(fallbacks))
+	for i := -1; i < len(fallbacks); i++ {
+		a := alias
+		if i >= 0 {
+			a = fallbacks[i]
+		}
+		e, err := g.lookup(a)
+		if err != nil {
+			return nil, err
+		}
+		if err := e.check(caps); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Generate makes one chat call on alias, retrying retryable failures and then
+// trying each fallback in order (see IsFallbackEligible). Before each alias
+// it reserves the request's worst case against the call's budgets; after the
+// call it settles the real usage priced from the pinned cost profile, or
+// releases the hold when nothing was charged. When every attempt fails the
+// error is a *CallError listing them.
+func (g *Gateway) Generate(ctx context.Context, alias string, req Request, opts ...CallOption) (Result, error) {
+	var o callOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var capBuf [2]Capability
+	chain, err := g.chain(alias, o.fallbacks, req.requiredCapabilities(capBuf[:0]))
+	if err != nil {
+		return Result{}, err
+	}
+	limits, err := g.limits(ctx, &o)
+	if err != nil {
+		return Result{}, err
+	}
+	var attempts []Attempt
+	var lastErr error
+	for i, e := range chain {
+		spec := e.pinned.Spec
+		r := req
+		r.MaxOutputTokens = maxOutput(spec, req)
+		worst := Price(spec.Cost, WorstCaseUsage(spec, r))
+		id, err := g.reserve(ctx, e, worst, limits)
+		if err != nil {
+			return Result{}, g.callError("generate", alias, attempts, err)
+		}
+		for retry := 0; ; retry++ {
+			start := time.Now()
+			resp, cost, err := g.generateOnce(ctx, e, r, limits, len(attempts), i > 0)
+			attempts = append(attempts, Attempt{Alias: e.pinned.Alias, Model: spec.ID, Retry: retry, Duration: time.Since(start), Err: err})
+			if err == nil {
+				g.settle(ctx, id, cost)
+				return Result{
+					Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason,
+					Usage: resp.Usage, CostUSD: cost.USD(), Alias: e.pinned.Alias, Model: spec.ID,
+					Attempts: attempts, FellBack: i > 0,
+				}, nil
+			}
+			lastErr = err
+			if !g.shouldRetry(ctx, e, retry, err) {
+				break
+			}
+		}
+		g.release(ctx, id)
+		if ctx.Err() != nil || !IsFallbackEligible(lastErr) {
+			break
+		}
+		if i+1 < len(chain) {
+			g.logger.LogAttrs(ctx, slog.LevelWarn, "gateway: falling back",
+				slog.String("from", e.pinned.Alias), slog.String("to", chain[i+1].pinned.Alias), slog.String("error", lastErr.Error()))
+		}
+	}
+	return Result{}, g.callError("generate", alias, attempts, lastErr)
+}
+
+func (g *Gateway) callError(op, alias string, attempts []Attempt, err error) error {
+	if len(attempts) == 0 {
+		return err
+	}
+	return &CallError{Op: op, Alias: alias, Attempts: attempts, Err: err}
+}
+
+// generateOnce makes one traced provider call and prices it.
+func (g *Gateway) generateOnce(ctx context.Context, e *entry, req Request, limits []Limit, attempt int, fellBack bool) (Response, Amount, error) {
+	ctx, span := g.startSpan(ctx, e, opChat, attempt, fellBack, limits, &req)
+	resp, err := e.provider.Generate(ctx, e.pinned.Spec, req)
+	if err != nil {
+		err = asProviderError(ctx, e.providerKind, e.pinned.Spec.ID, err)
+		g.endSpanError(span, err)
+		return Response{}, Amount{}, err
+	}
+	if resp.Usage == (Usage{}) {
+		resp.Usage = estimateActual(req, resp.Text, resp.ToolCalls)
+	}
+	cost := Price(e.pinned.Spec.Cost, resp.Usage)
+	g.endSpanOK(span, resp.Model, resp.Usage, resp.FinishReason, cost)
+	return resp, cost, nil
+}
+
+// estimateActual estimates the usage of an answer whose provider reported
+// none: the input estimate plus the answer's own length.
+func estimateActual(req Request, text string, calls []ToolCall) Usage {
+	in := EstimateInputTokens(req)
+	out := EstimateTokens(text)
+	for _, c := range calls {
+		out += perToolCallTokens + EstimateTokens(c.Name) + EstimateTokens(string(c.Arguments))
+	}
+	return Usage{InputTokens: in, OutputTokens: out, TotalTokens: in + out, Estimated: true}
+}
+
+// shouldRetry decides whether to try the same alias again and, if so, waits
+// for the backoff. It returns false when the error is not retryable, the
+// attempts are used up, the wait is longer than the policy or the context
+// allows, or the context ends while waiting.
+func (g *Gateway) shouldRetry(ctx context.Context, e *entry, retry int, err error) bool {
+	if ctx.Err() != nil || !IsRetryable(err) || retry+1 >= e.retry.MaxAttempts {
+		return false
+	}
+	var pe *ProviderError
+	errors.As(err, &pe)
+	wait, ok := e.retry.delay(retry, pe.RetryAfter)
+	if !ok {
+		return false
+	}
+	if dl, has := ctx.Deadline(); has && time.Until(dl) < wait {
+		return false
+	}
+	g.logger.LogAttrs(ctx, slog.LevelWarn, "gateway: retrying",
+		slog.String("alias", e.pinned.Alias), slog.Int("retry", retry+1), slog.Duration("wait", wait), slog.String("error", err.Error()))
+	return sleep(ctx, wait) == nil
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,139 @@
+package gateway
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Capability names something a model, or the provider adapter in front of it,
+// can do. Require checks a capability on both sides, because a model that can
+// call tools is of no use behind an adapter that cannot serialise tool
+// definitions.
+type Capability string
+
+// The capabilities the gateway knows. Requests imply some of them: tools for a
+// request with tool definitions, json for a request with a response schema,
+// streaming for Stream and embeddings for Embed.
+const (
+	// CapabilityTools means tool (function) definitions and tool calls.
+	CapabilityTools Capability = "tools"
+	// CapabilityJSON means structured output constrained by a JSON schema.
+	CapabilityJSON Capability = "json"
+	// CapabilityStreaming means incremental delivery of the answer.
+	CapabilityStreaming Capability = "streaming"
+	// CapabilityVision means image inputs. Requests cannot carry images yet,
+	// so no adapter in this module declares it.
+	CapabilityVision Capability = "vision"
+	// CapabilityEmbeddings means turning texts into vectors. An embedding
+	// model has it implicitly.
+	CapabilityEmbeddings Capability = "embeddings"
+)
+
+// ModelKind tells a chat model from an embedding model, because the two are
+// called, priced and checked differently.
+type ModelKind string
+
+// The model kinds.
+const (
+	// KindChat is a model that answers conversations.
+	KindChat ModelKind = "chat"
+	// KindEmbedding is a model that maps texts to vectors of a fixed width.
+	KindEmbedding ModelKind = "embedding"
+)
+
+// CostProfile is the pinned price of a model in US dollars per thousand
+// tokens. Every charged call is priced from it, never from a price list
+// fetched at run time.
+type CostProfile struct {
+	// InputPer1kUSD is the price of one thousand input (prompt) tokens.
+	InputPer1kUSD float64
+	// OutputPer1kUSD is the price of one thousand output (completion)
+	// tokens; embedding models leave it zero.
+	OutputPer1kUSD float64
+}
+
+// ModelSpec describes one pinned model: everything the gateway needs to call,
+// check and price it without asking the provider.
+type ModelSpec struct {
+	// ID is the exact provider model id, including its pinned version (for
+	// example "gpt-4o-2024-08-06"), sent to the provider as is.
+	ID string
+	// Provider is the key of the provider in Config.Providers that serves
+	// the model.
+	Provider string
+	// Kind is chat or embedding; empty means chat.
+	Kind ModelKind
+	// ContextWindow is the model's context size in tokens; zero means
+	// unknown and is not checked.
+	ContextWindow int
+	// MaxOutputTokens bounds the answer. It is the worst case reserved
+	// against a budget when a request does not set its own bound, so a chat
+	// model must declare it.
+	MaxOutputTokens int
+	// Dimensions is the width of an embedding model's vectors.
+	Dimensions int
+	// Cost is the pinned price.
+	Cost CostProfile
+	// Capabilities lists what the model itself can do.
+	Capabilities []Capability
+}
+
+// kind returns the model kind with the chat default applied.
+func (m ModelSpec) kind() ModelKind {
+	if m.Kind == "" {
+		return KindChat
+	}
+	return m.Kind
+}
+
+// Has reports whether the model itself declares capability c. An embedding
+// model always has CapabilityEmbeddings.
+func (m ModelSpec) Has(c Capability) bool {
+	if c == CapabilityEmbeddings && m.kind() == KindEmbedding {
+		return true
+	}
+	return slices.Contains(m.Capabilities, c)
+}
+
+// validate reports the first problem that makes the spec unusable.
+func (m ModelSpec) validate() error {
+	switch {
+	case m.ID == "":
+		return fmt.Errorf("model id is empty")
+	case m.Provider == "":
+		return fmt.Errorf("model %q names no provider", m.ID)
+	case m.Cost.InputPer1kUSD < 0 || m.Cost.OutputPer1kUSD < 0:
+		return fmt.Errorf("model %q has a negative price", m.ID)
+	}
+	switch m.kind() {
+	case KindChat:
+		if m.MaxOutputTokens <= 0 {
+			return fmt.Errorf("chat model %q must declare max output tokens, the worst case a budget reserves", m.ID)
+		}
+	case KindEmbedding:
+		if m.Dimensions <= 0 {
+			return fmt.Errorf("embedding model %q must declare its dimensions", m.ID)
+		}
+	default:
+		return fmt.Errorf("model %q has unknown kind %q (want %q or %q)", m.ID, m.Kind, KindChat, KindEmbedding)
+	}
+	return nil
+}
+
+// PinnedModel binds an alias, the name callers use, to one exact model.
+type PinnedModel struct {
+	// Alias is the stable name callers pass to Generate, Stream and Embed.
+	Alias string
+	// Spec is the model the alias resolves to.
+	Spec ModelSpec
+}
+
+// String returns "alias=model-id", the form used in logs.
+func (p PinnedModel) String() string {
+	var b strings.Builder
+	b.WriteString(p.Alias)
+	b.WriteByte('=')
+	b.WriteString(p.Spec.ID)
+	return b.String()
+}

@@ -1,0 +1,21 @@
+// Package openaicompat is the gateway.Provider for services speaking the
+// OpenAI chat-completions and embeddings wire format (OpenAI itself, and the
+// many servers that copy it), built on the official openai-go client.
+//
+// It translates gateway requests to the wire format and back (tools and tool
+// choice, JSON-schema response format, streaming with text and tool-call
+// deltas and usage in the final chunk, batched embeddings) and classifies
+// failures as *gateway.ProviderError with the status code, whether a retry
+// may help and the Retry-After the server asked for. It does not retry: the
+// client's own retries are switched off so that the gateway retries, traces
+// and bounds every attempt.
+//
+// The API key is read once, from the environment variable the configuration
+// names. It is sent only in the Authorization header: it never appears in an
+// error, a log line or a span, and any echo of it in a server's error
+// message is redacted.
+//
+// It is not a general OpenAI client: only chat completions and embeddings
+// are spoken; the Responses API, images, audio and files are not. Requests
+// cannot carry images, so the adapter does not declare vision.
+package openaicompat

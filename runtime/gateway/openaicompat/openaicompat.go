@@ -1,0 +1,513 @@
+package openaicompat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/aidgen/aid/runtime/gateway"
+)
+
+// Config configures an openai-compatible provider.
+type Config struct {
+	// BaseURL is the API root, for example "https://api.openai.com/v1".
+	BaseURL string
+	// APIKeyEnv names the environment variable holding the API key. Empty
+	// means the service needs no key (a local server); then no key is sent,
+	// not even one found in OPENAI_API_KEY.
+	APIKeyEnv string
+	// Timeout bounds one attempt: a whole chat or embedding request, or,
+	// for a stream, the wait for each next event. Zero means 60 seconds.
+	Timeout time.Duration
+	// HTTPClient sends the requests; nil means a client on
+	// http.DefaultTransport.
+	HTTPClient *http.Client
+	// EmbedBatchSize is the most texts sent in one embedding request;
+	// zero means 512.
+	EmbedBatchSize int
+	// SendDimensions sends the pinned width as the embedding request's
+	// dimensions, for models that can shorten their vectors.
+	SendDimensions bool
+	// LegacyMaxTokens sends the output bound as max_tokens, for servers
+	// that predate max_completion_tokens.
+	LegacyMaxTokens bool
+	// ProviderName is the gen_ai.provider.name reported in spans; empty
+	// means "openai".
+	ProviderName string
+	// LookupEnv reads the environment; nil means os.LookupEnv. Tests set
+	// it to avoid touching the process environment.
+	LookupEnv func(string) (string, bool)
+}
+
+// Provider is the openai-compatible gateway.Provider. It is safe for
+// concurrent use.
+type Provider struct {
+	client  openai.Client
+	key     string
+	name    string
+	timeout time.Duration
+	batch   int
+	cfg     Config
+}
+
+// New builds a provider. It fails when APIKeyEnv names a variable that is not
+// set, naming the variable and never its value.
+func New(cfg Config) (*Provider, error) {
+	if cfg.BaseURL == "" {
+		return nil, errors.New("openaicompat: base URL is empty")
+	}
+	lookup := cfg.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	var key string
+	if cfg.APIKeyEnv != "" {
+		v, ok := lookup(cfg.APIKeyEnv)
+		if !ok || strings.TrimSpace(v) == "" {
+			return nil, fmt.Errorf("openaicompat: environment variable %s, which should hold the API key, is not set", cfg.APIKeyEnv)
+		}
+		key = strings.TrimSpace(v)
+	}
+	p := &Provider{key: key, name: cfg.ProviderName, timeout: cfg.Timeout, batch: cfg.EmbedBatchSize, cfg: cfg}
+	if p.name == "" {
+		p.name = "openai"
+	}
+	if p.timeout <= 0 {
+		p.timeout = 60 * time.Second
+	}
+	if p.batch <= 0 {
+		p.batch = 512
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: http.DefaultTransport}
+	}
+	p.client = openai.NewClient(
+		option.WithBaseURL(cfg.BaseURL),
+		option.WithHTTPClient(hc),
+		option.WithAPIKey(key),
+		option.WithAdminAPIKey(""),
+		option.WithHeaderDel("OpenAI-Organization"),
+		option.WithHeaderDel("OpenAI-Project"),
+		option.WithMaxRetries(0),
+	)
+	return p, nil
+}
+
+// Format prints the provider without its key, whatever the verb, so that
+// %+v or %#v of a struct holding it cannot leak the key.
+func (p *Provider) Format(f fmt.State, verb rune) {
+	fmt.Fprintf(f, "openaicompat.Provider{name: %s, baseURL: %s}", p.name, p.cfg.BaseURL)
+}
+
+// LogValue keeps the key out of structured logs.
+func (p *Provider) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("name", p.name), slog.String("base_url", p.cfg.BaseURL))
+}
+
+// Kind implements gateway.Provider.
+func (p *Provider) Kind() string { return p.name }
+
+// Capabilities implements gateway.Provider: the adapter serialises tools,
+// JSON-schema output, streaming and embeddings. It cannot send images.
+func (p *Provider) Capabilities() []gateway.Capability {
+	return []gateway.Capability{gateway.CapabilityTools, gateway.CapabilityJSON, gateway.CapabilityStreaming, gateway.CapabilityEmbeddings}
+}
+
+// Generate implements gateway.Provider.
+func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (gateway.Response, error) {
+	params, err := p.params(model, req)
+	if err != nil {
+		return gateway.Response{}, p.fail(model, err, false)
+	}
+	actx, cancel := context.WithTimeoutCause(ctx, p.timeout, errAttemptTimeout)
+	defer cancel()
+	cc, err := p.client.Chat.Completions.New(actx, params)
+	if err != nil {
+		return gateway.Response{}, p.classify(ctx, actx, model, err)
+	}
+	if len(cc.Choices) == 0 {
+		return gateway.Response{}, p.fail(model, errors.New("answer has no choices"), false)
+	}
+	ch := cc.Choices[0]
+	resp := gateway.Response{
+		Text:         ch.Message.Content,
+		FinishReason: gateway.FinishReason(ch.FinishReason),
+		Model:        cc.Model,
+		Usage: gateway.Usage{
+			InputTokens:  cc.Usage.PromptTokens,
+			OutputTokens: cc.Usage.CompletionTokens,
+			TotalTokens:  cc.Usage.TotalTokens,
+		},
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		if tc.Type != "" && tc.Type != "function" {
+			return gateway.Response{}, p.fail(model, fmt.Errorf("answer has a %q tool call, which the gateway cannot represent", tc.Type), false)
+		}
+		resp.ToolCalls = append(resp.ToolCalls, gateway.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: json.RawMessage(tc.Function.Arguments)})
+	}
+	return resp, nil
+}
+
+// errAttemptTimeout is the cancellation cause of an attempt that ran out of
+// its own time, as opposed to the caller's.
+var errAttemptTimeout = errors.New("attempt timed out")
+
+// params translates a gateway request to the chat-completions wire format.
+func (p *Provider) params(model gateway.ModelSpec, req gateway.Request) (openai.ChatCompletionNewParams, error) {
+	params := openai.ChatCompletionNewParams{Model: model.ID}
+	params.Messages = make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages))
+	for i, m := range req.Messages {
+		switch m.Role {
+		case gateway.RoleSystem:
+			msg := openai.SystemMessage(m.Content)
+			if m.Name != "" {
+				msg.OfSystem.Name = openai.String(m.Name)
+			}
+			params.Messages = append(params.Messages, msg)
+		case gateway.RoleUser:
+			msg := openai.UserMessage(m.Content)
+			if m.Name != "" {
+				msg.OfUser.Name = openai.String(m.Name)
+			}
+			params.Messages = append(params.Messages, msg)
+		case gateway.RoleAssistant:
+			var a openai.ChatCompletionAssistantMessageParam
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				a.Content.OfString = openai.String(m.Content)
+			}
+			if m.Name != "" {
+				a.Name = openai.String(m.Name)
+			}
+			for _, tc := range m.ToolCalls {
+				args := string(tc.Arguments)
+				if args == "" {
+					args = "{}"
+				}
+				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+						ID:       tc.ID,
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: args},
+					},
+				})
+			}
+			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+		case gateway.RoleTool:
+			params.Messages = append(params.Messages, openai.ToolMessage(m.Content, m.ToolCallID))
+		default:
+			return params, fmt.Errorf("message %d has unknown role %q", i, m.Role)
+		}
+	}
+	for _, t := range req.Tools {
+		fn := shared.FunctionDefinitionParam{Name: t.Name}
+		if t.Description != "" {
+			fn.Description = openai.String(t.Description)
+		}
+		if len(t.Parameters) > 0 {
+			var schema shared.FunctionParameters
+			if err := json.Unmarshal(t.Parameters, &schema); err != nil {
+				return params, fmt.Errorf("tool %q: parameters are not a JSON object: %w", t.Name, err)
+			}
+			fn.Parameters = schema
+		}
+		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(fn))
+	}
+	switch req.ToolChoice.Mode {
+	case "":
+	case gateway.ToolChoiceAuto, gateway.ToolChoiceNone, gateway.ToolChoiceRequired:
+		params.ToolChoice.OfAuto = openai.String(string(req.ToolChoice.Mode))
+	case gateway.ToolChoiceTool:
+		params.ToolChoice.OfFunctionToolChoice = &openai.ChatCompletionNamedToolChoiceParam{
+			Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: req.ToolChoice.Name},
+		}
+	default:
+		return params, fmt.Errorf("unknown tool choice %q", req.ToolChoice.Mode)
+	}
+	if rf := req.ResponseFormat; rf != nil {
+		js := shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: rf.Name}
+		if rf.Description != "" {
+			js.Description = openai.String(rf.Description)
+		}
+		if rf.Strict {
+			js.Strict = openai.Bool(true)
+		}
+		if len(rf.Schema) > 0 {
+			var schema map[string]any
+			if err := json.Unmarshal(rf.Schema, &schema); err != nil {
+				return params, fmt.Errorf("response schema %q is not a JSON object: %w", rf.Name, err)
+			}
+			js.Schema = schema
+		}
+		params.ResponseFormat.OfJSONSchema = &shared.ResponseFormatJSONSchemaParam{JSONSchema: js}
+	}
+	if req.MaxOutputTokens > 0 {
+		if p.cfg.LegacyMaxTokens {
+			params.MaxTokens = openai.Int(int64(req.MaxOutputTokens))
+		} else {
+			params.MaxCompletionTokens = openai.Int(int64(req.MaxOutputTokens))
+		}
+	}
+	if req.Temperature != nil {
+		params.Temperature = openai.Float(*req.Temperature)
+	}
+	if req.TopP != nil {
+		params.TopP = openai.Float(*req.TopP)
+	}
+	if len(req.Stop) > 0 {
+		params.Stop.OfStringArray = req.Stop
+	}
+	if req.Seed != nil {
+		params.Seed = openai.Int(*req.Seed)
+	}
+	return params, nil
+}
+
+// Stream implements gateway.Provider. The attempt's timeout bounds the wait
+// for the response and then for each next event, so a hung upstream ends the
+// stream with a retryable timeout.
+func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (gateway.DeltaStream, error) {
+	params, err := p.params(model, req)
+	if err != nil {
+		return nil, p.fail(model, err, false)
+	}
+	params.StreamOptions.IncludeUsage = openai.Bool(true)
+	actx, cancel := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(p.timeout, func() { cancel(errAttemptTimeout) })
+	s := p.client.Chat.Completions.NewStreaming(actx, params)
+	if err := s.Err(); err != nil {
+		timer.Stop()
+		cerr := p.classify(ctx, actx, model, err)
+		_ = s.Close()
+		cancel(nil)
+		return nil, cerr
+	}
+	return &stream{p: p, model: model, ctx: ctx, actx: actx, cancel: cancel, timer: timer, s: s}, nil
+}
+
+type stream struct {
+	p      *Provider
+	model  gateway.ModelSpec
+	ctx    context.Context
+	actx   context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	s      *ssestream.Stream[openai.ChatCompletionChunk]
+}
+
+// Next implements gateway.DeltaStream.
+func (s *stream) Next() (gateway.Delta, error) {
+	s.timer.Reset(s.p.timeout)
+	if !s.s.Next() {
+		s.timer.Stop()
+		if err := s.s.Err(); err != nil {
+			return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err)
+		}
+		if err := context.Cause(s.actx); err != nil {
+			return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err)
+		}
+		return gateway.Delta{}, io.EOF
+	}
+	c := s.s.Current()
+	d := gateway.Delta{Model: c.Model}
+	if c.Usage.TotalTokens > 0 || c.Usage.PromptTokens > 0 {
+		d.Usage = &gateway.Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens, TotalTokens: c.Usage.TotalTokens}
+	}
+	for _, ch := range c.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		d.Text += ch.Delta.Content
+		if ch.FinishReason != "" {
+			d.FinishReason = gateway.FinishReason(ch.FinishReason)
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			d.ToolCalls = append(d.ToolCalls, gateway.ToolCallDelta{
+				Index: int(tc.Index), ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments,
+			})
+		}
+	}
+	return d, nil
+}
+
+// Close implements gateway.DeltaStream.
+func (s *stream) Close() error {
+	s.timer.Stop()
+	err := s.s.Close()
+	s.cancel(nil)
+	return err
+}
+
+// Embed implements gateway.Provider, sending at most EmbedBatchSize texts per
+// request and putting the vectors back in input order.
+func (p *Provider) Embed(ctx context.Context, model gateway.ModelSpec, texts []string) (gateway.EmbedResponse, error) {
+	out := gateway.EmbedResponse{Vectors: make([][]float32, len(texts))}
+	for start := 0; start < len(texts); start += p.batch {
+		batch := texts[start:min(start+p.batch, len(texts))]
+		params := openai.EmbeddingNewParams{
+			Model:          model.ID,
+			Input:          openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: batch},
+			EncodingFormat: openai.EmbeddingNewParamsEncodingFormatFloat,
+		}
+		if p.cfg.SendDimensions && model.Dimensions > 0 {
+			params.Dimensions = openai.Int(int64(model.Dimensions))
+		}
+		res, err := p.embedBatch(ctx, model, params)
+		if err != nil {
+			return gateway.EmbedResponse{}, err
+		}
+		for _, e := range res.Data {
+			i := int(e.Index)
+			if i < 0 || i >= len(batch) || out.Vectors[start+i] != nil {
+				return gateway.EmbedResponse{}, p.fail(model, fmt.Errorf("answer has a bad embedding index %d", e.Index), false)
+			}
+			v := make([]float32, len(e.Embedding))
+			for j, x := range e.Embedding {
+				v[j] = float32(x)
+			}
+			out.Vectors[start+i] = v
+		}
+		out.Usage.InputTokens += res.Usage.PromptTokens
+		out.Usage.TotalTokens += res.Usage.TotalTokens
+		out.Model = res.Model
+	}
+	return out, nil
+}
+
+func (p *Provider) embedBatch(ctx context.Context, model gateway.ModelSpec, params openai.EmbeddingNewParams) (*openai.CreateEmbeddingResponse, error) {
+	actx, cancel := context.WithTimeoutCause(ctx, p.timeout, errAttemptTimeout)
+	defer cancel()
+	res, err := p.client.Embeddings.New(actx, params)
+	if err != nil {
+		return nil, p.classify(ctx, actx, model, err)
+	}
+	return res, nil
+}
+
+// fail wraps a failure that is not a transport or HTTP error.
+func (p *Provider) fail(model gateway.ModelSpec, err error, retryable bool) error {
+	return &gateway.ProviderError{Provider: p.name, Model: model.ID, Retryable: retryable, Err: p.redact(err)}
+}
+
+// classify turns an openai-go error into the gateway's terms. The caller's
+// own cancellation passes through untouched; everything else becomes a
+// *gateway.ProviderError whose cause carries no request, headers or key.
+func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	pe := &gateway.ProviderError{Provider: p.name, Model: model.ID}
+	var apiErr *openai.Error
+	switch {
+	case errors.As(err, &apiErr):
+		pe.StatusCode = apiErr.StatusCode
+		pe.Retryable = retryableStatus(apiErr.StatusCode)
+		if apiErr.Response != nil {
+			pe.RetryAfter = gateway.ParseRetryAfter(apiErr.Response.Header, time.Now())
+		}
+		pe.Err = &APIError{
+			StatusCode: apiErr.StatusCode,
+			Type:       apiErr.Type,
+			Code:       apiErr.Code,
+			Param:      apiErr.Param,
+			Message:    p.redactString(apiErr.Message),
+		}
+	case errors.Is(context.Cause(actx), errAttemptTimeout):
+		pe.Timeout, pe.Retryable = true, true
+		pe.Err = fmt.Errorf("no answer within %s", p.timeout)
+	case malformed(err):
+		pe.Err = p.redact(err)
+	case transient(err):
+		pe.Retryable = true
+		pe.Err = p.redact(err)
+	default:
+		pe.Err = p.redact(err)
+	}
+	return pe
+}
+
+// retryableStatus reports the statuses worth retrying: request timeout,
+// conflict, rate limit and server errors.
+func retryableStatus(code int) bool {
+	return code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500
+}
+
+// malformed reports an answer that arrived whole but is not valid JSON:
+// asking again would get the same. openai-go reads the whole body before
+// decoding it, so a body cut short surfaces as a read error instead.
+func malformed(err error) bool {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	return errors.As(err, &se) || errors.As(err, &te) || strings.HasPrefix(err.Error(), "error parsing response json")
+}
+
+// transient reports connection failures that a new attempt may not meet.
+func transient(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) || errors.As(err, &ne)
+}
+
+// APIError is an error answer of the service, reduced to what is safe to
+// keep: openai-go's own error holds the request, whose headers carry the
+// key.
+type APIError struct {
+	// StatusCode is the HTTP status.
+	StatusCode int
+	// Type is the service's error type, for example "invalid_request_error".
+	Type string
+	// Code is the service's error code, for example
+	// "context_length_exceeded".
+	Code string
+	// Param names the offending request field, when the service says.
+	Param string
+	// Message is the service's message, with any echo of the key redacted.
+	Message string
+}
+
+// Error implements error.
+func (e *APIError) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = strings.ToLower(http.StatusText(e.StatusCode))
+	}
+	if e.Code != "" {
+		return e.Code + ": " + msg
+	}
+	return msg
+}
+
+// redact wraps err so that its message never shows the key.
+func (p *Provider) redact(err error) error {
+	if p.key == "" || err == nil || !strings.Contains(err.Error(), p.key) {
+		return err
+	}
+	return &redactedError{msg: p.redactString(err.Error())}
+}
+
+func (p *Provider) redactString(s string) string {
+	if p.key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, p.key, "[redacted]")
+}
+
+// redactedError replaces an error whose message contained the key; it does
+// not unwrap, so the original cannot be reached.
+type redactedError struct{ msg string }
+
+// Error implements error.
+func (e *redactedError) Error() string { return e.msg }

@@ -1,0 +1,18 @@
+// Package pgledger is a gateway.Ledger in PostgreSQL, so that any number of
+// replicas of a service share one budget. It lives apart from the gateway so
+// that a program that keeps its ledger in memory does not link pgx.
+//
+// A reservation is one transaction: the budget accounts it counts against
+// are locked in a fixed order (SELECT ... ORDER BY ... FOR UPDATE), the worst
+// case is checked against each limit with the spend just read, and only if
+// all fit is it added to their holds and the reservation recorded. Two
+// replicas racing for the last dollar are therefore serialised by the
+// database: one fits, the other is refused with the figures it saw.
+//
+// Settled reservations are kept as the record of spend (by alias and model);
+// released ones are deleted.
+//
+// It is not a billing system or an analytics store: it keeps what budgets
+// and SpendSummary need, and the schema is created by Migrate (or Open),
+// not by an external migration tool.
+package pgledger

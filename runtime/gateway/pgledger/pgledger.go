@@ -1,0 +1,367 @@
+package pgledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aidgen/aid/runtime/gateway"
+)
+
+// Ledger is the PostgreSQL gateway.Ledger. It is safe for concurrent use, in
+// one process and across processes.
+type Ledger struct {
+	pool     *pgxpool.Pool
+	timeout  time.Duration
+	ownsPool bool
+	accounts string // quoted table names
+	holds    string
+	prefix   string
+}
+
+// Option adjusts a Ledger.
+type Option func(*Ledger) error
+
+var validPrefix = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,40}$`)
+
+// WithTablePrefix names the ledger's tables <prefix>_accounts and
+// <prefix>_reservations; the default prefix is "aid_budget". The prefix is
+// lower-case letters, digits and underscores.
+func WithTablePrefix(prefix string) Option {
+	return func(l *Ledger) error {
+		if !validPrefix.MatchString(prefix) {
+			return fmt.Errorf("pgledger: invalid table prefix %q (want lower-case letters, digits and underscores)", prefix)
+		}
+		l.prefix = prefix
+		return nil
+	}
+}
+
+// WithOpTimeout bounds each ledger operation; the default is 10 seconds. The
+// gateway settles with a context that ignores the caller's cancellation, so
+// that spend is recorded even for a caller that gave up; this bound keeps a
+// hung database from holding such a call forever.
+func WithOpTimeout(d time.Duration) Option {
+	return func(l *Ledger) error {
+		if d <= 0 {
+			return fmt.Errorf("pgledger: operation timeout %v is not positive", d)
+		}
+		l.timeout = d
+		return nil
+	}
+}
+
+// New returns a ledger on pool, which the caller keeps and closes. Call
+// Migrate once before use (or use Open, which does).
+func New(pool *pgxpool.Pool, opts ...Option) (*Ledger, error) {
+	l := &Ledger{pool: pool, prefix: "aid_budget", timeout: 10 * time.Second}
+	for _, o := range opts {
+		if err := o(l); err != nil {
+			return nil, err
+		}
+	}
+	l.accounts = pgx.Identifier{l.prefix + "_accounts"}.Sanitize()
+	l.holds = pgx.Identifier{l.prefix + "_reservations"}.Sanitize()
+	return l, nil
+}
+
+// Open connects to dsn, creates the ledger's tables if they are missing and
+// returns a ledger that owns its pool; Close closes it.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Ledger, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgledger: connect: %w", err)
+	}
+	l, err := New(pool, opts...)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	l.ownsPool = true
+	if err := l.Migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Close closes the pool if the ledger opened it.
+func (l *Ledger) Close() {
+	if l.ownsPool {
+		l.pool.Close()
+	}
+}
+
+// Migrate creates the ledger's tables if they do not exist. It is idempotent
+// and safe to run from several replicas at once.
+func (l *Ledger) Migrate(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	lock := int64(0x61696462) // "aidb": serialises concurrent migrations
+	tx, err := l.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgledger: migrate: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	stmts := []string{
+		`SELECT pg_advisory_xact_lock($1)`,
+		`CREATE TABLE IF NOT EXISTS ` + l.accounts + ` (
+			budget            text   NOT NULL,
+			scope             text   NOT NULL,
+			key               text   NOT NULL,
+			spent_nano_usd    bigint NOT NULL DEFAULT 0,
+			spent_tokens      bigint NOT NULL DEFAULT 0,
+			reserved_nano_usd bigint NOT NULL DEFAULT 0,
+			reserved_tokens   bigint NOT NULL DEFAULT 0,
+			calls             bigint NOT NULL DEFAULT 0,
+			PRIMARY KEY (budget, scope, key)
+		)`,
+		`CREATE TABLE IF NOT EXISTS ` + l.holds + ` (
+			id              text        PRIMARY KEY,
+			alias           text        NOT NULL,
+			model           text        NOT NULL,
+			nano_usd        bigint      NOT NULL,
+			tokens          bigint      NOT NULL,
+			budgets         text[]      NOT NULL,
+			scopes          text[]      NOT NULL,
+			keys            text[]      NOT NULL,
+			settled         boolean     NOT NULL DEFAULT false,
+			actual_nano_usd bigint,
+			actual_tokens   bigint,
+			created_at      timestamptz NOT NULL DEFAULT now(),
+			settled_at      timestamptz
+		)`,
+	}
+	for i, s := range stmts {
+		var args []any
+		if i == 0 {
+			args = []any{lock}
+		}
+		if _, err := tx.Exec(ctx, s, args...); err != nil {
+			return fmt.Errorf("pgledger: migrate: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgledger: migrate: %w", err)
+	}
+	return nil
+}
+
+// lockAccounts locks the named accounts in (budget, scope, key) order and
+// returns their spend, creating missing ones. The fixed order keeps two
+// transactions over overlapping accounts from deadlocking.
+func (l *Ledger) lockAccounts(ctx context.Context, tx pgx.Tx, budgets, scopes, keys []string) (map[gateway.Account][2]gateway.Amount, error) {
+	if _, err := tx.Exec(ctx, `INSERT INTO `+l.accounts+` (budget, scope, key)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING`, budgets, scopes, keys); err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, `SELECT a.budget, a.scope, a.key, a.spent_nano_usd, a.spent_tokens, a.reserved_nano_usd, a.reserved_tokens
+		FROM `+l.accounts+` a JOIN unnest($1::text[], $2::text[], $3::text[]) AS w(budget, scope, key)
+		  ON a.budget = w.budget AND a.scope = w.scope AND a.key = w.key
+		ORDER BY a.budget, a.scope, a.key
+		FOR UPDATE OF a`, budgets, scopes, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[gateway.Account][2]gateway.Amount, len(budgets))
+	for rows.Next() {
+		var a gateway.Account
+		var spent, reserved gateway.Amount
+		var scope string
+		if err := rows.Scan(&a.Budget, &scope, &a.Key, &spent.NanoUSD, &spent.Tokens, &reserved.NanoUSD, &reserved.Tokens); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		a.Scope = gateway.Scope(scope)
+		out[a] = [2]gateway.Amount{spent, reserved}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func split(limits []gateway.Limit) (budgets, scopes, keys []string) {
+	budgets = make([]string, len(limits))
+	scopes = make([]string, len(limits))
+	keys = make([]string, len(limits))
+	for i, lim := range limits {
+		budgets[i], scopes[i], keys[i] = lim.Account.Budget, string(lim.Account.Scope), lim.Account.Key
+	}
+	return budgets, scopes, keys
+}
+
+// Reserve implements gateway.Ledger.
+func (l *Ledger) Reserve(ctx context.Context, r gateway.Reservation) error {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	if r.ID == "" {
+		return errors.New("pgledger: reserve: empty reservation id")
+	}
+	budgets, scopes, keys := split(r.Limits)
+	insert := `INSERT INTO ` + l.holds + ` (id, alias, model, nano_usd, tokens, budgets, scopes, keys)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+	args := []any{r.ID, r.Alias, r.Model, r.Amount.NanoUSD, r.Amount.Tokens, budgets, scopes, keys}
+	if len(r.Limits) == 0 {
+		if _, err := l.pool.Exec(ctx, insert, args...); err != nil {
+			return fmt.Errorf("pgledger: reserve %q: %w", r.ID, err)
+		}
+		return nil
+	}
+	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		state, err := l.lockAccounts(ctx, tx, budgets, scopes, keys)
+		if err != nil {
+			return err
+		}
+		for _, lim := range r.Limits {
+			st := state[lim.Account]
+			if dim, over := gateway.Exceeds(lim.Max, st[0], st[1], r.Amount); over {
+				return &gateway.BudgetExceededError{
+					Budget: lim.Account.Budget, Scope: lim.Account.Scope, Key: lim.Account.Key,
+					Dimension: dim, Limit: lim.Max, Spent: st[0], Reserved: st[1], Requested: r.Amount,
+				}
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE `+l.accounts+` a
+			SET reserved_nano_usd = a.reserved_nano_usd + $4, reserved_tokens = a.reserved_tokens + $5
+			FROM unnest($1::text[], $2::text[], $3::text[]) AS w(budget, scope, key)
+			WHERE a.budget = w.budget AND a.scope = w.scope AND a.key = w.key`,
+			budgets, scopes, keys, r.Amount.NanoUSD, r.Amount.Tokens); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, insert, args...)
+		return err
+	})
+	var be *gateway.BudgetExceededError
+	if errors.As(err, &be) {
+		return be
+	}
+	if err != nil {
+		return fmt.Errorf("pgledger: reserve %q: %w", r.ID, err)
+	}
+	return nil
+}
+
+// Settle implements gateway.Ledger.
+func (l *Ledger) Settle(ctx context.Context, id string, actual gateway.Amount) error {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		var held gateway.Amount
+		var budgets, scopes, keys []string
+		err := tx.QueryRow(ctx, `UPDATE `+l.holds+`
+			SET settled = true, actual_nano_usd = $2, actual_tokens = $3, settled_at = now()
+			WHERE id = $1 AND NOT settled
+			RETURNING nano_usd, tokens, budgets, scopes, keys`, id, actual.NanoUSD, actual.Tokens).
+			Scan(&held.NanoUSD, &held.Tokens, &budgets, &scopes, &keys)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return gateway.ErrUnknownReservation
+		}
+		if err != nil || len(budgets) == 0 {
+			return err
+		}
+		if _, err := l.lockAccounts(ctx, tx, budgets, scopes, keys); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE `+l.accounts+` a
+			SET reserved_nano_usd = a.reserved_nano_usd - $4, reserved_tokens = a.reserved_tokens - $5,
+			    spent_nano_usd = a.spent_nano_usd + $6, spent_tokens = a.spent_tokens + $7, calls = a.calls + 1
+			FROM unnest($1::text[], $2::text[], $3::text[]) AS w(budget, scope, key)
+			WHERE a.budget = w.budget AND a.scope = w.scope AND a.key = w.key`,
+			budgets, scopes, keys, held.NanoUSD, held.Tokens, actual.NanoUSD, actual.Tokens)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgledger: settle %q: %w", id, err)
+	}
+	return nil
+}
+
+// Release implements gateway.Ledger.
+func (l *Ledger) Release(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		var held gateway.Amount
+		var budgets, scopes, keys []string
+		err := tx.QueryRow(ctx, `DELETE FROM `+l.holds+` WHERE id = $1 AND NOT settled
+			RETURNING nano_usd, tokens, budgets, scopes, keys`, id).
+			Scan(&held.NanoUSD, &held.Tokens, &budgets, &scopes, &keys)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return gateway.ErrUnknownReservation
+		}
+		if err != nil || len(budgets) == 0 {
+			return err
+		}
+		if _, err := l.lockAccounts(ctx, tx, budgets, scopes, keys); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE `+l.accounts+` a
+			SET reserved_nano_usd = a.reserved_nano_usd - $4, reserved_tokens = a.reserved_tokens - $5
+			FROM unnest($1::text[], $2::text[], $3::text[]) AS w(budget, scope, key)
+			WHERE a.budget = w.budget AND a.scope = w.scope AND a.key = w.key`,
+			budgets, scopes, keys, held.NanoUSD, held.Tokens)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgledger: release %q: %w", id, err)
+	}
+	return nil
+}
+
+// Summary implements gateway.Ledger.
+func (l *Ledger) Summary(ctx context.Context) (gateway.SpendSummary, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	var s gateway.SpendSummary
+	rows, err := l.pool.Query(ctx, `SELECT budget, scope, key, spent_nano_usd, spent_tokens, reserved_nano_usd, reserved_tokens, calls FROM `+l.accounts)
+	if err != nil {
+		return s, fmt.Errorf("pgledger: summary: %w", err)
+	}
+	for rows.Next() {
+		var a gateway.AccountSpend
+		var scope string
+		if err := rows.Scan(&a.Account.Budget, &scope, &a.Account.Key, &a.Spent.NanoUSD, &a.Spent.Tokens, &a.Reserved.NanoUSD, &a.Reserved.Tokens, &a.Calls); err != nil {
+			rows.Close()
+			return s, fmt.Errorf("pgledger: summary: %w", err)
+		}
+		a.Account.Scope = gateway.Scope(scope)
+		s.ByAccount = append(s.ByAccount, a)
+	}
+	if err := rows.Err(); err != nil {
+		return s, fmt.Errorf("pgledger: summary: %w", err)
+	}
+	for _, col := range []string{"alias", "model"} {
+		rows, err := l.pool.Query(ctx, `SELECT `+col+`, sum(actual_nano_usd)::bigint, sum(actual_tokens)::bigint, count(*)
+			FROM `+l.holds+` WHERE settled GROUP BY `+col)
+		if err != nil {
+			return s, fmt.Errorf("pgledger: summary: %w", err)
+		}
+		for rows.Next() {
+			var n gateway.NamedSpend
+			if err := rows.Scan(&n.Name, &n.Spent.NanoUSD, &n.Spent.Tokens, &n.Calls); err != nil {
+				rows.Close()
+				return s, fmt.Errorf("pgledger: summary: %w", err)
+			}
+			if col == "alias" {
+				s.ByAlias = append(s.ByAlias, n)
+				s.Total = s.Total.Add(n.Spent)
+				s.Calls += n.Calls
+			} else {
+				s.ByModel = append(s.ByModel, n)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return s, fmt.Errorf("pgledger: summary: %w", err)
+		}
+	}
+	gateway.SortSummary(&s)
+	return s, nil
+}
+
+var _ gateway.Ledger = (*Ledger)(nil)

@@ -1,0 +1,283 @@
+package gateway
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Role says who wrote a message.
+type Role string
+
+// The message roles, as in the chat-completions wire format.
+const (
+	// RoleSystem carries instructions.
+	RoleSystem Role = "system"
+	// RoleUser carries the user's input.
+	RoleUser Role = "user"
+	// RoleAssistant carries an earlier model answer, with its tool calls.
+	RoleAssistant Role = "assistant"
+	// RoleTool carries the observation of one tool call.
+	RoleTool Role = "tool"
+)
+
+// Message is one turn of a conversation.
+type Message struct {
+	// Role says who wrote the message.
+	Role Role
+	// Content is the text of the message.
+	Content string
+	// ToolCalls are the calls an assistant message asked for.
+	ToolCalls []ToolCall
+	// ToolCallID links a tool message to the call it answers.
+	ToolCallID string
+	// Name optionally names the participant (or, for a tool message, the
+	// tool).
+	Name string
+}
+
+// ToolDef declares a tool the model may call.
+type ToolDef struct {
+	// Name is the tool's name, as the model will call it.
+	Name string
+	// Description tells the model when to use the tool.
+	Description string
+	// Parameters is the JSON Schema of the tool's arguments; nil means no
+	// arguments.
+	Parameters json.RawMessage
+}
+
+// ToolCall is one call of a tool requested by the model.
+type ToolCall struct {
+	// ID identifies the call so that its observation can refer to it.
+	ID string
+	// Name is the tool to call.
+	Name string
+	// Arguments is the JSON object of arguments, as the model wrote it.
+	Arguments json.RawMessage
+}
+
+// ToolChoiceMode says whether and how the model must use tools.
+type ToolChoiceMode string
+
+// The tool choice modes.
+const (
+	// ToolChoiceAuto lets the model decide; it is the provider default.
+	ToolChoiceAuto ToolChoiceMode = "auto"
+	// ToolChoiceNone forbids tool calls.
+	ToolChoiceNone ToolChoiceMode = "none"
+	// ToolChoiceRequired demands at least one tool call.
+	ToolChoiceRequired ToolChoiceMode = "required"
+	// ToolChoiceTool demands a call of the tool named in ToolChoice.Name.
+	ToolChoiceTool ToolChoiceMode = "tool"
+)
+
+// ToolChoice constrains tool use; the zero value leaves it to the provider.
+type ToolChoice struct {
+	// Mode is the constraint; empty means the provider default.
+	Mode ToolChoiceMode
+	// Name is the tool to call when Mode is ToolChoiceTool.
+	Name string
+}
+
+// JSONSchema asks for an answer that is a JSON document matching Schema.
+type JSONSchema struct {
+	// Name names the schema, as providers require.
+	Name string
+	// Description tells the model what the document is for.
+	Description string
+	// Schema is the JSON Schema the answer must match.
+	Schema json.RawMessage
+	// Strict asks the provider to enforce the schema exactly.
+	Strict bool
+}
+
+// Request is one chat call, independent of any provider's wire format.
+type Request struct {
+	// Messages is the conversation so far.
+	Messages []Message
+	// Tools are the tools the model may call; a non-empty list requires
+	// CapabilityTools.
+	Tools []ToolDef
+	// ToolChoice constrains tool use.
+	ToolChoice ToolChoice
+	// ResponseFormat, when set, asks for structured JSON output and
+	// requires CapabilityJSON.
+	ResponseFormat *JSONSchema
+	// MaxOutputTokens bounds the answer; zero means the model's
+	// MaxOutputTokens. It is also the output part of the worst case a
+	// budget reserves.
+	MaxOutputTokens int
+	// Temperature, when set, is the sampling temperature.
+	Temperature *float64
+	// TopP, when set, is the nucleus sampling mass.
+	TopP *float64
+	// Stop lists sequences that end the answer.
+	Stop []string
+	// Seed, when set, asks the provider for reproducible sampling.
+	Seed *int64
+}
+
+// requiredCapabilities returns what the request needs beyond plain chat.
+func (r *Request) requiredCapabilities(dst []Capability) []Capability {
+	if len(r.Tools) > 0 {
+		dst = append(dst, CapabilityTools)
+	}
+	if r.ResponseFormat != nil {
+		dst = append(dst, CapabilityJSON)
+	}
+	return dst
+}
+
+// Usage counts the tokens of one call.
+type Usage struct {
+	// InputTokens counts the prompt.
+	InputTokens int64
+	// OutputTokens counts the answer.
+	OutputTokens int64
+	// TotalTokens is their sum, as reported by the provider.
+	TotalTokens int64
+	// Estimated is true when the provider reported no usage and the
+	// gateway charged its own estimate instead (see EstimateUsage).
+	Estimated bool
+}
+
+// total returns TotalTokens, or the sum when the provider left it out.
+func (u Usage) total() int64 {
+	if u.TotalTokens > 0 {
+		return u.TotalTokens
+	}
+	return u.InputTokens + u.OutputTokens
+}
+
+// FinishReason says why the model stopped.
+type FinishReason string
+
+// The finish reasons of the chat-completions wire format.
+const (
+	// FinishStop is a natural end or a stop sequence.
+	FinishStop FinishReason = "stop"
+	// FinishLength is the output bound.
+	FinishLength FinishReason = "length"
+	// FinishToolCalls means the answer is a set of tool calls.
+	FinishToolCalls FinishReason = "tool_calls"
+	// FinishContentFilter means the provider withheld content.
+	FinishContentFilter FinishReason = "content_filter"
+)
+
+// Response is what a provider returns for one chat call.
+type Response struct {
+	// Text is the answer's text.
+	Text string
+	// ToolCalls are the tool calls the model asked for.
+	ToolCalls []ToolCall
+	// FinishReason says why the model stopped.
+	FinishReason FinishReason
+	// Usage is the provider's token count; zero means not reported.
+	Usage Usage
+	// Model is the model id the provider says answered, when it says so.
+	Model string
+}
+
+// ToolCallDelta is a fragment of a tool call in a stream. Fragments with the
+// same Index belong to the same call; ID and Name arrive once, Arguments in
+// pieces to be concatenated.
+type ToolCallDelta struct {
+	// Index is the position of the call in the answer.
+	Index int
+	// ID is the call id, set on the call's first fragment.
+	ID string
+	// Name is the tool name, set on the call's first fragment.
+	Name string
+	// Arguments is the next piece of the JSON arguments.
+	Arguments string
+}
+
+// Delta is one event of a provider stream.
+type Delta struct {
+	// Text is the next piece of the answer's text.
+	Text string
+	// ToolCalls are the next fragments of tool calls.
+	ToolCalls []ToolCallDelta
+	// FinishReason is set once, when the model stops.
+	FinishReason FinishReason
+	// Usage is set when the provider reports usage, usually last.
+	Usage *Usage
+	// Model is the model id the provider says answered, when it says so.
+	Model string
+}
+
+// EmbedResponse is what a provider returns for one embedding call.
+type EmbedResponse struct {
+	// Vectors holds one vector per input text, in input order.
+	Vectors [][]float32
+	// Usage is the provider's token count; zero means not reported.
+	Usage Usage
+	// Model is the model id the provider says answered, when it says so.
+	Model string
+}
+
+// Attempt records one try of one alias.
+type Attempt struct {
+	// Alias is the alias tried.
+	Alias string
+	// Model is the pinned model id behind it.
+	Model string
+	// Retry counts earlier tries of the same alias in this call: 0 is the
+	// first try.
+	Retry int
+	// Duration is how long the try took.
+	Duration time.Duration
+	// Err is why the try failed; nil for the try that answered.
+	Err error
+}
+
+// Result is the outcome of Generate, and of a stream once it ends.
+type Result struct {
+	// Text is the answer's text.
+	Text string
+	// ToolCalls are the tool calls the model asked for.
+	ToolCalls []ToolCall
+	// FinishReason says why the model stopped.
+	FinishReason FinishReason
+	// Usage is the token count charged.
+	Usage Usage
+	// CostUSD is the price charged, from the pinned cost profile.
+	CostUSD float64
+	// Alias is the alias that answered.
+	Alias string
+	// Model is the pinned model id that answered.
+	Model string
+	// Attempts lists every try in order, the answering one last.
+	Attempts []Attempt
+	// FellBack is true when the answer came from a fallback alias rather
+	// than the one asked for.
+	FellBack bool
+}
+
+// EmbedResult is the outcome of Embed.
+type EmbedResult struct {
+	// Vectors holds one vector per input text, in input order.
+	Vectors [][]float32
+	// Usage is the token count charged.
+	Usage Usage
+	// CostUSD is the price charged, from the pinned cost profile.
+	CostUSD float64
+	// Alias is the alias that answered.
+	Alias string
+	// Model is the pinned model id that answered.
+	Model string
+	// Attempts lists every try in order, the answering one last.
+	Attempts []Attempt
+}
+
+// Chunk is one element of a Stream: a piece of the answer, or, last, the
+// final Result.
+type Chunk struct {
+	// Text is the next piece of the answer's text.
+	Text string
+	// ToolCalls are the next fragments of tool calls.
+	ToolCalls []ToolCallDelta
+	// Result is set on the last chunk only, once the stream has been
+	// priced and settled; it carries the whole answer.
+	Result *Result
+}

@@ -87,12 +87,12 @@ running Go service, and gates its quality in CI with sampled evaluations.`,
 		Example: `  # Check an application file against the schema and its own references.
   aidgen vet app.cue
 
-  # Check several at once.
-  aidgen vet examples/*/app.cue`,
+  # Sample its evals and gate them against their baselines.
+  aidgen eval examples/capitals/app.cue`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(err) })
-	root.AddCommand(newVet(s), newVersion(s))
+	root.AddCommand(newVet(s), newEval(s), newVersion(s))
 	return root
 }

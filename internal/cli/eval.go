@@ -1,0 +1,348 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	aid "github.com/aidgen/aid"
+	"github.com/aidgen/aid/ir"
+	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/eval"
+	"github.com/aidgen/aid/runtime/gateway"
+)
+
+// Exit codes of aidgen eval beyond the shared ones: 1 (ExitInvalid) is a
+// regression, 2 (ExitUsage) a configuration error.
+const (
+	ExitRegression   = 1
+	ExitInconclusive = 3
+)
+
+type evalFlags struct {
+	evals          []string
+	runs           int
+	concurrency    int
+	updateBaseline bool
+	note           string
+	jsonFile       string
+	junitFile      string
+	onInconclusive string
+	seed           int64
+	seedSet        bool
+	progress       string
+}
+
+func newEval(s *streams) *cobra.Command {
+	var f evalFlags
+	cmd := &cobra.Command{
+		Use:   "eval FILE",
+		Short: "Sample an application's evals and gate them against their baselines",
+		Long: `Eval runs every eval of an application (or those named with --eval): each case
+of the dataset is answered --runs times, every answer is scored by each metric,
+and each threshold is decided against the eval's committed baseline with a
+paired test on per-case means (see the runtime/eval package documentation for
+the statistics).
+
+A threshold passes when the mean clears minMean, or the drop from the baseline
+is within maxRegression, or the drop beyond maxRegression is within sampling
+noise at level alpha. When the runs and cases are too few to tell a drop of
+maxRegression from noise, the verdict is inconclusive: the table shows the
+minimum detectable effect and the advice says how many runs would do.
+
+Exit status: 0 pass, 1 regression, 2 configuration error (invalid IR, missing
+baseline or dataset, a feature that is not built), 3 inconclusive (see
+--on-inconclusive).
+
+--update-baseline writes each eval's baseline instead of gating (atomically,
+beside the old one) and prints what changed. When GITHUB_STEP_SUMMARY is set,
+a markdown summary is appended to that file.`,
+		Example: `  # Gate every eval against its baseline.
+  aidgen eval examples/capitals/app.cue
+
+  # Record a new baseline after an intended change.
+  aidgen eval examples/capitals/app.cue --update-baseline --note "prompt v2"
+
+  # A quicker, noisier run; inconclusive fails CI instead of exiting 3.
+  aidgen eval app.cue --runs 3 --on-inconclusive fail --junit eval.xml`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErr(errors.New("eval needs exactly one application file; usage: aidgen eval FILE"))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.seedSet = cmd.Flags().Changed("seed")
+			return runEval(cmd.Context(), s, args[0], f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&f.evals, "eval", nil, "run only the named evals (repeatable or comma-separated)")
+	fl.IntVar(&f.runs, "runs", 0, "samples per case (default: the eval's runs)")
+	fl.IntVar(&f.concurrency, "concurrency", 0, "samples in flight (default: the eval's concurrency)")
+	fl.BoolVar(&f.updateBaseline, "update-baseline", false, "write the baselines from this run instead of gating")
+	fl.StringVar(&f.note, "note", "", "note recorded in baselines written by --update-baseline")
+	fl.StringVar(&f.jsonFile, "json", "", "write the full results as JSON to `FILE`")
+	fl.StringVar(&f.junitFile, "junit", "", "write one JUnit test case per threshold to `FILE`")
+	fl.StringVar(&f.onInconclusive, "on-inconclusive", "inconclusive", "what an inconclusive gate exits as: inconclusive (3), pass (0) or fail (1)")
+	fl.Int64Var(&f.seed, "seed", 0, "replace the seed of every fake provider, to draw a fresh sample")
+	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, lines or none")
+	return cmd
+}
+
+// evalOutcome is what one eval produced, for every report format.
+type evalOutcome struct {
+	Name     string                      `json:"name"`
+	Dataset  string                      `json:"dataset"`
+	Version  string                      `json:"datasetVersion"`
+	Cases    int                         `json:"cases"`
+	Runs     int                         `json:"runs"`
+	Models   []string                    `json:"models"`
+	CostUSD  float64                     `json:"costUSD"`
+	Calls    int64                       `json:"calls"`
+	Failed   int                         `json:"failedSamples"`
+	Stats    map[string]eval.MetricStats `json:"stats"`
+	Gate     *eval.GateReport            `json:"gate,omitempty"`
+	Baseline string                      `json:"baseline,omitempty"`
+	Changes  []eval.BaselineChange       `json:"baselineChanges,omitempty"`
+	Errors   []string                    `json:"sampleErrors,omitempty"`
+	Metrics  []string                    `json:"metrics"`
+	Derived  map[string]bool             `json:"modelDerived"`
+}
+
+func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
+	switch f.onInconclusive {
+	case "inconclusive", "pass", "fail":
+	default:
+		return usageErr(fmt.Errorf("--on-inconclusive must be inconclusive, pass or fail, not %q", f.onInconclusive))
+	}
+	switch f.progress {
+	case "auto", "bar", "lines", "none":
+	default:
+		return usageErr(fmt.Errorf("--progress must be auto, bar, lines or none, not %q", f.progress))
+	}
+	if f.runs < 0 || f.concurrency < 0 {
+		return usageErr(errors.New("--runs and --concurrency must be positive"))
+	}
+
+	doc, err := ir.Load(path)
+	if err != nil {
+		if es, ok := ir.IsInvalid(err); ok {
+			fmt.Fprintln(s.err, es.Error())
+			return &exitError{code: ExitUsage, err: fmt.Errorf("%s is not a valid application; fix the errors above", path)}
+		}
+		return usageErr(err)
+	}
+	names := doc.EvalNames()
+	if len(f.evals) > 0 {
+		for _, n := range f.evals {
+			if !slices.Contains(names, n) {
+				return usageErr(fmt.Errorf("%s has no eval %q; evals: %s", path, n, strings.Join(names, ", ")))
+			}
+		}
+		names = f.evals
+	}
+	if len(names) == 0 {
+		return usageErr(fmt.Errorf("%s defines no evals", path))
+	}
+
+	var outcomes []*evalOutcome
+	for _, name := range names {
+		o, err := runOneEval(ctx, s, doc, name, f)
+		if err != nil {
+			return err
+		}
+		outcomes = append(outcomes, o)
+	}
+
+	if f.jsonFile != "" {
+		if err := writeJSONReport(f.jsonFile, path, outcomes); err != nil {
+			return &exitError{code: ExitUsage, err: err}
+		}
+	}
+	if f.junitFile != "" && !f.updateBaseline {
+		if err := writeJUnitReport(f.junitFile, outcomes); err != nil {
+			return &exitError{code: ExitUsage, err: err}
+		}
+	}
+	if summary := os.Getenv("GITHUB_STEP_SUMMARY"); summary != "" {
+		if err := appendMarkdownSummary(summary, path, outcomes, f.updateBaseline); err != nil {
+			fmt.Fprintf(s.err, "aidgen: writing GITHUB_STEP_SUMMARY: %v\n", err)
+		}
+	}
+	if f.updateBaseline {
+		return nil
+	}
+	return verdictExit(outcomes, f.onInconclusive)
+}
+
+// verdictExit folds the gates into one exit: any regression fails, then
+// any inconclusive gate (unless mapped by --on-inconclusive), else pass.
+func verdictExit(outcomes []*evalOutcome, onInconclusive string) error {
+	regression, inconclusive := false, false
+	for _, o := range outcomes {
+		if o.Gate == nil {
+			continue
+		}
+		switch o.Gate.Verdict {
+		case eval.Regression:
+			regression = true
+		case eval.Inconclusive:
+			inconclusive = true
+		}
+	}
+	switch {
+	case regression:
+		return &exitError{code: ExitRegression}
+	case inconclusive && onInconclusive == "fail":
+		return &exitError{code: ExitRegression}
+	case inconclusive && onInconclusive == "inconclusive":
+		return &exitError{code: ExitInconclusive}
+	}
+	return nil
+}
+
+func runOneEval(ctx context.Context, s *streams, doc *ir.Document, name string, f evalFlags) (*evalOutcome, error) {
+	opts := app.Options{}
+	if f.seedSet {
+		opts.Seed = &f.seed
+	}
+	// A gateway per eval, so each eval's cost is its own in the ledger.
+	g, err := app.NewGateway(doc, opts)
+	if err != nil {
+		return nil, configErr(err)
+	}
+	e, err := app.NewEval(doc, g, name)
+	if err != nil {
+		return nil, configErr(err)
+	}
+	if f.runs > 0 {
+		e.Runs = f.runs
+	}
+	if f.concurrency > 0 {
+		e.Concurrency = f.concurrency
+	}
+
+	var baseline *eval.Baseline
+	if !f.updateBaseline {
+		if e.Baseline == "" && len(e.Thresholds) > 0 {
+			return nil, configErr(fmt.Errorf("eval %q has thresholds but no baseline", name))
+		}
+		if e.Baseline != "" {
+			baseline, err = eval.ReadBaseline(e.Baseline)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, configErr(fmt.Errorf("eval %q: no baseline at %s; record one with aidgen eval --update-baseline", name, e.Baseline))
+			}
+			if err != nil {
+				return nil, configErr(fmt.Errorf("eval %q: %w", name, err))
+			}
+		}
+	} else if e.Baseline == "" {
+		return nil, configErr(fmt.Errorf("eval %q names no baseline file to update; set baseline in the IR", name))
+	}
+
+	total := len(e.Dataset.Cases) * e.Runs
+	fmt.Fprintf(s.out, "eval %s: %d cases × %d runs = %d samples, concurrency %d\n", name, len(e.Dataset.Cases), e.Runs, total, e.Concurrency)
+	prog := newProgress(s.err, f.progress, name, total)
+	res, err := eval.Run(ctx, e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: e.Runs, Concurrency: e.Concurrency, Progress: prog.update})
+	prog.done()
+	if err != nil {
+		return nil, &exitError{code: ExitUsage, err: fmt.Errorf("eval %q: %w", name, err)}
+	}
+	stats, err := res.Stats()
+	if err != nil {
+		return nil, &exitError{code: ExitUsage, err: fmt.Errorf("eval %q: %w", name, err)}
+	}
+	spend, err := g.Spend(ctx)
+	if err != nil {
+		return nil, &exitError{code: ExitUsage, err: fmt.Errorf("eval %q: reading the ledger: %w", name, err)}
+	}
+	o := &evalOutcome{
+		Name:     name,
+		Dataset:  res.Dataset,
+		Version:  res.DatasetVersion,
+		Cases:    len(res.Cases),
+		Runs:     res.Runs,
+		Models:   res.Models,
+		CostUSD:  spend.Total.USD(),
+		Calls:    spend.Calls,
+		Stats:    stats,
+		Baseline: e.Baseline,
+		Derived:  map[string]bool{},
+	}
+	for _, m := range e.Metrics {
+		o.Metrics = append(o.Metrics, m.Name())
+		o.Derived[m.Name()] = m.ModelDerived()
+	}
+	for _, se := range res.Errors() {
+		o.Errors = append(o.Errors, se.Error())
+	}
+	o.Failed = failedSamples(res)
+	if err := sampleFailures(o, deferredIn(res)); err != nil {
+		return nil, err
+	}
+
+	if f.updateBaseline {
+		nb, err := eval.NewBaseline(res, aid.Version, f.note)
+		if err != nil {
+			return nil, &exitError{code: ExitUsage, err: err}
+		}
+		old, err := eval.ReadBaseline(e.Baseline)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(s.err, "aidgen: the old baseline cannot be read (%v); writing a new one\n", err)
+		}
+		o.Changes = eval.DiffBaselines(old, nb)
+		if err := eval.WriteBaselineFile(e.Baseline, nb); err != nil {
+			return nil, &exitError{code: ExitUsage, err: fmt.Errorf("eval %q: writing the baseline: %w", name, err)}
+		}
+		printBaselineUpdate(s, o, old == nil)
+		return o, nil
+	}
+
+	gate, err := eval.Gate(e.Thresholds, stats, baseline)
+	if err != nil {
+		return nil, configErr(fmt.Errorf("eval %q: %w", name, err))
+	}
+	o.Gate = gate
+	printTable(s, o, baseline)
+	return o, nil
+}
+
+// sampleFailures stops the eval when samples failed because a feature is
+// not built: that is a configuration problem, not a regression to gate.
+func sampleFailures(o *evalOutcome, deferred error) error {
+	if deferred != nil {
+		return configErr(fmt.Errorf("eval %q: %w", o.Name, deferred))
+	}
+	return nil
+}
+
+func deferredIn(res *eval.Result) error {
+	for _, err := range res.Errors() {
+		var d *gateway.DeferredError
+		if errors.As(err, &d) {
+			return d
+		}
+	}
+	return nil
+}
+
+func failedSamples(res *eval.Result) int {
+	n := 0
+	for _, c := range res.Cases {
+		for _, smp := range c.Samples {
+			if smp.Err != nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func configErr(err error) error { return &exitError{code: ExitUsage, err: err} }

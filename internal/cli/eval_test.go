@@ -1,0 +1,222 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aidgen/aid/internal/cli"
+)
+
+const capitals = "examples/capitals/app.cue"
+
+// TestEvalCapitals is the walkthrough of the README: the example passes
+// against its committed baseline, a deliberately worse model fails, and a
+// run with too few samples cannot tell and says so.
+func TestEvalCapitals(t *testing.T) {
+	chdirRoot(t)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		out  []string
+	}{
+		{"committed baseline passes", []string{capitals}, cli.ExitOK,
+			[]string{"30 cases × 10 runs", "exact_match", "0.623 ± 0.024", "verdict: pass", "(ledger)"}},
+		{"a fresh sample passes", []string{capitals, "--seed", "1"}, cli.ExitOK,
+			[]string{"verdict: pass"}},
+		{"worse model regresses", []string{"testdata/eval/capitals-worse.cue"}, cli.ExitRegression,
+			[]string{"-0.300", "regression", "exceeds maxRegression"}},
+		{"too few runs is inconclusive", []string{capitals, "--runs", "1", "--seed", "2"}, cli.ExitInconclusive,
+			[]string{"inconclusive", "MDE", "runs per case"}},
+		{"inconclusive mapped to pass", []string{capitals, "--runs", "1", "--seed", "2", "--on-inconclusive", "pass"}, cli.ExitOK,
+			[]string{"verdict: inconclusive"}},
+		{"inconclusive mapped to fail", []string{capitals, "--runs", "1", "--seed", "2", "--on-inconclusive", "fail"}, cli.ExitRegression,
+			[]string{"verdict: inconclusive"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := run(t, append([]string{"eval", "--progress", "none"}, tt.args...)...)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, out, errOut)
+			}
+			for _, want := range tt.out {
+				if !strings.Contains(out, want) {
+					t.Errorf("stdout lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+func TestEvalConfigurationErrors(t *testing.T) {
+	chdirRoot(t)
+	dir := t.TempDir()
+	noBaseline := writeApp(t, dir, "baseline.json")
+	tests := []struct {
+		name     string
+		args     []string
+		inStderr string
+	}{
+		{"invalid IR", []string{"testdata/ir/invalid/unknown-alias.cue"}, "not a valid application"},
+		{"missing file", []string{"nope.cue"}, "no such file"},
+		{"unknown eval", []string{capitals, "--eval", "nope"}, "has no eval \"nope\""},
+		{"no evals", []string{"testdata/ir/valid/minimal.cue"}, "defines no evals"},
+		{"agent target is not built", []string{"examples/support-desk/app.cue"}, "agent (runtime/agents) is not built yet"},
+		{"missing baseline", []string{noBaseline}, "--update-baseline"},
+		{"bad flag value", []string{capitals, "--on-inconclusive", "maybe"}, "--on-inconclusive"},
+		{"two files", []string{capitals, capitals}, "exactly one application file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := run(t, append([]string{"eval", "--progress", "none"}, tt.args...)...)
+			if code != cli.ExitUsage {
+				t.Errorf("exit %d, want %d", code, cli.ExitUsage)
+			}
+			if !strings.Contains(errOut, tt.inStderr) {
+				t.Errorf("stderr lacks %q:\n%s", tt.inStderr, errOut)
+			}
+		})
+	}
+}
+
+// writeApp writes a copy of the capitals app into dir, with its own copy
+// of the dataset and the baseline at the given name, and returns its path.
+func writeApp(t *testing.T, dir, baseline string) string {
+	t.Helper()
+	data, err := os.ReadFile("fixtures/capitals.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "capitals.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := `name: "capitals-copy"
+version: "0.1.0"
+providers: fake: {kind: "fake", answerKey: {dataset: "capitals.json", accuracy: 0.6}}
+models: "fake-chat-2024-06-01": {provider: "fake", contextWindow: 8192, maxOutputTokens: 64, cost: {inputPer1kUSD: 0.00015, outputPer1kUSD: 0.0006}}
+aliases: small: "fake-chat-2024-06-01"
+evals: capitals: {
+	dataset: "capitals.json"
+	target: {model: "small", prompt: "{{.Input}}"}
+	runs: 4
+	metrics: ["exact_match", "normalized_contains"]
+	baseline: "` + baseline + `"
+	thresholds: [{metric: "exact_match", maxRegression: 0.2}]
+}
+`
+	path := filepath.Join(dir, "app.cue")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestEvalUpdateBaseline(t *testing.T) {
+	chdirRoot(t)
+	dir := t.TempDir()
+	app := writeApp(t, dir, "baseline.json")
+	baseline := filepath.Join(dir, "baseline.json")
+
+	code, out, errOut := run(t, "eval", "--progress", "none", "--update-baseline", "--note", "first", app)
+	if code != cli.ExitOK || !strings.Contains(out, "wrote new baseline") {
+		t.Fatalf("first update: exit %d\n%s%s", code, out, errOut)
+	}
+	first, err := os.ReadFile(baseline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(first), `"note": "first"`) {
+		t.Errorf("baseline lacks the note:\n%s", first)
+	}
+
+	code, out, _ = run(t, "eval", "--progress", "none", "--update-baseline", "--note", "first", app)
+	if code != cli.ExitOK || !strings.Contains(out, "is unchanged") {
+		t.Errorf("same sample again: exit %d\n%s", code, out)
+	}
+
+	code, out, _ = run(t, "eval", "--progress", "none", "--update-baseline", "--note", "first", "--seed", "9", app)
+	if code != cli.ExitOK || !strings.Contains(out, "changes:") || !strings.Contains(out, "→") {
+		t.Errorf("a fresh sample: exit %d\n%s", code, out)
+	}
+	if second, _ := os.ReadFile(baseline); string(second) == string(first) {
+		t.Error("the baseline file did not change")
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(dir, ".baseline.json.tmp-*")); len(leftovers) > 0 {
+		t.Errorf("temporary files left behind: %v", leftovers)
+	}
+
+	code, out, _ = run(t, "eval", "--progress", "none", "--seed", "9", app)
+	if code != cli.ExitOK || !strings.Contains(out, "verdict: pass") {
+		t.Errorf("gating against the new baseline: exit %d\n%s", code, out)
+	}
+}
+
+func TestEvalReports(t *testing.T) {
+	chdirRoot(t)
+	dir := t.TempDir()
+	jsonFile, junitFile, summary := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.xml"), filepath.Join(dir, "summary.md")
+	if err := os.WriteFile(summary, []byte("# earlier step\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GITHUB_STEP_SUMMARY", summary)
+	code, _, errOut := run(t, "eval", "--progress", "lines", "--json", jsonFile, "--junit", junitFile, "testdata/eval/capitals-worse.cue")
+	if code != cli.ExitRegression {
+		t.Fatalf("exit %d, want %d", code, cli.ExitRegression)
+	}
+	if !strings.Contains(errOut, "capitals: 300/300 samples") {
+		t.Errorf("progress lines missing from stderr:\n%s", errOut)
+	}
+
+	var report struct {
+		Evals []struct {
+			Name  string `json:"name"`
+			Cases int    `json:"cases"`
+			Gate  struct {
+				Verdict string `json:"verdict"`
+				Results []struct {
+					Verdict string  `json:"verdict"`
+					PValue  float64 `json:"pValue"`
+				} `json:"results"`
+			} `json:"gate"`
+		} `json:"evals"`
+	}
+	data, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &report); err != nil {
+		t.Fatalf("JSON report does not parse: %v\n%s", err, data)
+	}
+	if len(report.Evals) != 1 || report.Evals[0].Cases != 30 || report.Evals[0].Gate.Verdict != "regression" || len(report.Evals[0].Gate.Results) != 2 {
+		t.Errorf("JSON report: %+v", report)
+	}
+
+	var junit struct {
+		Suites []struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+		} `xml:"testsuite"`
+	}
+	data, err = os.ReadFile(junitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(data, &junit); err != nil {
+		t.Fatalf("JUnit report does not parse: %v", err)
+	}
+	if len(junit.Suites) != 1 || junit.Suites[0].Tests != 2 || junit.Suites[0].Failures != 2 {
+		t.Errorf("JUnit report: %+v\n%s", junit, data)
+	}
+
+	md, err := os.ReadFile(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(md), "# earlier step\n") || !strings.Contains(string(md), "| exact_match |") || !strings.Contains(string(md), "regression") {
+		t.Errorf("step summary was not appended:\n%s", md)
+	}
+}

@@ -1,0 +1,232 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	aid "github.com/aidgen/aid"
+	"github.com/aidgen/aid/ir"
+	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/eval"
+	"github.com/aidgen/aid/runtime/gateway"
+)
+
+const (
+	capitals        = "../../examples/capitals/app.cue"
+	supportDesk     = "../../examples/support-desk/app.cue"
+	capitalsFixture = "../../fixtures/capitals-baseline.json"
+)
+
+func load(t testing.TB, path string) *ir.Document {
+	t.Helper()
+	doc, err := ir.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// runCapitals samples the capitals eval and returns its baseline, encoded.
+func runCapitals(t testing.TB, opts app.Options, note string) []byte {
+	t.Helper()
+	doc := load(t, capitals)
+	g, err := app.NewGateway(doc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := app.NewEval(doc, g, "capitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := eval.Run(context.Background(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: e.Runs, Concurrency: e.Concurrency})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := res.Errors(); len(errs) > 0 {
+		t.Fatalf("%d samples failed, first: %v", len(errs), errs[0])
+	}
+	b, err := eval.NewBaseline(res, aid.Version, note)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := eval.MarshalBaseline(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestCapitalsBaselineReproduces proves that the committed baseline is what
+// the fake provider (accuracy 0.6, seed 0, 10 runs) produces, byte for
+// byte, and that another seed draws a different sample.
+func TestCapitalsBaselineReproduces(t *testing.T) {
+	want, err := os.ReadFile(capitalsFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := eval.ParseBaseline(capitalsFixture, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := runCapitals(t, app.Options{}, committed.Note)
+	if !bytes.Equal(got, want) {
+		t.Errorf("regenerating %s gives different bytes; if the change is intended, run\n\taidgen eval examples/capitals/app.cue --update-baseline --note %q\nfirst difference at byte %d", capitalsFixture, committed.Note, firstDiff(got, want))
+	}
+	seed := int64(1)
+	other := runCapitals(t, app.Options{Seed: &seed}, committed.Note)
+	if bytes.Equal(other, want) {
+		t.Error("seed 1 reproduced the seed-0 baseline; the seed does not reach the fake")
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// TestPromptDataMatchesIR keeps the fields a prompt template may use the
+// same where the IR checks templates and where the eval renders them.
+func TestPromptDataMatchesIR(t *testing.T) {
+	fields := func(v any) []string {
+		var out []string
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			out = append(out, rt.Field(i).Name+" "+rt.Field(i).Type.String())
+		}
+		return out
+	}
+	a, b := fields(ir.PromptData{}), fields(eval.PromptData{})
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("ir.PromptData %v != eval.PromptData %v", a, b)
+	}
+}
+
+func TestNewGatewaySupportDesk(t *testing.T) {
+	doc := load(t, supportDesk)
+	g, err := app.NewGateway(doc, app.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := g.Aliases(), []string{"embed", "large", "small"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("aliases %v, want %v", got, want)
+	}
+	pm, err := g.Resolve("large")
+	if err != nil || pm.Spec.ID != "fake-large-2024-06-01" || pm.Spec.Cost.OutputPer1kUSD != 0.01 {
+		t.Errorf("Resolve(large) = %+v, %v", pm, err)
+	}
+	if err := g.Require("small", gateway.CapabilityTools, gateway.CapabilityJSON); err != nil {
+		t.Errorf("Require(small, tools, json) = %v", err)
+	}
+	emb, err := g.Embed(context.Background(), "embed", []string{"refunds within 30 days"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(emb.Vectors) != 1 || len(emb.Vectors[0]) != 256 {
+		t.Errorf("embedding shape %d×%d, want 1×256", len(emb.Vectors), len(emb.Vectors[0]))
+	}
+	// The run-scoped budget is enforced: a call charged to it needs a key.
+	_, err = g.Generate(context.Background(), "small", gateway.Request{Messages: []gateway.Message{{Role: gateway.RoleUser, Content: "hi"}}}, gateway.WithBudget("per_run", ""))
+	if err == nil || !strings.Contains(err.Error(), "scope key") {
+		t.Errorf("a run-scoped budget without a key: %v", err)
+	}
+}
+
+func TestAgentTargetIsDeferred(t *testing.T) {
+	doc := load(t, supportDesk)
+	g, err := app.NewGateway(doc, app.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = app.NewEval(doc, g, "refunds")
+	var d *gateway.DeferredError
+	if !errors.As(err, &d) || !strings.Contains(d.Feature, "agent") {
+		t.Fatalf("NewEval(refunds) = %v, want a DeferredError naming agents", err)
+	}
+	if _, err := app.NewEval(doc, g, "nope"); err == nil {
+		t.Error("NewEval of an unknown eval succeeded")
+	}
+}
+
+func TestOpenAIProviderKeyFromEnv(t *testing.T) {
+	doc := load(t, "../../testdata/ir/valid/openai.cue")
+	_, err := app.NewGateway(doc, app.Options{LookupEnv: func(string) (string, bool) { return "", false }})
+	if err == nil || !strings.Contains(err.Error(), "OPENAI_API_KEY") {
+		t.Fatalf("NewGateway without the key = %v, want an error naming OPENAI_API_KEY", err)
+	}
+	const sentinel = "sk-sentinel-never-print-me"
+	g, err := app.NewGateway(doc, app.Options{LookupEnv: func(k string) (string, bool) { return sentinel, k == "OPENAI_API_KEY" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pm, err := g.Resolve("embed"); err != nil || pm.Spec.Dimensions != 1536 {
+		t.Errorf("Resolve(embed) = %+v, %v", pm, err)
+	}
+}
+
+// TestEvalSpendIsBudgeted checks that the eval's calls are charged to the
+// budget the IR names, so the ledger, not the runner, reports the cost.
+func TestEvalSpendIsBudgeted(t *testing.T) {
+	doc := load(t, capitals)
+	g, err := app.NewGateway(doc, app.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := app.NewEval(doc, g, "capitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := eval.Run(context.Background(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: 2, Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := g.Spend(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Calls != int64(2*len(e.Dataset.Cases)) {
+		t.Errorf("ledger counts %d calls, want %d", sum.Calls, 2*len(e.Dataset.Cases))
+	}
+	if len(sum.ByAccount) != 1 || sum.ByAccount[0].Account.Budget != "eval" {
+		t.Fatalf("spend by account %+v, want the eval budget", sum.ByAccount)
+	}
+	if d := sum.Total.USD() - res.CostUSD; d > 1e-9 || d < -1e-9 {
+		t.Errorf("ledger total $%g differs from the runner's $%g", sum.Total.USD(), res.CostUSD)
+	}
+}
+
+// BenchmarkCapitalsEval measures the wall time of the capitals eval (30
+// cases × 10 runs) against a fake with 20 ms latency, at concurrency 1 and
+// 8: what bounded concurrency buys on a slow model.
+func BenchmarkCapitalsEval(b *testing.B) {
+	for _, c := range []int{1, 8} {
+		b.Run("concurrency="+string(rune('0'+c)), func(b *testing.B) {
+			doc := load(b, capitals)
+			for _, p := range doc.Providers {
+				p.Latency = ir.Duration(20 * time.Millisecond)
+			}
+			g, err := app.NewGateway(doc, app.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			e, err := app.NewEval(doc, g, "capitals")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := eval.Run(context.Background(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: e.Runs, Concurrency: c}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

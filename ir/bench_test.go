@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+
 	"github.com/aidgen/aid/ir"
 )
 
@@ -84,5 +87,20 @@ func TestLargeIRLoads(t *testing.T) {
 	// Sorted by name, so agent_10 comes before agent_2.
 	if doc.Agents[2].Name != "agent_10" {
 		t.Errorf("agents are not sorted by name: third is %q", doc.Agents[2].Name)
+	}
+}
+
+// BenchmarkCUEFloor compiles and validates the same generated file with
+// CUE alone, without the schema, the decoding or any pass: the least any
+// CUE-based loader of this file can cost. Compare its ratio to
+// BenchmarkLoad in one run (go test -bench 'Load|CUEFloor' ./ir/).
+func BenchmarkCUEFloor(b *testing.B) {
+	src := largeIR(200, 500)
+	b.ReportAllocs()
+	for b.Loop() {
+		v := cuecontext.New().CompileString(src, cue.Filename("app.cue"))
+		if err := v.Validate(cue.Concrete(true)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -56,6 +56,9 @@ type loader struct {
 	// cuePaths holds the paths CUE reported problems at.
 	cuePaths map[string]bool
 
+	// known caches knownFields by struct path.
+	known map[string][]string
+
 	// unknown holds the paths of fields CUE reported as not allowed, so
 	// that the list of allowed fields leaves them out.
 	unknown map[string]bool
@@ -504,7 +507,22 @@ func (l *loader) fieldDoc(path []string) string {
 }
 
 // knownFields lists the fields the schema allows in the struct at path.
+// It is cached per path: a file with many unknown fields in one struct
+// would otherwise list that struct's fields once per error.
 func (l *loader) knownFields(path []string) []string {
+	key := strings.Join(path, "\x00")
+	if out, ok := l.known[key]; ok {
+		return out
+	}
+	out := l.listFields(path)
+	if l.known == nil {
+		l.known = map[string][]string{}
+	}
+	l.known[key] = out
+	return out
+}
+
+func (l *loader) listFields(path []string) []string {
 	v := l.app.LookupPath(stringsPath(path))
 	it, err := v.Fields(cue.Optional(true))
 	if err != nil {

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -42,9 +45,12 @@ type streams struct {
 }
 
 // Main runs aidgen with args (without the program name) and returns the
-// exit code.
+// exit code. An interrupt (or SIGTERM) cancels the running command, which
+// stops its samples and model calls and exits with an error.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return MainContext(context.Background(), args, stdin, stdout, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return MainContext(ctx, args, stdin, stdout, stderr)
 }
 
 // MainContext is Main with a context that cancels long-running commands.

@@ -47,8 +47,8 @@ type checker struct {
 
 func (c *checker) resolve() {
 	d := c.doc
-	providers := c.known("providers", names(d.Providers))
-	modelIDs := c.known("models", names(d.Models))
+	providers := names(d.Providers)
+	modelIDs := names(d.Models)
 	for _, m := range d.Models {
 		if !slices.Contains(providers, m.Provider) {
 			c.errAt(pathOf("models", m.ID, "provider"), "%s", unknownRef("provider", m.Provider, providers))
@@ -59,11 +59,11 @@ func (c *checker) resolve() {
 			c.errAt(pathOf("aliases", a.Name), "%s", unknownRef("model", a.Model, modelIDs))
 		}
 	}
-	budgets := c.known("budgets", names(d.Budgets))
-	tools := c.known("tools", names(d.Tools))
-	agents := c.known("agents", names(d.Agents))
-	stores := c.known("stores", names(d.Stores))
-	retrievers := c.known("retrievers", names(d.Retrievers))
+	budgets := names(d.Budgets)
+	tools := names(d.Tools)
+	agents := names(d.Agents)
+	stores := names(d.Stores)
+	retrievers := names(d.Retrievers)
 	for _, a := range d.Agents {
 		at := func(parts ...any) []any { return append([]any{"agents", a.Name}, parts...) }
 		c.alias(pathOf(at("model")...), a.Model, KindChat)
@@ -114,9 +114,7 @@ func (c *checker) resolve() {
 func (c *checker) alias(p cue.Path, alias, kind string) {
 	a, ok := find(c.doc.Aliases, alias)
 	if !ok {
-		if known := c.known("aliases", names(c.doc.Aliases)); !slices.Contains(known, alias) {
-			c.errAt(p, "%s", unknownRef("alias", alias, known))
-		}
+		c.errAt(p, "%s", unknownRef("alias", alias, names(c.doc.Aliases)))
 		return
 	}
 	m, ok := c.doc.Model(a.Model)
@@ -127,10 +125,6 @@ func (c *checker) alias(p cue.Path, alias, kind string) {
 		c.errAt(p, "alias %q names %s model %q, but %s %s model is needed here", alias, m.Kind, m.ID, article(kind), kind)
 	}
 }
-
-// known returns the names of a section. (Entries that failed the schema
-// are decoded leniently, so they are known too.)
-func (c *checker) known(_ string, decoded []string) []string { return decoded }
 
 func article(word string) string {
 	if strings.ContainsRune("aeiou", rune(word[0])) {

@@ -36,7 +36,14 @@ func Load(path string) (*Document, error) {
 // appears in positions, and its directory is where relative file names
 // inside the IR are resolved.
 func LoadBytes(name string, src []byte) (*Document, error) {
-	l := &loader{name: name, dir: filepath.Dir(name), ctx: cuecontext.New()}
+	l := &loader{
+		name:     name,
+		dir:      filepath.Dir(name),
+		ctx:      cuecontext.New(),
+		cuePaths: map[string]bool{},
+		known:    map[string][]string{},
+		unknown:  map[string]bool{},
+	}
 	return l.load(src)
 }
 
@@ -89,7 +96,7 @@ func (l *loader) load(src []byte) (*Document, error) {
 		l.findIncomplete()
 		// Decode the entries that are valid on their own, so the semantic
 		// passes still report on them: one round shows every problem.
-		doc, err = l.decodePartial()
+		doc = l.decodePartial()
 	} else {
 		doc, err = l.decode()
 	}
@@ -135,10 +142,10 @@ func (l *loader) decode() (*Document, error) {
 // decodePartial decodes a document that failed schema validation,
 // leniently: whatever decodes is kept, so the semantic passes still report
 // on it, and errAt drops their errors on paths CUE already reported.
-func (l *loader) decodePartial() (*Document, error) {
+func (l *loader) decodePartial() *Document {
 	var raw rawDocument
 	decodeLenient(l.app, &raw)
-	return l.build(raw), nil
+	return l.build(raw)
 }
 
 // build turns the decoded sections into a Document of sorted slices.
@@ -243,6 +250,14 @@ func convertPos(p token.Pos) Position {
 	return Position{Filename: pp.Filename, Line: pp.Line, Column: pp.Column}
 }
 
+// cueErr records a problem the schema found at path, and remembers the
+// path so that errAt drops semantic errors on it or below it.
+func (l *loader) cueErr(path []string, pos Position, msg string) {
+	p := formatPath(path)
+	l.cuePaths[p] = true
+	l.errs = append(l.errs, &Error{Pos: pos, Path: p, Msg: msg})
+}
+
 // errAt records a problem with the value at path, unless CUE already
 // reported a problem there or above it: a semantic check of a value that
 // failed the schema would only repeat the error in other words.
@@ -298,7 +313,6 @@ func (l *loader) addCUE(err error) {
 		}
 		probs = append(probs, cueProblem{path: path, format: format, args: args, pos: l.pickPos(e, path)})
 	}
-	l.unknown = map[string]bool{}
 	for _, p := range probs {
 		if p.format == cueNotAllowed {
 			l.unknown[strings.Join(p.path, "\x00")] = true
@@ -344,11 +358,6 @@ func (l *loader) addGroup(path []string, g []cueProblem) {
 			others = append(others, p)
 		}
 	}
-	pathStr := formatPath(path)
-	if l.cuePaths == nil {
-		l.cuePaths = map[string]bool{}
-	}
-	l.cuePaths[pathStr] = true
 	switch {
 	case disjunction && len(others) == 0 && len(conflicts) > 0:
 		// Every branch is a literal that differs from the user's value: an
@@ -365,13 +374,13 @@ func (l *loader) addGroup(path []string, g []cueProblem) {
 		}
 		slices.Sort(allowed)
 		msg := fmt.Sprintf("invalid value %s; allowed: %s", gotStr, strings.Join(allowed, ", "))
-		l.errs = append(l.errs, &Error{Pos: conflicts[0].pos, Path: pathStr, Msg: msg})
+		l.cueErr(path, conflicts[0].pos, msg)
 	default:
 		if !disjunction {
 			others = append(others, conflicts...)
 		}
 		for _, p := range others {
-			l.errs = append(l.errs, &Error{Pos: p.pos, Path: pathStr, Msg: l.message(path, p)})
+			l.cueErr(path, p.pos, l.message(path, p))
 		}
 	}
 }
@@ -515,9 +524,6 @@ func (l *loader) knownFields(path []string) []string {
 		return out
 	}
 	out := l.listFields(path)
-	if l.known == nil {
-		l.known = map[string][]string{}
-	}
 	l.known[key] = out
 	return out
 }
@@ -581,7 +587,7 @@ func (l *loader) findIncomplete() {
 			return
 		}
 		if kind != cue.BottomKind && v.Err() == nil && !v.IsConcrete() {
-			l.errs = append(l.errs, &Error{Pos: l.posOf(stringsPath(path)), Path: formatPath(path), Msg: l.missing(path)})
+			l.cueErr(path, l.posOf(stringsPath(path)), l.missing(path))
 		}
 	}
 	walk(l.app, nil)

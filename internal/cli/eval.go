@@ -280,12 +280,18 @@ func runOneEval(ctx context.Context, s *streams, doc *ir.Document, name string, 
 		o.Metrics = append(o.Metrics, m.Name())
 		o.Derived[m.Name()] = m.ModelDerived()
 	}
-	for _, se := range res.Errors() {
-		o.Errors = append(o.Errors, se.Error())
-	}
-	o.Failed = failedSamples(res)
-	if err := sampleFailures(o, deferredIn(res)); err != nil {
-		return nil, err
+	for _, err := range res.Errors() {
+		// A sample that failed because a feature is not built is a
+		// configuration problem, not a regression to gate.
+		var d *gateway.DeferredError
+		if errors.As(err, &d) {
+			return nil, configErr(fmt.Errorf("eval %q: %w", name, d))
+		}
+		var se *eval.SampleError
+		if errors.As(err, &se) && se.Metric == "" {
+			o.Failed++
+		}
+		o.Errors = append(o.Errors, err.Error())
 	}
 
 	if f.updateBaseline {
@@ -312,37 +318,6 @@ func runOneEval(ctx context.Context, s *streams, doc *ir.Document, name string, 
 	o.Gate = gate
 	printTable(s, o, baseline)
 	return o, nil
-}
-
-// sampleFailures stops the eval when samples failed because a feature is
-// not built: that is a configuration problem, not a regression to gate.
-func sampleFailures(o *evalOutcome, deferred error) error {
-	if deferred != nil {
-		return configErr(fmt.Errorf("eval %q: %w", o.Name, deferred))
-	}
-	return nil
-}
-
-func deferredIn(res *eval.Result) error {
-	for _, err := range res.Errors() {
-		var d *gateway.DeferredError
-		if errors.As(err, &d) {
-			return d
-		}
-	}
-	return nil
-}
-
-func failedSamples(res *eval.Result) int {
-	n := 0
-	for _, c := range res.Cases {
-		for _, smp := range c.Samples {
-			if smp.Err != nil {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 func configErr(err error) error { return &exitError{code: ExitUsage, err: err} }

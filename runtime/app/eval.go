@@ -31,8 +31,6 @@ type Eval struct {
 	Runs int
 	// Concurrency bounds the samples in flight.
 	Concurrency int
-	// Models are the pinned model ids the target may use, for baselines.
-	Models []string
 }
 
 // NewEval builds the named eval of doc over the gateway g (built by
@@ -69,9 +67,6 @@ func NewEval(doc *ir.Document, g *gateway.Gateway, name string) (*Eval, error) {
 			}
 		}
 		out.Runner = budgeted(r, budget, name)
-		if m, ok := doc.Resolve(e.Target.Model); ok {
-			out.Models = append(out.Models, m.ID)
-		}
 	case e.Target.Agent != "":
 		return nil, fmt.Errorf("eval %q: %w", name, &gateway.DeferredError{Feature: "an eval targeting an agent (runtime/agents)"})
 	default:

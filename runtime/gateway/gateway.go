@@ -416,11 +416,7 @@ func (g *Gateway) Generate(ctx context.Context, alias string, req Request, opts 
 			attempts = append(attempts, Attempt{Alias: e.pinned.Alias, Model: spec.ID, Retry: retry, Duration: time.Since(start), Err: err})
 			if err == nil {
 				g.settle(ctx, id, cost)
-				return Result{
-					Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason,
-					Usage: resp.Usage, CostUSD: cost.USD(), Alias: e.pinned.Alias, Model: spec.ID,
-					Attempts: attempts, FellBack: i > 0,
-				}, nil
+				return e.result(resp, cost, attempts, i > 0), nil
 			}
 			lastErr = err
 			if !g.shouldRetry(ctx, e, retry, err) {
@@ -431,12 +427,27 @@ func (g *Gateway) Generate(ctx context.Context, alias string, req Request, opts 
 		if ctx.Err() != nil || !IsFallbackEligible(lastErr) {
 			break
 		}
-		if i+1 < len(chain) {
-			g.logger.LogAttrs(ctx, slog.LevelWarn, "gateway: falling back",
-				slog.String("from", e.pinned.Alias), slog.String("to", chain[i+1].pinned.Alias), slog.String("error", lastErr.Error()))
-		}
+		g.logFallback(ctx, chain, i, lastErr)
 	}
 	return Result{}, g.callError("generate", alias, attempts, lastErr)
+}
+
+// result is what a successful call on e returns, for Generate and Stream.
+func (e *entry) result(resp Response, cost Amount, attempts []Attempt, fellBack bool) Result {
+	return Result{
+		Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason,
+		Usage: resp.Usage, CostUSD: cost.USD(), Alias: e.pinned.Alias, Model: e.pinned.Spec.ID,
+		Attempts: attempts, FellBack: fellBack,
+	}
+}
+
+// logFallback logs that the call moves from chain[i] to the next alias,
+// when there is one.
+func (g *Gateway) logFallback(ctx context.Context, chain []*entry, i int, err error) {
+	if i+1 < len(chain) {
+		g.logger.LogAttrs(ctx, slog.LevelWarn, "gateway: falling back",
+			slog.String("from", chain[i].pinned.Alias), slog.String("to", chain[i+1].pinned.Alias), slog.String("error", err.Error()))
+	}
 }
 
 func (g *Gateway) callError(op, alias string, attempts []Attempt, err error) error {

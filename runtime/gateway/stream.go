@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"iter"
-	"log/slog"
 	"strings"
 	"time"
 )
@@ -62,11 +61,8 @@ func (g *Gateway) stream(ctx context.Context, alias string, req Request, opts []
 			attempts = append(attempts, Attempt{Alias: e.pinned.Alias, Model: spec.ID, Retry: retry, Duration: time.Since(start), Err: err})
 			switch st {
 			case streamFinished:
-				yield(Chunk{Result: &Result{
-					Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason,
-					Usage: resp.Usage, CostUSD: cost.USD(), Alias: e.pinned.Alias, Model: spec.ID,
-					Attempts: attempts, FellBack: i > 0,
-				}}, nil)
+				res := e.result(resp, cost, attempts, i > 0)
+				yield(Chunk{Result: &res}, nil)
 				return
 			case streamAbandoned:
 				return
@@ -83,10 +79,7 @@ func (g *Gateway) stream(ctx context.Context, alias string, req Request, opts []
 		if ctx.Err() != nil || !IsFallbackEligible(lastErr) {
 			break
 		}
-		if i+1 < len(chain) {
-			g.logger.LogAttrs(ctx, slog.LevelWarn, "gateway: falling back",
-				slog.String("from", e.pinned.Alias), slog.String("to", chain[i+1].pinned.Alias), slog.String("error", lastErr.Error()))
-		}
+		g.logFallback(ctx, chain, i, lastErr)
 	}
 	yield(Chunk{}, g.callError("stream", alias, attempts, lastErr))
 }
@@ -126,6 +119,13 @@ func (g *Gateway) streamOnce(ctx context.Context, e *entry, req Request, limits 
 	}
 	defer ds.Close()
 	var acc streamAccumulator
+	// settle charges what the stream delivered so far, however it ended.
+	settle := func() (Response, Amount) {
+		resp := acc.response(req)
+		cost := Price(spec.Cost, resp.Usage)
+		g.settle(ctx, id, cost)
+		return resp, cost
+	}
 	for {
 		d, err := ds.Next()
 		if errors.Is(err, io.EOF) {
@@ -137,9 +137,7 @@ func (g *Gateway) streamOnce(ctx context.Context, e *entry, req Request, limits 
 				g.endSpanError(span, err)
 				return streamFailedEarly, Response{}, Amount{}, err
 			}
-			resp := acc.response(req)
-			cost := Price(spec.Cost, resp.Usage)
-			g.settle(ctx, id, cost)
+			resp, cost := settle()
 			g.endSpanError(span, err)
 			return streamFailedLate, resp, cost, err
 		}
@@ -149,9 +147,7 @@ func (g *Gateway) streamOnce(ctx context.Context, e *entry, req Request, limits 
 		}
 		acc.delivered = true
 		if !yield(Chunk{Text: d.Text, ToolCalls: d.ToolCalls}, nil) {
-			resp := acc.response(req)
-			cost := Price(spec.Cost, resp.Usage)
-			g.settle(ctx, id, cost)
+			resp, cost := settle()
 			g.endSpanOK(span, resp.Model, resp.Usage, resp.FinishReason, cost)
 			return streamAbandoned, resp, cost, nil
 		}
@@ -162,15 +158,11 @@ func (g *Gateway) streamOnce(ctx context.Context, e *entry, req Request, limits 
 			g.endSpanError(span, err)
 			return streamFailedEarly, Response{}, Amount{}, err
 		}
-		resp := acc.response(req)
-		cost := Price(spec.Cost, resp.Usage)
-		g.settle(ctx, id, cost)
+		resp, cost := settle()
 		g.endSpanError(span, err)
 		return streamFailedLate, resp, cost, err
 	}
-	resp := acc.response(req)
-	cost := Price(spec.Cost, resp.Usage)
-	g.settle(ctx, id, cost)
+	resp, cost := settle()
 	g.endSpanOK(span, resp.Model, resp.Usage, resp.FinishReason, cost)
 	return streamFinished, resp, cost, nil
 }

@@ -56,9 +56,19 @@ noise at level alpha. When the runs and cases are too few to tell a drop of
 maxRegression from noise, the verdict is inconclusive: the table shows the
 minimum detectable effect and the advice says how many runs would do.
 
+The table's "regression" is baseline − current: positive when the metric got
+worse, negative when it improved. Every ± is one standard error. Under the
+table, each threshold's reason says what decided it, on which cases the
+comparison rests, and which cases dropped most; then come the cases whose
+samples failed.
+
 Exit status: 0 pass, 1 regression, 2 configuration error (invalid IR, missing
 baseline or dataset, a feature that is not built), 3 inconclusive (see
 --on-inconclusive).
+
+--json writes the same results for tools: its shape is the JSON Schema
+` + ReportSchemaPath + ` in the aid repository (draft 2020-12), and its
+schemaVersion field changes only when a field is removed or changes meaning.
 
 --update-baseline writes each eval's baseline instead of gating (atomically,
 beside the old one) and prints what changed. When GITHUB_STEP_SUMMARY is set,
@@ -96,7 +106,10 @@ a markdown summary is appended to that file.`,
 	return cmd
 }
 
-// evalOutcome is what one eval produced, for every report format.
+// evalOutcome is what one eval produced, for every report format. Its JSON
+// form is an element of the report's evals, described by ReportSchemaPath;
+// a field added here must be added there too (TestEvalJSONReportSchema
+// fails otherwise).
 type evalOutcome struct {
 	Name     string                      `json:"name"`
 	Dataset  string                      `json:"dataset"`
@@ -107,13 +120,17 @@ type evalOutcome struct {
 	CostUSD  float64                     `json:"costUSD"`
 	Calls    int64                       `json:"calls"`
 	Failed   int                         `json:"failedSamples"`
+	Metrics  []string                    `json:"metrics"`
 	Stats    map[string]eval.MetricStats `json:"stats"`
 	Gate     *eval.GateReport            `json:"gate,omitempty"`
+	Drops    []metricDrops               `json:"largestDrops,omitempty"`
 	Baseline string                      `json:"baseline,omitempty"`
 	Changes  []eval.BaselineChange       `json:"baselineChanges,omitempty"`
 	Errors   []string                    `json:"sampleErrors,omitempty"`
-	Metrics  []string                    `json:"metrics"`
-	Derived  map[string]bool             `json:"modelDerived"`
+	// ErroredCases counts the failed samples and scores per case.
+	ErroredCases []caseErrors `json:"erroredCases,omitempty"`
+
+	baseline *eval.Baseline // the baseline gated against, for the reported metrics' column
 }
 
 func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
@@ -185,27 +202,38 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 // verdictExit folds the gates into one exit: any regression fails, then
 // any inconclusive gate (unless mapped by --on-inconclusive), else pass.
 func verdictExit(outcomes []*evalOutcome, onInconclusive string) error {
-	regression, inconclusive := false, false
+	code := ExitOK
 	for _, o := range outcomes {
 		if o.Gate == nil {
 			continue
 		}
-		switch o.Gate.Verdict {
-		case eval.Regression:
-			regression = true
-		case eval.Inconclusive:
-			inconclusive = true
+		c := exitCode(o.Gate.Verdict, onInconclusive)
+		if c == ExitRegression || code == ExitOK {
+			code = c
 		}
 	}
-	switch {
-	case regression:
-		return &exitError{code: ExitRegression}
-	case inconclusive && onInconclusive == "fail":
-		return &exitError{code: ExitRegression}
-	case inconclusive && onInconclusive == "inconclusive":
-		return &exitError{code: ExitInconclusive}
+	if code == ExitOK {
+		return nil
 	}
-	return nil
+	return &exitError{code: code}
+}
+
+// exitCode is the one place a verdict becomes an exit status: 0 pass,
+// 1 regression, 3 inconclusive, or what --on-inconclusive maps it to.
+func exitCode(v eval.Verdict, onInconclusive string) int {
+	switch v {
+	case eval.Pass:
+		return ExitOK
+	case eval.Regression:
+		return ExitRegression
+	}
+	switch onInconclusive {
+	case "pass":
+		return ExitOK
+	case "fail":
+		return ExitRegression
+	}
+	return ExitInconclusive
 }
 
 func runOneEval(ctx context.Context, s *streams, doc *ir.Document, name string, f evalFlags) (*evalOutcome, error) {
@@ -248,7 +276,8 @@ func runOneEval(ctx context.Context, s *streams, doc *ir.Document, name string, 
 	}
 
 	total := len(e.Dataset.Cases) * e.Runs
-	fmt.Fprintf(s.out, "eval %s: %d cases × %d runs = %d samples, concurrency %d\n", name, len(e.Dataset.Cases), e.Runs, total, e.Concurrency)
+	fmt.Fprintf(s.out, "eval %s: %s × %s = %s, concurrency %d\n", name,
+		plural(len(e.Dataset.Cases), "case", "cases"), plural(e.Runs, "run", "runs"), plural(total, "sample", "samples"), e.Concurrency)
 	prog := newProgress(s.err, f.progress, name, total)
 	res, err := eval.Run(ctx, e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: e.Runs, Concurrency: e.Concurrency, Progress: prog.update})
 	prog.done()
@@ -269,17 +298,17 @@ func runOneEval(ctx context.Context, s *streams, doc *ir.Document, name string, 
 		Version:  res.DatasetVersion,
 		Cases:    len(res.Cases),
 		Runs:     res.Runs,
-		Models:   res.Models,
+		Models:   append([]string{}, res.Models...),
 		CostUSD:  spend.Total.USD(),
 		Calls:    spend.Calls,
 		Stats:    stats,
 		Baseline: e.Baseline,
-		Derived:  map[string]bool{},
+		baseline: baseline,
 	}
 	for _, m := range e.Metrics {
 		o.Metrics = append(o.Metrics, m.Name())
-		o.Derived[m.Name()] = m.ModelDerived()
 	}
+	var errored []string
 	for _, err := range res.Errors() {
 		// A sample that failed because a feature is not built is a
 		// configuration problem, not a regression to gate.
@@ -288,10 +317,16 @@ func runOneEval(ctx context.Context, s *streams, doc *ir.Document, name string, 
 			return nil, configErr(fmt.Errorf("eval %q: %w", name, d))
 		}
 		var se *eval.SampleError
-		if errors.As(err, &se) && se.Metric == "" {
-			o.Failed++
+		if errors.As(err, &se) {
+			errored = append(errored, se.CaseID)
+			if se.Metric == "" {
+				o.Failed++
+			}
 		}
 		o.Errors = append(o.Errors, err.Error())
+	}
+	if len(errored) > 0 {
+		o.ErroredCases = erroredCases(errored)
 	}
 
 	if f.updateBaseline {
@@ -316,7 +351,8 @@ func runOneEval(ctx context.Context, s *streams, doc *ir.Document, name string, 
 		return nil, configErr(fmt.Errorf("eval %q: %w", name, err))
 	}
 	o.Gate = gate
-	printTable(s, o, baseline)
+	o.Drops = gateDrops(gate, stats, baseline)
+	printTable(s, o)
 	return o, nil
 }
 

@@ -25,13 +25,13 @@ func TestEvalCapitals(t *testing.T) {
 		out  []string
 	}{
 		{"committed baseline passes", []string{capitals}, cli.ExitOK,
-			[]string{"30 cases × 10 runs", "exact_match", "0.623 ± 0.024", "verdict: pass", "(ledger)"}},
+			[]string{"30 cases × 10 runs", "exact_match", "0.623 ± 0.024", "baseline ± s.e.", "verdict: pass", "(ledger)"}},
 		{"a fresh sample passes", []string{capitals, "--seed", "1"}, cli.ExitOK,
 			[]string{"verdict: pass"}},
 		{"worse model regresses", []string{"testdata/eval/capitals-worse.cue"}, cli.ExitRegression,
-			[]string{"-0.300", "regression", "exceeds maxRegression"}},
+			[]string{"+0.300", "regression", "exceeds maxRegression", "largest drops (5 of 29 cases that dropped)"}},
 		{"too few runs is inconclusive", []string{capitals, "--runs", "1", "--seed", "2"}, cli.ExitInconclusive,
-			[]string{"inconclusive", "MDE", "runs per case"}},
+			[]string{"30 cases × 1 run = 30 samples", "inconclusive", "MDE", "runs per case", "MDE at 1 run:"}},
 		{"inconclusive mapped to pass", []string{capitals, "--runs", "1", "--seed", "2", "--on-inconclusive", "pass"}, cli.ExitOK,
 			[]string{"verdict: inconclusive"}},
 		{"inconclusive mapped to fail", []string{capitals, "--runs", "1", "--seed", "2", "--on-inconclusive", "fail"}, cli.ExitRegression,
@@ -216,7 +216,7 @@ func TestEvalReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(md), "# earlier step\n") || !strings.Contains(string(md), "| exact_match |") || !strings.Contains(string(md), "regression") {
+	if !strings.HasPrefix(string(md), "# earlier step\n") || !strings.Contains(string(md), "| `exact_match` |") || !strings.Contains(string(md), "regression") {
 		t.Errorf("step summary was not appended:\n%s", md)
 	}
 }

@@ -1,80 +1,147 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 
 	"github.com/aidgen/aid/runtime/eval"
 )
 
-// printTable writes one eval's gate as a table: every gated metric with
-// the baseline and current means ± standard error, the difference, the
-// Holm-adjusted p-value, the minimum detectable effect and the verdict;
-// then the metrics that are only reported; then why anything did not pass.
-func printTable(s *streams, o *evalOutcome, baseline *eval.Baseline) {
-	tw := tabwriter.NewWriter(s.out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "metric\tbaseline\tcurrent\tdiff\tp(Holm)\tMDE\tverdict")
-	gated := map[string]bool{}
-	for _, r := range o.Gate.Results {
-		gated[r.Threshold.Metric] = true
-		base, diff, p, mde := "-", "-", "-", "-"
-		if r.Tested {
-			base = meanSE(r.BaselineMean, r.BaselineSE)
-			diff = signed(-r.Regression)
-			p = fmt.Sprintf("%.3g", r.AdjustedPValue)
-			mde = fmt.Sprintf("%.3f", r.MDE)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Threshold.Metric, base, meanSE(r.CurrentMean, r.CurrentSE), diff, p, mde, r.Verdict)
-	}
-	for _, m := range o.Metrics {
-		if gated[m] {
-			continue
-		}
-		st := o.Stats[m]
-		base := "-"
-		if baseline != nil {
-			if b, ok := baseline.Metrics[m]; ok {
-				base = meanSE(b.Mean, b.StdErr)
-			}
-		}
-		why := "reported"
-		if o.Derived[m] {
-			why = "reported (model-derived, never gates)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t%s\n", m, base, meanSE(st.Mean, st.StdErr), why)
-	}
-	tw.Flush()
-	for _, r := range o.Gate.Results {
-		if r.Verdict == eval.Pass {
-			continue
-		}
-		fmt.Fprintf(s.out, "  %s: %s\n", r.Threshold.Metric, r.Reason)
-		if r.Advice != "" {
-			fmt.Fprintf(s.out, "  %s: %s\n", r.Threshold.Metric, r.Advice)
-		}
-	}
-	printFailures(s, o)
-	fmt.Fprintf(s.out, "cost: $%.6f over %d model calls (ledger)\n", o.CostUSD, o.Calls)
-	fmt.Fprintf(s.out, "verdict: %s\n\n", o.Gate.Verdict)
+// The one rendering of an eval: text on stdout, the JSON report, JUnit and
+// GitHub's step summary are all built here from an evalOutcome, with one
+// sign convention: "regression" is baseline − current, positive when the
+// metric got worse, as in eval.ThresholdResult.Regression and the gate's
+// reasons. Every ± is one standard error.
+
+// ReportSchemaVersion is the version of the JSON report's shape, written
+// into every report as schemaVersion. It changes only when a field is
+// removed or changes meaning; the report is described by the JSON Schema
+// schemas/eval-report.schema.json.
+const ReportSchemaVersion = 1
+
+// ReportSchemaPath is where the JSON report's schema lives in the
+// repository, as the help text tells users.
+const ReportSchemaPath = "schemas/eval-report.schema.json"
+
+// topDrops is how many of the cases that dropped most each report lists
+// per gated metric.
+const topDrops = 5
+
+// legend explains the table's columns under every text and markdown table.
+const legend = "regression = baseline − current, positive is worse; ± is one standard error; p is Holm-adjusted; MDE is the minimum detectable effect"
+
+// caseDrop is one case whose mean fell from the baseline to this run.
+type caseDrop struct {
+	ID           string  `json:"id"`
+	BaselineMean float64 `json:"baselineMean"`
+	CurrentMean  float64 `json:"currentMean"`
+	Regression   float64 `json:"regression"`
 }
 
-func printFailures(s *streams, o *evalOutcome) {
-	if len(o.Errors) == 0 {
-		return
+// metricDrops lists, for one gated metric, the cases that dropped most.
+type metricDrops struct {
+	Metric string `json:"metric"`
+	// Dropped counts the cases present on both sides whose mean fell.
+	Dropped int `json:"dropped"`
+	// Largest are the topDrops largest drops, largest first, ties by id.
+	Largest []caseDrop `json:"largest"`
+}
+
+// caseErrors counts the failed samples and scores of one case.
+type caseErrors struct {
+	ID     string `json:"id"`
+	Errors int    `json:"errors"`
+}
+
+// largestDrops compares per-case means of one metric: the cases in both
+// the baseline and this run whose mean fell, the n largest first.
+func largestDrops(metric string, cur eval.MetricStats, base *eval.MetricStats, n int) metricDrops {
+	d := metricDrops{Metric: metric, Largest: []caseDrop{}}
+	if base == nil {
+		return d
 	}
-	fmt.Fprintf(s.out, "%d failed samples or scores (each scored 0):\n", len(o.Errors))
-	for i, e := range o.Errors {
-		if i == 5 {
-			fmt.Fprintf(s.out, "  ... and %d more (see --json)\n", len(o.Errors)-5)
-			break
+	var all []caseDrop
+	for id, c := range cur.CaseMeans {
+		b, ok := base.CaseMeans[id]
+		if !ok {
+			continue
 		}
-		fmt.Fprintf(s.out, "  %s\n", e)
+		// A baseline keeps six decimals: compare on that grid, so that 1/3 read back as
+		// 0.333333 is no drop, and equal drops tie exactly (then sort by id).
+		if r := round6(b) - round6(c); round6(r) > 0 {
+			all = append(all, caseDrop{ID: id, BaselineMean: b, CurrentMean: c, Regression: round6(r)})
+		}
 	}
+	slices.SortFunc(all, func(x, y caseDrop) int {
+		return cmp.Or(cmp.Compare(y.Regression, x.Regression), cmp.Compare(x.ID, y.ID))
+	})
+	d.Dropped = len(all)
+	d.Largest = append(d.Largest, all[:min(n, len(all))]...)
+	return d
+}
+
+// round6 rounds to six decimals, the precision of a baseline file.
+func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
+
+// gateDrops lists the largest drops of every gated metric, in threshold
+// order, each metric once.
+func gateDrops(gate *eval.GateReport, stats map[string]eval.MetricStats, baseline *eval.Baseline) []metricDrops {
+	var out []metricDrops
+	for _, r := range gate.Results {
+		m := r.Threshold.Metric
+		if slices.ContainsFunc(out, func(d metricDrops) bool { return d.Metric == m }) {
+			continue
+		}
+		var base *eval.MetricStats
+		if baseline != nil {
+			if b, ok := baseline.Metrics[m]; ok {
+				base = &b
+			}
+		}
+		out = append(out, largestDrops(m, stats[m], base, topDrops))
+	}
+	return out
+}
+
+// erroredCases counts failures per case id, the most failures first.
+func erroredCases(ids []string) []caseErrors {
+	counts := map[string]int{}
+	for _, id := range ids {
+		counts[id]++
+	}
+	out := make([]caseErrors, 0, len(counts))
+	for id, n := range counts {
+		out = append(out, caseErrors{ID: id, Errors: n})
+	}
+	slices.SortFunc(out, func(a, b caseErrors) int { return cmp.Or(cmp.Compare(b.Errors, a.Errors), cmp.Compare(a.ID, b.ID)) })
+	return out
+}
+
+func (o *evalOutcome) dropsFor(metric string) *metricDrops {
+	for i := range o.Drops {
+		if o.Drops[i].Metric == metric {
+			return &o.Drops[i]
+		}
+	}
+	return nil
+}
+
+// plural writes n with the singular or plural noun: "1 run", "2 runs".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }
 
 // signed formats a difference with its sign, without printing -0.000.
@@ -88,12 +155,157 @@ func signed(x float64) string {
 
 func meanSE(mean, se float64) string { return fmt.Sprintf("%.3f ± %.3f", mean, se) }
 
+// showID prints a case id as is when it is plain, quoted when it has
+// spaces or control characters that would blur a list.
+func showID(id string) string {
+	for _, r := range id {
+		if !unicode.IsGraphic(r) || unicode.IsSpace(r) || r == ',' {
+			return strconv.Quote(id)
+		}
+	}
+	return id
+}
+
+// firstOf lists the first n items and how many more there are.
+func firstOf(items []string, n int) string {
+	s := strings.Join(items[:min(n, len(items))], ", ")
+	if len(items) > n {
+		s += fmt.Sprintf(" and %d more", len(items)-n)
+	}
+	return s
+}
+
+// idList lists the first n case ids and how many more there are.
+func idList(ids []string, n int) string {
+	shown := make([]string, 0, min(n, len(ids)))
+	for _, id := range ids[:min(n, len(ids))] {
+		shown = append(shown, showID(id))
+	}
+	return firstOf(append(shown, ids[len(shown):]...), n)
+}
+
+// gateTable is the gate as rows of cells, the header first: every gated
+// metric, then the metrics that are only reported. verdict renders the
+// verdict cell (plain for text, marked for markdown).
+func gateTable(o *evalOutcome, verdict func(eval.Verdict) string) [][]string {
+	rows := [][]string{{"metric", "baseline ± s.e.", "current ± s.e.", "regression", "p (Holm)", "MDE", "verdict"}}
+	gated := map[string]bool{}
+	for _, r := range o.Gate.Results {
+		gated[r.Threshold.Metric] = true
+		base, reg, p, mde := "-", "-", "-", "-"
+		if r.Tested {
+			base = meanSE(r.BaselineMean, r.BaselineSE)
+			reg = signed(r.Regression)
+			p = fmt.Sprintf("%.3g", r.AdjustedPValue)
+			mde = fmt.Sprintf("%.3f", r.MDE)
+		}
+		rows = append(rows, []string{r.Threshold.Metric, base, meanSE(r.CurrentMean, r.CurrentSE), reg, p, mde, verdict(r.Verdict)})
+	}
+	for _, m := range o.Metrics {
+		if gated[m] {
+			continue
+		}
+		st := o.Stats[m]
+		base := "-"
+		if o.baseline != nil {
+			if b, ok := o.baseline.Metrics[m]; ok {
+				base = meanSE(b.Mean, b.StdErr)
+			}
+		}
+		why := "reported"
+		if st.ModelDerived {
+			why = "reported (model-derived, never gates)"
+		}
+		rows = append(rows, []string{m, base, meanSE(st.Mean, st.StdErr), "-", "-", "-", why})
+	}
+	return rows
+}
+
+// thresholdDetails are the lines under a threshold's reason: what the
+// comparison rests on, which cases were not compared, the advice and the
+// cases that dropped most.
+func thresholdDetails(r eval.ThresholdResult, d *metricDrops) []string {
+	var out []string
+	if r.Basis != "" {
+		out = append(out, "basis: "+r.Basis)
+	}
+	if len(r.AddedCases) > 0 {
+		out = append(out, fmt.Sprintf("%s not in the baseline: %s", plural(len(r.AddedCases), "added case", "added cases"), idList(r.AddedCases, topDrops)))
+	}
+	if len(r.RemovedCases) > 0 {
+		out = append(out, fmt.Sprintf("%s not in this run: %s", plural(len(r.RemovedCases), "removed case", "removed cases"), idList(r.RemovedCases, topDrops)))
+	}
+	if r.Advice != "" {
+		out = append(out, "advice: "+r.Advice)
+	}
+	if d != nil && len(d.Largest) > 0 {
+		out = append(out, fmt.Sprintf("largest drops (%d of %s that dropped), baseline → current:", len(d.Largest), plural(d.Dropped, "case", "cases")))
+		w := 0
+		for _, c := range d.Largest {
+			w = max(w, len(showID(c.ID)))
+		}
+		for _, c := range d.Largest {
+			out = append(out, fmt.Sprintf("  %-*s  %.3f → %.3f  regression %s", w, showID(c.ID), c.BaselineMean, c.CurrentMean, signed(c.Regression)))
+		}
+	}
+	return out
+}
+
+// failureSummary says how many samples or scores failed and in which
+// cases; empty when none did.
+func failureSummary(o *evalOutcome) string {
+	if len(o.Errors) == 0 {
+		return ""
+	}
+	ids := make([]string, 0, len(o.ErroredCases))
+	for _, c := range o.ErroredCases {
+		ids = append(ids, fmt.Sprintf("%s (%d)", showID(c.ID), c.Errors))
+	}
+	return fmt.Sprintf("%s (each scored 0) in %s: %s", plural(len(o.Errors), "failed sample or score", "failed samples or scores"),
+		plural(len(o.ErroredCases), "case", "cases"), firstOf(ids, topDrops))
+}
+
+// printTable writes one eval's gate: the table of every gated and
+// reported metric, what each column means, each threshold's reason with
+// its details, the failures, the cost and the verdict.
+func printTable(s *streams, o *evalOutcome) {
+	tw := tabwriter.NewWriter(s.out, 0, 0, 2, ' ', 0)
+	for _, row := range gateTable(o, eval.Verdict.String) {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	tw.Flush()
+	fmt.Fprintln(s.out, legend)
+	for _, r := range o.Gate.Results {
+		fmt.Fprintf(s.out, "%s: %s\n", r.Threshold.Metric, r.Reason)
+		for _, l := range thresholdDetails(r, o.dropsFor(r.Threshold.Metric)) {
+			fmt.Fprintf(s.out, "  %s\n", l)
+		}
+	}
+	printFailures(s, o)
+	fmt.Fprintf(s.out, "cost: $%.6f over %s (ledger)\n", o.CostUSD, plural(int(o.Calls), "model call", "model calls"))
+	fmt.Fprintf(s.out, "verdict: %s\n\n", o.Gate.Verdict)
+}
+
+func printFailures(s *streams, o *evalOutcome) {
+	if len(o.Errors) == 0 {
+		return
+	}
+	fmt.Fprintln(s.out, failureSummary(o))
+	for i, e := range o.Errors {
+		if i == 5 {
+			fmt.Fprintf(s.out, "  ... and %d more (see --json)\n", len(o.Errors)-5)
+			break
+		}
+		fmt.Fprintf(s.out, "  %s\n", e)
+	}
+}
+
 func printBaselineUpdate(s *streams, o *evalOutcome, created bool) {
 	tw := tabwriter.NewWriter(s.out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "metric\tmean\tSE\truns\tcases")
+	fmt.Fprintln(tw, "metric\tmean ± s.e.\truns\tcases")
 	for _, m := range o.Metrics {
 		st := o.Stats[m]
-		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%d\t%d\n", m, st.Mean, st.StdErr, st.Runs, st.Cases)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", m, meanSE(st.Mean, st.StdErr), st.Runs, st.Cases)
 	}
 	tw.Flush()
 	printFailures(s, o)
@@ -103,7 +315,7 @@ func printBaselineUpdate(s *streams, o *evalOutcome, created bool) {
 	case len(o.Changes) == 0:
 		fmt.Fprintf(s.out, "baseline %s is unchanged\n\n", o.Baseline)
 	default:
-		fmt.Fprintf(s.out, "updated baseline %s; %d changes:\n", o.Baseline, len(o.Changes))
+		fmt.Fprintf(s.out, "updated baseline %s; %s:\n", o.Baseline, plural(len(o.Changes), "change", "changes"))
 		for i, c := range o.Changes {
 			if i == 20 {
 				fmt.Fprintf(s.out, "  ... and %d more (git diff shows them all)\n", len(o.Changes)-20)
@@ -115,13 +327,18 @@ func printBaselineUpdate(s *streams, o *evalOutcome, created bool) {
 	}
 }
 
+// jsonReport is the JSON report's top level, described by
+// schemas/eval-report.schema.json.
+type jsonReport struct {
+	SchemaVersion int            `json:"schemaVersion"`
+	App           string         `json:"app"`
+	Evals         []*evalOutcome `json:"evals"`
+}
+
 // writeJSONReport writes every outcome, with the per-metric statistics and
 // the full gate report, for tools that post-process an eval.
 func writeJSONReport(path, app string, outcomes []*evalOutcome) error {
-	b, err := json.MarshalIndent(struct {
-		App   string         `json:"app"`
-		Evals []*evalOutcome `json:"evals"`
-	}{app, outcomes}, "", "  ")
+	b, err := json.MarshalIndent(jsonReport{SchemaVersion: ReportSchemaVersion, App: app, Evals: outcomes}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding the JSON report: %w", err)
 	}
@@ -151,24 +368,37 @@ type junitCase struct {
 
 type junitMessage struct {
 	Message string `xml:"message,attr"`
-	Text    string `xml:",chardata"`
+	Text    string `xml:",cdata"`
+}
+
+// junitText is a threshold's reason with its details and the eval's
+// failures, the body of its JUnit failure or skip.
+func junitText(o *evalOutcome, r eval.ThresholdResult) string {
+	lines := append([]string{r.Reason}, thresholdDetails(r, o.dropsFor(r.Threshold.Metric))...)
+	if f := failureSummary(o); f != "" {
+		lines = append(lines, f)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // writeJUnitReport writes one test case per threshold: a regression is a
-// failure, an inconclusive gate is skipped with its advice.
+// failure, an inconclusive gate is skipped with its advice; the reason and
+// its details are the failure's or skip's body, or a pass's output.
 func writeJUnitReport(path string, outcomes []*evalOutcome) error {
 	var doc junitSuites
 	for _, o := range outcomes {
 		suite := junitSuite{Name: "aidgen eval " + o.Name}
 		if o.Gate != nil {
 			for _, r := range o.Gate.Results {
-				c := junitCase{Class: o.Name, Name: r.Threshold.Metric, Output: r.Reason}
+				c := junitCase{Class: o.Name, Name: r.Threshold.Metric}
 				switch r.Verdict {
+				case eval.Pass:
+					c.Output = junitText(o, r)
 				case eval.Regression:
-					c.Failure = &junitMessage{Message: r.Reason, Text: r.Reason}
+					c.Failure = &junitMessage{Message: r.Reason, Text: junitText(o, r)}
 					suite.Failures++
 				case eval.Inconclusive:
-					c.Skipped = &junitMessage{Message: "inconclusive: " + r.Advice, Text: r.Reason}
+					c.Skipped = &junitMessage{Message: "inconclusive: " + r.Advice, Text: junitText(o, r)}
 					suite.Skipped++
 				}
 				suite.Cases = append(suite.Cases, c)
@@ -184,37 +414,88 @@ func writeJUnitReport(path string, outcomes []*evalOutcome) error {
 	return writeFile(path, append([]byte(xml.Header), append(b, '\n')...))
 }
 
-// appendMarkdownSummary appends a summary to GitHub's step summary file.
-func appendMarkdownSummary(path, app string, outcomes []*evalOutcome, update bool) error {
+// mdEscape keeps text from a dataset or a reason from breaking a markdown
+// table or list: pipes and markdown punctuation are escaped, line breaks
+// become spaces.
+func mdEscape(s string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## aidgen eval `%s`\n\n", app)
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\r':
+			b.WriteByte(' ')
+		case strings.ContainsRune("\\`*_[]<>|#", r):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// mdCode puts a name in a code span that survives a markdown table: a
+// backtick inside widens the fence, a pipe is escaped.
+func mdCode(s string) string {
+	s = strings.ReplaceAll(strings.ReplaceAll(s, "\n", " "), "|", "\\|")
+	fence := "`"
+	for strings.Contains(s, fence) {
+		fence += "`"
+	}
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") || fence != "`" {
+		return fence + " " + s + " " + fence
+	}
+	return fence + s + fence
+}
+
+// markdownSummary renders the outcomes for GitHub's step summary.
+func markdownSummary(app string, outcomes []*evalOutcome, update bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## aidgen eval %s\n\n", mdCode(app))
 	for _, o := range outcomes {
-		fmt.Fprintf(&b, "### %s: %d cases × %d runs, $%.4f\n\n", o.Name, o.Cases, o.Runs, o.CostUSD)
-		if update {
-			fmt.Fprintf(&b, "Baseline `%s` updated (%d changes).\n\n", o.Baseline, len(o.Changes))
+		fmt.Fprintf(&b, "### %s: %s × %s, $%.4f\n\n", mdEscape(o.Name), plural(o.Cases, "case", "cases"), plural(o.Runs, "run", "runs"), o.CostUSD)
+		if update || o.Gate == nil {
+			fmt.Fprintf(&b, "Baseline %s updated (%s).\n\n", mdCode(o.Baseline), plural(len(o.Changes), "change", "changes"))
 			continue
 		}
-		b.WriteString("| metric | baseline | current | diff | p (Holm) | MDE | verdict |\n|---|---|---|---|---|---|---|\n")
-		for _, r := range o.Gate.Results {
-			base, diff, p, mde := "–", "–", "–", "–"
-			if r.Tested {
-				base, diff = meanSE(r.BaselineMean, r.BaselineSE), signed(-r.Regression)
-				p, mde = fmt.Sprintf("%.3g", r.AdjustedPValue), fmt.Sprintf("%.3f", r.MDE)
+		for i, row := range gateTable(o, verdictMark) {
+			cells := make([]string, len(row))
+			for j, c := range row {
+				cells[j] = mdEscape(c)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Threshold.Metric, base, meanSE(r.CurrentMean, r.CurrentSE), diff, p, mde, verdictMark(r.Verdict))
-		}
-		for _, r := range o.Gate.Results {
-			if r.Verdict != eval.Pass {
-				fmt.Fprintf(&b, "\n- **%s**: %s %s", r.Threshold.Metric, r.Reason, r.Advice)
+			if i > 0 {
+				cells[0] = mdCode(row[0])
+			}
+			fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
+			if i == 0 {
+				b.WriteString(strings.Repeat("|---", len(row)) + "|\n")
 			}
 		}
-		fmt.Fprintf(&b, "\n\n**Verdict: %s**\n\n", o.Gate.Verdict)
+		fmt.Fprintf(&b, "\n%s\n\n", mdEscape(legend))
+		for _, r := range o.Gate.Results {
+			fmt.Fprintf(&b, "- %s (%s): %s\n", mdCode(r.Threshold.Metric), r.Verdict, mdEscape(r.Reason))
+			for _, l := range thresholdDetails(r, o.dropsFor(r.Threshold.Metric)) {
+				indent := "  "
+				if strings.HasPrefix(l, "  ") { // a case under "largest drops"
+					indent = "    "
+				}
+				fmt.Fprintf(&b, "%s- %s\n", indent, mdEscape(strings.TrimSpace(l)))
+			}
+		}
+		if f := failureSummary(o); f != "" {
+			fmt.Fprintf(&b, "\n%s\n", mdEscape(f))
+		}
+		fmt.Fprintf(&b, "\n**Verdict: %s**\n\n", o.Gate.Verdict)
 	}
+	return b.String()
+}
+
+// appendMarkdownSummary appends a summary to GitHub's step summary file.
+func appendMarkdownSummary(path, app string, outcomes []*evalOutcome, update bool) error {
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
-	if _, err := io.WriteString(f, b.String()); err != nil {
+	if _, err := io.WriteString(f, markdownSummary(app, outcomes, update)); err != nil {
 		f.Close()
 		return err
 	}

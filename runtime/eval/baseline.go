@@ -265,9 +265,11 @@ func WriteBaselineFile(path string, b *Baseline) (err error) {
 type BaselineChange struct {
 	// Path names the field, such as "metrics.exact_match.mean" or
 	// "metrics.exact_match.caseMeans.fr".
-	Path string
-	// Old and New are the formatted values; empty when the field is absent on that side.
-	Old, New string
+	Path string `json:"path"`
+	// Old is the formatted old value; empty when the field is absent from the old baseline.
+	Old string `json:"old"`
+	// New is the formatted new value; empty when the field is absent from the new baseline.
+	New string `json:"new"`
 }
 
 // String formats the change as "path: old → new".
@@ -313,10 +315,10 @@ func DiffBaselines(old, cur *Baseline) []BaselineChange {
 		p := "metrics." + n
 		switch {
 		case !inOld:
-			add(p, "", fmt.Sprintf("mean %s over %d cases × %d runs", f6(w.Mean), w.Cases, w.Runs))
+			add(p, "", fmt.Sprintf("mean %s over %d cases × %s", f6(w.Mean), w.Cases, nRuns(w.Runs)))
 			continue
 		case !inNew:
-			add(p, fmt.Sprintf("mean %s over %d cases × %d runs", f6(o.Mean), o.Cases, o.Runs), "")
+			add(p, fmt.Sprintf("mean %s over %d cases × %s", f6(o.Mean), o.Cases, nRuns(o.Runs)), "")
 			continue
 		}
 		add(p+".runs", strconv.Itoa(o.Runs), strconv.Itoa(w.Runs))

@@ -97,17 +97,17 @@ func ExampleGate() {
 			log.Fatal(err)
 		}
 		r := rep.Results[0]
-		fmt.Printf("%s: %s (exit %d), baseline %.3f, current %.3f, MDE %.3f\n",
-			tc.name, r.Verdict, rep.ExitCode(), r.BaselineMean, r.CurrentMean, r.MDE)
+		fmt.Printf("%s: %s, baseline %.3f, current %.3f, MDE %.3f\n",
+			tc.name, r.Verdict, r.BaselineMean, r.CurrentMean, r.MDE)
 		if r.Verdict == eval.Inconclusive {
 			fmt.Println("  advice:", r.Advice)
 		}
 	}
 	// Output:
-	// same model, enough runs: pass (exit 0), baseline 0.799, current 0.799, MDE 0.018
-	// worse model: regression (exit 1), baseline 0.799, current 0.603, MDE 0.016
-	// same model, 1 run: inconclusive (exit 3), baseline 0.799, current 0.795, MDE 0.072
-	//   advice: run at least 4 runs per case (MDE at 1 runs: 0.0717; needed: ≤ 0.0500)
+	// same model, enough runs: pass, baseline 0.799, current 0.799, MDE 0.018
+	// worse model: regression, baseline 0.799, current 0.603, MDE 0.016
+	// same model, 1 run: inconclusive, baseline 0.799, current 0.795, MDE 0.072
+	//   advice: run at least 4 runs per case (MDE at 1 run: 0.0717; needed: ≤ 0.0500)
 }
 
 func ExampleNormalizedContains() {

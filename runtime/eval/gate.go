@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -33,7 +32,8 @@ type Threshold struct {
 // Verdict is the outcome of a threshold or of a whole gate.
 type Verdict int
 
-// The verdicts, ordered by severity of the exit code they map to.
+// The verdicts. How a verdict ends a process (its exit code) is the caller's business:
+// aidgen eval maps them in internal/cli.
 const (
 	// Pass means no regression beyond the allowance, with enough evidence to say so.
 	Pass Verdict = iota
@@ -60,18 +60,6 @@ func (v Verdict) String() string {
 
 // MarshalText encodes the verdict as its String form.
 func (v Verdict) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
-
-// ExitCode is the CLI's exit code for the verdict: 0 pass, 1 regression, 3 inconclusive.
-func (v Verdict) ExitCode() int {
-	switch v {
-	case Pass:
-		return 0
-	case Regression:
-		return 1
-	default:
-		return 3
-	}
-}
 
 // ThresholdResult is the gate's finding for one threshold.
 type ThresholdResult struct {
@@ -128,11 +116,24 @@ type ThresholdResult struct {
 	CasesNeeded int `json:"casesNeeded"`
 	// Advice says what to change when the verdict is inconclusive.
 	Advice string `json:"advice"`
+	// MatchedCases is the number of case ids present in both the baseline and the current run.
+	MatchedCases int `json:"matchedCases"`
+	// AddedCases are the current run's case ids the baseline lacks, sorted.
+	AddedCases []string `json:"addedCases,omitempty"`
+	// RemovedCases are the baseline's case ids the current run lacks, sorted.
+	RemovedCases []string `json:"removedCases,omitempty"`
+	// Basis says in one sentence what the verdict rests on (e.g. "paired over 90 matched cases; 10 added and 10 removed cases not compared").
+	Basis string `json:"basis"`
+	// Clusters is the number of case groups used for the standard error (0 when no groups).
+	Clusters int `json:"clusters,omitempty"`
 
 	tAlpha float64 // t_{1−α, DF}, kept so that plan need not recompute it
 }
 
-// GateReport is the gate's finding for one eval.
+// GateReport is the gate's finding for one eval. It is data, encoded as JSON with
+// camelCase names; rendering it (the table, JUnit, a summary) is left to the caller, so
+// that one program, aidgen eval, owns one rendering with one sign convention: Regression
+// is baseline − current, positive when the metric got worse.
 type GateReport struct {
 	// Verdict is Regression if any threshold regressed, else Inconclusive if any was
 	// inconclusive, else Pass.
@@ -140,9 +141,6 @@ type GateReport struct {
 	// Results holds one entry per threshold, in threshold order.
 	Results []ThresholdResult `json:"results"`
 }
-
-// ExitCode is the CLI's exit code for the report's verdict.
-func (r *GateReport) ExitCode() int { return r.Verdict.ExitCode() }
 
 // Gate decides every threshold for the current statistics against a baseline (nil when
 // there is none yet). The statistics, the decision rule and their guarantees are described
@@ -394,17 +392,17 @@ func plan(r *ThresholdResult, c comparison, m int) {
 	r.RunsNeededNewBaseline = runsFor(target-c.a, c.wc+c.wb)
 	switch {
 	case r.RunsNeeded > 0:
-		r.Advice = fmt.Sprintf("run at least %d runs per case (MDE at %d runs: %.4f; needed: ≤ %.4f)", r.RunsNeeded, int(c.kc), r.MDE, delta)
+		r.Advice = fmt.Sprintf("run at least %s per case (MDE at %s: %.4f; needed: ≤ %.4f)", nRuns(r.RunsNeeded), nRuns(int(c.kc)), r.MDE, delta)
 	case r.RunsNeededNewBaseline > 0:
-		r.Advice = fmt.Sprintf("the baseline's own noise (%d runs per case) leaves no room: regenerate it and run, both with at least %d runs per case, or use at least %d cases",
-			int(c.kb), r.RunsNeededNewBaseline, r.CasesNeeded)
+		r.Advice = fmt.Sprintf("the baseline's own noise (%s per case) leaves no room: regenerate it and run, both with at least %s per case, or use at least %d cases",
+			nRuns(int(c.kb)), nRuns(r.RunsNeededNewBaseline), r.CasesNeeded)
 	default:
 		what := "the change varies too much from case to case"
 		if !c.paired {
 			what = "cases differ too much from each other"
 		}
-		r.Advice = fmt.Sprintf("no number of runs suffices (%s): use at least %d cases at %d runs, or raise maxRegression above %.4f",
-			what, r.CasesNeeded, int(c.kc), r.MDE)
+		r.Advice = fmt.Sprintf("no number of runs suffices (%s): use at least %d cases at %s, or raise maxRegression above %.4f",
+			what, r.CasesNeeded, nRuns(int(c.kc)), r.MDE)
 	}
 }
 
@@ -457,22 +455,10 @@ func tSurvival(x, df float64) float64 {
 	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}.Survival(x)
 }
 
-// String renders the report as a plain table, one line per threshold.
-func (r *GateReport) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-22s %-17s %-17s %9s %8s %8s %s\n", "metric", "baseline", "current", "regress", "p(adj)", "MDE", "verdict")
-	for _, t := range r.Results {
-		base := "-"
-		if t.Tested {
-			base = fmt.Sprintf("%.3f ± %.3f", t.BaselineMean, t.BaselineSE)
-		}
-		reg, p, mde := "-", "-", "-"
-		if t.Tested {
-			reg, p, mde = fmt.Sprintf("%+.3f", t.Regression), fmt.Sprintf("%.3g", t.AdjustedPValue), fmt.Sprintf("%.3f", t.MDE)
-		}
-		fmt.Fprintf(&b, "%-22s %-17s %-17s %9s %8s %8s %s\n", t.Threshold.Metric, base,
-			fmt.Sprintf("%.3f ± %.3f", t.CurrentMean, t.CurrentSE), reg, p, mde, t.Verdict)
+// nRuns writes a number of runs as English: "1 run", "3 runs".
+func nRuns(n int) string {
+	if n == 1 {
+		return "1 run"
 	}
-	fmt.Fprintf(&b, "verdict: %s\n", r.Verdict)
-	return b.String()
+	return fmt.Sprintf("%d runs", n)
 }

@@ -12,25 +12,25 @@ import (
 // cases are clusters, so every spread here is computed from per-case means.
 type MetricStats struct {
 	// ModelDerived is the metric's ModelDerived value; such a metric cannot gate.
-	ModelDerived bool
+	ModelDerived bool `json:"modelDerived"`
 	// Runs is the number of samples per case.
-	Runs int
+	Runs int `json:"runs"`
 	// Cases is the number of cases.
-	Cases int
+	Cases int `json:"cases"`
 	// Mean is the mean of the per-case means (each case weighs the same).
-	Mean float64
+	Mean float64 `json:"mean"`
 	// StdDev is the sample standard deviation of the per-case means (n−1 denominator).
-	StdDev float64
+	StdDev float64 `json:"stdDev"`
 	// StdErr is the clustered standard error of Mean: StdDev/√Cases.
-	StdErr float64
+	StdErr float64 `json:"stdErr"`
 	// WithinCaseVariance is the mean over cases of the sample variance of a case's scores
 	// across its runs, an unbiased estimate of the within-case (resampling) variance σ²_w.
 	// It is 0 when Runs < 2, where it cannot be estimated.
-	WithinCaseVariance float64
+	WithinCaseVariance float64 `json:"withinCaseVariance"`
 	// Errors counts samples that scored 0 because the runner or this metric failed.
-	Errors int
+	Errors int `json:"errors"`
 	// CaseMeans maps each case id to the mean of its runs; the gate pairs cases on it.
-	CaseMeans map[string]float64
+	CaseMeans map[string]float64 `json:"caseMeans"`
 }
 
 // NewMetricStats summarises per-case per-run scores: scores[i][k] is run k of the case

@@ -12,8 +12,14 @@
 //
 // The API key is read once, from the environment variable the configuration
 // names. It is sent only in the Authorization header: it never appears in an
-// error, a log line or a span, and any echo of it in a server's error
-// message is redacted.
+// error, a log line or a span. Every string the server sends that can reach
+// one (each field of an error object, an error body that is not JSON, SSE
+// error events, the model name and finish reason of an answer) has any echo
+// of the key redacted: as sent or as the header's value, in any case,
+// percent-encoded, JSON- or HTML-escaped, base64-encoded, or as any run of
+// eight or more of its characters. Errors never wrap openai-go's error,
+// which holds the request and its headers. The answer's text and tool
+// calls are the caller's data and are passed on as they came.
 //
 // It is not a general OpenAI client: only chat completions and embeddings
 // are spoken; the Responses API, images, audio and files are not. Requests

@@ -57,7 +57,7 @@ type Config struct {
 // concurrent use.
 type Provider struct {
 	client  openai.Client
-	key     string
+	red     *redactor
 	name    string
 	timeout time.Duration
 	batch   int
@@ -82,7 +82,7 @@ func New(cfg Config) (*Provider, error) {
 		}
 		key = strings.TrimSpace(v)
 	}
-	p := &Provider{key: key, name: cfg.ProviderName, timeout: cfg.Timeout, batch: cfg.EmbedBatchSize, cfg: cfg}
+	p := &Provider{red: newRedactor(key), name: cfg.ProviderName, timeout: cfg.Timeout, batch: cfg.EmbedBatchSize, cfg: cfg}
 	if p.name == "" {
 		p.name = "openai"
 	}
@@ -104,6 +104,7 @@ func New(cfg Config) (*Provider, error) {
 		option.WithHeaderDel("OpenAI-Organization"),
 		option.WithHeaderDel("OpenAI-Project"),
 		option.WithMaxRetries(0),
+		option.WithMiddleware(captureErrorAnswer),
 	)
 	return p, nil
 }
@@ -136,9 +137,10 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 	}
 	actx, cancel := context.WithTimeoutCause(ctx, p.timeout, errAttemptTimeout)
 	defer cancel()
+	actx, answer := withCapture(actx)
 	cc, err := p.client.Chat.Completions.New(actx, params)
 	if err != nil {
-		return gateway.Response{}, p.classify(ctx, actx, model, err)
+		return gateway.Response{}, p.classify(ctx, actx, model, err, answer)
 	}
 	if len(cc.Choices) == 0 {
 		return gateway.Response{}, p.fail(model, errors.New("answer has no choices"), false)
@@ -146,8 +148,8 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 	ch := cc.Choices[0]
 	resp := gateway.Response{
 		Text:         ch.Message.Content,
-		FinishReason: gateway.FinishReason(ch.FinishReason),
-		Model:        cc.Model,
+		FinishReason: gateway.FinishReason(p.red.String(ch.FinishReason)),
+		Model:        p.red.String(cc.Model),
 		Usage: gateway.Usage{
 			InputTokens:  cc.Usage.PromptTokens,
 			OutputTokens: cc.Usage.CompletionTokens,
@@ -287,10 +289,11 @@ func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gate
 	params.StreamOptions.IncludeUsage = openai.Bool(true)
 	actx, cancel := context.WithCancelCause(ctx)
 	timer := time.AfterFunc(p.timeout, func() { cancel(errAttemptTimeout) })
+	actx, answer := withCapture(actx)
 	s := p.client.Chat.Completions.NewStreaming(actx, params)
 	if err := s.Err(); err != nil {
 		timer.Stop()
-		cerr := p.classify(ctx, actx, model, err)
+		cerr := p.classify(ctx, actx, model, err, answer)
 		_ = s.Close()
 		cancel(nil)
 		return nil, cerr
@@ -306,6 +309,9 @@ type stream struct {
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
 	s      *ssestream.Stream[openai.ChatCompletionChunk]
+	// rawModel and modelName cache the last chunk's model name and its
+	// redaction, which every chunk repeats.
+	rawModel, modelName string
 }
 
 // Next implements gateway.DeltaStream.
@@ -314,15 +320,18 @@ func (s *stream) Next() (gateway.Delta, error) {
 	if !s.s.Next() {
 		s.timer.Stop()
 		if err := s.s.Err(); err != nil {
-			return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err)
+			return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err, nil)
 		}
 		if err := context.Cause(s.actx); err != nil {
-			return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err)
+			return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err, nil)
 		}
 		return gateway.Delta{}, io.EOF
 	}
 	c := s.s.Current()
-	d := gateway.Delta{Model: c.Model}
+	if c.Model != s.rawModel {
+		s.rawModel, s.modelName = c.Model, s.p.red.String(c.Model)
+	}
+	d := gateway.Delta{Model: s.modelName}
 	if c.Usage.TotalTokens > 0 || c.Usage.PromptTokens > 0 {
 		d.Usage = &gateway.Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens, TotalTokens: c.Usage.TotalTokens}
 	}
@@ -332,7 +341,7 @@ func (s *stream) Next() (gateway.Delta, error) {
 		}
 		d.Text += ch.Delta.Content
 		if ch.FinishReason != "" {
-			d.FinishReason = gateway.FinishReason(ch.FinishReason)
+			d.FinishReason = gateway.FinishReason(s.p.red.String(ch.FinishReason))
 		}
 		for _, tc := range ch.Delta.ToolCalls {
 			d.ToolCalls = append(d.ToolCalls, gateway.ToolCallDelta{
@@ -382,7 +391,7 @@ func (p *Provider) Embed(ctx context.Context, model gateway.ModelSpec, texts []s
 		}
 		out.Usage.InputTokens += res.Usage.PromptTokens
 		out.Usage.TotalTokens += res.Usage.TotalTokens
-		out.Model = res.Model
+		out.Model = p.red.String(res.Model)
 	}
 	return out, nil
 }
@@ -390,9 +399,10 @@ func (p *Provider) Embed(ctx context.Context, model gateway.ModelSpec, texts []s
 func (p *Provider) embedBatch(ctx context.Context, model gateway.ModelSpec, params openai.EmbeddingNewParams) (*openai.CreateEmbeddingResponse, error) {
 	actx, cancel := context.WithTimeoutCause(ctx, p.timeout, errAttemptTimeout)
 	defer cancel()
+	actx, answer := withCapture(actx)
 	res, err := p.client.Embeddings.New(actx, params)
 	if err != nil {
-		return nil, p.classify(ctx, actx, model, err)
+		return nil, p.classify(ctx, actx, model, err, answer)
 	}
 	return res, nil
 }
@@ -404,14 +414,26 @@ func (p *Provider) fail(model gateway.ModelSpec, err error, retryable bool) erro
 
 // classify turns an openai-go error into the gateway's terms. The caller's
 // own cancellation passes through untouched; everything else becomes a
-// *gateway.ProviderError whose cause carries no request, headers or key.
-func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, err error) error {
+// *gateway.ProviderError whose cause holds only redacted text: it never
+// wraps openai-go's error (which holds the request, whose headers carry the
+// key) nor any other value built from the upstream's answer. answer is what
+// the service said with an error status, when it said anything.
+func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, err error, answer *errorAnswer) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	pe := &gateway.ProviderError{Provider: p.name, Model: model.ID}
 	var apiErr *openai.Error
+	var streamErr *ssestream.StreamError
 	switch {
+	case answer != nil && answer.status != 0:
+		// openai-go drops the status of an error answer it cannot decode
+		// (an "error" that is a string, say), so it is taken from the
+		// answer itself.
+		pe.StatusCode = answer.status
+		pe.Retryable = retryableStatus(answer.status)
+		pe.RetryAfter = gateway.ParseRetryAfter(answer.header, time.Now())
+		pe.Err = p.apiError(answer.status, answer.body)
 	case errors.As(err, &apiErr):
 		pe.StatusCode = apiErr.StatusCode
 		pe.Retryable = retryableStatus(apiErr.StatusCode)
@@ -420,11 +442,13 @@ func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, 
 		}
 		pe.Err = &APIError{
 			StatusCode: apiErr.StatusCode,
-			Type:       apiErr.Type,
-			Code:       apiErr.Code,
-			Param:      apiErr.Param,
-			Message:    p.redactString(apiErr.Message),
+			Type:       p.red.String(apiErr.Type),
+			Code:       p.red.String(apiErr.Code),
+			Param:      p.red.String(apiErr.Param),
+			Message:    p.red.String(apiErr.Message),
 		}
+	case errors.As(err, &streamErr):
+		pe.Err = fmt.Errorf("error event in the stream: %w", p.apiError(0, streamErr.Event.Data))
 	case errors.Is(context.Cause(actx), errAttemptTimeout):
 		pe.Timeout, pe.Retryable = true, true
 		pe.Err = fmt.Errorf("no answer within %s", p.timeout)
@@ -463,7 +487,9 @@ func transient(err error) bool {
 
 // APIError is an error answer of the service, reduced to what is safe to
 // keep: openai-go's own error holds the request, whose headers carry the
-// key.
+// key. Every string in it came from the service and has the key redacted;
+// when the answer was not an OpenAI error object, Message is the start of
+// its body.
 type APIError struct {
 	// StatusCode is the HTTP status.
 	StatusCode int
@@ -474,7 +500,7 @@ type APIError struct {
 	Code string
 	// Param names the offending request field, when the service says.
 	Param string
-	// Message is the service's message, with any echo of the key redacted.
+	// Message is the service's message.
 	Message string
 }
 
@@ -490,23 +516,16 @@ func (e *APIError) Error() string {
 	return msg
 }
 
-// redact wraps err so that its message never shows the key.
+// redact returns an error with err's message, the key redacted. It never
+// wraps err, so nothing err holds can be reached or printed through it.
 func (p *Provider) redact(err error) error {
-	if p.key == "" || err == nil || !strings.Contains(err.Error(), p.key) {
-		return err
+	if err == nil {
+		return nil
 	}
-	return &redactedError{msg: p.redactString(err.Error())}
+	return &redactedError{msg: p.red.String(err.Error())}
 }
 
-func (p *Provider) redactString(s string) string {
-	if p.key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, p.key, "[redacted]")
-}
-
-// redactedError replaces an error whose message contained the key; it does
-// not unwrap, so the original cannot be reached.
+// redactedError carries the redacted message of an error it does not keep.
 type redactedError struct{ msg string }
 
 // Error implements error.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime"
@@ -271,6 +272,27 @@ func TestFailures(t *testing.T) {
 				writeJSON(w, 200, completion(modelOf(body), textMessage("small answered"), "stop", 5, 3))
 			},
 			want: want{text: "small answered", requests: []string{large, small}},
+		},
+		{
+			name: "429 whose error is a bare string is still retried",
+			h: func(w http.ResponseWriter, r *http.Request, body map[string]any, n int) {
+				if n == 0 {
+					w.Header().Set("Retry-After-Ms", "1")
+					writeJSON(w, 429, `{"error":"too many requests"}`)
+					return
+				}
+				writeJSON(w, 200, completion(modelOf(body), textMessage("after the wait"), "stop", 5, 3))
+			},
+			want: want{text: "after the wait", requests: []string{large, large}},
+		},
+		{
+			name: "503 with an HTML body keeps its status",
+			h: func(w http.ResponseWriter, r *http.Request, body map[string]any, n int) {
+				w.Header().Set("Content-Type", "text/html")
+				w.WriteHeader(503)
+				_, _ = io.WriteString(w, "<html><body><h1>503 Service Unavailable</h1></body></html>")
+			},
+			want: want{status: 503, retryable: true, requests: []string{large, large, small, small}},
 		},
 		{
 			name: "500 is retried then falls back",

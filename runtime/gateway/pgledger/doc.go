@@ -3,7 +3,11 @@
 // that a program that keeps its ledger in memory does not link pgx.
 //
 // A reservation is one transaction: the budget accounts it counts against
-// are locked in a fixed order (SELECT ... ORDER BY ... FOR UPDATE), the worst
+// are created if missing and locked in one global order, whatever order the
+// call named them in (INSERT ... ORDER BY ... ON CONFLICT DO NOTHING, then
+// SELECT ... ORDER BY ... FOR UPDATE), so that replicas naming the same
+// budgets never deadlock; a transaction the database aborts anyway (a
+// deadlock or a serialization failure) is run again once. The worst
 // case is checked against each limit with the spend just read, and only if
 // all fit is it added to their holds and the reservation recorded. Two
 // replicas racing for the last dollar are therefore serialised by the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aidgen/aid/runtime/gateway"
@@ -22,6 +23,7 @@ type Ledger struct {
 	accounts string // quoted table names
 	holds    string
 	prefix   string
+	noRetry  bool // tests only: give up at the first abort
 }
 
 // Option adjusts a Ledger.
@@ -152,18 +154,25 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// lockAccounts locks the named accounts in (budget, scope, key) order and
-// returns their spend, creating missing ones. The fixed order keeps two
-// transactions over overlapping accounts from deadlocking.
+// lockAccounts creates the named accounts that are missing and locks them
+// all, and returns their spend. Both steps go through the accounts in one
+// global order, (budget, scope, key) compared byte-wise, whatever order the
+// caller named them in: INSERT ... ON CONFLICT makes a second inserter of a
+// row wait for the first, in the order the rows are inserted, and SELECT ...
+// FOR UPDATE takes row locks in the order it returns them. Two transactions
+// over overlapping accounts therefore always wait for each other in the same
+// direction and cannot deadlock.
 func (l *Ledger) lockAccounts(ctx context.Context, tx pgx.Tx, budgets, scopes, keys []string) (map[gateway.Account][2]gateway.Amount, error) {
 	if _, err := tx.Exec(ctx, `INSERT INTO `+l.accounts+` (budget, scope, key)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING`, budgets, scopes, keys); err != nil {
+		SELECT w.budget, w.scope, w.key FROM unnest($1::text[], $2::text[], $3::text[]) AS w(budget, scope, key)
+		ORDER BY w.budget COLLATE "C", w.scope COLLATE "C", w.key COLLATE "C"
+		ON CONFLICT DO NOTHING`, budgets, scopes, keys); err != nil {
 		return nil, err
 	}
 	rows, err := tx.Query(ctx, `SELECT a.budget, a.scope, a.key, a.spent_nano_usd, a.spent_tokens, a.reserved_nano_usd, a.reserved_tokens
 		FROM `+l.accounts+` a JOIN unnest($1::text[], $2::text[], $3::text[]) AS w(budget, scope, key)
 		  ON a.budget = w.budget AND a.scope = w.scope AND a.key = w.key
-		ORDER BY a.budget, a.scope, a.key
+		ORDER BY a.budget COLLATE "C", a.scope COLLATE "C", a.key COLLATE "C"
 		FOR UPDATE OF a`, budgets, scopes, keys)
 	if err != nil {
 		return nil, err
@@ -185,6 +194,33 @@ func (l *Ledger) lockAccounts(ctx context.Context, tx pgx.Tx, budgets, scopes, k
 	}
 	return out, nil
 }
+
+// inTx runs fn in a transaction, and runs it once more, from scratch in a new
+// transaction, if the database aborted the first for a deadlock or a
+// serialization failure. The global lock order means the ledger's own
+// transactions should never meet either; the second try is a safety net for
+// a database that another program also locks. fn must not keep state
+// between runs.
+func (l *Ledger) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	err := pgx.BeginFunc(ctx, l.pool, fn)
+	if !l.noRetry && retryableTx(err) && ctx.Err() == nil {
+		err = pgx.BeginFunc(ctx, l.pool, fn)
+	}
+	return err
+}
+
+// retryableTx reports a transaction the database aborted so that another
+// could go on: a deadlock (40P01) or a serialization failure (40001).
+func retryableTx(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == codeDeadlock || pe.Code == codeSerialization)
+}
+
+// The SQLSTATE codes of transactions aborted for another's sake.
+const (
+	codeDeadlock      = "40P01"
+	codeSerialization = "40001"
+)
 
 func split(limits []gateway.Limit) (budgets, scopes, keys []string) {
 	budgets = make([]string, len(limits))
@@ -213,7 +249,7 @@ func (l *Ledger) Reserve(ctx context.Context, r gateway.Reservation) error {
 		}
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+	err := l.inTx(ctx, func(tx pgx.Tx) error {
 		state, err := l.lockAccounts(ctx, tx, budgets, scopes, keys)
 		if err != nil {
 			return err
@@ -251,7 +287,7 @@ func (l *Ledger) Reserve(ctx context.Context, r gateway.Reservation) error {
 func (l *Ledger) Settle(ctx context.Context, id string, actual gateway.Amount) error {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+	err := l.inTx(ctx, func(tx pgx.Tx) error {
 		var held gateway.Amount
 		var budgets, scopes, keys []string
 		err := tx.QueryRow(ctx, `UPDATE `+l.holds+`
@@ -286,7 +322,7 @@ func (l *Ledger) Settle(ctx context.Context, id string, actual gateway.Amount) e
 func (l *Ledger) Release(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+	err := l.inTx(ctx, func(tx pgx.Tx) error {
 		var held gateway.Amount
 		var budgets, scopes, keys []string
 		err := tx.QueryRow(ctx, `DELETE FROM `+l.holds+` WHERE id = $1 AND NOT settled

@@ -1,0 +1,198 @@
+package openaicompat
+
+import (
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// redacted replaces whatever gave the key away.
+const redacted = "[redacted]"
+
+// fragmentLen is the shortest run of the key's characters that is hidden
+// wherever it appears: long enough that ordinary text does not match it by
+// chance, short enough that an upstream cutting the key in pieces, or
+// echoing a truncated key, still gives nothing useful away.
+const fragmentLen = 8
+
+// redactor hides an API key in text that came from the upstream. It finds
+// the key however the upstream may have echoed it: as sent or in the
+// Authorization header's value ("Bearer <key>"), in any letter case,
+// percent-encoded, JSON- or HTML-escaped, base64-encoded (a Basic header or
+// a token), or cut into pieces of fragmentLen or more characters. A nil
+// redactor, for a provider without a key, changes nothing.
+type redactor struct {
+	// windows holds every fragmentLen-long run of the lower-cased key (the
+	// whole key when it is shorter).
+	windows map[string]struct{}
+	width   int
+	// cores are the base64 encodings of the key at each of the three byte
+	// alignments, in the standard and URL-safe alphabets, cut to the
+	// characters that depend on the key alone.
+	cores []string
+}
+
+func newRedactor(key string) *redactor {
+	if key == "" {
+		return nil
+	}
+	low := strings.ToLower(key)
+	r := &redactor{windows: map[string]struct{}{}, width: min(fragmentLen, len(low))}
+	for i := 0; i+r.width <= len(low); i++ {
+		r.windows[low[i:i+r.width]] = struct{}{}
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		for pad := range 3 {
+			b := enc.EncodeToString(append(make([]byte, pad), key...))
+			// Quantum q encodes input bytes 3q..3q+2: keep the quanta
+			// made of key bytes only.
+			start, end := 4*((pad+2)/3), 4*((pad+len(key))/3)
+			if end-start >= fragmentLen {
+				r.cores = append(r.cores, b[start:end])
+			}
+		}
+	}
+	return r
+}
+
+// String returns s with every echo of the key replaced by "[redacted]".
+func (r *redactor) String(s string) string {
+	if r == nil || s == "" {
+		return s
+	}
+	hide := make([]bool, len(s))
+	found := false
+	// Decode the escapes an echo may hide behind, remembering for each
+	// decoded byte the source bytes it came from, and look for the key's
+	// runs in the decoded, lower-cased text.
+	dec := make([]byte, 0, len(s))
+	from := make([]int32, 0, len(s)) // source start of each decoded byte
+	to := make([]int32, 0, len(s))   // source end
+	for i := 0; i < len(s); {
+		b, n := unescape(s, i)
+		for _, c := range b {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			dec = append(dec, c)
+			from = append(from, int32(i))
+			to = append(to, int32(i+n))
+		}
+		i += n
+	}
+	for j := 0; j+r.width <= len(dec); j++ {
+		if _, ok := r.windows[string(dec[j:j+r.width])]; ok {
+			for k := from[j]; k < to[j+r.width-1]; k++ {
+				hide[k] = true
+			}
+			found = true
+		}
+	}
+	// Base64 is case-sensitive and has no escapes: look in s itself, and
+	// hide the whole base64 token around each match.
+	for _, core := range r.cores {
+		for off := 0; ; {
+			i := strings.Index(s[off:], core)
+			if i < 0 {
+				break
+			}
+			i += off
+			start, end := i, i+len(core)
+			for start > 0 && isBase64(s[start-1]) {
+				start--
+			}
+			for end < len(s) && isBase64(s[end]) {
+				end++
+			}
+			for k := start; k < end; k++ {
+				hide[k] = true
+			}
+			found = true
+			off = i + 1
+		}
+	}
+	if !found {
+		return s
+	}
+	var out strings.Builder
+	out.Grow(len(s))
+	for i := 0; i < len(s); {
+		if !hide[i] {
+			out.WriteByte(s[i])
+			i++
+			continue
+		}
+		out.WriteString(redacted)
+		for i < len(s) && hide[i] {
+			i++
+		}
+	}
+	return out.String()
+}
+
+// unescape decodes the escape at s[i] (%XX, \uXXXX, \xXX, \/, \", \\,
+// &#N;, &#xH;, &amp; and the other HTML entities html.EscapeString
+// writes), returning the bytes it stands for and its length in s; any
+// other byte stands for itself.
+func unescape(s string, i int) ([]byte, int) {
+	c := s[i]
+	switch c {
+	case '%':
+		if i+3 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				return []byte{byte(v)}, 3
+			}
+		}
+	case '\\':
+		if i+1 < len(s) {
+			switch s[i+1] {
+			case 'u':
+				if i+6 <= len(s) {
+					if v, err := strconv.ParseUint(s[i+2:i+6], 16, 16); err == nil {
+						return utf8.AppendRune(nil, rune(v)), 6
+					}
+				}
+			case 'x':
+				if i+4 <= len(s) {
+					if v, err := strconv.ParseUint(s[i+2:i+4], 16, 8); err == nil {
+						return []byte{byte(v)}, 4
+					}
+				}
+			case '/', '"', '\\', '\'':
+				return []byte{s[i+1]}, 2
+			}
+		}
+	case '&':
+		end := strings.IndexByte(s[i:min(len(s), i+12)], ';')
+		if end > 1 {
+			ent := s[i+1 : i+end]
+			switch ent {
+			case "amp":
+				return []byte{'&'}, end + 1
+			case "lt":
+				return []byte{'<'}, end + 1
+			case "gt":
+				return []byte{'>'}, end + 1
+			case "quot":
+				return []byte{'"'}, end + 1
+			case "apos":
+				return []byte{'\''}, end + 1
+			}
+			if ent[0] == '#' && len(ent) > 1 {
+				base, digits := 10, ent[1:]
+				if digits[0] == 'x' || digits[0] == 'X' {
+					base, digits = 16, digits[1:]
+				}
+				if v, err := strconv.ParseUint(digits, base, 21); err == nil && v <= utf8.MaxRune {
+					return utf8.AppendRune(nil, rune(v)), end + 1
+				}
+			}
+		}
+	}
+	return []byte{c}, 1
+}
+
+func isBase64(c byte) bool {
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '=' || c == '-' || c == '_'
+}

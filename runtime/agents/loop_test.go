@@ -29,7 +29,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 			},
 			Tools:           []agents.Tool{{Name: "lookup", Description: "d", Input: lookupSchema}},
 			Implementations: map[string]agents.Implementation{"lookup": echoTool},
-			Budgets:         []gateway.Budget{{Name: "nightly", MaxUSD: 1}},
+			Budgets:         []gateway.Budget{{Name: "nightly", MaxUSD: 1, Scope: gateway.ScopeRun}},
 			MemoryStores:    map[string]agents.MemoryStore{"mem": agents.NewInMemoryMemory()},
 		}
 	}
@@ -70,6 +70,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 			c.Agents[0].Delegates = []string{"billing"}
 		}, "human approval inside a delegated run", new(*gateway.DeferredError)},
 		{"capability missing", func(c *agents.Config) { c.Gateway = noTools.gw }, "lacks [tools]", new(*gateway.CapabilityMismatchError)},
+		{"budget without scope", func(c *agents.Config) { c.Budgets[0].Scope = "" }, `budget "nightly" has scope ""`, nil},
 		{"duplicate agent", func(c *agents.Config) { c.Agents = append(c.Agents, agents.Agent{Name: "billing", Model: "small"}) }, "declared twice", nil},
 	}
 	for _, tt := range tests {

@@ -185,7 +185,12 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	scopes := make(map[string]gateway.Scope, len(cfg.Budgets))
 	for _, b := range cfg.Budgets {
-		scopes[b.Name] = or(b.Scope, gateway.ScopeRun)
+		switch b.Scope {
+		case gateway.ScopeRun, gateway.ScopeThread, gateway.ScopeGlobal:
+			scopes[b.Name] = b.Scope
+		default:
+			fail("budget %q has scope %q, not run, thread or global", b.Name, b.Scope)
+		}
 	}
 
 	// Agents, first pass: names.

@@ -635,7 +635,10 @@ func (r *Runtime) Recover(ctx context.Context, runID string) (RunResult, error) 
 			case !r.rerunnable(st.agent, c.Name):
 				r.logger.WarnContext(ctx, "interrupted write call waits for a decision", "run", runID, "tool", c.Name, "call", c.ID)
 				if p.Reason == "" {
+					// An approval given before the crash was for the first
+					// attempt; whether to try again is a new decision.
 					p.Next, p.Reason = i, PauseInterrupted
+					c.Approval = nil
 				}
 			default:
 				r.logger.InfoContext(ctx, "re-running interrupted read call", "run", runID, "tool", c.Name, "call", c.ID)

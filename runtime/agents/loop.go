@@ -89,6 +89,9 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			case paused:
 				return r.finish(ctx, st, span, StatusPaused, nil)
 			case target != nil:
+				if span.IsRecording() {
+					span.SetAttributes(AttrTransferredTo.String(target.spec.Name))
+				}
 				span.End()
 				st.agent = target
 				st.path = append(st.path, target.spec.Name)

@@ -16,6 +16,9 @@ const (
 	AttrRunID = attribute.Key("aid.run.id")
 	// AttrRunStatus is how the agent's part of the run ended.
 	AttrRunStatus = attribute.Key("aid.run.status")
+	// AttrTransferredTo names the agent an invoke_agent span handed the
+	// conversation to; such a span has no run status, the target's does.
+	AttrTransferredTo = attribute.Key("aid.agent.transferred_to")
 	// AttrPath is the run's path when the agent started.
 	AttrPath = attribute.Key("aid.agent.path")
 	// AttrPauseReason says why a run paused, on the aid.run.paused event.

@@ -20,30 +20,37 @@ import (
 // only concurrent access is the parallel execution of read calls, each of
 // which writes its own ToolCallRecord.
 type runState struct {
-	id, rootID  string
-	sub         bool // a delegated run: not stored, cannot pause
-	depth       int
-	agent       *agentDef
-	path        []string
-	alias       string
-	degraded    bool
-	threadID    string
-	userID      string
-	msgs        []gateway.Message
-	saved       []SavedMessage // msgs as checkpointed, kept in step
-	steps       []StepRecord
-	agentSteps  int
-	delegations *int // shared with delegated runs
-	repaired    bool
-	usage       UsageRecord
-	cost        float64
-	pending     *Pending
-	version     int64
-	answer      string
+	id, rootID     string
+	sub            bool // a delegated run: not stored, cannot pause
+	depth          int
+	agent          *agentDef
+	path           []string
+	alias          string
+	degraded       bool
+	threadID       string
+	userID         string
+	msgs           []gateway.Message
+	saved          []SavedMessage    // msgs as checkpointed, kept in step
+	req            []gateway.Message // reqAgent's system message and msgs, kept in step
+	reqAgent       *agentDef
+	steps          []StepRecord
+	agentSteps     int
+	delegations    *int // the top-level run's ownDelegations, shared with delegated runs
+	ownDelegations int
+	pathBuf        [2]string // the path's first elements, without an allocation
+	repaired       bool
+	usage          UsageRecord
+	cost           float64
+	pending        *Pending
+	version        int64
+	answer         string
 }
 
 func (st *runState) appendMsg(m gateway.Message) {
 	st.msgs = append(st.msgs, m)
+	if st.reqAgent != nil {
+		st.req = append(st.req, m)
+	}
 	if !st.sub {
 		st.saved = append(st.saved, saveMessage(m))
 	}
@@ -177,10 +184,22 @@ func repairPrompt(err error) string {
 // trimmed to its budget.
 func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, error) {
 	d := st.agent
-	thread := st.msgs
-	if d.spec.Memory != nil {
-		thread = trimThread(thread, d.spec.Memory.ThreadTokenBudget)
+	if d.spec.Memory == nil {
+		// No trimming and no injection: the request is the system message
+		// and the thread, kept up to date by appendMsg rather than copied at
+		// every step. The provider gets a clipped slice, so later appends
+		// never reach what it holds.
+		if st.reqAgent != d {
+			st.req = make([]gateway.Message, 0, len(st.msgs)+8)
+			if d.spec.Instructions != "" {
+				st.req = append(st.req, gateway.Message{Role: gateway.RoleSystem, Content: d.spec.Instructions})
+			}
+			st.req = append(st.req, st.msgs...)
+			st.reqAgent = d
+		}
+		return gateway.Request{Messages: slices.Clip(st.req), Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature}, nil
 	}
+	thread := trimThread(st.msgs, d.spec.Memory.ThreadTokenBudget)
 	msgs := make([]gateway.Message, 0, len(thread)+2)
 	if d.spec.Instructions != "" {
 		msgs = append(msgs, gateway.Message{Role: gateway.RoleSystem, Content: d.spec.Instructions})

@@ -14,7 +14,6 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/aidgen/aid/runtime/gateway"
 )
@@ -139,9 +138,6 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	if r.store == nil {
 		r.store = NewInMemoryStore()
-	}
-	if r.tracer == nil {
-		r.tracer = noop.NewTracerProvider().Tracer("")
 	}
 	if r.logger == nil {
 		r.logger = slog.New(slog.DiscardHandler)
@@ -419,14 +415,31 @@ func (r *Runtime) agent(name string) (*agentDef, error) {
 // taken and the error is typed (*MaxStepsError, *BudgetExceededError,
 // *OutputValidationError, ...).
 func (r *Runtime) Run(ctx context.Context, agent, input string, opts RunOptions) (RunResult, error) {
+	st, err := r.start(ctx, agent, input, opts)
+	if err != nil {
+		res := RunResult{Agent: agent, Status: StatusFailed}
+		if st != nil {
+			res.RunID = st.id
+		}
+		return res, err
+	}
+	return r.drive(ctx, st)
+}
+
+// start is everything Run does before the first model call: the run's
+// state and its record in the store.
+func (r *Runtime) start(ctx context.Context, agent, input string, opts RunOptions) (*runState, error) {
 	d, err := r.agent(agent)
 	if err != nil {
-		return RunResult{Status: StatusFailed}, err
+		return nil, err
 	}
 	if d.userMem != nil && opts.UserID == "" {
-		return RunResult{Status: StatusFailed}, fmt.Errorf("agent %q has user memory: RunOptions.UserID is required", agent)
+		return nil, fmt.Errorf("agent %q has user memory: RunOptions.UserID is required", agent)
 	}
 	st := r.newRun(d, opts)
+	n := len(opts.History) + 1
+	st.msgs = make([]gateway.Message, 0, n)
+	st.saved = make([]SavedMessage, 0, n)
 	for _, m := range opts.History {
 		if m.Role == gateway.RoleSystem {
 			continue // rebuilt from the agent at every call
@@ -436,10 +449,10 @@ func (r *Runtime) Run(ctx context.Context, agent, input string, opts RunOptions)
 	st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: input})
 	rec, err := r.store.CreateRun(ctx, RunRecord{RunID: st.id, Agent: agent, Status: StatusRunning, Checkpoint: st.checkpoint()})
 	if err != nil {
-		return RunResult{RunID: st.id, Agent: agent, Status: StatusFailed}, fmt.Errorf("run %s: create run record: %w", st.id, err)
+		return st, fmt.Errorf("run %s: create run record: %w", st.id, err)
 	}
 	st.version = rec.Version
-	return r.drive(ctx, st)
+	return st, nil
 }
 
 // newRun allocates the state of a new top-level run.
@@ -448,9 +461,10 @@ func (r *Runtime) newRun(d *agentDef, opts RunOptions) *runState {
 	st := &runState{
 		id: id, rootID: id, agent: d, alias: d.spec.Model,
 		threadID: opts.ThreadID, userID: opts.UserID,
-		delegations: new(int),
 	}
-	st.path = append(make([]string, 0, 2), d.spec.Name)
+	st.delegations = &st.ownDelegations
+	st.pathBuf[0] = d.spec.Name
+	st.path = st.pathBuf[:1]
 	return st
 }
 
@@ -686,10 +700,10 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 	st := &runState{
 		id: cp.RunID, rootID: cp.RunID, agent: d, alias: cp.Alias, degraded: cp.Degraded,
 		threadID: cp.ThreadID, userID: cp.UserID, path: slices.Clone(cp.Path),
-		steps: slices.Clip(cp.Steps), agentSteps: cp.AgentSteps, delegations: new(int),
+		steps: slices.Clip(cp.Steps), agentSteps: cp.AgentSteps, ownDelegations: cp.Delegations,
 		repaired: cp.Repaired, usage: cp.Usage, cost: cp.CostUSD,
 	}
-	*st.delegations = cp.Delegations
+	st.delegations = &st.ownDelegations
 	st.msgs = make([]gateway.Message, 0, len(cp.Messages)+4)
 	st.saved = make([]SavedMessage, 0, len(cp.Messages)+4)
 	for _, m := range cp.Messages {

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // The aid-specific attributes of agent spans. GenAI attributes follow the
@@ -37,10 +38,10 @@ func attrPauseReason(r string) attribute.KeyValue {
 // gateway's chat spans are its children, because the loop passes the
 // returned context to Generate.
 func (r *Runtime) startAgentSpan(ctx context.Context, st *runState) (context.Context, trace.Span) {
-	name := "invoke_agent " + st.agent.spec.Name
 	if !r.tracing {
-		return r.tracer.Start(ctx, name)
+		return ctx, noop.Span{}
 	}
+	name := "invoke_agent " + st.agent.spec.Name
 	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameInvokeAgent,
 		semconv.GenAIAgentName(st.agent.spec.Name),
@@ -70,10 +71,10 @@ func endAgentSpan(span trace.Span, status Status, err error) {
 
 // startToolSpan opens the execute_tool span of one call.
 func (r *Runtime) startToolSpan(ctx context.Context, st *runState, c *ToolCallRecord) (context.Context, trace.Span) {
-	name := "execute_tool " + c.Name
 	if !r.tracing {
-		return r.tracer.Start(ctx, name)
+		return ctx, noop.Span{}
 	}
+	name := "execute_tool " + c.Name
 	return r.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		semconv.GenAIOperationNameExecuteTool,
 		semconv.GenAIToolName(c.Name),

@@ -101,8 +101,8 @@ func TestSpansNestPerGenAIConventions(t *testing.T) {
 		{delegate, "gen_ai.tool.name", "delegate_to_research"},
 		{delegate, "gen_ai.tool.call.id", "d1"},
 	} {
-		if v, ok := attr(c.span, c.key); !ok || v.Emit() != c.want {
-			t.Errorf("%s: %s = %q, want %q", c.span.Name(), c.key, v.Emit(), c.want)
+		if v, ok := attr(c.span, c.key); !ok || v.String() != c.want {
+			t.Errorf("%s: %s = %q, want %q", c.span.Name(), c.key, v.String(), c.want)
 		}
 	}
 	var paused bool

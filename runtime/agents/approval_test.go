@@ -144,7 +144,7 @@ func TestDoublePauseAndRejectWithFeedback(t *testing.T) {
 		t.Fatalf("refunds (-want +got):\n%s", diff)
 	}
 	rej := res.Steps[1].ToolCalls[0]
-	if rej.ErrorKind != agents.ErrRejected || !strings.Contains(rej.Observation, "B was already refunded") {
+	if rej.ErrorKind != agents.KindRejected || !strings.Contains(rej.Observation, "B was already refunded") {
 		t.Fatalf("rejected call %+v", rej)
 	}
 	// The model read the feedback.
@@ -155,7 +155,7 @@ func TestDoublePauseAndRejectWithFeedback(t *testing.T) {
 	}
 	// The rejection has its one result in the store too.
 	cs, _ := r.Store().Calls(context.Background(), first)
-	if len(cs) != 2 || cs[1].Result == nil || cs[1].Result.ErrorKind != agents.ErrRejected {
+	if len(cs) != 2 || cs[1].Result == nil || cs[1].Result.ErrorKind != agents.KindRejected {
 		t.Fatalf("stored calls %+v", cs)
 	}
 }
@@ -167,7 +167,7 @@ func TestApprovalWithEditedArguments(t *testing.T) {
 		refunds    []string
 	}{
 		{"valid edit", `{"id":"B"}`, "", []string{`{"id":"B"}`}},
-		{"edit breaks the schema", `{"order":"B"}`, agents.ErrInvalidArguments, nil},
+		{"edit breaks the schema", `{"order":"B"}`, agents.KindInvalidArguments, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDesk(t, calls(call("r", "refund", `{"id":"A"}`)), answer("ok"))

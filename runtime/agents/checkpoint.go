@@ -90,27 +90,38 @@ const (
 
 // SavedMessage is a conversation message in a checkpoint.
 type SavedMessage struct {
-	Role       gateway.Role    `json:"role"`
-	Content    string          `json:"content,omitempty"`
-	ToolCalls  []SavedToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
-	Name       string          `json:"name,omitempty"`
+	// Role says who wrote the message.
+	Role gateway.Role `json:"role"`
+	// Content is the message's text.
+	Content string `json:"content,omitempty"`
+	// ToolCalls are an assistant message's calls.
+	ToolCalls []SavedToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID links a tool message to its call.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Name names the participant or the tool.
+	Name string `json:"name,omitempty"`
 }
 
 // SavedToolCall is a tool call in a checkpoint. Arguments are kept as text,
 // because a model may write arguments that are not valid JSON and the
 // checkpoint must still serialise.
 type SavedToolCall struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
+	// ID is the model's id for the call.
+	ID string `json:"id"`
+	// Name is the tool called.
+	Name string `json:"name"`
+	// Arguments is the arguments as the model wrote them.
 	Arguments string `json:"arguments"`
 }
 
 // UsageRecord is token usage in a checkpoint or a step.
 type UsageRecord struct {
-	InputTokens  int64 `json:"input_tokens"`
+	// InputTokens counts prompts.
+	InputTokens int64 `json:"input_tokens"`
+	// OutputTokens counts answers.
 	OutputTokens int64 `json:"output_tokens"`
-	TotalTokens  int64 `json:"total_tokens"`
+	// TotalTokens is their sum.
+	TotalTokens int64 `json:"total_tokens"`
 }
 
 func usageRecord(u gateway.Usage) UsageRecord {
@@ -185,15 +196,27 @@ type ErrorKind string
 
 // The error kinds of tool calls.
 const (
-	ErrUnknownTool      ErrorKind = "unknown_tool"
-	ErrInvalidArguments ErrorKind = "invalid_arguments"
-	ErrTimeout          ErrorKind = "timeout"
-	ErrToolFailed       ErrorKind = "tool_error"
-	ErrRejected         ErrorKind = "rejected"
-	ErrReentry          ErrorKind = "reentry"
-	ErrDelegationLimit  ErrorKind = "delegation_limit"
-	ErrDelegateFailed   ErrorKind = "delegate_failed"
-	ErrNotRun           ErrorKind = "not_run"
+	// KindUnknownTool is a call of a tool the agent does not offer.
+	KindUnknownTool ErrorKind = "unknown_tool"
+	// KindInvalidArguments is a call whose arguments do not match the
+	// tool's schema, or are not JSON.
+	KindInvalidArguments ErrorKind = "invalid_arguments"
+	// KindTimeout is a call that ran out of its tool's timeout.
+	KindTimeout ErrorKind = "timeout"
+	// KindToolFailed is a call whose implementation returned an error or
+	// panicked.
+	KindToolFailed ErrorKind = "tool_error"
+	// KindRejected is a call a human rejected.
+	KindRejected ErrorKind = "rejected"
+	// KindReentry is a transfer or delegation to an agent on the path.
+	KindReentry ErrorKind = "reentry"
+	// KindDelegationLimit is a delegation beyond the depth or count bound.
+	KindDelegationLimit ErrorKind = "delegation_limit"
+	// KindDelegateFailed is a delegated run that ended without an answer.
+	KindDelegateFailed ErrorKind = "delegate_failed"
+	// KindNotRun is a call after a transfer in the same answer: the
+	// conversation had already moved on.
+	KindNotRun ErrorKind = "not_run"
 )
 
 // ApprovalRecord is a human decision on a call.

@@ -53,19 +53,29 @@ const (
 // retrievers as tools with these prefixes, so declared tools may not use
 // them.
 const (
+	// TransferPrefix names a handoff tool: transfer_to_<agent>.
 	TransferPrefix = "transfer_to_"
+	// DelegatePrefix names a delegation tool: delegate_to_<agent>.
 	DelegatePrefix = "delegate_to_"
-	SearchPrefix   = "search_"
+	// SearchPrefix names a retriever tool: search_<retriever>.
+	SearchPrefix = "search_"
 )
 
 // Defaults applied to zero fields of Config, Agent and Tool.
 const (
-	DefaultMaxSteps           = 8
-	DefaultToolTimeout        = 30 * time.Second
-	DefaultMaxParallelTools   = 4
+	// DefaultMaxSteps bounds an agent's model calls, as in the schema.
+	DefaultMaxSteps = 8
+	// DefaultToolTimeout bounds one tool call, as in the schema.
+	DefaultToolTimeout = 30 * time.Second
+	// DefaultMaxParallelTools bounds concurrent read calls of one answer.
+	DefaultMaxParallelTools = 4
+	// DefaultMaxDelegationDepth bounds how deep delegations nest.
 	DefaultMaxDelegationDepth = 2
-	DefaultMaxDelegations     = 8
-	DefaultMemoryTokenBudget  = 1000
+	// DefaultMaxDelegations bounds the delegations of one run.
+	DefaultMaxDelegations = 8
+	// DefaultMemoryTokenBudget bounds injected user or global memory, as
+	// in the schema.
+	DefaultMemoryTokenBudget = 1000
 )
 
 // Config is everything a Runtime is built from: the IR-free description of

@@ -41,7 +41,7 @@ func TestTransferHandsOverTheConversation(t *testing.T) {
 		t.Fatalf("path (-want +got):\n%s", d)
 	}
 	tc := res.Steps[0].ToolCalls
-	if tc[0].ErrorKind != "" || tc[1].ErrorKind != agents.ErrNotRun {
+	if tc[0].ErrorKind != "" || tc[1].ErrorKind != agents.KindNotRun {
 		t.Fatalf("calls %+v", tc)
 	}
 	if res.Steps[1].Agent != "billing" || res.Steps[1].Alias != "large" {
@@ -110,7 +110,7 @@ func TestReentryIsRefused(t *testing.T) {
 			},
 			check: func(t *testing.T, res agents.RunResult) {
 				c := res.Steps[1].ToolCalls[0]
-				if c.ErrorKind != agents.ErrReentry || !strings.Contains(c.Observation, `agent "triage" is already on the path triage > billing`) {
+				if c.ErrorKind != agents.KindReentry || !strings.Contains(c.Observation, `agent "triage" is already on the path triage > billing`) {
 					t.Fatalf("call %+v", c)
 				}
 				if res.Agent != "billing" || len(res.Path) != 2 {
@@ -127,7 +127,7 @@ func TestReentryIsRefused(t *testing.T) {
 			},
 			check: func(t *testing.T, res agents.RunResult) {
 				sub := res.Steps[1].ToolCalls[0].Delegate
-				if sub == nil || sub.Steps[0].ToolCalls[0].ErrorKind != agents.ErrReentry {
+				if sub == nil || sub.Steps[0].ToolCalls[0].ErrorKind != agents.KindReentry {
 					t.Fatalf("delegate record %+v", sub)
 				}
 			},
@@ -152,7 +152,7 @@ func TestDelegationBounds(t *testing.T) {
 	cfg.MaxDelegationDepth = 1
 	res := mustRun(t, newRuntime(t, cfg), "triage", "hi", agents.RunOptions{})
 	inner := res.Steps[0].ToolCalls[0].Delegate.Steps[0].ToolCalls[0]
-	if inner.ErrorKind != agents.ErrDelegationLimit || !strings.Contains(inner.Observation, "at most 1 deep") || inner.Delegate != nil {
+	if inner.ErrorKind != agents.KindDelegationLimit || !strings.Contains(inner.Observation, "at most 1 deep") || inner.Delegate != nil {
 		t.Fatalf("second-level delegation %+v", inner)
 	}
 
@@ -165,7 +165,7 @@ func TestDelegationBounds(t *testing.T) {
 	cfg.MaxDelegations = 1
 	res = mustRun(t, newRuntime(t, cfg), "triage", "hi", agents.RunOptions{})
 	tc := res.Steps[0].ToolCalls
-	if tc[0].Observation != "one" || tc[1].ErrorKind != agents.ErrDelegationLimit {
+	if tc[0].Observation != "one" || tc[1].ErrorKind != agents.KindDelegationLimit {
 		t.Fatalf("calls %+v", tc)
 	}
 	if fx.fake.Calls() != 3 {
@@ -182,13 +182,13 @@ func TestDelegateFailureIsAnObservation(t *testing.T) {
 	cfg.Agents[2].MaxSteps = 1
 	res := mustRun(t, newRuntime(t, cfg), "triage", "hi", agents.RunOptions{})
 	c := res.Steps[0].ToolCalls[0]
-	if c.ErrorKind != agents.ErrDelegateFailed || !strings.Contains(c.Observation, "reached its 1 steps") || c.Delegate.Status != agents.StatusMaxSteps {
+	if c.ErrorKind != agents.KindDelegateFailed || !strings.Contains(c.Observation, "reached its 1 steps") || c.Delegate.Status != agents.StatusMaxSteps {
 		t.Fatalf("call %+v", c)
 	}
 	// Invalid delegate arguments never start a run.
 	fx = newFixture(t, fake.Config{ByModel: map[string][]fake.Step{"m-small": {calls(call("d", "delegate_to_research", `{"input":3}`)), answer("ok")}}})
 	res = mustRun(t, newRuntime(t, team(fx)), "triage", "hi", agents.RunOptions{})
-	if c := res.Steps[0].ToolCalls[0]; c.ErrorKind != agents.ErrInvalidArguments || c.Delegate != nil {
+	if c := res.Steps[0].ToolCalls[0]; c.ErrorKind != agents.KindInvalidArguments || c.Delegate != nil {
 		t.Fatalf("call %+v", c)
 	}
 }

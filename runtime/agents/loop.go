@@ -299,7 +299,7 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 				continue
 			}
 			if target != nil {
-				c.observe(fmt.Sprintf("error: not run: the conversation was transferred to agent %q first", target.spec.Name), ErrNotRun)
+				c.observe(fmt.Sprintf("error: not run: the conversation was transferred to agent %q first", target.spec.Name), KindNotRun)
 				continue
 			}
 			t := st.agent.tools[c.Name]
@@ -385,7 +385,7 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 	}
 	if err != nil {
 		// The run stops; the call still gets its one result.
-		c.observe("error: the run stopped during this call: "+err.Error(), ErrToolFailed)
+		c.observe("error: the run stopped during this call: "+err.Error(), KindToolFailed)
 	}
 	if !st.sub {
 		if ferr := r.store.FinishCall(context.WithoutCancel(ctx), st.id, key, CallResult{Observation: c.Observation, ErrorKind: c.ErrorKind}); ferr != nil {
@@ -405,11 +405,11 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, c *ToolCal
 		if c.Approval.Feedback != "" {
 			obs += ": " + c.Approval.Feedback
 		}
-		c.observe(obs, ErrRejected)
+		c.observe(obs, KindRejected)
 		return nil, nil
 	}
 	if t == nil {
-		c.observe(fmt.Sprintf("error: unknown tool %q; available tools: %s", c.Name, strings.Join(toolNames(st.agent), ", ")), ErrUnknownTool)
+		c.observe(fmt.Sprintf("error: unknown tool %q; available tools: %s", c.Name, strings.Join(toolNames(st.agent), ", ")), KindUnknownTool)
 		return nil, nil
 	}
 	args := json.RawMessage(c.Arguments)
@@ -417,13 +417,13 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, c *ToolCal
 		args = json.RawMessage("{}")
 	}
 	if err := validateJSON(t.schema, args); err != nil {
-		c.observe(fmt.Sprintf("error: invalid arguments for %s: %v", c.Name, err), ErrInvalidArguments)
+		c.observe(fmt.Sprintf("error: invalid arguments for %s: %v", c.Name, err), KindInvalidArguments)
 		return nil, nil
 	}
 	switch t.kind {
 	case kindTransfer:
 		if slices.Contains(st.path, t.target.spec.Name) {
-			c.observe("error: "+(&ReentryError{Target: t.target.spec.Name, Path: st.path}).Error(), ErrReentry)
+			c.observe("error: "+(&ReentryError{Target: t.target.spec.Name, Path: st.path}).Error(), KindReentry)
 			return nil, nil
 		}
 		c.observe(fmt.Sprintf("Transferred the conversation to agent %q.", t.target.spec.Name), "")
@@ -441,9 +441,9 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, c *ToolCal
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("run %s: tool %s: %w", st.id, c.Name, ctx.Err())
 	case errors.Is(tctx.Err(), context.DeadlineExceeded):
-		c.observe(fmt.Sprintf("error: tool %s timed out after %v", c.Name, t.timeout), ErrTimeout)
+		c.observe(fmt.Sprintf("error: tool %s timed out after %v", c.Name, t.timeout), KindTimeout)
 	default:
-		c.observe(fmt.Sprintf("error: tool %s failed: %v", c.Name, err), ErrToolFailed)
+		c.observe(fmt.Sprintf("error: tool %s failed: %v", c.Name, err), KindToolFailed)
 	}
 	return nil, nil
 }
@@ -472,20 +472,20 @@ func (r *Runtime) delegate(ctx context.Context, st *runState, target *agentDef, 
 	name := target.spec.Name
 	switch {
 	case slices.Contains(st.path, name):
-		c.observe("error: "+(&ReentryError{Target: name, Path: st.path}).Error(), ErrReentry)
+		c.observe("error: "+(&ReentryError{Target: name, Path: st.path}).Error(), KindReentry)
 		return nil
 	case st.depth+1 > r.maxDepth:
-		c.observe(fmt.Sprintf("error: cannot delegate to %q: delegations may nest at most %d deep", name, r.maxDepth), ErrDelegationLimit)
+		c.observe(fmt.Sprintf("error: cannot delegate to %q: delegations may nest at most %d deep", name, r.maxDepth), KindDelegationLimit)
 		return nil
 	case *st.delegations >= r.maxDeleg:
-		c.observe(fmt.Sprintf("error: cannot delegate to %q: the run has used its %d delegations", name, r.maxDeleg), ErrDelegationLimit)
+		c.observe(fmt.Sprintf("error: cannot delegate to %q: the run has used its %d delegations", name, r.maxDeleg), KindDelegationLimit)
 		return nil
 	}
 	var in struct {
 		Input string `json:"input"`
 	}
 	if err := json.Unmarshal(args, &in); err != nil {
-		c.observe(fmt.Sprintf("error: invalid arguments for %s: %v", c.Name, err), ErrInvalidArguments)
+		c.observe(fmt.Sprintf("error: invalid arguments for %s: %v", c.Name, err), KindInvalidArguments)
 		return nil
 	}
 	*st.delegations++
@@ -506,7 +506,7 @@ func (r *Runtime) delegate(ctx context.Context, st *runState, target *agentDef, 
 	case res.Status == StatusBudgetExceeded || ctx.Err() != nil:
 		return err
 	default:
-		c.observe(fmt.Sprintf("error: agent %q could not complete the task: %v", name, err), ErrDelegateFailed)
+		c.observe(fmt.Sprintf("error: agent %q could not complete the task: %v", name, err), KindDelegateFailed)
 		return nil
 	}
 }

@@ -169,14 +169,14 @@ func TestToolFailuresBecomeObservations(t *testing.T) {
 		kind agents.ErrorKind
 		want string
 	}{
-		{"missing property", call("c", "lookup", `{}`), agents.ErrInvalidArguments, "invalid arguments for lookup"},
-		{"extra property", call("c", "lookup", `{"id":"1","x":2}`), agents.ErrInvalidArguments, "invalid arguments"},
-		{"not json", call("c", "lookup", `{"id":`), agents.ErrInvalidArguments, "not valid JSON"},
-		{"wrong type", call("c", "lookup", `[1]`), agents.ErrInvalidArguments, "invalid arguments"},
-		{"unknown tool", call("c", "delete_everything", `{}`), agents.ErrUnknownTool, `unknown tool "delete_everything"; available tools: lookup, broken, panics, slow`},
-		{"tool error", call("c", "broken", `{}`), agents.ErrToolFailed, "db down"},
-		{"panic", call("c", "panics", ``), agents.ErrToolFailed, "panic: boom"},
-		{"timeout", call("c", "slow", `{}`), agents.ErrTimeout, "timed out after 20ms"},
+		{"missing property", call("c", "lookup", `{}`), agents.KindInvalidArguments, "invalid arguments for lookup"},
+		{"extra property", call("c", "lookup", `{"id":"1","x":2}`), agents.KindInvalidArguments, "invalid arguments"},
+		{"not json", call("c", "lookup", `{"id":`), agents.KindInvalidArguments, "not valid JSON"},
+		{"wrong type", call("c", "lookup", `[1]`), agents.KindInvalidArguments, "invalid arguments"},
+		{"unknown tool", call("c", "delete_everything", `{}`), agents.KindUnknownTool, `unknown tool "delete_everything"; available tools: lookup, broken, panics, slow`},
+		{"tool error", call("c", "broken", `{}`), agents.KindToolFailed, "db down"},
+		{"panic", call("c", "panics", ``), agents.KindToolFailed, "panic: boom"},
+		{"timeout", call("c", "slow", `{}`), agents.KindTimeout, "timed out after 20ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

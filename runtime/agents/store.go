@@ -14,12 +14,18 @@ type Status string
 // budget_exceeded or failed; running is only seen in a store, for a run in
 // flight or one whose process died (see Runtime.Recover).
 const (
-	StatusRunning        Status = "running"
-	StatusCompleted      Status = "completed"
-	StatusPaused         Status = "paused"
-	StatusMaxSteps       Status = "max_steps"
+	// StatusRunning is a run in flight, or one whose process died.
+	StatusRunning Status = "running"
+	// StatusCompleted is a run with a final answer.
+	StatusCompleted Status = "completed"
+	// StatusPaused is a run waiting for a Decision.
+	StatusPaused Status = "paused"
+	// StatusMaxSteps is a run whose agent used its MaxSteps.
+	StatusMaxSteps Status = "max_steps"
+	// StatusBudgetExceeded is a run stopped by a budget breach.
 	StatusBudgetExceeded Status = "budget_exceeded"
-	StatusFailed         Status = "failed"
+	// StatusFailed is a run stopped by an error.
+	StatusFailed Status = "failed"
 )
 
 // RunRecord is a run as a Store keeps it: its status and its latest

@@ -18,6 +18,8 @@ import (
 // ends (the tool's timeout or the run's cancellation): the runtime waits for
 // them rather than abandon a goroutine.
 type Implementation interface {
+	// Call runs the tool on validated arguments and returns the
+	// observation.
 	Call(ctx context.Context, args json.RawMessage) (string, error)
 }
 

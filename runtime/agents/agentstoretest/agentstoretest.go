@@ -76,7 +76,7 @@ func testCheckpoint(t *testing.T, s agents.Store) {
 	cp := checkpoint("run_cp")
 	cp.Steps = []agents.StepRecord{{Number: 1, Agent: "triage", Alias: "small", Requested: "small", Model: "m-small", Text: "x",
 		Usage: agents.UsageRecord{InputTokens: 3, OutputTokens: 4, TotalTokens: 7}, CostUSD: 0.5,
-		ToolCalls: []agents.ToolCallRecord{{ID: "c1", Name: "lookup", Arguments: `{"id":`, Done: true, Observation: "o", ErrorKind: agents.ErrInvalidArguments}}}}
+		ToolCalls: []agents.ToolCallRecord{{ID: "c1", Name: "lookup", Arguments: `{"id":`, Done: true, Observation: "o", ErrorKind: agents.KindInvalidArguments}}}}
 	cp.Pending = &agents.Pending{Step: agents.StepRecord{Number: 2, ToolCalls: []agents.ToolCallRecord{{ID: "c2", Name: "refund", Arguments: "{}"}}}, Reason: agents.PauseApproval}
 	cp.Degraded, cp.ThreadID, cp.UserID, cp.AgentSteps, cp.Delegations = true, "t1", "u1", 2, 1
 	if _, err := s.CreateRun(ctx, agents.RunRecord{RunID: "run_cp", Agent: "triage", Status: agents.StatusPaused, Checkpoint: cp}); err != nil {
@@ -181,7 +181,7 @@ func testCalls(t *testing.T, s agents.Store) {
 	if err := s.FinishCall(ctx, "run_k", "1.1", agents.CallResult{Observation: "again"}); !errors.As(err, &fin) {
 		t.Fatalf("second FinishCall: got %v, want *CallFinishedError", err)
 	}
-	if err := s.FinishCall(ctx, "run_k", "1.2", agents.CallResult{Observation: "error: x", ErrorKind: agents.ErrTimeout}); err != nil {
+	if err := s.FinishCall(ctx, "run_k", "1.2", agents.CallResult{Observation: "error: x", ErrorKind: agents.KindTimeout}); err != nil {
 		t.Fatal(err)
 	}
 	calls, err := s.Calls(ctx, "run_k")
@@ -201,7 +201,7 @@ func testCalls(t *testing.T, s agents.Store) {
 	if r := calls[1].Result; r == nil || r.Observation != "done" {
 		t.Fatalf("finished call result %+v", r)
 	}
-	if r := calls[2].Result; r == nil || r.ErrorKind != agents.ErrTimeout {
+	if r := calls[2].Result; r == nil || r.ErrorKind != agents.KindTimeout {
 		t.Fatalf("failed call result %+v", r)
 	}
 	// A returned record is a copy: changing it does not change the store.

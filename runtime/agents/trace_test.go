@@ -121,7 +121,7 @@ func TestSpansNestPerGenAIConventions(t *testing.T) {
 // goroutine is left behind.
 func TestCancellationMidTool(t *testing.T) {
 	before := runtime.NumGoroutine()
-	started := make(chan struct{})
+	started := make(chan struct{}, 2) // buffered: a tool never misses the signal
 	fx := newFixture(t, fake.Config{Script: []fake.Step{calls(call("a", "wait", `{}`), call("b", "wait", `{}`))}})
 	r := newRuntime(t, agents.Config{
 		Gateway: fx.gw, Agents: []agents.Agent{{Name: "a", Model: "small", Tools: []string{"wait"}}},

@@ -259,7 +259,7 @@ func TestConcurrencyBounds(t *testing.T) {
 						break
 					}
 				}
-				time.Sleep(15 * time.Millisecond)
+				time.Sleep(50 * time.Millisecond)
 				cur.Add(-1)
 				return "ok", nil
 			})

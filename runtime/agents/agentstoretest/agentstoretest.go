@@ -1,0 +1,324 @@
+package agentstoretest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/aidgen/aid/runtime/agents"
+)
+
+// Run runs the Store contract against stores made by newStore, which must
+// return a fresh, empty store each time it is called.
+func Run(t *testing.T, newStore func(t *testing.T) agents.Store) {
+	t.Run("CreateLoadUpdate", func(t *testing.T) { testRunLifecycle(t, newStore(t)) })
+	t.Run("CheckpointRoundTrip", func(t *testing.T) { testCheckpoint(t, newStore(t)) })
+	t.Run("VersionConflict", func(t *testing.T) { testConflict(t, newStore(t)) })
+	t.Run("ConcurrentClaims", func(t *testing.T) { testConcurrentClaims(t, newStore(t)) })
+	t.Run("CallsRecordedThenFinishedOnce", func(t *testing.T) { testCalls(t, newStore(t)) })
+	t.Run("ConcurrentFinish", func(t *testing.T) { testConcurrentFinish(t, newStore(t)) })
+	t.Run("RunsAreIsolated", func(t *testing.T) { testIsolation(t, newStore(t)) })
+}
+
+func checkpoint(runID string) agents.Checkpoint {
+	return agents.Checkpoint{
+		Version: agents.CheckpointVersion, RunID: runID, Agent: "triage", Path: []string{"triage"}, Alias: "small",
+		Messages: []agents.SavedMessage{{Role: "user", Content: "hello"}},
+		Steps:    []agents.StepRecord{},
+	}
+}
+
+func testRunLifecycle(t *testing.T, s agents.Store) {
+	ctx := context.Background()
+	var nf *agents.RunNotFoundError
+	if _, err := s.LoadRun(ctx, "run_a"); !errors.As(err, &nf) {
+		t.Fatalf("LoadRun of a missing run: got %v, want *RunNotFoundError", err)
+	}
+	if _, err := s.UpdateRun(ctx, agents.RunRecord{RunID: "run_a", Version: 1}); !errors.As(err, &nf) {
+		t.Fatalf("UpdateRun of a missing run: got %v, want *RunNotFoundError", err)
+	}
+	rec, err := s.CreateRun(ctx, agents.RunRecord{RunID: "run_a", Agent: "triage", Status: agents.StatusRunning, Checkpoint: checkpoint("run_a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Version != 1 || rec.UpdatedAt.IsZero() {
+		t.Fatalf("created record: version %d, updated %v; want version 1 and a time", rec.Version, rec.UpdatedAt)
+	}
+	var ex *agents.RunExistsError
+	if _, err := s.CreateRun(ctx, agents.RunRecord{RunID: "run_a"}); !errors.As(err, &ex) {
+		t.Fatalf("second CreateRun: got %v, want *RunExistsError", err)
+	}
+	rec.Status = agents.StatusPaused
+	rec2, err := s.UpdateRun(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec2.Version != 2 {
+		t.Fatalf("updated version %d, want 2", rec2.Version)
+	}
+	got, err := s.LoadRun(ctx, "run_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != agents.StatusPaused || got.Version != 2 || got.Agent != "triage" {
+		t.Fatalf("loaded %+v", got)
+	}
+}
+
+func testCheckpoint(t *testing.T, s agents.Store) {
+	ctx := context.Background()
+	cp := checkpoint("run_cp")
+	cp.Steps = []agents.StepRecord{{Number: 1, Agent: "triage", Alias: "small", Requested: "small", Model: "m-small", Text: "x",
+		Usage: agents.UsageRecord{InputTokens: 3, OutputTokens: 4, TotalTokens: 7}, CostUSD: 0.5,
+		ToolCalls: []agents.ToolCallRecord{{ID: "c1", Name: "lookup", Arguments: `{"id":`, Done: true, Observation: "o", ErrorKind: agents.KindInvalidArguments}}}}
+	cp.Pending = &agents.Pending{Step: agents.StepRecord{Number: 2, ToolCalls: []agents.ToolCallRecord{{ID: "c2", Name: "refund", Arguments: "{}"}}}, Reason: agents.PauseApproval}
+	cp.Degraded, cp.ThreadID, cp.UserID, cp.AgentSteps, cp.Delegations = true, "t1", "u1", 2, 1
+	if _, err := s.CreateRun(ctx, agents.RunRecord{RunID: "run_cp", Agent: "triage", Status: agents.StatusPaused, Checkpoint: cp}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LoadRun(ctx, "run_cp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(cp, got.Checkpoint, cmpopts.EquateEmpty()); d != "" {
+		t.Fatalf("checkpoint changed in the store (-want +got):\n%s", d)
+	}
+}
+
+func testConflict(t *testing.T, s agents.Store) {
+	ctx := context.Background()
+	rec, err := s.CreateRun(ctx, agents.RunRecord{RunID: "run_c", Agent: "triage", Status: agents.StatusPaused, Checkpoint: checkpoint("run_c")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := rec, rec
+	a.Status, b.Status = agents.StatusRunning, agents.StatusFailed
+	if _, err := s.UpdateRun(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	var ce *agents.ConflictError
+	if _, err := s.UpdateRun(ctx, b); !errors.As(err, &ce) || ce.Version != 1 || ce.Stored != 2 {
+		t.Fatalf("stale UpdateRun: got %v, want *ConflictError 1 vs 2", err)
+	}
+	got, _ := s.LoadRun(ctx, "run_c")
+	if got.Status != agents.StatusRunning {
+		t.Fatalf("the losing write changed the record: status %s", got.Status)
+	}
+}
+
+// testConcurrentClaims has many writers claim the same paused run at once;
+// exactly one wins.
+func testConcurrentClaims(t *testing.T, s agents.Store) {
+	ctx := context.Background()
+	rec, err := s.CreateRun(ctx, agents.RunRecord{RunID: "run_claim", Agent: "triage", Status: agents.StatusPaused, Checkpoint: checkpoint("run_claim")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rec
+			r.Status = agents.StatusRunning
+			_, err := s.UpdateRun(ctx, r)
+			var ce *agents.ConflictError
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case !errors.As(err, &ce):
+				t.Errorf("claim: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d writers won the same version, want 1", wins.Load())
+	}
+}
+
+func testCalls(t *testing.T, s agents.Store) {
+	ctx := context.Background()
+	var nf *agents.CallNotFoundError
+	if err := s.FinishCall(ctx, "run_k", "1.0", agents.CallResult{Observation: "x"}); !errors.As(err, &nf) {
+		t.Fatalf("FinishCall before RecordCall: got %v, want *CallNotFoundError", err)
+	}
+	if _, err := s.Call(ctx, "run_k", "1.0"); !errors.As(err, &nf) {
+		t.Fatalf("Call before RecordCall: got %v, want *CallNotFoundError", err)
+	}
+	for i, tool := range []string{"lookup", "refund", "lookup"} {
+		rec := agents.CallRecord{RunID: "run_k", Key: fmt.Sprintf("1.%d", i), CallID: fmt.Sprintf("c%d", i), Tool: tool, Effects: agents.EffectsRead, Arguments: `{"i":1}`}
+		if tool == "refund" {
+			rec.Effects = agents.EffectsWrite
+		}
+		if err := s.RecordCall(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ex *agents.CallExistsError
+	if err := s.RecordCall(ctx, agents.CallRecord{RunID: "run_k", Key: "1.1", Tool: "refund"}); !errors.As(err, &ex) {
+		t.Fatalf("second RecordCall: got %v, want *CallExistsError", err)
+	}
+	c, err := s.Call(ctx, "run_k", "1.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Result != nil || c.Tool != "refund" || c.Effects != agents.EffectsWrite || c.Arguments != `{"i":1}` {
+		t.Fatalf("recorded call %+v", c)
+	}
+	if err := s.FinishCall(ctx, "run_k", "1.1", agents.CallResult{Observation: "done", ErrorKind: ""}); err != nil {
+		t.Fatal(err)
+	}
+	var fin *agents.CallFinishedError
+	if err := s.FinishCall(ctx, "run_k", "1.1", agents.CallResult{Observation: "again"}); !errors.As(err, &fin) {
+		t.Fatalf("second FinishCall: got %v, want *CallFinishedError", err)
+	}
+	if err := s.FinishCall(ctx, "run_k", "1.2", agents.CallResult{Observation: "error: x", ErrorKind: agents.KindTimeout}); err != nil {
+		t.Fatal(err)
+	}
+	calls, err := s.Calls(ctx, "run_k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, c := range calls {
+		keys = append(keys, c.Key)
+	}
+	if d := cmp.Diff([]string{"1.0", "1.1", "1.2"}, keys); d != "" {
+		t.Fatalf("calls not in record order (-want +got):\n%s", d)
+	}
+	if calls[0].Result != nil {
+		t.Fatalf("unfinished call has a result: %+v", calls[0].Result)
+	}
+	if r := calls[1].Result; r == nil || r.Observation != "done" {
+		t.Fatalf("finished call result %+v", r)
+	}
+	if r := calls[2].Result; r == nil || r.ErrorKind != agents.KindTimeout {
+		t.Fatalf("failed call result %+v", r)
+	}
+	// A returned record is a copy: changing it does not change the store.
+	calls[1].Result.Observation = "tampered"
+	again, _ := s.Call(ctx, "run_k", "1.1")
+	if again.Result.Observation != "done" {
+		t.Fatalf("store shares results with callers: %q", again.Result.Observation)
+	}
+}
+
+// testConcurrentFinish gives one call many concurrent results; exactly one
+// is kept.
+func testConcurrentFinish(t *testing.T, s agents.Store) {
+	ctx := context.Background()
+	if err := s.RecordCall(ctx, agents.CallRecord{RunID: "run_f", Key: "1.0", Tool: "refund", Effects: agents.EffectsWrite}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.FinishCall(ctx, "run_f", "1.0", agents.CallResult{Observation: fmt.Sprint(i)})
+			var fin *agents.CallFinishedError
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case !errors.As(err, &fin):
+				t.Errorf("finish: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d results kept for one call, want 1", wins.Load())
+	}
+}
+
+func testIsolation(t *testing.T, s agents.Store) {
+	ctx := context.Background()
+	for _, id := range []string{"run_x", "run_y"} {
+		if err := s.RecordCall(ctx, agents.CallRecord{RunID: id, Key: "1.0", Tool: "lookup"}); err != nil {
+			t.Fatalf("the same key in another run: %v", err)
+		}
+	}
+	if err := s.FinishCall(ctx, "run_x", "1.0", agents.CallResult{Observation: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Call(ctx, "run_y", "1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Result != nil {
+		t.Fatalf("finishing run_x's call finished run_y's")
+	}
+}
+
+// RunMemory runs the MemoryStore contract against stores made by newStore,
+// which must return a fresh, empty store each time it is called.
+func RunMemory(t *testing.T, newStore func(t *testing.T) agents.MemoryStore) {
+	t.Run("AppendAndList", func(t *testing.T) {
+		ctx := context.Background()
+		s := newStore(t)
+		for _, text := range []string{"likes tea", "lives in Lyon"} {
+			e, err := s.AddMemory(ctx, agents.MemoryUser, "u1", text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Text != text || e.Subject != "u1" || e.Scope != agents.MemoryUser || e.Created.IsZero() {
+				t.Fatalf("added entry %+v", e)
+			}
+		}
+		if _, err := s.AddMemory(ctx, agents.MemoryGlobal, "", "office closes at 6"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Memories(ctx, agents.MemoryUser, "u1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].Text != "likes tea" || got[1].Text != "lives in Lyon" {
+			t.Fatalf("user memories %+v, want both in order", got)
+		}
+		other, err := s.Memories(ctx, agents.MemoryUser, "u2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(other) != 0 {
+			t.Fatalf("u2 sees u1's memory: %+v", other)
+		}
+		global, err := s.Memories(ctx, agents.MemoryGlobal, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(global) != 1 || global[0].Text != "office closes at 6" {
+			t.Fatalf("global memories %+v", global)
+		}
+	})
+	t.Run("BadInput", func(t *testing.T) {
+		ctx := context.Background()
+		s := newStore(t)
+		for _, c := range []struct {
+			scope         agents.MemoryScope
+			subject, text string
+		}{
+			{agents.MemoryUser, "", "x"},
+			{agents.MemoryGlobal, "u1", "x"},
+			{"thread", "t", "x"},
+			{agents.MemoryUser, "u1", "  "},
+		} {
+			if _, err := s.AddMemory(ctx, c.scope, c.subject, c.text); err == nil {
+				t.Errorf("AddMemory(%q, %q, %q) accepted", c.scope, c.subject, c.text)
+			}
+		}
+		if _, err := s.Memories(ctx, agents.MemoryUser, ""); err == nil {
+			t.Errorf("Memories of user memory without a user accepted")
+		}
+	})
+}

@@ -1,0 +1,155 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
+)
+
+// stubModel answers with a tool call until the conversation holds steps-1
+// assistant messages, then with text. It costs next to nothing, so a
+// benchmark through it measures the loop alone.
+type stubModel struct{ steps int }
+
+func (s stubModel) Generate(_ context.Context, alias string, req gateway.Request, _ ...gateway.CallOption) (gateway.Result, error) {
+	n := 0
+	for i := range req.Messages {
+		if req.Messages[i].Role == gateway.RoleAssistant {
+			n++
+		}
+	}
+	res := gateway.Result{Alias: alias, Model: "m-small", Usage: gateway.Usage{InputTokens: 50, OutputTokens: 10, TotalTokens: 60}, CostUSD: 0.0001}
+	if n < s.steps-1 {
+		res.ToolCalls = []gateway.ToolCall{{ID: "c", Name: "lookup", Arguments: json.RawMessage(`{"id":"A-1"}`)}}
+		res.FinishReason = gateway.FinishToolCalls
+	} else {
+		res.Text, res.FinishReason = "done", gateway.FinishStop
+	}
+	return res, nil
+}
+
+func benchRuntime(b *testing.B) *Runtime {
+	b.Helper()
+	p, err := fake.New(fake.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	caps := []gateway.Capability{gateway.CapabilityTools, gateway.CapabilityJSON}
+	gw, err := gateway.New(gateway.Config{
+		Models:    []gateway.PinnedModel{{Alias: "small", Spec: gateway.ModelSpec{ID: "m-small", Provider: "fake", ContextWindow: 100000, MaxOutputTokens: 100, Capabilities: caps, Cost: gateway.CostProfile{InputPer1kUSD: 0.001}}}},
+		Providers: map[string]gateway.Provider{"fake": p},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := New(Config{
+		Gateway: gw,
+		Agents:  []Agent{{Name: "a", Model: "small", Instructions: "You look up orders.", Tools: []string{"lookup"}, MaxSteps: 100}},
+		Tools:   []Tool{{Name: "lookup", Description: "Look up an order.", Input: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`)}},
+		Implementations: map[string]Implementation{"lookup": ToolFunc(func(context.Context, json.RawMessage) (string, error) {
+			return `{"status":"shipped"}`, nil
+		})},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
+// BenchmarkStep measures the loop's own overhead per step: a 20-step run
+// (19 tool steps and an answer) against a stub model, so the provider and
+// the gateway are excluded; each step builds the request, validates the
+// arguments, records the call before it runs and its result after, and
+// checkpoints the run. It also reports the size of the run's 20-step
+// checkpoint as JSON.
+func BenchmarkStep(b *testing.B) {
+	const steps = 20
+	r := benchRuntime(b)
+	r.gen = stubModel{steps: steps}
+	ctx := context.Background()
+	var last RunResult
+	b.ReportAllocs()
+	for b.Loop() {
+		// A fresh store per run: the in-memory store keeps every run, and
+		// the garbage collector scanning an ever larger heap is not the
+		// loop's cost.
+		r.store = NewInMemoryStore()
+		res, err := r.Run(ctx, "a", "where is order A-1?", RunOptions{})
+		if err != nil || len(res.Steps) != steps {
+			b.Fatalf("%d steps, %v", len(res.Steps), err)
+		}
+		last = res
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*steps), "ns/step")
+	rec, err := r.store.LoadRun(ctx, last.RunID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := MarshalCheckpoint(rec.Checkpoint)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(data)), "checkpoint-B")
+}
+
+// BenchmarkStepGateway is BenchmarkStep through the real gateway and the
+// fake provider, for comparison: the difference is the gateway's cost.
+func BenchmarkStepGateway(b *testing.B) {
+	const steps = 20
+	script := make([]fake.Step, steps)
+	for i := range steps - 1 {
+		script[i] = fake.Step{ToolCalls: []gateway.ToolCall{{ID: "c", Name: "lookup", Arguments: json.RawMessage(`{"id":"A-1"}`)}}}
+	}
+	script[steps-1] = fake.Step{Text: "done"}
+	p, err := fake.New(fake.Config{Script: script, Loop: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := benchRuntime(b)
+	gw, err := gateway.New(gateway.Config{
+		Models:    []gateway.PinnedModel{{Alias: "small", Spec: gateway.ModelSpec{ID: "m-small", Provider: "fake", ContextWindow: 100000, MaxOutputTokens: 100, Capabilities: []gateway.Capability{gateway.CapabilityTools}, Cost: gateway.CostProfile{InputPer1kUSD: 0.001}}}},
+		Providers: map[string]gateway.Provider{"fake": p},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.gw, r.gen = gw, gw
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		r.store = NewInMemoryStore()
+		res, err := r.Run(ctx, "a", "where is order A-1?", RunOptions{})
+		if err != nil || len(res.Steps) != steps {
+			b.Fatalf("%d steps, %v", len(res.Steps), err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*steps), "ns/step")
+}
+
+// BenchmarkRunStart measures what Run does before the first model call (the
+// run id, its state, its record in the in-memory store) and keeps the
+// started runs live, 4,096 at a time, so that -benchmem's B/op is the memory
+// a started run holds. The window is fixed so that the figure does not
+// depend on b.N through the size of the heap the collector scans.
+func BenchmarkRunStart(b *testing.B) {
+	const window = 4096
+	r := benchRuntime(b)
+	ctx := context.Background()
+	live := make([]*runState, window)
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if i%window == 0 {
+			r.store = NewInMemoryStore()
+		}
+		st, err := r.start(ctx, "a", "where is order A-1?", RunOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		live[i%window] = st
+		i++
+	}
+}

@@ -1,0 +1,306 @@
+package agents
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/aidgen/aid/runtime/gateway"
+)
+
+// CheckpointVersion is the version of the checkpoint format this runtime
+// writes and reads. It changes when a field changes meaning, so that an old
+// checkpoint is refused with a *CheckpointVersionError rather than
+// misread.
+const CheckpointVersion = 1
+
+// Checkpoint is a run's state between two steps: enough to continue it in
+// this process or another. It serialises to JSON with stable field names.
+type Checkpoint struct {
+	// Version is CheckpointVersion at the time of writing.
+	Version int `json:"version"`
+	// RunID identifies the run.
+	RunID string `json:"run_id"`
+	// Agent is the agent the run is on.
+	Agent string `json:"agent"`
+	// Path lists the agents the conversation went through, the entry agent
+	// first and Agent last.
+	Path []string `json:"path"`
+	// Alias is the current alias: the rung a resumed run continues on.
+	Alias string `json:"alias"`
+	// Degraded is true once the agent stepped down its ladder; it does not
+	// step down twice.
+	Degraded bool `json:"degraded,omitempty"`
+	// ThreadID is the conversation thread, when the run has one.
+	ThreadID string `json:"thread_id,omitempty"`
+	// UserID is the user, when the run has one.
+	UserID string `json:"user_id,omitempty"`
+	// Messages is the conversation without the system messages, which are
+	// rebuilt from the agent at each call.
+	Messages []SavedMessage `json:"messages"`
+	// Steps are the completed steps.
+	Steps []StepRecord `json:"steps"`
+	// AgentSteps counts the current agent's model calls, against its
+	// MaxSteps.
+	AgentSteps int `json:"agent_steps"`
+	// Delegations counts the run's delegations, against MaxDelegations.
+	Delegations int `json:"delegations,omitempty"`
+	// Repaired is true once the structured-output repair attempt was
+	// spent.
+	Repaired bool `json:"repaired,omitempty"`
+	// Usage is the run's usage so far.
+	Usage UsageRecord `json:"usage"`
+	// CostUSD is the run's cost so far.
+	CostUSD float64 `json:"cost_usd"`
+	// Pending is the step whose tool calls are in flight or wait for a
+	// decision; nil between steps.
+	Pending *Pending `json:"pending,omitempty"`
+}
+
+// Pending is a step whose tool calls have not all been answered.
+type Pending struct {
+	// Step is the step, with the observations of its finished calls.
+	Step StepRecord `json:"step"`
+	// Next is the index of the call waiting for a decision.
+	Next int `json:"next"`
+	// Reason says why the run waits: approval or interrupted; empty while
+	// the calls run.
+	Reason PauseReason `json:"reason,omitempty"`
+}
+
+// Call returns the call waiting for a decision, if any.
+func (p *Pending) Call() (ToolCallRecord, bool) {
+	if p == nil || p.Reason == "" || p.Next >= len(p.Step.ToolCalls) {
+		return ToolCallRecord{}, false
+	}
+	return p.Step.ToolCalls[p.Next], true
+}
+
+// PauseReason says why a run waits for a decision.
+type PauseReason string
+
+// The pause reasons.
+const (
+	// PauseApproval is a call of a tool with ApprovalAlways.
+	PauseApproval PauseReason = "approval"
+	// PauseInterrupted is a write call whose process died after recording
+	// it and before its result: it may or may not have happened, so a
+	// human decides whether to run it again.
+	PauseInterrupted PauseReason = "interrupted"
+)
+
+// SavedMessage is a conversation message in a checkpoint.
+type SavedMessage struct {
+	// Role says who wrote the message.
+	Role gateway.Role `json:"role"`
+	// Content is the message's text.
+	Content string `json:"content,omitempty"`
+	// ToolCalls are an assistant message's calls.
+	ToolCalls []SavedToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID links a tool message to its call.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Name names the participant or the tool.
+	Name string `json:"name,omitempty"`
+}
+
+// SavedToolCall is a tool call in a checkpoint. Arguments are kept as text,
+// because a model may write arguments that are not valid JSON and the
+// checkpoint must still serialise.
+type SavedToolCall struct {
+	// ID is the model's id for the call.
+	ID string `json:"id"`
+	// Name is the tool called.
+	Name string `json:"name"`
+	// Arguments is the arguments as the model wrote them.
+	Arguments string `json:"arguments"`
+}
+
+// UsageRecord is token usage in a checkpoint or a step.
+type UsageRecord struct {
+	// InputTokens counts prompts.
+	InputTokens int64 `json:"input_tokens"`
+	// OutputTokens counts answers.
+	OutputTokens int64 `json:"output_tokens"`
+	// TotalTokens is their sum.
+	TotalTokens int64 `json:"total_tokens"`
+}
+
+func usageRecord(u gateway.Usage) UsageRecord {
+	total := u.TotalTokens
+	if total == 0 {
+		total = u.InputTokens + u.OutputTokens
+	}
+	return UsageRecord{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: total}
+}
+
+func (u UsageRecord) add(v UsageRecord) UsageRecord {
+	return UsageRecord{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens, TotalTokens: u.TotalTokens + v.TotalTokens}
+}
+
+// Usage returns the usage as the gateway counts it.
+func (u UsageRecord) Usage() gateway.Usage {
+	return gateway.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+}
+
+// StepRecord is one model call of a run and the tool calls it asked for.
+type StepRecord struct {
+	// Number counts the run's steps from 1.
+	Number int `json:"number"`
+	// Agent is the agent that made the call.
+	Agent string `json:"agent"`
+	// Alias is the alias that answered.
+	Alias string `json:"alias"`
+	// Requested is the alias asked for; it differs from Alias when the
+	// gateway fell back.
+	Requested string `json:"requested"`
+	// Model is the pinned model id that answered.
+	Model string `json:"model"`
+	// DegradedFrom is the rung the agent stepped down from for this call,
+	// after a budget breach; empty otherwise.
+	DegradedFrom string `json:"degraded_from,omitempty"`
+	// Text is the model's text.
+	Text string `json:"text,omitempty"`
+	// Usage is the call's usage.
+	Usage UsageRecord `json:"usage"`
+	// CostUSD is the call's price.
+	CostUSD float64 `json:"cost_usd"`
+	// ToolCalls are the calls the model asked for, with their observations,
+	// in the model's order.
+	ToolCalls []ToolCallRecord `json:"tool_calls,omitempty"`
+}
+
+// ToolCallRecord is one tool call and its observation.
+type ToolCallRecord struct {
+	// ID is the model's id for the call.
+	ID string `json:"id"`
+	// Name is the tool called.
+	Name string `json:"name"`
+	// Arguments is the arguments as run (edited ones after an approval
+	// with edits).
+	Arguments string `json:"arguments"`
+	// Done is true once the call has its observation.
+	Done bool `json:"done,omitempty"`
+	// Observation is what the model was told.
+	Observation string `json:"observation,omitempty"`
+	// ErrorKind classifies a failed call; empty on success.
+	ErrorKind ErrorKind `json:"error_kind,omitempty"`
+	// Approval is the human decision on the call, when it needed one.
+	Approval *ApprovalRecord `json:"approval,omitempty"`
+	// Delegate is the delegated run, for a delegate_to_ call.
+	Delegate *DelegateRecord `json:"delegate,omitempty"`
+}
+
+// ErrorKind classifies a tool call that did not produce a normal
+// observation. The model is told the error as the observation; the kind is
+// for callers and tests.
+type ErrorKind string
+
+// The error kinds of tool calls.
+const (
+	// KindUnknownTool is a call of a tool the agent does not offer.
+	KindUnknownTool ErrorKind = "unknown_tool"
+	// KindInvalidArguments is a call whose arguments do not match the
+	// tool's schema, or are not JSON.
+	KindInvalidArguments ErrorKind = "invalid_arguments"
+	// KindTimeout is a call that ran out of its tool's timeout.
+	KindTimeout ErrorKind = "timeout"
+	// KindToolFailed is a call whose implementation returned an error or
+	// panicked.
+	KindToolFailed ErrorKind = "tool_error"
+	// KindRejected is a call a human rejected.
+	KindRejected ErrorKind = "rejected"
+	// KindReentry is a transfer or delegation to an agent on the path.
+	KindReentry ErrorKind = "reentry"
+	// KindDelegationLimit is a delegation beyond the depth or count bound.
+	KindDelegationLimit ErrorKind = "delegation_limit"
+	// KindDelegateFailed is a delegated run that ended without an answer.
+	KindDelegateFailed ErrorKind = "delegate_failed"
+	// KindNotRun is a call after a transfer in the same answer: the
+	// conversation had already moved on.
+	KindNotRun ErrorKind = "not_run"
+)
+
+// ApprovalRecord is a human decision on a call.
+type ApprovalRecord struct {
+	// Approved says whether the call may run.
+	Approved bool `json:"approved"`
+	// Feedback is the human's note, shown to the model on rejection.
+	Feedback string `json:"feedback,omitempty"`
+	// OriginalArguments holds the model's arguments when the human edited
+	// them.
+	OriginalArguments string `json:"original_arguments,omitempty"`
+}
+
+// DelegateRecord is the run of a delegated agent.
+type DelegateRecord struct {
+	// Agent is the delegated agent (the last one, if it transferred).
+	Agent string `json:"agent"`
+	// Status is how the delegated run ended.
+	Status Status `json:"status"`
+	// Steps are its steps.
+	Steps []StepRecord `json:"steps"`
+	// Usage is its usage.
+	Usage UsageRecord `json:"usage"`
+	// CostUSD is its cost.
+	CostUSD float64 `json:"cost_usd"`
+}
+
+// MarshalCheckpoint encodes a checkpoint as JSON.
+func MarshalCheckpoint(cp Checkpoint) ([]byte, error) {
+	return json.Marshal(cp)
+}
+
+// UnmarshalCheckpoint decodes a checkpoint from JSON, refusing a version
+// this runtime does not read and a checkpoint without a run id or agent.
+func UnmarshalCheckpoint(data []byte) (Checkpoint, error) {
+	var cp Checkpoint
+	if err := json.Unmarshal(data, &cp); err != nil {
+		return Checkpoint{}, fmt.Errorf("decode checkpoint: %w", err)
+	}
+	if err := cp.check(); err != nil {
+		return Checkpoint{}, err
+	}
+	return cp, nil
+}
+
+// check refuses a checkpoint that cannot be resumed whatever the runtime.
+func (cp *Checkpoint) check() error {
+	if cp.Version != CheckpointVersion {
+		return &CheckpointVersionError{Got: cp.Version, Want: CheckpointVersion}
+	}
+	switch {
+	case cp.RunID == "":
+		return fmt.Errorf("checkpoint has no run id")
+	case cp.Agent == "":
+		return fmt.Errorf("checkpoint of run %s has no agent", cp.RunID)
+	case cp.Alias == "":
+		return fmt.Errorf("checkpoint of run %s has no alias", cp.RunID)
+	case len(cp.Path) == 0 || cp.Path[len(cp.Path)-1] != cp.Agent:
+		return fmt.Errorf("checkpoint of run %s: path %v does not end with agent %q", cp.RunID, cp.Path, cp.Agent)
+	}
+	if p := cp.Pending; p != nil && (p.Next < 0 || p.Next > len(p.Step.ToolCalls)) {
+		return fmt.Errorf("checkpoint of run %s: pending call %d out of range", cp.RunID, p.Next)
+	}
+	return nil
+}
+
+func saveMessage(m gateway.Message) SavedMessage {
+	s := SavedMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+	if len(m.ToolCalls) > 0 {
+		s.ToolCalls = make([]SavedToolCall, len(m.ToolCalls))
+		for i, c := range m.ToolCalls {
+			s.ToolCalls[i] = SavedToolCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)}
+		}
+	}
+	return s
+}
+
+func loadMessage(s SavedMessage) gateway.Message {
+	m := gateway.Message{Role: s.Role, Content: s.Content, ToolCallID: s.ToolCallID, Name: s.Name}
+	if len(s.ToolCalls) > 0 {
+		m.ToolCalls = make([]gateway.ToolCall, len(s.ToolCalls))
+		for i, c := range s.ToolCalls {
+			m.ToolCalls[i] = gateway.ToolCall{ID: c.ID, Name: c.Name, Arguments: json.RawMessage(c.Arguments)}
+		}
+	}
+	return m
+}

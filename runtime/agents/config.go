@@ -1,0 +1,237 @@
+package agents
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/aidgen/aid/runtime/gateway"
+)
+
+// Effects says whether a tool only reads or also changes the world. It
+// decides whether calls may run concurrently and whether an interrupted call
+// may be re-run after a crash.
+type Effects string
+
+// The tool effects.
+const (
+	// EffectsRead is a tool without side effects; the default.
+	EffectsRead Effects = "read"
+	// EffectsWrite is a tool that changes something outside the run.
+	EffectsWrite Effects = "write"
+)
+
+// Approval says whether a human must approve each call of a tool.
+type Approval string
+
+// The approval policies.
+const (
+	// ApprovalNever runs calls without asking; the default.
+	ApprovalNever Approval = "never"
+	// ApprovalAlways pauses the run before each call until Resume brings a
+	// decision.
+	ApprovalAlways Approval = "always"
+)
+
+// OnBudgetExhausted says what a budget breach does to an agent's run.
+type OnBudgetExhausted string
+
+// The budget breach policies.
+const (
+	// BudgetFail stops the run with status budget_exceeded; the default.
+	BudgetFail OnBudgetExhausted = "fail"
+	// BudgetDegrade steps exactly one rung down the agent's ladder and tries
+	// the same call once more; a second breach stops the run.
+	BudgetDegrade OnBudgetExhausted = "degrade"
+)
+
+// Reserved tool name prefixes: the model sees handoffs, delegates and
+// retrievers as tools with these prefixes, so declared tools may not use
+// them.
+const (
+	// TransferPrefix names a handoff tool: transfer_to_<agent>.
+	TransferPrefix = "transfer_to_"
+	// DelegatePrefix names a delegation tool: delegate_to_<agent>.
+	DelegatePrefix = "delegate_to_"
+	// SearchPrefix names a retriever tool: search_<retriever>.
+	SearchPrefix = "search_"
+)
+
+// Defaults applied to zero fields of Config, Agent and Tool.
+const (
+	// DefaultMaxSteps bounds an agent's model calls, as in the schema.
+	DefaultMaxSteps = 8
+	// DefaultToolTimeout bounds one tool call, as in the schema.
+	DefaultToolTimeout = 30 * time.Second
+	// DefaultMaxParallelTools bounds concurrent read calls of one answer.
+	DefaultMaxParallelTools = 4
+	// DefaultMaxDelegationDepth bounds how deep delegations nest.
+	DefaultMaxDelegationDepth = 2
+	// DefaultMaxDelegations bounds the delegations of one run.
+	DefaultMaxDelegations = 8
+	// DefaultMemoryTokenBudget bounds injected user or global memory, as
+	// in the schema.
+	DefaultMemoryTokenBudget = 1000
+)
+
+// Config is everything a Runtime is built from: the IR-free description of
+// an application's agents and tools. Teams that do not use the IR fill it by
+// hand, like gateway.Config; aidgen and generated services fill it from an
+// app file.
+type Config struct {
+	// Gateway is the door to the models; required.
+	Gateway *gateway.Gateway
+	// Agents are the agents runs may start with or reach.
+	Agents []Agent
+	// Tools declares the tools agents may call.
+	Tools []Tool
+	// Implementations holds the code behind each tool, by tool name. Every
+	// tool an agent offers must have one, or New fails naming it.
+	Implementations map[string]Implementation
+	// Budgets are the budgets the gateway was built with (the same
+	// values as gateway.Config.Budgets); the runtime reads their scopes to
+	// pick each call's scope key: the run id, the thread id, or none.
+	Budgets []gateway.Budget
+	// MemoryStores holds user and global memory, by the store name agents'
+	// Memory refers to.
+	MemoryStores map[string]MemoryStore
+	// Store keeps runs, checkpoints and tool-call records; nil means a new
+	// InMemoryStore.
+	Store Store
+	// Tracer receives invoke_agent and execute_tool spans; nil means no
+	// tracing. Give the gateway the same tracer provider, so that its chat
+	// spans nest under the agent's.
+	Tracer trace.Tracer
+	// Logger receives pauses, interrupted calls and store failures; nil
+	// means no logging.
+	Logger *slog.Logger
+	// MaxParallelTools bounds how many read-only calls of one model
+	// answer run at once; zero means DefaultMaxParallelTools.
+	MaxParallelTools int
+	// MaxDelegationDepth bounds how deep delegations nest; zero means
+	// DefaultMaxDelegationDepth.
+	MaxDelegationDepth int
+	// MaxDelegations bounds the delegations of one run, nested ones
+	// included; zero means DefaultMaxDelegations.
+	MaxDelegations int
+}
+
+// Agent is one model-driven loop.
+type Agent struct {
+	// Name identifies the agent in runs, paths, spans and tool names.
+	Name string
+	// Description tells agents that hand off or delegate to this one what
+	// it does.
+	Description string
+	// Model is the alias the agent starts on.
+	Model string
+	// Ladder lists aliases from most to least capable, containing Model;
+	// degrading steps one rung down it.
+	Ladder []string
+	// OnBudgetExhausted says what a budget breach does; empty means
+	// BudgetFail.
+	OnBudgetExhausted OnBudgetExhausted
+	// Instructions is the system prompt.
+	Instructions string
+	// Tools names the declared tools the agent may call.
+	Tools []string
+	// Handoffs names agents the conversation may be transferred to.
+	Handoffs []string
+	// Delegates names agents this one may call as a tool, in an isolated
+	// context.
+	Delegates []string
+	// Retrievers names retrievers the agent may search. Retrieval tools are
+	// not built yet: a non-empty list is a *gateway.DeferredError at New.
+	Retrievers []string
+	// MaxSteps bounds the agent's model calls in one run; zero means
+	// DefaultMaxSteps.
+	MaxSteps int
+	// Budget names the budget (in Config.Budgets) the agent's calls are
+	// charged to; empty means unbudgeted.
+	Budget string
+	// Fallbacks are aliases the gateway tries, in order, when the agent's
+	// current alias fails with a provider error (gateway.WithFallbacks).
+	Fallbacks []string
+	// Memory says which memory scopes the agent uses; nil means the whole
+	// thread, untrimmed, and no stored memory.
+	Memory *Memory
+	// Output is a JSON Schema the final answer must satisfy; nil means free
+	// text.
+	Output json.RawMessage
+	// Temperature, when set, is the sampling temperature.
+	Temperature *float64
+}
+
+// Memory configures an agent's memory scopes.
+type Memory struct {
+	// ThreadTokenBudget is the most tokens of conversation sent to the
+	// model (gateway.EstimateInputTokens); the oldest complete turns are
+	// dropped first. Zero sends the whole thread.
+	ThreadTokenBudget int
+	// User is memory about the run's user, across threads.
+	User *StoredMemory
+	// Global is memory shared by every user.
+	Global *StoredMemory
+}
+
+// StoredMemory is a memory scope kept in a MemoryStore.
+type StoredMemory struct {
+	// Store names the store in Config.MemoryStores.
+	Store string
+	// TokenBudget is the most tokens of this memory injected into a
+	// request; zero means DefaultMemoryTokenBudget.
+	TokenBudget int
+}
+
+// Tool declares a tool: what the model sees, and how the runtime treats its
+// calls. The code behind it is an Implementation registered by name.
+type Tool struct {
+	// Name is what the model calls and what the implementation is
+	// registered under.
+	Name string
+	// Description tells the model when to call the tool.
+	Description string
+	// Input is the JSON Schema of the arguments, an object; nil means no
+	// arguments. Arguments are validated against it before every call.
+	Input json.RawMessage
+	// Effects says whether the tool only reads; empty means EffectsRead.
+	Effects Effects
+	// Approval says whether each call needs a human decision; empty means
+	// ApprovalNever.
+	Approval Approval
+	// Timeout bounds one call; zero means DefaultToolTimeout.
+	Timeout time.Duration
+}
+
+// isReserved reports whether name uses a prefix the runtime gives its own
+// tools.
+func isReserved(name string) bool {
+	return strings.HasPrefix(name, TransferPrefix) || strings.HasPrefix(name, DelegatePrefix) || strings.HasPrefix(name, SearchPrefix)
+}
+
+func (t Tool) validate() error {
+	if t.Name == "" {
+		return fmt.Errorf("a tool has no name")
+	}
+	if isReserved(t.Name) {
+		return fmt.Errorf("tool %q: names starting with %q, %q or %q are reserved for handoffs, delegates and retrievers", t.Name, TransferPrefix, DelegatePrefix, SearchPrefix)
+	}
+	switch t.Effects {
+	case "", EffectsRead, EffectsWrite:
+	default:
+		return fmt.Errorf("tool %q: effects %q is not %q or %q", t.Name, t.Effects, EffectsRead, EffectsWrite)
+	}
+	switch t.Approval {
+	case "", ApprovalNever, ApprovalAlways:
+	default:
+		return fmt.Errorf("tool %q: approval %q is not %q or %q", t.Name, t.Approval, ApprovalNever, ApprovalAlways)
+	}
+	if t.Timeout < 0 {
+		return fmt.Errorf("tool %q: negative timeout %v", t.Name, t.Timeout)
+	}
+	return nil
+}

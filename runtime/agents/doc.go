@@ -1,0 +1,91 @@
+// Package agents runs agents: model-driven loops that call tools, hand
+// conversations to each other, delegate tasks, pause for human approval and
+// survive a crash, all through the gateway, so that pinning, budgets,
+// fallbacks and tracing apply to every model call.
+//
+// A Runtime is built once from a Config, the IR-free description of the
+// agents and tools (aidgen and generated services fill it from an app file;
+// teams without the IR fill it by hand, like gateway.Config). New checks
+// everything it can before any run: every tool an agent offers has an
+// Implementation (*MissingToolImplementationError otherwise), every alias
+// resolves and can serve tools or JSON output, every schema compiles. A
+// feature that is not built (retrievers, approval inside a delegated run) is
+// a *gateway.DeferredError at New, never an approximation.
+//
+// # The loop
+//
+// Run(ctx, agent, input, opts) calls the agent's current alias with its
+// instructions, its memory and the thread; the model answers with text (the
+// final answer) or tool calls. Each call's arguments are validated against
+// the tool's JSON Schema; invalid arguments, unknown tools, timeouts, tool
+// errors and panics become error observations the model reads and can act
+// on, never a crash. Several calls in one answer run concurrently when all
+// are read-only tools (at most Config.MaxParallelTools at a time); otherwise
+// one at a time; either way observations return in call order. The loop
+// ends with a final answer (completed), the agent's MaxSteps (max_steps,
+// *MaxStepsError), a budget breach (budget_exceeded, *BudgetExceededError
+// wrapping the gateway's), a pause (paused, with a Checkpoint) or a failure
+// (failed). A RunResult always carries the steps taken: the alias that
+// answered, the rung it degraded from, the model call and every tool call
+// with its observation.
+//
+// # Transfer and delegate
+//
+// An agent's handoffs and delegates are offered to the model as tools named
+// transfer_to_<agent> and delegate_to_<agent> (declared tools may not use
+// these prefixes, nor search_). A transfer hands the conversation to the
+// target for good: the result's Agent is the target and Path grows. A
+// delegation runs the target in an isolated [system, user] context and
+// returns its answer as one observation: Agent and Path stay the caller's.
+// Both refuse to re-enter an agent already on the path (an error
+// observation); delegations are bounded in depth and number.
+//
+// # Budgets and degrade
+//
+// An agent's calls are charged to its budget under the key its scope names:
+// the run id (run), the thread id (thread; a run without a thread is its own
+// thread) or none (global). On a breach an agent with OnBudgetExhausted
+// degrade steps exactly one rung down its ladder, once, and tries the same
+// call again; the step records DegradedFrom and a resumed run stays on that
+// rung. A second breach stops the run.
+//
+// # Approval, checkpoints and crashes
+//
+// A call of a tool with ApprovalAlways pauses the run: the result holds a
+// Checkpoint (completed steps, the pending call, the current alias; JSON
+// with a version) and the store holds the run. Resume (by run id) or
+// ResumeFrom (a checkpoint, in a process whose store may not know the run)
+// continues with a Decision: approve, possibly with edited arguments, or
+// reject with feedback the model reads. A run may pause again.
+//
+// Every tool call is recorded in the Store before it runs and gets exactly
+// one result after. The step is checkpointed before its calls, so Recover
+// can continue a run whose process died: a call with a result is not run
+// again, an interrupted read is re-run, and an interrupted write is never
+// re-run silently: the run pauses (reason interrupted) for a decision. Run
+// records are versioned, so two resumes of one pause cannot both proceed.
+// InMemoryStore is the default; package agentstoretest is the contract every
+// Store and MemoryStore passes.
+//
+// # Memory
+//
+// The thread is the conversation: it lives in the checkpoint, never in a
+// store, and is trimmed per request to Memory.ThreadTokenBudget by dropping
+// the oldest whole turns (a tool call never loses its result), estimated
+// with the gateway's heuristic. User and global memory are read from a
+// MemoryStore at every call and rendered as one extra system message after
+// the instructions, so the injection is visible in the request.
+//
+// # Structured output and tracing
+//
+// An agent with an Output schema asks for JSON, validates the answer, gives
+// the model one repair attempt, then fails with *OutputValidationError.
+// With Config.Tracer set, each agent's part of a run is an
+// "invoke_agent {name}" span and each call an "execute_tool {tool}" span
+// (OpenTelemetry GenAI conventions); the gateway's chat spans are their
+// children; a pause is an aid.run.paused event.
+//
+// What it is not: it does not read the IR (the runtime never imports ir or
+// CUE), it is not a model client (see runtime/gateway), and it does not
+// serve HTTP.
+package agents

@@ -1,0 +1,234 @@
+package agents
+
+import (
+	"fmt"
+	"strings"
+)
+
+// UnknownAgentError reports a run, resume or reference naming an agent the
+// runtime was not built with.
+type UnknownAgentError struct {
+	// Agent is the name asked for.
+	Agent string
+	// Known lists the configured agents, sorted.
+	Known []string
+}
+
+// Error implements error.
+func (e *UnknownAgentError) Error() string {
+	return fmt.Sprintf("unknown agent %q (known: %s)", e.Agent, strings.Join(e.Known, ", "))
+}
+
+// MissingToolImplementationError reports, at construction, a tool an agent
+// may call that has no implementation. It is raised by New so that a run
+// never discovers a missing tool half-way through.
+type MissingToolImplementationError struct {
+	// Tool is the tool without an implementation.
+	Tool string
+	// Agents lists the agents that offer it, sorted.
+	Agents []string
+}
+
+// Error implements error.
+func (e *MissingToolImplementationError) Error() string {
+	return fmt.Sprintf("tool %q (used by agent %s) has no implementation; register one in Config.Implementations", e.Tool, strings.Join(e.Agents, ", "))
+}
+
+// BudgetExceededError reports a run stopped by a budget breach. It wraps the
+// gateway's error, so errors.As also finds the *gateway.BudgetExceededError
+// with the budget, dimension and figures.
+type BudgetExceededError struct {
+	// RunID is the run stopped.
+	RunID string
+	// Agent is the agent whose model call was refused.
+	Agent string
+	// Alias is the alias of the refused call (the lower rung when the agent
+	// degraded first).
+	Alias string
+	// DegradedFrom is the rung the agent stepped down from before the
+	// refusal, empty when it did not degrade.
+	DegradedFrom string
+	// Err is the gateway's error.
+	Err error
+}
+
+// Error implements error.
+func (e *BudgetExceededError) Error() string {
+	if e.DegradedFrom != "" {
+		return fmt.Sprintf("run %s: agent %q: budget exceeded on %q after degrading from %q: %v", e.RunID, e.Agent, e.Alias, e.DegradedFrom, e.Err)
+	}
+	return fmt.Sprintf("run %s: agent %q: budget exceeded on %q: %v", e.RunID, e.Agent, e.Alias, e.Err)
+}
+
+// Unwrap returns the gateway's error.
+func (e *BudgetExceededError) Unwrap() error { return e.Err }
+
+// MaxStepsError reports a run whose agent used all its model calls without
+// reaching a final answer.
+type MaxStepsError struct {
+	// RunID is the run stopped.
+	RunID string
+	// Agent is the agent that ran out of steps.
+	Agent string
+	// MaxSteps is its bound.
+	MaxSteps int
+}
+
+// Error implements error.
+func (e *MaxStepsError) Error() string {
+	return fmt.Sprintf("run %s: agent %q reached its %d steps without a final answer", e.RunID, e.Agent, e.MaxSteps)
+}
+
+// OutputValidationError reports a final answer that does not match the
+// agent's output schema, even after the one repair attempt.
+type OutputValidationError struct {
+	// Agent is the agent whose answer failed.
+	Agent string
+	// Answer is the last answer received.
+	Answer string
+	// Err says why it does not match.
+	Err error
+}
+
+// Error implements error.
+func (e *OutputValidationError) Error() string {
+	return fmt.Sprintf("agent %q: answer does not match the output schema after one repair attempt: %v", e.Agent, e.Err)
+}
+
+// Unwrap returns the validation error.
+func (e *OutputValidationError) Unwrap() error { return e.Err }
+
+// RunNotFoundError reports a run id the store does not hold.
+type RunNotFoundError struct {
+	// RunID is the id asked for.
+	RunID string
+}
+
+// Error implements error.
+func (e *RunNotFoundError) Error() string { return fmt.Sprintf("run %q not found", e.RunID) }
+
+// NotPausedError reports a Resume of a run that is not waiting for a
+// decision (it completed, failed, is running, or was already resumed), or a
+// Recover of a run that is not interrupted.
+type NotPausedError struct {
+	// RunID is the run.
+	RunID string
+	// Status is its status in the store.
+	Status Status
+	// Want is the status the operation needs.
+	Want Status
+}
+
+// Error implements error.
+func (e *NotPausedError) Error() string {
+	return fmt.Sprintf("run %s is %s, not %s", e.RunID, e.Status, e.Want)
+}
+
+// ConflictError reports a write to a run record that another writer changed
+// first: two processes resumed the same run, or a run presumed dead is still
+// alive. The loser stops; the record is never overwritten blindly.
+type ConflictError struct {
+	// RunID is the run.
+	RunID string
+	// Version is the version the writer expected.
+	Version int64
+	// Stored is the version the store holds.
+	Stored int64
+}
+
+// Error implements error.
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("run %s: record changed concurrently (expected version %d, stored %d)", e.RunID, e.Version, e.Stored)
+}
+
+// RunExistsError reports CreateRun of a run id the store already holds.
+type RunExistsError struct {
+	// RunID is the run.
+	RunID string
+}
+
+// Error implements error.
+func (e *RunExistsError) Error() string { return fmt.Sprintf("run %q already exists", e.RunID) }
+
+// CallExistsError reports RecordCall of a call key already recorded for the
+// run: a call is recorded once.
+type CallExistsError struct {
+	// RunID is the run.
+	RunID string
+	// Key is the call key.
+	Key string
+}
+
+// Error implements error.
+func (e *CallExistsError) Error() string {
+	return fmt.Sprintf("run %s: tool call %s is already recorded", e.RunID, e.Key)
+}
+
+// CallNotFoundError reports a call key the store has not recorded.
+type CallNotFoundError struct {
+	// RunID is the run.
+	RunID string
+	// Key is the call key.
+	Key string
+}
+
+// Error implements error.
+func (e *CallNotFoundError) Error() string {
+	return fmt.Sprintf("run %s: tool call %s is not recorded", e.RunID, e.Key)
+}
+
+// CallFinishedError reports a second result for a tool call: each recorded
+// call gets exactly one.
+type CallFinishedError struct {
+	// RunID is the run.
+	RunID string
+	// Key is the call key.
+	Key string
+}
+
+// Error implements error.
+func (e *CallFinishedError) Error() string {
+	return fmt.Sprintf("run %s: tool call %s already has a result", e.RunID, e.Key)
+}
+
+// ReentryError is the error a transfer or delegation gets when its target is
+// already on the run's path. The model receives it as an observation; the
+// run goes on.
+type ReentryError struct {
+	// Target is the agent asked for.
+	Target string
+	// Path is the path at the time.
+	Path []string
+}
+
+// Error implements error.
+func (e *ReentryError) Error() string {
+	return fmt.Sprintf("agent %q is already on the path %s and cannot be re-entered", e.Target, strings.Join(e.Path, " > "))
+}
+
+// CheckpointVersionError reports a checkpoint written by an incompatible
+// version of the runtime.
+type CheckpointVersionError struct {
+	// Got is the checkpoint's version.
+	Got int
+	// Want is the version this runtime reads.
+	Want int
+}
+
+// Error implements error.
+func (e *CheckpointVersionError) Error() string {
+	return fmt.Sprintf("checkpoint version %d is not supported (this runtime reads version %d)", e.Got, e.Want)
+}
+
+// StaleCheckpointError reports ResumeFrom with a checkpoint older than the
+// one the store holds for the same run: resuming it would replay decided
+// work.
+type StaleCheckpointError struct {
+	// RunID is the run.
+	RunID string
+}
+
+// Error implements error.
+func (e *StaleCheckpointError) Error() string {
+	return fmt.Sprintf("run %s: the checkpoint given is not the one the store holds; resume by run id", e.RunID)
+}

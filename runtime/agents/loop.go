@@ -1,0 +1,551 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/aidgen/aid/runtime/gateway"
+)
+
+// runState is a run in flight. A top-level run owns its state alone; the
+// only concurrent access is the parallel execution of read calls, each of
+// which writes its own ToolCallRecord.
+type runState struct {
+	id, rootID     string
+	sub            bool // a delegated run: not stored, cannot pause
+	depth          int
+	agent          *agentDef
+	path           []string
+	alias          string
+	degraded       bool
+	threadID       string
+	userID         string
+	msgs           []gateway.Message
+	saved          []SavedMessage    // msgs as checkpointed, kept in step
+	req            []gateway.Message // reqAgent's system message and msgs, kept in step
+	reqAgent       *agentDef
+	steps          []StepRecord
+	agentSteps     int
+	delegations    *int // the top-level run's ownDelegations, shared with delegated runs
+	ownDelegations int
+	pathBuf        [2]string // the path's first elements, without an allocation
+	repaired       bool
+	usage          UsageRecord
+	cost           float64
+	pending        *Pending
+	version        int64
+	answer         string
+}
+
+func (st *runState) appendMsg(m gateway.Message) {
+	st.msgs = append(st.msgs, m)
+	if st.reqAgent != nil {
+		st.req = append(st.req, m)
+	}
+	if !st.sub {
+		st.saved = append(st.saved, saveMessage(m))
+	}
+}
+
+// checkpoint snapshots the state. Saved slices are capped, so later appends
+// never write into what a store holds.
+func (st *runState) checkpoint() Checkpoint {
+	cp := Checkpoint{
+		Version: CheckpointVersion, RunID: st.id, Agent: st.agent.spec.Name,
+		Path: slices.Clip(st.path), Alias: st.alias, Degraded: st.degraded,
+		ThreadID: st.threadID, UserID: st.userID,
+		Messages: slices.Clip(st.saved), Steps: slices.Clip(st.steps),
+		AgentSteps: st.agentSteps, Delegations: *st.delegations, Repaired: st.repaired,
+		Usage: st.usage, CostUSD: st.cost,
+	}
+	if st.pending != nil {
+		p := *st.pending
+		p.Step.ToolCalls = slices.Clone(p.Step.ToolCalls)
+		cp.Pending = &p
+	}
+	return cp
+}
+
+// callKey is a call's key in the store: step number and position.
+func callKey(step, i int) string {
+	return strconv.Itoa(step) + "." + strconv.Itoa(i)
+}
+
+func (c *ToolCallRecord) observe(obs string, kind ErrorKind) {
+	c.Observation, c.ErrorKind, c.Done = obs, kind, true
+}
+
+// drive runs the loop from st until the run ends or pauses.
+func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
+	actx, span := r.startAgentSpan(ctx, st)
+	for {
+		if st.pending != nil {
+			paused, target, err := r.runCalls(actx, st, span)
+			switch {
+			case err != nil:
+				return r.finish(ctx, st, span, statusOf(err), err)
+			case paused:
+				return r.finish(ctx, st, span, StatusPaused, nil)
+			case target != nil:
+				if span.IsRecording() {
+					span.SetAttributes(AttrTransferredTo.String(target.spec.Name))
+				}
+				span.End()
+				st.agent = target
+				st.path = append(st.path, target.spec.Name)
+				st.alias, st.degraded, st.agentSteps, st.repaired = target.spec.Model, false, 0, false
+				actx, span = r.startAgentSpan(ctx, st)
+			}
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return r.finish(ctx, st, span, StatusFailed, fmt.Errorf("run %s: %w", st.id, err))
+		}
+		if st.agentSteps >= st.agent.maxSteps {
+			return r.finish(ctx, st, span, StatusMaxSteps, &MaxStepsError{RunID: st.id, Agent: st.agent.spec.Name, MaxSteps: st.agent.maxSteps})
+		}
+		req, err := r.request(actx, st)
+		if err != nil {
+			return r.finish(ctx, st, span, StatusFailed, err)
+		}
+		requested := st.alias
+		res, from, err := r.callModel(actx, st, req)
+		if err != nil {
+			var be *gateway.BudgetExceededError
+			if errors.As(err, &be) {
+				return r.finish(ctx, st, span, StatusBudgetExceeded, &BudgetExceededError{RunID: st.id, Agent: st.agent.spec.Name, Alias: st.alias, DegradedFrom: from, Err: err})
+			}
+			return r.finish(ctx, st, span, StatusFailed, fmt.Errorf("run %s: agent %q: model call: %w", st.id, st.agent.spec.Name, err))
+		}
+		if from != "" {
+			requested = st.alias
+		}
+		st.agentSteps++
+		u := usageRecord(res.Usage)
+		st.usage = st.usage.add(u)
+		st.cost += res.CostUSD
+		step := StepRecord{
+			Number: len(st.steps) + 1, Agent: st.agent.spec.Name, Alias: res.Alias, Requested: requested,
+			Model: res.Model, DegradedFrom: from, Text: res.Text, Usage: u, CostUSD: res.CostUSD,
+		}
+		st.appendMsg(gateway.Message{Role: gateway.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
+		if len(res.ToolCalls) == 0 {
+			st.steps = append(st.steps, step)
+			if out := st.agent.output; out != nil {
+				if verr := validateJSON(out, []byte(res.Text)); verr != nil {
+					if !st.repaired && st.agentSteps < st.agent.maxSteps {
+						st.repaired = true
+						st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: repairPrompt(verr)})
+						continue
+					}
+					return r.finish(ctx, st, span, StatusFailed, &OutputValidationError{Agent: st.agent.spec.Name, Answer: res.Text, Err: verr})
+				}
+			}
+			st.answer = res.Text
+			return r.finish(ctx, st, span, StatusCompleted, nil)
+		}
+		step.ToolCalls = make([]ToolCallRecord, len(res.ToolCalls))
+		for i, c := range res.ToolCalls {
+			step.ToolCalls[i] = ToolCallRecord{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)}
+		}
+		st.pending = &Pending{Step: step}
+		// The step is checkpointed before any of its calls is recorded, so
+		// that a crash from here on can be recovered.
+		if err := r.save(ctx, st, StatusRunning); err != nil {
+			return r.finish(ctx, st, span, StatusFailed, err)
+		}
+	}
+}
+
+// statusOf maps a fatal error of the tool phase to the run's status.
+func statusOf(err error) Status {
+	var be *BudgetExceededError
+	if errors.As(err, &be) {
+		return StatusBudgetExceeded
+	}
+	return StatusFailed
+}
+
+func repairPrompt(err error) string {
+	return "Your answer does not match the required JSON schema: " + err.Error() + "\nAnswer again with only the corrected JSON document."
+}
+
+// request builds the model call of the current step: the agent's
+// instructions, stored memory as one extra system message, and the thread
+// trimmed to its budget.
+func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, error) {
+	d := st.agent
+	if d.spec.Memory == nil {
+		// No trimming and no injection: the request is the system message
+		// and the thread, kept up to date by appendMsg rather than copied at
+		// every step. The provider gets a clipped slice, so later appends
+		// never reach what it holds.
+		if st.reqAgent != d {
+			st.req = make([]gateway.Message, 0, len(st.msgs)+8)
+			if d.spec.Instructions != "" {
+				st.req = append(st.req, gateway.Message{Role: gateway.RoleSystem, Content: d.spec.Instructions})
+			}
+			st.req = append(st.req, st.msgs...)
+			st.reqAgent = d
+		}
+		return gateway.Request{Messages: slices.Clip(st.req), Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature}, nil
+	}
+	thread := trimThread(st.msgs, d.spec.Memory.ThreadTokenBudget)
+	msgs := make([]gateway.Message, 0, len(thread)+2)
+	if d.spec.Instructions != "" {
+		msgs = append(msgs, gateway.Message{Role: gateway.RoleSystem, Content: d.spec.Instructions})
+	}
+	if d.userMem != nil || d.globalMem != nil {
+		var user, global []MemoryEntry
+		var err error
+		if d.userMem != nil {
+			if st.userID == "" {
+				return gateway.Request{}, fmt.Errorf("run %s: agent %q has user memory but the run has no user id", st.id, d.spec.Name)
+			}
+			if user, err = d.userMem.Memories(ctx, MemoryUser, st.userID); err != nil {
+				return gateway.Request{}, fmt.Errorf("run %s: read user memory: %w", st.id, err)
+			}
+		}
+		if d.globalMem != nil {
+			if global, err = d.globalMem.Memories(ctx, MemoryGlobal, ""); err != nil {
+				return gateway.Request{}, fmt.Errorf("run %s: read global memory: %w", st.id, err)
+			}
+		}
+		if m, ok := renderMemory(user, global, d.userBudget, d.globalBudget); ok {
+			msgs = append(msgs, m)
+		}
+	}
+	msgs = append(msgs, thread...)
+	return gateway.Request{Messages: msgs, Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature}, nil
+}
+
+// callModel makes the step's model call. On a budget breach an agent that
+// degrades steps exactly one rung down its ladder, once per agent in a run,
+// and tries once more; it returns the rung it stepped down from.
+func (r *Runtime) callModel(ctx context.Context, st *runState, req gateway.Request) (gateway.Result, string, error) {
+	d := st.agent
+	opts := make([]gateway.CallOption, 0, 2)
+	if len(d.spec.Fallbacks) > 0 {
+		opts = append(opts, gateway.WithFallbacks(d.spec.Fallbacks...))
+	}
+	if d.budget != "" {
+		key := ""
+		switch d.budgetScope {
+		case gateway.ScopeRun:
+			key = st.rootID
+		case gateway.ScopeThread:
+			key = st.threadID
+			if key == "" {
+				key = st.rootID // a run without a thread is its own thread
+			}
+		}
+		opts = append(opts, gateway.WithBudget(d.budget, key))
+	}
+	res, err := r.gen.Generate(ctx, st.alias, req, opts...)
+	var be *gateway.BudgetExceededError
+	if err == nil || d.spec.OnBudgetExhausted != BudgetDegrade || st.degraded || !errors.As(err, &be) {
+		return res, "", err
+	}
+	i := slices.Index(d.spec.Ladder, st.alias)
+	if i < 0 || i == len(d.spec.Ladder)-1 {
+		return res, "", err
+	}
+	from := st.alias
+	st.alias, st.degraded = d.spec.Ladder[i+1], true
+	r.logger.InfoContext(ctx, "degrading after budget breach", "run", st.id, "agent", d.spec.Name, "from", from, "to", st.alias)
+	res, err = r.gen.Generate(ctx, st.alias, req, opts...)
+	return res, from, err
+}
+
+// runCalls runs the pending step's calls that have no observation yet. It
+// returns paused when a call waits for a decision, the target of a
+// transfer, or a fatal error (cancellation, a store failure, a budget
+// breach inside a delegated run).
+func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (paused bool, target *agentDef, err error) {
+	p := st.pending
+	calls := p.Step.ToolCalls
+	if p.Reason == "" && r.parallel(st.agent, calls) {
+		errs := make([]error, len(calls))
+		sem := make(chan struct{}, r.maxParallel)
+		var wg sync.WaitGroup
+		for i := range calls {
+			if calls[i].Done {
+				continue
+			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				_, errs[i] = r.execOne(ctx, st, p.Step.Number, i, &calls[i])
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return false, nil, err
+		}
+	} else {
+		for i := range calls {
+			c := &calls[i]
+			if c.Done {
+				continue
+			}
+			if target != nil {
+				c.observe(fmt.Sprintf("error: not run: the conversation was transferred to agent %q first", target.spec.Name), KindNotRun)
+				continue
+			}
+			t := st.agent.tools[c.Name]
+			needs := (t != nil && t.approval == ApprovalAlways) || (i == p.Next && p.Reason == PauseInterrupted)
+			if needs && c.Approval == nil {
+				if st.sub {
+					return false, nil, &gateway.DeferredError{Feature: "human decisions inside a delegated run"}
+				}
+				if p.Reason == "" {
+					p.Reason = PauseApproval
+				}
+				p.Next = i
+				if span.IsRecording() {
+					span.AddEvent("aid.run.paused", trace.WithAttributes(attrToolName(c.Name), attrToolCallID(c.ID), attrPauseReason(string(p.Reason))))
+				}
+				r.logger.InfoContext(ctx, "run paused", "run", st.id, "agent", st.agent.spec.Name, "tool", c.Name, "reason", p.Reason)
+				return true, nil, nil
+			}
+			tgt, err := r.execOne(ctx, st, p.Step.Number, i, c)
+			if err != nil {
+				return false, nil, err
+			}
+			if tgt != nil {
+				target = tgt
+			}
+		}
+	}
+	for i := range calls {
+		c := &calls[i]
+		st.appendMsg(gateway.Message{Role: gateway.RoleTool, Content: c.Observation, ToolCallID: c.ID, Name: c.Name})
+	}
+	st.steps = append(st.steps, p.Step)
+	st.pending = nil
+	return false, target, nil
+}
+
+// parallel reports whether a step's calls may run concurrently: more than
+// one, and every one a known read-only tool that needs no approval.
+func (r *Runtime) parallel(d *agentDef, calls []ToolCallRecord) bool {
+	if len(calls) < 2 || r.maxParallel < 2 {
+		return false
+	}
+	for _, c := range calls {
+		t := d.tools[c.Name]
+		if t == nil || t.kind != kindPlain || t.effects != EffectsRead || t.approval != ApprovalNever {
+			return false
+		}
+	}
+	return true
+}
+
+// execOne records a call, runs it and records its result, exactly once. A
+// call recorded earlier (recovery of an interrupted step) is not recorded
+// again; one that already has a result is not run again.
+func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *ToolCallRecord) (*agentDef, error) {
+	t := st.agent.tools[c.Name]
+	key := callKey(step, i)
+	tctx, span := r.startToolSpan(ctx, st, c)
+	defer span.End()
+	if !st.sub {
+		rec := CallRecord{RunID: st.id, Key: key, CallID: c.ID, Tool: c.Name, Effects: EffectsRead, Arguments: c.Arguments}
+		if t != nil {
+			rec.Effects = t.effects
+		}
+		err := r.store.RecordCall(ctx, rec)
+		var exists *CallExistsError
+		if errors.As(err, &exists) {
+			prev, lerr := r.store.Call(ctx, st.id, key)
+			if lerr != nil {
+				return nil, fmt.Errorf("run %s: read tool call %s: %w", st.id, key, lerr)
+			}
+			if prev.Result != nil {
+				c.observe(prev.Result.Observation, prev.Result.ErrorKind)
+				return nil, nil
+			}
+		} else if err != nil {
+			return nil, fmt.Errorf("run %s: record tool call %s: %w", st.id, key, err)
+		}
+	}
+	target, err := r.runTool(tctx, st, t, c)
+	if c.ErrorKind != "" {
+		endSpanToolError(span, c)
+	}
+	if err != nil {
+		// The run stops; the call still gets its one result.
+		c.observe("error: the run stopped during this call: "+err.Error(), KindToolFailed)
+	}
+	if !st.sub {
+		if ferr := r.store.FinishCall(context.WithoutCancel(ctx), st.id, key, CallResult{Observation: c.Observation, ErrorKind: c.ErrorKind}); ferr != nil {
+			return nil, errors.Join(err, fmt.Errorf("run %s: record result of tool call %s: %w", st.id, key, ferr))
+		}
+	}
+	return target, err
+}
+
+// runTool runs one call and sets its observation. Everything the model did
+// wrong, and every failure of the tool, becomes an error observation; only
+// the run's own end (cancellation, a budget breach in a delegated run) is an
+// error.
+func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, c *ToolCallRecord) (*agentDef, error) {
+	if c.Approval != nil && !c.Approval.Approved {
+		obs := "error: a human rejected this call"
+		if c.Approval.Feedback != "" {
+			obs += ": " + c.Approval.Feedback
+		}
+		c.observe(obs, KindRejected)
+		return nil, nil
+	}
+	if t == nil {
+		c.observe(fmt.Sprintf("error: unknown tool %q; available tools: %s", c.Name, strings.Join(toolNames(st.agent), ", ")), KindUnknownTool)
+		return nil, nil
+	}
+	args := json.RawMessage(c.Arguments)
+	if len(strings.TrimSpace(c.Arguments)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if err := validateJSON(t.schema, args); err != nil {
+		c.observe(fmt.Sprintf("error: invalid arguments for %s: %v", c.Name, err), KindInvalidArguments)
+		return nil, nil
+	}
+	switch t.kind {
+	case kindTransfer:
+		if slices.Contains(st.path, t.target.spec.Name) {
+			c.observe("error: "+(&ReentryError{Target: t.target.spec.Name, Path: st.path}).Error(), KindReentry)
+			return nil, nil
+		}
+		c.observe(fmt.Sprintf("Transferred the conversation to agent %q.", t.target.spec.Name), "")
+		return t.target, nil
+	case kindDelegate:
+		return nil, r.delegate(ctx, st, t.target, args, c)
+	}
+	tctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	tctx = context.WithValue(tctx, runInfoKey{}, &RunInfo{RunID: st.rootID, Agent: st.agent.spec.Name, ThreadID: st.threadID, UserID: st.userID, CallID: c.ID})
+	out, err := safeCall(tctx, t.impl, args)
+	switch {
+	case err == nil:
+		c.observe(out, "")
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("run %s: tool %s: %w", st.id, c.Name, ctx.Err())
+	case errors.Is(tctx.Err(), context.DeadlineExceeded):
+		c.observe(fmt.Sprintf("error: tool %s timed out after %v", c.Name, t.timeout), KindTimeout)
+	default:
+		c.observe(fmt.Sprintf("error: tool %s failed: %v", c.Name, err), KindToolFailed)
+	}
+	return nil, nil
+}
+
+// safeCall runs an implementation, turning a panic into an error.
+func safeCall(ctx context.Context, impl Implementation, args json.RawMessage) (out string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return impl.Call(ctx, args)
+}
+
+func toolNames(d *agentDef) []string {
+	out := make([]string, len(d.defs))
+	for i, def := range d.defs {
+		out[i] = def.Name
+	}
+	return out
+}
+
+// delegate runs target in an isolated [system, user] context and makes its
+// answer the call's observation. The caller's agent and path do not change.
+func (r *Runtime) delegate(ctx context.Context, st *runState, target *agentDef, args json.RawMessage, c *ToolCallRecord) error {
+	name := target.spec.Name
+	switch {
+	case slices.Contains(st.path, name):
+		c.observe("error: "+(&ReentryError{Target: name, Path: st.path}).Error(), KindReentry)
+		return nil
+	case st.depth+1 > r.maxDepth:
+		c.observe(fmt.Sprintf("error: cannot delegate to %q: delegations may nest at most %d deep", name, r.maxDepth), KindDelegationLimit)
+		return nil
+	case *st.delegations >= r.maxDeleg:
+		c.observe(fmt.Sprintf("error: cannot delegate to %q: the run has used its %d delegations", name, r.maxDeleg), KindDelegationLimit)
+		return nil
+	}
+	var in struct {
+		Input string `json:"input"`
+	}
+	if err := json.Unmarshal(args, &in); err != nil {
+		c.observe(fmt.Sprintf("error: invalid arguments for %s: %v", c.Name, err), KindInvalidArguments)
+		return nil
+	}
+	*st.delegations++
+	sub := &runState{
+		id: st.id, rootID: st.rootID, sub: true, depth: st.depth + 1, agent: target,
+		path: append(slices.Clone(st.path), name), alias: target.spec.Model,
+		threadID: st.threadID, userID: st.userID, delegations: st.delegations,
+	}
+	sub.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: in.Input})
+	res, err := r.drive(ctx, sub)
+	st.usage = st.usage.add(sub.usage)
+	st.cost += sub.cost
+	c.Delegate = &DelegateRecord{Agent: res.Agent, Status: res.Status, Steps: res.Steps, Usage: sub.usage, CostUSD: sub.cost}
+	switch {
+	case err == nil:
+		c.observe(res.Answer, "")
+		return nil
+	case res.Status == StatusBudgetExceeded || ctx.Err() != nil:
+		return err
+	default:
+		c.observe(fmt.Sprintf("error: agent %q could not complete the task: %v", name, err), KindDelegateFailed)
+		return nil
+	}
+}
+
+// save writes the run's record with status.
+func (r *Runtime) save(ctx context.Context, st *runState, status Status) error {
+	if st.sub {
+		return nil
+	}
+	rec, err := r.store.UpdateRun(context.WithoutCancel(ctx), RunRecord{RunID: st.id, Agent: st.agent.spec.Name, Status: status, Version: st.version, Checkpoint: st.checkpoint()})
+	if err != nil {
+		return fmt.Errorf("run %s: save %s run: %w", st.id, status, err)
+	}
+	st.version = rec.Version
+	return nil
+}
+
+// finish ends the agent span, saves the final record and builds the result.
+func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, status Status, err error) (RunResult, error) {
+	res := RunResult{
+		RunID: st.id, Agent: st.agent.spec.Name, Path: slices.Clone(st.path), Answer: st.answer,
+		Status: status, Steps: slices.Clip(st.steps), Usage: st.usage.Usage(), CostUSD: st.cost,
+		Messages: slices.Clip(st.msgs),
+	}
+	if status == StatusPaused {
+		cp := st.checkpoint()
+		res.Checkpoint = &cp
+	}
+	var conflict *ConflictError
+	if !errors.As(err, &conflict) {
+		// A run that lost its record to another writer leaves it alone.
+		if serr := r.save(ctx, st, status); serr != nil {
+			r.logger.ErrorContext(ctx, "saving the run's end failed", "run", st.id, "status", status, "err", serr)
+			err = errors.Join(err, serr)
+			if status == StatusPaused || status == StatusCompleted {
+				res.Status = StatusFailed
+			}
+		}
+	}
+	endAgentSpan(span, res.Status, err)
+	return res, err
+}

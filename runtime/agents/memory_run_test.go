@@ -1,0 +1,120 @@
+package agents_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
+)
+
+// TestMemoryInjectionIsVisible runs an agent with user and global memory
+// and a thread budget: the request carries one extra system message with
+// the memory, the history is trimmed to whole turns, and a tool writes
+// user memory that the next call sees.
+func TestMemoryInjectionIsVisible(t *testing.T) {
+	mem := agents.NewInMemoryMemory()
+	ctx := context.Background()
+	if _, err := mem.AddMemory(ctx, agents.MemoryGlobal, "", "refunds take 5 days"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.AddMemory(ctx, agents.MemoryUser, "u1", "prefers email"); err != nil {
+		t.Fatal(err)
+	}
+	fx := newFixture(t, fake.Config{Script: []fake.Step{calls(call("c", "remember", `{"fact":"order A-1 is late"}`)), answer("noted")}})
+	r := newRuntime(t, agents.Config{
+		Gateway:      fx.gw,
+		MemoryStores: map[string]agents.MemoryStore{"mem": mem},
+		Agents: []agents.Agent{{Name: "a", Model: "small", Instructions: "help", Tools: []string{"remember"},
+			Memory: &agents.Memory{ThreadTokenBudget: 60, User: &agents.StoredMemory{Store: "mem"}, Global: &agents.StoredMemory{Store: "mem"}}}},
+		Tools: []agents.Tool{{Name: "remember", Description: "d", Effects: agents.EffectsWrite,
+			Input: json.RawMessage(`{"type":"object","properties":{"fact":{"type":"string"}},"required":["fact"]}`)}},
+		Implementations: map[string]agents.Implementation{"remember": agents.Typed(func(ctx context.Context, in struct {
+			Fact string `json:"fact"`
+		}) (string, error) {
+			ri, _ := agents.RunInfoFromContext(ctx)
+			_, err := mem.AddMemory(ctx, agents.MemoryUser, ri.UserID, in.Fact)
+			return "remembered", err
+		})},
+	})
+	history := []gateway.Message{
+		{Role: gateway.RoleSystem, Content: "stale system message"},
+		{Role: gateway.RoleUser, Content: strings.Repeat("old question ", 20)},
+		{Role: gateway.RoleAssistant, Content: strings.Repeat("old answer ", 20)},
+	}
+	res := mustRun(t, r, "a", "my order is late", agents.RunOptions{UserID: "u1", History: history})
+	reqs := fx.fake.Requests()
+	first := reqs[0].Messages
+	if d := cmp.Diff([]string{"system", "system", "user"}, roles(first)); d != "" {
+		t.Fatalf("first request (-want +got):\n%s", d)
+	}
+	if first[0].Content != "help" || first[1].Content != "Memory about this user:\n- prefers email\n\nShared memory:\n- refunds take 5 days" {
+		t.Fatalf("system messages %q / %q", first[0].Content, first[1].Content)
+	}
+	if first[2].Content != "my order is late" {
+		t.Fatalf("the old turn was not trimmed: %q", first[2].Content)
+	}
+	if !strings.Contains(reqs[1].Messages[1].Content, "- order A-1 is late") {
+		t.Fatalf("the tool's memory write is not visible in the next call: %q", reqs[1].Messages[1].Content)
+	}
+	// The thread keeps everything (it is trimmed per request, not
+	// forgotten) except the stale system message.
+	if d := cmp.Diff([]string{"user", "assistant", "user", "assistant", "tool:c", "assistant"}, roles(res.Messages)); d != "" {
+		t.Fatalf("thread (-want +got):\n%s", d)
+	}
+	// Thread memory never reaches the memory store.
+	global, _ := mem.Memories(ctx, agents.MemoryGlobal, "")
+	user, _ := mem.Memories(ctx, agents.MemoryUser, "u1")
+	if len(global) != 1 || len(user) != 2 {
+		t.Fatalf("memory store holds %d global and %d user entries", len(global), len(user))
+	}
+	// User memory needs a user.
+	if _, err := r.Run(ctx, "a", "hi", agents.RunOptions{}); err == nil || !strings.Contains(err.Error(), "UserID is required") {
+		t.Fatalf("run without user: %v", err)
+	}
+}
+
+func TestStructuredOutput(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`)
+	for _, tt := range []struct {
+		name    string
+		script  []fake.Step
+		status  agents.Status
+		answer  string
+		calls   int
+		invalid bool
+	}{
+		{"valid at once", []fake.Step{answer(`{"city":"Paris"}`)}, agents.StatusCompleted, `{"city":"Paris"}`, 1, false},
+		{"repaired", []fake.Step{answer("Paris"), answer(`{"city":"Paris"}`)}, agents.StatusCompleted, `{"city":"Paris"}`, 2, false},
+		{"one repair only", []fake.Step{answer("Paris"), answer(`{"town":"Paris"}`), answer(`{"city":"Paris"}`)}, agents.StatusFailed, "", 2, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fx := newFixture(t, fake.Config{Script: tt.script})
+			r := newRuntime(t, agents.Config{Gateway: fx.gw, Agents: []agents.Agent{{Name: "a", Model: "small", Output: schema}}})
+			res, err := r.Run(context.Background(), "a", "capital of France?", agents.RunOptions{})
+			var ov *agents.OutputValidationError
+			if res.Status != tt.status || res.Answer != tt.answer || fx.fake.Calls() != tt.calls || errors.As(err, &ov) != tt.invalid {
+				t.Fatalf("status %s answer %q calls %d err %v", res.Status, res.Answer, fx.fake.Calls(), err)
+			}
+			reqs := fx.fake.Requests()
+			if rf := reqs[0].ResponseFormat; rf == nil || string(rf.Schema) != string(schema) {
+				t.Fatalf("response format %+v", rf)
+			}
+			if tt.calls == 2 {
+				repair := reqs[1].Messages[len(reqs[1].Messages)-1]
+				if repair.Role != gateway.RoleUser || !strings.Contains(repair.Content, "does not match the required JSON schema") {
+					t.Fatalf("repair message %+v", repair)
+				}
+			}
+			if tt.invalid && ov.Answer != `{"town":"Paris"}` {
+				t.Fatalf("error answer %q", ov.Answer)
+			}
+		})
+	}
+}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# test.sh — the one command that checks aid: formatting, vet, and every test with -race
-# against a real PostgreSQL with pgvector.
+# test.sh — the one command that checks aid: formatting, vet, staticcheck, and every test with
+# -race against a real PostgreSQL with pgvector.
 #
-#   bash scripts/test.sh                    # gofmt, go vet, go test -race -count=1 ./...
+#   bash scripts/test.sh                    # gofmt, go vet, staticcheck, go test -race -count=1 ./...
 #   bash scripts/test.sh -run X ./ir/       # extra arguments go to `go test`
 #
 # When arguments name no package (nothing starting with "."), ./... is added, so
@@ -13,7 +13,17 @@
 # scripts/postgres.sh, and stops it on exit, also after a failure or an interrupt.
 # It leaves CI as it finds it: with CI set, a test that needs the database fails instead of
 # skipping when it has none.
+#
+# staticcheck is pinned to STATICCHECK_VERSION below and installed with `go install` into
+# AID_TOOLS_BIN (default ~/.cache/aid/bin, so a staticcheck of another version on PATH is left
+# alone) when the binary there is missing, of another version, or built by another Go release
+# (a staticcheck built by an older Go cannot load code for a newer one). It is pinned here rather
+# than with a `tool` directive in go.mod because that would add honnef.co/go/tools and its
+# requirements to the module graph of everyone who imports the runtime, and it would raise
+# golang.org/x/net for the runtime itself (v0.60.0 to v0.61.0 when tried).
 set -euo pipefail
+
+STATICCHECK_VERSION=v0.8.2
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -41,6 +51,31 @@ done_phase
 
 phase "go vet ./..."
 go vet ./...
+done_phase
+
+# staticcheck_current reports whether the binary $1 is staticcheck $STATICCHECK_VERSION built by
+# the Go release in use.
+staticcheck_current() {
+	local info
+	info=$(go version -m "$1" 2>/dev/null) || return 1
+	[[ "$(head -n1 <<<"$info")" == *": $(go env GOVERSION)" ]] &&
+		grep -q $'^\tmod\thonnef.co/go/tools\t'"$STATICCHECK_VERSION"$'\t' <<<"$info"
+}
+tools_bin=${AID_TOOLS_BIN:-${XDG_CACHE_HOME:-${HOME:?HOME or AID_TOOLS_BIN must be set}/.cache}/aid/bin}
+staticcheck=$tools_bin/staticcheck
+if ! staticcheck_current "$staticcheck"; then
+	phase "go install honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+	mkdir -p "$tools_bin"
+	GOBIN=$tools_bin go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+	staticcheck_current "$staticcheck" || {
+		printf 'go install left no staticcheck %s at %s\n' "$STATICCHECK_VERSION" "$staticcheck" >&2
+		exit 1
+	}
+	done_phase
+fi
+
+phase "staticcheck ./... ($STATICCHECK_VERSION)"
+"$staticcheck" ./...
 done_phase
 
 if [[ -z "${AID_TEST_DATABASE_URL:-}" ]]; then

@@ -88,14 +88,25 @@ a markdown summary is appended to that file.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Unset, --runs and --concurrency mean the eval's own values;
+			// set, they must be usable, so a 0 is refused rather than
+			// quietly read as "unset".
+			for _, pf := range []struct {
+				name  string
+				value int
+			}{{"runs", f.runs}, {"concurrency", f.concurrency}} {
+				if cmd.Flags().Changed(pf.name) && pf.value < 1 {
+					return usageErr(fmt.Errorf("--%s must be at least 1, not %d; leave it out to use the eval's %s", pf.name, pf.value, pf.name))
+				}
+			}
 			f.seedSet = cmd.Flags().Changed("seed")
 			return runEval(cmd.Context(), s, args[0], f)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.evals, "eval", nil, "run only the named evals (repeatable or comma-separated)")
-	fl.IntVar(&f.runs, "runs", 0, "samples per case (default: the eval's runs)")
-	fl.IntVar(&f.concurrency, "concurrency", 0, "samples in flight (default: the eval's concurrency)")
+	fl.IntVar(&f.runs, "runs", 0, "samples per case, at least 1 (default: the eval's runs)")
+	fl.IntVar(&f.concurrency, "concurrency", 0, "samples in flight, at least 1 (default: the eval's concurrency)")
 	fl.BoolVar(&f.updateBaseline, "update-baseline", false, "write the baselines from this run instead of gating")
 	fl.StringVar(&f.note, "note", "", "note recorded in baselines written by --update-baseline")
 	fl.StringVar(&f.jsonFile, "json", "", "write the full results as JSON to `FILE`")
@@ -143,9 +154,6 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 	case "auto", "bar", "lines", "none":
 	default:
 		return usageErr(fmt.Errorf("--progress must be auto, bar, lines or none, not %q", f.progress))
-	}
-	if f.runs < 0 || f.concurrency < 0 {
-		return usageErr(errors.New("--runs and --concurrency must be positive"))
 	}
 
 	doc, err := ir.Load(path)

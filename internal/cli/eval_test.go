@@ -68,6 +68,11 @@ func TestEvalConfigurationErrors(t *testing.T) {
 		{"agent target is not built", []string{"examples/support-desk/app.cue"}, "agent (runtime/agents) is not built yet"},
 		{"missing baseline", []string{noBaseline}, "--update-baseline"},
 		{"bad flag value", []string{capitals, "--on-inconclusive", "maybe"}, "--on-inconclusive"},
+		{"zero runs", []string{capitals, "--runs", "0"}, "--runs must be at least 1, not 0"},
+		{"negative runs", []string{capitals, "--runs=-3"}, "--runs must be at least 1, not -3"},
+		{"zero concurrency", []string{capitals, "--concurrency", "0"}, "--concurrency must be at least 1, not 0"},
+		{"negative concurrency", []string{capitals, "--concurrency", "-1"}, "--concurrency must be at least 1, not -1"},
+		{"non-numeric runs", []string{capitals, "--runs", "many"}, "invalid argument \"many\" for \"--runs\""},
 		{"two files", []string{capitals, capitals}, "exactly one application file"},
 	}
 	for _, tt := range tests {

@@ -10,7 +10,8 @@ import (
 )
 
 func newVet(s *streams) *cobra.Command {
-	return &cobra.Command{
+	var quiet bool
+	cmd := &cobra.Command{
 		Use:   "vet FILE...",
 		Short: "Validate application files",
 		Long: `Vet validates each application file against the embedded schema and checks
@@ -19,14 +20,20 @@ budget reference resolves, that degrade ladders descend in price, that models
 have the capabilities their agents need, that LLM judges never gate, and that
 every file the application names exists.
 
-Every problem is printed as file:line:col: path: message, all at once, in a
-stable order. Exit status is 0 when every file is valid, 1 when any is
-invalid, 2 on a usage error (such as a file that cannot be read).`,
+Every problem is printed to stderr as file:line:col: path: message, all at
+once, in a stable order. Each valid file is named on stdout as "FILE: ok", so
+that a clean run shows what it checked; -q (--quiet) leaves those lines out.
+
+Exit status is 0 when every file is valid, 1 when any is invalid, 2 on a
+usage error (such as a file that cannot be read).`,
 		Example: `  aidgen vet app.cue
-  aidgen vet examples/*/app.cue`,
+  aidgen vet examples/*/app.cue
+
+  # Only report problems (for scripts).
+  aidgen vet -q app.cue`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usageErr(errors.New("vet needs at least one file; usage: aidgen vet FILE..."))
+				return usageErr(errors.New("vet needs at least one file; usage: aidgen vet FILE [FILE ...]"))
 			}
 			return nil
 		},
@@ -35,6 +42,9 @@ invalid, 2 on a usage error (such as a file that cannot be read).`,
 			for _, path := range args {
 				_, err := ir.Load(path)
 				if err == nil {
+					if !quiet {
+						fmt.Fprintf(s.out, "%s: ok\n", path)
+					}
 					continue
 				}
 				if es, ok := ir.IsInvalid(err); ok {
@@ -51,4 +61,6 @@ invalid, 2 on a usage error (such as a file that cannot be read).`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only problems, not a line per valid file")
+	return cmd
 }

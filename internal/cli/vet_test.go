@@ -32,9 +32,58 @@ func TestVetExamples(t *testing.T) {
 	if len(examples) < 2 {
 		t.Fatalf("found %d examples, want at least 2", len(examples))
 	}
+	var want strings.Builder
+	for _, e := range examples {
+		want.WriteString(e + ": ok\n")
+	}
 	code, out, errOut := run(t, append([]string{"vet"}, examples...)...)
-	if code != cli.ExitOK || out != "" || errOut != "" {
-		t.Fatalf("vet examples: exit %d, stdout %q, stderr %q", code, out, errOut)
+	if code != cli.ExitOK || errOut != "" {
+		t.Fatalf("vet examples: exit %d, stderr %q", code, errOut)
+	}
+	if diff := cmp.Diff(want.String(), out); diff != "" {
+		t.Errorf("stdout (-want +got):\n%s", diff)
+	}
+}
+
+// TestVetStdout checks what vet says on stdout: one "FILE: ok" line per
+// valid file, in argument order, nothing for an invalid one, and nothing
+// at all with -q or --quiet, whose problems still reach stderr.
+func TestVetStdout(t *testing.T) {
+	chdirRoot(t)
+	const (
+		valid   = "testdata/ir/valid/minimal.cue"
+		invalid = "testdata/ir/invalid/unknown-alias.cue"
+	)
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		out      string
+		inStderr string
+	}{
+		{"one valid", []string{valid}, cli.ExitOK, valid + ": ok\n", ""},
+		{"valid, invalid, valid", []string{valid, invalid, capitals}, cli.ExitInvalid, valid + ": ok\n" + capitals + ": ok\n", "unknown alias"},
+		{"quiet", []string{"-q", valid, capitals}, cli.ExitOK, "", ""},
+		{"quiet long form", []string{"--quiet", valid}, cli.ExitOK, "", ""},
+		{"quiet still reports problems", []string{"-q", valid, invalid}, cli.ExitInvalid, "", "unknown alias"},
+		{"missing file is not ok", []string{valid, "nope.cue"}, cli.ExitUsage, valid + ": ok\n", "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := run(t, append([]string{"vet"}, tt.args...)...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tt.code, errOut)
+			}
+			if diff := cmp.Diff(tt.out, out); diff != "" {
+				t.Errorf("stdout (-want +got):\n%s", diff)
+			}
+			if tt.inStderr == "" && errOut != "" {
+				t.Errorf("stderr %q, want nothing", errOut)
+			}
+			if !strings.Contains(errOut, tt.inStderr) {
+				t.Errorf("stderr %q does not contain %q", errOut, tt.inStderr)
+			}
+		})
 	}
 }
 

@@ -3,24 +3,38 @@
 // that a pattern matches something, and the retrieval runtime, which
 // ingests what it matches, agree on one meaning of a pattern.
 //
-// A pattern is slash-separated and relative to the directory. Each segment
-// is a path.Match pattern, and the segment "**" matches zero or more
-// directories. Leading "../" segments reach a sibling directory; ".."
+// A pattern is slash-separated and relative to the directory, in the syntax
+// of github.com/bmatcuk/doublestar/v4: path.Match syntax within a segment,
+// "**" as a whole segment for zero or more directories, and {a,b} for
+// alternatives. Leading "../" segments reach a sibling directory; ".."
 // anywhere else is refused, as are absolute patterns.
+//
+// Expand keeps the shell's rule for hidden names (those starting with "."):
+// a wildcard never matches one, so "**" does not enter ".git" and "docs/*"
+// skips "docs/.draft.md", while a pattern that spells the dot out
+// (".github/*.md", "docs/.*") reaches them. Symbolic links met while
+// matching wildcards are neither followed nor returned, so a link cannot
+// pull files from outside the tree into an index; a link named in the
+// literal part of a pattern is followed like any other path the author
+// wrote.
 package fileglob
 
 import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
+
+	"github.com/bmatcuk/doublestar/v4"
 )
 
 // Validate reports whether pattern is well formed: relative, with ".." only
-// as leading segments, and with valid path.Match syntax in every segment.
+// as leading segments, and in valid doublestar syntax.
 func Validate(pattern string) error {
 	if pattern == "" {
 		return errors.New("empty pattern")
@@ -38,51 +52,35 @@ func Validate(pattern string) error {
 			continue
 		}
 		leading = false
-		if seg == "**" {
-			continue
-		}
-		if _, err := path.Match(seg, ""); err != nil {
-			return fmt.Errorf("pattern %q: bad segment %q: %w", pattern, seg, err)
+	}
+	if doublestar.ValidatePattern(pattern) {
+		return nil
+	}
+	// Name the first segment that is malformed on its own; an alternative
+	// that spans segments ({a,b/c}) may leave none to name.
+	for _, seg := range segs {
+		if !doublestar.ValidatePattern(seg) {
+			return fmt.Errorf("pattern %q: bad segment %q: %w", pattern, seg, doublestar.ErrBadPattern)
 		}
 	}
-	return nil
+	return fmt.Errorf("pattern %q: %w", pattern, doublestar.ErrBadPattern)
 }
 
 // Match reports whether the slash-separated relative name matches pattern.
 // Both are cleaned first, so "./a.md" and "a.md" are the same name. A
-// malformed pattern matches nothing.
+// malformed pattern matches nothing. Match is syntax only: unlike Expand it
+// lets a wildcard match a hidden name.
 func Match(pattern, name string) bool {
-	return match(strings.Split(path.Clean(pattern), "/"), strings.Split(path.Clean(name), "/"))
-}
-
-func match(pat, name []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			rest := pat[1:]
-			for i := 0; i <= len(name); i++ {
-				if match(rest, name[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(name) == 0 {
-			return false
-		}
-		ok, err := path.Match(pat[0], name[0])
-		if err != nil || !ok {
-			return false
-		}
-		pat, name = pat[1:], name[1:]
-	}
-	return len(name) == 0
+	ok, err := doublestar.Match(path.Clean(pattern), path.Clean(name))
+	return err == nil && ok
 }
 
 // Expand returns the regular files under dir that match any include
 // pattern and no exclude pattern, as sorted slash-separated names relative
-// to dir. Only the literal prefix of each pattern is walked. Hidden
-// directories (names starting with ".") are not entered unless the
-// pattern's literal prefix names them.
+// to dir. Only directories the pattern can match are read; hidden names
+// and symbolic links are treated as the package documentation says. A
+// directory named by a pattern that does not exist matches nothing; any
+// other error reading the tree is returned.
 func Expand(dir string, include, exclude []string) ([]string, error) {
 	for _, p := range slices.Concat(include, exclude) {
 		if err := Validate(p); err != nil {
@@ -92,37 +90,34 @@ func Expand(dir string, include, exclude []string) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for _, pattern := range include {
-		pattern = path.Clean(pattern)
-		base := literalPrefix(pattern)
-		root := filepath.Join(dir, filepath.FromSlash(base))
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) && p == root {
-					return fs.SkipAll
-				}
-				return err
-			}
-			if d.IsDir() {
-				if p != root && strings.HasPrefix(d.Name(), ".") {
-					return fs.SkipDir
-				}
-				return nil
-			}
+		up, rest := splitUp(path.Clean(pattern))
+		if rest == "" {
+			continue // only ".." segments: names a directory, not a file
+		}
+		root := filepath.Join(dir, filepath.FromSlash(up))
+		err := doublestar.GlobWalk(os.DirFS(root), rest, func(name string, d fs.DirEntry) error {
 			if !d.Type().IsRegular() {
 				return nil
 			}
-			rel, err := filepath.Rel(root, p)
-			if err != nil {
-				return err
-			}
-			name := path.Join(base, filepath.ToSlash(rel))
-			if !seen[name] && Match(pattern, name) && !anyMatch(exclude, name) {
+			name = path.Join(up, name)
+			if !seen[name] && !anyMatch(exclude, name) {
 				seen[name] = true
 				out = append(out, name)
 			}
 			return nil
-		})
+		}, doublestar.WithFilesOnly(), doublestar.WithNoFollow(), doublestar.WithNoHidden(), doublestar.WithFailOnIOErrors())
+		if errors.Is(err, syscall.ENOTDIR) {
+			// A file where the pattern's literal part wants a directory
+			// ("top.md/*.md"): that directory does not exist, and a
+			// directory that does not exist matches nothing.
+			continue
+		}
 		if err != nil {
+			// Paths in errors are relative to root; make them relative
+			// to dir, as the names Expand returns are.
+			if pe, ok := errors.AsType[*fs.PathError](err); ok {
+				pe.Path = path.Join(up, pe.Path)
+			}
 			return nil, err
 		}
 	}
@@ -130,18 +125,15 @@ func Expand(dir string, include, exclude []string) ([]string, error) {
 	return out, nil
 }
 
-// literalPrefix returns the leading directory segments of a pattern that
-// hold no pattern syntax: the directory a walk can start from.
-func literalPrefix(pattern string) string {
-	segs := strings.Split(pattern, "/")
-	n := 0
-	for n < len(segs)-1 && segs[n] != "**" && !strings.ContainsAny(segs[n], `*?[\`) {
-		n++
+// splitUp splits a cleaned pattern into its leading ".." segments (joined,
+// or "" when there are none) and the rest, which io/fs can walk.
+func splitUp(pattern string) (up, rest string) {
+	rest = pattern
+	for rest == ".." || strings.HasPrefix(rest, "../") {
+		up = path.Join(up, "..")
+		rest = strings.TrimPrefix(strings.TrimPrefix(rest, ".."), "/")
 	}
-	if n == 0 {
-		return "."
-	}
-	return strings.Join(segs[:n], "/")
+	return up, rest
 }
 
 func anyMatch(patterns []string, name string) bool {

@@ -3,6 +3,7 @@ package fileglob
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -35,12 +36,12 @@ func TestMatch(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	for _, bad := range []string{"", "/etc/*", "docs/../../x/*.md", "**/../x", "a/[/b"} {
+	for _, bad := range []string{"", "/etc/*", "docs/../../x/*.md", "**/../x", "a/[/b", "docs/{a,b.md", `docs/a\`} {
 		if err := Validate(bad); err == nil {
 			t.Errorf("Validate(%q) = nil, want an error", bad)
 		}
 	}
-	for _, good := range []string{"*.md", "docs/**/*.md", "**", "../../shared/*.md"} {
+	for _, good := range []string{"*.md", "docs/**/*.md", "**", "../../shared/*.md", "{docs,faq}/*.md", "{a,b/c}.md"} {
 		if err := Validate(good); err != nil {
 			t.Errorf("Validate(%q) = %v", good, err)
 		}
@@ -51,13 +52,20 @@ func TestExpand(t *testing.T) {
 	root := t.TempDir()
 	for _, f := range []string{
 		"app/docs/a.md", "app/docs/sub/b.md", "app/docs/sub/c.txt", "app/docs/draft/d.md",
-		"app/.hidden/e.md", "app/.github/f.md", "app/top.md", "shared/g.md",
+		"app/.hidden/e.md", "app/.github/f.md", "app/top.md", "shared/g.md", "app/docs/.draft.md",
 	} {
 		p := filepath.Join(root, filepath.FromSlash(f))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(p, []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A link to a file and a link to a directory outside the app: neither
+	// is returned by a wildcard, the directory only when named literally.
+	for link, target := range map[string]string{"app/docs/link.md": "../top.md", "app/linked": "../shared"} {
+		if err := os.Symlink(target, filepath.Join(root, filepath.FromSlash(link))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -72,6 +80,15 @@ func TestExpand(t *testing.T) {
 		{"sibling directory", []string{"../shared/*.md"}, nil, []string{"../shared/g.md"}},
 		{"overlapping patterns dedupe", []string{"docs/*.md", "docs/**/*.md"}, nil, []string{"docs/a.md", "docs/draft/d.md", "docs/sub/b.md"}},
 		{"missing directory", []string{"nope/*.md"}, nil, nil},
+		{"hidden file skipped by a wildcard", []string{"docs/*"}, nil, []string{"docs/a.md"}},
+		{"hidden file named with its dot", []string{"docs/.*"}, nil, []string{"docs/.draft.md"}},
+		{"hidden directories named with a dot", []string{".*/*.md"}, nil, []string{".github/f.md", ".hidden/e.md"}},
+		{"everything skips hidden names and links", []string{"**"}, nil, []string{"docs/a.md", "docs/draft/d.md", "docs/sub/b.md", "docs/sub/c.txt", "top.md"}},
+		{"a linked directory named literally is followed", []string{"linked/*.md"}, nil, []string{"linked/g.md"}},
+		{"alternatives", []string{"{top,docs/a}.md"}, nil, []string{"docs/a.md", "top.md"}},
+		{"exclude with alternatives", []string{"**/*.md"}, []string{"docs/{draft,sub}/**"}, []string{"docs/a.md", "top.md"}},
+		{"only parent segments match no file", []string{"../.."}, nil, nil},
+		{"a file where a directory is expected", []string{"top.md/*.md"}, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,5 +103,23 @@ func TestExpand(t *testing.T) {
 	}
 	if _, err := Expand(dir, []string{"/etc/*"}, nil); err == nil {
 		t.Error("Expand with an absolute pattern succeeded")
+	}
+}
+
+// TestExpandError checks that an error reading the tree (here a directory
+// name longer than the system allows) is returned, not read as "no match",
+// and that its path is relative to dir like the names Expand returns.
+func TestExpandError(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "app")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", 300)
+	_, err := Expand(dir, []string{"../" + long + "/*.md"}, nil)
+	if err == nil {
+		t.Fatal("Expand of an over-long directory name succeeded")
+	}
+	if want := "../" + long + ":"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not name the path relative to dir (%q...)", err, want[:10])
 	}
 }

@@ -2,7 +2,6 @@ package ir
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,8 +13,6 @@ import (
 
 	"cuelang.org/go/cue"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/aidgen/aid/internal/fileglob"
 )
@@ -38,9 +35,9 @@ type checker struct {
 	*loader
 	doc *Document
 
-	compiler   *jsonschema.Compiler
-	schemaN    int
-	schemaErrs map[string]string // schema text → problem ("" when valid)
+	compiler     *jsonschema.Compiler
+	schemaN      int
+	schemaIssues map[string][]schemaIssue // schema text → its problems (none when valid)
 }
 
 // --- resolve: every reference names something that exists, of the right kind.
@@ -369,79 +366,6 @@ type PromptData struct {
 	Metadata map[string]any
 }
 
-// schema checks that raw is a JSON Schema the validator compiles; a tool's
-// input must also describe an object, the only shape function calling
-// accepts. One compiler serves the whole load, so the metaschema is loaded
-// once, and identical schemas are compiled once.
-func (c *checker) schema(p cue.Path, raw json.RawMessage, object bool) {
-	msg, seen := c.schemaErrs[string(raw)]
-	if !seen {
-		msg = c.compileSchema(raw)
-		if c.schemaErrs == nil {
-			c.schemaErrs = map[string]string{}
-		}
-		c.schemaErrs[string(raw)] = msg
-	}
-	if msg != "" {
-		c.errAt(p, "%s", msg)
-		return
-	}
-	if object {
-		var top struct {
-			Type any `json:"type"`
-		}
-		if json.Unmarshal(raw, &top) != nil || top.Type != "object" {
-			c.errAt(p, "a tool's input schema must have type: \"object\" (function calling passes arguments as an object)")
-		}
-	}
-}
-
-func (c *checker) compileSchema(raw json.RawMessage) string {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return fmt.Sprintf("not a JSON Schema: %v", err)
-	}
-	if c.compiler == nil {
-		c.compiler = jsonschema.NewCompiler()
-	}
-	c.schemaN++
-	url := fmt.Sprintf("mem://schema/%d.json", c.schemaN)
-	if err := c.compiler.AddResource(url, doc); err != nil {
-		return fmt.Sprintf("not a JSON Schema: %v", err)
-	}
-	if _, err := c.compiler.Compile(url); err != nil {
-		return "invalid JSON Schema: " + schemaProblem(err)
-	}
-	return ""
-}
-
-// schemaProblem reduces a metaschema failure to its leaf causes, each at
-// its place in the schema, instead of the validator's whole trace.
-func schemaProblem(err error) string {
-	var sve *jsonschema.SchemaValidationError
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &sve) || !errors.As(sve.Err, &ve) {
-		return strings.Join(strings.Fields(err.Error()), " ")
-	}
-	p := message.NewPrinter(language.English)
-	var leaves []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) > 0 {
-			for _, c := range e.Causes {
-				walk(c)
-			}
-			return
-		}
-		l := fmt.Sprintf("at /%s: %s", strings.Join(e.InstanceLocation, "/"), e.ErrorKind.LocalizedString(p))
-		if !slices.Contains(leaves, l) {
-			leaves = append(leaves, l)
-		}
-	}
-	walk(ve)
-	return strings.Join(leaves, "; ")
-}
-
 func (c *checker) model(alias string) *Model {
 	m, _ := c.doc.Resolve(alias)
 	return m
@@ -541,8 +465,6 @@ func (c *checker) relative(p cue.Path, name string) bool {
 	}
 	return true
 }
-
-func errorsIsNotExist(err error) bool { return os.IsNotExist(err) || err == fs.ErrNotExist }
 
 func displayDir(dir string) string {
 	if dir == "." || dir == "" {

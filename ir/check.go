@@ -170,6 +170,9 @@ func (c *checker) check() {
 		}
 	}
 	for _, t := range d.Tools {
+		if len(t.Name) > maxToolName {
+			c.errAt(pathOf("tools", t.Name), "tool name %q has %d characters; the model API accepts function names of at most %d: shorten it", t.Name, len(t.Name), maxToolName)
+		}
 		c.schema(pathOf("tools", t.Name, "input"), t.Input, true)
 	}
 	for _, a := range d.Agents {
@@ -187,8 +190,76 @@ func (c *checker) check() {
 			}
 		}
 	}
+	c.storeWidths()
 	for _, e := range d.Evals {
 		c.eval(e)
+	}
+}
+
+// storeWidths checks that the retrievers writing into one store embed with
+// one width: a store's vectors all have the width it was created with, so
+// a second width would fail at the first insert, or worse, be compared
+// with vectors of another model.
+func (c *checker) storeWidths() {
+	first := map[string]*Retriever{} // store → the first retriever (by name) writing into it
+	for _, r := range c.doc.Retrievers {
+		m := c.model(r.EmbedModel)
+		if m == nil || m.Kind != KindEmbedding || m.Dimensions == 0 {
+			continue // reported at the alias or the model
+		}
+		f, ok := first[r.Store]
+		if !ok {
+			first[r.Store] = r
+			continue
+		}
+		if fm := c.model(f.EmbedModel); fm.Dimensions != m.Dimensions {
+			c.errAt(pathOf("retrievers", r.Name, "embedModel"), "retriever %q writes %d-wide vectors (model %q) into store %q, where retriever %q writes %d-wide ones (model %q); a store holds one width: embed with a model of width %d, or give this retriever its own store", r.Name, m.Dimensions, m.ID, r.Store, f.Name, fm.Dimensions, fm.ID, fm.Dimensions)
+		}
+	}
+}
+
+// maxToolName is the longest tool name the model API accepts: OpenAI's
+// function names match ^[a-zA-Z0-9_-]{1,64}$, whose characters #Name
+// already keeps to. The rule lives here, once, for declared tools and for
+// the tools the runtime generates from agent and retriever names.
+const maxToolName = 64
+
+// The tools the agent runtime generates for an agent, named after what
+// they reach: the contract with runtime/agents, stated in schema.cue.
+const (
+	transferPrefix = "transfer_to_" // one per handoff: transfer_to_<agent>
+	delegatePrefix = "delegate_to_" // one per delegate: delegate_to_<agent>
+	searchPrefix   = "search_"      // one per retriever: search_<retriever>
+)
+
+// generatedTools checks the tools the runtime generates for an agent: each
+// name fits maxToolName, and no declared tool the agent lists takes one
+// of them, which would leave the model two tools of one name.
+func (c *checker) generatedTools(a *Agent) {
+	generated := map[string]string{} // tool name → what the runtime generates it for
+	gen := func(field string, refs []string, prefix, what, kind string, known func(string) bool) {
+		for i, r := range refs {
+			if slices.Index(refs, r) != i || r == a.Name || !known(r) {
+				continue // reported by resolve
+			}
+			name := prefix + r
+			generated[name] = fmt.Sprintf("%s %q", what, r)
+			if len(name) > maxToolName {
+				c.errAt(pathOf("agents", a.Name, field, i), "the runtime offers %s %q to the model as tool %q, %d characters, but the model API accepts function names of at most %d: shorten the %s's name to at most %d characters", what, r, name, len(name), maxToolName, kind, maxToolName-len(prefix))
+			}
+		}
+	}
+	isAgent := func(n string) bool { _, ok := c.doc.Agent(n); return ok }
+	isRetriever := func(n string) bool { _, ok := find(c.doc.Retrievers, n); return ok }
+	gen("handoffs", a.Handoffs, transferPrefix, "the handoff to agent", "agent", isAgent)
+	gen("delegates", a.Delegates, delegatePrefix, "the delegate", "agent", isAgent)
+	gen("retrievers", a.Retrievers, searchPrefix, "the search of retriever", "retriever", isRetriever)
+	for i, t := range a.Tools {
+		if what, ok := generated[t]; ok {
+			if _, declared := find(c.doc.Tools, t); declared {
+				c.errAt(pathOf("agents", a.Name, "tools", i), "tool %q has the name the runtime gives the tool for %s, so the model would see two tools of one name; rename the declared tool", t, what)
+			}
+		}
 	}
 }
 
@@ -259,13 +330,23 @@ func (c *checker) agent(a *Agent) {
 		}
 	}
 
+	// The thread's history and the longest answer must fit together in the
+	// context window of every rung the agent may run on.
 	if a.Memory != nil && a.Memory.Thread != nil {
+		tb := a.Memory.Thread.TokenBudget
 		for i, r := range rungs {
-			if m := c.model(r); m != nil && a.Memory.Thread.TokenBudget >= m.ContextWindow && slices.Index(rungs, r) == i {
-				c.errAt(at("memory", "thread", "tokenBudget"), "thread tokenBudget %d does not fit the context window of %q (%d tokens); lower it", a.Memory.Thread.TokenBudget, m.ID, m.ContextWindow)
+			m := c.model(r)
+			if m == nil || m.Kind != KindChat || slices.Index(rungs, r) != i || tb+m.MaxOutputTokens <= m.ContextWindow {
+				continue
 			}
+			fix := fmt.Sprintf("lower tokenBudget to at most %d", m.ContextWindow-m.MaxOutputTokens)
+			if m.ContextWindow <= m.MaxOutputTokens {
+				fix = fmt.Sprintf("lower %q's maxOutputTokens, which fills its whole context window", m.ID)
+			}
+			c.errAt(at("memory", "thread", "tokenBudget"), "thread tokenBudget %d plus the %d output tokens %q may answer with is %d tokens, more than its context window of %d; %s", tb, m.MaxOutputTokens, m.ID, tb+m.MaxOutputTokens, m.ContextWindow, fix)
 		}
 	}
+	c.generatedTools(a)
 	if len(a.Output) > 0 {
 		c.schema(at("output"), a.Output, false)
 	}

@@ -167,7 +167,10 @@ func (c *checker) check() {
 		}
 	}
 	for _, b := range d.Budgets {
-		if b.MaxUSD == 0 && b.MaxTotalTokens == 0 {
+		// A limit the user wrote but the schema refused (maxUSD: 0) is set,
+		// wrongly: the schema's error says so, at the value.
+		written := func(f string) bool { return c.user.LookupPath(pathOf("budgets", b.Name, f)).Exists() }
+		if b.MaxUSD == 0 && b.MaxTotalTokens == 0 && !written("maxUSD") && !written("maxTotalTokens") {
 			c.errAt(pathOf("budgets", b.Name), "budget %q sets no limit; set maxUSD, maxTotalTokens or both", b.Name)
 		}
 	}
@@ -288,9 +291,21 @@ func (c *checker) agent(a *Agent) {
 			continue
 		}
 		above, below := c.model(a.Ladder[i-1]), c.model(r)
-		if above != nil && below != nil && !cheaper(below.Cost, above.Cost) {
-			c.errAt(at("ladder", i), "rung %q (%s) is not strictly cheaper than the rung above it, %q (%s); order the ladder from most to least expensive", r, price(below.Cost), a.Ladder[i-1], price(above.Cost))
+		if above == nil || below == nil || cheaper(below.Cost, above.Cost) {
+			continue
 		}
+		// Say what can fix it: swapping works only when the rung above is
+		// the cheaper one; equal or crossed prices need another model.
+		var fix string
+		switch {
+		case cheaper(above.Cost, below.Cost):
+			fix = fmt.Sprintf("order the ladder from most to least expensive: put %q above %q", r, a.Ladder[i-1])
+		case below.Cost == above.Cost:
+			fix = fmt.Sprintf("the two cost the same, so stepping down saves nothing in either order: remove one of them, or make this rung an alias of a model cheaper than %q", a.Ladder[i-1])
+		default:
+			fix = fmt.Sprintf("one is cheaper on input and the other on output, so neither order makes a step down cheaper: remove this rung, or make it an alias of a model cheaper than %q on both prices", a.Ladder[i-1])
+		}
+		c.errAt(at("ladder", i), "rung %q (%s) is not strictly cheaper than the rung above it, %q (%s); %s", r, price(below.Cost), a.Ladder[i-1], price(above.Cost), fix)
 	}
 	if a.OnBudgetExhausted == OnBudgetDegrade {
 		if a.Budget == "" {
@@ -682,7 +697,10 @@ func (c *checker) files() {
 			if fileglob.Validate(pattern) != nil {
 				continue // reported by check
 			}
-			got, err := fileglob.Expand(d.Dir, []string{pattern}, r.Source.Exclude)
+			// An invalid exclude is reported by check, at itself; the others
+			// still apply, so that this pattern is judged on what it adds.
+			exclude := slices.DeleteFunc(slices.Clone(r.Source.Exclude), func(e string) bool { return fileglob.Validate(e) != nil })
+			got, err := fileglob.Expand(d.Dir, []string{pattern}, exclude)
 			switch {
 			case err != nil:
 				c.errAt(pathOf("retrievers", r.Name, "source", "files", i), "expanding %q: %v", pattern, err)

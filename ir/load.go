@@ -427,6 +427,9 @@ func (l *loader) message(path []string, p cueProblem) string {
 		if want := l.describeConstraint(fmt.Sprint(p.args[1])); want != "" {
 			return fmt.Sprintf("invalid value %v: want %s", p.args[0], want)
 		}
+		if want := boundWords(fmt.Sprint(p.args[1])); want != "" {
+			return fmt.Sprintf("invalid value %v: want a number %s%s", p.args[0], want, budgetLimitHint(path))
+		}
 	}
 	if p.format == cueMismatch && len(p.args) == 4 {
 		got := l.user.LookupPath(stringsPath(path))

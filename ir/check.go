@@ -14,6 +14,7 @@ import (
 	"text/template/parse"
 
 	"cuelang.org/go/cue"
+	cueerrors "cuelang.org/go/cue/errors"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/aidgen/aid/internal/fileglob"
@@ -421,6 +422,7 @@ func (c *checker) eval(e *Eval) {
 
 	var gated []string
 	for i, th := range e.Thresholds {
+		c.heldThreshold(at("thresholds", i), th)
 		p := at("thresholds", i, "metric")
 		switch {
 		case ModelDerivedMetric(th.Metric):
@@ -434,6 +436,32 @@ func (c *checker) eval(e *Eval) {
 	}
 	if len(e.Thresholds) > 0 && e.Baseline == "" {
 		c.errAt(at("thresholds"), "thresholds compare against a baseline, but baseline is not set; set baseline: \"<file>.json\" and create it with aidgen eval --update-baseline")
+	}
+}
+
+// heldThreshold validates a threshold as the eval runtime will hold it, in
+// 64-bit floats, against #Threshold. The schema compares exact decimals,
+// and a decimal inside an exclusive bound can round onto the bound
+// (maxRegression: 0.99999999999999999999 is 1 as a float64, which the
+// runtime refuses). Checking the held values against the schema keeps the
+// bounds in one place.
+func (c *checker) heldThreshold(p cue.Path, th Threshold) {
+	held := c.ctx.Encode(th)
+	err := c.loader.schema.LookupPath(cue.MakePath(cue.Def("#Threshold"))).Unify(held).Validate(cue.Concrete(true))
+	for _, e := range cueerrors.Errors(err) {
+		path := e.Path()
+		if len(path) == 0 {
+			continue
+		}
+		field := path[len(path)-1]
+		fp := cue.MakePath(append(slices.Clone(p.Selectors()), cue.Str(field))...)
+		want := "within the schema's bounds"
+		if format, args := e.Msg(); format == cueOutOfBound && len(args) == 2 {
+			if w := boundWords(fmt.Sprint(args[1])); w != "" {
+				want = "a number " + w
+			}
+		}
+		c.errAt(fp, "invalid value %v: a 64-bit float holds it as %v, and the eval runtime wants %s; write a value further inside the bound", c.user.LookupPath(fp), held.LookupPath(cue.MakePath(cue.Str(field))), want)
 	}
 }
 

@@ -2,20 +2,20 @@ package ir
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"text/template"
+	"text/template/parse"
 
 	"cuelang.org/go/cue"
+	cueerrors "cuelang.org/go/cue/errors"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/aidgen/aid/internal/fileglob"
 )
@@ -38,9 +38,9 @@ type checker struct {
 	*loader
 	doc *Document
 
-	compiler   *jsonschema.Compiler
-	schemaN    int
-	schemaErrs map[string]string // schema text → problem ("" when valid)
+	compiler     *jsonschema.Compiler
+	schemaN      int
+	schemaIssues map[string][]schemaIssue // schema text → its problems (none when valid)
 }
 
 // --- resolve: every reference names something that exists, of the right kind.
@@ -168,11 +168,17 @@ func (c *checker) check() {
 		}
 	}
 	for _, b := range d.Budgets {
-		if b.MaxUSD == 0 && b.MaxTotalTokens == 0 {
+		// A limit the user wrote but the schema refused (maxUSD: 0) is set,
+		// wrongly: the schema's error says so, at the value.
+		written := func(f string) bool { return c.user.LookupPath(pathOf("budgets", b.Name, f)).Exists() }
+		if b.MaxUSD == 0 && b.MaxTotalTokens == 0 && !written("maxUSD") && !written("maxTotalTokens") {
 			c.errAt(pathOf("budgets", b.Name), "budget %q sets no limit; set maxUSD, maxTotalTokens or both", b.Name)
 		}
 	}
 	for _, t := range d.Tools {
+		if len(t.Name) > maxToolName {
+			c.errAt(pathOf("tools", t.Name), "tool name %q has %d characters; the model API accepts function names of at most %d: shorten it", t.Name, len(t.Name), maxToolName)
+		}
 		c.schema(pathOf("tools", t.Name, "input"), t.Input, true)
 	}
 	for _, a := range d.Agents {
@@ -190,8 +196,76 @@ func (c *checker) check() {
 			}
 		}
 	}
+	c.storeWidths()
 	for _, e := range d.Evals {
 		c.eval(e)
+	}
+}
+
+// storeWidths checks that the retrievers writing into one store embed with
+// one width: a store's vectors all have the width it was created with, so
+// a second width would fail at the first insert, or worse, be compared
+// with vectors of another model.
+func (c *checker) storeWidths() {
+	first := map[string]*Retriever{} // store → the first retriever (by name) writing into it
+	for _, r := range c.doc.Retrievers {
+		m := c.model(r.EmbedModel)
+		if m == nil || m.Kind != KindEmbedding || m.Dimensions == 0 {
+			continue // reported at the alias or the model
+		}
+		f, ok := first[r.Store]
+		if !ok {
+			first[r.Store] = r
+			continue
+		}
+		if fm := c.model(f.EmbedModel); fm.Dimensions != m.Dimensions {
+			c.errAt(pathOf("retrievers", r.Name, "embedModel"), "retriever %q writes %d-wide vectors (model %q) into store %q, where retriever %q writes %d-wide ones (model %q); a store holds one width: embed with a model of width %d, or give this retriever its own store", r.Name, m.Dimensions, m.ID, r.Store, f.Name, fm.Dimensions, fm.ID, fm.Dimensions)
+		}
+	}
+}
+
+// maxToolName is the longest tool name the model API accepts: OpenAI's
+// function names match ^[a-zA-Z0-9_-]{1,64}$, whose characters #Name
+// already keeps to. The rule lives here, once, for declared tools and for
+// the tools the runtime generates from agent and retriever names.
+const maxToolName = 64
+
+// The tools the agent runtime generates for an agent, named after what
+// they reach: the contract with runtime/agents, stated in schema.cue.
+const (
+	transferPrefix = "transfer_to_" // one per handoff: transfer_to_<agent>
+	delegatePrefix = "delegate_to_" // one per delegate: delegate_to_<agent>
+	searchPrefix   = "search_"      // one per retriever: search_<retriever>
+)
+
+// generatedTools checks the tools the runtime generates for an agent: each
+// name fits maxToolName, and no declared tool the agent lists takes one
+// of them, which would leave the model two tools of one name.
+func (c *checker) generatedTools(a *Agent) {
+	generated := map[string]string{} // tool name → what the runtime generates it for
+	gen := func(field string, refs []string, prefix, what, kind string, known func(string) bool) {
+		for i, r := range refs {
+			if slices.Index(refs, r) != i || r == a.Name || !known(r) {
+				continue // reported by resolve
+			}
+			name := prefix + r
+			generated[name] = fmt.Sprintf("%s %q", what, r)
+			if len(name) > maxToolName {
+				c.errAt(pathOf("agents", a.Name, field, i), "the runtime offers %s %q to the model as tool %q, %d characters, but the model API accepts function names of at most %d: shorten the %s's name to at most %d characters", what, r, name, len(name), maxToolName, kind, maxToolName-len(prefix))
+			}
+		}
+	}
+	isAgent := func(n string) bool { _, ok := c.doc.Agent(n); return ok }
+	isRetriever := func(n string) bool { _, ok := find(c.doc.Retrievers, n); return ok }
+	gen("handoffs", a.Handoffs, transferPrefix, "the handoff to agent", "agent", isAgent)
+	gen("delegates", a.Delegates, delegatePrefix, "the delegate", "agent", isAgent)
+	gen("retrievers", a.Retrievers, searchPrefix, "the search of retriever", "retriever", isRetriever)
+	for i, t := range a.Tools {
+		if what, ok := generated[t]; ok {
+			if _, declared := find(c.doc.Tools, t); declared {
+				c.errAt(pathOf("agents", a.Name, "tools", i), "tool %q has the name the runtime gives the tool for %s, so the model would see two tools of one name; rename the declared tool", t, what)
+			}
+		}
 	}
 }
 
@@ -218,9 +292,21 @@ func (c *checker) agent(a *Agent) {
 			continue
 		}
 		above, below := c.model(a.Ladder[i-1]), c.model(r)
-		if above != nil && below != nil && !cheaper(below.Cost, above.Cost) {
-			c.errAt(at("ladder", i), "rung %q (%s) is not strictly cheaper than the rung above it, %q (%s); order the ladder from most to least expensive", r, price(below.Cost), a.Ladder[i-1], price(above.Cost))
+		if above == nil || below == nil || cheaper(below.Cost, above.Cost) {
+			continue
 		}
+		// Say what can fix it: swapping works only when the rung above is
+		// the cheaper one; equal or crossed prices need another model.
+		var fix string
+		switch {
+		case cheaper(above.Cost, below.Cost):
+			fix = fmt.Sprintf("order the ladder from most to least expensive: put %q above %q", r, a.Ladder[i-1])
+		case below.Cost == above.Cost:
+			fix = fmt.Sprintf("the two cost the same, so stepping down saves nothing in either order: remove one of them, or make this rung an alias of a model cheaper than %q", a.Ladder[i-1])
+		default:
+			fix = fmt.Sprintf("one is cheaper on input and the other on output, so neither order makes a step down cheaper: remove this rung, or make it an alias of a model cheaper than %q on both prices", a.Ladder[i-1])
+		}
+		c.errAt(at("ladder", i), "rung %q (%s) is not strictly cheaper than the rung above it, %q (%s); %s", r, price(below.Cost), a.Ladder[i-1], price(above.Cost), fix)
 	}
 	if a.OnBudgetExhausted == OnBudgetDegrade {
 		if a.Budget == "" {
@@ -262,13 +348,23 @@ func (c *checker) agent(a *Agent) {
 		}
 	}
 
+	// The thread's history and the longest answer must fit together in the
+	// context window of every rung the agent may run on.
 	if a.Memory != nil && a.Memory.Thread != nil {
+		tb := a.Memory.Thread.TokenBudget
 		for i, r := range rungs {
-			if m := c.model(r); m != nil && a.Memory.Thread.TokenBudget >= m.ContextWindow && slices.Index(rungs, r) == i {
-				c.errAt(at("memory", "thread", "tokenBudget"), "thread tokenBudget %d does not fit the context window of %q (%d tokens); lower it", a.Memory.Thread.TokenBudget, m.ID, m.ContextWindow)
+			m := c.model(r)
+			if m == nil || m.Kind != KindChat || slices.Index(rungs, r) != i || tb+m.MaxOutputTokens <= m.ContextWindow {
+				continue
 			}
+			fix := fmt.Sprintf("lower tokenBudget to at most %d", m.ContextWindow-m.MaxOutputTokens)
+			if m.ContextWindow <= m.MaxOutputTokens {
+				fix = fmt.Sprintf("lower %q's maxOutputTokens, which fills its whole context window", m.ID)
+			}
+			c.errAt(at("memory", "thread", "tokenBudget"), "thread tokenBudget %d plus the %d output tokens %q may answer with is %d tokens, more than its context window of %d; %s", tb, m.MaxOutputTokens, m.ID, tb+m.MaxOutputTokens, m.ContextWindow, fix)
 		}
 	}
+	c.generatedTools(a)
 	if len(a.Output) > 0 {
 		c.schema(at("output"), a.Output, false)
 	}
@@ -326,6 +422,7 @@ func (c *checker) eval(e *Eval) {
 
 	var gated []string
 	for i, th := range e.Thresholds {
+		c.heldThreshold(at("thresholds", i), th)
 		p := at("thresholds", i, "metric")
 		switch {
 		case ModelDerivedMetric(th.Metric):
@@ -342,19 +439,231 @@ func (c *checker) eval(e *Eval) {
 	}
 }
 
-// checkPrompt parses a prompt template and executes it against an empty
-// case, so a misspelt field fails here rather than mid-eval. The fields are
-// those of the case a prompt is rendered with: ID, Input, Tags, Metadata.
-// Expected is deliberately absent: a prompt must not leak the answer.
+// heldThreshold validates a threshold as the eval runtime will hold it, in
+// 64-bit floats, against #Threshold. The schema compares exact decimals,
+// and a decimal inside an exclusive bound can round onto the bound
+// (maxRegression: 0.99999999999999999999 is 1 as a float64, which the
+// runtime refuses). Checking the held values against the schema keeps the
+// bounds in one place.
+func (c *checker) heldThreshold(p cue.Path, th Threshold) {
+	held := c.ctx.Encode(th)
+	err := c.loader.schema.LookupPath(cue.MakePath(cue.Def("#Threshold"))).Unify(held).Validate(cue.Concrete(true))
+	for _, e := range cueerrors.Errors(err) {
+		path := e.Path()
+		if len(path) == 0 {
+			continue
+		}
+		field := path[len(path)-1]
+		fp := cue.MakePath(append(slices.Clone(p.Selectors()), cue.Str(field))...)
+		want := "within the schema's bounds"
+		if format, args := e.Msg(); format == cueOutOfBound && len(args) == 2 {
+			if w := boundWords(fmt.Sprint(args[1])); w != "" {
+				want = "a number " + w
+			}
+		}
+		c.errAt(fp, "invalid value %v: a 64-bit float holds it as %v, and the eval runtime wants %s; write a value further inside the bound", c.user.LookupPath(fp), held.LookupPath(cue.MakePath(cue.Str(field))), want)
+	}
+}
+
+// checkPrompt parses a prompt template and checks its structure against
+// PromptData, so a misspelt field fails here rather than mid-eval. It does
+// not execute the template: the keys of .Metadata belong to each case, and
+// there is no case at vet time. Expected is deliberately absent from
+// PromptData: a prompt must not leak the answer.
 func checkPrompt(prompt string) error {
-	tmpl, err := template.New("prompt").Option("missingkey=error").Parse(prompt)
+	tmpl, err := template.New("prompt").Parse(prompt)
 	if err != nil {
 		return fmt.Errorf("invalid prompt template: %w", err)
 	}
-	if err := tmpl.Execute(&bytes.Buffer{}, PromptData{Metadata: map[string]any{}}); err != nil {
-		return fmt.Errorf("invalid prompt template: %w", err)
+	root := reflect.TypeFor[PromptData]()
+	for _, t := range tmpl.Templates() {
+		if t.Tree == nil || t.Tree.Root == nil {
+			continue
+		}
+		// A {{define}}d template is rendered with whatever dot its caller
+		// passes, so only $ is known inside it.
+		var dot reflect.Type
+		if t.Name() == tmpl.Name() {
+			dot = root
+		}
+		pc := promptChecker{tree: t.Tree, root: root}
+		if err := pc.walk(t.Tree.Root, dot); err != nil {
+			return fmt.Errorf("invalid prompt template: %w", err)
+		}
 	}
 	return nil
+}
+
+// promptChecker walks a template's parse tree, tracking the type of dot
+// (nil where it cannot be known, such as inside a value of .Metadata).
+type promptChecker struct {
+	tree *parse.Tree
+	root reflect.Type
+}
+
+func (pc promptChecker) walk(n parse.Node, dot reflect.Type) error {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return nil
+		}
+		for _, c := range n.Nodes {
+			if err := pc.walk(c, dot); err != nil {
+				return err
+			}
+		}
+	case *parse.ActionNode:
+		_, err := pc.pipe(n.Pipe, dot)
+		return err
+	case *parse.TemplateNode:
+		_, err := pc.pipe(n.Pipe, dot)
+		return err
+	case *parse.IfNode:
+		return pc.branch(&n.BranchNode, dot, func(reflect.Type) reflect.Type { return dot })
+	case *parse.WithNode:
+		return pc.branch(&n.BranchNode, dot, func(t reflect.Type) reflect.Type { return t })
+	case *parse.RangeNode:
+		return pc.branch(&n.BranchNode, dot, func(t reflect.Type) reflect.Type {
+			if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map) {
+				return t.Elem()
+			}
+			return nil
+		})
+	}
+	return nil
+}
+
+// branch checks an if, with or range: its pipeline, its body with the dot
+// inner derives from the pipeline's type, and its else with the outer dot.
+func (pc promptChecker) branch(b *parse.BranchNode, dot reflect.Type, inner func(reflect.Type) reflect.Type) error {
+	t, err := pc.pipe(b.Pipe, dot)
+	if err != nil {
+		return err
+	}
+	if err := pc.walk(b.List, inner(t)); err != nil {
+		return err
+	}
+	return pc.walk(b.ElseList, dot)
+}
+
+// pipe checks every field reference of a pipeline and returns the type of
+// its value when that is a plain reference, nil otherwise.
+func (pc promptChecker) pipe(p *parse.PipeNode, dot reflect.Type) (reflect.Type, error) {
+	if p == nil {
+		return nil, nil
+	}
+	var last reflect.Type
+	for _, cmd := range p.Cmds {
+		last = nil
+		for _, arg := range cmd.Args {
+			t, err := pc.arg(arg, dot)
+			if err != nil {
+				return nil, err
+			}
+			if len(cmd.Args) == 1 {
+				last = t
+			}
+		}
+	}
+	if len(p.Cmds) != 1 {
+		return nil, nil
+	}
+	return last, nil
+}
+
+func (pc promptChecker) arg(n parse.Node, dot reflect.Type) (reflect.Type, error) {
+	switch n := n.(type) {
+	case *parse.DotNode:
+		return dot, nil
+	case *parse.FieldNode:
+		return pc.fields(n, dot, ".", n.Ident)
+	case *parse.VariableNode:
+		if n.Ident[0] != "$" {
+			return nil, nil // a variable's type is not tracked
+		}
+		return pc.fields(n, pc.root, "$", n.Ident[1:])
+	case *parse.ChainNode:
+		t, err := pc.arg(n.Node, dot)
+		if err != nil {
+			return nil, err
+		}
+		return pc.fields(n, t, "("+n.Node.String()+")", n.Field)
+	case *parse.PipeNode:
+		return pc.pipe(n, dot)
+	}
+	return nil, nil
+}
+
+// fields follows a chain of field names from a value of type t (written
+// as from), refusing a name the type cannot have.
+func (pc promptChecker) fields(n parse.Node, t reflect.Type, from string, names []string) (reflect.Type, error) {
+	for _, name := range names {
+		if t == nil {
+			return nil, nil
+		}
+		switch t.Kind() {
+		case reflect.Struct:
+			f, ok := t.FieldByName(name)
+			if !ok || !f.IsExported() {
+				loc, _ := pc.tree.ErrorContext(n)
+				whose := describeDot(from)
+				if t == pc.root {
+					whose = "the case"
+				}
+				msg := fmt.Sprintf("%s: %s has no field .%s", loc, whose, name)
+				if s := suggest(name, fieldNames(t)); s != "" {
+					msg += fmt.Sprintf(" (did you mean .%s?)", s)
+				}
+				if t == pc.root {
+					msg += "; a prompt sees ." + strings.Join(fieldNames(t), ", .") + ", never the expected answer"
+				}
+				return nil, errors.New(msg)
+			}
+			t = f.Type
+		case reflect.Map:
+			t = t.Elem() // any key may be in a case
+			if t.Kind() == reflect.Interface {
+				return nil, nil
+			}
+		case reflect.Interface:
+			return nil, nil
+		default:
+			loc, _ := pc.tree.ErrorContext(n)
+			return nil, fmt.Errorf("%s: %s is %s, which has no field .%s", loc, describeDot(from), kindWords(t), name)
+		}
+		if from == "." || from == "$" {
+			from += name
+		} else {
+			from += "." + name
+		}
+	}
+	return t, nil
+}
+
+// describeDot names the value a field was looked up on.
+func describeDot(from string) string {
+	if from == "." {
+		return "dot"
+	}
+	return from
+}
+
+func fieldNames(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		out = append(out, t.Field(i).Name)
+	}
+	return out
+}
+
+func kindWords(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return "a " + t.String()
 }
 
 // PromptData is what a model target's prompt template is rendered with.
@@ -367,79 +676,6 @@ type PromptData struct {
 	Tags []string
 	// Metadata is the case metadata.
 	Metadata map[string]any
-}
-
-// schema checks that raw is a JSON Schema the validator compiles; a tool's
-// input must also describe an object, the only shape function calling
-// accepts. One compiler serves the whole load, so the metaschema is loaded
-// once, and identical schemas are compiled once.
-func (c *checker) schema(p cue.Path, raw json.RawMessage, object bool) {
-	msg, seen := c.schemaErrs[string(raw)]
-	if !seen {
-		msg = c.compileSchema(raw)
-		if c.schemaErrs == nil {
-			c.schemaErrs = map[string]string{}
-		}
-		c.schemaErrs[string(raw)] = msg
-	}
-	if msg != "" {
-		c.errAt(p, "%s", msg)
-		return
-	}
-	if object {
-		var top struct {
-			Type any `json:"type"`
-		}
-		if json.Unmarshal(raw, &top) != nil || top.Type != "object" {
-			c.errAt(p, "a tool's input schema must have type: \"object\" (function calling passes arguments as an object)")
-		}
-	}
-}
-
-func (c *checker) compileSchema(raw json.RawMessage) string {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return fmt.Sprintf("not a JSON Schema: %v", err)
-	}
-	if c.compiler == nil {
-		c.compiler = jsonschema.NewCompiler()
-	}
-	c.schemaN++
-	url := fmt.Sprintf("mem://schema/%d.json", c.schemaN)
-	if err := c.compiler.AddResource(url, doc); err != nil {
-		return fmt.Sprintf("not a JSON Schema: %v", err)
-	}
-	if _, err := c.compiler.Compile(url); err != nil {
-		return "invalid JSON Schema: " + schemaProblem(err)
-	}
-	return ""
-}
-
-// schemaProblem reduces a metaschema failure to its leaf causes, each at
-// its place in the schema, instead of the validator's whole trace.
-func schemaProblem(err error) string {
-	var sve *jsonschema.SchemaValidationError
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &sve) || !errors.As(sve.Err, &ve) {
-		return strings.Join(strings.Fields(err.Error()), " ")
-	}
-	p := message.NewPrinter(language.English)
-	var leaves []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) > 0 {
-			for _, c := range e.Causes {
-				walk(c)
-			}
-			return
-		}
-		l := fmt.Sprintf("at /%s: %s", strings.Join(e.InstanceLocation, "/"), e.ErrorKind.LocalizedString(p))
-		if !slices.Contains(leaves, l) {
-			leaves = append(leaves, l)
-		}
-	}
-	walk(ve)
-	return strings.Join(leaves, "; ")
 }
 
 func (c *checker) model(alias string) *Model {
@@ -489,7 +725,10 @@ func (c *checker) files() {
 			if fileglob.Validate(pattern) != nil {
 				continue // reported by check
 			}
-			got, err := fileglob.Expand(d.Dir, []string{pattern}, r.Source.Exclude)
+			// An invalid exclude is reported by check, at itself; the others
+			// still apply, so that this pattern is judged on what it adds.
+			exclude := slices.DeleteFunc(slices.Clone(r.Source.Exclude), func(e string) bool { return fileglob.Validate(e) != nil })
+			got, err := fileglob.Expand(d.Dir, []string{pattern}, exclude)
 			switch {
 			case err != nil:
 				c.errAt(pathOf("retrievers", r.Name, "source", "files", i), "expanding %q: %v", pattern, err)
@@ -541,8 +780,6 @@ func (c *checker) relative(p cue.Path, name string) bool {
 	}
 	return true
 }
-
-func errorsIsNotExist(err error) bool { return os.IsNotExist(err) || err == fs.ErrNotExist }
 
 func displayDir(dir string) string {
 	if dir == "." || dir == "" {

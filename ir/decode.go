@@ -2,6 +2,7 @@ package ir
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -18,16 +19,54 @@ import (
 // orders its fields topologically, which dominates decoding time on large
 // files. Only maps (the IR's sections) are iterated.
 func decodeValue(v cue.Value, dst any) error {
-	return decodeInto(v, reflect.ValueOf(dst).Elem(), false)
+	return (&decoder{}).into(v, reflect.ValueOf(dst).Elem())
 }
 
 // decodeLenient decodes what it can of a value that failed validation: a
 // field or list element that does not decode is left at its zero value.
 // The loader uses it so the semantic passes still see the rest of an entry;
 // problems on the skipped paths are CUE's to report, and the loader drops
-// semantic errors on them.
-func decodeLenient(v cue.Value, dst any) {
-	_ = decodeInto(v, reflect.ValueOf(dst).Elem(), true)
+// semantic errors on them. It returns the numbers that the schema accepts
+// but Go cannot hold, each to be reported at its place.
+func decodeLenient(v cue.Value, dst any) []*numberError {
+	d := &decoder{lenient: true}
+	_ = d.into(v, reflect.ValueOf(dst).Elem())
+	return d.numbers
+}
+
+// decoder is the state of one decode.
+type decoder struct {
+	lenient bool
+	numbers []*numberError // collected in lenient mode
+}
+
+// numberError is a number the schema accepts, because CUE compares exact
+// decimals, but a 64-bit Go value cannot hold: 1e-400 as a float64 is 0,
+// and 1e30 is no int64. It is the user's to fix, at the number.
+type numberError struct {
+	path cue.Path
+	msg  string
+}
+
+func (e *numberError) Error() string { return e.msg }
+
+// number reports a number conversion that failed because the value is out
+// of the Go type's range; any other error is returned as is.
+func (d *decoder) number(v cue.Value, err error, float bool) error {
+	if !errors.Is(err, cue.ErrBelow) && !errors.Is(err, cue.ErrAbove) {
+		return err
+	}
+	msg := fmt.Sprintf("invalid value %v: too large for the 64-bit integer the runtime holds it in", v)
+	if float {
+		if f, _ := v.Float64(); f == 0 {
+			msg = fmt.Sprintf("invalid value %v: too close to 0 for a 64-bit float, which would hold it as 0; write a larger number, or 0 where 0 is allowed", v)
+		} else {
+			msg = fmt.Sprintf("invalid value %v: too large for the 64-bit float the runtime holds it in", v)
+		}
+	}
+	ne := &numberError{path: v.Path(), msg: msg}
+	d.numbers = append(d.numbers, ne)
+	return ne
 }
 
 var (
@@ -35,9 +74,9 @@ var (
 	durationType   = reflect.TypeFor[Duration]()
 )
 
-func decodeInto(v cue.Value, rv reflect.Value, lenient bool) error {
-	if d, ok := v.Default(); ok {
-		v = d
+func (d *decoder) into(v cue.Value, rv reflect.Value) error {
+	if def, ok := v.Default(); ok {
+		v = def
 	}
 	switch rv.Type() {
 	case rawMessageType:
@@ -69,13 +108,13 @@ func decodeInto(v cue.Value, rv reflect.Value, lenient bool) error {
 	case reflect.Int, reflect.Int64:
 		n, err := v.Int64()
 		if err != nil {
-			return err
+			return d.number(v, err, false)
 		}
 		rv.SetInt(n)
 	case reflect.Float64:
 		f, err := v.Float64()
 		if err != nil {
-			return err
+			return d.number(v, err, true)
 		}
 		rv.SetFloat(f)
 	case reflect.Bool:
@@ -86,7 +125,7 @@ func decodeInto(v cue.Value, rv reflect.Value, lenient bool) error {
 		rv.SetBool(b)
 	case reflect.Pointer:
 		p := reflect.New(rv.Type().Elem())
-		if err := decodeInto(v, p.Elem(), lenient); err != nil {
+		if err := d.into(v, p.Elem()); err != nil {
 			return err
 		}
 		rv.Set(p)
@@ -98,7 +137,7 @@ func decodeInto(v cue.Value, rv reflect.Value, lenient bool) error {
 		s := reflect.MakeSlice(rv.Type(), 0, 4)
 		for it.Next() {
 			e := reflect.New(rv.Type().Elem()).Elem()
-			if err := decodeInto(it.Value(), e, lenient); err != nil && !lenient {
+			if err := d.into(it.Value(), e); err != nil && !d.lenient {
 				return err
 			}
 			s = reflect.Append(s, e)
@@ -112,7 +151,7 @@ func decodeInto(v cue.Value, rv reflect.Value, lenient bool) error {
 		m := reflect.MakeMap(rv.Type())
 		for it.Next() {
 			e := reflect.New(rv.Type().Elem()).Elem()
-			if err := decodeInto(it.Value(), e, lenient); err != nil && !lenient {
+			if err := d.into(it.Value(), e); err != nil && !d.lenient {
 				return fmt.Errorf("%s: %w", it.Selector().Unquoted(), err)
 			}
 			m.SetMapIndex(reflect.ValueOf(it.Selector().Unquoted()), e)
@@ -130,8 +169,8 @@ func decodeInto(v cue.Value, rv reflect.Value, lenient bool) error {
 			if !fv.Exists() {
 				continue
 			}
-			if err := decodeInto(fv, rv.Field(i), lenient); err != nil {
-				if lenient {
+			if err := d.into(fv, rv.Field(i)); err != nil {
+				if d.lenient {
 					rv.Field(i).SetZero()
 					continue
 				}
@@ -142,4 +181,17 @@ func decodeInto(v cue.Value, rv reflect.Value, lenient bool) error {
 		return fmt.Errorf("cannot decode into %s", rv.Type())
 	}
 	return nil
+}
+
+// numberErr reports a number Go cannot hold at the number, unless CUE
+// already reported a problem there, and keeps the semantic checks off it:
+// the decoded zero in its place is not what the user wrote.
+func (l *loader) numberErr(ne *numberError) {
+	sels := ne.path.Selectors()
+	if len(sels) > 0 && sels[0].IsDefinition() {
+		sels = sels[1:] // #App
+	}
+	p := cue.MakePath(sels...)
+	l.errAt(p, "%s", ne.msg)
+	l.cuePaths[p.String()] = true
 }

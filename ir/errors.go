@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -116,20 +117,82 @@ func levenshtein(a, b string) int {
 	return prev[len(rb)]
 }
 
+// Unknown references list the known names when there are at most
+// listAll of them, and otherwise only the listNearest closest ones and how
+// many others there are: an IR with 500 tools must not print them all on
+// one line.
+const (
+	listAll     = 5
+	listNearest = 3
+)
+
 // unknownRef formats the message for a reference that does not resolve:
-// what was asked for, the likely intended name, and the known names.
+// what was asked for, the likely intended name, and the known names (or
+// the nearest few of them).
 func unknownRef(what, name string, known []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "unknown %s %q", what, name)
 	if s := suggest(name, known); s != "" {
 		fmt.Fprintf(&b, " (did you mean %q?)", s)
 	}
-	if len(known) == 0 {
+	switch {
+	case len(known) == 0:
 		fmt.Fprintf(&b, "; no %s are defined", plural(what))
-	} else {
+	case len(known) <= listAll:
 		fmt.Fprintf(&b, "; known %s: %s", plural(what), strings.Join(known, ", "))
+	default:
+		fmt.Fprintf(&b, "; nearest known %s: %s (and %d others)", plural(what), strings.Join(nearest(name, known, listNearest), ", "), len(known)-listNearest)
 	}
 	return b.String()
+}
+
+// nearest returns the n candidates closest to name by edit distance, ties
+// broken by name.
+func nearest(name string, candidates []string, n int) []string {
+	type scored struct {
+		name string
+		d    int
+	}
+	all := make([]scored, len(candidates))
+	for i, c := range candidates {
+		all[i] = scored{c, levenshtein(name, c)}
+	}
+	slices.SortFunc(all, func(a, b scored) int { return cmp.Or(cmp.Compare(a.d, b.d), strings.Compare(a.name, b.name)) })
+	out := make([]string, 0, n)
+	for _, s := range all[:min(n, len(all))] {
+		out = append(out, s.name)
+	}
+	return out
+}
+
+// boundWords says in words what a numeric bound as CUE prints it (">0",
+// "<=1") asks for; "" when the bound is not a plain comparison.
+func boundWords(bound string) string {
+	for _, op := range []struct{ op, words string }{
+		{">=", "at least"}, {"<=", "at most"}, {">", "greater than"}, {"<", "less than"},
+	} {
+		if rest, ok := strings.CutPrefix(bound, op.op); ok {
+			if _, err := strconv.ParseFloat(rest, 64); err == nil {
+				return op.words + " " + rest
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+// budgetLimitHint says what to do with a budget limit of zero or less,
+// which would allow no call at all, rather than leave it unset as a
+// user writing 0 may have meant; "" for any other path.
+func budgetLimitHint(path []string) string {
+	if len(path) != 3 || path[0] != "budgets" {
+		return ""
+	}
+	other := map[string]string{"maxUSD": "maxTotalTokens", "maxTotalTokens": "maxUSD"}[path[2]]
+	if other == "" {
+		return ""
+	}
+	return fmt.Sprintf("; a limit must leave room for a call: raise it, or remove %s and cap the budget with %s", path[2], other)
 }
 
 func plural(word string) string {

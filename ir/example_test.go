@@ -44,5 +44,5 @@ agents: greeter: {model: "smal", instructions: "Greet the user.", maxSteps: 0}
 	}
 	// Output:
 	// app.cue:6:26: agents.greeter.model: unknown alias "smal" (did you mean "small"?); known aliases: small
-	// app.cue:6:77: agents.greeter.maxSteps: invalid value 0 (out of bound >=1)
+	// app.cue:6:77: agents.greeter.maxSteps: invalid value 0: want a number at least 1
 }

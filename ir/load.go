@@ -134,6 +134,9 @@ type rawDocument struct {
 func (l *loader) decode() (*Document, error) {
 	var raw rawDocument
 	if err := decodeValue(l.app, &raw); err != nil {
+		if _, ok := errors.AsType[*numberError](err); ok {
+			return l.decodePartial(), nil // reports every such number
+		}
 		return nil, fmt.Errorf("decoding validated IR %s: %w", l.name, err)
 	}
 	return l.build(raw), nil
@@ -144,7 +147,9 @@ func (l *loader) decode() (*Document, error) {
 // on it, and errAt drops their errors on paths CUE already reported.
 func (l *loader) decodePartial() *Document {
 	var raw rawDocument
-	decodeLenient(l.app, &raw)
+	for _, ne := range decodeLenient(l.app, &raw) {
+		l.numberErr(ne)
+	}
 	return l.build(raw)
 }
 
@@ -281,6 +286,7 @@ const (
 	cueOutOfBound  = "invalid value %v (out of bound %s)"
 	cueListLengths = "incompatible list lengths (%d and %d)"
 	cueMismatch    = "conflicting values %s and %s (mismatched types %s and %s)"
+	cueIntBounds   = "incompatible integer bounds %v and %v"
 )
 
 type cueProblem struct {
@@ -426,6 +432,17 @@ func (l *loader) message(path []string, p cueProblem) string {
 		}
 		if want := l.describeConstraint(fmt.Sprint(p.args[1])); want != "" {
 			return fmt.Sprintf("invalid value %v: want %s", p.args[0], want)
+		}
+		if want := boundWords(fmt.Sprint(p.args[1])); want != "" {
+			return fmt.Sprintf("invalid value %v: want a number %s%s", p.args[0], want, budgetLimitHint(path))
+		}
+	}
+	if p.format == cueIntBounds && len(p.args) == 2 {
+		// An integer where no integer fits the bounds (maxRegression: 1
+		// against >0 & <1): CUE names the bounds, not the value.
+		lo, hi := boundWords(fmt.Sprint(p.args[0])), boundWords(fmt.Sprint(p.args[1]))
+		if got := l.user.LookupPath(stringsPath(path)); got.IsConcrete() && lo != "" && hi != "" {
+			return fmt.Sprintf("invalid value %v: want a number %s and %s", got, lo, hi)
 		}
 	}
 	if p.format == cueMismatch && len(p.args) == 4 {

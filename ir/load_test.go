@@ -69,6 +69,9 @@ func TestInvalid(t *testing.T) {
 				if !pos.MatchString(e.Error()) {
 					t.Errorf("error without file:line:col: %q", e.Error())
 				}
+				if strings.Contains(e.Msg, "mem://") {
+					t.Errorf("error shows the schema compiler's internal URL: %q", e.Error())
+				}
 			}
 			golden(t, strings.TrimSuffix(file, ".cue")+".stderr", []byte(es.Error()+"\n"))
 		})

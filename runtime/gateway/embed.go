@@ -59,14 +59,14 @@ func (g *Gateway) embedOnce(ctx context.Context, e *entry, texts []string, limit
 	}
 	if err != nil {
 		err = asProviderError(ctx, e.providerKind, spec.ID, err)
-		g.endSpanError(span, err)
+		g.endSpanError(&span, err)
 		return EmbedResponse{}, Amount{}, err
 	}
 	if resp.Usage == (Usage{}) {
 		resp.Usage = EstimateEmbedUsage(texts)
 	}
 	cost := Price(spec.Cost, resp.Usage)
-	g.endSpanOK(span, resp.Model, resp.Usage, "", cost)
+	g.endSpanOK(&span, resp.Model, resp.Usage, "", cost)
 	return resp, cost, nil
 }
 

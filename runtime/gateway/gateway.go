@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
@@ -51,7 +52,7 @@ type Gateway struct {
 	entries   map[string]*entry
 	aliases   []string
 	providers map[string]Provider
-	budgets   map[string]Budget
+	budgets   map[string]budgetEntry
 	ledger    Ledger
 	tracer    trace.Tracer
 	tracing   bool
@@ -59,6 +60,7 @@ type Gateway struct {
 	retry     RetryPolicy
 	idPrefix  string
 	seq       atomic.Uint64
+	attrs     attrBuffers
 }
 
 // entry is one resolved alias with everything precomputed that a call needs.
@@ -71,6 +73,13 @@ type entry struct {
 	providerCaps []Capability
 	chatSpan     string
 	embedSpan    string
+	starts       spanStarts
+}
+
+// budgetEntry is one configured budget with its span attributes, built once.
+type budgetEntry struct {
+	Budget
+	nameAttr, scopeAttr attribute.KeyValue
 }
 
 // New checks cfg and builds a Gateway. Every alias must resolve to a valid
@@ -80,7 +89,7 @@ func New(cfg Config) (*Gateway, error) {
 	g := &Gateway{
 		entries:   make(map[string]*entry, len(cfg.Models)),
 		providers: cfg.Providers,
-		budgets:   make(map[string]Budget, len(cfg.Budgets)),
+		budgets:   make(map[string]budgetEntry, len(cfg.Budgets)),
 		ledger:    cfg.Ledger,
 		tracer:    cfg.Tracer,
 		logger:    cfg.Logger,
@@ -125,6 +134,7 @@ func New(cfg Config) (*Gateway, error) {
 			providerCaps: slices.Clone(p.Capabilities()),
 			chatSpan:     "chat " + pm.Spec.ID,
 			embedSpan:    "embeddings " + pm.Spec.ID,
+			starts:       newSpanStarts(pm.Alias, pm.Spec.ID, p.Kind()),
 		}
 		g.aliases = append(g.aliases, pm.Alias)
 	}
@@ -137,7 +147,11 @@ func New(cfg Config) (*Gateway, error) {
 			errs = append(errs, fmt.Errorf("budget %q is defined twice", b.Name))
 			continue
 		}
-		g.budgets[b.Name] = b
+		g.budgets[b.Name] = budgetEntry{
+			Budget:    b,
+			nameAttr:  AttrBudgetName.StringSlice([]string{b.Name}),
+			scopeAttr: AttrBudgetScope.StringSlice([]string{string(b.Scope)}),
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("gateway config: %w", err)
@@ -349,8 +363,12 @@ func (g *Gateway) reserve(ctx context.Context, e *entry, bound Amount, limits []
 
 // closeCtx returns a context that outlives the caller's cancellation, so that
 // a reservation is settled or released even when the caller gives up at that
-// very moment. Ledgers bound their own operations.
+// very moment. Ledgers bound their own operations. A context that can never
+// be cancelled is returned as it is.
 func closeCtx(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		return ctx
+	}
 	return context.WithoutCancel(ctx)
 }
 
@@ -469,14 +487,14 @@ func (g *Gateway) generateOnce(ctx context.Context, e *entry, req Request, limit
 	resp, err := e.provider.Generate(ctx, e.pinned.Spec, req)
 	if err != nil {
 		err = asProviderError(ctx, e.providerKind, e.pinned.Spec.ID, err)
-		g.endSpanError(span, err)
+		g.endSpanError(&span, err)
 		return Response{}, Amount{}, err
 	}
 	if resp.Usage == (Usage{}) {
 		resp.Usage = estimateActual(req, resp.Text, resp.ToolCalls)
 	}
 	cost := Price(e.pinned.Spec.Cost, resp.Usage)
-	g.endSpanOK(span, resp.Model, resp.Usage, resp.FinishReason, cost)
+	g.endSpanOK(&span, resp.Model, resp.Usage, resp.FinishReason, cost)
 	return resp, cost, nil
 }
 

@@ -93,7 +93,7 @@ func (g *Gateway) streamOnce(ctx context.Context, e *entry, req Request, c *call
 	ds, err := e.provider.Stream(sctx, spec, req)
 	if err != nil {
 		err = asProviderError(ctx, e.providerKind, spec.ID, err)
-		g.endSpanError(span, err)
+		g.endSpanError(&span, err)
 		return streamFailedEarly, Response{}, Amount{}, err
 	}
 	defer ds.Close()
@@ -104,7 +104,7 @@ func (g *Gateway) streamOnce(ctx context.Context, e *entry, req Request, c *call
 	defer func() {
 		if st == streamFailedEarly {
 			if err != nil {
-				g.endSpanError(span, err)
+				g.endSpanError(&span, err)
 			} else {
 				span.End()
 			}
@@ -114,9 +114,9 @@ func (g *Gateway) streamOnce(ctx context.Context, e *entry, req Request, c *call
 		cost = Price(spec.Cost, resp.Usage)
 		g.settle(ctx, &c.hold, cost)
 		if err != nil {
-			g.endSpanError(span, err)
+			g.endSpanError(&span, err)
 		} else {
-			g.endSpanOK(span, resp.Model, resp.Usage, resp.FinishReason, cost)
+			g.endSpanOK(&span, resp.Model, resp.Usage, resp.FinishReason, cost)
 		}
 	}()
 	for {

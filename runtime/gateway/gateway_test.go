@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -105,6 +106,12 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"budget without limit", func(c *gateway.Config) {
 			c.Budgets = append(c.Budgets, gateway.Budget{Name: "free", Scope: gateway.ScopeRun})
 		}, "sets neither"},
+		{"budget of NaN dollars", func(c *gateway.Config) {
+			c.Budgets = append(c.Budgets, gateway.Budget{Name: "nan", MaxUSD: math.NaN(), Scope: gateway.ScopeRun})
+		}, `budget "nan" has an invalid limit`},
+		{"budget of infinite dollars", func(c *gateway.Config) {
+			c.Budgets = append(c.Budgets, gateway.Budget{Name: "inf", MaxUSD: math.Inf(1), Scope: gateway.ScopeRun})
+		}, `budget "inf" has an invalid limit`},
 		{"budget with bad scope", func(c *gateway.Config) {
 			c.Budgets = append(c.Budgets, gateway.Budget{Name: "b", MaxUSD: 1, Scope: "user"})
 		}, `unknown scope "user"`},

@@ -251,7 +251,9 @@ type EmbedResponse struct {
 	Model string
 }
 
-// Attempt records one try of one alias.
+// Attempt records one try of one alias. An alias skipped because the
+// request does not fit its context window is recorded too, with a
+// *ContextWindowExceededError and no duration: nothing was sent.
 type Attempt struct {
 	// Alias is the alias tried.
 	Alias string

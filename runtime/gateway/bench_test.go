@@ -11,6 +11,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/aidgen/aid/runtime/gateway"
@@ -28,6 +30,19 @@ var benchReq = gateway.Request{Messages: []gateway.Message{
 // memory ledger, pricing, a no-op span, and a fake provider that answers at
 // once.
 func BenchmarkGenerateFake(b *testing.B) {
+	benchGenerateFake(b, noop.NewTracerProvider().Tracer("bench"))
+}
+
+// BenchmarkGenerateFakeSDKTracer is BenchmarkGenerateFake with real tracing:
+// the OpenTelemetry SDK sampling every span, with no exporter, so that what
+// it measures is the gateway's cost of building and ending a recorded span.
+func BenchmarkGenerateFakeSDKTracer(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	benchGenerateFake(b, tp.Tracer("bench"))
+}
+
+func benchGenerateFake(b *testing.B, tracer trace.Tracer) {
 	p, err := fake.New(fake.Config{Loop: true, Script: []fake.Step{{Text: "Paris"}}})
 	if err != nil {
 		b.Fatal(err)
@@ -36,7 +51,7 @@ func BenchmarkGenerateFake(b *testing.B) {
 		Models:    catalog(),
 		Providers: map[string]gateway.Provider{"fake": p},
 		Budgets:   []gateway.Budget{{Name: "bench", MaxUSD: 1e9, Scope: gateway.ScopeRun}},
-		Tracer:    noop.NewTracerProvider().Tracer("bench"),
+		Tracer:    tracer,
 	})
 	if err != nil {
 		b.Fatal(err)

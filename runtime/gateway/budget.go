@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Scope says what a budget is counted per. The scope key of a call (which
@@ -37,10 +38,36 @@ type Budget struct {
 	Scope Scope
 }
 
-// limit returns the budget's limits as an Amount, rounding the money limit
-// down so that rounding never lets a call through.
+// limit returns the budget's limits as an Amount.
 func (b Budget) limit() Amount {
-	return Amount{NanoUSD: int64(math.Floor(b.MaxUSD*1e9 + 1e-6)), Tokens: b.MaxTotalTokens}
+	return Amount{NanoUSD: nanosFloor(b.MaxUSD), Tokens: b.MaxTotalTokens}
+}
+
+// nanosFloor converts a money limit in dollars to whole nanodollars. It reads
+// the decimal the float stands for (its shortest representation) rather
+// than multiplying, so that a limit written as a price the gateway reported
+// (Amount.USD, EstimateCost) is that price to the nanodollar, however
+// large; a fraction of a nanodollar is dropped, so that rounding never lets
+// a call through. A limit beyond what int64 nanodollars hold is the largest
+// they hold.
+func nanosFloor(usd float64) int64 {
+	if !(usd > 0) {
+		return 0
+	}
+	if usd >= math.MaxInt64/1e9 {
+		return math.MaxInt64
+	}
+	whole, frac, _ := strings.Cut(strconv.FormatFloat(usd, 'f', -1, 64), ".")
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil {
+		return int64(math.Floor(usd * 1e9))
+	}
+	frac = (frac + "000000000")[:9]
+	f, err := strconv.ParseInt(frac, 10, 64)
+	if err != nil {
+		return int64(math.Floor(usd * 1e9))
+	}
+	return w*1e9 + f
 }
 
 func (b Budget) validate() error {
@@ -49,6 +76,8 @@ func (b Budget) validate() error {
 		return errors.New("budget has no name")
 	case b.MaxUSD < 0 || b.MaxTotalTokens < 0:
 		return fmt.Errorf("budget %q has a negative limit", b.Name)
+	case math.IsNaN(b.MaxUSD) || math.IsInf(b.MaxUSD, 0):
+		return fmt.Errorf("budget %q has an invalid limit of %v US dollars", b.Name, b.MaxUSD)
 	case b.MaxUSD == 0 && b.MaxTotalTokens == 0:
 		return fmt.Errorf("budget %q sets neither max USD nor max total tokens", b.Name)
 	}

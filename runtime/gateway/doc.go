@@ -13,13 +13,24 @@
 //   - Capabilities. Require, and every call, check a capability on both
 //     sides: the model's and the provider adapter's, and a
 //     *CapabilityMismatchError names what is missing where.
-//   - Budgets that cannot overspend. Before each attempt the gateway reserves
-//     the request's worst case (WorstCaseUsage: at most one token per byte
+//   - Requests checked before they leave. A request the OpenAI API
+//     specification forbids (no messages, more than four stop sequences, a
+//     temperature or top_p out of range, an empty embedding input) is
+//     refused with an *InvalidRequestError before anything is reserved or
+//     sent. A request too large for an alias's context window is refused
+//     for that alias with a *ContextWindowExceededError, by one rule: its
+//     likely input (EstimateInputTokens, about four bytes a token) plus the
+//     output bound the gateway sends exceeds the window, which is the sum
+//     chat-completions providers refuse. The call then falls back only to
+//     aliases whose window fits; nothing is reserved for the others.
+//   - Budgets that cannot overspend. Before each alias the gateway reserves
+//     the request's upper bound (EstimateUsage: at most one token per byte
 //     of input, capped by the context window, plus the output bound, priced
-//     by Price) in a Ledger, atomically against every
-//     budget the call names; if it does not fit the call is refused with a
-//     *BudgetExceededError before any money is spent. After the call the
-//     hold is settled to the real usage, or released. A call names its
+//     by Price; EstimateCost is its price) in a Ledger, atomically against
+//     every budget the call names; if it does not fit the call is refused
+//     with a *BudgetExceededError before any money is spent. After the call
+//     the hold is settled to the real usage, or released, in a defer, so
+//     that a panic cannot leave it held. A call names its
 //     budgets and their scope keys (which run, which thread) with
 //     WithBudget, or inherits them from ContextWithBudget. MemoryLedger is
 //     the default; package pgledger shares one budget across replicas.
@@ -30,8 +41,8 @@
 //     the failure may fall through. Result reports every Attempt and
 //     whether the answer FellBack.
 //   - Streaming. Stream returns an iterator of chunks whose last carries
-//     the priced Result; the ledger is settled when the stream ends, breaks
-//     or is abandoned.
+//     the priced Result; the ledger is settled when the stream ends, breaks,
+//     is abandoned or its consumer panics.
 //   - Tracing. One OpenTelemetry span per attempt, following the GenAI
 //     semantic conventions, with aid-specific values under aid.*.
 //

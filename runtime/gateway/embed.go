@@ -3,15 +3,16 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // Embed turns texts into vectors with the embedding model behind alias,
-// charged like a chat call: the estimated tokens are reserved against the
-// call's budgets first and settled with the real usage after. Retryable
-// failures are retried; there are no fallbacks, because vectors of
-// different models are not comparable. The provider adapter batches large
-// inputs.
+// charged like a chat call: an upper bound of the tokens (one per byte) is
+// reserved against the call's budgets first and settled with the real usage
+// after. An input the OpenAI API specification forbids (an empty string) is
+// refused first, with an *InvalidRequestError; no texts at all make no call.
+// Retryable failures are retried; there are no fallbacks, because vectors
+// of different models are not comparable. The provider adapter batches
+// large inputs.
 func (g *Gateway) Embed(ctx context.Context, alias string, texts []string, opts ...CallOption) (EmbedResult, error) {
 	var o callOptions
 	for _, opt := range opts {
@@ -20,40 +21,32 @@ func (g *Gateway) Embed(ctx context.Context, alias string, texts []string, opts 
 	if len(o.fallbacks) > 0 {
 		return EmbedResult{}, fmt.Errorf("embed %q: embeddings take no fallbacks: vectors of different models are not comparable", alias)
 	}
-	chain, err := g.chain(alias, nil, []Capability{CapabilityEmbeddings})
-	if err != nil {
+	c := call{op: "embed", kind: opEmbeddings, alias: alias, texts: texts}
+	if err := g.newCall(ctx, &c, nil, &o, []Capability{CapabilityEmbeddings}); err != nil {
 		return EmbedResult{}, err
 	}
-	e := chain[0]
-	spec := e.pinned.Spec
+	spec := c.chain[0].pinned.Spec
 	if spec.kind() != KindEmbedding {
 		return EmbedResult{}, fmt.Errorf("embed %q: model %s is a %s model, not an embedding model", alias, spec.ID, spec.kind())
 	}
 	if len(texts) == 0 {
 		return EmbedResult{Alias: alias, Model: spec.ID}, nil
 	}
-	limits, err := g.limits(ctx, &o)
+	var resp EmbedResponse
+	var cost Amount
+	_, err := g.run(ctx, &c, func(ctx context.Context, e *entry, _ Request, n int, _ bool) (bool, error) {
+		var err error
+		resp, cost, err = g.embedOnce(ctx, e, texts, c.limits, n)
+		if err != nil {
+			return false, err
+		}
+		g.settle(ctx, &c.hold, cost)
+		return true, nil
+	})
 	if err != nil {
 		return EmbedResult{}, err
 	}
-	id, err := g.reserve(ctx, e, Price(spec.Cost, worstCaseEmbedUsage(texts)), limits)
-	if err != nil {
-		return EmbedResult{}, err
-	}
-	var attempts []Attempt
-	for retry := 0; ; retry++ {
-		start := time.Now()
-		resp, cost, err := g.embedOnce(ctx, e, texts, limits, len(attempts))
-		attempts = append(attempts, Attempt{Alias: alias, Model: spec.ID, Retry: retry, Duration: time.Since(start), Err: err})
-		if err == nil {
-			g.settle(ctx, id, cost)
-			return EmbedResult{Vectors: resp.Vectors, Usage: resp.Usage, CostUSD: cost.USD(), Alias: alias, Model: spec.ID, Attempts: attempts}, nil
-		}
-		if !g.shouldRetry(ctx, e, retry, err) {
-			g.release(ctx, id)
-			return EmbedResult{}, g.callError("embed", alias, attempts, err)
-		}
-	}
+	return EmbedResult{Vectors: resp.Vectors, Usage: resp.Usage, CostUSD: cost.USD(), Alias: alias, Model: spec.ID, Attempts: c.attempts}, nil
 }
 
 // embedOnce makes one traced embedding call, checks its shape and prices it.
@@ -66,14 +59,14 @@ func (g *Gateway) embedOnce(ctx context.Context, e *entry, texts []string, limit
 	}
 	if err != nil {
 		err = asProviderError(ctx, e.providerKind, spec.ID, err)
-		g.endSpanError(span, err)
+		g.endSpanError(&span, err)
 		return EmbedResponse{}, Amount{}, err
 	}
 	if resp.Usage == (Usage{}) {
 		resp.Usage = EstimateEmbedUsage(texts)
 	}
 	cost := Price(spec.Cost, resp.Usage)
-	g.endSpanOK(span, resp.Model, resp.Usage, "", cost)
+	g.endSpanOK(&span, resp.Model, resp.Usage, "", cost)
 	return resp, cost, nil
 }
 

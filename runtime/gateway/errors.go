@@ -110,6 +110,49 @@ func (e *BudgetExceededError) Error() string {
 		e.Budget, e.Scope, key, e.Limit.usdString(), e.Spent.usdString(), e.Reserved.usdString(), e.Requested.usdString())
 }
 
+// ContextWindowExceededError reports a request refused before it was sent
+// because it does not fit an alias's context window: its estimated input
+// plus the output bound the gateway would send is more than the window (see
+// the rule in the package documentation). Nothing was reserved and the
+// provider was not called. The call falls back to the next alias, since a
+// model with a larger window may serve it.
+type ContextWindowExceededError struct {
+	// Alias is the alias that cannot take the request.
+	Alias string
+	// Model is the pinned model id behind it.
+	Model string
+	// InputTokens is the estimated input (EstimateInputTokens).
+	InputTokens int64
+	// OutputTokens is the output bound the request would be sent with.
+	OutputTokens int64
+	// ContextWindow is the model's context window in tokens.
+	ContextWindow int
+}
+
+// Error implements error.
+func (e *ContextWindowExceededError) Error() string {
+	return fmt.Sprintf("alias %q (model %s): request needs about %d tokens (%d estimated input + %d output bound), more than the context window of %d",
+		e.Alias, e.Model, e.InputTokens+e.OutputTokens, e.InputTokens, e.OutputTokens, e.ContextWindow)
+}
+
+// InvalidRequestError reports a request that the OpenAI API specification
+// forbids, refused before any reservation or provider call: no provider
+// would accept it, so sending it would only cost a round trip. Another
+// alias would not fix it, so it never falls back.
+type InvalidRequestError struct {
+	// Field is the offending part of the request, in the wire format's
+	// terms (for example "messages" or "stop").
+	Field string
+	// Rule is what the specification demands of it and what the request
+	// did instead.
+	Rule string
+}
+
+// Error implements error.
+func (e *InvalidRequestError) Error() string {
+	return "invalid request: " + e.Field + ": " + e.Rule
+}
+
 // ProviderError reports a failed provider call. Provider errors are
 // eligible for fallback; the retryable ones are retried first.
 type ProviderError struct {
@@ -233,9 +276,10 @@ func (e *CallError) Unwrap() []error {
 
 // IsFallbackEligible is the gateway's fall-through policy: it reports whether
 // a failure of one alias lets the call move on to the next fallback. Provider
-// errors (HTTP errors, malformed answers, broken streams) and per-request
-// timeouts do; an unknown alias, a capability mismatch, a budget breach, a
-// deferred feature and the caller's own cancellation or deadline do not,
+// errors (HTTP errors, malformed answers, broken streams), per-request
+// timeouts and a request too large for the alias's context window do; an
+// unknown alias, a capability mismatch, a budget breach, an invalid request,
+// a deferred feature and the caller's own cancellation or deadline do not,
 // because another alias would not fix them or would spend money the caller
 // said not to. For a *CallError it judges the error that ended the call.
 func IsFallbackEligible(err error) bool {
@@ -252,11 +296,11 @@ func IsFallbackEligible(err error) bool {
 	if errors.As(err, &budget) || errors.As(err, &caps) || errors.As(err, &unknown) || errors.As(err, &deferred) {
 		return false
 	}
-	var pe *ProviderError
-	if errors.As(err, &pe) {
-		return true
-	}
-	return false
+	var (
+		pe     *ProviderError
+		window *ContextWindowExceededError
+	)
+	return errors.As(err, &pe) || errors.As(err, &window)
 }
 
 // IsRetryable reports whether the same call may succeed if tried again: a

@@ -42,35 +42,54 @@ func EstimateInputTokens(req Request) int64 {
 	return n
 }
 
-// EstimateUsage returns the likely usage of a request on a model when the
-// answer uses its whole output bound: the estimated input plus the
-// request's MaxOutputTokens, or the model's when the request sets none. It
-// prices a request before spending; what a budget holds during the call is
-// the stricter WorstCaseUsage.
-func EstimateUsage(spec ModelSpec, req Request) Usage {
-	in := EstimateInputTokens(req)
-	out := int64(maxOutput(spec, req))
-	return Usage{InputTokens: in, OutputTokens: out, TotalTokens: in + out, Estimated: true}
-}
-
-// WorstCaseUsage returns what a budget reserves before a call: an upper
-// bound of the request's usage, not an estimate. Byte-level BPE tokenizers
-// (those of the OpenAI models and most open ones) never make a token of
-// less than one byte, so the input is bounded by its UTF-8 length plus the
-// per-message overheads; and a prompt longer than the model's context
-// window is refused by the provider without charge, so the window bounds it
-// too. The output is bounded by the request's (or the model's) output
-// bound, which the gateway sends to the provider. Settling real usage
+// EstimateUsage returns what a budget reserves for a request on a model
+// before the call: an upper bound of its usage, not a guess. Byte-level BPE
+// tokenizers (those of the OpenAI models and most open ones) never make a
+// token of less than one byte, so the input is bounded by its UTF-8 length
+// plus the per-message overheads; and a prompt longer than the model's
+// context window is refused by the provider without charge, so the window
+// bounds it too. The output is bounded by the request's (or the model's)
+// output bound, which the gateway sends to the provider. Settling real usage
 // against this hold can therefore never exceed it, which is what makes a
 // budget impossible to overspend, at the price of holding more than a call
-// will likely cost while it runs.
-func WorstCaseUsage(spec ModelSpec, req Request) Usage {
+// will likely cost while it runs. A budget of exactly this much admits the
+// call.
+//
+// It is the one number the gateway reserves; Gateway.EstimateUsage gives the
+// same for an alias, or the error the call would be refused with.
+func EstimateUsage(spec ModelSpec, req Request) Usage {
 	in := upperInputTokens(req)
 	if spec.ContextWindow > 0 {
 		in = min(in, int64(spec.ContextWindow))
 	}
 	out := int64(maxOutput(spec, req))
 	return Usage{InputTokens: in, OutputTokens: out, TotalTokens: in + out, Estimated: true}
+}
+
+// checkContextWindow is the one rule that refuses a request too large for a
+// model's context window before it is sent: the likely input
+// (EstimateInputTokens, about four bytes per token) plus the output bound the
+// gateway sends exceeds the window. The providers that speak the
+// chat-completions format refuse exactly that sum with a 400, so the check
+// saves a round trip and a reservation on a request that would fail. It uses
+// the likely input, not the one-token-per-byte bound that EstimateUsage
+// holds, because that bound would refuse many prompts that fit; a prompt
+// whose text tokenizes worse than the heuristic (dense code, non-Latin
+// scripts) may still pass and be refused by the provider, which is then an
+// ordinary provider error. A model with no declared window is not checked.
+func checkContextWindow(e *entry, req *Request) error {
+	window := e.pinned.Spec.ContextWindow
+	if window <= 0 {
+		return nil
+	}
+	in, out := EstimateInputTokens(*req), int64(maxOutput(e.pinned.Spec, *req))
+	if in+out <= int64(window) {
+		return nil
+	}
+	return &ContextWindowExceededError{
+		Alias: e.pinned.Alias, Model: e.pinned.Spec.ID,
+		InputTokens: in, OutputTokens: out, ContextWindow: window,
+	}
 }
 
 // upperInputTokens bounds a prompt's tokens by one token per byte, plus the
@@ -93,8 +112,10 @@ func upperInputTokens(req Request) int64 {
 	return n
 }
 
-// worstCaseEmbedUsage bounds the tokens of embedding texts by their bytes.
-func worstCaseEmbedUsage(texts []string) Usage {
+// embedHold bounds the tokens of embedding texts by their bytes: what a
+// budget reserves before an embedding call, for the reason EstimateUsage
+// gives.
+func embedHold(texts []string) Usage {
 	var n int64
 	for _, t := range texts {
 		n += max(1, int64(len(t)))
@@ -111,9 +132,9 @@ func EstimateEmbedUsage(texts []string) Usage {
 	return Usage{InputTokens: n, TotalTokens: n, Estimated: true}
 }
 
-// EstimateCost returns the likely price of a request on a model in US
-// dollars when the answer uses its whole output bound: EstimateUsage priced
-// from the model's cost profile.
+// EstimateCost returns the price of EstimateUsage in US dollars: exactly
+// what a budget reserves for the request before the call, so that a budget
+// of this much admits it.
 func EstimateCost(spec ModelSpec, req Request) float64 {
 	return Price(spec.Cost, EstimateUsage(spec, req)).USD()
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
@@ -51,7 +52,7 @@ type Gateway struct {
 	entries   map[string]*entry
 	aliases   []string
 	providers map[string]Provider
-	budgets   map[string]Budget
+	budgets   map[string]budgetEntry
 	ledger    Ledger
 	tracer    trace.Tracer
 	tracing   bool
@@ -59,6 +60,7 @@ type Gateway struct {
 	retry     RetryPolicy
 	idPrefix  string
 	seq       atomic.Uint64
+	attrs     attrBuffers
 }
 
 // entry is one resolved alias with everything precomputed that a call needs.
@@ -71,6 +73,13 @@ type entry struct {
 	providerCaps []Capability
 	chatSpan     string
 	embedSpan    string
+	starts       spanStarts
+}
+
+// budgetEntry is one configured budget with its span attributes, built once.
+type budgetEntry struct {
+	Budget
+	nameAttr, scopeAttr attribute.KeyValue
 }
 
 // New checks cfg and builds a Gateway. Every alias must resolve to a valid
@@ -80,7 +89,7 @@ func New(cfg Config) (*Gateway, error) {
 	g := &Gateway{
 		entries:   make(map[string]*entry, len(cfg.Models)),
 		providers: cfg.Providers,
-		budgets:   make(map[string]Budget, len(cfg.Budgets)),
+		budgets:   make(map[string]budgetEntry, len(cfg.Budgets)),
 		ledger:    cfg.Ledger,
 		tracer:    cfg.Tracer,
 		logger:    cfg.Logger,
@@ -125,6 +134,7 @@ func New(cfg Config) (*Gateway, error) {
 			providerCaps: slices.Clone(p.Capabilities()),
 			chatSpan:     "chat " + pm.Spec.ID,
 			embedSpan:    "embeddings " + pm.Spec.ID,
+			starts:       newSpanStarts(pm.Alias, pm.Spec.ID, p.Kind()),
 		}
 		g.aliases = append(g.aliases, pm.Alias)
 	}
@@ -137,7 +147,11 @@ func New(cfg Config) (*Gateway, error) {
 			errs = append(errs, fmt.Errorf("budget %q is defined twice", b.Name))
 			continue
 		}
-		g.budgets[b.Name] = b
+		g.budgets[b.Name] = budgetEntry{
+			Budget:    b,
+			nameAttr:  AttrBudgetName.StringSlice([]string{b.Name}),
+			scopeAttr: AttrBudgetScope.StringSlice([]string{string(b.Scope)}),
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("gateway config: %w", err)
@@ -204,24 +218,37 @@ func (g *Gateway) Spend(ctx context.Context) (SpendSummary, error) {
 	return g.ledger.Summary(ctx)
 }
 
-// EstimateUsage returns the worst-case usage of req on alias: what a budget
-// reserves before the call.
+// EstimateUsage returns what a call of req on alias reserves against its
+// budgets before it is made (the package's EstimateUsage), or the error the
+// call would be refused with before reserving: an unknown alias, an
+// *InvalidRequestError, or a *ContextWindowExceededError. A budget with
+// exactly this much left admits the call.
 func (g *Gateway) EstimateUsage(alias string, req Request) (Usage, error) {
 	e, err := g.lookup(alias)
 	if err != nil {
 		return Usage{}, err
 	}
+	if err := req.validate(); err != nil {
+		return Usage{}, err
+	}
+	req.MaxOutputTokens = maxOutput(e.pinned.Spec, req)
+	if err := checkContextWindow(e, &req); err != nil {
+		return Usage{}, err
+	}
 	return EstimateUsage(e.pinned.Spec, req), nil
 }
 
-// EstimateCost returns the worst-case price of req on alias in US dollars,
-// so that a caller can price a request before spending.
+// EstimateCost returns the price in US dollars of what a call of req on alias
+// reserves, so that a caller can price a request before spending, or the
+// error the call would be refused with before reserving (see
+// Gateway.EstimateUsage). A budget with exactly this much left admits the
+// call.
 func (g *Gateway) EstimateCost(alias string, req Request) (float64, error) {
-	e, err := g.lookup(alias)
+	u, err := g.EstimateUsage(alias, req)
 	if err != nil {
 		return 0, err
 	}
-	return EstimateCost(e.pinned.Spec, req), nil
+	return Price(g.entries[alias].pinned.Spec.Cost, u).USD(), nil
 }
 
 func (g *Gateway) lookup(alias string) (*entry, error) {
@@ -316,43 +343,59 @@ func (g *Gateway) newReservationID() string {
 	return g.idPrefix + strconv.FormatUint(g.seq.Add(1), 36)
 }
 
-// reserve holds the worst case of a call against its budgets.
-func (g *Gateway) reserve(ctx context.Context, e *entry, worst Amount, limits []Limit) (string, error) {
+// reserve holds the upper bound of a call on e against its budgets and
+// opens h on it.
+func (g *Gateway) reserve(ctx context.Context, e *entry, bound Amount, limits []Limit, h *hold) error {
 	id := g.newReservationID()
 	err := g.ledger.Reserve(ctx, Reservation{
-		ID: id, Alias: e.pinned.Alias, Model: e.pinned.Spec.ID, Amount: worst, Limits: limits,
+		ID: id, Alias: e.pinned.Alias, Model: e.pinned.Spec.ID, Amount: bound, Limits: limits,
 	})
 	if err != nil {
 		var be *BudgetExceededError
 		if errors.As(err, &be) {
-			return "", err
+			return err
 		}
-		return "", fmt.Errorf("reserve budget: %w", err)
+		return fmt.Errorf("reserve budget: %w", err)
 	}
-	return id, nil
+	*h = hold{id: id, open: true}
+	return nil
 }
 
 // closeCtx returns a context that outlives the caller's cancellation, so that
 // a reservation is settled or released even when the caller gives up at that
-// very moment. Ledgers bound their own operations.
+// very moment. Ledgers bound their own operations. A context that can never
+// be cancelled is returned as it is.
 func closeCtx(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		return ctx
+	}
 	return context.WithoutCancel(ctx)
 }
 
-// settle records the real spend of a call. A ledger failure here leaves the
-// worst case held, which errs on the side of never overspending; it is
-// logged rather than returned, because the call itself succeeded and its
-// answer is already paid for.
-func (g *Gateway) settle(ctx context.Context, id string, actual Amount) {
-	if err := g.ledger.Settle(closeCtx(ctx), id, actual); err != nil {
-		g.logger.LogAttrs(ctx, slog.LevelError, "gateway: settle reservation", slog.String("reservation", id), slog.String("error", err.Error()))
+// settle closes h with the real spend of a call, unless it is closed
+// already. A ledger failure here leaves the upper bound held, which errs on
+// the side of never overspending; it is logged rather than returned,
+// because the call itself succeeded and its answer is already paid for.
+func (g *Gateway) settle(ctx context.Context, h *hold, actual Amount) {
+	if !h.open {
+		return
+	}
+	h.open = false
+	if err := g.ledger.Settle(closeCtx(ctx), h.id, actual); err != nil {
+		g.logger.LogAttrs(ctx, slog.LevelError, "gateway: settle reservation", slog.String("reservation", h.id), slog.String("error", err.Error()))
 	}
 }
 
-// release drops the hold of a call that was not charged.
-func (g *Gateway) release(ctx context.Context, id string) {
-	if err := g.ledger.Release(closeCtx(ctx), id); err != nil {
-		g.logger.LogAttrs(ctx, slog.LevelError, "gateway: release reservation", slog.String("reservation", id), slog.String("error", err.Error()))
+// release closes h without a charge, unless it is closed already: the call
+// failed before anything was charged, or it ended without settling, as a
+// panic does.
+func (g *Gateway) release(ctx context.Context, h *hold) {
+	if !h.open {
+		return
+	}
+	h.open = false
+	if err := g.ledger.Release(closeCtx(ctx), h.id); err != nil {
+		g.logger.LogAttrs(ctx, slog.LevelError, "gateway: release reservation", slog.String("reservation", h.id), slog.String("error", err.Error()))
 	}
 }
 
@@ -380,56 +423,40 @@ func (g *Gateway) chain(alias string, fallbacks []string, caps []Capability) ([]
 }
 
 // Generate makes one chat call on alias, retrying retryable failures and then
-// trying each fallback in order (see IsFallbackEligible). Before each alias
-// it reserves the request's worst case against the call's budgets; after the
-// call it settles the real usage priced from the pinned cost profile, or
-// releases the hold when nothing was charged. When every attempt fails the
-// error is a *CallError listing them.
+// trying each fallback in order (see IsFallbackEligible). A request the
+// OpenAI API specification forbids is refused first, with an
+// *InvalidRequestError; an alias whose context window the request does not
+// fit is skipped with a *ContextWindowExceededError (see the package
+// documentation). Before each alias it reserves the request's upper bound
+// (EstimateUsage) against the call's budgets; after the call it settles the
+// real usage priced from the pinned cost profile, or releases the hold when
+// nothing was charged. When every attempt fails the error is a *CallError
+// listing them.
 func (g *Gateway) Generate(ctx context.Context, alias string, req Request, opts ...CallOption) (Result, error) {
 	var o callOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
+	c := call{op: "generate", kind: opChat, alias: alias, req: req}
 	var capBuf [2]Capability
-	chain, err := g.chain(alias, o.fallbacks, req.requiredCapabilities(capBuf[:0]))
-	if err != nil {
+	if err := g.newCall(ctx, &c, o.fallbacks, &o, req.requiredCapabilities(capBuf[:0])); err != nil {
 		return Result{}, err
 	}
-	limits, err := g.limits(ctx, &o)
-	if err != nil {
-		return Result{}, err
-	}
-	var attempts []Attempt
-	var lastErr error
-	for i, e := range chain {
-		spec := e.pinned.Spec
-		r := req
-		r.MaxOutputTokens = maxOutput(spec, req)
-		worst := Price(spec.Cost, WorstCaseUsage(spec, r))
-		id, err := g.reserve(ctx, e, worst, limits)
+	var resp Response
+	var cost Amount
+	i, err := g.run(ctx, &c, func(ctx context.Context, e *entry, req Request, n int, fellBack bool) (bool, error) {
+		var err error
+		resp, cost, err = g.generateOnce(ctx, e, req, c.limits, n, fellBack)
 		if err != nil {
-			return Result{}, g.callError("generate", alias, attempts, err)
+			return false, err
 		}
-		for retry := 0; ; retry++ {
-			start := time.Now()
-			resp, cost, err := g.generateOnce(ctx, e, r, limits, len(attempts), i > 0)
-			attempts = append(attempts, Attempt{Alias: e.pinned.Alias, Model: spec.ID, Retry: retry, Duration: time.Since(start), Err: err})
-			if err == nil {
-				g.settle(ctx, id, cost)
-				return e.result(resp, cost, attempts, i > 0), nil
-			}
-			lastErr = err
-			if !g.shouldRetry(ctx, e, retry, err) {
-				break
-			}
-		}
-		g.release(ctx, id)
-		if ctx.Err() != nil || !IsFallbackEligible(lastErr) {
-			break
-		}
-		g.logFallback(ctx, chain, i, lastErr)
+		g.settle(ctx, &c.hold, cost)
+		return true, nil
+	})
+	if err != nil {
+		return Result{}, err
 	}
-	return Result{}, g.callError("generate", alias, attempts, lastErr)
+	return c.chain[i].result(resp, cost, c.attempts, i > 0), nil
 }
 
 // result is what a successful call on e returns, for Generate and Stream.
@@ -441,13 +468,10 @@ func (e *entry) result(resp Response, cost Amount, attempts []Attempt, fellBack 
 	}
 }
 
-// logFallback logs that the call moves from chain[i] to the next alias,
-// when there is one.
-func (g *Gateway) logFallback(ctx context.Context, chain []*entry, i int, err error) {
-	if i+1 < len(chain) {
-		g.logger.LogAttrs(ctx, slog.LevelWarn, "gateway: falling back",
-			slog.String("from", chain[i].pinned.Alias), slog.String("to", chain[i+1].pinned.Alias), slog.String("error", err.Error()))
-	}
+// logFallback logs that the call moves from one alias to the next.
+func (g *Gateway) logFallback(ctx context.Context, from, to *entry, err error) {
+	g.logger.LogAttrs(ctx, slog.LevelWarn, "gateway: falling back",
+		slog.String("from", from.pinned.Alias), slog.String("to", to.pinned.Alias), slog.String("error", err.Error()))
 }
 
 func (g *Gateway) callError(op, alias string, attempts []Attempt, err error) error {
@@ -463,14 +487,14 @@ func (g *Gateway) generateOnce(ctx context.Context, e *entry, req Request, limit
 	resp, err := e.provider.Generate(ctx, e.pinned.Spec, req)
 	if err != nil {
 		err = asProviderError(ctx, e.providerKind, e.pinned.Spec.ID, err)
-		g.endSpanError(span, err)
+		g.endSpanError(&span, err)
 		return Response{}, Amount{}, err
 	}
 	if resp.Usage == (Usage{}) {
 		resp.Usage = estimateActual(req, resp.Text, resp.ToolCalls)
 	}
 	cost := Price(e.pinned.Spec.Cost, resp.Usage)
-	g.endSpanOK(span, resp.Model, resp.Usage, resp.FinishReason, cost)
+	g.endSpanOK(&span, resp.Model, resp.Usage, resp.FinishReason, cost)
 	return resp, cost, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -105,6 +106,12 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"budget without limit", func(c *gateway.Config) {
 			c.Budgets = append(c.Budgets, gateway.Budget{Name: "free", Scope: gateway.ScopeRun})
 		}, "sets neither"},
+		{"budget of NaN dollars", func(c *gateway.Config) {
+			c.Budgets = append(c.Budgets, gateway.Budget{Name: "nan", MaxUSD: math.NaN(), Scope: gateway.ScopeRun})
+		}, `budget "nan" has an invalid limit`},
+		{"budget of infinite dollars", func(c *gateway.Config) {
+			c.Budgets = append(c.Budgets, gateway.Budget{Name: "inf", MaxUSD: math.Inf(1), Scope: gateway.ScopeRun})
+		}, `budget "inf" has an invalid limit`},
 		{"budget with bad scope", func(c *gateway.Config) {
 			c.Budgets = append(c.Budgets, gateway.Budget{Name: "b", MaxUSD: 1, Scope: "user"})
 		}, `unknown scope "user"`},
@@ -467,6 +474,9 @@ func TestIsFallbackEligible(t *testing.T) {
 		{&gateway.CapabilityMismatchError{Alias: "a"}, false},
 		{&gateway.UnknownModelAliasError{Alias: "a"}, false},
 		{&gateway.DeferredError{Feature: "f"}, false},
+		{&gateway.ContextWindowExceededError{Alias: "a", ContextWindow: 10}, true},
+		{&gateway.CallError{Op: "generate", Err: &gateway.ContextWindowExceededError{Alias: "a"}}, true},
+		{&gateway.InvalidRequestError{Field: "messages"}, false},
 		{context.Canceled, false},
 		{context.DeadlineExceeded, false},
 		{errors.New("unclassified"), false},
@@ -610,23 +620,88 @@ func TestBudgetRefusesBeforeCalling(t *testing.T) {
 
 func TestEstimates(t *testing.T) {
 	g, _ := newGateway(t, fake.Config{})
-	req := user(strings.Repeat("a", 40)) // 10 tokens + 4 per message + 3 priming
+	req := user(strings.Repeat("a", 40)) // 40 bytes + 4 per message + 3 priming
 	u, err := g.EstimateUsage("large", req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (gateway.Usage{InputTokens: 17, OutputTokens: 100, TotalTokens: 117, Estimated: true}); u != want {
+	if want := (gateway.Usage{InputTokens: 47, OutputTokens: 100, TotalTokens: 147, Estimated: true}); u != want {
 		t.Errorf("EstimateUsage = %+v, want %+v", u, want)
 	}
 	cost, err := g.EstimateCost("large", req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 17*0.0025/1000 + 100*0.01/1000; cost < want-1e-12 || cost > want+1e-9 {
+	if want := 47*0.0025/1000 + 100*0.01/1000; cost < want-1e-12 || cost > want+1e-9 {
 		t.Errorf("EstimateCost = %v, want %v", cost, want)
 	}
 	if _, err := g.EstimateCost("nope", req); err == nil {
 		t.Error("EstimateCost(nope) succeeded")
+	}
+	var window *gateway.ContextWindowExceededError
+	if _, err := g.EstimateCost("large", user(strings.Repeat("word ", 120000))); !errors.As(err, &window) {
+		t.Errorf("EstimateCost of a prompt beyond the window: %v, want *ContextWindowExceededError", err)
+	}
+	var invalid *gateway.InvalidRequestError
+	if _, err := g.EstimateUsage("large", gateway.Request{}); !errors.As(err, &invalid) {
+		t.Errorf("EstimateUsage of no messages: %v, want *InvalidRequestError", err)
+	}
+}
+
+// TestEstimateIsWhatABudgetReserves sets a budget to exactly EstimateCost
+// (and another to exactly EstimateUsage's tokens) and checks that the call
+// fits, and that one nanodollar or one token less does not: the estimate is
+// the reservation, not a different guess.
+func TestEstimateIsWhatABudgetReserves(t *testing.T) {
+	tests := []struct {
+		name  string
+		alias string
+		req   gateway.Request
+	}{
+		{"small prompt", "small", user("What is the capital of France?")},
+		{"long prompt", "large", user(strings.Repeat("refund policy ", 3000))},
+		{"prompt of more bytes than the window holds tokens", "large", user(strings.Repeat("abcdefgh", 20000))},
+		{"output bound from the request", "large", func() gateway.Request { r := user("hi"); r.MaxOutputTokens = 7; return r }()},
+		{"tools and schema", "small", gateway.Request{
+			Messages:       user("Where is A-42?").Messages,
+			Tools:          []gateway.ToolDef{{Name: "lookup_order", Description: "Find an order", Parameters: []byte(`{"type":"object"}`)}},
+			ResponseFormat: &gateway.JSONSchema{Name: "answer", Schema: []byte(`{"type":"object"}`)},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g0, _ := newGateway(t, fake.Config{})
+			cost, err := g0.EstimateCost(tt.alias, tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, err := g0.EstimateUsage(tt.alias, tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range []struct {
+				budget gateway.Budget
+				fits   bool
+			}{
+				{gateway.Budget{MaxUSD: cost}, true},
+				{gateway.Budget{MaxUSD: cost - 1e-9}, false},
+				{gateway.Budget{MaxTotalTokens: u.TotalTokens}, true},
+				{gateway.Budget{MaxTotalTokens: u.TotalTokens - 1}, false},
+			} {
+				b.budget.Name, b.budget.Scope = "exact", gateway.ScopeGlobal
+				g, p := newGateway(t, fake.Config{}, func(c *gateway.Config) { c.Budgets = []gateway.Budget{b.budget} })
+				_, err := g.Generate(t.Context(), tt.alias, tt.req, gateway.WithBudget("exact", ""))
+				var be *gateway.BudgetExceededError
+				switch {
+				case b.fits && err != nil:
+					t.Errorf("budget %+v set to the estimate refused the call: %v", b.budget, err)
+				case !b.fits && !errors.As(err, &be):
+					t.Errorf("budget %+v below the estimate: %v, want a refusal", b.budget, err)
+				case !b.fits && p.Calls() != 0:
+					t.Errorf("a refused call reached the provider")
+				}
+			}
+		})
 	}
 }
 

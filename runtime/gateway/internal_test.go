@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"testing"
 	"time"
@@ -105,6 +107,38 @@ func TestEstimateInputTokens(t *testing.T) {
 	for _, tt := range tests {
 		if got := EstimateInputTokens(tt.req); got != tt.want {
 			t.Errorf("%s: EstimateInputTokens = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestBudgetLimitIsTheAmountWritten checks that a money limit written as a
+// price the gateway reported (Amount.USD, EstimateCost) is that price to the
+// nanodollar, however large, and that a limit between two nanodollars rounds
+// down, so that rounding never lets a call through.
+func TestBudgetLimitIsTheAmountWritten(t *testing.T) {
+	tests := []struct {
+		usd  float64
+		want int64
+	}{
+		{0.29, 290_000_000},
+		{0.1685, 168_500_000},
+		{264.540273799, 264_540_273_799},
+		{17453.524291001, 17_453_524_291_001},
+		{554002.220501327, 554_002_220_501_327},
+		{1.5e-9, 1},
+		{1e-10, 0},
+		{1e300, math.MaxInt64},
+	}
+	for _, tt := range tests {
+		if got := (Budget{MaxUSD: tt.usd}).limit().NanoUSD; got != tt.want {
+			t.Errorf("limit of $%v = %d nano, want %d", tt.usd, got, tt.want)
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		n := r.Int64N(1e15)
+		if got := (Budget{MaxUSD: Amount{NanoUSD: n}.USD()}).limit().NanoUSD; got != n {
+			t.Fatalf("a limit of %d nano written in dollars is %d nano", n, got)
 		}
 	}
 }

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -128,6 +130,39 @@ func (r *Request) requiredCapabilities(dst []Capability) []Capability {
 	return dst
 }
 
+// validate refuses what the OpenAI API specification (the chat-completions
+// request schema) forbids, before anything is reserved or sent. The rules
+// are the schema's own bounds on the fields a Request carries.
+func (r *Request) validate() error {
+	if len(r.Messages) == 0 {
+		return &InvalidRequestError{Field: "messages", Rule: "the specification requires at least one message (minItems 1), got none"}
+	}
+	if len(r.Stop) > maxStopSequences {
+		return &InvalidRequestError{Field: "stop", Rule: fmt.Sprintf("the specification allows at most %d stop sequences (maxItems %d), got %d", maxStopSequences, maxStopSequences, len(r.Stop))}
+	}
+	if t := r.Temperature; t != nil && !(*t >= 0 && *t <= 2) {
+		return &InvalidRequestError{Field: "temperature", Rule: fmt.Sprintf("the specification requires a number from 0 to 2, got %v", *t)}
+	}
+	if p := r.TopP; p != nil && !(*p >= 0 && *p <= 1) {
+		return &InvalidRequestError{Field: "top_p", Rule: fmt.Sprintf("the specification requires a number from 0 to 1, got %v", *p)}
+	}
+	return nil
+}
+
+// maxStopSequences is the chat-completions schema's maxItems for stop.
+const maxStopSequences = 4
+
+// validateEmbedInput refuses embedding inputs the OpenAI API specification
+// forbids: an input "cannot be an empty string".
+func validateEmbedInput(texts []string) error {
+	for i, t := range texts {
+		if t == "" {
+			return &InvalidRequestError{Field: "input[" + strconv.Itoa(i) + "]", Rule: "the specification forbids an empty string"}
+		}
+	}
+	return nil
+}
+
 // Usage counts the tokens of one call.
 type Usage struct {
 	// InputTokens counts the prompt.
@@ -137,7 +172,7 @@ type Usage struct {
 	// TotalTokens is their sum, as reported by the provider.
 	TotalTokens int64
 	// Estimated is true when the provider reported no usage and the
-	// gateway charged its own estimate instead (see EstimateUsage).
+	// gateway charged its own estimate instead (see EstimateInputTokens).
 	Estimated bool
 }
 
@@ -216,7 +251,9 @@ type EmbedResponse struct {
 	Model string
 }
 
-// Attempt records one try of one alias.
+// Attempt records one try of one alias. An alias skipped because the
+// request does not fit its context window is recorded too, with a
+// *ContextWindowExceededError and no duration: nothing was sent.
 type Attempt struct {
 	// Alias is the alias tried.
 	Alias string

@@ -6,7 +6,6 @@ import (
 	"io"
 	"iter"
 	"strings"
-	"time"
 )
 
 // Stream makes one streaming chat call on alias and returns its chunks: the
@@ -14,12 +13,13 @@ import (
 // carries the whole answer, its usage and its cost. An error ends the
 // sequence.
 //
-// Retries and fallbacks happen as in Generate, but only before the first
-// piece reaches the caller: once text has been delivered, a failure ends the
-// stream with the error. The ledger is settled exactly once, when the stream
-// ends, fails or is abandoned (the caller breaks out of the loop); an
-// abandoned or broken stream is charged the estimated input plus the output
-// received so far, unless the provider reported usage. No goroutine
+// Requests are checked, budgets reserved, retries made and fallbacks tried
+// as in Generate, but only before the first piece reaches the caller: once
+// text has been delivered, a failure ends the stream with the error. The
+// ledger is settled exactly once, when the stream ends, fails or is
+// abandoned (the caller breaks out of the loop, or its loop body panics);
+// an abandoned or broken stream is charged the estimated input plus the
+// output received so far, unless the provider reported usage. No goroutine
 // outlives the loop. Each range over the sequence makes a new call.
 func (g *Gateway) Stream(ctx context.Context, alias string, req Request, opts ...CallOption) iter.Seq2[Chunk, error] {
 	return func(yield func(Chunk, error) bool) {
@@ -32,70 +32,48 @@ func (g *Gateway) stream(ctx context.Context, alias string, req Request, opts []
 	for _, opt := range opts {
 		opt(&o)
 	}
+	c := call{op: "stream", kind: opChat, alias: alias, req: req}
 	var capBuf [3]Capability
 	caps := append(req.requiredCapabilities(capBuf[:0]), CapabilityStreaming)
-	chain, err := g.chain(alias, o.fallbacks, caps)
-	if err != nil {
+	if err := g.newCall(ctx, &c, o.fallbacks, &o, caps); err != nil {
 		yield(Chunk{}, err)
 		return
 	}
-	limits, err := g.limits(ctx, &o)
-	if err != nil {
+	var (
+		finished bool
+		resp     Response
+		cost     Amount
+	)
+	i, err := g.run(ctx, &c, func(ctx context.Context, e *entry, req Request, n int, fellBack bool) (bool, error) {
+		var st streamState
+		var err error
+		st, resp, cost, err = g.streamOnce(ctx, e, req, &c, n, fellBack, yield)
+		finished = st == streamFinished
+		return st != streamFailedEarly, err
+	})
+	switch {
+	case err != nil:
 		yield(Chunk{}, err)
-		return
+	case finished:
+		res := c.chain[i].result(resp, cost, c.attempts, i > 0)
+		yield(Chunk{Result: &res}, nil)
 	}
-	var attempts []Attempt
-	var lastErr error
-	for i, e := range chain {
-		spec := e.pinned.Spec
-		r := req
-		r.MaxOutputTokens = maxOutput(spec, req)
-		id, err := g.reserve(ctx, e, Price(spec.Cost, WorstCaseUsage(spec, r)), limits)
-		if err != nil {
-			yield(Chunk{}, g.callError("stream", alias, attempts, err))
-			return
-		}
-		for retry := 0; ; retry++ {
-			start := time.Now()
-			st, resp, cost, err := g.streamOnce(ctx, e, r, limits, id, len(attempts), i > 0, yield)
-			attempts = append(attempts, Attempt{Alias: e.pinned.Alias, Model: spec.ID, Retry: retry, Duration: time.Since(start), Err: err})
-			switch st {
-			case streamFinished:
-				res := e.result(resp, cost, attempts, i > 0)
-				yield(Chunk{Result: &res}, nil)
-				return
-			case streamAbandoned:
-				return
-			case streamFailedLate:
-				yield(Chunk{}, g.callError("stream", alias, attempts, err))
-				return
-			}
-			lastErr = err
-			if !g.shouldRetry(ctx, e, retry, err) {
-				break
-			}
-		}
-		g.release(ctx, id)
-		if ctx.Err() != nil || !IsFallbackEligible(lastErr) {
-			break
-		}
-		g.logFallback(ctx, chain, i, lastErr)
-	}
-	yield(Chunk{}, g.callError("stream", alias, attempts, lastErr))
 }
 
 type streamState uint8
 
 const (
-	// streamFailedEarly: nothing reached the caller; the hold is still
-	// there and the call may be retried or fall back.
+	// streamFailedEarly: nothing reached the caller and nothing was
+	// charged; the hold is still there and the call may be retried or
+	// fall back.
 	streamFailedEarly streamState = iota
 	// streamFinished: the stream ended normally and was settled.
 	streamFinished
 	// streamFailedLate: the stream broke after delivering text; it was
 	// settled and the error must reach the caller.
 	streamFailedLate
-	// streamAbandoned: the caller stopped; the stream was settled.
+	// streamAbandoned: the caller stopped, by breaking out of its loop or
+	// by panicking in it; the stream was settled.
 	streamAbandoned
 )
 
@@ -103,29 +81,44 @@ const (
 // finished, which is how a connection cut between events looks.
 var errStreamCut = errors.New("stream ended before the model finished")
 
-// streamOnce runs one traced streaming attempt, forwarding pieces to yield,
-// and settles the reservation unless the attempt failed before delivering
-// anything.
-func (g *Gateway) streamOnce(ctx context.Context, e *entry, req Request, limits []Limit, id string, attempt int, fellBack bool, yield func(Chunk, error) bool) (streamState, Response, Amount, error) {
+// streamOnce runs one traced streaming attempt, forwarding pieces to yield.
+// Unless the attempt failed before delivering anything, it settles the
+// call's hold with what the stream delivered, in a defer, so that the hold
+// is settled even when the consumer's loop body panics inside yield.
+func (g *Gateway) streamOnce(ctx context.Context, e *entry, req Request, c *call, attempt int, fellBack bool, yield func(Chunk, error) bool) (st streamState, resp Response, cost Amount, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sctx, span := g.startSpan(sctx, e, opChat, attempt, fellBack, limits, &req)
+	sctx, span := g.startSpan(sctx, e, opChat, attempt, fellBack, c.limits, &req)
 	spec := e.pinned.Spec
 	ds, err := e.provider.Stream(sctx, spec, req)
 	if err != nil {
 		err = asProviderError(ctx, e.providerKind, spec.ID, err)
-		g.endSpanError(span, err)
+		g.endSpanError(&span, err)
 		return streamFailedEarly, Response{}, Amount{}, err
 	}
 	defer ds.Close()
 	var acc streamAccumulator
-	// settle charges what the stream delivered so far, however it ended.
-	settle := func() (Response, Amount) {
-		resp := acc.response(req)
-		cost := Price(spec.Cost, resp.Usage)
-		g.settle(ctx, id, cost)
-		return resp, cost
-	}
+	// st is streamFailedEarly until a piece is handed to yield, and
+	// streamAbandoned from then on until the stream ends another way: a
+	// panic in yield leaves it so, and is charged like a break.
+	defer func() {
+		if st == streamFailedEarly {
+			if err != nil {
+				g.endSpanError(&span, err)
+			} else {
+				span.End()
+			}
+			return
+		}
+		resp = acc.response(req)
+		cost = Price(spec.Cost, resp.Usage)
+		g.settle(ctx, &c.hold, cost)
+		if err != nil {
+			g.endSpanError(&span, err)
+		} else {
+			g.endSpanOK(&span, resp.Model, resp.Usage, resp.FinishReason, cost)
+		}
+	}()
 	for {
 		d, err := ds.Next()
 		if errors.Is(err, io.EOF) {
@@ -134,37 +127,28 @@ func (g *Gateway) streamOnce(ctx context.Context, e *entry, req Request, limits 
 		if err != nil {
 			err = asProviderError(ctx, e.providerKind, spec.ID, err)
 			if !acc.delivered {
-				g.endSpanError(span, err)
 				return streamFailedEarly, Response{}, Amount{}, err
 			}
-			resp, cost := settle()
-			g.endSpanError(span, err)
-			return streamFailedLate, resp, cost, err
+			return streamFailedLate, Response{}, Amount{}, err
 		}
 		acc.add(d)
 		if d.Text == "" && len(d.ToolCalls) == 0 {
 			continue
 		}
 		acc.delivered = true
+		st = streamAbandoned
 		if !yield(Chunk{Text: d.Text, ToolCalls: d.ToolCalls}, nil) {
-			resp, cost := settle()
-			g.endSpanOK(span, resp.Model, resp.Usage, resp.FinishReason, cost)
-			return streamAbandoned, resp, cost, nil
+			return streamAbandoned, Response{}, Amount{}, nil
 		}
 	}
 	if acc.finish == "" {
 		err := &ProviderError{Provider: e.providerKind, Model: spec.ID, Retryable: !acc.delivered, Err: errStreamCut}
 		if !acc.delivered {
-			g.endSpanError(span, err)
 			return streamFailedEarly, Response{}, Amount{}, err
 		}
-		resp, cost := settle()
-		g.endSpanError(span, err)
-		return streamFailedLate, resp, cost, err
+		return streamFailedLate, Response{}, Amount{}, err
 	}
-	resp, cost := settle()
-	g.endSpanOK(span, resp.Model, resp.Usage, resp.FinishReason, cost)
-	return streamFinished, resp, cost, nil
+	return streamFinished, Response{}, Amount{}, nil
 }
 
 // streamAccumulator builds the whole answer from a stream's deltas.

@@ -251,3 +251,88 @@ func TestCollect(t *testing.T) {
 		t.Fatal("Collect of a failing stream succeeded")
 	}
 }
+
+// TestStreamConsumerPanicClosesTheHold ranges over a stream whose loop body
+// panics, as a net/http handler's may (net/http recovers it and the service
+// lives on): the hold must not outlive the loop, or the budget loses it for
+// good. A panic after text was delivered is charged what was delivered, like
+// an abandoned stream.
+func TestStreamConsumerPanicClosesTheHold(t *testing.T) {
+	tests := []struct {
+		name      string
+		steps     []fake.Step
+		wantCalls int64 // settled calls
+	}{
+		{"panic on the first piece", []fake.Step{{Text: "one two three four"}}, 1},
+		{"panic on the tool call fragment", []fake.Step{{ToolCalls: []gateway.ToolCall{{ID: "c1", Name: "lookup", Arguments: []byte(`{"a":1}`)}}}}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, _ := newGateway(t, fake.Config{Script: tt.steps})
+			req := user("hi")
+			req.Tools = []gateway.ToolDef{{Name: "lookup", Parameters: []byte(`{"type":"object"}`)}}
+			func() {
+				defer func() {
+					if r := recover(); r != "consumer bug" {
+						t.Fatalf("recovered %v, want the consumer's panic", r)
+					}
+				}()
+				for range g.Stream(t.Context(), "large", req, gateway.WithBudget("nightly", "r1")) {
+					panic("consumer bug")
+				}
+			}()
+			s := assertSettled(t, g, tt.wantCalls)
+			if s.Total == (gateway.Amount{}) {
+				t.Error("a stream that delivered text before the panic was not charged")
+			}
+		})
+	}
+}
+
+// panicProvider is an adapter with a bug: every call panics.
+type panicProvider struct{ gateway.Provider }
+
+func (panicProvider) Generate(context.Context, gateway.ModelSpec, gateway.Request) (gateway.Response, error) {
+	panic("adapter bug")
+}
+
+func (panicProvider) Stream(context.Context, gateway.ModelSpec, gateway.Request) (gateway.DeltaStream, error) {
+	panic("adapter bug")
+}
+
+func (panicProvider) Embed(context.Context, gateway.ModelSpec, []string) (gateway.EmbedResponse, error) {
+	panic("adapter bug")
+}
+
+// TestAdapterPanicReleasesTheHold checks that a panicking adapter, which
+// charged nothing, leaves no hold behind on any of the three calls.
+func TestAdapterPanicReleasesTheHold(t *testing.T) {
+	calls := map[string]func(*gateway.Gateway){
+		"generate": func(g *gateway.Gateway) {
+			_, _ = g.Generate(t.Context(), "large", user("hi"), gateway.WithBudget("nightly", "r1"))
+		},
+		"stream": func(g *gateway.Gateway) {
+			for range g.Stream(t.Context(), "large", user("hi"), gateway.WithBudget("nightly", "r1")) {
+				t.Error("a panicking adapter delivered a chunk")
+			}
+		},
+		"embed": func(g *gateway.Gateway) {
+			_, _ = g.Embed(t.Context(), "embed", []string{"x"}, gateway.WithBudget("nightly", "r1"))
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			base, _ := fake.New(fake.Config{})
+			g, _ := newGateway(t, fake.Config{}, func(c *gateway.Config) { c.Providers["fake"] = panicProvider{base} })
+			func() {
+				defer func() {
+					if r := recover(); r != "adapter bug" {
+						t.Fatalf("recovered %v, want the adapter's panic", r)
+					}
+				}()
+				call(g)
+			}()
+			assertSettled(t, g, 0)
+		})
+	}
+}

@@ -1,6 +1,9 @@
 package gateway_test
 
 import (
+	"context"
+	"strconv"
+	"sync"
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
@@ -9,6 +12,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -122,6 +126,72 @@ func TestTracingEmbeddingsAndStreams(t *testing.T) {
 	for _, kv := range spans[1].Attributes() {
 		if kv.Key == attribute.Key("gen_ai.usage.output_tokens") && kv.Value.AsInt64() != 1 {
 			t.Errorf("abandoned stream reports %d output tokens, want the 1 received", kv.Value.AsInt64())
+		}
+	}
+}
+
+// TestTracingAllocations guards the cost of a sampled span: what an attempt
+// allocates for its span beyond what it allocates with tracing off. The
+// span itself, its context, the attribute list handed to it once, the
+// SDK's copy of that list and the call's own budget key are all it may
+// take; per-call maps, string building and attributes set piecemeal are
+// not. BenchmarkGenerateFakeSDKTracer measures the time.
+func TestTracingAllocations(t *testing.T) {
+	allocs := func(tracer trace.Tracer) float64 {
+		g, _ := newGateway(t, fake.Config{Loop: true, Script: []fake.Step{{Text: "Paris"}}}, func(c *gateway.Config) { c.Tracer = tracer })
+		budget := gateway.WithBudget("org", "")
+		req := user("What is the capital of France?")
+		return testing.AllocsPerRun(200, func() {
+			if _, err := g.Generate(context.Background(), "small", req, budget); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	off, on := allocs(noop.NewTracerProvider().Tracer("")), allocs(tp.Tracer("aid/gateway"))
+	if extra := on - off; extra > 5 {
+		t.Errorf("a sampled span costs %v allocations (%v with tracing, %v without), want at most 5", extra, on, off)
+	}
+}
+
+// TestTracingConcurrentSpansKeepTheirOwnAttributes runs traced calls in
+// parallel, each with its own budget key, and checks that every span
+// reports its own call's key: the attribute lists the gateway recycles must
+// never leak one call's values into another's span.
+func TestTracingConcurrentSpansKeepTheirOwnAttributes(t *testing.T) {
+	sr, withTracer := recorder(t)
+	g, _ := newGateway(t, fake.Config{Loop: true, Script: []fake.Step{{Text: "ok"}}}, withTracer)
+	const workers, calls = 8, 25
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for range calls {
+				key := "run-" + strconv.Itoa(w)
+				if _, err := g.Generate(t.Context(), "small", user("hi"), gateway.WithBudget("nightly", key)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	spans := sr.Ended()
+	if len(spans) != workers*calls {
+		t.Fatalf("%d spans, want %d", len(spans), workers*calls)
+	}
+	perKey := map[string]int{}
+	for _, s := range spans {
+		a := attrs(s)
+		keys, _ := a["aid.budget.key"].([]string)
+		if len(keys) != 1 || a["aid.alias"] != "small" || a["gen_ai.response.finish_reasons"] == nil {
+			t.Fatalf("span attributes %v", a)
+		}
+		perKey[keys[0]]++
+	}
+	for w := range workers {
+		if n := perKey["run-"+strconv.Itoa(w)]; n != calls {
+			t.Errorf("key run-%d on %d spans, want %d", w, n, calls)
 		}
 	}
 }

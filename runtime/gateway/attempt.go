@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"context"
+	"time"
+)
+
+// call is one Generate, Stream or Embed call as the attempt loop sees it:
+// what was asked, the aliases it may use, the budgets it is charged to, and
+// what happened so far.
+type call struct {
+	// op names the call in errors: "generate", "stream" or "embed".
+	op string
+	// kind says whether the call is a chat or an embedding call, which
+	// decides how its hold is computed.
+	kind operation
+	// alias is the alias asked for.
+	alias string
+	// chain is the asked-for alias and then its fallbacks, each already
+	// checked for the capabilities the call needs.
+	chain []*entry
+	// limits are the budgets the call is charged to.
+	limits []Limit
+	// req is the chat request as the caller gave it.
+	req Request
+	// texts are the embedding inputs.
+	texts []string
+	// attempts lists every try so far, in order.
+	attempts []Attempt
+	// hold is the reservation of the alias being tried.
+	hold hold
+}
+
+// hold is one reservation. It is closed exactly once, by settling or
+// releasing it, whichever way the call ends, panics included.
+type hold struct {
+	id   string
+	open bool
+}
+
+// attemptFunc makes one try of alias e with req, the call's request bounded
+// to what e reserved (the zero Request for an embedding call); n is the
+// try's index in the call and fellBack says whether e is a fallback. It
+// returns done when the call is over, because the try answered or because
+// it ended after part of the answer reached the caller; it has then settled
+// the call's hold, and err, if any, goes to the caller. Otherwise the try
+// failed before anything was charged, and err says why, so that the loop may
+// retry or fall back.
+//
+// The three calls differ only in their attemptFunc; everything else (window
+// checks, reservations, retries, fallbacks, closing the hold) is run.
+type attemptFunc func(ctx context.Context, e *entry, req Request, n int, fellBack bool) (done bool, err error)
+
+// newCall resolves what every call checks before reserving anything: the
+// request against the specification, the chain of aliases against the
+// capabilities the call needs, and the budgets it names.
+func (g *Gateway) newCall(ctx context.Context, c *call, fallbacks []string, o *callOptions, caps []Capability) error {
+	if c.kind == opEmbeddings {
+		if err := validateEmbedInput(c.texts); err != nil {
+			return err
+		}
+	} else if err := c.req.validate(); err != nil {
+		return err
+	}
+	chain, err := g.chain(c.alias, fallbacks, caps)
+	if err != nil {
+		return err
+	}
+	c.chain = chain
+	c.limits, err = g.limits(ctx, o)
+	return err
+}
+
+// run is the one attempt loop of Generate, Stream and Embed. For each alias
+// of the chain in order it checks that the request fits the alias's context
+// window (skipping, and recording as an attempt, one that does not), holds
+// the call's upper bound against its budgets, makes attempts, retrying
+// retryable failures within the alias's policy, and closes the hold: the
+// attempt settles it when something was charged, and run releases it
+// otherwise, in a defer, so that a panicking consumer or adapter cannot
+// leave it held. Then it falls back to the next alias if IsFallbackEligible
+// allows. It returns the index in the chain of the alias that ended the
+// call, or a *CallError (or, when nothing was tried, the bare error).
+func (g *Gateway) run(ctx context.Context, c *call, attempt attemptFunc) (int, error) {
+	var lastErr error
+	for i, e := range c.chain {
+		if i > 0 {
+			g.logFallback(ctx, c.chain[i-1], e, lastErr)
+		}
+		done, err := g.tryAlias(ctx, c, e, i > 0, attempt)
+		if done {
+			if err != nil {
+				return i, g.callError(c.op, c.alias, c.attempts, err)
+			}
+			return i, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil || !IsFallbackEligible(err) {
+			break
+		}
+	}
+	return -1, g.callError(c.op, c.alias, c.attempts, lastErr)
+}
+
+// tryAlias is one alias's turn in run: window check, reservation, attempts
+// with retries, and the release of a hold that no attempt settled.
+func (g *Gateway) tryAlias(ctx context.Context, c *call, e *entry, fellBack bool, attempt attemptFunc) (done bool, err error) {
+	spec := e.pinned.Spec
+	var req Request
+	var amount Amount
+	if c.kind == opEmbeddings {
+		amount = Price(spec.Cost, embedHold(c.texts))
+	} else {
+		req = c.req
+		req.MaxOutputTokens = maxOutput(spec, req)
+		if err := checkContextWindow(e, &req); err != nil {
+			c.attempts = append(c.attempts, Attempt{Alias: e.pinned.Alias, Model: spec.ID, Err: err})
+			return false, err
+		}
+		amount = Price(spec.Cost, EstimateUsage(spec, req))
+	}
+	if err := g.reserve(ctx, e, amount, c.limits, &c.hold); err != nil {
+		return true, err
+	}
+	defer g.release(ctx, &c.hold)
+	for retry := 0; ; retry++ {
+		start := time.Now()
+		done, err = attempt(ctx, e, req, len(c.attempts), fellBack)
+		c.attempts = append(c.attempts, Attempt{Alias: e.pinned.Alias, Model: spec.ID, Retry: retry, Duration: time.Since(start), Err: err})
+		if done || !g.shouldRetry(ctx, e, retry, err) {
+			return done, err
+		}
+	}
+}

@@ -149,7 +149,8 @@ func parseFixtureRow(raw []byte) (FixtureRow, error) {
 // number spelling aside): the tool kind for demos and evaluations, with
 // results that never change. A call no row matches is an error observation
 // that names the nearest row (the one sharing the most top-level argument
-// values, then differing in the fewest keys, then the first), so that the
+// values, then differing in the fewest keys, then with the smallest edit
+// distance between the differing values, then the first), so that the
 // model, or the person writing the fixture, sees what was expected. Rows
 // with equal arguments are an error.
 func FixtureTool(rows []FixtureRow) (Implementation, error) {
@@ -242,14 +243,19 @@ func (f *fixtureTool) Call(_ context.Context, args json.RawMessage) (string, err
 	for k, v := range obj {
 		values[k] = canonical(v)
 	}
-	best, bestShared, bestDiff := -1, -1, 0
+	best, bestShared, bestDiff, bestEdits := -1, -1, 0, 0
 	var bestKeys []string
 	for i, r := range f.rows {
-		shared, diff := 0, []string{}
+		shared, edits, diff := 0, 0, []string{}
 		for k, v := range values {
-			if rv, ok := r.values[k]; ok && rv == v {
+			rv, ok := r.values[k]
+			switch {
+			case ok && rv == v:
 				shared++
-			} else {
+			case ok:
+				edits += editDistance(rv, v)
+				diff = append(diff, k)
+			default:
 				diff = append(diff, k)
 			}
 		}
@@ -258,13 +264,37 @@ func (f *fixtureTool) Call(_ context.Context, args json.RawMessage) (string, err
 				diff = append(diff, k)
 			}
 		}
-		if shared > bestShared || (shared == bestShared && len(diff) < bestDiff) {
-			best, bestShared, bestDiff, bestKeys = i, shared, len(diff), diff
+		if shared > bestShared || (shared == bestShared && (len(diff) < bestDiff || (len(diff) == bestDiff && edits < bestEdits))) {
+			best, bestShared, bestDiff, bestEdits, bestKeys = i, shared, len(diff), edits, diff
 		}
 	}
 	r := f.rows[best]
 	slices.Sort(bestKeys)
 	return "", fmt.Errorf("no fixture row has the arguments %s; the nearest is %s with %s (differs in %s)", key, r.where(r.index), r.key, strings.Join(bestKeys, ", "))
+}
+
+// editDistance is the Levenshtein distance between the first 256 bytes of
+// a and b: enough to tell a typo from another value without letting a huge
+// argument cost quadratic time.
+func editDistance(a, b string) int {
+	a, b = a[:min(len(a), 256)], b[:min(len(b), 256)]
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // objectOf decodes a JSON object, keeping numbers as written.

@@ -50,6 +50,15 @@ func hostile(t *testing.T) *httptest.Server {
 		case <-time.After(time.Minute):
 		}
 	})
+	mux.HandleFunc("/trickle", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		_, _ = io.WriteString(w, "partial ")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+	})
 	mux.HandleFunc("/huge", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, strings.Repeat("x", 4096))
 	})
@@ -88,7 +97,9 @@ func TestHTTPTool(t *testing.T) {
 		{name: "4xx", path: "/missing", want: "http status 404 Not Found: no such order", status: 404},
 		{name: "5xx body is cut", path: "/broken", want: "http status 503 Service Unavailable: éé", status: 503},
 		{name: "slow server past the timeout", path: "/slow", timeout: 50 * time.Millisecond, want: "post to", wantErr: context.DeadlineExceeded},
+		{name: "slow body past the timeout", path: "/trickle", timeout: 50 * time.Millisecond, want: "read response from", wantErr: context.DeadlineExceeded},
 		{name: "huge body", path: "/huge", want: "is larger than 1024 bytes"},
+		{name: "body exactly at the limit", path: "/huge", opts: func(o agents.HTTPOptions) agents.HTTPOptions { o.MaxResponseBytes = 4096; return o }, want: strings.Repeat("x", 4096)},
 		{name: "same-host redirect", path: "/hop", want: `body={"id":"A"}`},
 		{name: "redirect to another host", path: "/away", want: "only follows redirects on its own host"},
 		{name: "redirect loop", path: "/loop", want: "stopped after 3 redirects"},
@@ -111,7 +122,7 @@ func TestHTTPTool(t *testing.T) {
 				defer cancel()
 			}
 			out, err := impl.Call(ctx, json.RawMessage(`{"id":"A"}`))
-			if strings.HasPrefix(tt.name, "2xx") || tt.name == "same-host redirect" {
+			if strings.HasPrefix(tt.name, "2xx") || tt.name == "same-host redirect" || tt.name == "body exactly at the limit" {
 				if err != nil || !strings.HasSuffix(out, tt.want) {
 					t.Fatalf("got %q, %v; want %q", out, err, tt.want)
 				}
@@ -192,5 +203,20 @@ func TestHTTPToolInARun(t *testing.T) {
 	}
 	if res.Status != agents.StatusCompleted {
 		t.Fatalf("status %s", res.Status)
+	}
+}
+
+// A password in the url reaches the server but never an observation.
+func TestHTTPToolHidesURLPassword(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	srv.Close() // nothing listens any more: the request fails
+	impl, err := agents.HTTPTool("http://user:"+secret+"@"+addr+"/x", agents.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = impl.Call(t.Context(), json.RawMessage(`{}`))
+	if err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "user:xxxxx@") {
+		t.Fatalf("error %v", err)
 	}
 }

@@ -93,7 +93,11 @@ func (p *Provider) agentStep(ci gateway.CallInfo, script []Step) (Step, error) {
 func (p *Provider) answerStep(ctx context.Context, ci gateway.CallInfo, req gateway.Request, st Step) (Step, error) {
 	if p.cfg.AnswerKey == nil {
 		if st.Text == "" {
-			return Step{}, fmt.Errorf("fake: agent %q step %d answers from the answer key, but none is configured and the step has no text of its own", ci.Agent, ci.Step)
+			where := "a scripted step"
+			if ci.Agent != "" {
+				where = fmt.Sprintf("agent %q step %d", ci.Agent, ci.Step)
+			}
+			return Step{}, fmt.Errorf("fake: %s answers from the answer key, but none is configured and the step has no text of its own", where)
 		}
 		return st, nil
 	}

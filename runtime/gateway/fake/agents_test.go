@@ -191,6 +191,10 @@ func TestAnswerStep(t *testing.T) {
 	if _, err := bare.Generate(stepCtx(t.Context(), "a", 1), model, ask("x")); err == nil || !strings.Contains(err.Error(), "none is configured") {
 		t.Fatalf("answer step without key or text: %v", err)
 	}
+	plain := newFake(t, fake.Config{Script: []fake.Step{{Answer: true}}})
+	if _, err := plain.Generate(t.Context(), model, ask("x")); err == nil || !strings.Contains(err.Error(), "fake: a scripted step answers from the answer key") {
+		t.Fatalf("answer step in a plain script: %v", err)
+	}
 }
 
 // Answer-key mode without any script also shapes its answer for a JSON

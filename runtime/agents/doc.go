@@ -29,6 +29,11 @@
 // answered, the rung it degraded from, the model call and every tool call
 // with its observation.
 //
+// Tools are Go code registered by name (ToolFunc, Typed), or one of the
+// kinds an app names so that no code is needed: HTTPTool POSTs the arguments
+// to a URL and reads the body, FixtureTool answers from argument → result
+// rows (LoadFixture), for demos and evaluations.
+//
 // # Transfer and delegate
 //
 // An agent's handoffs and delegates are offered to the model as tools named

@@ -233,6 +233,7 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 // and tries once more; it returns the rung it stepped down from.
 func (r *Runtime) callModel(ctx context.Context, st *runState, req gateway.Request) (gateway.Result, string, error) {
 	d := st.agent
+	ctx = gateway.WithCallInfo(ctx, gateway.CallInfo{Agent: d.spec.Name, Step: st.agentSteps + 1, RunID: st.rootID})
 	opts := make([]gateway.CallOption, 0, 2)
 	if len(d.spec.Fallbacks) > 0 {
 		opts = append(opts, gateway.WithFallbacks(d.spec.Fallbacks...))

@@ -2,7 +2,7 @@
 // and evaluations: the embedded default of aid, so that the first command of
 // the README works on a fresh machine without keys or network.
 //
-// It has three modes, chosen by Config:
+// It has four modes, chosen by Config:
 //
 //   - Scripted (Config.Script or Config.ByModel): each call consumes the next
 //     Step — a text, tool calls, an error, a usage, a delay — so that tests
@@ -16,7 +16,20 @@
 //     each case's input; so a committed baseline reproduces exactly while a
 //     different seed draws a different sample. A wrong answer is another
 //     case's answer, chosen deterministically, so it looks plausible.
-//   - Echo (neither): it answers "echo: " and the last user message.
+//   - Agent scripts (Config.Agents, or a file read by LoadScript): a script
+//     per agent, for the agent runtime. The runtime puts the agent and its
+//     step number on every model call (gateway.CallInfo), and step n of an
+//     agent's turn plays the n-th step of its script, so concurrent runs
+//     stay deterministic and one script plays a whole conversation: tool
+//     calls, transfers (transfer_to_<agent>), delegations
+//     (delegate_to_<agent>), approval-gated calls and the final answer. A
+//     step marked Answer answers from the answer key when there is one, so
+//     the same script drives an evaluation whose target is an agent.
+//   - Echo (none of these): it answers "echo: " and the last user message.
+//
+// In answer-key mode, a request that asks for JSON (an agent with an output
+// schema) gets the answer inside a document valid for simple schemas; see
+// AnswerDocument for the rule.
 //
 // Every mode reports plausible usage (the gateway's token estimate of input
 // and output, bounded by the request's output limit) so that pricing and

@@ -67,3 +67,40 @@ func Example_script() {
 	// tool_calls  1
 	// stop Your order has shipped. 0
 }
+
+// Agent scripts are keyed by the agent and its step number, which the agent
+// runtime puts on every model call, so concurrent runs play the same way.
+func Example_agentScript() {
+	sc, err := fake.ParseScript("script.json", []byte(`{"agents": {
+		"triage": [
+			{"toolCalls": [{"name": "lookup_order", "arguments": {"order_id": "AB-123456"}}]},
+			{"toolCalls": [{"name": "transfer_to_billing"}]}
+		],
+		"billing": [{"output": {"answer": "Refunded."}}]
+	}}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	p, err := fake.New(fake.Config{Agents: sc.Agents})
+	if err != nil {
+		log.Fatal(err)
+	}
+	model := gateway.ModelSpec{ID: "fake-1", Provider: "fake", MaxOutputTokens: 64}
+	req := gateway.Request{Messages: []gateway.Message{{Role: gateway.RoleUser, Content: "Refund AB-123456"}}}
+	for _, ci := range []gateway.CallInfo{{Agent: "billing", Step: 1}, {Agent: "triage", Step: 2}, {Agent: "triage", Step: 1}} {
+		res, err := p.Generate(gateway.WithCallInfo(context.Background(), ci), model, req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if len(res.ToolCalls) > 0 {
+			c := res.ToolCalls[0]
+			fmt.Printf("%s step %d: %s %s %s\n", ci.Agent, ci.Step, c.ID, c.Name, c.Arguments)
+			continue
+		}
+		fmt.Printf("%s step %d: %s\n", ci.Agent, ci.Step, res.Text)
+	}
+	// Output:
+	// billing step 1: {"answer":"Refunded."}
+	// triage step 2: call_triage_2_1 transfer_to_billing {}
+	// triage step 1: call_triage_1_1 lookup_order {"order_id":"AB-123456"}
+}

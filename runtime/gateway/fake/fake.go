@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -33,6 +34,13 @@ type Step struct {
 	FinishReason gateway.FinishReason
 	// Delay is added to Config.Latency for this step.
 	Delay time.Duration
+	// Answer makes the step a final answer drawn from the answer key: with
+	// Config.AnswerKey set, the text is the key's answer (right or wrong,
+	// by the seeded coin) to the call's case, shaped by the request's JSON
+	// schema if it has one (see AnswerDocument); without an answer key, the
+	// step answers Text, so that one script serves demos and evaluations.
+	// An answer step has no tool calls.
+	Answer bool
 }
 
 // Case is one evaluation case of an answer key.
@@ -66,9 +74,23 @@ type Config struct {
 	// ByModel holds a script per model id; it takes precedence over
 	// Script for the models it names.
 	ByModel map[string][]Step
-	// Loop restarts an exhausted script instead of failing.
+	// Agents holds a script per agent name, for calls that carry a
+	// gateway.CallInfo (the agent runtime puts one on every model call): the
+	// call of step n of an agent's turn answers the agent's n-th step,
+	// whatever the order in which concurrent runs arrive, so every run of
+	// the same conversation plays the same way. It takes precedence over
+	// ByModel and Script, which still answer calls without call info and
+	// calls of agents it does not name; with neither, such a call answers
+	// from the answer key if there is one, and fails with an
+	// *UnscriptedAgentError otherwise. Tool calls without an id get
+	// call_<agent>_<step>_<n>. LoadScript reads these scripts from a file.
+	Agents map[string][]Step
+	// Loop restarts an exhausted script instead of failing; for an agent
+	// script, step n of a turn plays step (n-1) mod len+1.
 	Loop bool
-	// AnswerKey, when set, selects answer-key mode.
+	// AnswerKey, when set, selects answer-key mode: for every call without
+	// a script, and for the Answer steps of agent scripts. It cannot be
+	// combined with Script or ByModel.
 	AnswerKey *AnswerKey
 	// Seed seeds the answer key's coin and the embeddings.
 	Seed uint64
@@ -124,6 +146,9 @@ func New(cfg Config) (*Provider, error) {
 	p.caps = cfg.Capabilities
 	if p.caps == nil {
 		p.caps = []gateway.Capability{gateway.CapabilityTools, gateway.CapabilityJSON, gateway.CapabilityStreaming, gateway.CapabilityEmbeddings}
+	}
+	if err := checkAgentScripts(cfg.Agents); err != nil {
+		return nil, err
 	}
 	if ak := cfg.AnswerKey; ak != nil {
 		if len(cfg.Script) > 0 || len(cfg.ByModel) > 0 {
@@ -207,14 +232,21 @@ func (p *Provider) next(ctx context.Context, model gateway.ModelSpec, req gatewa
 	}
 	var script []Step
 	key, scripted := "", false
-	if s, ok := p.cfg.ByModel[model.ID]; ok {
+	ci, hasCI := gateway.CallInfoFromContext(ctx)
+	agentScript, byAgent := p.cfg.Agents[ci.Agent]
+	byAgent = byAgent && hasCI
+	if byAgent {
+		script, scripted = agentScript, true
+	} else if s, ok := p.cfg.ByModel[model.ID]; ok {
 		script, key, scripted = s, "model:"+model.ID, true
 	} else if len(p.cfg.Script) > 0 {
 		script, scripted = p.cfg.Script, true
 	}
 	var st Step
 	var err error
-	if scripted {
+	if byAgent {
+		st, err = p.agentStep(ci, script)
+	} else if scripted {
 		i := p.pos[key]
 		switch {
 		case i < len(script):
@@ -228,12 +260,18 @@ func (p *Provider) next(ctx context.Context, model gateway.ModelSpec, req gatewa
 		}
 	}
 	p.mu.Unlock()
-	if err != nil || scripted {
+	switch {
+	case err != nil:
 		return st, err
-	}
-	if p.cfg.AnswerKey != nil {
+	case scripted && st.Answer:
+		return p.answerStep(ctx, ci, req, st)
+	case scripted:
+		return st, nil
+	case p.cfg.AnswerKey != nil:
 		text, err := p.answer(ctx, req)
 		return Step{Text: text}, err
+	case hasCI && len(p.cfg.Agents) > 0:
+		return Step{}, &UnscriptedAgentError{Agent: ci.Agent, Scripted: slices.Sorted(maps.Keys(p.cfg.Agents))}
 	}
 	return Step{Text: "echo: " + lastUser(req)}, nil
 }
@@ -254,10 +292,18 @@ func (p *Provider) answer(ctx context.Context, req gateway.Request) (string, err
 		sample = gateway.SampleKey{Case: c.ID}
 	}
 	correct, pick := Coin(p.cfg.Seed, sample, p.cfg.AnswerKey.Accuracy)
-	if correct {
-		return c.Answer, nil
+	text := c.Answer
+	if !correct {
+		text = p.wrong(c.Answer, pick)
 	}
-	return p.wrong(c.Answer, pick), nil
+	if rf := req.ResponseFormat; rf != nil {
+		doc, err := AnswerDocument(rf.Schema, text)
+		if err != nil {
+			return "", fmt.Errorf("fake: answer case %q as JSON: %w", c.ID, err)
+		}
+		return doc, nil
+	}
+	return text, nil
 }
 
 // wrong returns a deterministic wrong answer: another case's answer, or the

@@ -1,0 +1,211 @@
+package agents
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"unicode/utf8"
+)
+
+// Defaults of HTTPOptions.
+const (
+	// DefaultHTTPMaxResponseBytes bounds the body an http tool reads.
+	DefaultHTTPMaxResponseBytes = 1 << 20
+	// DefaultHTTPMaxRedirects bounds the same-host redirects an http tool
+	// follows.
+	DefaultHTTPMaxRedirects = 3
+	// httpErrorBodyBytes bounds the part of a non-2xx body quoted in the
+	// error observation.
+	httpErrorBodyBytes = 512
+)
+
+// HTTPOptions configures HTTPTool.
+type HTTPOptions struct {
+	// Client sends the requests; nil means a client of the tool's own. The
+	// tool uses a copy whose redirect policy is replaced by its own. Leave
+	// Client.Timeout zero: the tool's timeout reaches the request through
+	// its context.
+	Client *http.Client
+	// Headers are sent with every request, for example an API key. Their
+	// values never appear in observations, errors or logs.
+	Headers map[string]string
+	// HeadersFromEnv maps a header name to the environment variable that
+	// holds its value, so that secrets stay out of the app file. The
+	// variables are read once, by HTTPTool; an unset one is an error naming
+	// the variable.
+	HeadersFromEnv map[string]string
+	// MaxResponseBytes bounds the response body read; zero means
+	// DefaultHTTPMaxResponseBytes. A 2xx body beyond it is an error
+	// observation rather than a silently cut document.
+	MaxResponseBytes int64
+	// MaxRedirects bounds the redirects followed, which must stay on the
+	// URL's scheme and host; zero means DefaultHTTPMaxRedirects, negative
+	// follows none.
+	MaxRedirects int
+}
+
+// HTTPStatusError is the error of an http tool whose server answered with a
+// status outside 2xx. The model reads it as the observation.
+type HTTPStatusError struct {
+	// StatusCode is the HTTP status code.
+	StatusCode int
+	// Status is the status line, such as "503 Service Unavailable".
+	Status string
+	// Body is the start of the response body, cut to a few hundred bytes.
+	Body string
+}
+
+// Error implements error.
+func (e *HTTPStatusError) Error() string {
+	if e.Body == "" {
+		return "http status " + e.Status
+	}
+	return "http status " + e.Status + ": " + e.Body
+}
+
+// HTTPTool returns an implementation that POSTs the call's arguments as
+// JSON to target and makes the response body the observation: the tool kind
+// an app names so that no code is needed. A status outside 2xx is an error
+// observation with the status and the start of the body; a failed request
+// (refused connection, the tool's timeout, a refused redirect) is an error
+// observation too. Redirects are followed only to the same scheme and host,
+// at most MaxRedirects times, so a tool cannot be bounced to another server
+// with its headers.
+func HTTPTool(target string, opts HTTPOptions) (Implementation, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, fmt.Errorf("http tool: parse url: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("http tool: url %q is not an absolute http or https url", u.Redacted())
+	}
+	if opts.MaxResponseBytes < 0 {
+		return nil, fmt.Errorf("http tool: negative MaxResponseBytes %d", opts.MaxResponseBytes)
+	}
+	t := &httpTool{url: u.String(), shown: u.Redacted(), header: make(http.Header), max: opts.MaxResponseBytes}
+	if t.max == 0 {
+		t.max = DefaultHTTPMaxResponseBytes
+	}
+	var errs []error
+	for name, v := range opts.Headers {
+		if !validHeaderName(name) {
+			errs = append(errs, fmt.Errorf("http tool: invalid header name %q", name))
+			continue
+		}
+		t.header.Set(name, v)
+	}
+	for name, env := range opts.HeadersFromEnv {
+		if !validHeaderName(name) {
+			errs = append(errs, fmt.Errorf("http tool: invalid header name %q", name))
+			continue
+		}
+		v, ok := os.LookupEnv(env)
+		if !ok {
+			errs = append(errs, fmt.Errorf("http tool: header %s: environment variable %s is not set", name, env))
+			continue
+		}
+		t.header.Set(name, v)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	t.header.Set("Content-Type", "application/json")
+	if t.header.Get("Accept") == "" {
+		t.header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.5")
+	}
+	c := &http.Client{}
+	if opts.Client != nil {
+		cp := *opts.Client
+		c = &cp
+	}
+	maxRedirects := opts.MaxRedirects
+	if maxRedirects == 0 {
+		maxRedirects = DefaultHTTPMaxRedirects
+	}
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		first := via[0].URL
+		switch {
+		case maxRedirects < 0:
+			return errors.New("redirects are not followed")
+		case len(via) > maxRedirects:
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		case req.URL.Scheme != first.Scheme || req.URL.Host != first.Host:
+			return fmt.Errorf("redirect to %s://%s refused: an http tool only follows redirects on its own host", req.URL.Scheme, req.URL.Host)
+		}
+		return nil
+	}
+	t.client = c
+	return t, nil
+}
+
+type httpTool struct {
+	url, shown string // shown is the url without a password
+	header     http.Header
+	client     *http.Client
+	max        int64
+}
+
+// Call implements Implementation.
+func (t *httpTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(args))
+	if err != nil {
+		return "", fmt.Errorf("build request: %w", err)
+	}
+	req.Header = t.header.Clone()
+	resp, err := t.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			// url.Error quotes the url as given; show it without a password.
+			err = ue.Err
+		}
+		return "", fmt.Errorf("post to %s: %w", t.shown, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, httpErrorBodyBytes+1))
+		return "", &HTTPStatusError{StatusCode: resp.StatusCode, Status: resp.Status, Body: cut(string(body), httpErrorBodyBytes)}
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, t.max+1))
+	if err != nil {
+		return "", fmt.Errorf("read response from %s: %w", t.shown, err)
+	}
+	if int64(len(body)) > t.max {
+		return "", fmt.Errorf("response from %s is larger than %d bytes", t.shown, t.max)
+	}
+	return string(body), nil
+}
+
+// cut shortens s to at most n bytes on a rune boundary, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// validHeaderName reports whether name is an HTTP token (RFC 9110).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range name {
+		if r > 0x7e || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,222 @@
+package agents_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/gateway/fake"
+)
+
+const secret = "s3cr3t-token"
+
+// hostile is a server with one handler per path: well-behaved, failing,
+// slow, huge and redirecting.
+func hostile(t *testing.T) *httptest.Server {
+	t.Helper()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		t.Error("a redirect reached another host")
+		_, _ = io.WriteString(w, "stolen")
+	}))
+	t.Cleanup(other.Close)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
+			http.Error(w, "want a JSON POST, got "+r.Method+" "+r.Header.Get("Content-Type"), http.StatusBadRequest)
+			return
+		}
+		_, _ = io.WriteString(w, "auth="+r.Header.Get("Authorization")+" x="+r.Header.Get("X-Team")+" body="+string(body))
+	})
+	mux.HandleFunc("/missing", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no such order", http.StatusNotFound)
+	})
+	mux.HandleFunc("/broken", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, strings.Repeat("é", 10_000))
+	})
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		// The server notices a gone client only once the body is read.
+		_, _ = io.ReadAll(r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+	})
+	mux.HandleFunc("/trickle", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		_, _ = io.WriteString(w, "partial ")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+	})
+	mux.HandleFunc("/huge", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, strings.Repeat("x", 4096))
+	})
+	mux.HandleFunc("/hop", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ok", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/away", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/x", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/loop", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/loop", http.StatusTemporaryRedirect)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestHTTPTool(t *testing.T) {
+	srv := hostile(t)
+	t.Setenv("AID_TEST_TOKEN", "Bearer "+secret)
+	opts := agents.HTTPOptions{
+		Headers:          map[string]string{"X-Team": "desk"},
+		HeadersFromEnv:   map[string]string{"Authorization": "AID_TEST_TOKEN"},
+		MaxResponseBytes: 1024,
+	}
+	tests := []struct {
+		name    string
+		path    string
+		opts    func(agents.HTTPOptions) agents.HTTPOptions
+		timeout time.Duration
+		want    string // the observation, or a part of the error
+		status  int    // the *HTTPStatusError's code
+		wantErr error  // errors.Is
+	}{
+		{name: "2xx body is the observation", path: "/ok", want: `auth=Bearer ` + secret + ` x=desk body={"id":"A"}`},
+		{name: "4xx", path: "/missing", want: "http status 404 Not Found: no such order", status: 404},
+		{name: "5xx body is cut", path: "/broken", want: "http status 503 Service Unavailable: éé", status: 503},
+		{name: "slow server past the timeout", path: "/slow", timeout: 50 * time.Millisecond, want: "post to", wantErr: context.DeadlineExceeded},
+		{name: "slow body past the timeout", path: "/trickle", timeout: 50 * time.Millisecond, want: "read response from", wantErr: context.DeadlineExceeded},
+		{name: "huge body", path: "/huge", want: "is larger than 1024 bytes"},
+		{name: "body exactly at the limit", path: "/huge", opts: func(o agents.HTTPOptions) agents.HTTPOptions { o.MaxResponseBytes = 4096; return o }, want: strings.Repeat("x", 4096)},
+		{name: "same-host redirect", path: "/hop", want: `body={"id":"A"}`},
+		{name: "redirect to another host", path: "/away", want: "only follows redirects on its own host"},
+		{name: "redirect loop", path: "/loop", want: "stopped after 3 redirects"},
+		{name: "redirects off", path: "/hop", opts: func(o agents.HTTPOptions) agents.HTTPOptions { o.MaxRedirects = -1; return o }, want: "redirects are not followed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := opts
+			if tt.opts != nil {
+				o = tt.opts(o)
+			}
+			impl, err := agents.HTTPTool(srv.URL+tt.path, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			if tt.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.timeout)
+				defer cancel()
+			}
+			out, err := impl.Call(ctx, json.RawMessage(`{"id":"A"}`))
+			if strings.HasPrefix(tt.name, "2xx") || tt.name == "same-host redirect" || tt.name == "body exactly at the limit" {
+				if err != nil || !strings.HasSuffix(out, tt.want) {
+					t.Fatalf("got %q, %v; want %q", out, err, tt.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %q, %v; want an error containing %q", out, err, tt.want)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Fatalf("the error leaks the secret header: %v", err)
+			}
+			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Fatalf("error %v is not %v", err, tt.wantErr)
+			}
+			var se *agents.HTTPStatusError
+			if got := errors.As(err, &se); got != (tt.status != 0) || (got && se.StatusCode != tt.status) {
+				t.Fatalf("status error %v, want status %d", err, tt.status)
+			}
+			if tt.status == 503 && len(se.Body) > 520 {
+				t.Fatalf("error body not cut: %d bytes", len(se.Body))
+			}
+		})
+	}
+}
+
+func TestHTTPToolRejects(t *testing.T) {
+	tests := []struct {
+		name, url string
+		opts      agents.HTTPOptions
+		want      string
+	}{
+		{"relative url", "/orders", agents.HTTPOptions{}, "not an absolute http or https url"},
+		{"other scheme", "ftp://example.test/x", agents.HTTPOptions{}, "not an absolute http or https url"},
+		{"password hidden", "ftp://u:hunter2@example.test/x", agents.HTTPOptions{}, "u:xxxxx@"},
+		{"unset variable", "http://example.test", agents.HTTPOptions{HeadersFromEnv: map[string]string{"Authorization": "AID_TEST_SURELY_UNSET"}}, "environment variable AID_TEST_SURELY_UNSET is not set"},
+		{"bad header name", "http://example.test", agents.HTTPOptions{Headers: map[string]string{"Bad Header": "x"}}, `invalid header name "Bad Header"`},
+		{"negative limit", "http://example.test", agents.HTTPOptions{MaxResponseBytes: -1}, "negative MaxResponseBytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := agents.HTTPTool(tt.url, tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("got %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// Through a run, an http tool's failures are observations the model reads,
+// and the tool's timeout reaches the request.
+func TestHTTPToolInARun(t *testing.T) {
+	srv := hostile(t)
+	tools := map[string]string{"ok": "/ok", "missing": "/missing", "slow": "/slow"}
+	cfg := agents.Config{Agents: []agents.Agent{{Name: "a", Model: "small", Tools: []string{"ok", "missing", "slow"}}}, Implementations: map[string]agents.Implementation{}}
+	for name, path := range tools {
+		impl, err := agents.HTTPTool(srv.URL+path, agents.HTTPOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Implementations[name] = impl
+		cfg.Tools = append(cfg.Tools, agents.Tool{Name: name, Description: "d", Input: lookupSchema, Timeout: 100 * time.Millisecond})
+	}
+	fx := newFixture(t, fake.Config{Script: []fake.Step{
+		calls(call("1", "ok", `{"id":"A"}`), call("2", "missing", `{"id":"B"}`), call("3", "slow", `{"id":"C"}`)),
+		answer("done"),
+	}})
+	cfg.Gateway = fx.gw
+	res := mustRun(t, newRuntime(t, cfg), "a", "go", agents.RunOptions{})
+	got := res.Steps[0].ToolCalls
+	if !strings.HasSuffix(got[0].Observation, `body={"id":"A"}`) || got[0].ErrorKind != "" {
+		t.Errorf("ok: %+v", got[0])
+	}
+	if got[1].Observation != "error: tool missing failed: http status 404 Not Found: no such order\n" || got[1].ErrorKind != agents.KindToolFailed {
+		t.Errorf("missing: %q %s", got[1].Observation, got[1].ErrorKind)
+	}
+	if got[2].ErrorKind != agents.KindTimeout {
+		t.Errorf("slow: %+v", got[2])
+	}
+	if res.Status != agents.StatusCompleted {
+		t.Fatalf("status %s", res.Status)
+	}
+}
+
+// A password in the url reaches the server but never an observation.
+func TestHTTPToolHidesURLPassword(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	srv.Close() // nothing listens any more: the request fails
+	impl, err := agents.HTTPTool("http://user:"+secret+"@"+addr+"/x", agents.HTTPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = impl.Call(t.Context(), json.RawMessage(`{}`))
+	if err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "user:xxxxx@") {
+		t.Fatalf("error %v", err)
+	}
+}

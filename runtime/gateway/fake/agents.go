@@ -1,0 +1,230 @@
+package fake
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aidgen/aid/runtime/gateway"
+)
+
+// UnscriptedAgentError is returned for a call of an agent that Config.Agents
+// does not script, when no other mode could answer it: a script that forgot
+// an agent fails loudly instead of echoing.
+type UnscriptedAgentError struct {
+	// Agent is the agent that made the call.
+	Agent string
+	// Scripted lists the agents the scripts name, sorted.
+	Scripted []string
+}
+
+// Error implements error.
+func (e *UnscriptedAgentError) Error() string {
+	return fmt.Sprintf("fake: no script for agent %q (scripted agents: %s)", e.Agent, strings.Join(e.Scripted, ", "))
+}
+
+// checkAgentScripts refuses agent scripts the fake could not play.
+func checkAgentScripts(scripts map[string][]Step) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(scripts)) {
+		steps := scripts[name]
+		if name == "" {
+			errs = append(errs, errors.New("fake: an agent script has no agent name"))
+		}
+		if len(steps) == 0 {
+			errs = append(errs, fmt.Errorf("fake: agent %q has an empty script", name))
+		}
+		for i, st := range steps {
+			if st.Answer && len(st.ToolCalls) > 0 {
+				errs = append(errs, fmt.Errorf("fake: agent %q step %d: an answer step cannot also call tools", name, i+1))
+			}
+			for j, c := range st.ToolCalls {
+				if c.Name == "" {
+					errs = append(errs, fmt.Errorf("fake: agent %q step %d: tool call %d has no name", name, i+1, j+1))
+				}
+				if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
+					errs = append(errs, fmt.Errorf("fake: agent %q step %d: tool call %d (%s): arguments are not valid JSON", name, i+1, j+1, c.Name))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// agentStep picks the step of an agent script that answers the call: a
+// function of the agent and the step number only, so concurrent runs do not
+// disturb each other. Tool calls without an id get a deterministic one,
+// unique within the agent's turn.
+func (p *Provider) agentStep(ci gateway.CallInfo, script []Step) (Step, error) {
+	if ci.Step < 1 {
+		return Step{}, fmt.Errorf("fake: agent %q: call info has step %d; steps count from 1", ci.Agent, ci.Step)
+	}
+	i := ci.Step - 1
+	if i >= len(script) {
+		if !p.cfg.Loop {
+			return Step{}, fmt.Errorf("%w: agent %q has %d steps and was called for step %d", ErrScriptExhausted, ci.Agent, len(script), ci.Step)
+		}
+		i %= len(script)
+	}
+	st := script[i]
+	if len(st.ToolCalls) > 0 {
+		calls := slices.Clone(st.ToolCalls)
+		for j := range calls {
+			if calls[j].ID == "" {
+				calls[j].ID = "call_" + ci.Agent + "_" + strconv.Itoa(ci.Step) + "_" + strconv.Itoa(j+1)
+			}
+			if len(calls[j].Arguments) == 0 {
+				calls[j].Arguments = json.RawMessage("{}")
+			}
+		}
+		st.ToolCalls = calls
+	}
+	return st, nil
+}
+
+// answerStep resolves an Answer step: the answer key's answer when there is
+// one, the step's own text otherwise.
+func (p *Provider) answerStep(ctx context.Context, ci gateway.CallInfo, req gateway.Request, st Step) (Step, error) {
+	if p.cfg.AnswerKey == nil {
+		if st.Text == "" {
+			where := "a scripted step"
+			if ci.Agent != "" {
+				where = fmt.Sprintf("agent %q step %d", ci.Agent, ci.Step)
+			}
+			return Step{}, fmt.Errorf("fake: %s answers from the answer key, but none is configured and the step has no text of its own", where)
+		}
+		return st, nil
+	}
+	text, err := p.answer(ctx, req)
+	if err != nil {
+		return Step{}, err
+	}
+	st.Text = text
+	return st, nil
+}
+
+// AnswerDocument is how answer-key mode answers a request that asks for
+// JSON (gateway.Request.ResponseFormat): the answer text placed in a
+// document valid for simple schemas, so that an agent with an output schema
+// can be evaluated on the fake.
+//
+// For a schema of type string, the document is the answer as a JSON string.
+// For an object schema, the answer goes into the first property listed in
+// required whose type is string (failing that, the alphabetically first
+// string property); every other required property gets a zero value: its
+// const, else its first enum value, else by its (first) type "" for string,
+// 0 for number and integer, false for boolean, [] for array, null for null,
+// and for object the same rule applied to its required properties.
+// Optional properties are left out. Keywords such as minimum, minLength or
+// pattern are not honoured; a schema with nowhere to put the answer is an
+// error.
+func AnswerDocument(schema json.RawMessage, answer string) (string, error) {
+	var s schemaNode
+	if err := json.Unmarshal(schema, &s); err != nil {
+		return "", fmt.Errorf("read response schema: %w", err)
+	}
+	var doc any
+	switch {
+	case s.is("string"):
+		doc = answer
+	case s.is("object") || len(s.Properties) > 0:
+		key := ""
+		for _, r := range s.Required {
+			if p, ok := s.Properties[r]; ok && p.is("string") && len(p.Enum) == 0 && p.Const == nil {
+				key = r
+				break
+			}
+		}
+		if key == "" {
+			for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
+				if p := s.Properties[name]; p.is("string") && len(p.Enum) == 0 && p.Const == nil {
+					key = name
+					break
+				}
+			}
+		}
+		if key == "" {
+			return "", errors.New("the response schema has no string property to hold the answer")
+		}
+		obj := s.zero().(map[string]any)
+		obj[key] = answer
+		doc = obj
+	default:
+		return "", fmt.Errorf("the response schema has type %s; only string and object schemas can hold an answer", bytes.TrimSpace(s.Type))
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return "", fmt.Errorf("encode answer document: %w", err)
+	}
+	return string(out), nil
+}
+
+// schemaNode is the part of a JSON Schema AnswerDocument reads.
+type schemaNode struct {
+	Type       json.RawMessage        `json:"type"`
+	Properties map[string]*schemaNode `json:"properties"`
+	Required   []string               `json:"required"`
+	Enum       []json.RawMessage      `json:"enum"`
+	Const      json.RawMessage        `json:"const"`
+}
+
+// types returns the schema's types: "type" as a string or a list.
+func (s *schemaNode) types() []string {
+	var one string
+	if json.Unmarshal(s.Type, &one) == nil {
+		return []string{one}
+	}
+	var many []string
+	_ = json.Unmarshal(s.Type, &many) // anything else names no type
+	return many
+}
+
+func (s *schemaNode) is(t string) bool {
+	if s == nil {
+		return false
+	}
+	return slices.Contains(s.types(), t)
+}
+
+// zero returns the simplest value the schema accepts, by the rule of
+// AnswerDocument.
+func (s *schemaNode) zero() any {
+	if s == nil {
+		return nil
+	}
+	if s.Const != nil {
+		return s.Const
+	}
+	if len(s.Enum) > 0 {
+		return s.Enum[0]
+	}
+	t := ""
+	if ts := s.types(); len(ts) > 0 {
+		t = ts[0]
+	} else if len(s.Properties) > 0 {
+		t = "object"
+	}
+	switch t {
+	case "string":
+		return ""
+	case "number", "integer":
+		return 0
+	case "boolean":
+		return false
+	case "array":
+		return []any{}
+	case "object":
+		obj := make(map[string]any, len(s.Required))
+		for _, r := range s.Required {
+			obj[r] = s.Properties[r].zero()
+		}
+		return obj
+	}
+	return nil
+}

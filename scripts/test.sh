@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# test.sh — the one command that checks aid: formatting, vet, staticcheck, and every test with
-# -race against a real PostgreSQL with pgvector.
+# test.sh — the one command that checks aid: formatting, vet, staticcheck, the licences of the
+# dependencies, and every test with -race against a real PostgreSQL with pgvector.
 #
-#   bash scripts/test.sh                    # gofmt, go vet, staticcheck, go test -race -count=1 ./...
+#   bash scripts/test.sh                    # gofmt, go vet, staticcheck, licences, go test -race -count=1 ./...
 #   bash scripts/test.sh -run X ./ir/       # extra arguments go to `go test`
 #
 # When arguments name no package (nothing starting with "."), ./... is added, so
@@ -21,6 +21,12 @@
 # than with a `tool` directive in go.mod because that would add honnef.co/go/tools and its
 # requirements to the module graph of everyone who imports the runtime, and it would raise
 # golang.org/x/net for the runtime itself (v0.60.0 to v0.61.0 when tried).
+#
+# The licence check (internal/tools/licenses) prints every module of the dependency graph, tests'
+# included, for linux, darwin and windows, with the licence github.com/google/licensecheck finds
+# in its licence files, and fails on a missing, unrecognised or non-permissive licence unless
+# scripts/licenses-allow.txt holds a reviewed exception for the module. It reads only the module
+# cache (GOPROXY=off): after `go mod download`, which this script runs first, it needs no network.
 set -euo pipefail
 
 STATICCHECK_VERSION=v0.8.2
@@ -76,6 +82,14 @@ fi
 
 phase "staticcheck ./... ($STATICCHECK_VERSION)"
 "$staticcheck" ./...
+done_phase
+
+phase "licences (go run ./internal/tools/licenses)"
+# The check lists the graph for other operating systems too, whose modules (cobra's mousetrap on
+# windows) a build here never fetched; go mod download fetches what is missing and is a no-op,
+# without network, when the module cache already holds go.mod's modules.
+go mod download
+GOPROXY=off go run ./internal/tools/licenses -allow scripts/licenses-allow.txt
 done_phase
 
 if [[ -z "${AID_TEST_DATABASE_URL:-}" ]]; then

@@ -123,6 +123,13 @@ func (s *Store) Close() {
 // UTF-8, and a tool answering with either must not fail the run. The
 // checkpoint is json, not jsonb: json keeps the runtime's encoding as
 // written and accepts \u0000, which jsonb refuses.
+//
+// The runs table has no index but its key: the runtime rewrites a run's
+// row after every step, and an index on a column that changes (status,
+// updated_at) would make every such write update it too, where PostgreSQL
+// can otherwise update the row in place (a HOT update). A run's calls are
+// read through the primary key, (run_id, key), and sorted by seq; a run has
+// few.
 var migrationSteps = []string{
 	// 1: runs, calls, memory.
 	`CREATE TABLE {runs} (
@@ -134,7 +141,6 @@ var migrationSteps = []string{
 		created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
 		updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
 	);
-	CREATE INDEX ON {runs} (status, updated_at);
 	CREATE TABLE {calls} (
 		run_id      text        NOT NULL,
 		key         text        NOT NULL,
@@ -150,7 +156,6 @@ var migrationSteps = []string{
 		PRIMARY KEY (run_id, key),
 		CHECK ((finished_at IS NULL) = (observation IS NULL) AND (finished_at IS NULL) = (error_kind IS NULL))
 	);
-	CREATE INDEX ON {calls} (run_id, seq);
 	CREATE TABLE {memory} (
 		id         bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 		store      text        NOT NULL,
@@ -163,8 +168,9 @@ var migrationSteps = []string{
 	CREATE INDEX ON {memory} (store, scope, subject, id);`,
 }
 
-// SchemaVersion is the schema version this code reads and writes.
-var SchemaVersion = len(migrationSteps)
+// SchemaVersion is the schema version this code reads and writes: the
+// number of migration steps.
+const SchemaVersion = 1
 
 // SchemaTooNewError reports a database migrated by a newer release of this
 // package: this code does not know what the later steps changed, so it
@@ -202,11 +208,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+s.migrations).Scan(&cur); err != nil {
 			return err
 		}
-		if cur > len(migrationSteps) {
-			return &SchemaTooNewError{Database: cur, Known: len(migrationSteps)}
+		if cur > SchemaVersion {
+			return &SchemaTooNewError{Database: cur, Known: SchemaVersion}
 		}
 		names := strings.NewReplacer("{runs}", s.runs, "{calls}", s.calls, "{memory}", s.memory)
-		for v := cur; v < len(migrationSteps); v++ {
+		for v := cur; v < SchemaVersion; v++ {
 			if _, err := tx.Exec(ctx, names.Replace(migrationSteps[v])); err != nil {
 				return fmt.Errorf("step %d: %w", v+1, err)
 			}

@@ -328,8 +328,9 @@ func (d *desk) newReplicaOn(t testing.TB, r *replica, script ...fake.Step) *agen
 // TestCrashBetweenRecordAndResult kills a replica in the middle of a tool
 // call: the tool closes the replica's pool, so the call is recorded but its
 // result, and everything after, never reaches the database, as when the
-// process dies. Another replica's Recover re-runs an interrupted read and
-// pauses on an interrupted write, which runs again only on a decision.
+// process dies. Another replica's Recover re-runs an interrupted read (two
+// replicas recovering at once: one does) and pauses on an interrupted
+// write, which runs again only on a decision.
 func TestCrashBetweenRecordAndResult(t *testing.T) {
 	t.Run("read is re-run", func(t *testing.T) {
 		dsn := pgtest.NewDatabase(t)
@@ -354,12 +355,38 @@ func TestCrashBetweenRecordAndResult(t *testing.T) {
 		if c, err := b.store.Call(t.Context(), res.RunID, "1.0"); err != nil || c.Result != nil {
 			t.Fatalf("the interrupted call: %+v, %v; want recorded without a result", c, err)
 		}
-		res, err = b.rt.Recover(t.Context(), res.RunID)
-		if err != nil || res.Status != agents.StatusCompleted || res.Answer != "found A" {
-			t.Fatalf("recovered: %s %q %v", res.Status, res.Answer, err)
+		// Two replicas notice the dead run at once: one recovers it, the
+		// other is told it lost and runs nothing.
+		c := d.newReplica(t, dsn, answer("found A"))
+		results := make([]agents.RunResult, 2)
+		errs := make([]error, 2)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, r := range []*replica{b, c} {
+			wg.Go(func() {
+				<-start
+				results[i], errs[i] = r.rt.Recover(t.Context(), res.RunID)
+			})
+		}
+		close(start)
+		wg.Wait()
+		won := 0
+		for i := range 2 {
+			var conflict *agents.ConflictError
+			var np *agents.NotPausedError
+			switch {
+			case errs[i] == nil && results[i].Status == agents.StatusCompleted && results[i].Answer == "found A":
+				won++
+			case errors.As(errs[i], &conflict), errors.As(errs[i], &np):
+			default:
+				t.Fatalf("recover %d: %s %v", i, results[i].Status, errs[i])
+			}
+		}
+		if won != 1 {
+			t.Fatalf("%d recoveries won, want 1", won)
 		}
 		if d.lookups.Load() != 2 {
-			t.Fatalf("%d lookups, want 2: the interrupted read runs again", d.lookups.Load())
+			t.Fatalf("%d lookups, want 2: the interrupted read runs again, once", d.lookups.Load())
 		}
 		checkAllFinished(t, b.store, res.RunID, 1)
 	})

@@ -11,14 +11,15 @@
 // database's, not the process's:
 //
 //   - UpdateRun is one UPDATE ... WHERE version = $expected, so of two
-//     replicas resuming the same pause exactly one proceeds; the other gets
-//     *agents.ConflictError and runs nothing.
+//     replicas resuming the same pause exactly one proceeds; the other is
+//     refused (*agents.ConflictError, or *agents.NotPausedError when it
+//     looks after the first moved on) and runs nothing.
 //   - A tool call is recorded (INSERT, unique per run and call key) before
 //     it runs, and its result is written by UPDATE ... WHERE finished_at IS
 //     NULL, so a call has at most one result whoever writes it. After a
 //     crash between the two, Recover finds the call without a result: a read
 //     is run again, a write pauses the run for a decision.
-//   - Every operation is a single statement on one row, so the store's own
+//   - Every write is a single statement on one row, so the store's own
 //     statements cannot deadlock; one the database aborts anyway (a
 //     serialization failure under a serializable default isolation) is run
 //     once more, which is safe because an aborted statement changed nothing.

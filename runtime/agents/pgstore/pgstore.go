@@ -174,7 +174,9 @@ const SchemaVersion = 1
 
 // SchemaTooNewError reports a database migrated by a newer release of this
 // package: this code does not know what the later steps changed, so it
-// refuses to read or write rather than misread.
+// refuses to read or write rather than misread. In a rolling upgrade that
+// adds a step, an old replica that restarts after a new one migrated stops
+// here: finish the rollout rather than roll back past a migration.
 type SchemaTooNewError struct {
 	// Database is the version the database is at.
 	Database int
@@ -242,7 +244,7 @@ func (s *Store) lockKey() int64 {
 
 // do runs one operation, bounded by the store's timeout, and runs it once
 // more if the database aborted it for a deadlock or a serialization
-// failure. Every operation is one statement on one row, so the store's own
+// failure. Every write is one statement on one row, so the store's own
 // statements never deadlock; a database whose default isolation is
 // serializable can still abort one, and an aborted statement changed
 // nothing, so running it again is safe.

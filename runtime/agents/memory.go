@@ -64,6 +64,25 @@ func NewInMemoryMemory() *InMemoryMemory {
 	return &InMemoryMemory{entries: make(map[memKey][]MemoryEntry)}
 }
 
+// CheckMemoryScope returns the error every MemoryStore gives for a scope it
+// does not keep, a user scope without a user id or a global scope with a
+// subject, so that stores outside this package refuse exactly what the
+// in-memory one refuses.
+func CheckMemoryScope(scope MemoryScope, subject string) error { return checkScope(scope, subject) }
+
+// CheckMemoryEntry returns the error every MemoryStore's AddMemory gives for
+// an entry it must refuse: a bad scope or subject (CheckMemoryScope) or an
+// empty text.
+func CheckMemoryEntry(scope MemoryScope, subject, text string) error {
+	if err := checkScope(scope, subject); err != nil {
+		return err
+	}
+	if strings.TrimSpace(text) == "" {
+		return fmt.Errorf("memory entry is empty")
+	}
+	return nil
+}
+
 // checkScope refuses a scope a store does not keep, and a user entry without
 // a user.
 func checkScope(scope MemoryScope, subject string) error {
@@ -87,11 +106,8 @@ func (m *InMemoryMemory) AddMemory(ctx context.Context, scope MemoryScope, subje
 	if err := ctx.Err(); err != nil {
 		return MemoryEntry{}, err
 	}
-	if err := checkScope(scope, subject); err != nil {
+	if err := CheckMemoryEntry(scope, subject, text); err != nil {
 		return MemoryEntry{}, err
-	}
-	if strings.TrimSpace(text) == "" {
-		return MemoryEntry{}, fmt.Errorf("memory entry is empty")
 	}
 	e := MemoryEntry{Scope: scope, Subject: subject, Text: text, Created: time.Now()}
 	m.mu.Lock()

@@ -24,6 +24,126 @@ func Run(t *testing.T, newStore func(t *testing.T) agents.Store) {
 	t.Run("CallsRecordedThenFinishedOnce", func(t *testing.T) { testCalls(t, newStore(t)) })
 	t.Run("ConcurrentFinish", func(t *testing.T) { testConcurrentFinish(t, newStore(t)) })
 	t.Run("RunsAreIsolated", func(t *testing.T) { testIsolation(t, newStore(t)) })
+	t.Run("UpdateReplacesEverything", func(t *testing.T) { testUpdateReplaces(t, newStore(t)) })
+	t.Run("HostileText", func(t *testing.T) { testHostileText(t, newStore(t)) })
+	t.Run("CanceledContext", func(t *testing.T) { testCanceled(t, newStore(t)) })
+}
+
+// testUpdateReplaces checks that UpdateRun keeps the whole record it is
+// given, not only the status: a transfer changes the agent, every step the
+// checkpoint.
+func testUpdateReplaces(t *testing.T, s agents.Store) {
+	ctx := context.Background()
+	rec, err := s.CreateRun(ctx, agents.RunRecord{RunID: "run_u", Agent: "triage", Status: agents.StatusRunning, Checkpoint: checkpoint("run_u")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := checkpoint("run_u")
+	cp.Agent, cp.Path, cp.Alias, cp.AgentSteps = "billing", []string{"triage", "billing"}, "large", 3
+	cp.Messages = append(cp.Messages, agents.SavedMessage{Role: "assistant", ToolCalls: []agents.SavedToolCall{{ID: "t", Name: "transfer_to_billing", Arguments: "{}"}}})
+	rec.Agent, rec.Status, rec.Checkpoint = "billing", agents.StatusCompleted, cp
+	upd, err := s.UpdateRun(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if upd.UpdatedAt.Before(rec.UpdatedAt) {
+		t.Fatalf("update went back in time: %v before %v", upd.UpdatedAt, rec.UpdatedAt)
+	}
+	got, err := s.LoadRun(ctx, "run_u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Agent != "billing" || got.Status != agents.StatusCompleted || got.Version != 2 {
+		t.Fatalf("loaded %s %s v%d, want billing completed v2", got.Agent, got.Status, got.Version)
+	}
+	if d := cmp.Diff(cp, got.Checkpoint, cmpopts.EquateEmpty()); d != "" {
+		t.Fatalf("UpdateRun did not replace the checkpoint (-want +got):\n%s", d)
+	}
+}
+
+// hostile is text a model or a tool may produce: a NUL byte, bytes that are
+// not UTF-8, a lone surrogate's encoding, quotes and backslashes, and
+// characters outside the BMP.
+const hostile = "a\x00b \xff\xfe \xed\xa0\x80 \"quoted\" \\ \U0001F600 \u2028"
+
+// hostileUTF8 is hostile text that is valid UTF-8, as a checkpoint holds
+// it (JSON replaces invalid bytes).
+const hostileUTF8 = "a\x00b \"quoted\" \\ \U0001F600 \u2028 </script>"
+
+// testHostileText stores what a model or a tool may write: a call's id,
+// tool name, arguments and observation, and a checkpoint's messages, must
+// come back exactly, whatever bytes they hold; a store that cannot keep
+// them would fail the run on a tool's odd answer.
+func testHostileText(t *testing.T, s agents.Store) {
+	ctx := context.Background()
+	cp := checkpoint("run_h")
+	cp.Messages = append(cp.Messages, agents.SavedMessage{Role: "tool", Content: hostileUTF8, ToolCallID: hostileUTF8,
+		ToolCalls: []agents.SavedToolCall{{ID: hostileUTF8, Name: hostileUTF8, Arguments: hostileUTF8}}})
+	if _, err := s.CreateRun(ctx, agents.RunRecord{RunID: "run_h", Agent: "triage", Status: agents.StatusRunning, Checkpoint: cp}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LoadRun(ctx, "run_h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(cp, got.Checkpoint, cmpopts.EquateEmpty()); d != "" {
+		t.Fatalf("checkpoint changed in the store (-want +got):\n%s", d)
+	}
+	rec := agents.CallRecord{RunID: "run_h", Key: "1.0", CallID: hostile, Tool: hostile, Effects: agents.EffectsRead, Arguments: hostile}
+	if err := s.RecordCall(ctx, rec); err != nil {
+		t.Fatalf("record a call with hostile text: %v", err)
+	}
+	res := agents.CallResult{Observation: hostile, ErrorKind: agents.KindToolFailed}
+	if err := s.FinishCall(ctx, "run_h", "1.0", res); err != nil {
+		t.Fatalf("finish a call with hostile text: %v", err)
+	}
+	rec.Result = &res
+	c, err := s.Call(ctx, "run_h", "1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(rec, c); d != "" {
+		t.Fatalf("call changed in the store (-want +got):\n%s", d)
+	}
+	// An empty observation is a result, not the absence of one.
+	if err := s.RecordCall(ctx, agents.CallRecord{RunID: "run_h", Key: "1.1", Tool: "lookup", Effects: agents.EffectsRead}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishCall(ctx, "run_h", "1.1", agents.CallResult{}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.Call(ctx, "run_h", "1.1"); err != nil || c.Result == nil {
+		t.Fatalf("call with an empty result: %+v, %v; want a result", c, err)
+	}
+	// Unknown runs have no calls.
+	if cs, err := s.Calls(ctx, "run_nobody"); err != nil || len(cs) != 0 {
+		t.Fatalf("calls of an unknown run: %v, %v", cs, err)
+	}
+}
+
+// testCanceled checks that every operation refuses a canceled context.
+func testCanceled(t *testing.T, s agents.Store) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec := agents.RunRecord{RunID: "run_x", Agent: "triage", Status: agents.StatusRunning, Checkpoint: checkpoint("run_x")}
+	if _, err := s.CreateRun(ctx, rec); err == nil {
+		t.Errorf("CreateRun with a canceled context succeeded")
+	}
+	if _, err := s.LoadRun(context.Background(), "run_x"); err == nil {
+		t.Errorf("a canceled CreateRun stored the run")
+	}
+	for name, op := range map[string]func() error{
+		"UpdateRun":  func() error { _, err := s.UpdateRun(ctx, rec); return err },
+		"LoadRun":    func() error { _, err := s.LoadRun(ctx, "run_x"); return err },
+		"RecordCall": func() error { return s.RecordCall(ctx, agents.CallRecord{RunID: "run_x", Key: "1.0", Tool: "lookup"}) },
+		"FinishCall": func() error { return s.FinishCall(ctx, "run_x", "1.0", agents.CallResult{}) },
+		"Call":       func() error { _, err := s.Call(ctx, "run_x", "1.0"); return err },
+		"Calls":      func() error { _, err := s.Calls(ctx, "run_x"); return err },
+	} {
+		if err := op(); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with a canceled context: %v, want context.Canceled", name, err)
+		}
+	}
 }
 
 func checkpoint(runID string) agents.Checkpoint {
@@ -299,6 +419,37 @@ func RunMemory(t *testing.T, newStore func(t *testing.T) agents.MemoryStore) {
 		}
 		if len(global) != 1 || global[0].Text != "office closes at 6" {
 			t.Fatalf("global memories %+v", global)
+		}
+	})
+	t.Run("HostileTextAndOrder", func(t *testing.T) {
+		ctx := context.Background()
+		s := newStore(t)
+		var want []string
+		for i := range 40 {
+			text := fmt.Sprintf("%d %s", i, hostile)
+			if _, err := s.AddMemory(ctx, agents.MemoryUser, "u\u00e9", text); err != nil {
+				t.Fatalf("add entry %d: %v", i, err)
+			}
+			want = append(want, text)
+		}
+		got, err := s.Memories(ctx, agents.MemoryUser, "u\u00e9")
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts := make([]string, len(got))
+		for i, e := range got {
+			texts[i] = e.Text
+		}
+		if d := cmp.Diff(want, texts); d != "" {
+			t.Fatalf("entries changed or reordered (-want +got):\n%s", d)
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := s.AddMemory(ctx, agents.MemoryGlobal, "", "x"); !errors.Is(err, context.Canceled) {
+			t.Errorf("AddMemory with a canceled context: %v", err)
+		}
+		if _, err := s.Memories(ctx, agents.MemoryGlobal, ""); !errors.Is(err, context.Canceled) {
+			t.Errorf("Memories with a canceled context: %v", err)
 		}
 	})
 	t.Run("BadInput", func(t *testing.T) {

@@ -1,0 +1,34 @@
+package pgstore_test
+
+import (
+	"testing"
+
+	"github.com/aidgen/aid/internal/pgtest"
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/agentstoretest"
+	"github.com/aidgen/aid/runtime/agents/pgstore"
+)
+
+// newStore returns a store on a fresh database.
+func newStore(t *testing.T, opts ...pgstore.Option) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.New(t.Context(), pgtest.NewPool(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestStoreContract(t *testing.T) {
+	agentstoretest.Run(t, func(t *testing.T) agents.Store { return newStore(t) })
+}
+
+func TestMemoryContract(t *testing.T) {
+	agentstoretest.RunMemory(t, func(t *testing.T) agents.MemoryStore {
+		m, err := newStore(t).Memory("notes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	})
+}

@@ -1,0 +1,518 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aidgen/aid/runtime/agents"
+)
+
+// Store is an agents.Store in PostgreSQL: runs with their checkpoints, and
+// tool-call records. It is safe for concurrent use, in one process and
+// across processes sharing the database. Memory returns the MemoryStores
+// kept in the same database.
+type Store struct {
+	pool     *pgxpool.Pool
+	timeout  time.Duration
+	ownsPool bool
+	prefix   string
+	noRetry  bool // tests only: give up at the first abort
+
+	// Quoted table names.
+	migrations, runs, calls, memory string
+}
+
+// Option adjusts a Store.
+type Option func(*Store) error
+
+var validPrefix = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,40}$`)
+
+// WithTablePrefix names the store's tables <prefix>_runs, <prefix>_calls,
+// <prefix>_memory and <prefix>_migrations; the default prefix is
+// "aid_agent". The prefix is lower-case letters, digits and underscores, so
+// that it needs no quoting in an operator's SQL.
+func WithTablePrefix(prefix string) Option {
+	return func(s *Store) error {
+		if !validPrefix.MatchString(prefix) {
+			return fmt.Errorf("pgstore: invalid table prefix %q (want lower-case letters, digits and underscores)", prefix)
+		}
+		s.prefix = prefix
+		return nil
+	}
+}
+
+// WithOpTimeout bounds each store operation; the default is 10 seconds. The
+// runtime records a tool call's result and a run's end with a context that
+// ignores the caller's cancellation, so that work done is never lost
+// because a client went away; this bound keeps a hung database from holding
+// such a write forever.
+func WithOpTimeout(d time.Duration) Option {
+	return func(s *Store) error {
+		if d <= 0 {
+			return fmt.Errorf("pgstore: operation timeout %v is not positive", d)
+		}
+		s.timeout = d
+		return nil
+	}
+}
+
+// New returns a store on pool, which the caller keeps and closes, after
+// bringing the store's tables to the schema this code reads (Migrate).
+func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("pgstore: pool is nil")
+	}
+	s := &Store{pool: pool, prefix: "aid_agent", timeout: 10 * time.Second}
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	s.migrations = pgx.Identifier{s.prefix + "_migrations"}.Sanitize()
+	s.runs = pgx.Identifier{s.prefix + "_runs"}.Sanitize()
+	s.calls = pgx.Identifier{s.prefix + "_calls"}.Sanitize()
+	s.memory = pgx.Identifier{s.prefix + "_memory"}.Sanitize()
+	if err := s.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Open connects to dsn and returns a store that owns its pool; Close closes
+// it.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: connect: %w", err)
+	}
+	s, err := New(ctx, pool, opts...)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownsPool = true
+	return s, nil
+}
+
+// Close closes the pool if the store opened it.
+func (s *Store) Close() {
+	if s.ownsPool {
+		s.pool.Close()
+	}
+}
+
+// migrationSteps are the schema's versions, in order: step i brings the
+// schema from version i to version i+1. A step is never edited once
+// released; a change is a new step, so that every database, whatever
+// version it is at, reaches the same schema.
+//
+// Strings the runtime does not make itself (the model's call ids, tool
+// names and arguments, tools' observations, memory texts) are bytea, so that
+// any Go string round-trips exactly: text refuses NUL bytes and invalid
+// UTF-8, and a tool answering with either must not fail the run. The
+// checkpoint is json, not jsonb: json keeps the runtime's encoding as
+// written and accepts \u0000, which jsonb refuses.
+//
+// The runs table has no index but its key: the runtime rewrites a run's
+// row after every step, and an index on a column that changes (status,
+// updated_at) would make every such write update it too, where PostgreSQL
+// can otherwise update the row in place (a HOT update). A run's calls are
+// read through the primary key, (run_id, key), and sorted by seq; a run has
+// few.
+var migrationSteps = []string{
+	// 1: runs, calls, memory.
+	`CREATE TABLE {runs} (
+		run_id     text        PRIMARY KEY,
+		agent      text        NOT NULL,
+		status     text        NOT NULL,
+		version    bigint      NOT NULL CHECK (version > 0),
+		checkpoint json        NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+		updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+	);
+	CREATE TABLE {calls} (
+		run_id      text        NOT NULL,
+		key         text        NOT NULL,
+		seq         bigint      GENERATED ALWAYS AS IDENTITY,
+		call_id     bytea       NOT NULL,
+		tool        bytea       NOT NULL,
+		effects     text        NOT NULL,
+		arguments   bytea       NOT NULL,
+		observation bytea,
+		error_kind  text,
+		recorded_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+		finished_at timestamptz,
+		PRIMARY KEY (run_id, key),
+		CHECK ((finished_at IS NULL) = (observation IS NULL) AND (finished_at IS NULL) = (error_kind IS NULL))
+	);
+	CREATE TABLE {memory} (
+		id         bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		store      text        NOT NULL,
+		scope      text        NOT NULL CHECK (scope IN ('user', 'global')),
+		subject    text        NOT NULL,
+		text       bytea       NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+		CHECK ((scope = 'user') = (subject <> ''))
+	);
+	CREATE INDEX ON {memory} (store, scope, subject, id);`,
+}
+
+// SchemaVersion is the schema version this code reads and writes: the
+// number of migration steps.
+const SchemaVersion = 1
+
+// SchemaTooNewError reports a database migrated by a newer release of this
+// package: this code does not know what the later steps changed, so it
+// refuses to read or write rather than misread. In a rolling upgrade that
+// adds a step, an old replica that restarts after a new one migrated stops
+// here: finish the rollout rather than roll back past a migration.
+type SchemaTooNewError struct {
+	// Database is the version the database is at.
+	Database int
+	// Known is the newest version this code knows.
+	Known int
+}
+
+// Error implements error.
+func (e *SchemaTooNewError) Error() string {
+	return fmt.Sprintf("pgstore: the database schema is at version %d, newer than this code's %d; upgrade the program", e.Database, e.Known)
+}
+
+// Migrate brings the store's tables to SchemaVersion. It runs in one
+// transaction under an advisory lock keyed by the table prefix, so that
+// replicas starting together apply each step once, one after another, and
+// a failed step leaves the database as it was. It is idempotent.
+func (s *Store) Migrate(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.lockKey()); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.migrations+` (
+			version    integer     PRIMARY KEY,
+			applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+		)`); err != nil {
+			return err
+		}
+		var cur int
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+s.migrations).Scan(&cur); err != nil {
+			return err
+		}
+		if cur > SchemaVersion {
+			return &SchemaTooNewError{Database: cur, Known: SchemaVersion}
+		}
+		names := strings.NewReplacer("{runs}", s.runs, "{calls}", s.calls, "{memory}", s.memory)
+		for v := cur; v < SchemaVersion; v++ {
+			if _, err := tx.Exec(ctx, names.Replace(migrationSteps[v])); err != nil {
+				return fmt.Errorf("step %d: %w", v+1, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+s.migrations+` (version) VALUES ($1)`, v+1); err != nil {
+				return fmt.Errorf("step %d: %w", v+1, err)
+			}
+		}
+		return nil
+	})
+	var tooNew *SchemaTooNewError
+	if errors.As(err, &tooNew) {
+		return tooNew
+	}
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	return nil
+}
+
+// lockKey is the advisory lock of the prefix's migrations: stores with
+// different prefixes in one database do not wait for each other.
+func (s *Store) lockKey() int64 {
+	h := fnv.New64a()
+	h.Write([]byte("aid/pgstore:" + s.prefix))
+	return int64(h.Sum64())
+}
+
+// do runs one operation, bounded by the store's timeout, and runs it once
+// more if the database aborted it for a deadlock or a serialization
+// failure. Every write is one statement on one row, so the store's own
+// statements never deadlock; a database whose default isolation is
+// serializable can still abort one, and an aborted statement changed
+// nothing, so running it again is safe.
+func (s *Store) do(ctx context.Context, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err := fn(ctx)
+	if !s.noRetry && retryable(err) && ctx.Err() == nil {
+		err = fn(ctx)
+	}
+	return err
+}
+
+// retryable reports an operation the database aborted so that another
+// could go on: a deadlock (40P01) or a serialization failure (40001).
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == codeDeadlock || pe.Code == codeSerialization)
+}
+
+// The SQLSTATE codes of statements aborted for another's sake, and of a
+// unique violation.
+const (
+	codeDeadlock      = "40P01"
+	codeSerialization = "40001"
+	codeUnique        = "23505"
+)
+
+func isUnique(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == codeUnique
+}
+
+// storable reports whether a string can be a text value: PostgreSQL text
+// holds no NUL byte and only valid UTF-8.
+func storable(v string) bool {
+	return utf8.ValidString(v) && !strings.ContainsRune(v, 0)
+}
+
+// InvalidTextError reports an identifier (a run id, a call key, an agent, a
+// user id or a memory store name) that PostgreSQL text cannot hold: it has
+// a NUL byte or is not UTF-8. The in-memory stores accept such ids, but no
+// id the runtime makes has either, so it is refused here rather than
+// mangled. A lookup of such an id finds nothing.
+type InvalidTextError struct {
+	// Field names the identifier.
+	Field string
+	// Value is the identifier.
+	Value string
+}
+
+// Error implements error.
+func (e *InvalidTextError) Error() string {
+	return fmt.Sprintf("pgstore: %s %q has a NUL byte or is not UTF-8", e.Field, e.Value)
+}
+
+func checkText(field, v string) error {
+	if !storable(v) {
+		return &InvalidTextError{Field: field, Value: v}
+	}
+	return nil
+}
+
+// CreateRun implements agents.Store.
+func (s *Store) CreateRun(ctx context.Context, rec agents.RunRecord) (agents.RunRecord, error) {
+	if err := errors.Join(checkText("run id", rec.RunID), checkText("agent", rec.Agent), checkText("status", string(rec.Status))); err != nil {
+		return agents.RunRecord{}, err
+	}
+	cp, err := json.Marshal(rec.Checkpoint)
+	if err != nil {
+		return agents.RunRecord{}, fmt.Errorf("pgstore: create run %s: encode checkpoint: %w", rec.RunID, err)
+	}
+	err = s.do(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, `INSERT INTO `+s.runs+` (run_id, agent, status, version, checkpoint)
+			VALUES ($1, $2, $3, 1, $4) RETURNING version, updated_at`,
+			rec.RunID, rec.Agent, string(rec.Status), string(cp)).Scan(&rec.Version, &rec.UpdatedAt)
+	})
+	if isUnique(err) {
+		return agents.RunRecord{}, &agents.RunExistsError{RunID: rec.RunID}
+	}
+	if err != nil {
+		return agents.RunRecord{}, fmt.Errorf("pgstore: create run %s: %w", rec.RunID, err)
+	}
+	return rec, nil
+}
+
+// UpdateRun implements agents.Store. The write is one conditional UPDATE
+// (WHERE version = the caller's), so of two writers holding the same
+// version the database lets exactly one through.
+func (s *Store) UpdateRun(ctx context.Context, rec agents.RunRecord) (agents.RunRecord, error) {
+	if !storable(rec.RunID) {
+		return agents.RunRecord{}, &agents.RunNotFoundError{RunID: rec.RunID}
+	}
+	if err := errors.Join(checkText("agent", rec.Agent), checkText("status", string(rec.Status))); err != nil {
+		return agents.RunRecord{}, err
+	}
+	cp, err := json.Marshal(rec.Checkpoint)
+	if err != nil {
+		return agents.RunRecord{}, fmt.Errorf("pgstore: update run %s: encode checkpoint: %w", rec.RunID, err)
+	}
+	var stored int64
+	var found bool
+	err = s.do(ctx, func(ctx context.Context) error {
+		stored, found = 0, false
+		err := s.pool.QueryRow(ctx, `UPDATE `+s.runs+`
+			SET agent = $3, status = $4, checkpoint = $5, version = version + 1, updated_at = clock_timestamp()
+			WHERE run_id = $1 AND version = $2
+			RETURNING version, updated_at`,
+			rec.RunID, rec.Version, rec.Agent, string(rec.Status), string(cp)).Scan(&rec.Version, &rec.UpdatedAt)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			found = true
+			return err
+		}
+		// Not written: say why, with the version stored now.
+		err = s.pool.QueryRow(ctx, `SELECT version FROM `+s.runs+` WHERE run_id = $1`, rec.RunID).Scan(&stored)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = true
+		return err
+	})
+	switch {
+	case err != nil:
+		return agents.RunRecord{}, fmt.Errorf("pgstore: update run %s: %w", rec.RunID, err)
+	case !found:
+		return agents.RunRecord{}, &agents.RunNotFoundError{RunID: rec.RunID}
+	case stored != 0:
+		return agents.RunRecord{}, &agents.ConflictError{RunID: rec.RunID, Version: rec.Version, Stored: stored}
+	}
+	return rec, nil
+}
+
+// LoadRun implements agents.Store. The checkpoint is decoded as stored,
+// without UnmarshalCheckpoint's checks: the runtime checks it when it
+// resumes, and a store that refused to show an old checkpoint would hide
+// the run from its operators.
+func (s *Store) LoadRun(ctx context.Context, runID string) (agents.RunRecord, error) {
+	if !storable(runID) {
+		return agents.RunRecord{}, &agents.RunNotFoundError{RunID: runID}
+	}
+	rec := agents.RunRecord{RunID: runID}
+	var status string
+	var cp []byte
+	err := s.do(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, `SELECT agent, status, version, checkpoint::text, updated_at FROM `+s.runs+` WHERE run_id = $1`, runID).
+			Scan(&rec.Agent, &status, &rec.Version, &cp, &rec.UpdatedAt)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return agents.RunRecord{}, &agents.RunNotFoundError{RunID: runID}
+	}
+	if err != nil {
+		return agents.RunRecord{}, fmt.Errorf("pgstore: load run %s: %w", runID, err)
+	}
+	rec.Status = agents.Status(status)
+	if err := json.Unmarshal(cp, &rec.Checkpoint); err != nil {
+		return agents.RunRecord{}, fmt.Errorf("pgstore: load run %s: decode checkpoint: %w", runID, err)
+	}
+	return rec, nil
+}
+
+// RecordCall implements agents.Store.
+func (s *Store) RecordCall(ctx context.Context, rec agents.CallRecord) error {
+	if err := errors.Join(checkText("run id", rec.RunID), checkText("call key", rec.Key), checkText("effects", string(rec.Effects))); err != nil {
+		return err
+	}
+	err := s.do(ctx, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, `INSERT INTO `+s.calls+` (run_id, key, call_id, tool, effects, arguments)
+			VALUES ($1, $2, $3, $4, $5, $6)`,
+			rec.RunID, rec.Key, []byte(rec.CallID), []byte(rec.Tool), string(rec.Effects), []byte(rec.Arguments))
+		return err
+	})
+	if isUnique(err) {
+		return &agents.CallExistsError{RunID: rec.RunID, Key: rec.Key}
+	}
+	if err != nil {
+		return fmt.Errorf("pgstore: record call %s of run %s: %w", rec.Key, rec.RunID, err)
+	}
+	return nil
+}
+
+// FinishCall implements agents.Store. The result is written by one UPDATE
+// ... WHERE finished_at IS NULL, so of two results for one call the
+// database keeps exactly one; the same statement tells a call never
+// recorded from one already finished.
+func (s *Store) FinishCall(ctx context.Context, runID, key string, res agents.CallResult) error {
+	if !storable(runID) || !storable(key) {
+		return &agents.CallNotFoundError{RunID: runID, Key: key}
+	}
+	if err := checkText("error kind", string(res.ErrorKind)); err != nil {
+		return err
+	}
+	var finished, exists bool
+	err := s.do(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, `WITH u AS (
+				UPDATE `+s.calls+` SET observation = $3, error_kind = $4, finished_at = clock_timestamp()
+				WHERE run_id = $1 AND key = $2 AND finished_at IS NULL
+				RETURNING 1
+			)
+			SELECT EXISTS (SELECT 1 FROM u), EXISTS (SELECT 1 FROM `+s.calls+` WHERE run_id = $1 AND key = $2)`,
+			runID, key, []byte(res.Observation), string(res.ErrorKind)).Scan(&finished, &exists)
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("pgstore: finish call %s of run %s: %w", key, runID, err)
+	case finished:
+		return nil
+	case exists:
+		return &agents.CallFinishedError{RunID: runID, Key: key}
+	}
+	return &agents.CallNotFoundError{RunID: runID, Key: key}
+}
+
+// Call implements agents.Store.
+func (s *Store) Call(ctx context.Context, runID, key string) (agents.CallRecord, error) {
+	if !storable(runID) || !storable(key) {
+		return agents.CallRecord{}, &agents.CallNotFoundError{RunID: runID, Key: key}
+	}
+	var out []agents.CallRecord
+	err := s.do(ctx, func(ctx context.Context) error {
+		var err error
+		out, err = s.queryCalls(ctx, `WHERE run_id = $1 AND key = $2`, runID, key)
+		return err
+	})
+	if err != nil {
+		return agents.CallRecord{}, fmt.Errorf("pgstore: read call %s of run %s: %w", key, runID, err)
+	}
+	if len(out) == 0 {
+		return agents.CallRecord{}, &agents.CallNotFoundError{RunID: runID, Key: key}
+	}
+	return out[0], nil
+}
+
+// Calls implements agents.Store.
+func (s *Store) Calls(ctx context.Context, runID string) ([]agents.CallRecord, error) {
+	if !storable(runID) {
+		return nil, nil
+	}
+	var out []agents.CallRecord
+	err := s.do(ctx, func(ctx context.Context) error {
+		var err error
+		out, err = s.queryCalls(ctx, `WHERE run_id = $1 ORDER BY seq`, runID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: read calls of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+func (s *Store) queryCalls(ctx context.Context, where string, args ...any) ([]agents.CallRecord, error) {
+	rows, err := s.pool.Query(ctx, `SELECT run_id, key, call_id, tool, effects, arguments, observation, error_kind FROM `+s.calls+` `+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (agents.CallRecord, error) {
+		var c agents.CallRecord
+		var callID, tool, arguments, observation []byte
+		var effects string
+		var kind *string
+		if err := row.Scan(&c.RunID, &c.Key, &callID, &tool, &effects, &arguments, &observation, &kind); err != nil {
+			return c, err
+		}
+		c.CallID, c.Tool, c.Effects, c.Arguments = string(callID), string(tool), agents.Effects(effects), string(arguments)
+		if kind != nil {
+			c.Result = &agents.CallResult{Observation: string(observation), ErrorKind: agents.ErrorKind(*kind)}
+		}
+		return c, nil
+	})
+}
+
+var _ agents.Store = (*Store)(nil)

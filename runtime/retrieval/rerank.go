@@ -36,24 +36,30 @@ func (NoRerank) Rerank(ctx context.Context, _ string, hits []Hit) ([]Hit, error)
 	return hits, ctx.Err()
 }
 
-// Lexical reranks candidates by Okapi BM25 of the query's terms, computed
-// over the candidate set itself: document frequencies and the average
-// length come from the candidates, not from the whole index, so the cost
-// is bounded by the candidates and no corpus statistics need to be kept.
-// A candidate's text is its heading trail and its text; terms are
-// lower-cased runs of letters and digits, each distinct query term counted
-// once. The idf is Lucene's, ln(1 + (N − df + 0.5)/(df + 0.5)), which is
-// never negative.
+// Lexical reranks candidates by blending the vector ranking with Okapi
+// BM25 of the query's terms, by reciprocal rank fusion (Cormack et al.,
+// 2009): a candidate's score is 1/(RRFK + vector rank) + 1/(RRFK + BM25
+// rank), ranks counted from 1, candidates with equal BM25 sharing the best
+// of their ranks. Fusing ranks rather than scores needs no calibration
+// between cosine similarities and BM25 values; lexical evidence moves a
+// candidate only as far as it outranks the vector evidence, and candidates
+// the query's terms do not tell apart keep their vector order. Equal fused
+// scores keep vector order too. The hits' Score becomes the fused score.
 //
-// Candidates with equal BM25 (for instance none sharing a term with the
-// query) keep their vector order, so lexical evidence reorders only where
-// it discriminates: that is how it blends with the vector ranking. The
-// hits' Score becomes their BM25 score.
+// BM25 is computed over the candidate set itself: document frequencies and
+// the average length come from the candidates, not from the whole index,
+// so the cost is bounded by the candidates and no corpus statistics need
+// to be kept. A candidate's text is its heading trail and its text; terms
+// are lower-cased runs of letters and digits (Terms), each distinct query
+// term counted once. The idf is Lucene's, ln(1 + (N − df + 0.5)/(df +
+// 0.5)), which is never negative.
 type Lexical struct {
 	// K1 is BM25's term-frequency saturation; zero means 1.2.
 	K1 float64
 	// B is BM25's length normalisation in [0, 1]; zero means 0.75.
 	B float64
+	// RRFK damps the fusion's preference for top ranks; zero means 60.
+	RRFK float64
 }
 
 // Rerank implements Reranker.
@@ -61,6 +67,42 @@ func (l Lexical) Rerank(ctx context.Context, query string, hits []Hit) ([]Hit, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	bm, err := l.BM25(query, hits)
+	if err != nil {
+		return nil, err
+	}
+	rrfk := l.RRFK
+	if rrfk == 0 {
+		rrfk = 60
+	}
+	if rrfk < 0 || math.IsNaN(rrfk) {
+		return nil, fmt.Errorf("lexical rerank: RRFK must be positive, got %v", l.RRFK)
+	}
+	out := slices.Clone(hits)
+	for i := range out {
+		rank := 1
+		for _, s := range bm {
+			if s > bm[i] {
+				rank++
+			}
+		}
+		out[i].Score = 1/(rrfk+float64(i+1)) + 1/(rrfk+float64(rank))
+	}
+	slices.SortStableFunc(out, func(x, y Hit) int {
+		switch {
+		case x.Score > y.Score:
+			return -1
+		case x.Score < y.Score:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// BM25 returns the BM25 score of each candidate for the query, computed
+// over the candidates as the type's documentation says.
+func (l Lexical) BM25(query string, hits []Hit) ([]float64, error) {
 	k1, b := l.K1, l.B
 	if k1 == 0 {
 		k1 = 1.2
@@ -92,9 +134,8 @@ func (l Lexical) Rerank(ctx context.Context, query string, hits []Hit) ([]Hit, e
 	}
 	n := float64(len(hits))
 	avg := total / max(n, 1)
-	out := slices.Clone(hits)
-	for i := range out {
-		var s float64
+	scores := make([]float64, len(hits))
+	for i := range hits {
 		for _, t := range qterms {
 			f := float64(docs[i][t])
 			if f == 0 {
@@ -105,20 +146,10 @@ func (l Lexical) Rerank(ctx context.Context, query string, hits []Hit) ([]Hit, e
 			if avg > 0 {
 				norm += b * lens[i] / avg
 			}
-			s += idf * f * (k1 + 1) / (f + k1*norm)
+			scores[i] += idf * f * (k1 + 1) / (f + k1*norm)
 		}
-		out[i].Score = s
 	}
-	slices.SortStableFunc(out, func(x, y Hit) int {
-		switch {
-		case x.Score > y.Score:
-			return -1
-		case x.Score < y.Score:
-			return 1
-		}
-		return 0
-	})
-	return out, nil
+	return scores, nil
 }
 
 // Terms splits text into the lower-cased runs of letters and digits the

@@ -31,8 +31,8 @@ func supportDesk(t testing.TB, rerank string) *retrieval.Retriever {
 	rs, err := retrieval.Build(gw,
 		[]retrieval.StoreConfig{{Name: "kb", Kind: retrieval.StoreMemory, Distance: retrieval.DistanceCosine}},
 		[]retrieval.Config{{
-			Name:   "kb",
-			Source: retrieval.Source{Dir: filepath.Join("..", "..", "examples", "support-desk"), Files: []string{"docs/**/*.md"}},
+			Name:      "kb",
+			Source:    retrieval.Source{Dir: filepath.Join("..", "..", "examples", "support-desk"), Files: []string{"docs/**/*.md"}},
 			ChunkSize: 600, ChunkOverlap: 80, EmbedModel: "embed", Store: "kb", TopK: 4, Rerank: rerank,
 		}}, retrieval.BuildOptions{})
 	if err != nil {

@@ -255,22 +255,19 @@ func (s *MemoryStore) scan(ctx context.Context, q []float32, k int, filter Filte
 			return nil, err
 		}
 		end := min(start+blockRows, hi)
-		if len(filter) == 0 {
-			rows := end - start
-			blas32.Gemv(blas.NoTrans, 1,
-				blas32.General{Rows: rows, Cols: d, Stride: d, Data: s.data[start*d : end*d]},
-				vec(q), 0, blas32.Vector{N: rows, Inc: 1, Data: buf[:rows]})
-			for i, dot := range buf[:rows] {
-				h.push(cand{key: s.key(dot, start+i), row: start + i})
-			}
-			continue
-		}
-		for row := start; row < end; row++ {
-			if !filter.Matches(s.recs[row].meta) {
+		rows := end - start
+		blas32.Gemv(blas.NoTrans, 1,
+			blas32.General{Rows: rows, Cols: d, Stride: d, Data: s.data[start*d : end*d]},
+			vec(q), 0, blas32.Vector{N: rows, Inc: 1, Data: buf[:rows]})
+		for i, dot := range buf[:rows] {
+			c := cand{key: s.key(dot, start+i), row: start + i}
+			// The filter is checked only for rows that would enter the
+			// heap: scoring every row is a sequential scan at memory
+			// speed, while a metadata lookup per row would cost more.
+			if len(filter) > 0 && (!h.admits(c) || !filter.Matches(s.recs[c.row].meta)) {
 				continue
 			}
-			dot := blas32.Dot(vec(q), vec(s.data[row*d:(row+1)*d]))
-			h.push(cand{key: s.key(dot, row), row: row})
+			h.push(c)
 		}
 	}
 	return h.items, nil
@@ -293,6 +290,11 @@ type topK struct {
 	k      int
 	items  []cand
 	better func(a, b cand) bool
+}
+
+// admits reports whether push would keep c.
+func (t *topK) admits(c cand) bool {
+	return len(t.items) < t.k || t.better(c, t.items[0])
 }
 
 func (t *topK) push(c cand) {

@@ -20,13 +20,19 @@ const embedWidth = 128
 // alias, "embed", priced so that every call costs something.
 func newGateway(t testing.TB, budgets ...gateway.Budget) *gateway.Gateway {
 	t.Helper()
+	return newGatewayWidth(t, embedWidth, budgets...)
+}
+
+// newGatewayWidth is newGateway with the width of "embed" given.
+func newGatewayWidth(t testing.TB, width int, budgets ...gateway.Budget) *gateway.Gateway {
+	t.Helper()
 	p, err := fake.New(fake.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	gw, err := gateway.New(gateway.Config{
 		Models: []gateway.PinnedModel{
-			{Alias: "embed", Spec: gateway.ModelSpec{ID: "fake-embed-1", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: embedWidth, Cost: gateway.CostProfile{InputPer1kUSD: 0.02}}},
+			{Alias: "embed", Spec: gateway.ModelSpec{ID: "fake-embed-1", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: width, Cost: gateway.CostProfile{InputPer1kUSD: 0.02}}},
 			{Alias: "embed-small", Spec: gateway.ModelSpec{ID: "fake-embed-small", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: 16, Cost: gateway.CostProfile{InputPer1kUSD: 0.02}}},
 			{Alias: "chat", Spec: gateway.ModelSpec{ID: "fake-chat", Provider: "fake", MaxOutputTokens: 10}},
 		},

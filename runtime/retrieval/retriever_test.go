@@ -3,10 +3,12 @@ package retrieval_test
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aidgen/aid/runtime/gateway"
@@ -233,6 +235,22 @@ func TestIngestIncremental(t *testing.T) {
 	if ids := f.idsOf(t, "docs/sub/login.txt"); len(ids) != 0 {
 		t.Errorf("chunks of a vanished file remain: %v", ids)
 	}
+
+	// A renamed file is a new source: its chunks get new ids, the old ones go.
+	old := f.idsOf(t, "docs/shipping.md")
+	if err := os.Rename(filepath.Join(f.dir, "docs", "shipping.md"), filepath.Join(f.dir, "docs", "delivery.md")); err != nil {
+		t.Fatal(err)
+	}
+	st = f.ingest(t)
+	renamed := f.idsOf(t, "docs/delivery.md")
+	if st.Added != len(old) || st.Removed != len(old) || len(renamed) != len(old) || len(f.idsOf(t, "docs/shipping.md")) != 0 {
+		t.Errorf("after a rename: %+v, %d chunks under the new name, %d before", st, len(renamed), len(old))
+	}
+	for _, id := range renamed {
+		if slices.Contains(old, id) {
+			t.Errorf("a renamed file kept chunk id %s of its old name", id)
+		}
+	}
 }
 
 // hitsOf returns the chunks of ids that are not in old, as stored.
@@ -451,6 +469,7 @@ func TestIngestCostOnLedger(t *testing.T) {
 type badEmbedder struct {
 	dims, extra int
 	err         error
+	vector      []float32 // returned for every text instead of a unit vector
 }
 
 func (b badEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
@@ -460,6 +479,9 @@ func (b badEmbedder) Embed(_ context.Context, texts []string) ([][]float32, erro
 	out := make([][]float32, len(texts)+b.extra)
 	for i := range out {
 		out[i] = unit(b.dims)
+		if b.vector != nil {
+			out[i] = b.vector
+		}
 	}
 	return out, nil
 }
@@ -472,7 +494,11 @@ func TestHostileEmbedder(t *testing.T) {
 	store, _ := retrieval.NewMemoryStore(4, retrieval.DistanceCosine)
 	src := retrieval.Source{Dir: dir, Files: []string{"docs/*.md"}}
 	boom := errors.New("boom")
-	for _, e := range []badEmbedder{{dims: 4, extra: 1}, {dims: 4, extra: -1}, {dims: 4, err: boom}} {
+	nan := float32(math.NaN())
+	for _, e := range []badEmbedder{
+		{dims: 4, extra: 1}, {dims: 4, extra: -1}, {dims: 4, err: boom},
+		{dims: 4, vector: []float32{1, 0, 0}}, {dims: 4, vector: []float32{nan, 0, 0, 1}}, {dims: 4, vector: []float32{0, 0, 0, 0}},
+	} {
 		r, err := retrieval.New(retrieval.Binding{Name: "kb", Source: src, Chunker: mustChunker(t, 100, 0), Embedder: e, Store: store, TopK: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -537,5 +563,60 @@ func TestBuild(t *testing.T) {
 	})
 	if err != nil || opened != 1 {
 		t.Errorf("Build with an opener: %v, opened %d", err, opened)
+	}
+}
+
+// TestConcurrentIngestSearch ingests from two goroutines while others
+// search: ingests of one retriever serialise (the second sees the first's
+// work as unchanged), searches never fail once the first chunks are in, and
+// the race detector watches the rest.
+func TestConcurrentIngestSearch(t *testing.T) {
+	f := newFixture(t, retrieval.RerankLexical)
+	stats := make(chan retrieval.IngestStats, 2)
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			st, err := f.r.Ingest(t.Context())
+			if err != nil {
+				errs <- err
+			}
+			stats <- st
+		})
+	}
+	other := make(chan struct{})
+	go func() {
+		defer close(other)
+		for range 20 {
+			if _, err := f.r.Search(t.Context(), "refunds detail", 3); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	<-other
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	a, b := <-stats, <-stats
+	if a.Added == 0 {
+		a, b = b, a
+	}
+	if a.Added == 0 || b.Added != 0 || b.Unchanged != a.Added {
+		t.Errorf("serial ingests: %+v then %+v", a, b)
+	}
+}
+
+func TestIngestCanceled(t *testing.T) {
+	f := newFixture(t, retrieval.RerankNone)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := f.r.Ingest(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("ingest on a canceled context: %v", err)
+	}
+	if f.store.Len() != 0 {
+		t.Errorf("a canceled ingest stored %d chunks", f.store.Len())
 	}
 }

@@ -35,8 +35,10 @@
 // and output, bounded by the request's output limit) so that pricing and
 // budgets are exercised, honours a configurable latency that ends early
 // when the context does, streams its answer word by word, and embeds texts
-// deterministically: a seeded hash of each word gives a vector, the text's
-// vector is the normalised sum, so texts sharing words are similar.
+// deterministically by feature hashing: seeded hashes of the text's words,
+// word pairs and character trigrams are summed into the model's width and
+// normalised, so texts sharing words and word stems are near each other and
+// a retrieval evaluation on fixtures measures something.
 //
 // It is not a model: it never reads the question to answer it.
 package fake

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/aidgen/aid/runtime/gateway"
@@ -490,9 +489,10 @@ func (s *stream) Close() error {
 	return nil
 }
 
-// Embed implements gateway.Provider. A text's vector is the normalised sum
-// of one seeded pseudo-random vector per lower-cased word, so equal texts
-// get equal vectors and texts sharing words point the same way.
+// Embed implements gateway.Provider. A text's vector hashes its words,
+// word pairs and character trigrams into the model's width and is
+// normalised to unit length (see embed), so equal texts get equal vectors
+// and texts sharing words or word stems point the same way.
 func (p *Provider) Embed(ctx context.Context, model gateway.ModelSpec, texts []string) (gateway.EmbedResponse, error) {
 	if err := wait(ctx, p.cfg.Latency); err != nil {
 		return gateway.EmbedResponse{}, err
@@ -507,36 +507,6 @@ func (p *Provider) Embed(ctx context.Context, model gateway.ModelSpec, texts []s
 	resp.Usage = gateway.EstimateEmbedUsage(texts)
 	resp.Usage.Estimated = false
 	return resp, nil
-}
-
-func (p *Provider) embed(model, text string, dims int) []float32 {
-	acc := make([]float64, dims)
-	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
-	if len(words) == 0 {
-		words = []string{text}
-	}
-	base := hashString(mix(p.cfg.Seed), model)
-	for _, w := range words {
-		h := hashString(base, w)
-		for j := range acc {
-			h = mix(h + 0x9e3779b97f4a7c15)
-			acc[j] += float64(int64(h>>11)-(1<<52)) / (1 << 52)
-		}
-	}
-	var norm float64
-	for _, v := range acc {
-		norm += v * v
-	}
-	norm = math.Sqrt(norm)
-	out := make([]float32, dims)
-	for j, v := range acc {
-		if norm > 0 {
-			out[j] = float32(v / norm)
-		}
-	}
-	return out
 }
 
 // hashString folds s into h with FNV-1a and finalises with mix.

@@ -1,0 +1,5 @@
+package retrieval
+
+// SetParallelMin lowers the size from which a search is split over cores,
+// so that tests exercise the split and the merge on small data.
+func SetParallelMin(s *MemoryStore, floats int) { s.parallelMin = floats }

@@ -1,0 +1,251 @@
+package retrieval
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Binding is everything a Retriever ingests and searches through: the
+// retriever, embedding and store entries of an application folded into
+// values. Config.Bind and Build assemble one from plain configuration;
+// tests and teams may fill it by hand.
+type Binding struct {
+	// Name is the retriever's name. Its records carry it (MetaRetriever),
+	// so retrievers sharing a store never see or delete each other's.
+	Name string
+	// Source says which documents are ingested.
+	Source Source
+	// Chunker cuts documents into chunks.
+	Chunker Chunker
+	// Embedder embeds chunks and queries; its width must be the store's.
+	Embedder Embedder
+	// Store holds the chunks.
+	Store VectorStore
+	// Reranker reorders the vector candidates; nil means NoRerank.
+	Reranker Reranker
+	// TopK is how many chunks a search returns by default.
+	TopK int
+	// Candidates is how many vector hits a reranker sees; zero means
+	// 4×k when there is a reranker and k when there is none.
+	Candidates int
+}
+
+// Retriever ingests a source into a store and searches it. It is safe for
+// concurrent use; ingests of one retriever run one at a time.
+type Retriever struct {
+	b  Binding
+	mu sync.Mutex // serialises Ingest
+}
+
+// New checks a binding and returns its retriever.
+func New(b Binding) (*Retriever, error) {
+	var errs []error
+	if b.Name == "" {
+		errs = append(errs, errors.New("no name"))
+	}
+	if b.Chunker == nil {
+		errs = append(errs, errors.New("no chunker"))
+	}
+	if b.Embedder == nil {
+		errs = append(errs, errors.New("no embedder"))
+	}
+	if b.Store == nil {
+		errs = append(errs, errors.New("no store"))
+	}
+	if b.TopK <= 0 {
+		errs = append(errs, fmt.Errorf("topK must be positive, got %d", b.TopK))
+	}
+	if b.Candidates < 0 {
+		errs = append(errs, fmt.Errorf("candidates must not be negative, got %d", b.Candidates))
+	}
+	if b.Embedder != nil && b.Store != nil && b.Embedder.Dimensions() != b.Store.Dimensions() {
+		errs = append(errs, &DimensionError{Op: "bind", Got: b.Embedder.Dimensions(), Want: b.Store.Dimensions()})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("retriever %q: %w", b.Name, err)
+	}
+	if b.Reranker == nil {
+		b.Reranker = NoRerank{}
+	}
+	return &Retriever{b: b}, nil
+}
+
+// Name returns the retriever's name.
+func (r *Retriever) Name() string { return r.b.Name }
+
+// IngestStats says what an Ingest changed. Re-ingesting unchanged input
+// reports only Unchanged chunks.
+type IngestStats struct {
+	// Files is the number of documents read.
+	Files int
+	// Added counts chunks embedded and stored.
+	Added int
+	// Unchanged counts chunks already stored with the same id.
+	Unchanged int
+	// Removed counts stored chunks that no longer exist in the source
+	// (their file changed or vanished) and were deleted.
+	Removed int
+}
+
+// ingestBatch is how many new chunks are embedded and stored together, so
+// that a failure keeps what was done and a rerun resumes from there.
+const ingestBatch = 256
+
+// Ingest brings the store up to date with the source, incrementally: it
+// reads and chunks every document, diffs the chunk ids (content hashes)
+// against the ids the store holds for this retriever, embeds and stores
+// only the new chunks, and then deletes the chunks that are gone, so a
+// search during an ingest never finds the index empty. A failure leaves the
+// chunks stored so far; running Ingest again completes the work.
+func (r *Retriever) Ingest(ctx context.Context) (IngestStats, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	docs, err := r.b.Source.Load(ctx)
+	if err != nil {
+		return IngestStats{}, fmt.Errorf("ingesting %s: %w", r.b.Name, err)
+	}
+	stats := IngestStats{Files: len(docs)}
+	model := r.b.Embedder.Model()
+	var chunks []Chunk
+	seen := make(map[string]bool)
+	for _, d := range docs {
+		cs, err := r.b.Chunker.Chunk(d)
+		if err != nil {
+			return stats, fmt.Errorf("ingesting %s: %w", r.b.Name, err)
+		}
+		for _, c := range cs {
+			c.Source = d.Path
+			c.ID = ChunkID(r.b.Name, model, c)
+			if seen[c.ID] {
+				return stats, fmt.Errorf("ingesting %s: chunker returned the same chunk of %s at %d:%d twice", r.b.Name, d.Path, c.Start, c.End)
+			}
+			seen[c.ID] = true
+			chunks = append(chunks, c)
+		}
+	}
+	existing, err := r.b.Store.IDs(ctx, Filter{MetaRetriever: r.b.Name})
+	if err != nil {
+		return stats, fmt.Errorf("ingesting %s: listing stored chunks: %w", r.b.Name, err)
+	}
+	stored := make(map[string]bool, len(existing))
+	for _, id := range existing {
+		stored[id] = true
+	}
+	var added []Chunk
+	for _, c := range chunks {
+		if stored[c.ID] {
+			stats.Unchanged++
+		} else {
+			added = append(added, c)
+		}
+	}
+	for start := 0; start < len(added); start += ingestBatch {
+		batch := added[start:min(start+ingestBatch, len(added))]
+		texts := make([]string, len(batch))
+		for i, c := range batch {
+			texts[i] = EmbedText(c)
+		}
+		vecs, err := r.b.Embedder.Embed(ctx, texts)
+		if err != nil {
+			return stats, fmt.Errorf("ingesting %s: %w", r.b.Name, err)
+		}
+		if len(vecs) != len(batch) {
+			return stats, fmt.Errorf("ingesting %s: embedder returned %d vectors for %d chunks", r.b.Name, len(vecs), len(batch))
+		}
+		recs := make([]Record, len(batch))
+		for i, c := range batch {
+			recs[i] = Record{Chunk: c, Vector: vecs[i], Metadata: map[string]string{MetaRetriever: r.b.Name, MetaSource: c.Source}}
+		}
+		if err := r.b.Store.Upsert(ctx, recs); err != nil {
+			return stats, fmt.Errorf("ingesting %s: storing chunks: %w", r.b.Name, err)
+		}
+		stats.Added += len(batch)
+	}
+	var removed []string
+	for _, id := range existing {
+		if !seen[id] {
+			removed = append(removed, id)
+		}
+	}
+	if len(removed) > 0 {
+		if err := r.b.Store.Delete(ctx, removed); err != nil {
+			return stats, fmt.Errorf("ingesting %s: deleting stale chunks: %w", r.b.Name, err)
+		}
+		stats.Removed = len(removed)
+	}
+	return stats, nil
+}
+
+// Search embeds the query and returns the k best chunks of this retriever,
+// best first; k ≤ 0 means the binding's TopK. With a reranker, the store
+// is asked for more candidates (Binding.Candidates) and the reranked best
+// k are returned.
+func (r *Retriever) Search(ctx context.Context, query string, k int) ([]Hit, error) {
+	if strings.TrimSpace(query) == "" {
+		return nil, fmt.Errorf("search %s: empty query", r.b.Name)
+	}
+	if k <= 0 {
+		k = r.b.TopK
+	}
+	cand := r.b.Candidates
+	if cand == 0 {
+		cand = k
+		if _, none := r.b.Reranker.(NoRerank); !none {
+			cand = 4 * k
+		}
+	}
+	cand = max(cand, k)
+	vecs, err := r.b.Embedder.Embed(ctx, []string{query})
+	if err != nil {
+		return nil, fmt.Errorf("search %s: %w", r.b.Name, err)
+	}
+	if len(vecs) != 1 {
+		return nil, fmt.Errorf("search %s: embedder returned %d vectors for one query", r.b.Name, len(vecs))
+	}
+	hits, err := r.b.Store.Search(ctx, vecs[0], cand, Filter{MetaRetriever: r.b.Name})
+	if err != nil {
+		return nil, fmt.Errorf("search %s: %w", r.b.Name, err)
+	}
+	n := len(hits)
+	hits, err = r.b.Reranker.Rerank(ctx, query, hits)
+	if err != nil {
+		return nil, fmt.Errorf("search %s: rerank: %w", r.b.Name, err)
+	}
+	if len(hits) != n {
+		return nil, fmt.Errorf("search %s: reranker returned %d of %d candidates", r.b.Name, len(hits), n)
+	}
+	return hits[:min(k, len(hits))], nil
+}
+
+// ChunkID returns the content hash that identifies a chunk of a retriever
+// embedded by a model: the first 128 bits of SHA-256 over a versioned
+// encoding of the retriever, the model, the source path, the offsets, the
+// heading trail and the text. The same input always has the same id, so
+// re-ingesting it is a no-op; a change of any of these (an edited file, a
+// different chunking, another pinned model) is a new chunk.
+func ChunkID(retriever, model string, c Chunk) string {
+	h := sha256.New()
+	for _, s := range []string{"aid-chunk/v1", retriever, model, c.Source, strconv.Itoa(c.Start), strconv.Itoa(c.End), c.Heading, c.Text} {
+		// Length-prefixed, so that no two field lists encode alike.
+		h.Write([]byte(strconv.Itoa(len(s))))
+		h.Write([]byte{':'})
+		h.Write([]byte(s))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// EmbedText is what is embedded for a chunk: its heading trail, unless the
+// chunk starts with its own heading line, and its text. The trail places a
+// chunk cut from the middle of a section in that section.
+func EmbedText(c Chunk) string {
+	if c.Heading == "" || strings.HasPrefix(c.Text, "#") {
+		return c.Text
+	}
+	return c.Heading + "\n\n" + c.Text
+}

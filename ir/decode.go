@@ -1,13 +1,18 @@
 package ir
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 	"time"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	cueliteral "cuelang.org/go/cue/literal"
+	"cuelang.org/go/cue/token"
 )
 
 // decodeValue decodes a validated, concrete CUE value into the Go value
@@ -17,8 +22,9 @@ import (
 // struct fields up by name instead of iterating them: iterating a struct
 // orders its fields topologically, which dominates decoding time on large
 // files. Only maps (the IR's sections) are iterated.
-func decodeValue(v cue.Value, dst any) error {
-	return decodeInto(v, reflect.ValueOf(dst).Elem(), false)
+func decodeValue(v cue.Value, dst any, literals map[[2]string]ast.Expr) error {
+	d := &decoder{literals: literals}
+	return d.decodeInto(v, reflect.ValueOf(dst).Elem())
 }
 
 // decodeLenient decodes what it can of a value that failed validation: a
@@ -27,7 +33,16 @@ func decodeValue(v cue.Value, dst any) error {
 // problems on the skipped paths are CUE's to report, and the loader drops
 // semantic errors on them.
 func decodeLenient(v cue.Value, dst any) {
-	_ = decodeInto(v, reflect.ValueOf(dst).Elem(), true)
+	d := &decoder{lenient: true}
+	_ = d.decodeInto(v, reflect.ValueOf(dst).Elem())
+}
+
+// decoder holds the state of one decoding: the path to the value being
+// decoded, and the JSON Schema literals (dataLiterals) that need no CUE.
+type decoder struct {
+	lenient  bool
+	literals map[[2]string]ast.Expr
+	path     []string
 }
 
 var (
@@ -35,9 +50,19 @@ var (
 	durationType   = reflect.TypeFor[Duration]()
 )
 
-func decodeInto(v cue.Value, rv reflect.Value, lenient bool) error {
-	if d, ok := v.Default(); ok {
-		v = d
+func (d *decoder) decodeInto(v cue.Value, rv reflect.Value) error {
+	lenient := d.lenient
+	switch rv.Type() {
+	case rawMessageType:
+		if p := d.path; len(p) == 3 && jsonFields[p[0]] == p[2] {
+			if lit, ok := d.literals[[2]string{p[0], p[1]}]; ok {
+				rv.SetBytes(jsonOfLiteral(nil, lit))
+				return nil
+			}
+		}
+	}
+	if def, ok := v.Default(); ok {
+		v = def
 	}
 	switch rv.Type() {
 	case rawMessageType:
@@ -86,7 +111,7 @@ func decodeInto(v cue.Value, rv reflect.Value, lenient bool) error {
 		rv.SetBool(b)
 	case reflect.Pointer:
 		p := reflect.New(rv.Type().Elem())
-		if err := decodeInto(v, p.Elem(), lenient); err != nil {
+		if err := d.decodeInto(v, p.Elem()); err != nil {
 			return err
 		}
 		rv.Set(p)
@@ -98,7 +123,7 @@ func decodeInto(v cue.Value, rv reflect.Value, lenient bool) error {
 		s := reflect.MakeSlice(rv.Type(), 0, 4)
 		for it.Next() {
 			e := reflect.New(rv.Type().Elem()).Elem()
-			if err := decodeInto(it.Value(), e, lenient); err != nil && !lenient {
+			if err := d.decodeInto(it.Value(), e); err != nil && !lenient {
 				return err
 			}
 			s = reflect.Append(s, e)
@@ -112,10 +137,14 @@ func decodeInto(v cue.Value, rv reflect.Value, lenient bool) error {
 		m := reflect.MakeMap(rv.Type())
 		for it.Next() {
 			e := reflect.New(rv.Type().Elem()).Elem()
-			if err := decodeInto(it.Value(), e, lenient); err != nil && !lenient {
-				return fmt.Errorf("%s: %w", it.Selector().Unquoted(), err)
+			key := it.Selector().Unquoted()
+			d.path = append(d.path, key)
+			err := d.decodeInto(it.Value(), e)
+			d.path = d.path[:len(d.path)-1]
+			if err != nil && !lenient {
+				return fmt.Errorf("%s: %w", key, err)
 			}
-			m.SetMapIndex(reflect.ValueOf(it.Selector().Unquoted()), e)
+			m.SetMapIndex(reflect.ValueOf(key), e)
 		}
 		rv.Set(m)
 	case reflect.Struct:
@@ -130,7 +159,10 @@ func decodeInto(v cue.Value, rv reflect.Value, lenient bool) error {
 			if !fv.Exists() {
 				continue
 			}
-			if err := decodeInto(fv, rv.Field(i), lenient); err != nil {
+			d.path = append(d.path, name)
+			err := d.decodeInto(fv, rv.Field(i))
+			d.path = d.path[:len(d.path)-1]
+			if err != nil {
 				if lenient {
 					rv.Field(i).SetZero()
 					continue
@@ -142,4 +174,239 @@ func decodeInto(v cue.Value, rv reflect.Value, lenient bool) error {
 		return fmt.Errorf("cannot decode into %s", rv.Type())
 	}
 	return nil
+}
+
+// jsonFields are the IR fields that hold JSON Schema documents, by section:
+// decoding them is a MarshalJSON of their value, which orders the fields of
+// every nested struct topologically and dominates the decoding of a file
+// with many tools.
+var jsonFields = map[string]string{"tools": "input", "agents": "output", "evals": "schema"}
+
+// dataLiterals finds, for each entry of the sections in jsonFields, the
+// JSON Schema written as one plain data literal in f: the only declaration
+// of the field, with nothing that could add to it (a comprehension, an
+// embedding, a pattern or a dynamic label on the way to it). It returns
+// them by section and entry name. The JSON of such a literal is its text
+// in JSON syntax, in source order, which is the order CUE gives its fields;
+// jsonOfLiteral writes it without asking CUE. Anything else is left to
+// MarshalJSON.
+func dataLiterals(f *ast.File) map[[2]string]ast.Expr {
+	type entry struct {
+		lit   ast.Expr
+		count int
+		open  bool // something other than plain fields may add to it
+	}
+	entries := map[[2]string]*entry{}
+	get := func(k [2]string) *entry {
+		e := entries[k]
+		if e == nil {
+			e = &entry{}
+			entries[k] = e
+		}
+		return e
+	}
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.Package, *ast.ImportDecl, *ast.Attribute, *ast.CommentGroup, *ast.LetClause:
+			continue
+		case *ast.Field:
+			section, ok := staticLabel(d)
+			if !ok {
+				if id, isIdent := d.Label.(*ast.Ident); isIdent && d.Alias == nil && !strings.HasPrefix(id.Name, "#") && !strings.HasPrefix(id.Name, "_") {
+					return nil // a constraint marker or attribute on a regular field
+				}
+				if _, isIdent := d.Label.(*ast.Ident); isIdent {
+					continue // a definition or hidden field adds to no section
+				}
+				return nil // a dynamic or pattern label may add to any section
+			}
+			field, wanted := jsonFields[section]
+			if !wanted {
+				continue
+			}
+			st, isStruct := d.Value.(*ast.StructLit)
+			if !isStruct {
+				return nil
+			}
+			for _, el := range st.Elts {
+				ef, isField := el.(*ast.Field)
+				if !isField {
+					if _, isComment := el.(*ast.CommentGroup); isComment {
+						continue
+					}
+					return nil // an embedding or comprehension may add entries
+				}
+				name, ok := staticLabel(ef)
+				if !ok {
+					return nil
+				}
+				e := get([2]string{section, name})
+				body, isStruct := ef.Value.(*ast.StructLit)
+				if !isStruct {
+					e.open = true
+					continue
+				}
+				for _, bel := range body.Elts {
+					bf, isField := bel.(*ast.Field)
+					if !isField {
+						if _, isComment := bel.(*ast.CommentGroup); !isComment {
+							e.open = true
+						}
+						continue
+					}
+					label, ok := staticLabel(bf)
+					if !ok {
+						e.open = true
+						continue
+					}
+					if label == field {
+						e.count++
+						e.lit = bf.Value
+					}
+				}
+			}
+		default:
+			return nil // an embedding or comprehension may add anything
+		}
+	}
+	out := map[[2]string]ast.Expr{}
+	for k, e := range entries {
+		if !e.open && e.count == 1 && pureData(e.lit) {
+			out[k] = e.lit
+		}
+	}
+	return out
+}
+
+// staticLabel returns the name of a regular field with a label fixed in
+// the source: not a definition, hidden field, pattern or dynamic label,
+// without alias, attribute or constraint marker.
+func staticLabel(f *ast.Field) (string, bool) {
+	if f.Alias != nil || f.Constraint != token.ILLEGAL || len(f.Attrs) > 0 {
+		return "", false
+	}
+	switch l := f.Label.(type) {
+	case *ast.Ident:
+		if strings.HasPrefix(l.Name, "#") || strings.HasPrefix(l.Name, "_") {
+			return "", false
+		}
+		return l.Name, true
+	case *ast.BasicLit:
+		if l.Kind != token.STRING || !strings.HasPrefix(l.Value, `"`) {
+			return "", false
+		}
+		s, err := cueliteral.Unquote(l.Value)
+		return s, err == nil
+	}
+	return "", false
+}
+
+var (
+	plainInt     = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
+	plainDecimal = regexp.MustCompile(`^(0|[1-9][0-9]*)\.[0-9]{1,6}$`)
+)
+
+// pureData reports whether x is JSON written in CUE: structs of regular
+// fields with distinct labels, lists without ellipsis, double-quoted
+// strings, and numbers that CUE prints as written.
+func pureData(x ast.Expr) bool {
+	switch x := x.(type) {
+	case *ast.StructLit:
+		seen := make(map[string]bool, len(x.Elts))
+		for _, el := range x.Elts {
+			f, ok := el.(*ast.Field)
+			if !ok {
+				if _, isComment := el.(*ast.CommentGroup); isComment {
+					continue
+				}
+				return false
+			}
+			name, ok := staticLabel(f)
+			if !ok || seen[name] || !pureData(f.Value) {
+				return false
+			}
+			seen[name] = true
+		}
+		return true
+	case *ast.ListLit:
+		for _, el := range x.Elts {
+			if !pureData(el) {
+				return false
+			}
+		}
+		return true
+	case *ast.UnaryExpr:
+		lit, ok := x.X.(*ast.BasicLit)
+		return ok && x.Op == token.SUB && number(lit) && strings.Trim(lit.Value, "0.") != ""
+	case *ast.BasicLit:
+		switch x.Kind {
+		case token.TRUE, token.FALSE, token.NULL:
+			return true
+		case token.STRING:
+			if !strings.HasPrefix(x.Value, `"`) {
+				return false // bytes, or a raw string: leave it to CUE
+			}
+			_, err := cueliteral.Unquote(x.Value)
+			return err == nil
+		}
+		return number(x)
+	}
+	return false
+}
+
+func number(l *ast.BasicLit) bool {
+	return l.Kind == token.INT && plainInt.MatchString(l.Value) || l.Kind == token.FLOAT && plainDecimal.MatchString(l.Value)
+}
+
+// jsonOfLiteral writes x, which pureData accepted, as compact JSON, as
+// cue.Value.MarshalJSON would write its value.
+func jsonOfLiteral(b []byte, x ast.Expr) []byte {
+	switch x := x.(type) {
+	case *ast.StructLit:
+		b = append(b, '{')
+		first := true
+		for _, el := range x.Elts {
+			f, ok := el.(*ast.Field)
+			if !ok {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			name, _ := staticLabel(f)
+			b = appendJSONString(b, name)
+			b = append(b, ':')
+			b = jsonOfLiteral(b, f.Value)
+		}
+		return append(b, '}')
+	case *ast.ListLit:
+		b = append(b, '[')
+		for i, el := range x.Elts {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonOfLiteral(b, el)
+		}
+		return append(b, ']')
+	case *ast.UnaryExpr:
+		return append(append(b, '-'), x.X.(*ast.BasicLit).Value...)
+	case *ast.BasicLit:
+		if x.Kind == token.STRING {
+			s, _ := cueliteral.Unquote(x.Value)
+			return appendJSONString(b, s)
+		}
+		return append(b, x.Value...)
+	}
+	panic(fmt.Sprintf("jsonOfLiteral: %T is not pure data", x))
+}
+
+// appendJSONString appends s as a JSON string the way CUE does: with
+// encoding/json's escaping, except that HTML characters are kept.
+func appendJSONString(b []byte, s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }

@@ -49,6 +49,7 @@ func newLoader(name string, sc *compiledSchema) *loader {
 	return &loader{
 		name:     name,
 		dir:      filepath.Dir(name),
+		sc:       sc,
 		ctx:      sc.ctx,
 		schema:   sc.schema,
 		labels:   sc.labels,
@@ -65,6 +66,11 @@ type compiledSchema struct {
 	ctx    *cue.Context
 	schema cue.Value
 	labels map[string]bool // the schema's top-level labels
+
+	// plainJSONSchema says that the schema adds nothing to the JSON Schema
+	// documents of the IR (tool inputs, agent outputs, eval schemas), so
+	// that one written as plain data is decoded from its source.
+	plainJSONSchema bool
 
 	// retained counts the source bytes loaded in ctx. CUE keeps every
 	// file built in a context for the context's lifetime, so a context is
@@ -102,7 +108,24 @@ func takeSchema() (*compiledSchema, error) {
 	for it.Next() {
 		labels[it.Selector().String()] = true
 	}
-	return &compiledSchema{ctx: ctx, schema: schema, labels: labels}, nil
+	return &compiledSchema{ctx: ctx, schema: schema, labels: labels, plainJSONSchema: plainJSONSchema(schema)}, nil
+}
+
+// plainJSONSchema reports whether every field of jsonFields is, in the
+// schema, an open struct with no fields of its own.
+func plainJSONSchema(schema cue.Value) bool {
+	defs := map[string]string{"tools": "#Tool", "agents": "#Agent", "evals": "#Eval"}
+	for section, field := range jsonFields {
+		v := schema.LookupPath(cue.MakePath(cue.Def(defs[section]), cue.Str(field).Optional()))
+		if !v.Exists() || v.IncompleteKind() != cue.StructKind || !v.Allows(cue.AnyString) {
+			return false
+		}
+		it, err := v.Fields(cue.All())
+		if err != nil || it.Next() {
+			return false
+		}
+	}
+	return true
 }
 
 // release returns sc for reuse after a load of n source bytes, unless its
@@ -122,10 +145,15 @@ func (sc *compiledSchema) release(n int) {
 type loader struct {
 	name string
 	dir  string
+	sc   *compiledSchema
 	ctx  *cue.Context
 	src  []byte
 	app  cue.Value // the user's file unified with #App
 	errs Errors
+
+	// literals are the JSON Schema documents written as plain data, by
+	// section and entry (dataLiterals), when the file was built inside #App.
+	literals map[[2]string]ast.Expr
 
 	user     cue.Value // the user's file alone, once userValue compiled it
 	userDone bool
@@ -166,6 +194,9 @@ func (l *loader) unify(src []byte) (bool, error) {
 	f, err := parser.ParseFile(l.name, src, parser.ParseComments)
 	wrapped := err == nil && l.canWrap(f)
 	if wrapped {
+		if l.sc.plainJSONSchema {
+			l.literals = dataLiterals(f)
+		}
 		l.app = l.ctx.BuildFile(wrapInApp(f), cue.Scope(l.schema))
 		if l.app.Validate(cue.Concrete(true)) == nil {
 			return true, nil
@@ -278,7 +309,7 @@ type rawDocument struct {
 
 func (l *loader) decode() (*Document, error) {
 	var raw rawDocument
-	if err := decodeValue(l.app, &raw); err != nil {
+	if err := decodeValue(l.app, &raw, l.literals); err != nil {
 		return nil, fmt.Errorf("decoding validated IR %s: %w", l.name, err)
 	}
 	return l.build(raw), nil

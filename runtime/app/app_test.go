@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -228,5 +229,122 @@ func BenchmarkCapitalsEval(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// judgedApp writes an app whose eval is answered by one fake and graded by
+// another (an echo, whose replies the judge cannot parse: the calls are
+// made and charged all the same), under one budget of the given scope.
+func judgedApp(t *testing.T, scope string) *ir.Document {
+	t.Helper()
+	dir := t.TempDir()
+	data, err := os.ReadFile("../../fixtures/capitals.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "capitals.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := `name: "judged"
+version: "0.1.0"
+providers: {
+	fake: {kind: "fake", answerKey: {dataset: "capitals.json", accuracy: 0.6}}
+	grader: {kind: "fake"}
+}
+models: {
+	"fake-chat-2024-06-01": {provider: "fake", contextWindow: 8192, maxOutputTokens: 64, cost: {inputPer1kUSD: 0.00015, outputPer1kUSD: 0.0006}}
+	"fake-judge-2024-06-01": {provider: "grader", contextWindow: 8192, maxOutputTokens: 64, cost: {inputPer1kUSD: 0.00015, outputPer1kUSD: 0.0006}}
+}
+aliases: {small: "fake-chat-2024-06-01", judge: "fake-judge-2024-06-01"}
+budgets: cap: {maxUSD: 100, scope: "` + scope + `"}
+evals: capitals: {
+	dataset: "capitals.json"
+	target: {model: "small", prompt: "{{.Input}}"}
+	runs: 2
+	metrics: ["exact_match", "llm_judge"]
+	judge: {model: "judge"}
+	budget: "cap"
+}
+`
+	path := filepath.Join(dir, "app.cue")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return load(t, path)
+}
+
+// runJudged runs the judged eval and returns its result and the ledger.
+func runJudged(t *testing.T, doc *ir.Document) (*eval.Result, gateway.SpendSummary) {
+	t.Helper()
+	g, err := app.NewGateway(doc, app.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := app.NewEval(doc, g, "capitals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := eval.Run(context.Background(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: e.Runs, Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := g.Spend(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, sum
+}
+
+// TestEvalJudgeSharesTheBudgetAccount checks that the judge's calls are
+// charged to the same account as the target's: one account per run under a
+// run-scoped budget, one per sample under a thread-scoped one; and that a
+// run-scoped cap that fits the target's spend but not the target's and the
+// judge's together stops the run at the cap.
+func TestEvalJudgeSharesTheBudgetAccount(t *testing.T) {
+	for _, tt := range []struct {
+		scope    string
+		accounts int
+	}{{"run", 1}, {"thread", 30 * 2}} {
+		t.Run(tt.scope, func(t *testing.T) {
+			_, sum := runJudged(t, judgedApp(t, tt.scope))
+			if len(sum.ByAlias) != 2 {
+				t.Fatalf("spend by alias %+v, want the target and the judge", sum.ByAlias)
+			}
+			if len(sum.ByAccount) != tt.accounts {
+				t.Errorf("%d budget accounts, want %d: %+v", len(sum.ByAccount), tt.accounts, sum.ByAccount)
+			}
+		})
+	}
+
+	doc := judgedApp(t, "run")
+	_, sum := runJudged(t, doc)
+	var target, judge float64
+	for _, a := range sum.ByAlias {
+		switch a.Name {
+		case "small":
+			target = a.Spent.USD()
+		case "judge":
+			judge = a.Spent.USD()
+		}
+	}
+	// A cap above either side's spend alone but below both together.
+	limit := max(target, judge) + min(target, judge)/2
+	if target <= 0 || judge <= 0 {
+		t.Fatalf("target spent $%g, judge $%g; both must spend", target, judge)
+	}
+	doc.Budgets[0].MaxUSD = limit
+	res, sum := runJudged(t, doc)
+	if sum.Total.USD() > limit {
+		t.Errorf("the eval spent $%g under a run budget of $%g (target $%g + judge $%g uncapped)", sum.Total.USD(), limit, target, judge)
+	}
+	refused := 0
+	for _, err := range res.Errors() {
+		var be *gateway.BudgetExceededError
+		if errors.As(err, &be) {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Errorf("no call was refused although target and judge together need $%g of $%g", target+judge, limit)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"cuelang.org/go/cue"
@@ -148,32 +149,56 @@ func (d *decoder) decodeInto(v cue.Value, rv reflect.Value) error {
 		}
 		rv.Set(m)
 	case reflect.Struct:
-		t := rv.Type()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "" || name == "-" || !f.IsExported() {
-				continue
-			}
-			fv := v.LookupPath(cue.MakePath(cue.Str(name)))
+		for _, f := range structFields(rv.Type()) {
+			fv := v.LookupPath(f.path)
 			if !fv.Exists() {
 				continue
 			}
-			d.path = append(d.path, name)
-			err := d.decodeInto(fv, rv.Field(i))
+			d.path = append(d.path, f.name)
+			err := d.decodeInto(fv, rv.Field(f.index))
 			d.path = d.path[:len(d.path)-1]
 			if err != nil {
 				if lenient {
-					rv.Field(i).SetZero()
+					rv.Field(f.index).SetZero()
 					continue
 				}
-				return fmt.Errorf("%s: %w", name, err)
+				return fmt.Errorf("%s: %w", f.name, err)
 			}
 		}
 	default:
 		return fmt.Errorf("cannot decode into %s", rv.Type())
 	}
 	return nil
+}
+
+// structField is a field of a Go struct that decodeInto fills: its index,
+// its JSON name, and the CUE path of that name.
+type structField struct {
+	index int
+	name  string
+	path  cue.Path
+}
+
+// fieldCache holds the structFields of each struct type decoded so far:
+// making a path interns its label, which is worth doing once per type
+// rather than once per entry of a large file.
+var fieldCache sync.Map // reflect.Type → []structField
+
+func structFields(t reflect.Type) []structField {
+	if fs, ok := fieldCache.Load(t); ok {
+		return fs.([]structField)
+	}
+	var fs []structField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" || !f.IsExported() {
+			continue
+		}
+		fs = append(fs, structField{index: i, name: name, path: cue.MakePath(cue.Str(name))})
+	}
+	fieldCache.Store(t, fs)
+	return fs
 }
 
 // jsonFields are the IR fields that hold JSON Schema documents, by section:
@@ -404,6 +429,13 @@ func jsonOfLiteral(b []byte, x ast.Expr) []byte {
 // appendJSONString appends s as a JSON string the way CUE does: with
 // encoding/json's escaping, except that HTML characters are kept.
 func appendJSONString(b []byte, s string) []byte {
+	plain := true
+	for i := 0; i < len(s) && plain; i++ {
+		plain = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\'
+	}
+	if plain {
+		return append(append(append(b, '"'), s...), '"')
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

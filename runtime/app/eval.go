@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -33,14 +31,6 @@ type Eval struct {
 	Runs int
 	// Concurrency bounds the samples in flight.
 	Concurrency int
-	// RunID names this run of the eval in its budget's ledger accounts. The
-	// target and the judge are charged to one account, "eval/<name>/<RunID>"
-	// under a run-scoped budget (with "/<case>/<sample>" appended under a
-	// thread-scoped one), so a budget caps what one run spends in all. NewEval
-	// draws a fresh id, so that a persistent ledger does not add up every
-	// run of the eval against one cap; set it before running to name the run
-	// (a CI job id, say).
-	RunID string
 }
 
 // NewEval builds the named eval of doc over the gateway g (built by
@@ -59,7 +49,6 @@ func NewEval(doc *ir.Document, g *gateway.Gateway, name string) (*Eval, error) {
 		Dataset:     ds,
 		Runs:        e.Runs,
 		Concurrency: e.Concurrency,
-		RunID:       newRunID(),
 	}
 	if e.Baseline != "" {
 		out.Baseline = filepath.Join(doc.Dir, filepath.FromSlash(e.Baseline))
@@ -77,7 +66,7 @@ func NewEval(doc *ir.Document, g *gateway.Gateway, name string) (*Eval, error) {
 				return nil, fmt.Errorf("eval %q: %w", name, err)
 			}
 		}
-		out.Runner = out.budgetedRunner(r, budget)
+		out.Runner = budgeted(r, budget, name)
 	case e.Target.Agent != "":
 		return nil, fmt.Errorf("eval %q: %w", name, &gateway.DeferredError{Feature: "an eval targeting an agent (runtime/agents)"})
 	default:
@@ -88,7 +77,12 @@ func NewEval(doc *ir.Document, g *gateway.Gateway, name string) (*Eval, error) {
 	for _, m := range e.Metrics {
 		cfg := eval.MetricConfig{Schema: e.Schema}
 		if e.Judge != nil {
-			cfg.Judge = out.budgetedJudge(&eval.GatewayJudge{Gateway: g, Alias: e.Judge.Model}, budget)
+			j := &eval.GatewayJudge{Gateway: g, Alias: e.Judge.Model}
+			if budget != nil {
+				// The judge's calls are part of the eval's spend.
+				j.Options = []gateway.CallOption{gateway.WithBudget(budget.Name, "eval/"+name+"/judge")}
+			}
+			cfg.Judge = j
 			cfg.Rubric = e.Judge.Rubric
 		}
 		metric, err := reg.New(m, cfg)
@@ -111,44 +105,18 @@ func NewEval(doc *ir.Document, g *gateway.Gateway, name string) (*Eval, error) {
 	return out, nil
 }
 
-// budgetContext charges the calls made under ctx for one sample to the
-// eval's budget: the account of this run, or of the sample under a
-// thread-scoped budget (each sample is its own thread). The target and the
-// judge both charge through it, so they share one account and one cap.
-func (e *Eval) budgetContext(ctx context.Context, b *ir.Budget, s gateway.SampleKey) context.Context {
-	key := "eval/" + e.Name + "/" + e.RunID
-	if b.Scope == string(gateway.ScopeThread) {
-		key += "/" + s.Case + "/" + strconv.Itoa(s.Index)
-	}
-	return gateway.ContextWithBudget(ctx, b.Name, key)
-}
-
-// budgetedRunner charges every call of a runner to the eval's budget.
-func (e *Eval) budgetedRunner(r eval.Runner, b *ir.Budget) eval.Runner {
+// budgeted charges every call of a runner to the eval's budget. One
+// invocation of an eval is one run; with a thread-scoped budget each sample
+// is its own thread.
+func budgeted(r eval.Runner, b *ir.Budget, evalName string) eval.Runner {
 	if b == nil {
 		return r
 	}
 	return eval.RunnerFunc(func(ctx context.Context, c eval.Case, sample int) (eval.Answer, error) {
-		return r.Run(e.budgetContext(ctx, b, gateway.SampleKey{Case: c.ID, Index: sample}), c, sample)
+		key := "eval/" + evalName
+		if b.Scope == string(gateway.ScopeThread) {
+			key += "/" + c.ID + "/" + strconv.Itoa(sample)
+		}
+		return r.Run(gateway.ContextWithBudget(ctx, b.Name, key), c, sample)
 	})
-}
-
-// budgetedJudge charges every call of the judge to the eval's budget, on
-// the account of the sample it grades (eval.Run puts the sample on the
-// context of every metric).
-func (e *Eval) budgetedJudge(j eval.JudgeModel, b *ir.Budget) eval.JudgeModel {
-	if b == nil {
-		return j
-	}
-	return eval.JudgeFunc(func(ctx context.Context, prompt string) (string, error) {
-		s, _ := gateway.SampleFrom(ctx)
-		return j.Judge(e.budgetContext(ctx, b, s), prompt)
-	})
-}
-
-// newRunID returns a random id for one run of an eval.
-func newRunID() string {
-	var b [8]byte
-	rand.Read(b[:]) // never fails (crypto/rand)
-	return hex.EncodeToString(b[:])
 }

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/aidgen/aid/runtime/gateway"
 )
 
 // Runner produces one answer for one case. It is the extension point for eval targets: a
@@ -242,9 +240,6 @@ func Run(ctx context.Context, ds *Dataset, runner Runner, metrics []Metric, opts
 
 func runSample(ctx context.Context, c Case, k int, runner Runner, metrics []Metric) Sample {
 	s := Sample{Index: k, Scores: make([]float64, len(metrics)), MetricErrs: make([]error, len(metrics))}
-	// The sample travels on the context to the runner and to every metric, so that a
-	// metric's own model calls (a judge) can be charged to the sample's budget account.
-	ctx = gateway.WithSample(ctx, gateway.SampleKey{Case: c.ID, Index: k})
 	start := time.Now()
 	ans, err := runner.Run(ctx, c, k)
 	s.Latency = time.Since(start)

@@ -41,6 +41,7 @@ type checker struct {
 	compiler   *jsonschema.Compiler
 	schemaN    int
 	schemaErrs map[string]string // schema text → problem ("" when valid)
+	notObject  map[string]bool   // schema text → not an object's schema
 }
 
 // --- resolve: every reference names something that exists, of the right kind.
@@ -387,10 +388,18 @@ func (c *checker) schema(p cue.Path, raw json.RawMessage, object bool) {
 		return
 	}
 	if object {
-		var top struct {
-			Type any `json:"type"`
+		notObject, seen := c.notObject[string(raw)]
+		if !seen {
+			var top struct {
+				Type any `json:"type"`
+			}
+			notObject = json.Unmarshal(raw, &top) != nil || top.Type != "object"
+			if c.notObject == nil {
+				c.notObject = map[string]bool{}
+			}
+			c.notObject[string(raw)] = notObject
 		}
-		if json.Unmarshal(raw, &top) != nil || top.Type != "object" {
+		if notObject {
 			c.errAt(p, "a tool's input schema must have type: \"object\" (function calling passes arguments as an object)")
 		}
 	}

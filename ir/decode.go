@@ -62,8 +62,13 @@ func (d *decoder) decodeInto(v cue.Value, rv reflect.Value) error {
 			}
 		}
 	}
-	if def, ok := v.Default(); ok {
-		v = def
+	switch rv.Kind() {
+	case reflect.String, reflect.Int, reflect.Int64, reflect.Float64, reflect.Bool:
+		// The scalar accessors resolve a default themselves.
+	default:
+		if def, ok := v.Default(); ok {
+			v = def
+		}
 	}
 	switch rv.Type() {
 	case rawMessageType:

@@ -189,6 +189,21 @@ type structField struct {
 // rather than once per entry of a large file.
 var fieldCache sync.Map // reflect.Type → []structField
 
+// keyFields are, by type, the fields that build sets from an entry's key
+// in its section, overwriting whatever was decoded: looking them up would
+// be wasted, and a lookup of an absent field costs an evaluation context
+// and an error value.
+var keyFields = map[reflect.Type]string{
+	reflect.TypeFor[Provider]():  "name",
+	reflect.TypeFor[Model]():     "id",
+	reflect.TypeFor[Budget]():    "name",
+	reflect.TypeFor[Tool]():      "name",
+	reflect.TypeFor[Agent]():     "name",
+	reflect.TypeFor[Store]():     "name",
+	reflect.TypeFor[Retriever](): "name",
+	reflect.TypeFor[Eval]():      "name",
+}
+
 func structFields(t reflect.Type) []structField {
 	if fs, ok := fieldCache.Load(t); ok {
 		return fs.([]structField)
@@ -197,7 +212,7 @@ func structFields(t reflect.Type) []structField {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" || !f.IsExported() {
+		if name == "" || name == "-" || !f.IsExported() || keyFields[t] == name {
 			continue
 		}
 		fs = append(fs, structField{index: i, name: name, path: cue.MakePath(cue.Str(name))})

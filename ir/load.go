@@ -80,8 +80,9 @@ type compiledSchema struct {
 
 // retainLimit bounds the source, in bytes, one cached context may have
 // loaded before it is dropped, which bounds the memory a cached schema
-// keeps alive.
-const retainLimit = 1 << 20
+// keeps alive: an evaluated file holds many times its size. A typical
+// application file is a few KiB, so a context serves dozens of loads.
+const retainLimit = 256 << 10
 
 // freeSchemas holds compiled schemas that no load is using, so that the
 // schema is compiled once per process rather than once per load. It is a

@@ -4,11 +4,14 @@ package aid
 
 import _ "embed"
 
-// Schema is the CUE source of the IR schema (schema.cue). It defines #App,
-// the shape every app.cue file is unified with.
-//
 //go:embed schema.cue
-var Schema []byte
+var schema string
+
+// Schema returns the CUE source of the IR schema (schema.cue). It defines
+// #App, the shape every app.cue file is unified with. It is a function
+// returning a string, not an exported variable, so that no importer can
+// change the contract the others see.
+func Schema() string { return schema }
 
 // SchemaFilename is the stable name the schema is compiled under, so that a
 // position inside it reads the same on every machine.

@@ -12,7 +12,7 @@ import (
 // TestSchemaCompiles compiles the embedded schema and checks that it
 // defines #App and the definitions the loader names in its messages.
 func TestSchemaCompiles(t *testing.T) {
-	v := cuecontext.New().CompileBytes(aid.Schema, cue.Filename(aid.SchemaFilename))
+	v := cuecontext.New().CompileString(aid.Schema(), cue.Filename(aid.SchemaFilename))
 	if err := v.Err(); err != nil {
 		t.Fatalf("embedded schema does not compile: %v", err)
 	}
@@ -28,7 +28,7 @@ func TestSchemaCompiles(t *testing.T) {
 // TestSchemaDocumentsEveryField checks the rule that every IR field has a
 // doc comment: the loader quotes them in "missing field" messages.
 func TestSchemaDocumentsEveryField(t *testing.T) {
-	v := cuecontext.New().CompileBytes(aid.Schema, cue.Filename(aid.SchemaFilename))
+	v := cuecontext.New().CompileString(aid.Schema(), cue.Filename(aid.SchemaFilename))
 	var walk func(v cue.Value, path string)
 	walk = func(v cue.Value, path string) {
 		it, err := v.Fields(cue.Optional(true), cue.Definitions(true))

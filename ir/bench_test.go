@@ -10,6 +10,7 @@ import (
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
 
+	aid "github.com/aidgen/aid"
 	"github.com/aidgen/aid/ir"
 )
 
@@ -100,6 +101,58 @@ func BenchmarkCUEFloor(b *testing.B) {
 	for b.Loop() {
 		v := cuecontext.New().CompileString(src, cue.Filename("app.cue"))
 		if err := v.Validate(cue.Concrete(true)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUnifyFloor runs the CUE stage of Load alone on the same
+// generated file: building it with the compiled schema and validating the
+// result for concreteness, without decoding or any pass. It is what the
+// schema's constraints cost on top of BenchmarkCUEFloor; compare the two
+// in one run (go test -bench 'CUEFloor|UnifyFloor|IRPasses' ./ir/).
+func BenchmarkUnifyFloor(b *testing.B) {
+	src := []byte(largeIR(200, 500))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := ir.UnifyStage("app.cue", src); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUnifyValue unifies the same file, compiled on its own, with a
+// precompiled #App and validates the result: the straightforward way to
+// apply a schema, which evaluates the file's values twice (once alone,
+// once with the schema). Load builds the file inside #App instead
+// (BenchmarkUnifyFloor); this shows what that saves.
+func BenchmarkUnifyValue(b *testing.B) {
+	src := largeIR(200, 500)
+	ctx := cuecontext.New()
+	app := ctx.CompileString(aid.Schema(), cue.Filename(aid.SchemaFilename)).LookupPath(cue.ParsePath("#App"))
+	if err := app.Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		v := app.Unify(ctx.CompileString(src, cue.Filename("app.cue")))
+		if err := v.Validate(cue.Concrete(true)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkIRPasses measures ir's own work on an already unified and
+// validated value: decoding and every semantic pass. Its share of
+// BenchmarkUnifyFloor, in one run, is what ir adds to CUE.
+func BenchmarkIRPasses(b *testing.B) {
+	check, err := ir.CheckStage(filepath.Join(b.TempDir(), "app.cue"), []byte(largeIR(200, 500)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := check(); err != nil {
 			b.Fatal(err)
 		}
 	}

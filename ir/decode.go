@@ -1,14 +1,20 @@
 package ir
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	cueliteral "cuelang.org/go/cue/literal"
+	"cuelang.org/go/cue/token"
 )
 
 // decodeValue decodes a validated, concrete CUE value into the Go value
@@ -18,8 +24,9 @@ import (
 // struct fields up by name instead of iterating them: iterating a struct
 // orders its fields topologically, which dominates decoding time on large
 // files. Only maps (the IR's sections) are iterated.
-func decodeValue(v cue.Value, dst any) error {
-	return (&decoder{}).into(v, reflect.ValueOf(dst).Elem())
+func decodeValue(v cue.Value, dst any, literals map[[2]string]ast.Expr) error {
+	d := &decoder{literals: literals}
+	return d.decodeInto(v, reflect.ValueOf(dst).Elem())
 }
 
 // decodeLenient decodes what it can of a value that failed validation: a
@@ -30,14 +37,18 @@ func decodeValue(v cue.Value, dst any) error {
 // but Go cannot hold, each to be reported at its place.
 func decodeLenient(v cue.Value, dst any) []*numberError {
 	d := &decoder{lenient: true}
-	_ = d.into(v, reflect.ValueOf(dst).Elem())
+	_ = d.decodeInto(v, reflect.ValueOf(dst).Elem())
 	return d.numbers
 }
 
-// decoder is the state of one decode.
+// decoder holds the state of one decoding: the path to the value being
+// decoded, the JSON Schema literals (dataLiterals) that need no CUE, and the
+// numbers Go cannot hold (collected in lenient mode).
 type decoder struct {
-	lenient bool
-	numbers []*numberError // collected in lenient mode
+	lenient  bool
+	literals map[[2]string]ast.Expr
+	path     []string
+	numbers  []*numberError
 }
 
 // numberError is a number the schema accepts, because CUE compares exact
@@ -74,9 +85,24 @@ var (
 	durationType   = reflect.TypeFor[Duration]()
 )
 
-func (d *decoder) into(v cue.Value, rv reflect.Value) error {
-	if def, ok := v.Default(); ok {
-		v = def
+func (d *decoder) decodeInto(v cue.Value, rv reflect.Value) error {
+	lenient := d.lenient
+	switch rv.Type() {
+	case rawMessageType:
+		if p := d.path; len(p) == 3 && jsonFields[p[0]] == p[2] {
+			if lit, ok := d.literals[[2]string{p[0], p[1]}]; ok {
+				rv.SetBytes(jsonOfLiteral(nil, lit))
+				return nil
+			}
+		}
+	}
+	switch rv.Kind() {
+	case reflect.String, reflect.Int, reflect.Int64, reflect.Float64, reflect.Bool:
+		// The scalar accessors resolve a default themselves.
+	default:
+		if def, ok := v.Default(); ok {
+			v = def
+		}
 	}
 	switch rv.Type() {
 	case rawMessageType:
@@ -125,7 +151,7 @@ func (d *decoder) into(v cue.Value, rv reflect.Value) error {
 		rv.SetBool(b)
 	case reflect.Pointer:
 		p := reflect.New(rv.Type().Elem())
-		if err := d.into(v, p.Elem()); err != nil {
+		if err := d.decodeInto(v, p.Elem()); err != nil {
 			return err
 		}
 		rv.Set(p)
@@ -137,7 +163,7 @@ func (d *decoder) into(v cue.Value, rv reflect.Value) error {
 		s := reflect.MakeSlice(rv.Type(), 0, 4)
 		for it.Next() {
 			e := reflect.New(rv.Type().Elem()).Elem()
-			if err := d.into(it.Value(), e); err != nil && !d.lenient {
+			if err := d.decodeInto(it.Value(), e); err != nil && !lenient {
 				return err
 			}
 			s = reflect.Append(s, e)
@@ -151,30 +177,31 @@ func (d *decoder) into(v cue.Value, rv reflect.Value) error {
 		m := reflect.MakeMap(rv.Type())
 		for it.Next() {
 			e := reflect.New(rv.Type().Elem()).Elem()
-			if err := d.into(it.Value(), e); err != nil && !d.lenient {
-				return fmt.Errorf("%s: %w", it.Selector().Unquoted(), err)
+			key := it.Selector().Unquoted()
+			d.path = append(d.path, key)
+			err := d.decodeInto(it.Value(), e)
+			d.path = d.path[:len(d.path)-1]
+			if err != nil && !lenient {
+				return fmt.Errorf("%s: %w", key, err)
 			}
-			m.SetMapIndex(reflect.ValueOf(it.Selector().Unquoted()), e)
+			m.SetMapIndex(reflect.ValueOf(key), e)
 		}
 		rv.Set(m)
 	case reflect.Struct:
-		t := rv.Type()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "" || name == "-" || !f.IsExported() {
-				continue
-			}
-			fv := v.LookupPath(cue.MakePath(cue.Str(name)))
+		for _, f := range structFields(rv.Type()) {
+			fv := v.LookupPath(f.path)
 			if !fv.Exists() {
 				continue
 			}
-			if err := d.into(fv, rv.Field(i)); err != nil {
-				if d.lenient {
-					rv.Field(i).SetZero()
+			d.path = append(d.path, f.name)
+			err := d.decodeInto(fv, rv.Field(f.index))
+			d.path = d.path[:len(d.path)-1]
+			if err != nil {
+				if lenient {
+					rv.Field(f.index).SetZero()
 					continue
 				}
-				return fmt.Errorf("%s: %w", name, err)
+				return fmt.Errorf("%s: %w", f.name, err)
 			}
 		}
 	default:
@@ -194,4 +221,291 @@ func (l *loader) numberErr(ne *numberError) {
 	p := cue.MakePath(sels...)
 	l.errAt(p, "%s", ne.msg)
 	l.cuePaths[p.String()] = true
+}
+
+// structField is a field of a Go struct that decodeInto fills: its index,
+// its JSON name, and the CUE path of that name.
+type structField struct {
+	index int
+	name  string
+	path  cue.Path
+}
+
+// fieldCache holds the structFields of each struct type decoded so far:
+// making a path interns its label, which is worth doing once per type
+// rather than once per entry of a large file.
+var fieldCache sync.Map // reflect.Type → []structField
+
+// keyFields are, by type, the fields that build sets from an entry's key
+// in its section, overwriting whatever was decoded: looking them up would
+// be wasted, and a lookup of an absent field costs an evaluation context
+// and an error value.
+var keyFields = map[reflect.Type]string{
+	reflect.TypeFor[Provider]():  "name",
+	reflect.TypeFor[Model]():     "id",
+	reflect.TypeFor[Budget]():    "name",
+	reflect.TypeFor[Tool]():      "name",
+	reflect.TypeFor[Agent]():     "name",
+	reflect.TypeFor[Store]():     "name",
+	reflect.TypeFor[Retriever](): "name",
+	reflect.TypeFor[Eval]():      "name",
+}
+
+func structFields(t reflect.Type) []structField {
+	if fs, ok := fieldCache.Load(t); ok {
+		return fs.([]structField)
+	}
+	var fs []structField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" || !f.IsExported() || keyFields[t] == name {
+			continue
+		}
+		fs = append(fs, structField{index: i, name: name, path: cue.MakePath(cue.Str(name))})
+	}
+	fieldCache.Store(t, fs)
+	return fs
+}
+
+// jsonFields are the IR fields that hold JSON Schema documents, by section:
+// decoding them is a MarshalJSON of their value, which orders the fields of
+// every nested struct topologically and dominates the decoding of a file
+// with many tools.
+var jsonFields = map[string]string{"tools": "input", "agents": "output", "evals": "schema"}
+
+// dataLiterals finds, for each entry of the sections in jsonFields, the
+// JSON Schema written as one plain data literal in f: the only declaration
+// of the field, with nothing that could add to it (a comprehension, an
+// embedding, a pattern or a dynamic label on the way to it). It returns
+// them by section and entry name. The JSON of such a literal is its text
+// in JSON syntax, in source order, which is the order CUE gives its fields;
+// jsonOfLiteral writes it without asking CUE. Anything else is left to
+// MarshalJSON.
+func dataLiterals(f *ast.File) map[[2]string]ast.Expr {
+	type entry struct {
+		lit   ast.Expr
+		count int
+		open  bool // something other than plain fields may add to it
+	}
+	entries := map[[2]string]*entry{}
+	get := func(k [2]string) *entry {
+		e := entries[k]
+		if e == nil {
+			e = &entry{}
+			entries[k] = e
+		}
+		return e
+	}
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.Package, *ast.ImportDecl, *ast.Attribute, *ast.CommentGroup, *ast.LetClause:
+			continue
+		case *ast.Field:
+			section, ok := staticLabel(d)
+			if !ok {
+				if id, isIdent := d.Label.(*ast.Ident); isIdent && d.Alias == nil && !strings.HasPrefix(id.Name, "#") && !strings.HasPrefix(id.Name, "_") {
+					return nil // a constraint marker or attribute on a regular field
+				}
+				if _, isIdent := d.Label.(*ast.Ident); isIdent {
+					continue // a definition or hidden field adds to no section
+				}
+				return nil // a dynamic or pattern label may add to any section
+			}
+			field, wanted := jsonFields[section]
+			if !wanted {
+				continue
+			}
+			st, isStruct := d.Value.(*ast.StructLit)
+			if !isStruct {
+				return nil
+			}
+			for _, el := range st.Elts {
+				ef, isField := el.(*ast.Field)
+				if !isField {
+					if _, isComment := el.(*ast.CommentGroup); isComment {
+						continue
+					}
+					return nil // an embedding or comprehension may add entries
+				}
+				name, ok := staticLabel(ef)
+				if !ok {
+					return nil
+				}
+				e := get([2]string{section, name})
+				body, isStruct := ef.Value.(*ast.StructLit)
+				if !isStruct {
+					e.open = true
+					continue
+				}
+				for _, bel := range body.Elts {
+					bf, isField := bel.(*ast.Field)
+					if !isField {
+						if _, isComment := bel.(*ast.CommentGroup); !isComment {
+							e.open = true
+						}
+						continue
+					}
+					label, ok := staticLabel(bf)
+					if !ok {
+						e.open = true
+						continue
+					}
+					if label == field {
+						e.count++
+						e.lit = bf.Value
+					}
+				}
+			}
+		default:
+			return nil // an embedding or comprehension may add anything
+		}
+	}
+	out := map[[2]string]ast.Expr{}
+	for k, e := range entries {
+		if !e.open && e.count == 1 && pureData(e.lit) {
+			out[k] = e.lit
+		}
+	}
+	return out
+}
+
+// staticLabel returns the name of a regular field with a label fixed in
+// the source: not a definition, hidden field, pattern or dynamic label,
+// without alias, attribute or constraint marker.
+func staticLabel(f *ast.Field) (string, bool) {
+	if f.Alias != nil || f.Constraint != token.ILLEGAL || len(f.Attrs) > 0 {
+		return "", false
+	}
+	switch l := f.Label.(type) {
+	case *ast.Ident:
+		if strings.HasPrefix(l.Name, "#") || strings.HasPrefix(l.Name, "_") {
+			return "", false
+		}
+		return l.Name, true
+	case *ast.BasicLit:
+		if l.Kind != token.STRING || !strings.HasPrefix(l.Value, `"`) {
+			return "", false
+		}
+		s, err := cueliteral.Unquote(l.Value)
+		return s, err == nil
+	}
+	return "", false
+}
+
+var (
+	plainInt     = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
+	plainDecimal = regexp.MustCompile(`^(0|[1-9][0-9]*)\.[0-9]{1,6}$`)
+)
+
+// pureData reports whether x is JSON written in CUE: structs of regular
+// fields with distinct labels, lists without ellipsis, double-quoted
+// strings, and numbers that CUE prints as written.
+func pureData(x ast.Expr) bool {
+	switch x := x.(type) {
+	case *ast.StructLit:
+		seen := make(map[string]bool, len(x.Elts))
+		for _, el := range x.Elts {
+			f, ok := el.(*ast.Field)
+			if !ok {
+				if _, isComment := el.(*ast.CommentGroup); isComment {
+					continue
+				}
+				return false
+			}
+			name, ok := staticLabel(f)
+			if !ok || seen[name] || !pureData(f.Value) {
+				return false
+			}
+			seen[name] = true
+		}
+		return true
+	case *ast.ListLit:
+		for _, el := range x.Elts {
+			if !pureData(el) {
+				return false
+			}
+		}
+		return true
+	case *ast.UnaryExpr:
+		lit, ok := x.X.(*ast.BasicLit)
+		return ok && x.Op == token.SUB && number(lit) && strings.Trim(lit.Value, "0.") != ""
+	case *ast.BasicLit:
+		switch x.Kind {
+		case token.TRUE, token.FALSE, token.NULL:
+			return true
+		case token.STRING:
+			if !strings.HasPrefix(x.Value, `"`) {
+				return false // bytes, or a raw string: leave it to CUE
+			}
+			_, err := cueliteral.Unquote(x.Value)
+			return err == nil
+		}
+		return number(x)
+	}
+	return false
+}
+
+func number(l *ast.BasicLit) bool {
+	return l.Kind == token.INT && plainInt.MatchString(l.Value) || l.Kind == token.FLOAT && plainDecimal.MatchString(l.Value)
+}
+
+// jsonOfLiteral writes x, which pureData accepted, as compact JSON, as
+// cue.Value.MarshalJSON would write its value.
+func jsonOfLiteral(b []byte, x ast.Expr) []byte {
+	switch x := x.(type) {
+	case *ast.StructLit:
+		b = append(b, '{')
+		first := true
+		for _, el := range x.Elts {
+			f, ok := el.(*ast.Field)
+			if !ok {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			name, _ := staticLabel(f)
+			b = appendJSONString(b, name)
+			b = append(b, ':')
+			b = jsonOfLiteral(b, f.Value)
+		}
+		return append(b, '}')
+	case *ast.ListLit:
+		b = append(b, '[')
+		for i, el := range x.Elts {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonOfLiteral(b, el)
+		}
+		return append(b, ']')
+	case *ast.UnaryExpr:
+		return append(append(b, '-'), x.X.(*ast.BasicLit).Value...)
+	case *ast.BasicLit:
+		if x.Kind == token.STRING {
+			s, _ := cueliteral.Unquote(x.Value)
+			return appendJSONString(b, s)
+		}
+		return append(b, x.Value...)
+	}
+	panic(fmt.Sprintf("jsonOfLiteral: %T is not pure data", x))
+}
+
+// appendJSONString appends s as a JSON string the way CUE does: with
+// encoding/json's escaping, except that HTML characters are kept.
+func appendJSONString(b []byte, s string) []byte {
+	plain := true
+	for i := 0; i < len(s) && plain; i++ {
+		plain = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\'
+	}
+	if plain {
+		return append(append(append(b, '"'), s...), '"')
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }

@@ -13,6 +13,7 @@ import (
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
 
 	aid "github.com/aidgen/aid"
@@ -36,29 +37,130 @@ func Load(path string) (*Document, error) {
 // appears in positions, and its directory is where relative file names
 // inside the IR are resolved.
 func LoadBytes(name string, src []byte) (*Document, error) {
-	l := &loader{
+	sc, err := takeSchema()
+	if err != nil {
+		return nil, err
+	}
+	defer sc.release(len(src))
+	return newLoader(name, sc).load(src)
+}
+
+func newLoader(name string, sc *compiledSchema) *loader {
+	return &loader{
 		name:     name,
 		dir:      filepath.Dir(name),
-		ctx:      cuecontext.New(),
+		sc:       sc,
+		ctx:      sc.ctx,
+		schema:   sc.schema,
+		labels:   sc.labels,
 		cuePaths: map[string]bool{},
 		known:    map[string][]string{},
 		unknown:  map[string]bool{},
 	}
-	return l.load(src)
 }
 
-// loader holds the state of one Load. Each Load has its own CUE context: a
-// cue.Value is not safe for concurrent use, and a context per load keeps
-// concurrent loads independent without package-level state.
+// compiledSchema is the embedded schema compiled into a CUE context of its
+// own. A load uses it exclusively: a cue.Context and the values built in it
+// are not safe for concurrent evaluation.
+type compiledSchema struct {
+	ctx    *cue.Context
+	schema cue.Value
+	labels map[string]bool // the schema's top-level labels
+
+	// plainJSONSchema says that the schema adds nothing to the JSON Schema
+	// documents of the IR (tool inputs, agent outputs, eval schemas), so
+	// that one written as plain data is decoded from its source.
+	plainJSONSchema bool
+
+	// retained counts the source bytes loaded in ctx. CUE keeps every
+	// file built in a context for the context's lifetime, so a context is
+	// retired once it holds retainLimit bytes of source.
+	retained int
+}
+
+// retainLimit bounds the source, in bytes, one cached context may have
+// loaded before it is dropped, which bounds the memory a cached schema
+// keeps alive: an evaluated file holds many times its size. A typical
+// application file is a few KiB, so a context serves dozens of loads.
+const retainLimit = 256 << 10
+
+// freeSchemas holds compiled schemas that no load is using, so that the
+// schema is compiled once per process rather than once per load. It is a
+// channel rather than a sync.Pool because a load allocates enough to run
+// several garbage collections, each of which would empty a pool.
+var freeSchemas = make(chan *compiledSchema, 2)
+
+func takeSchema() (*compiledSchema, error) {
+	select {
+	case sc := <-freeSchemas:
+		return sc, nil
+	default:
+	}
+	ctx := cuecontext.New()
+	schema := ctx.CompileString(aid.Schema(), cue.Filename(aid.SchemaFilename))
+	if err := schema.Err(); err != nil {
+		return nil, fmt.Errorf("compiling the embedded schema: %w", err)
+	}
+	it, err := schema.Fields(cue.All())
+	if err != nil {
+		return nil, fmt.Errorf("compiling the embedded schema: %w", err)
+	}
+	labels := map[string]bool{}
+	for it.Next() {
+		labels[it.Selector().String()] = true
+	}
+	return &compiledSchema{ctx: ctx, schema: schema, labels: labels, plainJSONSchema: plainJSONSchema(schema)}, nil
+}
+
+// plainJSONSchema reports whether every field of jsonFields is, in the
+// schema, an open struct with no fields of its own.
+func plainJSONSchema(schema cue.Value) bool {
+	defs := map[string]string{"tools": "#Tool", "agents": "#Agent", "evals": "#Eval"}
+	for section, field := range jsonFields {
+		v := schema.LookupPath(cue.MakePath(cue.Def(defs[section]), cue.Str(field).Optional()))
+		if !v.Exists() || v.IncompleteKind() != cue.StructKind || !v.Allows(cue.AnyString) {
+			return false
+		}
+		it, err := v.Fields(cue.All())
+		if err != nil || it.Next() {
+			return false
+		}
+	}
+	return true
+}
+
+// release returns sc for reuse after a load of n source bytes, unless its
+// context holds enough already.
+func (sc *compiledSchema) release(n int) {
+	sc.retained += n
+	if sc.retained >= retainLimit {
+		return
+	}
+	select {
+	case freeSchemas <- sc:
+	default:
+	}
+}
+
+// loader holds the state of one Load.
 type loader struct {
 	name string
 	dir  string
+	sc   *compiledSchema
 	ctx  *cue.Context
-	user cue.Value // the user's file alone: its positions are all in name
+	src  []byte
 	app  cue.Value // the user's file unified with #App
 	errs Errors
 
-	schema cue.Value // the compiled schema, for its named constraints
+	// literals are the JSON Schema documents written as plain data, by
+	// section and entry (dataLiterals), when the file was built inside #App.
+	literals map[[2]string]ast.Expr
+
+	user     cue.Value // the user's file alone, once userValue compiled it
+	userDone bool
+
+	schema cue.Value       // the compiled schema, for its named constraints
+	labels map[string]bool // the schema's top-level labels
 
 	// cuePaths holds the paths CUE reported problems at.
 	cuePaths map[string]bool
@@ -72,36 +174,111 @@ type loader struct {
 }
 
 func (l *loader) load(src []byte) (*Document, error) {
-	schema := l.ctx.CompileBytes(aid.Schema, cue.Filename(aid.SchemaFilename))
-	if err := schema.Err(); err != nil {
-		return nil, fmt.Errorf("compiling the embedded schema: %w", err)
+	valid, err := l.unify(src)
+	if err != nil {
+		return nil, err
 	}
-	l.user = l.ctx.CompileBytes(src, cue.Filename(l.name))
-	if err := l.user.Err(); err != nil {
+	return l.check(valid)
+}
+
+// unify builds the user's file unified with #App and validates the
+// result. It reports whether the result is valid; the problems it found
+// are in l.errs. A non-nil error means nothing further can be checked.
+//
+// The file is built as one expression, #App & {the file's declarations},
+// so that CUE evaluates the user's values once, together with the schema.
+// Compiling the file on its own and then unifying it with #App evaluates
+// every value twice, which is most of the cost of a large file. The file
+// alone is compiled only when there is a problem to report (userValue).
+func (l *loader) unify(src []byte) (bool, error) {
+	l.src = src
+	f, err := parser.ParseFile(l.name, src, parser.ParseComments)
+	wrapped := err == nil && l.canWrap(f)
+	if wrapped {
+		if l.sc.plainJSONSchema {
+			l.literals = dataLiterals(f)
+		}
+		l.app = l.ctx.BuildFile(wrapInApp(f), cue.Scope(l.schema))
+		if l.app.Validate(cue.Concrete(true)) == nil {
+			return true, nil
+		}
+	}
+	// Something is wrong: compile the file alone, to report its own
+	// errors in its own terms before those of the schema.
+	user := l.userValue()
+	if err := user.Err(); err != nil {
 		l.addCUE(err)
-		return nil, sortErrors(l.errs)
+		return false, sortErrors(l.errs)
 	}
-	if l.user.IncompleteKind() != cue.StructKind {
+	if user.IncompleteKind() != cue.StructKind {
 		l.errs = append(l.errs, &Error{Pos: Position{Filename: l.name, Line: 1, Column: 1}, Msg: "the IR must be a struct of fields such as name, version, models and agents"})
-		return nil, l.errs
+		return false, l.errs
 	}
-	l.schema = schema
-	l.app = schema.LookupPath(cue.MakePath(cue.Def("#App"))).Unify(l.user)
-	var (
-		doc *Document
-		err error
-	)
+	if !wrapped {
+		l.app = l.schema.LookupPath(cue.MakePath(cue.Def("#App"))).Unify(user)
+	}
 	if verr := l.app.Validate(cue.Concrete(true)); verr != nil {
 		l.addCUE(verr)
 		l.findIncomplete()
-		// Decode the entries that are valid on their own, so the semantic
-		// passes still report on them: one round shows every problem.
-		doc = l.decodePartial()
-	} else {
-		doc, err = l.decode()
+		return false, nil
 	}
-	if err != nil {
-		return nil, err
+	return true, nil
+}
+
+// canWrap reports whether the parsed file can be built inside #App & {...}:
+// it must not refer to any of the schema's own top-level names, which
+// would otherwise resolve to the schema's instead of failing as they do in
+// the file alone.
+func (l *loader) canWrap(f *ast.File) bool {
+	for _, id := range f.Unresolved {
+		if l.labels[id.Name] {
+			return false
+		}
+	}
+	return true
+}
+
+// wrapInApp turns the file's declarations into #App & {declarations},
+// keeping the package clause, imports and file attributes at the top. The
+// identifiers are resolved again when the file is built.
+func wrapInApp(f *ast.File) *ast.File {
+	var head, body []ast.Decl
+	for _, d := range f.Decls {
+		switch d.(type) {
+		case *ast.Package, *ast.ImportDecl, *ast.Attribute:
+			head = append(head, d)
+		default:
+			body = append(body, d)
+		}
+	}
+	app := &ast.BinaryExpr{X: ast.NewIdent("#App"), Op: token.AND, Y: &ast.StructLit{Elts: body}}
+	return &ast.File{Filename: f.Filename, Decls: append(head, &ast.EmbedDecl{Expr: app})}
+}
+
+// userValue returns the user's file compiled on its own: its positions are
+// all in the file, and it says what the user wrote as opposed to what the
+// schema added.
+func (l *loader) userValue() cue.Value {
+	if !l.userDone {
+		l.user = l.ctx.CompileBytes(l.src, cue.Filename(l.name))
+		l.userDone = true
+	}
+	return l.user
+}
+
+// check decodes the unified value and runs the semantic passes: ir's own
+// work after CUE's. A value that failed validation is decoded leniently,
+// so the passes still report on the entries that are valid on their own:
+// one round shows every problem.
+func (l *loader) check(valid bool) (*Document, error) {
+	var doc *Document
+	if valid {
+		var err error
+		if doc, err = l.decode(); err != nil {
+			return nil, err
+		}
+	} else {
+		doc = l.decodePartial()
 	}
 	c := &checker{loader: l, doc: doc}
 	for _, pass := range passes {
@@ -133,7 +310,7 @@ type rawDocument struct {
 
 func (l *loader) decode() (*Document, error) {
 	var raw rawDocument
-	if err := decodeValue(l.app, &raw); err != nil {
+	if err := decodeValue(l.app, &raw, l.literals); err != nil {
 		if _, ok := errors.AsType[*numberError](err); ok {
 			return l.decodePartial(), nil // reports every such number
 		}
@@ -227,7 +404,7 @@ func pathOf(parts ...any) cue.Path {
 func (l *loader) posOf(p cue.Path) Position {
 	sels := p.Selectors()
 	for n := len(sels); n > 0; n-- {
-		v := l.user.LookupPath(cue.MakePath(sels[:n]...))
+		v := l.userValue().LookupPath(cue.MakePath(sels[:n]...))
 		if v.Exists() {
 			p := v.Pos()
 			if f, ok := v.Source().(*ast.Field); ok && n == len(sels) && f.Value != nil {
@@ -368,7 +545,7 @@ func (l *loader) addGroup(path []string, g []cueProblem) {
 	case disjunction && len(others) == 0 && len(conflicts) > 0:
 		// Every branch is a literal that differs from the user's value: an
 		// enum. Say what the value is and what is allowed.
-		got := l.user.LookupPath(stringsPath(path))
+		got := l.userValue().LookupPath(stringsPath(path))
 		gotStr := fmt.Sprint(got)
 		var allowed []string
 		for _, c := range conflicts {
@@ -418,7 +595,7 @@ func (l *loader) message(path []string, p cueProblem) string {
 		return msg
 	}
 	if p.format == cueListLengths && len(p.args) == 2 {
-		if n, err := l.user.LookupPath(stringsPath(path)).Len().Int64(); err == nil {
+		if n, err := l.userValue().LookupPath(stringsPath(path)).Len().Int64(); err == nil {
 			want := fmt.Sprint(p.args[1])
 			if fmt.Sprint(p.args[1]) == strconv.FormatInt(n, 10) {
 				want = fmt.Sprint(p.args[0])
@@ -446,7 +623,7 @@ func (l *loader) message(path []string, p cueProblem) string {
 		}
 	}
 	if p.format == cueMismatch && len(p.args) == 4 {
-		got := l.user.LookupPath(stringsPath(path))
+		got := l.userValue().LookupPath(stringsPath(path))
 		if got.Exists() {
 			gotStr := fmt.Sprint(got)
 			want, wantType := p.args[0], p.args[2]
@@ -506,7 +683,7 @@ func (l *loader) missing(path []string) string {
 		return "the IR is incomplete"
 	}
 	field := path[len(path)-1]
-	if l.user.LookupPath(stringsPath(path)).Exists() {
+	if l.userValue().LookupPath(stringsPath(path)).Exists() {
 		return fmt.Sprintf("%s must be a concrete value, not a type or constraint", field)
 	}
 	msg := fmt.Sprintf("missing required field %q", field)

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -169,4 +171,77 @@ for i in [0,1,2,3,4,5,6,7,8,9] for j in [0,1,2,3,4,5,6,7,8,9] for k in [0,1,2,3,
 			t.Fatalf("unexpected error %q", e)
 		}
 	}
+}
+
+// minimalApp is a valid application that the tests below extend.
+const minimalApp = `name: "x", version: "1.0.0"
+providers: p: kind: "fake"
+models: "m-1": {provider: "p", contextWindow: 100, maxOutputTokens: 10, cost: inputPer1kUSD: 0}
+aliases: m: "m-1"
+agents: a: {model: "m", instructions: "Be brief."}
+`
+
+// TestLoadFileShapes loads files whose shape the loader must keep when it
+// builds the file together with the schema: a package clause, imports,
+// top-level lets and comprehensions, references between sections, and
+// references to the schema's own names, which are not in scope in an IR
+// file and must fail as they do in the file alone.
+func TestLoadFileShapes(t *testing.T) {
+	tests := []struct {
+		name, src string
+		wantErr   string // "" when the file is valid
+	}{
+		{"package and import", "package app\n\nimport \"strings\"\n\n" + minimalApp + "agents: b: {model: \"m\", instructions: strings.ToUpper(\"be brief.\")}\n", ""},
+		{"let and reference", "let prompt = \"Be brief.\"\n" + minimalApp + "agents: b: {model: \"m\", instructions: prompt, description: aliases.m}\n", ""},
+		{"comprehension", minimalApp + "for n in [\"b\", \"c\"] {agents: (n): {model: \"m\", instructions: \"Be brief.\"}}\n", ""},
+		{"schema definition", minimalApp + "agents: b: {model: \"m\", instructions: \"x\", description: #Name}\n", `reference "#Name" not found`},
+		{"schema constraint", minimalApp + "agents: b: {model: \"m\", instructions: #Name & \"x\"}\n", `reference "#Name" not found`},
+		{"schema root", minimalApp + "x: #App\n", `reference "#App" not found`},
+		{"own definition named like the schema's", minimalApp + "#App: {n: 1}\nagents: b: {model: \"m\", instructions: \"x\", maxSteps: #App.n}\n", ""},
+		{"not a struct", `"hello"`, "the IR must be a struct"},
+		{"syntax error", minimalApp + "agents: {\n", "expected"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc, err := ir.LoadBytes(filepath.Join(t.TempDir(), "app.cue"), []byte(tt.src))
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("LoadBytes failed:\n%v", err)
+				}
+				if _, ok := doc.Agent("a"); !ok {
+					t.Errorf("agent a is missing")
+				}
+				return
+			}
+			if _, ok := ir.IsInvalid(err); !ok || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("LoadBytes = %v, want ir.Errors containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestLoadConcurrent loads valid and invalid files from several goroutines
+// at once: loads share cached compiled schemas, never at the same time.
+// Run with -race.
+func TestLoadConcurrent(t *testing.T) {
+	chdirRoot(t)
+	valid, _ := filepath.Glob("testdata/ir/valid/*.cue")
+	invalid, _ := filepath.Glob("testdata/ir/invalid/*.cue")
+	files := append(valid, invalid[:min(len(invalid), 8)]...)
+	want := map[string]string{}
+	for _, f := range files {
+		_, err := ir.Load(f)
+		want[f] = fmt.Sprint(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for _, f := range files {
+				if _, err := ir.Load(f); fmt.Sprint(err) != want[f] {
+					t.Errorf("Load(%s) = %v concurrently, want %v", f, err, want[f])
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

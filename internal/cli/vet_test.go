@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -160,5 +161,20 @@ func TestVersion(t *testing.T) {
 	code, out, _ := run(t, "version")
 	if code != cli.ExitOK || !strings.HasPrefix(out, "aidgen ") {
 		t.Errorf("version: exit %d, output %q", code, out)
+	}
+}
+
+// TestVetRestoresGCPercent checks that vet's cheaper garbage collection
+// ends with the command: the CLI runs inside other programs' processes
+// (these tests, for one), whose settings it must leave as it found them.
+func TestVetRestoresGCPercent(t *testing.T) {
+	chdirRoot(t)
+	old := debug.SetGCPercent(73)
+	defer debug.SetGCPercent(old)
+	if code, _, errOut := run(t, "vet", "examples/capitals/app.cue"); code != cli.ExitOK {
+		t.Fatalf("vet: exit %d, stderr %q", code, errOut)
+	}
+	if got := debug.SetGCPercent(73); got != 73 {
+		t.Errorf("after vet the GC percent is %d, want 73 as before", got)
 	}
 }

@@ -41,6 +41,9 @@ func NewBaseline(r *Result, aidVersion, note string) (*Baseline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build baseline: %w", err)
 	}
+	if err := checkMetrics(stats); err != nil {
+		return nil, fmt.Errorf("build baseline: %w", err)
+	}
 	return &Baseline{
 		Dataset:        r.Dataset,
 		DatasetVersion: r.DatasetVersion,
@@ -106,6 +109,9 @@ func (f *fixed6) UnmarshalJSON(b []byte) error {
 // indentation, every number with six decimals, and a trailing newline. The same baseline
 // always encodes to the same bytes.
 func MarshalBaseline(b *Baseline) ([]byte, error) {
+	if err := checkMetrics(b.Metrics); err != nil {
+		return nil, fmt.Errorf("encode baseline: %w", err)
+	}
 	w := baselineWire{
 		AidVersion: b.AidVersion, Dataset: b.Dataset, DatasetVersion: b.DatasetVersion,
 		Format: BaselineFormat, Models: b.Models, Note: b.Note,
@@ -190,7 +196,11 @@ func ParseBaseline(name string, data []byte) (*Baseline, error) {
 	return b, nil
 }
 
-// checkStats rejects statistics no run could have produced.
+// checkStats rejects statistics no run could have produced: non-finite or out-of-range
+// numbers, counts below 1, case means that do not match the case count, groups of
+// unknown cases. It is the one validation of [MetricStats], used by [NewBaseline],
+// [MarshalBaseline], [ParseBaseline] and [Gate], so that a baseline that can be written
+// can also be read.
 func checkStats(st MetricStats) error {
 	var errs []error
 	if st.Runs < 1 {
@@ -199,18 +209,37 @@ func checkStats(st MetricStats) error {
 	if st.Cases < 1 {
 		errs = append(errs, fmt.Errorf("cases %d must be at least 1", st.Cases))
 	}
-	if st.Mean < 0 || st.Mean > 1 {
-		errs = append(errs, fmt.Errorf("mean %v is outside [0, 1]", st.Mean))
+	if st.Errors < 0 {
+		errs = append(errs, fmt.Errorf("errors %d must not be negative", st.Errors))
 	}
-	if st.StdDev < 0 || st.StdErr < 0 || st.WithinCaseVariance < 0 {
-		errs = append(errs, errors.New("spreads must not be negative"))
+	if !inUnit(st.Mean) {
+		errs = append(errs, fmt.Errorf("mean %v is not a finite number in [0, 1]", st.Mean))
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"stdDev", st.StdDev}, {"stdErr", st.StdErr}, {"withinCaseVariance", st.WithinCaseVariance}} {
+		if !finite(f.v) || f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %v must be a finite number at least 0", f.name, f.v))
+		}
 	}
 	if st.CaseMeans != nil && len(st.CaseMeans) != st.Cases {
 		errs = append(errs, fmt.Errorf("has %d case means for %d cases", len(st.CaseMeans), st.Cases))
 	}
 	for _, id := range slices.Sorted(maps.Keys(st.CaseMeans)) {
-		if v := st.CaseMeans[id]; v < 0 || v > 1 {
-			errs = append(errs, fmt.Errorf("case %q: mean %v is outside [0, 1]", id, v))
+		if v := st.CaseMeans[id]; !inUnit(v) {
+			errs = append(errs, fmt.Errorf("case %q: mean %v is not a finite number in [0, 1]", id, v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkMetrics applies checkStats to every metric, in name order.
+func checkMetrics(metrics map[string]MetricStats) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(metrics)) {
+		if err := checkStats(metrics[name]); err != nil {
+			errs = append(errs, fmt.Errorf("metric %q: %w", name, err))
 		}
 	}
 	return errors.Join(errs...)

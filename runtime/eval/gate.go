@@ -2,6 +2,7 @@ package eval
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -157,6 +158,9 @@ func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Base
 	if err != nil {
 		return nil, err
 	}
+	if err := checkGateInputs(thresholds, current, baseline); err != nil {
+		return nil, err
+	}
 	results := make([]ThresholdResult, len(thresholds))
 	comps := make([]comparison, len(thresholds))
 	var tested []int
@@ -187,13 +191,20 @@ func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Base
 		if c.se == 0 {
 			// Every case moved by exactly the same amount: the regression is known exactly.
 			r.PValue, r.UpperBound = 1, r.Regression
-			if r.Regression > delta {
+			if excess(r.Regression, delta) > 0 {
 				r.PValue = 0
 			}
 		} else {
-			r.PValue = tSurvival((r.Regression-delta)/c.se, c.df)
+			r.PValue = tSurvival(excess(r.Regression, delta)/c.se, c.df)
 			r.tAlpha = tQuantile(1-th.Alpha, c.df)
 			r.UpperBound = r.Regression + r.tAlpha*c.se
+		}
+		if !validP(r.PValue) || !finite(r.UpperBound) {
+			// Inputs are checked above, so this is a numerical failure; it must never
+			// count as evidence either way.
+			r.Tested, r.PValue, r.UpperBound = false, 0, 0
+			r.Reason = "the test produced no valid p-value"
+			continue
 		}
 		tested = append(tested, i)
 	}
@@ -211,6 +222,56 @@ func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Base
 	return report, nil
 }
 
+// TieTolerance is how close two quantities on the [0, 1] scale of a metric must be to
+// count as equal. Means of scores are sums of floating-point numbers: cases moving
+// 0.80 → 0.75 give a drop of 0.050000000000000044, which must count as a drop of exactly
+// 0.05, and an allowance is inclusive.
+const TieTolerance = 1e-9
+
+// excess returns regression − allowance, snapped to 0 when the two are equal within
+// TieTolerance.
+func excess(regression, allowance float64) float64 {
+	d := regression - allowance
+	if math.Abs(d) <= TieTolerance {
+		return 0
+	}
+	return d
+}
+
+// atMost reports whether a ≤ b within TieTolerance.
+func atMost(a, b float64) bool { return a <= b+TieTolerance }
+
+// validP reports whether p is a probability.
+func validP(p float64) bool { return p >= 0 && p <= 1 }
+
+// checkGateInputs validates every statistic a threshold uses, current and baseline, with
+// the one validation of [MetricStats].
+func checkGateInputs(thresholds []Threshold, current map[string]MetricStats, baseline *Baseline) error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, th := range thresholds {
+		if seen[th.Metric] {
+			continue
+		}
+		seen[th.Metric] = true
+		if err := checkStats(current[th.Metric]); err != nil {
+			errs = append(errs, fmt.Errorf("metric %q: current run: %w", th.Metric, err))
+		}
+		if baseline == nil {
+			continue
+		}
+		if st, ok := baseline.Metrics[th.Metric]; ok {
+			if err := checkStats(st); err != nil {
+				errs = append(errs, fmt.Errorf("metric %q: baseline: %w", th.Metric, err))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("gate: invalid statistics: %w", err)
+	}
+	return nil
+}
+
 // worse returns the more severe verdict: a regression outweighs an inconclusive
 // threshold, which outweighs a pass.
 func worse(a, b Verdict) Verdict {
@@ -224,13 +285,21 @@ func worse(a, b Verdict) Verdict {
 }
 
 // holm sets AdjustedPValue for the tested thresholds: sorted ascending, p_(j) becomes
-// max over l ≤ j of min(1, (m−l+1)·p_(l)).
+// max over l ≤ j of min(1, (m−l+1)·p_(l)). A p-value that is not a probability (NaN)
+// counts as 1: it sorts last, is never significant and cannot lower or poison the
+// adjusted values of the others (cmp.Compare would sort NaN first, and max(x, NaN) is NaN).
 func holm(results []ThresholdResult, tested []int) {
+	p := func(i int) float64 {
+		if v := results[i].PValue; validP(v) {
+			return v
+		}
+		return 1
+	}
 	order := slices.Clone(tested)
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(results[a].PValue, results[b].PValue) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p(a), p(b)) })
 	m, running := len(order), 0.0
 	for j, i := range order {
-		running = max(running, min(1, float64(m-j)*results[i].PValue))
+		running = max(running, min(1, float64(m-j)*p(i)))
 		results[i].AdjustedPValue = running
 	}
 }
@@ -240,7 +309,7 @@ func decide(r *ThresholdResult) {
 	th := r.Threshold
 	delta := th.MaxRegression
 	switch {
-	case th.MinMean != nil && r.CurrentMean >= *th.MinMean:
+	case th.MinMean != nil && atMost(*th.MinMean, r.CurrentMean):
 		r.Verdict = Pass
 		r.Reason = fmt.Sprintf("mean %.4f clears minMean %.4f", r.CurrentMean, *th.MinMean)
 	case !r.Tested && th.MinMean != nil:
@@ -250,15 +319,19 @@ func decide(r *ThresholdResult) {
 		r.Verdict = Inconclusive
 		r.Reason = fmt.Sprintf("cannot compare: %s", r.Reason)
 		r.Advice = "write a baseline with --update-baseline from a run with at least 2 cases"
+	case !validP(r.PValue) || !validP(r.AdjustedPValue):
+		r.Verdict = Inconclusive
+		r.Reason = "the test produced no valid p-value"
+		r.Advice = "report this as a bug in aid with the eval's statistics"
 	case r.AdjustedPValue <= th.Alpha:
 		r.Verdict = Regression
 		r.Reason = fmt.Sprintf("regression %.4f exceeds maxRegression %.4f beyond sampling noise (p=%.3g, Holm-adjusted %.3g ≤ alpha %g)",
 			r.Regression, delta, r.PValue, r.AdjustedPValue, th.Alpha)
-	case r.UpperBound <= delta:
+	case atMost(r.UpperBound, delta):
 		r.Verdict = Pass
 		r.Reason = fmt.Sprintf("regression %.4f is within maxRegression %.4f: its %g%% upper bound is %.4f",
 			r.Regression, delta, 100*(1-th.Alpha), r.UpperBound)
-	case r.MDE <= delta:
+	case atMost(r.MDE, delta):
 		r.Verdict = Pass
 		r.Reason = fmt.Sprintf("no regression beyond maxRegression %.4f (p=%.3g); a true regression of %.4f would fail %g%% of the time",
 			delta, r.PValue, delta+r.MDE, 100*GatePower)

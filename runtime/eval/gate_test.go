@@ -267,6 +267,7 @@ func TestNewMetricStats(t *testing.T) {
 		"no runs":  {[]string{"a"}, [][]float64{{}}},
 		"ragged":   {[]string{"a", "b"}, [][]float64{{1, 0}, {1}}},
 		"repeated": {[]string{"a", "a"}, [][]float64{{1}, {1}}},
+		"NaN":      {[]string{"a"}, [][]float64{{nan()}}},
 	} {
 		if _, err := eval.NewMetricStats(tc.ids, tc.scores); err == nil {
 			t.Errorf("%s: no error", name)

@@ -70,6 +70,7 @@ type metricWire struct {
 	CaseMeans          map[string]fixed6 `json:"caseMeans"`
 	Cases              int               `json:"cases"`
 	Errors             int               `json:"errors"`
+	Groups             map[string]string `json:"groups,omitempty"`
 	Mean               fixed6            `json:"mean"`
 	ModelDerived       bool              `json:"modelDerived"`
 	Runs               int               `json:"runs"`
@@ -130,6 +131,7 @@ func MarshalBaseline(b *Baseline) ([]byte, error) {
 			CaseMeans: cm, Cases: m.Cases, Errors: m.Errors, Mean: fixed6(m.Mean),
 			ModelDerived: m.ModelDerived, Runs: m.Runs, StdDev: fixed6(m.StdDev),
 			StdErr: fixed6(m.StdErr), WithinCaseVariance: fixed6(m.WithinCaseVariance),
+			Groups: m.Groups,
 		}
 	}
 	var buf bytes.Buffer
@@ -177,6 +179,9 @@ func ParseBaseline(name string, data []byte) (*Baseline, error) {
 			ModelDerived: m.ModelDerived, Runs: m.Runs, Cases: m.Cases, Mean: float64(m.Mean),
 			StdDev: float64(m.StdDev), StdErr: float64(m.StdErr),
 			WithinCaseVariance: float64(m.WithinCaseVariance), Errors: m.Errors,
+		}
+		if len(m.Groups) > 0 {
+			st.Groups = m.Groups // a baseline written before groups existed has none
 		}
 		if len(m.CaseMeans) > 0 {
 			st.CaseMeans = make(map[string]float64, len(m.CaseMeans))
@@ -229,6 +234,14 @@ func checkStats(st MetricStats) error {
 	for _, id := range slices.Sorted(maps.Keys(st.CaseMeans)) {
 		if v := st.CaseMeans[id]; !inUnit(v) {
 			errs = append(errs, fmt.Errorf("case %q: mean %v is not a finite number in [0, 1]", id, v))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(st.Groups)) {
+		if _, ok := st.CaseMeans[id]; !ok {
+			errs = append(errs, fmt.Errorf("groups: case %q has no case mean", id))
+		}
+		if st.Groups[id] == "" {
+			errs = append(errs, fmt.Errorf("groups: case %q has an empty group", id))
 		}
 	}
 	return errors.Join(errs...)
@@ -312,7 +325,8 @@ func (c BaselineChange) String() string {
 }
 
 // DiffBaselines lists what changed from old to new, in a stable order: header fields,
-// then metrics by name (runs, cases, mean, spreads, errors, then case means by id). old
+// then metrics by name (runs, cases, mean, spreads, errors, then case means and groups
+// by id). old
 // may be nil, for a first baseline; cur is the new one. Values are compared as written, with six decimals.
 func DiffBaselines(old, cur *Baseline) []BaselineChange {
 	if old == nil {
@@ -376,6 +390,16 @@ func DiffBaselines(old, cur *Baseline) []BaselineChange {
 				sb = f6(b)
 			}
 			add(p+".caseMeans."+id, sa, sb)
+		}
+		gids := slices.Sorted(maps.Keys(o.Groups))
+		for id := range w.Groups {
+			if _, ok := o.Groups[id]; !ok {
+				gids = append(gids, id)
+			}
+		}
+		slices.Sort(gids)
+		for _, id := range gids {
+			add(p+".groups."+id, o.Groups[id], w.Groups[id])
 		}
 	}
 	return out

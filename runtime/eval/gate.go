@@ -129,6 +129,17 @@ type ThresholdResult struct {
 	CasesNeeded int `json:"casesNeeded"`
 	// Advice says what to change when the verdict is inconclusive.
 	Advice string `json:"advice"`
+	// MatchedCases is the number of case ids present in both the baseline and the current run.
+	MatchedCases int `json:"matchedCases"`
+	// AddedCases are the current run's case ids the baseline lacks, sorted.
+	AddedCases []string `json:"addedCases,omitempty"`
+	// RemovedCases are the baseline's case ids the current run lacks, sorted.
+	RemovedCases []string `json:"removedCases,omitempty"`
+	// Basis says in one sentence what the verdict rests on (e.g. "paired over 90 matched cases; 10 added and 10 removed cases not compared").
+	Basis string `json:"basis"`
+	// Clusters is the number of groups the standard error was clustered on (see
+	// [Case.Group]); 0 when no compared case declared a group.
+	Clusters int `json:"clusters,omitempty"`
 
 	tAlpha float64 // t_{1−α, DF}, kept so that plan need not recompute it
 }
@@ -180,6 +191,7 @@ func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Base
 		}
 		r.BaselineMean, r.BaselineSE = base.Mean, base.StdErr
 		c, why := compare(cur, base)
+		r.MatchedCases, r.AddedCases, r.RemovedCases, r.Basis, r.Clusters = c.matched, c.added, c.removed, c.basis, c.clusters
 		if why != "" {
 			r.Reason = why
 			continue
@@ -187,19 +199,12 @@ func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Base
 		comps[i] = c
 		r.Tested, r.Paired, r.Cases = true, c.paired, c.n
 		r.Regression, r.SE, r.DF = c.regression, c.se, c.df
-		delta := th.MaxRegression
-		if c.se == 0 {
-			// Every case moved by exactly the same amount: the regression is known exactly.
-			r.PValue, r.UpperBound = 1, r.Regression
-			if excess(r.Regression, delta) > 0 {
-				r.PValue = 0
-			}
-		} else {
-			r.PValue = tSurvival(excess(r.Regression, delta)/c.se, c.df)
-			r.tAlpha = tQuantile(1-th.Alpha, c.df)
-			r.UpperBound = r.Regression + r.tAlpha*c.se
-		}
-		if !validP(r.PValue) || !finite(r.UpperBound) {
+		// c.se > 0: compare floors it at the run-to-run noise (see the package
+		// documentation), so equal differences are never read as certainty.
+		r.PValue = tSurvival(excess(r.Regression, th.MaxRegression)/c.se, c.df)
+		r.tAlpha = tQuantile(1-th.Alpha, c.df)
+		r.UpperBound = r.Regression + r.tAlpha*c.se
+		if !validP(r.PValue) || !finite(r.UpperBound) || !(c.se > 0) {
 			// Inputs are checked above, so this is a numerical failure; it must never
 			// count as evidence either way.
 			r.Tested, r.PValue, r.UpperBound = false, 0, 0
@@ -346,70 +351,207 @@ func decide(r *ThresholdResult) {
 }
 
 // comparison is the estimated regression with its standard error and the variance
-// components the runs recommendation needs. SE²(Kc, Kb) = a + wc/Kc + wb/Kb, with wc and
-// wb already divided by the number of cases.
+// components the runs recommendation needs. SE²(Kc, Kb) = deff·(a + wc/Kc + wb/Kb), with
+// a, wc and wb already divided by the number of cases.
 type comparison struct {
 	paired         bool
-	n              int
+	n              int // cases compared
 	regression, se float64
 	df             float64
 
+	matched        int
+	added, removed []string
+	clusters       int
+	basis          string
+
 	a, wc, wb     float64
 	kc, kb        float64
+	deff          float64 // design effect of the clustering, ≥ 1
+	v             float64 // observed variance of the per-case differences (paired)
 	withinUnknown bool
 }
 
-// compare estimates the regression of cur against base, paired when both cover exactly
-// the same case ids. It returns a reason instead when no comparison is possible.
+// compare estimates the regression of cur against base. When both sides have per-case
+// means it pairs the case ids present on both (the matched cases) and reports the others
+// as added or removed; it compares the two means as independent samples (Welch) only
+// when a side has no per-case means, and says so in basis. It returns a reason instead
+// when no comparison is possible.
 func compare(cur, base MetricStats) (comparison, string) {
-	c := comparison{kc: float64(cur.Runs), kb: float64(base.Runs)}
-	wc, wb := cur.WithinCaseVariance, base.WithinCaseVariance
-	switch {
-	case cur.Runs >= 2 && base.Runs >= 2:
-	case cur.Runs >= 2:
-		wb = wc // the baseline has one run: assume it was as noisy as the current run
-	case base.Runs >= 2:
-		wc = wb
-	default:
-		c.withinUnknown = true
+	c := comparison{kc: float64(cur.Runs), kb: float64(base.Runs), deff: 1}
+	if len(cur.CaseMeans) == 0 || len(base.CaseMeans) == 0 {
+		return compareUnpaired(c, cur, base)
 	}
-	if samePairs(cur.CaseMeans, base.CaseMeans) {
-		n := len(cur.CaseMeans)
-		if n < 2 {
-			return c, "a paired comparison needs at least 2 cases"
+	var ids []string
+	for id := range cur.CaseMeans {
+		if _, ok := base.CaseMeans[id]; ok {
+			ids = append(ids, id)
+		} else {
+			c.added = append(c.added, id)
 		}
-		d := make([]float64, 0, n)
-		for id, m := range cur.CaseMeans {
-			d = append(d, base.CaseMeans[id]-m)
-		}
-		slices.Sort(d) // map order must not change the floating-point sums
-		mean, v := meanVar(d)
-		nf := float64(n)
-		c.paired, c.n = true, n
-		c.regression, c.se, c.df = mean, math.Sqrt(v/nf), nf-1
-		tau2 := excessVariance(v, wc/c.kc+wb/c.kb, nf-1) // variance of the true per-case change
-		c.a, c.wc, c.wb = tau2/nf, wc/nf, wb/nf
-		return c, ""
 	}
+	for id := range base.CaseMeans {
+		if _, ok := cur.CaseMeans[id]; !ok {
+			c.removed = append(c.removed, id)
+		}
+	}
+	slices.Sort(ids) // map order must not change the floating-point sums
+	slices.Sort(c.added)
+	slices.Sort(c.removed)
+	n := len(ids)
+	c.matched = n
+	c.basis = fmt.Sprintf("paired over %d matched cases", n)
+	if len(c.added) > 0 || len(c.removed) > 0 {
+		c.basis += fmt.Sprintf("; %d added and %d removed cases not compared", len(c.added), len(c.removed))
+	}
+	if n < 2 {
+		return c, fmt.Sprintf("only %d of the current run's case ids are in the baseline (%d added, %d removed); a paired comparison needs at least 2 matched cases",
+			n, len(c.added), len(c.removed))
+	}
+	curMeans, baseMeans := make([]float64, n), make([]float64, n)
+	d := make([]float64, n)
+	for i, id := range ids {
+		curMeans[i], baseMeans[i] = cur.CaseMeans[id], base.CaseMeans[id]
+		d[i] = baseMeans[i] - curMeans[i]
+	}
+	wc, wb, unknown := within(cur, base, curMeans, baseMeans)
+	mean, v := meanVar(d)
+	nf := float64(n)
+	c.paired, c.n, c.withinUnknown, c.v = true, n, unknown, v
+	c.regression, c.df = mean, nf-1
+	se2 := v / nf
+	if g, cr2, ok := clustered(ids, d, mean, cur.Groups, base.Groups); ok {
+		if g < 2 {
+			c.basis += fmt.Sprintf("; standard error clustered over %d group", g)
+			return c, "the matched cases form a single group; a clustered comparison needs at least 2 groups"
+		}
+		c.clusters, c.df = g, float64(g-1)
+		c.basis += fmt.Sprintf("; standard error clustered over %d groups", g)
+		if se2 > 0 {
+			c.deff = max(1, cr2/se2)
+		}
+		se2 = cr2
+	}
+	// The run-to-run floor: the differences cannot vary less than the runs' own noise
+	// says they must, Var(d_i) ≥ σ²_c/K_c + σ²_b/K_b. Equal differences with discrete
+	// scores are a chance event, not certainty.
+	floor := c.deff * (wc/c.kc + wb/c.kb) / nf
+	if floor > se2 {
+		se2 = floor
+		c.basis += "; standard error raised to the run-to-run noise"
+	}
+	c.se = math.Sqrt(se2)
+	tau2 := excessVariance(v, wc/c.kc+wb/c.kb, nf-1) // variance of the true per-case change
+	c.a, c.wc, c.wb = c.deff*tau2/nf, c.deff*wc/nf, c.deff*wb/nf
+	return c, ""
+}
+
+// compareUnpaired is Welch's comparison of the two means, used only when a side has no
+// per-case means to pair on.
+func compareUnpaired(c comparison, cur, base MetricStats) (comparison, string) {
+	which := "the baseline has"
+	if len(cur.CaseMeans) == 0 {
+		which = "the current run has"
+	}
+	c.basis = fmt.Sprintf("unpaired (Welch) over %d current and %d baseline cases: %s no per-case means", cur.Cases, base.Cases, which)
 	if cur.Cases < 2 || base.Cases < 2 {
 		return c, "an unpaired comparison needs at least 2 cases on each side"
 	}
+	wc, wb, unknown := within(cur, base, nil, nil)
+	c.withinUnknown = unknown
 	nc, nb := float64(cur.Cases), float64(base.Cases)
-	sec2 := cur.StdDev * cur.StdDev / nc
-	seb2 := base.StdDev * base.StdDev / nb
+	sec2 := max(cur.StdDev*cur.StdDev, wc/c.kc) / nc // each side floored at its run-to-run noise
+	seb2 := max(base.StdDev*base.StdDev, wb/c.kb) / nb
 	c.n = cur.Cases
 	c.regression = base.Mean - cur.Mean
 	c.se = math.Sqrt(sec2 + seb2)
-	if c.se > 0 {
-		// Welch–Satterthwaite degrees of freedom.
-		c.df = (sec2 + seb2) * (sec2 + seb2) / (sec2*sec2/(nc-1) + seb2*seb2/(nb-1))
-	} else {
-		c.df = nc + nb - 2
-	}
+	// Welch–Satterthwaite degrees of freedom.
+	c.df = (sec2 + seb2) * (sec2 + seb2) / (sec2*sec2/(nc-1) + seb2*seb2/(nb-1))
 	tauC := excessVariance(cur.StdDev*cur.StdDev, wc/c.kc, nc-1) // between-case variance of true means
 	tauB := excessVariance(base.StdDev*base.StdDev, wb/c.kb, nb-1)
 	c.a, c.wc, c.wb = tauC/nc+tauB/nb, wc/nc, wb/nb
 	return c, ""
+}
+
+// within returns the run-to-run (within-case) variances of one run of the current side
+// and of the baseline, and whether neither side could measure it. A side with at least 2
+// runs that varied uses its own estimate; a side with one run borrows the other side's;
+// a side whose runs never varied, or two sides with one run each, use the bound of a
+// metric in [0, 1]: a case with mean μ has a run-to-run variance of at most μ(1−μ)
+// (Bhatia–Davis), evaluated at μ̃ = (K·x̄ + ½)/(K + 1), the case mean shrunk by half a
+// pseudo-run towards ½ so that a case that scored 1 on all K runs still has the
+// uncertainty K runs leave. The means are the compared cases' means (nil: use the side's
+// overall mean).
+func within(cur, base MetricStats, curMeans, baseMeans []float64) (wc, wb float64, unknown bool) {
+	measured := func(st MetricStats) bool { return st.Runs >= 2 && st.WithinCaseVariance > 0 }
+	bound := func(st MetricStats, means []float64) float64 {
+		if means == nil {
+			means = []float64{st.Mean}
+		}
+		k := float64(st.Runs)
+		var sum float64
+		for _, m := range means {
+			mu := (k*m + 0.5) / (k + 1)
+			sum += mu * (1 - mu)
+		}
+		return sum / float64(len(means))
+	}
+	wc, wb = cur.WithinCaseVariance, base.WithinCaseVariance
+	switch {
+	case measured(cur) && measured(base):
+	case measured(cur) && base.Runs < 2:
+		wb = wc // the baseline has one run: assume it was as noisy as the current run
+	case measured(base) && cur.Runs < 2:
+		wc = wb
+	default:
+		if !measured(cur) {
+			wc = bound(cur, curMeans)
+		}
+		if !measured(base) {
+			wb = bound(base, baseMeans)
+		}
+	}
+	return wc, wb, cur.Runs < 2 && base.Runs < 2
+}
+
+// clustered returns the number of clusters G and the cluster-robust (CR1) variance of
+// the mean of d, V = G/(G−1)·Σ_g (Σ_{i∈g} (d_i − mean))² / n², when any of the cases
+// (ids, sorted) declares a group; ok is false otherwise. A case's group is the current
+// run's, else the baseline's; a case without one is its own cluster.
+func clustered(ids []string, d []float64, mean float64, cur, base map[string]string) (g int, v float64, ok bool) {
+	if len(cur) == 0 && len(base) == 0 {
+		return 0, 0, false
+	}
+	sums := map[string]float64{}
+	var order []string
+	for i, id := range ids {
+		key, has := cur[id]
+		if !has {
+			key, has = base[id]
+		}
+		if has {
+			key = "g:" + key
+			ok = true
+		} else {
+			key = "c:" + id // its own cluster; the prefixes keep case ids and group names apart
+		}
+		if _, seen := sums[key]; !seen {
+			order = append(order, key)
+		}
+		sums[key] += d[i] - mean
+	}
+	if !ok {
+		return 0, 0, false
+	}
+	g = len(order)
+	if g < 2 {
+		return g, 0, true
+	}
+	var ss float64
+	for _, key := range order { // first-seen order over sorted ids: deterministic sums
+		ss += sums[key] * sums[key]
+	}
+	n := float64(len(ids))
+	return g, float64(g) / float64(g-1) * ss / (n * n), true
 }
 
 // excessVariance estimates the part of an observed variance v (with df degrees of
@@ -425,18 +567,6 @@ func excessVariance(v, e, df float64) float64 {
 		return 0
 	}
 	return v - e
-}
-
-func samePairs(a, b map[string]float64) bool {
-	if len(a) == 0 || len(a) != len(b) {
-		return false
-	}
-	for id := range a {
-		if _, ok := b[id]; !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // plan sets MDE and the runs and cases recommendation; m is the number of tested

@@ -31,6 +31,10 @@ type MetricStats struct {
 	Errors int
 	// CaseMeans maps each case id to the mean of its runs; the gate pairs cases on it.
 	CaseMeans map[string]float64
+	// Groups maps the id of each case that belongs to a group (see [Case]) to its group;
+	// the gate clusters its standard error on them. Cases not in the map are their own
+	// cluster; nil means no case declared a group.
+	Groups map[string]string `json:"groups,omitempty"`
 }
 
 // NewMetricStats summarises per-case per-run scores: scores[i][k] is run k of the case

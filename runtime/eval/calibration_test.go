@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -29,6 +30,8 @@ type population struct {
 	binary bool
 	// mean is the population's mean difficulty, used when case sets are drawn afresh.
 	mean float64
+	// cycle, when set, fixes the true means instead: case i has cycle[i mod len(cycle)].
+	cycle []float64
 }
 
 // scenario is one calibration setting.
@@ -57,6 +60,10 @@ type scenario struct {
 	// runs > 0 fixes the current run's number of runs for every figure: the scenario is
 	// too small for any advice to be feasible, and only its error rates are checked.
 	runs int
+	// fewCases marks a scenario with so few cases that the spread of the change from case
+	// to case, which runs cannot average out, decides: the pilots must advise more cases,
+	// and the power figure follows that advice (CasesNeeded cases at 2 runs).
+	fewCases bool
 	// showsProblem marks a scenario that demonstrates a miscalibration the gate cannot
 	// see (undeclared groups): its boundary rate must exceed alpha.
 	showsProblem bool
@@ -97,7 +104,7 @@ func calibrationScenarios() []scenario {
 		}}, cases: 200, baseRuns: 10, delta: 0.08, alpha: 0.05, unpaired: true},
 		// 10 of 100 case ids renamed: the 90 matched cases are paired.
 		{name: "renamed-10-of-100", pop: population{difficulty: beta(6, 4), binary: true},
-			cases: 100, baseRuns: 10, delta: 0.05, alpha: 0.05, renamed: 10},
+			cases: 100, baseRuns: 30, delta: 0.05, alpha: 0.05, renamed: 10},
 		// The current run covers only the 50 hardest of 100 cases.
 		{name: "hardest-50-of-100", pop: population{difficulty: beta(6, 4), binary: true},
 			cases: 100, baseRuns: 10, delta: 0.1, alpha: 0.05, hardest: 50},
@@ -108,6 +115,10 @@ func calibrationScenarios() []scenario {
 			cases: 2, baseRuns: 10, delta: 0.05, alpha: 0.05, runs: 10},
 		{name: "ten-easy-1-run", pop: population{difficulty: fixed(0.95), binary: true},
 			cases: 10, baseRuns: 1, delta: 0.05, alpha: 0.05, runs: 1},
+		// Five cases whose change is uneven: the regression scales each case's mean, and
+		// one case is nearly always wrong, so it barely moves.
+		{name: "uneven-5-cases", pop: population{binary: true, cycle: []float64{0.9, 0.8, 0.85, 0.75, 0.05}},
+			cases: 5, baseRuns: 200, delta: 0.1, alpha: 0.05, fewCases: true},
 	}
 }
 
@@ -176,6 +187,10 @@ func newSimulator(sc scenario, seed uint64) *simulator {
 func (s *simulator) drawCases() []float64 {
 	mus := make([]float64, s.sc.cases)
 	for i := range mus {
+		if c := s.sc.pop.cycle; c != nil {
+			mus[i] = c[i%len(c)]
+			continue
+		}
 		mus[i] = s.sc.pop.difficulty(s.r, s.src)
 	}
 	return mus
@@ -349,7 +364,8 @@ func tolerance(p float64, n int) float64 { return 3 * math.Sqrt(p*(1-p)/float64(
 type figures struct {
 	ran                       bool
 	k0, k2                    int
-	noRuns                    float64 // share of no-change pilots advising that no number of runs suffices
+	noRuns                    float64 // share of pilots advising that no number of runs suffices
+	cases                     int     // the cases the gates were run with, when the advice was more cases
 	null, edge, power, silent rates
 }
 
@@ -369,9 +385,34 @@ func TestCalibration(t *testing.T) {
 				f := &got[i]
 				tol := tolerance(sc.alpha, n)
 
-				if sc.runs > 0 {
+				silent := s
+				switch {
+				case sc.fewCases:
+					// Pilots at 2 runs with a true regression of 2δ: runs cannot reach the MDE
+					// here, so the advice must be more cases; follow it.
+					var cases []int
+					advisedRuns := 0
+					for range pilots {
+						r := s.gate(2, 2*sc.delta)
+						if r.RunsNeeded > 0 {
+							advisedRuns++
+						} else if r.Verdict == eval.Inconclusive && !strings.Contains(r.Advice, fmt.Sprintf("use at least %d cases", r.CasesNeeded)) {
+							t.Errorf("advice %q does not name the %d cases needed", r.Advice, r.CasesNeeded)
+						}
+						cases = append(cases, r.CasesNeeded)
+					}
+					f.noRuns = 1 - float64(advisedRuns)/float64(pilots)
+					if f.noRuns < 0.8 {
+						t.Errorf("%d of %d pilots advise more runs, which cannot reach the MDE here; want at most 20%%", advisedRuns, pilots)
+					}
+					slices.Sort(cases)
+					sc.cases = cases[len(cases)/2]
+					f.cases = sc.cases
+					s = newSimulator(sc, uint64(200+i))
+					f.k0, f.k2 = 2, 2
+				case sc.runs > 0:
 					f.k0, f.k2 = sc.runs, sc.runs
-				} else {
+				default:
 					f.k0, f.noRuns = s.recommendedRuns(pilots, 0)
 					if f.k0 > 100 {
 						t.Fatalf("no-change pilots recommend %d runs; the scenario should be feasible", f.k0)
@@ -401,7 +442,9 @@ func TestCalibration(t *testing.T) {
 				}
 
 				if sc.runs == 0 {
-					f.k2, _ = s.recommendedRuns(pilots, 2*sc.delta)
+					if !sc.fewCases {
+						f.k2, _ = s.recommendedRuns(pilots, 2*sc.delta)
+					}
 					f.power = s.rates(n, f.k2, 2*sc.delta)
 					t.Logf("regression = 2×maxRegression, %d runs (recommended): %v", f.k2, f.power)
 					if !sc.showsProblem && f.power.regression < 0.80 {
@@ -414,7 +457,7 @@ func TestCalibration(t *testing.T) {
 				if sc.runs > 0 {
 					silentRuns = sc.runs
 				}
-				f.silent = s.rates(n, silentRuns, 2*sc.delta)
+				f.silent = silent.rates(n, silentRuns, 2*sc.delta)
 				t.Logf("regression = 2×maxRegression, %d run(s): %v", silentRuns, f.silent)
 				if f.silent.pass > 0.05 {
 					t.Errorf("an underpowered gate passes a regression of 2×maxRegression %.3f of the time, want ≤ 0.05", f.silent.pass)
@@ -429,7 +472,7 @@ func TestCalibration(t *testing.T) {
 	var pooled float64
 	var calibrated int
 	t.Logf("%d gates per rate; α = 0.05; k = runs per case (recommended by pilots unless fixed)", n)
-	t.Logf("%-19s %4s %11s %11s %9s %11s %4s %8s %11s %11s", "scenario", "k", "null alarm", "null inconc", "no-runs", "R=δ alarm", "k", "R=2δ pow", "silent k", "silent pass")
+	t.Logf("%-19s %5s %4s %11s %11s %9s %11s %4s %8s %11s %11s", "scenario", "cases", "k", "null alarm", "null inconc", "no-runs", "R=δ alarm", "k", "R=2δ pow", "silent k", "silent pass")
 	for i, f := range got {
 		sc := scenarios[i]
 		if !sc.showsProblem {
@@ -445,7 +488,11 @@ func TestCalibration(t *testing.T) {
 		if sc.runs > 0 {
 			silentK = sc.runs
 		}
-		t.Logf("%-19s %4d %11.4f %11.3f %9.2f %11.4f %4s %8s %11d %11.4f", sc.name, f.k0, f.null.regression, f.null.inconclusive, f.noRuns,
+		cases := sc.cases
+		if f.cases > 0 {
+			cases = f.cases
+		}
+		t.Logf("%-19s %5d %4d %11.4f %11.3f %9.2f %11.4f %4s %8s %11d %11.4f", sc.name, cases, f.k0, f.null.regression, f.null.inconclusive, f.noRuns,
 			f.edge.regression, k2, power, silentK, f.silent.pass)
 	}
 	pooled /= float64(calibrated)

@@ -85,10 +85,12 @@ type ThresholdResult struct {
 	// Tested reports whether a statistical comparison with the baseline was made; the
 	// fields from Paired to CasesNeeded are meaningful only when it was.
 	Tested bool `json:"tested"`
-	// Paired reports whether the comparison paired per-case means (same case ids on both
-	// sides) rather than comparing the two means as independent samples (Welch).
+	// Paired reports whether the comparison paired the per-case means of the matched
+	// cases (the ids on both sides) rather than comparing the two means as independent
+	// samples (Welch), which happens only when a side has no per-case means.
 	Paired bool `json:"paired"`
-	// Cases is the number of cases compared (the current run's cases when unpaired).
+	// Cases is the number of cases compared: the matched cases when paired, the current
+	// run's cases when unpaired.
 	Cases int `json:"cases"`
 	// BaselineMean is the baseline's mean (zero without a baseline).
 	BaselineMean float64 `json:"baselineMean"`
@@ -365,6 +367,7 @@ type comparison struct {
 	basis          string
 
 	a, wc, wb     float64
+	aUpper        float64 // a with the variance of the true per-case change at its PlanningAssurance upper limit
 	kc, kb        float64
 	deff          float64 // design effect of the clustering, ≥ 1
 	v             float64 // observed variance of the per-case differences (paired)
@@ -441,7 +444,10 @@ func compare(cur, base MetricStats) (comparison, string) {
 	}
 	c.se = math.Sqrt(se2)
 	tau2 := excessVariance(v, wc/c.kc+wb/c.kb, nf-1) // variance of the true per-case change
-	c.a, c.wc, c.wb = c.deff*tau2/nf, c.deff*wc/nf, c.deff*wb/nf
+	// Its upper limit: a few cases cannot tell a change that varies from case to case from
+	// run-to-run noise, and runs do nothing against the former.
+	tau2Upper := max(tau2, v*assurance(nf-1)-(wc/c.kc+wb/c.kb))
+	c.a, c.wc, c.wb, c.aUpper = c.deff*tau2/nf, c.deff*wc/nf, c.deff*wb/nf, c.deff*tau2Upper/nf
 	return c, ""
 }
 
@@ -469,6 +475,7 @@ func compareUnpaired(c comparison, cur, base MetricStats) (comparison, string) {
 	tauC := excessVariance(cur.StdDev*cur.StdDev, wc/c.kc, nc-1) // between-case variance of true means
 	tauB := excessVariance(base.StdDev*base.StdDev, wb/c.kb, nb-1)
 	c.a, c.wc, c.wb = tauC/nc+tauB/nb, wc/nc, wb/nb
+	c.aUpper = c.a
 	return c, ""
 }
 
@@ -595,7 +602,19 @@ func plan(r *ThresholdResult, c comparison, m int) {
 	}
 	r.RunsNeeded = runsFor(target-c.a-c.wb/c.kb, c.wc)
 	r.RunsNeededNewBaseline = runsFor(target-c.a, c.wc+c.wb)
+	// Runs shrink only the run-to-run part of SE²; the case-to-case spread of the change
+	// stays. With few cases that spread is barely estimated, so advice to run more is
+	// given only if the MDE could reach delta with infinitely many runs even with the
+	// spread at its PlanningAssurance upper limit; otherwise only more cases help.
+	budget := (delta / lambda) * (delta / lambda)
+	spreadBound := c.aUpper > budget && (r.RunsNeeded > 0 || r.RunsNeededNewBaseline > 0)
+	if spreadBound {
+		r.RunsNeeded, r.RunsNeededNewBaseline = 0, 0
+	}
 	switch {
+	case spreadBound:
+		r.Advice = fmt.Sprintf("more runs cannot be relied on: with %d cases the change may vary from case to case by up to %.4f (standard deviation, %g%% upper limit), which no number of runs averages out; use at least %d cases at %d runs, or raise maxRegression above %.4f",
+			c.n, math.Sqrt(c.aUpper*float64(c.n)/c.deff), 100*PlanningAssurance, r.CasesNeeded, int(c.kc), r.MDE)
 	case r.RunsNeeded > 0:
 		r.Advice = fmt.Sprintf("run at least %d runs per case (MDE at %d runs: %.4f; needed: ≤ %.4f)", r.RunsNeeded, int(c.kc), r.MDE, delta)
 	case r.RunsNeededNewBaseline > 0:

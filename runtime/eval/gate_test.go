@@ -187,11 +187,19 @@ func TestGateAdvice(t *testing.T) {
 	if r.Verdict != eval.Inconclusive || r.RunsNeeded <= 2 || r.RunsNeeded > 20 || !strings.Contains(r.Advice, fmt.Sprintf("at least %d runs per case", r.RunsNeeded)) {
 		t.Errorf("200 cases: verdict %v, runs needed %d, advice %q", r.Verdict, r.RunsNeeded, r.Advice)
 	}
-	// 30 binary cases with a 10-run baseline: the baseline's own noise already exceeds
+	// 200 binary cases with a 2-run baseline: the baseline's own noise already exceeds
 	// the budget, so the baseline must be regenerated or cases added.
-	r = gate(synth(3, "c", 30, 5, constant(0.6)), synth(4, "c", 30, 10, constant(0.6)))
-	if r.Verdict != eval.Inconclusive || r.RunsNeeded != 0 || r.RunsNeededNewBaseline <= 10 || r.CasesNeeded <= 30 ||
+	r = gate(synth(3, "c", 200, 5, constant(0.6)), synth(4, "c", 200, 2, constant(0.6)))
+	if r.Verdict != eval.Inconclusive || r.RunsNeeded != 0 || r.RunsNeededNewBaseline <= 2 || r.CasesNeeded <= 200 ||
 		!strings.Contains(r.Advice, "regenerate") {
+		t.Errorf("200 cases, 2-run baseline: verdict %v, runs %d/%d, cases %d, advice %q", r.Verdict, r.RunsNeeded, r.RunsNeededNewBaseline, r.CasesNeeded, r.Advice)
+	}
+	// 30 binary cases: at 5 runs the spread of the change from case to case is barely
+	// known, and at its upper limit no number of runs would bring the MDE within 0.05,
+	// so the advice is more cases, and says why.
+	r = gate(synth(3, "c", 30, 5, constant(0.6)), synth(4, "c", 30, 10, constant(0.6)))
+	if r.Verdict != eval.Inconclusive || r.RunsNeeded != 0 || r.RunsNeededNewBaseline != 0 || r.CasesNeeded <= 30 ||
+		!strings.Contains(r.Advice, "more runs cannot be relied on") || !strings.Contains(r.Advice, fmt.Sprintf("use at least %d cases", r.CasesNeeded)) {
 		t.Errorf("30 cases: verdict %v, runs %d/%d, cases %d, advice %q", r.Verdict, r.RunsNeeded, r.RunsNeededNewBaseline, r.CasesNeeded, r.Advice)
 	}
 	// Unpaired, with cases that differ a lot: only more cases help.

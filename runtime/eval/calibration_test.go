@@ -61,8 +61,9 @@ type scenario struct {
 	// too small for any advice to be feasible, and only its error rates are checked.
 	runs int
 	// fewCases marks a scenario with so few cases that the spread of the change from case
-	// to case, which runs cannot average out, decides: the pilots must advise more cases,
-	// and the power figure follows that advice (CasesNeeded cases at 2 runs).
+	// to case, which runs cannot average out, decides: most pilots must advise more cases,
+	// and every figure follows each pilot's advice (RunsNeeded runs, or CasesNeeded cases
+	// at 2 runs).
 	fewCases bool
 	// showsProblem marks a scenario that demonstrates a miscalibration the gate cannot
 	// see (undeclared groups): its boundary rate must exceed alpha.
@@ -238,7 +239,13 @@ func (s *simulator) stats(side int, ids []string, mus []float64, runs int, shrin
 		}
 		if s.sc.pop.binary {
 			// One uniform per case: invert the binomial CDF, then lay out the successes.
-			k := binomial(s.r.Float64(), runs, mu)
+			// Inversion costs O(runs); a baseline of hundreds of runs draws directly.
+			var k int
+			if runs > 50 {
+				k = int(distuv.Binomial{N: float64(runs), P: mu, Src: s.src}.Rand())
+			} else {
+				k = binomial(s.r.Float64(), runs, mu)
+			}
 			for j := range row {
 				row[j] = 0
 				if j < k {
@@ -385,30 +392,44 @@ func TestCalibration(t *testing.T) {
 				f := &got[i]
 				tol := tolerance(sc.alpha, n)
 
-				silent := s
+				type advice struct {
+					sim  *simulator
+					runs int
+				}
+				var follow []advice // the advice of each pilot, when the scenario follows it
 				switch {
 				case sc.fewCases:
 					// Pilots at 2 runs with a true regression of 2δ: runs cannot reach the MDE
-					// here, so the advice must be more cases; follow it.
+					// here, so the advice should be more cases. Every figure follows each
+					// pilot's own advice, runs or cases, for an equal share of its gates.
 					var cases []int
 					advisedRuns := 0
-					for range pilots {
+					for p := range 4 * pilots {
 						r := s.gate(2, 2*sc.delta)
-						if r.RunsNeeded > 0 {
+						switch {
+						case r.RunsNeeded > 0:
 							advisedRuns++
-						} else if r.Verdict == eval.Inconclusive && !strings.Contains(r.Advice, fmt.Sprintf("use at least %d cases", r.CasesNeeded)) {
+							follow = append(follow, advice{s, r.RunsNeeded})
+							continue
+						case r.Verdict != eval.Inconclusive:
+							follow = append(follow, advice{s, 2}) // nothing to follow
+							continue
+						case !strings.Contains(r.Advice, fmt.Sprintf("use at least %d cases", r.CasesNeeded)):
 							t.Errorf("advice %q does not name the %d cases needed", r.Advice, r.CasesNeeded)
+						case r.CasesNeeded > 5000:
+							t.Fatalf("a pilot advises %d cases; the scenario should be feasible with more cases", r.CasesNeeded)
 						}
+						more := sc
+						more.cases = r.CasesNeeded
+						follow = append(follow, advice{newSimulator(more, uint64(1000*i+p)), 2})
 						cases = append(cases, r.CasesNeeded)
 					}
-					f.noRuns = 1 - float64(advisedRuns)/float64(pilots)
-					if f.noRuns < 0.8 {
-						t.Errorf("%d of %d pilots advise more runs, which cannot reach the MDE here; want at most 20%%", advisedRuns, pilots)
+					f.noRuns = 1 - float64(advisedRuns)/float64(len(follow))
+					if f.noRuns < 2.0/3 {
+						t.Errorf("%d of %d pilots advise more runs, which cannot reach the MDE here; want at most a third", advisedRuns, len(follow))
 					}
 					slices.Sort(cases)
-					sc.cases = cases[len(cases)/2]
-					f.cases = sc.cases
-					s = newSimulator(sc, uint64(200+i))
+					f.cases = cases[len(cases)/2]
 					f.k0, f.k2 = 2, 2
 				case sc.runs > 0:
 					f.k0, f.k2 = sc.runs, sc.runs
@@ -418,7 +439,22 @@ func TestCalibration(t *testing.T) {
 						t.Fatalf("no-change pilots recommend %d runs; the scenario should be feasible", f.k0)
 					}
 				}
-				f.null = s.rates(n, f.k0, 0)
+				rate := func(runs int, regression float64) rates {
+					if follow == nil {
+						return s.rates(n, runs, regression)
+					}
+					var out rates
+					per := n / len(follow)
+					for _, a := range follow { // counts, so that the rates are exact fractions
+						r := a.sim.rates(per, a.runs, regression)
+						out.pass += math.Round(r.pass * float64(per))
+						out.regression += math.Round(r.regression * float64(per))
+						out.inconclusive += math.Round(r.inconclusive * float64(per))
+					}
+					total := float64(per * len(follow))
+					return rates{out.pass / total, out.regression / total, out.inconclusive / total}
+				}
+				f.null = rate(f.k0, 0)
 				t.Logf("no change, %d runs: %v", f.k0, f.null)
 				if f.null.regression > sc.alpha+tol {
 					t.Errorf("false-alarm rate %.4f > alpha %.2f + %.4f", f.null.regression, sc.alpha, tol)
@@ -432,7 +468,7 @@ func TestCalibration(t *testing.T) {
 				// is the boundary of the null hypothesis, where the false-alarm rate should be
 				// alpha itself. Each scenario is held to 4 binomial SEs here (several
 				// scenarios are checked); the pooled rate below is held to 3.
-				f.edge = s.rates(n, f.k0, sc.delta)
+				f.edge = rate(f.k0, sc.delta)
 				t.Logf("regression = maxRegression, %d runs: %v", f.k0, f.edge)
 				switch lim := sc.alpha + tol*4/3; {
 				case sc.showsProblem && f.edge.regression <= sc.alpha+tol:
@@ -444,11 +480,21 @@ func TestCalibration(t *testing.T) {
 				if sc.runs == 0 {
 					if !sc.fewCases {
 						f.k2, _ = s.recommendedRuns(pilots, 2*sc.delta)
+						if f.k2 > 100 {
+							t.Fatalf("pilots with a regression of 2×maxRegression recommend %d runs; the scenario should be feasible", f.k2)
+						}
 					}
-					f.power = s.rates(n, f.k2, 2*sc.delta)
+					f.power = rate(f.k2, 2*sc.delta)
 					t.Logf("regression = 2×maxRegression, %d runs (recommended): %v", f.k2, f.power)
-					if !sc.showsProblem && f.power.regression < 0.80 {
-						t.Errorf("power %.3f at the recommended %d runs < 0.80", f.power.regression, f.k2)
+					// Following the advice of pilots with five cases: a third of them cannot see
+					// the spread of the change through their own run noise and still advise
+					// runs (the gate advises cases at that run), so the bound is lower there.
+					want := 0.80
+					if sc.fewCases {
+						want = 0.75
+					}
+					if !sc.showsProblem && f.power.regression < want {
+						t.Errorf("power %.3f following the advice (%d runs) < %.2f", f.power.regression, f.k2, want)
 					}
 				}
 
@@ -457,7 +503,7 @@ func TestCalibration(t *testing.T) {
 				if sc.runs > 0 {
 					silentRuns = sc.runs
 				}
-				f.silent = silent.rates(n, silentRuns, 2*sc.delta)
+				f.silent = s.rates(n, silentRuns, 2*sc.delta)
 				t.Logf("regression = 2×maxRegression, %d run(s): %v", silentRuns, f.silent)
 				if f.silent.pass > 0.05 {
 					t.Errorf("an underpowered gate passes a regression of 2×maxRegression %.3f of the time, want ≤ 0.05", f.silent.pass)

@@ -384,23 +384,29 @@ func compare(cur, base MetricStats) (comparison, string) {
 	if len(cur.CaseMeans) == 0 || len(base.CaseMeans) == 0 {
 		return compareUnpaired(c, cur, base)
 	}
-	var ids []string
-	for id := range cur.CaseMeans {
-		if _, ok := base.CaseMeans[id]; ok {
-			ids = append(ids, id)
-		} else {
+	grouped := len(cur.Groups) > 0 || len(base.Groups) > 0
+	var ids []string // the matched ids, kept only when clustering needs them
+	var d, curMeans, baseMeans []float64
+	for id, x := range cur.CaseMeans {
+		b, ok := base.CaseMeans[id]
+		if !ok {
 			c.added = append(c.added, id)
+			continue
 		}
+		if grouped {
+			ids = append(ids, id)
+		}
+		d = append(d, b-x)
+		curMeans, baseMeans = append(curMeans, x), append(baseMeans, b)
 	}
 	for id := range base.CaseMeans {
 		if _, ok := cur.CaseMeans[id]; !ok {
 			c.removed = append(c.removed, id)
 		}
 	}
-	slices.Sort(ids) // map order must not change the floating-point sums
 	slices.Sort(c.added)
 	slices.Sort(c.removed)
-	n := len(ids)
+	n := len(d)
 	c.matched = n
 	c.basis = fmt.Sprintf("paired over %d matched cases", n)
 	if len(c.added) > 0 || len(c.removed) > 0 {
@@ -410,11 +416,18 @@ func compare(cur, base MetricStats) (comparison, string) {
 		return c, fmt.Sprintf("only %d of the current run's case ids are in the baseline (%d added, %d removed); a paired comparison needs at least 2 matched cases",
 			n, len(c.added), len(c.removed))
 	}
-	curMeans, baseMeans := make([]float64, n), make([]float64, n)
-	d := make([]float64, n)
-	for i, id := range ids {
-		curMeans[i], baseMeans[i] = cur.CaseMeans[id], base.CaseMeans[id]
-		d[i] = baseMeans[i] - curMeans[i]
+	// Map order must not change the floating-point sums: sort by id when the ids are
+	// needed for the clusters, else sort the values.
+	if grouped {
+		slices.Sort(ids)
+		for i, id := range ids {
+			curMeans[i], baseMeans[i] = cur.CaseMeans[id], base.CaseMeans[id]
+			d[i] = baseMeans[i] - curMeans[i]
+		}
+	} else {
+		slices.Sort(d)
+		slices.Sort(curMeans)
+		slices.Sort(baseMeans)
 	}
 	wc, wb, unknown := within(cur, base, curMeans, baseMeans)
 	mean, v := meanVar(d)
@@ -446,7 +459,7 @@ func compare(cur, base MetricStats) (comparison, string) {
 	tau2 := excessVariance(v, wc/c.kc+wb/c.kb, nf-1) // variance of the true per-case change
 	// Its upper limit: a few cases cannot tell a change that varies from case to case from
 	// run-to-run noise, and runs do nothing against the former.
-	tau2Upper := max(tau2, v*assurance(nf-1)-(wc/c.kc+wb/c.kb))
+	tau2Upper := max(tau2, v*upperFactor(nf-1, SpreadAssurance)-(wc/c.kc+wb/c.kb))
 	c.a, c.wc, c.wb, c.aUpper = c.deff*tau2/nf, c.deff*wc/nf, c.deff*wb/nf, c.deff*tau2Upper/nf
 	return c, ""
 }
@@ -603,11 +616,12 @@ func plan(r *ThresholdResult, c comparison, m int) {
 	r.RunsNeeded = runsFor(target-c.a-c.wb/c.kb, c.wc)
 	r.RunsNeededNewBaseline = runsFor(target-c.a, c.wc+c.wb)
 	// Runs shrink only the run-to-run part of SE²; the case-to-case spread of the change
-	// stays. With few cases that spread is barely estimated, so advice to run more is
-	// given only if the MDE could reach delta with infinitely many runs even with the
-	// spread at its PlanningAssurance upper limit; otherwise only more cases help.
+	// stays. With few cases that spread is barely estimated, so runs are advised only if,
+	// with the spread at its SpreadAssurance upper limit (aUpper), infinitely many runs
+	// would bring the MDE within delta; otherwise only more cases help.
 	budget := (delta / lambda) * (delta / lambda)
-	spreadBound := c.aUpper > budget && (r.RunsNeeded > 0 || r.RunsNeededNewBaseline > 0)
+	measure := max(r.RunsNeeded, r.RunsNeededNewBaseline) // runs at which the spread would be measured
+	spreadBound := c.aUpper > budget && measure > 0
 	if spreadBound {
 		r.RunsNeeded, r.RunsNeededNewBaseline = 0, 0
 	}
@@ -615,6 +629,10 @@ func plan(r *ThresholdResult, c comparison, m int) {
 	case spreadBound:
 		r.Advice = fmt.Sprintf("more runs cannot be relied on: with %d cases the change may vary from case to case by up to %.4f (standard deviation, %g%% upper limit), which no number of runs averages out; use at least %d cases at %d runs, or raise maxRegression above %.4f",
 			c.n, math.Sqrt(c.aUpper*float64(c.n)/c.deff), 100*PlanningAssurance, r.CasesNeeded, int(c.kc), r.MDE)
+		if c.a == 0 {
+			// Nothing shows such a spread yet; only the runs' own noise hides it.
+			r.Advice += fmt.Sprintf(" (%d runs per case would show whether the spread is that large)", measure)
+		}
 	case r.RunsNeeded > 0:
 		r.Advice = fmt.Sprintf("run at least %d runs per case (MDE at %d runs: %.4f; needed: ≤ %.4f)", r.RunsNeeded, int(c.kc), r.MDE, delta)
 	case r.RunsNeededNewBaseline > 0:
@@ -634,6 +652,17 @@ func plan(r *ThresholdResult, c comparison, m int) {
 // promised power despite estimating the variances from the same data: plans use the
 // one-sided upper confidence limit of the variance at this level (Browne, 1995).
 const PlanningAssurance = 0.8
+
+// SpreadAssurance is the confidence with which the gate rules out that the change varies
+// so much from case to case that no number of runs could reach the MDE before it advises
+// runs: it plans with that variance at its one-sided upper confidence limit at this level.
+const SpreadAssurance = 0.8
+
+// upperFactor returns df/χ²_{1−level}(df), the factor by which the one-sided upper
+// confidence limit at level of a variance with df degrees of freedom exceeds its estimate.
+func upperFactor(df, level float64) float64 {
+	return df / distuv.ChiSquared{K: df}.Quantile(1-level)
+}
 
 // assurance returns the factor df/χ²_{1−PlanningAssurance}(df) by which the one-sided
 // upper confidence limit of a variance exceeds its estimate.

@@ -31,7 +31,7 @@ func TestEvalCapitals(t *testing.T) {
 		{"worse model regresses", []string{"testdata/eval/capitals-worse.cue"}, cli.ExitRegression,
 			[]string{"+0.300", "regression", "exceeds maxRegression", "largest drops (5 of 29 cases that dropped)"}},
 		{"too few runs is inconclusive", []string{capitals, "--runs", "1", "--seed", "2"}, cli.ExitInconclusive,
-			[]string{"30 cases × 1 run = 30 samples", "inconclusive", "MDE", "runs per case", "MDE at 1 run:"}},
+			[]string{"30 cases × 1 run = 30 samples", "inconclusive", "MDE", "runs per case", "cases at 1 run,"}},
 		{"inconclusive mapped to pass", []string{capitals, "--runs", "1", "--seed", "2", "--on-inconclusive", "pass"}, cli.ExitOK,
 			[]string{"verdict: inconclusive"}},
 		{"inconclusive mapped to fail", []string{capitals, "--runs", "1", "--seed", "2", "--on-inconclusive", "fail"}, cli.ExitRegression,

@@ -41,6 +41,9 @@ func NewBaseline(r *Result, aidVersion, note string) (*Baseline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build baseline: %w", err)
 	}
+	if err := checkMetrics(stats); err != nil {
+		return nil, fmt.Errorf("build baseline: %w", err)
+	}
 	return &Baseline{
 		Dataset:        r.Dataset,
 		DatasetVersion: r.DatasetVersion,
@@ -67,6 +70,7 @@ type metricWire struct {
 	CaseMeans          map[string]fixed6 `json:"caseMeans"`
 	Cases              int               `json:"cases"`
 	Errors             int               `json:"errors"`
+	Groups             map[string]string `json:"groups,omitempty"`
 	Mean               fixed6            `json:"mean"`
 	ModelDerived       bool              `json:"modelDerived"`
 	Runs               int               `json:"runs"`
@@ -106,6 +110,9 @@ func (f *fixed6) UnmarshalJSON(b []byte) error {
 // indentation, every number with six decimals, and a trailing newline. The same baseline
 // always encodes to the same bytes.
 func MarshalBaseline(b *Baseline) ([]byte, error) {
+	if err := checkMetrics(b.Metrics); err != nil {
+		return nil, fmt.Errorf("encode baseline: %w", err)
+	}
 	w := baselineWire{
 		AidVersion: b.AidVersion, Dataset: b.Dataset, DatasetVersion: b.DatasetVersion,
 		Format: BaselineFormat, Models: b.Models, Note: b.Note,
@@ -124,6 +131,7 @@ func MarshalBaseline(b *Baseline) ([]byte, error) {
 			CaseMeans: cm, Cases: m.Cases, Errors: m.Errors, Mean: fixed6(m.Mean),
 			ModelDerived: m.ModelDerived, Runs: m.Runs, StdDev: fixed6(m.StdDev),
 			StdErr: fixed6(m.StdErr), WithinCaseVariance: fixed6(m.WithinCaseVariance),
+			Groups: m.Groups,
 		}
 	}
 	var buf bytes.Buffer
@@ -172,6 +180,9 @@ func ParseBaseline(name string, data []byte) (*Baseline, error) {
 			StdDev: float64(m.StdDev), StdErr: float64(m.StdErr),
 			WithinCaseVariance: float64(m.WithinCaseVariance), Errors: m.Errors,
 		}
+		if len(m.Groups) > 0 {
+			st.Groups = m.Groups // a baseline written before groups existed has none
+		}
 		if len(m.CaseMeans) > 0 {
 			st.CaseMeans = make(map[string]float64, len(m.CaseMeans))
 			for id, v := range m.CaseMeans {
@@ -190,7 +201,11 @@ func ParseBaseline(name string, data []byte) (*Baseline, error) {
 	return b, nil
 }
 
-// checkStats rejects statistics no run could have produced.
+// checkStats rejects statistics no run could have produced: non-finite or out-of-range
+// numbers, counts below 1, case means that do not match the case count, groups of
+// unknown cases. It is the one validation of [MetricStats], used by [NewBaseline],
+// [MarshalBaseline], [ParseBaseline] and [Gate], so that a baseline that can be written
+// can also be read.
 func checkStats(st MetricStats) error {
 	var errs []error
 	if st.Runs < 1 {
@@ -199,18 +214,45 @@ func checkStats(st MetricStats) error {
 	if st.Cases < 1 {
 		errs = append(errs, fmt.Errorf("cases %d must be at least 1", st.Cases))
 	}
-	if st.Mean < 0 || st.Mean > 1 {
-		errs = append(errs, fmt.Errorf("mean %v is outside [0, 1]", st.Mean))
+	if st.Errors < 0 {
+		errs = append(errs, fmt.Errorf("errors %d must not be negative", st.Errors))
 	}
-	if st.StdDev < 0 || st.StdErr < 0 || st.WithinCaseVariance < 0 {
-		errs = append(errs, errors.New("spreads must not be negative"))
+	if !inUnit(st.Mean) {
+		errs = append(errs, fmt.Errorf("mean %v is not a finite number in [0, 1]", st.Mean))
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"stdDev", st.StdDev}, {"stdErr", st.StdErr}, {"withinCaseVariance", st.WithinCaseVariance}} {
+		if !finite(f.v) || f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %v must be a finite number at least 0", f.name, f.v))
+		}
 	}
 	if st.CaseMeans != nil && len(st.CaseMeans) != st.Cases {
 		errs = append(errs, fmt.Errorf("has %d case means for %d cases", len(st.CaseMeans), st.Cases))
 	}
 	for _, id := range slices.Sorted(maps.Keys(st.CaseMeans)) {
-		if v := st.CaseMeans[id]; v < 0 || v > 1 {
-			errs = append(errs, fmt.Errorf("case %q: mean %v is outside [0, 1]", id, v))
+		if v := st.CaseMeans[id]; !inUnit(v) {
+			errs = append(errs, fmt.Errorf("case %q: mean %v is not a finite number in [0, 1]", id, v))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(st.Groups)) {
+		if _, ok := st.CaseMeans[id]; !ok {
+			errs = append(errs, fmt.Errorf("groups: case %q has no case mean", id))
+		}
+		if st.Groups[id] == "" {
+			errs = append(errs, fmt.Errorf("groups: case %q has an empty group", id))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkMetrics applies checkStats to every metric, in name order.
+func checkMetrics(metrics map[string]MetricStats) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(metrics)) {
+		if err := checkStats(metrics[name]); err != nil {
+			errs = append(errs, fmt.Errorf("metric %q: %w", name, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -285,7 +327,8 @@ func (c BaselineChange) String() string {
 }
 
 // DiffBaselines lists what changed from old to new, in a stable order: header fields,
-// then metrics by name (runs, cases, mean, spreads, errors, then case means by id). old
+// then metrics by name (runs, cases, mean, spreads, errors, then case means and groups
+// by id). old
 // may be nil, for a first baseline; cur is the new one. Values are compared as written, with six decimals.
 func DiffBaselines(old, cur *Baseline) []BaselineChange {
 	if old == nil {
@@ -349,6 +392,16 @@ func DiffBaselines(old, cur *Baseline) []BaselineChange {
 				sb = f6(b)
 			}
 			add(p+".caseMeans."+id, sa, sb)
+		}
+		gids := slices.Sorted(maps.Keys(o.Groups))
+		for id := range w.Groups {
+			if _, ok := o.Groups[id]; !ok {
+				gids = append(gids, id)
+			}
+		}
+		slices.Sort(gids)
+		for _, id := range gids {
+			add(p+".groups."+id, o.Groups[id], w.Groups[id])
 		}
 	}
 	return out

@@ -135,7 +135,7 @@ func TestReadBaselineErrors(t *testing.T) {
 		{"wrong format", `{"format":"other/v9"}`, `format "other/v9" is not "aid-baseline/v1"; regenerate`},
 		{"trailing data", valid + "{}", "data after the baseline object"},
 		{"bad stats", strings.Replace(strings.Replace(valid, `"mean":0.5`, `"mean":1.5`, 1), `"runs":2`, `"runs":0`, 1),
-			`metric "m": runs 0 must be at least 1` + "\n" + `mean 1.5 is outside [0, 1]`},
+			`metric "m": runs 0 must be at least 1` + "\n" + `mean 1.5 is not a finite number in [0, 1]`},
 		{"case means count", strings.Replace(valid, `"cases":1`, `"cases":2`, 1), "has 1 case means for 2 cases"},
 	}
 	for _, tt := range tests {

@@ -1,10 +1,12 @@
 package eval_test
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -28,6 +30,8 @@ type population struct {
 	binary bool
 	// mean is the population's mean difficulty, used when case sets are drawn afresh.
 	mean float64
+	// cycle, when set, fixes the true means instead: case i has cycle[i mod len(cycle)].
+	cycle []float64
 }
 
 // scenario is one calibration setting.
@@ -39,14 +43,44 @@ type scenario struct {
 	delta    float64
 	alpha    float64
 	// unpaired draws the baseline's and the current run's cases independently from the
-	// population (as after a dataset change), which forces the Welch comparison.
+	// population and drops the baseline's per-case means: the explicit Welch comparison.
 	unpaired bool
+	// renamed gives the current run's first renamed cases new ids and fresh difficulties:
+	// a dataset edit that removes some cases and adds others.
+	renamed int
+	// hardest restricts the current run to the hardest cases of the dataset (lowest true
+	// mean): a non-random subset of the baseline's cases.
+	hardest int
+	// groupSize > 0 puts consecutive cases in groups of that size whose runs share noise
+	// (a Gaussian copula with correlation rho between the cases of a group in one run);
+	// declared says whether the cases carry their group.
+	groupSize int
+	rho       float64
+	declared  bool
+	// runs > 0 fixes the current run's number of runs for every figure: the scenario is
+	// too small for any advice to be feasible, and only its error rates are checked.
+	runs int
+	// fewCases marks a scenario with so few cases that the spread of the change from case
+	// to case, which runs cannot average out, decides: most pilots must advise more cases,
+	// and every figure follows each pilot's advice (RunsNeeded runs, or CasesNeeded cases
+	// at 2 runs).
+	fewCases bool
+	// showsProblem marks a scenario that demonstrates a miscalibration the gate cannot
+	// see (undeclared groups): its boundary rate must exceed alpha.
+	showsProblem bool
 }
 
 func calibrationScenarios() []scenario {
 	beta := func(a, b float64) func(*rand.Rand, rand.Source) float64 {
 		return func(_ *rand.Rand, src rand.Source) float64 { return distuv.Beta{Alpha: a, Beta: b, Src: src}.Rand() }
 	}
+	fixed := func(v float64) func(*rand.Rand, rand.Source) float64 {
+		return func(*rand.Rand, rand.Source) float64 { return v }
+	}
+	clustered := scenario{name: "groups-declared", pop: population{difficulty: beta(5, 5)},
+		cases: 100, baseRuns: 10, delta: 0.05, alpha: 0.05, groupSize: 5, rho: 0.5, declared: true}
+	undeclared := clustered
+	undeclared.name, undeclared.declared, undeclared.showsProblem = "groups-undeclared", false, true
 	return []scenario{
 		{name: "binary", pop: population{difficulty: beta(6, 4), binary: true},
 			cases: 200, baseRuns: 10, delta: 0.05, alpha: 0.05},
@@ -64,10 +98,28 @@ func calibrationScenarios() []scenario {
 				return 0.2 + 0.6*r.Float64()
 			}
 		}}, cases: 150, baseRuns: 10, delta: 0.05, alpha: 0.05},
-		// Different case sets on the two sides; difficulty is triangular on [0, 1].
+		// A baseline without per-case means and different case sets on the two sides;
+		// difficulty is triangular on [0, 1].
 		{name: "unpaired-welch", pop: population{binary: true, mean: 0.5, difficulty: func(r *rand.Rand, _ rand.Source) float64 {
 			return (r.Float64() + r.Float64()) / 2
 		}}, cases: 200, baseRuns: 10, delta: 0.08, alpha: 0.05, unpaired: true},
+		// 10 of 100 case ids renamed: the 90 matched cases are paired.
+		{name: "renamed-10-of-100", pop: population{difficulty: beta(6, 4), binary: true},
+			cases: 100, baseRuns: 30, delta: 0.05, alpha: 0.05, renamed: 10},
+		// The current run covers only the 50 hardest of 100 cases.
+		{name: "hardest-50-of-100", pop: population{difficulty: beta(6, 4), binary: true},
+			cases: 100, baseRuns: 10, delta: 0.1, alpha: 0.05, hardest: 50},
+		clustered, undeclared,
+		// Variance-free data by chance: two binary cases, and ten easy cases with one run
+		// on each side, where all differences are 0 with probability ≈ 0.13.
+		{name: "two-cases", pop: population{difficulty: beta(6, 4), binary: true},
+			cases: 2, baseRuns: 10, delta: 0.05, alpha: 0.05, runs: 10},
+		{name: "ten-easy-1-run", pop: population{difficulty: fixed(0.95), binary: true},
+			cases: 10, baseRuns: 1, delta: 0.05, alpha: 0.05, runs: 1},
+		// Five cases whose change is uneven: the regression scales each case's mean, and
+		// one case is nearly always wrong, so it barely moves.
+		{name: "uneven-5-cases", pop: population{binary: true, cycle: []float64{0.9, 0.8, 0.85, 0.75, 0.05}},
+			cases: 5, baseRuns: 200, delta: 0.1, alpha: 0.05, fewCases: true},
 	}
 }
 
@@ -75,9 +127,11 @@ type simulator struct {
 	sc  scenario
 	src *rand.PCG
 	r   *rand.Rand
-	ids []string
-	mus []float64 // the fixed dataset's true case means
-	// mean is the true mean the regression is relative to: the fixed dataset's, or the
+	// The baseline's cases and the current run's cases, with their true means.
+	baseIDs, curIDs []string
+	baseMus, curMus []float64
+	groups          map[string]string
+	// mean is the true mean the regression is relative to: the compared cases', or the
 	// population's when case sets are drawn afresh.
 	mean float64
 	bufs [2][][]float64
@@ -86,17 +140,47 @@ type simulator struct {
 func newSimulator(sc scenario, seed uint64) *simulator {
 	src := rand.NewPCG(seed, 0x5eed)
 	s := &simulator{sc: sc, src: src, r: rand.New(src)}
-	s.ids = make([]string, sc.cases)
-	for i := range s.ids {
-		s.ids[i] = fmt.Sprintf("c%04d", i)
+	s.baseIDs = make([]string, sc.cases)
+	for i := range s.baseIDs {
+		s.baseIDs[i] = fmt.Sprintf("c%04d", i)
 	}
-	s.mus = s.drawCases()
-	for _, mu := range s.mus {
+	s.baseMus = s.drawCases()
+	s.curIDs, s.curMus = slices.Clone(s.baseIDs), slices.Clone(s.baseMus)
+	compared := s.baseMus
+	switch {
+	case sc.renamed > 0:
+		for i := range sc.renamed {
+			s.curIDs[i] = fmt.Sprintf("n%04d", i)
+			s.curMus[i] = sc.pop.difficulty(s.r, s.src)
+		}
+		compared = s.baseMus[sc.renamed:]
+	case sc.hardest > 0:
+		idx := make([]int, sc.cases)
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(s.baseMus[a], s.baseMus[b]) })
+		idx = idx[:sc.hardest]
+		slices.Sort(idx)
+		s.curIDs, s.curMus = nil, nil
+		for _, i := range idx {
+			s.curIDs = append(s.curIDs, s.baseIDs[i])
+			s.curMus = append(s.curMus, s.baseMus[i])
+		}
+		compared = s.curMus
+	}
+	for _, mu := range compared {
 		s.mean += mu
 	}
-	s.mean /= float64(len(s.mus))
+	s.mean /= float64(len(compared))
 	if sc.unpaired {
 		s.mean = sc.pop.mean
+	}
+	if sc.groupSize > 0 && sc.declared {
+		s.groups = map[string]string{}
+		for i, id := range s.baseIDs {
+			s.groups[id] = fmt.Sprintf("g%d", i/sc.groupSize)
+		}
 	}
 	return s
 }
@@ -104,6 +188,10 @@ func newSimulator(sc scenario, seed uint64) *simulator {
 func (s *simulator) drawCases() []float64 {
 	mus := make([]float64, s.sc.cases)
 	for i := range mus {
+		if c := s.sc.pop.cycle; c != nil {
+			mus[i] = c[i%len(c)]
+			continue
+		}
 		mus[i] = s.sc.pop.difficulty(s.r, s.src)
 	}
 	return mus
@@ -111,7 +199,7 @@ func (s *simulator) drawCases() []float64 {
 
 // stats samples runs of every case whose true means are mus scaled by (1−shrink): a
 // regression that hits every case in proportion to how often it was right.
-func (s *simulator) stats(side int, mus []float64, runs int, shrink float64) eval.MetricStats {
+func (s *simulator) stats(side int, ids []string, mus []float64, runs int, shrink float64) eval.MetricStats {
 	buf := s.bufs[side]
 	if len(buf) != len(mus) || len(buf[0]) != runs {
 		buf = make([][]float64, len(mus))
@@ -120,12 +208,44 @@ func (s *simulator) stats(side int, mus []float64, runs int, shrink float64) eva
 		}
 		s.bufs[side] = buf
 	}
+	var shared []float64 // one standard normal per group and run
+	if s.sc.groupSize > 0 {
+		shared = make([]float64, (len(mus)/s.sc.groupSize+1)*runs)
+		for i := range shared {
+			shared[i] = s.r.NormFloat64()
+		}
+	}
 	for i, mu := range mus {
 		mu *= 1 - shrink
 		row := buf[i]
+		if shared != nil {
+			// Correlated runs: u is uniform on [0, 1] with a Gaussian copula shared by the
+			// cases of one group in one run.
+			g := i / s.sc.groupSize
+			a := min(mu, 1-mu)
+			for k := range row {
+				z := math.Sqrt(s.sc.rho)*shared[g*runs+k] + math.Sqrt(1-s.sc.rho)*s.r.NormFloat64()
+				u := 0.5 * math.Erfc(-z/math.Sqrt2)
+				if s.sc.pop.binary {
+					row[k] = 0
+					if u < mu {
+						row[k] = 1
+					}
+				} else {
+					row[k] = mu + a*(2*u-1)
+				}
+			}
+			continue
+		}
 		if s.sc.pop.binary {
 			// One uniform per case: invert the binomial CDF, then lay out the successes.
-			k := binomial(s.r.Float64(), runs, mu)
+			// Inversion costs O(runs); a baseline of hundreds of runs draws directly.
+			var k int
+			if runs > 50 {
+				k = int(distuv.Binomial{N: float64(runs), P: mu, Src: s.src}.Rand())
+			} else {
+				k = binomial(s.r.Float64(), runs, mu)
+			}
 			for j := range row {
 				row[j] = 0
 				if j < k {
@@ -139,9 +259,15 @@ func (s *simulator) stats(side int, mus []float64, runs int, shrink float64) eva
 			row[j] = mu + a*(2*s.r.Float64()-1)
 		}
 	}
-	st, err := eval.NewMetricStats(s.ids, buf)
+	st, err := eval.NewMetricStats(ids, buf)
 	if err != nil {
 		panic(err)
+	}
+	if s.groups != nil {
+		st.Groups = make(map[string]string, len(ids))
+		for _, id := range ids {
+			st.Groups[id] = s.groups[id]
+		}
 	}
 	return st
 }
@@ -171,15 +297,15 @@ func binomial(u float64, n int, p float64) int {
 
 // pair simulates a baseline and a current run whose true mean is lower by regression.
 func (s *simulator) pair(runs int, regression float64) (cur, base eval.MetricStats) {
-	baseMus, curMus := s.mus, s.mus
+	baseMus, curMus := s.baseMus, s.curMus
 	if s.sc.unpaired {
 		baseMus, curMus = s.drawCases(), s.drawCases()
 	}
-	base = s.stats(0, baseMus, s.sc.baseRuns, 0)
+	base = s.stats(0, s.baseIDs, baseMus, s.sc.baseRuns, 0)
 	if s.sc.unpaired {
-		base.CaseMeans = nil // different cases: the gate must not pair them
+		base.CaseMeans = nil // no per-case means: the gate must compare unpaired
 	}
-	cur = s.stats(1, curMus, runs, regression/s.mean)
+	cur = s.stats(1, s.curIDs, curMus, runs, regression/s.mean)
 	return cur, base
 }
 
@@ -221,18 +347,21 @@ func (s *simulator) rates(n, runs int, regression float64) rates {
 }
 
 // recommendedRuns is the median of the RunsNeeded that the gate reports on pilot runs
-// with 2 runs per case drawn from the same truth: the advice a user would follow.
-func (s *simulator) recommendedRuns(pilots int, regression float64) int {
+// with 2 runs per case drawn from the same truth: the advice a user would follow. It
+// also returns the share of pilots that said no number of runs suffices.
+func (s *simulator) recommendedRuns(pilots int, regression float64) (int, float64) {
 	ks := make([]int, 0, pilots)
+	none := 0
 	for range pilots {
 		k := s.gate(2, regression).RunsNeeded
 		if k == 0 {
 			k = math.MaxInt32
+			none++
 		}
 		ks = append(ks, k)
 	}
 	slices.Sort(ks)
-	return ks[len(ks)/2]
+	return ks[len(ks)/2], float64(none) / float64(pilots)
 }
 
 // tolerance is three binomial standard errors of a rate p estimated from n trials.
@@ -240,16 +369,19 @@ func tolerance(p float64, n int) float64 { return 3 * math.Sqrt(p*(1-p)/float64(
 
 // figures is what one calibration scenario measured.
 type figures struct {
+	ran                       bool
 	k0, k2                    int
+	noRuns                    float64 // share of pilots advising that no number of runs suffices
+	cases                     int     // the cases the gates were run with, when the advice was more cases
 	null, edge, power, silent rates
 }
 
+// gatesPerFigure is the number of simulated gates behind every rate in the table.
+const gatesPerFigure = 2000
+
 func TestCalibration(t *testing.T) {
 	t.Parallel()
-	nNull, nEdge, nPower, nSilent, pilots := 2000, 1000, 1000, 300, 25
-	if testing.Short() {
-		nNull, nEdge, nPower, nSilent = 1000, 500, 500, 200
-	}
+	const n, pilots = gatesPerFigure, 25
 	scenarios := calibrationScenarios()
 	got := make([]figures, len(scenarios))
 	t.Run("scenarios", func(t *testing.T) {
@@ -258,61 +390,161 @@ func TestCalibration(t *testing.T) {
 				t.Parallel()
 				s := newSimulator(sc, uint64(100+i))
 				f := &got[i]
-				tol := tolerance(sc.alpha, nNull)
+				tol := tolerance(sc.alpha, n)
 
-				f.k0 = s.recommendedRuns(pilots, 0)
-				if f.k0 > 100 {
-					t.Fatalf("no-change pilots recommend %d runs; the scenario should be feasible", f.k0)
+				type advice struct {
+					sim  *simulator
+					runs int
 				}
-				f.null = s.rates(nNull, f.k0, 0)
-				t.Logf("no change, %d runs (recommended): %v", f.k0, f.null)
+				var follow []advice // the advice of each pilot, when the scenario follows it
+				switch {
+				case sc.fewCases:
+					// Pilots at 2 runs with a true regression of 2δ: runs cannot reach the MDE
+					// here, so the advice should be more cases. Every figure follows each
+					// pilot's own advice, runs or cases, for an equal share of its gates.
+					var cases []int
+					advisedRuns := 0
+					for p := range 4 * pilots {
+						r := s.gate(2, 2*sc.delta)
+						switch {
+						case r.RunsNeeded > 0:
+							advisedRuns++
+							follow = append(follow, advice{s, r.RunsNeeded})
+							continue
+						case r.Verdict != eval.Inconclusive:
+							follow = append(follow, advice{s, 2}) // nothing to follow
+							continue
+						case !strings.Contains(r.Advice, fmt.Sprintf("use at least %d cases", r.CasesNeeded)):
+							t.Errorf("advice %q does not name the %d cases needed", r.Advice, r.CasesNeeded)
+						case r.CasesNeeded > 5000:
+							t.Fatalf("a pilot advises %d cases; the scenario should be feasible with more cases", r.CasesNeeded)
+						}
+						more := sc
+						more.cases = r.CasesNeeded
+						follow = append(follow, advice{newSimulator(more, uint64(1000*i+p)), 2})
+						cases = append(cases, r.CasesNeeded)
+					}
+					f.noRuns = 1 - float64(advisedRuns)/float64(len(follow))
+					if f.noRuns < 2.0/3 {
+						t.Errorf("%d of %d pilots advise more runs, which cannot reach the MDE here; want at most a third", advisedRuns, len(follow))
+					}
+					slices.Sort(cases)
+					f.cases = cases[len(cases)/2]
+					f.k0, f.k2 = 2, 2
+				case sc.runs > 0:
+					f.k0, f.k2 = sc.runs, sc.runs
+				default:
+					f.k0, f.noRuns = s.recommendedRuns(pilots, 0)
+					if f.k0 > 100 {
+						t.Fatalf("no-change pilots recommend %d runs; the scenario should be feasible", f.k0)
+					}
+				}
+				rate := func(runs int, regression float64) rates {
+					if follow == nil {
+						return s.rates(n, runs, regression)
+					}
+					var out rates
+					per := n / len(follow)
+					for _, a := range follow { // counts, so that the rates are exact fractions
+						r := a.sim.rates(per, a.runs, regression)
+						out.pass += math.Round(r.pass * float64(per))
+						out.regression += math.Round(r.regression * float64(per))
+						out.inconclusive += math.Round(r.inconclusive * float64(per))
+					}
+					total := float64(per * len(follow))
+					return rates{out.pass / total, out.regression / total, out.inconclusive / total}
+				}
+				f.null = rate(f.k0, 0)
+				t.Logf("no change, %d runs: %v", f.k0, f.null)
 				if f.null.regression > sc.alpha+tol {
 					t.Errorf("false-alarm rate %.4f > alpha %.2f + %.4f", f.null.regression, sc.alpha, tol)
 				}
 				// A gate that calls most no-change runs inconclusive would be useless.
-				if f.null.inconclusive > 0.10 {
+				if sc.runs == 0 && f.null.inconclusive > 0.10 {
 					t.Errorf("no-change runs at the recommended runs are inconclusive %.3f of the time, want ≤ 0.10", f.null.inconclusive)
 				}
 
 				// The sharpest calibration point: a true regression of exactly maxRegression
 				// is the boundary of the null hypothesis, where the false-alarm rate should be
-				// alpha itself. Each scenario is held to 4 binomial SEs here (four scenarios
-				// are checked); the pooled rate below is held to 3.
-				f.edge = s.rates(nEdge, f.k0, sc.delta)
+				// alpha itself. Each scenario is held to 4 binomial SEs here (several
+				// scenarios are checked); the pooled rate below is held to 3.
+				f.edge = rate(f.k0, sc.delta)
 				t.Logf("regression = maxRegression, %d runs: %v", f.k0, f.edge)
-				if lim := sc.alpha + tolerance(sc.alpha, nEdge)*4/3; f.edge.regression > lim {
+				switch lim := sc.alpha + tol*4/3; {
+				case sc.showsProblem && f.edge.regression <= sc.alpha+tol:
+					t.Errorf("undeclared groups: boundary rate %.4f is within alpha; the scenario no longer shows why groups matter", f.edge.regression)
+				case !sc.showsProblem && f.edge.regression > lim:
 					t.Errorf("rate of failing a regression of exactly maxRegression %.4f > %.4f", f.edge.regression, lim)
 				}
 
-				f.k2 = s.recommendedRuns(pilots, 2*sc.delta)
-				f.power = s.rates(nPower, f.k2, 2*sc.delta)
-				t.Logf("regression = 2×maxRegression, %d runs (recommended): %v", f.k2, f.power)
-				if f.power.regression < 0.80 {
-					t.Errorf("power %.3f at the recommended %d runs < 0.80", f.power.regression, f.k2)
+				if sc.runs == 0 {
+					if !sc.fewCases {
+						f.k2, _ = s.recommendedRuns(pilots, 2*sc.delta)
+						if f.k2 > 100 {
+							t.Fatalf("pilots with a regression of 2×maxRegression recommend %d runs; the scenario should be feasible", f.k2)
+						}
+					}
+					f.power = rate(f.k2, 2*sc.delta)
+					t.Logf("regression = 2×maxRegression, %d runs (recommended): %v", f.k2, f.power)
+					// Following the advice of pilots with five cases: a third of them cannot see
+					// the spread of the change through their own run noise and still advise
+					// runs (the gate advises cases at that run), so the bound is lower there.
+					want := 0.80
+					if sc.fewCases {
+						want = 0.75
+					}
+					if !sc.showsProblem && f.power.regression < want {
+						t.Errorf("power %.3f following the advice (%d runs) < %.2f", f.power.regression, f.k2, want)
+					}
 				}
 
 				// Too few runs: the gate must say inconclusive rather than pass a regression.
-				f.silent = s.rates(nSilent, 1, 2*sc.delta)
-				t.Logf("regression = 2×maxRegression, 1 run: %v", f.silent)
+				silentRuns := 1
+				if sc.runs > 0 {
+					silentRuns = sc.runs
+				}
+				f.silent = s.rates(n, silentRuns, 2*sc.delta)
+				t.Logf("regression = 2×maxRegression, %d run(s): %v", silentRuns, f.silent)
 				if f.silent.pass > 0.05 {
 					t.Errorf("an underpowered gate passes a regression of 2×maxRegression %.3f of the time, want ≤ 0.05", f.silent.pass)
 				}
+				f.ran = true
 			})
 		}
 	})
-	if slices.ContainsFunc(got, func(f figures) bool { return f.k0 == 0 }) {
+	if slices.ContainsFunc(got, func(f figures) bool { return !f.ran }) {
 		return // a scenario did not run (-run selected one) or failed early
 	}
 	var pooled float64
+	var calibrated int
+	t.Logf("%d gates per rate; α = 0.05; k = runs per case (recommended by pilots unless fixed)", n)
+	t.Logf("%-19s %5s %4s %11s %11s %9s %11s %4s %8s %11s %11s", "scenario", "cases", "k", "null alarm", "null inconc", "no-runs", "R=δ alarm", "k", "R=2δ pow", "silent k", "silent pass")
 	for i, f := range got {
-		pooled += f.edge.regression
-		t.Logf("%-18s no change @%d runs: false alarm %.4f, inconclusive %.3f | R=δ @%d: false alarm %.4f | R=2δ @%d: power %.3f | R=2δ @1: pass %.3f, inconclusive %.3f",
-			scenarios[i].name, f.k0, f.null.regression, f.null.inconclusive, f.k0, f.edge.regression, f.k2, f.power.regression, f.silent.pass, f.silent.inconclusive)
+		sc := scenarios[i]
+		if !sc.showsProblem {
+			pooled += f.edge.regression
+			calibrated++
+		}
+		power := "-"
+		k2 := "-"
+		if sc.runs == 0 {
+			power, k2 = fmt.Sprintf("%.3f", f.power.regression), fmt.Sprint(f.k2)
+		}
+		silentK := 1
+		if sc.runs > 0 {
+			silentK = sc.runs
+		}
+		cases := sc.cases
+		if f.cases > 0 {
+			cases = f.cases
+		}
+		t.Logf("%-19s %5d %4d %11.4f %11.3f %9.2f %11.4f %4s %8s %11d %11.4f", sc.name, cases, f.k0, f.null.regression, f.null.inconclusive, f.noRuns,
+			f.edge.regression, k2, power, silentK, f.silent.pass)
 	}
-	pooled /= float64(len(got))
+	pooled /= float64(calibrated)
 	alpha := scenarios[0].alpha
-	tol := tolerance(alpha, nEdge*len(got))
-	t.Logf("regression = maxRegression, pooled over %d scenarios: false alarms %.4f", len(got), pooled)
+	tol := tolerance(alpha, n*calibrated)
+	t.Logf("regression = maxRegression, pooled over %d calibrated scenarios: false alarms %.4f", calibrated, pooled)
 	if pooled > alpha+tol {
 		t.Errorf("pooled rate of failing a regression of exactly maxRegression %.4f > alpha %.2f + %.4f", pooled, alpha, tol)
 	}
@@ -324,10 +556,7 @@ func TestCalibration(t *testing.T) {
 // rate at alpha.
 func TestHolmCalibration(t *testing.T) {
 	t.Parallel()
-	n := 1000
-	if testing.Short() {
-		n = 500
-	}
+	n := gatesPerFigure
 	sc := calibrationScenarios()[0]
 	sc.cases = 100
 	sims := []*simulator{newSimulator(sc, 11), newSimulator(sc, 12), newSimulator(sc, 13)}
@@ -372,10 +601,7 @@ func TestHolmCalibration(t *testing.T) {
 // test on per-case means holds its rate. It guards against "simplifying" the gate back.
 func TestNaiveTestIsMiscalibrated(t *testing.T) {
 	t.Parallel()
-	n := 1000
-	if testing.Short() {
-		n = 500
-	}
+	n := gatesPerFigure
 	sc := calibrationScenarios()[3] // independent case sets, strong case-to-case spread
 	sc.cases = 100
 	s := newSimulator(sc, 21)

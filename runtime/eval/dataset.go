@@ -29,6 +29,12 @@ type Case struct {
 	Tags []string
 	// Metadata carries free-form per-case data that runners and custom metrics may use.
 	Metadata map[string]any
+	// Group, when set, names the cluster the case belongs to: cases whose scores move
+	// together (several questions on one document, paraphrases of one question). The gate
+	// treats a group, not a case, as the independent unit of its standard error (see the
+	// package documentation); a case without a group is its own cluster. In a dataset file
+	// it is the optional string field "group".
+	Group string
 }
 
 // HasTag reports whether the case carries the tag.
@@ -183,7 +189,10 @@ func LoadDataset(path string) (*Dataset, error) {
 }
 
 // ParseDatasetJSON parses a JSON dataset: either an object
-// {"name": ..., "version": ..., "cases": [...]} or a bare array of cases. A bare array takes
+// {"name": ..., "version": ..., "cases": [...]} or a bare array of cases. A case has the
+// fields "id", "input" and "expected" (required), "tags" (an array of strings),
+// "metadata" (an object) and "group" (a non-empty string naming the cluster of cases
+// whose scores move together, see [Case]). A bare array takes
 // its name from the file name without extension and has no version. The error, when not
 // nil, is a [DatasetErrorList] naming every problem with its position.
 func ParseDatasetJSON(filename string, data []byte) (*Dataset, error) {
@@ -480,6 +489,18 @@ func (p *parser) parseCase(obj []byte, base int) {
 			if err := json.Unmarshal(m.val, &c.Tags); err != nil || m.val[0] != '[' {
 				p.errorf(m.valOff, "tags must be an array of strings")
 			}
+		case "group":
+			if m.val[0] != '"' {
+				p.errorf(m.valOff, "group must be a string, got %s", kindOf(m.val))
+				continue
+			}
+			if err := json.Unmarshal(m.val, &c.Group); err != nil {
+				p.errorf(m.valOff, "group: %v", err)
+				continue
+			}
+			if c.Group == "" {
+				p.errorf(m.valOff, "group must not be empty; leave it out for a case of its own")
+			}
 		case "metadata":
 			if m.val[0] != '{' {
 				p.errorf(m.valOff, "metadata must be an object, got %s", kindOf(m.val))
@@ -489,7 +510,7 @@ func (p *parser) parseCase(obj []byte, base int) {
 				p.errorf(m.valOff, "metadata: %v", err)
 			}
 		default:
-			p.errorf(m.keyOff, "unknown field %q (want id, input, expected, tags, metadata)", m.key)
+			p.errorf(m.keyOff, "unknown field %q (want id, input, expected, tags, metadata, group)", m.key)
 		}
 	}
 	for _, miss := range []struct {

@@ -40,18 +40,60 @@
 //
 //	H0: R ≤ δ   (an allowed change)        H1: R > δ   (a harmful regression)
 //
-// Paired (the baseline has per-case means for exactly the current case ids): with
-// d_i = b̄_i − x̄_i,
+// Every score must be a finite number in [0, 1]; [NewMetricStats], [NewBaseline],
+// [MarshalBaseline], [ParseBaseline] and [Gate] refuse anything else with one validation,
+// so a baseline the tool writes is one it can read. A drop equal to δ within
+// [TieTolerance] counts as equal to δ (0.80 → 0.75 is 0.050000000000000044 in floating
+// point), and the allowance is inclusive.
 //
-//	R̂ = d̄,   SE = sd(d_i)/√n,   df = n − 1.
+// Matched cases. The gate pairs the case ids present in both the baseline and the
+// current run (the matched cases); ids only in the current run (added) or only in the
+// baseline (removed) are not compared, and [ThresholdResult] lists them, with a Basis
+// sentence saying what the verdict rests on. Each case is compared with itself, so a
+// current run over a non-random subset (the hardest half) is not biased by the cases it
+// left out. With fewer than 2 matched cases the threshold is Inconclusive. Only when a
+// side has no per-case means at all (a baseline written by hand from summary figures)
+// are the two means compared unpaired, with Welch's test, and Basis says so.
+//
+// Paired, over the n matched cases with d_i = b̄_i − x̄_i,
+//
+//	R̂ = d̄,   SE² = max( sd(d_i)²/n ,  (w̃_c/K_c + w̃_b/K_b)/n ),   df = n − 1.
 //
 // Pairing cancels the between-case variance τ², which is why per-case means are kept in
-// baselines. Unpaired (the case sets differ, or the baseline has no case means): the two
-// means are independent, with clustered standard errors and Welch's degrees of freedom,
+// baselines. The second term is the run-to-run floor: a per-case difference cannot vary
+// less than the runs' own noise says it must, Var(d_i) ≥ σ²_c/K_c + σ²_b/K_b. With
+// discrete scores all d_i can be equal by chance (ten easy binary cases at one run: all
+// differences 0 with probability 0.13 under a true drop of 2δ), and reading that as
+// certainty passed such drops with "upper bound 0". w̃ is a side's within-case variance
+// ŵ when it has at least 2 runs that varied; a side with one run borrows the other's;
+// when neither side measured any (one run each, or runs that never varied) w̃ is the
+// largest variance a [0, 1] metric allows at its case means, μ̃(1 − μ̃) averaged over the
+// cases (Bhatia–Davis), with μ̃ = (K·x̄_i + ½)/(K + 1) shrunk by half a pseudo-run
+// towards ½ so that a case that scored 1 on all K runs keeps the uncertainty K runs
+// leave. The floor is conservative (it only raises SE), so α still holds; Basis says when
+// it decided.
+//
+// Clusters. Cases often come in groups (several questions on one document, paraphrases
+// of one question) whose scores move together; treating them as independent
+// underestimates SE (groups of 5 sharing run noise with correlation 0.5 gave 0.13 false
+// alarms at α = 0.05). A dataset case may carry a group ([Case.Group], stored in
+// baselines); when any matched case has one, SE is cluster-robust (CR1) with the groups
+// as clusters and cases without a group as their own cluster (Miller 2024; inspect_ai's
+// stderr(cluster=…)):
+//
+//	e_i = d_i − d̄,   SE² = G/(G − 1) · Σ_g (Σ_{i∈g} e_i)² / n²,   df = G − 1,
+//
+// over the G clusters, with the run-to-run floor scaled by the design effect
+// deff = max(1, SE²_CR / (sd(d_i)²/n)). A case's group is the current run's, else the
+// baseline's. With fewer than 2 clusters the threshold is Inconclusive.
+//
+// Unpaired (a side without per-case means): the two means are independent, with
+// clustered standard errors, each floored at its run-to-run noise, and Welch's degrees
+// of freedom,
 //
 //	R̂ = b̄ − x̄,   SE² = SE_b² + SE_c²,   df = SE⁴ / (SE_b⁴/(n_b−1) + SE_c⁴/(n_c−1)).
 //
-// In both cases
+// In every case SE > 0 and
 //
 //	t = (R̂ − δ)/SE,   p = P(T_df ≥ t)   (one-sided, Student's t from gonum's distuv).
 //
@@ -65,8 +107,10 @@
 // different alphas each threshold compares its Holm-adjusted p-value with its own alpha.)
 // This bounds the probability of any false regression verdict, when every true
 // regression is within its δ, by α — whatever the number of runs and cases. The bound is
-// tight at R = δ; at R = 0 (no change at all) the false-alarm rate is far below α. When
-// all the d_i are equal (SE = 0) the regression is known exactly and p is 0 or 1.
+// tight at R = δ; at R = 0 (no change at all) the false-alarm rate is far below α. A
+// p-value that is not a probability (a numerical failure) counts as 1 in Holm's
+// procedure, so it can neither be significant nor change the others, and its threshold
+// is Inconclusive: a threshold without a valid p never passes.
 //
 // # Power, the minimum detectable effect and the verdict
 //
@@ -100,10 +144,10 @@
 //
 // From the variance decomposition, with ŵ_c and ŵ_b the within-case variances of the
 // current run (K_c runs) and the baseline (K_b runs; a side with one run borrows the
-// other's estimate):
+// other's estimate, see the floor above):
 //
 //	paired:   τ̂² = var(d_i) − (ŵ_c/K_c + ŵ_b/K_b)            (spread of the true change)
-//	          SE²(K) = (τ̂² + ŵ_c/K + ŵ_b/K_b) / n
+//	          SE²(K) = deff·(τ̂² + ŵ_c/K + ŵ_b/K_b) / n
 //	unpaired: τ̂_c² = var(x̄_i) − ŵ_c/K_c                       (spread of true case means)
 //	          SE²(K) = (τ̂_c² + ŵ_c/K)/n_c + (τ̂_b² + ŵ_b/K_b)/n_b
 //
@@ -121,21 +165,39 @@
 // run need, and when even that is 0, only more cases help (CasesNeeded, the number of
 // cases at which the planned MDE reaches δ at the current runs).
 //
+// Runs shrink only the run-to-run part; the spread of the change from case to case stays.
+// With few cases that spread is barely estimated (five cases whose change is uneven got
+// advice of 130–200 runs, at which the spread dominates the MDE and a true regression of
+// 2δ failed only 32% of the time). So runs are advised only if, with τ² at its 80% upper confidence limit
+// τ²_U = var(d_i)·(n − 1)/χ²_{0.2}(n − 1) − (ŵ_c/K_c + ŵ_b/K_b), infinitely many runs
+// would bring the MDE within δ, λ²·deff·τ²_U/n ≤ δ² (the level is [SpreadAssurance]); otherwise RunsNeeded and
+// RunsNeededNewBaseline are 0 and the advice says that more runs cannot be relied on and
+// how many cases to use; when only the runs' own noise hides the spread (τ̂² = 0), it
+// also says how many runs would show whether the spread is that large.
+//
 // # Calibration
 //
-// The test suite simulates complete gates from seeded populations (binary accuracy,
-// continuous scores, a dataset whose cases are bimodal in difficulty, and different case
-// sets on the two sides) and fails unless: with no true change, at the runs the gate
-// recommends, the false-alarm rate over 2,000 gates is at most α plus three binomial
-// standard errors and at most 10% of runs are inconclusive; with a true regression of
-// exactly δ, the boundary of H0 and the sharp test of calibration, the rate is again at
-// most α (per scenario within 4 SEs, pooled over the scenarios within 3); with a true
-// regression of 2δ at the runs the gate recommends, at least 80% fail; with 1 run per
-// case, at most 5% of such regressions pass; Holm's correction holds three boundary
-// metrics to α together where uncorrected tests exceed it; and a naive test that treats
-// runs as independent trials exceeds α where the gate does not. "The runs the gate
-// recommends" is the median RunsNeeded of pilot gates at 2 runs per case drawn from the
-// same truth, which is what a user following the advice of an inconclusive run gets.
+// The test suite simulates complete gates from seeded populations and fails unless, with
+// 2,000 simulated gates behind every rate: with no true change, at the runs the gate
+// recommends, the false-alarm rate is at most α plus three binomial standard errors and
+// at most 10% of runs are inconclusive; with a true regression of exactly δ, the boundary
+// of H0 and the sharp test of calibration, the rate is again at most α (per scenario
+// within 4 SEs, pooled over the scenarios within 3); with a true regression of 2δ at the
+// runs the gate recommends, at least 80% fail; with 1 run per case, at most 5% of such
+// regressions pass. The scenarios are binary accuracy, continuous scores, cases bimodal
+// in difficulty, an explicit unpaired (Welch) comparison, 10 of 100 case ids renamed, a
+// current run over the 50 hardest of 100 cases, groups of 5 cases sharing run noise
+// (declared, and undeclared to show the problem), two binary cases, ten easy binary
+// cases at one run on each side (where all differences are 0 with probability 0.13), and
+// five cases with an uneven change, where at least two thirds of the pilots must advise
+// more cases rather than runs (73% do; before, 25% did) and every figure follows each
+// pilot's own advice (power 0.80, held to 0.75: pilots whose run noise hides the spread
+// still advise runs, and the gate advises cases at that run). Holm's correction holds three boundary metrics to
+// α together where uncorrected tests exceed it; and a naive test that treats runs as
+// independent trials exceeds α where the gate does not. "The runs the gate recommends" is
+// the median RunsNeeded of pilot gates at 2 runs per case drawn from the same truth,
+// which is what a user following the advice of an inconclusive run gets. go test -run
+// Calibration -v prints the table of measured rates.
 //
 // The guarantee is over the joint draw of the baseline and the current run. A committed
 // baseline is one draw: conditional on it, the false-alarm rate of later runs varies with

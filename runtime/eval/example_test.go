@@ -104,10 +104,10 @@ func ExampleGate() {
 		}
 	}
 	// Output:
-	// same model, enough runs: pass, baseline 0.799, current 0.799, MDE 0.018
-	// worse model: regression, baseline 0.799, current 0.603, MDE 0.016
-	// same model, 1 run: inconclusive, baseline 0.799, current 0.795, MDE 0.072
-	//   advice: run at least 4 runs per case (MDE at 1 run: 0.0717; needed: ≤ 0.0500)
+	// same model, enough runs: pass, baseline 0.799, current 0.799, MDE 0.033
+	// worse model: regression, baseline 0.799, current 0.603, MDE 0.037
+	// same model, 1 run: inconclusive, baseline 0.799, current 0.795, MDE 0.077
+	//   advice: run at least 4 runs per case (MDE at 1 run: 0.0773; needed: ≤ 0.0500)
 }
 
 func ExampleNormalizedContains() {

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -72,10 +73,12 @@ type ThresholdResult struct {
 	// Tested reports whether a statistical comparison with the baseline was made; the
 	// fields from Paired to CasesNeeded are meaningful only when it was.
 	Tested bool `json:"tested"`
-	// Paired reports whether the comparison paired per-case means (same case ids on both
-	// sides) rather than comparing the two means as independent samples (Welch).
+	// Paired reports whether the comparison paired the per-case means of the matched
+	// cases (the ids on both sides) rather than comparing the two means as independent
+	// samples (Welch), which happens only when a side has no per-case means.
 	Paired bool `json:"paired"`
-	// Cases is the number of cases compared (the current run's cases when unpaired).
+	// Cases is the number of cases compared: the matched cases when paired, the current
+	// run's cases when unpaired.
 	Cases int `json:"cases"`
 	// BaselineMean is the baseline's mean (zero without a baseline).
 	BaselineMean float64 `json:"baselineMean"`
@@ -124,7 +127,8 @@ type ThresholdResult struct {
 	RemovedCases []string `json:"removedCases,omitempty"`
 	// Basis says in one sentence what the verdict rests on (e.g. "paired over 90 matched cases; 10 added and 10 removed cases not compared").
 	Basis string `json:"basis"`
-	// Clusters is the number of case groups used for the standard error (0 when no groups).
+	// Clusters is the number of groups the standard error was clustered on (see
+	// [Case.Group]); 0 when no compared case declared a group.
 	Clusters int `json:"clusters,omitempty"`
 
 	tAlpha float64 // t_{1−α, DF}, kept so that plan need not recompute it
@@ -155,6 +159,9 @@ func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Base
 	if err != nil {
 		return nil, err
 	}
+	if err := checkGateInputs(thresholds, current, baseline); err != nil {
+		return nil, err
+	}
 	results := make([]ThresholdResult, len(thresholds))
 	comps := make([]comparison, len(thresholds))
 	var tested []int
@@ -174,6 +181,7 @@ func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Base
 		}
 		r.BaselineMean, r.BaselineSE = base.Mean, base.StdErr
 		c, why := compare(cur, base)
+		r.MatchedCases, r.AddedCases, r.RemovedCases, r.Basis, r.Clusters = c.matched, c.added, c.removed, c.basis, c.clusters
 		if why != "" {
 			r.Reason = why
 			continue
@@ -181,17 +189,17 @@ func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Base
 		comps[i] = c
 		r.Tested, r.Paired, r.Cases = true, c.paired, c.n
 		r.Regression, r.SE, r.DF = c.regression, c.se, c.df
-		delta := th.MaxRegression
-		if c.se == 0 {
-			// Every case moved by exactly the same amount: the regression is known exactly.
-			r.PValue, r.UpperBound = 1, r.Regression
-			if r.Regression > delta {
-				r.PValue = 0
-			}
-		} else {
-			r.PValue = tSurvival((r.Regression-delta)/c.se, c.df)
-			r.tAlpha = tQuantile(1-th.Alpha, c.df)
-			r.UpperBound = r.Regression + r.tAlpha*c.se
+		// c.se > 0: compare floors it at the run-to-run noise (see the package
+		// documentation), so equal differences are never read as certainty.
+		r.PValue = tSurvival(excess(r.Regression, th.MaxRegression)/c.se, c.df)
+		r.tAlpha = tQuantile(1-th.Alpha, c.df)
+		r.UpperBound = r.Regression + r.tAlpha*c.se
+		if !validP(r.PValue) || !finite(r.UpperBound) || !(c.se > 0) {
+			// Inputs are checked above, so this is a numerical failure; it must never
+			// count as evidence either way.
+			r.Tested, r.PValue, r.UpperBound = false, 0, 0
+			r.Reason = "the test produced no valid p-value"
+			continue
 		}
 		tested = append(tested, i)
 	}
@@ -209,6 +217,56 @@ func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Base
 	return report, nil
 }
 
+// TieTolerance is how close two quantities on the [0, 1] scale of a metric must be to
+// count as equal. Means of scores are sums of floating-point numbers: cases moving
+// 0.80 → 0.75 give a drop of 0.050000000000000044, which must count as a drop of exactly
+// 0.05, and an allowance is inclusive.
+const TieTolerance = 1e-9
+
+// excess returns regression − allowance, snapped to 0 when the two are equal within
+// TieTolerance.
+func excess(regression, allowance float64) float64 {
+	d := regression - allowance
+	if math.Abs(d) <= TieTolerance {
+		return 0
+	}
+	return d
+}
+
+// atMost reports whether a ≤ b within TieTolerance.
+func atMost(a, b float64) bool { return a <= b+TieTolerance }
+
+// validP reports whether p is a probability.
+func validP(p float64) bool { return p >= 0 && p <= 1 }
+
+// checkGateInputs validates every statistic a threshold uses, current and baseline, with
+// the one validation of [MetricStats].
+func checkGateInputs(thresholds []Threshold, current map[string]MetricStats, baseline *Baseline) error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, th := range thresholds {
+		if seen[th.Metric] {
+			continue
+		}
+		seen[th.Metric] = true
+		if err := checkStats(current[th.Metric]); err != nil {
+			errs = append(errs, fmt.Errorf("metric %q: current run: %w", th.Metric, err))
+		}
+		if baseline == nil {
+			continue
+		}
+		if st, ok := baseline.Metrics[th.Metric]; ok {
+			if err := checkStats(st); err != nil {
+				errs = append(errs, fmt.Errorf("metric %q: baseline: %w", th.Metric, err))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("gate: invalid statistics: %w", err)
+	}
+	return nil
+}
+
 // worse returns the more severe verdict: a regression outweighs an inconclusive
 // threshold, which outweighs a pass.
 func worse(a, b Verdict) Verdict {
@@ -222,13 +280,21 @@ func worse(a, b Verdict) Verdict {
 }
 
 // holm sets AdjustedPValue for the tested thresholds: sorted ascending, p_(j) becomes
-// max over l ≤ j of min(1, (m−l+1)·p_(l)).
+// max over l ≤ j of min(1, (m−l+1)·p_(l)). A p-value that is not a probability (NaN)
+// counts as 1: it sorts last, is never significant and cannot lower or poison the
+// adjusted values of the others (cmp.Compare would sort NaN first, and max(x, NaN) is NaN).
 func holm(results []ThresholdResult, tested []int) {
+	p := func(i int) float64 {
+		if v := results[i].PValue; validP(v) {
+			return v
+		}
+		return 1
+	}
 	order := slices.Clone(tested)
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(results[a].PValue, results[b].PValue) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p(a), p(b)) })
 	m, running := len(order), 0.0
 	for j, i := range order {
-		running = max(running, min(1, float64(m-j)*results[i].PValue))
+		running = max(running, min(1, float64(m-j)*p(i)))
 		results[i].AdjustedPValue = running
 	}
 }
@@ -238,7 +304,7 @@ func decide(r *ThresholdResult) {
 	th := r.Threshold
 	delta := th.MaxRegression
 	switch {
-	case th.MinMean != nil && r.CurrentMean >= *th.MinMean:
+	case th.MinMean != nil && atMost(*th.MinMean, r.CurrentMean):
 		r.Verdict = Pass
 		r.Reason = fmt.Sprintf("mean %.4f clears minMean %.4f", r.CurrentMean, *th.MinMean)
 	case !r.Tested && th.MinMean != nil:
@@ -248,15 +314,19 @@ func decide(r *ThresholdResult) {
 		r.Verdict = Inconclusive
 		r.Reason = fmt.Sprintf("cannot compare: %s", r.Reason)
 		r.Advice = "write a baseline with --update-baseline from a run with at least 2 cases"
+	case !validP(r.PValue) || !validP(r.AdjustedPValue):
+		r.Verdict = Inconclusive
+		r.Reason = "the test produced no valid p-value"
+		r.Advice = "report this as a bug in aid with the eval's statistics"
 	case r.AdjustedPValue <= th.Alpha:
 		r.Verdict = Regression
 		r.Reason = fmt.Sprintf("regression %.4f exceeds maxRegression %.4f beyond sampling noise (p=%.3g, Holm-adjusted %.3g ≤ alpha %g)",
 			r.Regression, delta, r.PValue, r.AdjustedPValue, th.Alpha)
-	case r.UpperBound <= delta:
+	case atMost(r.UpperBound, delta):
 		r.Verdict = Pass
 		r.Reason = fmt.Sprintf("regression %.4f is within maxRegression %.4f: its %g%% upper bound is %.4f",
 			r.Regression, delta, 100*(1-th.Alpha), r.UpperBound)
-	case r.MDE <= delta:
+	case atMost(r.MDE, delta):
 		r.Verdict = Pass
 		r.Reason = fmt.Sprintf("no regression beyond maxRegression %.4f (p=%.3g); a true regression of %.4f would fail %g%% of the time",
 			delta, r.PValue, delta+r.MDE, 100*GatePower)
@@ -271,70 +341,225 @@ func decide(r *ThresholdResult) {
 }
 
 // comparison is the estimated regression with its standard error and the variance
-// components the runs recommendation needs. SE²(Kc, Kb) = a + wc/Kc + wb/Kb, with wc and
-// wb already divided by the number of cases.
+// components the runs recommendation needs. SE²(Kc, Kb) = deff·(a + wc/Kc + wb/Kb), with
+// a, wc and wb already divided by the number of cases.
 type comparison struct {
 	paired         bool
-	n              int
+	n              int // cases compared
 	regression, se float64
 	df             float64
 
+	matched        int
+	added, removed []string
+	clusters       int
+	basis          string
+
 	a, wc, wb     float64
+	aUpper        float64 // a with the variance of the true per-case change at its PlanningAssurance upper limit
 	kc, kb        float64
+	deff          float64 // design effect of the clustering, ≥ 1
+	v             float64 // observed variance of the per-case differences (paired)
 	withinUnknown bool
 }
 
-// compare estimates the regression of cur against base, paired when both cover exactly
-// the same case ids. It returns a reason instead when no comparison is possible.
+// compare estimates the regression of cur against base. When both sides have per-case
+// means it pairs the case ids present on both (the matched cases) and reports the others
+// as added or removed; it compares the two means as independent samples (Welch) only
+// when a side has no per-case means, and says so in basis. It returns a reason instead
+// when no comparison is possible.
 func compare(cur, base MetricStats) (comparison, string) {
-	c := comparison{kc: float64(cur.Runs), kb: float64(base.Runs)}
-	wc, wb := cur.WithinCaseVariance, base.WithinCaseVariance
-	switch {
-	case cur.Runs >= 2 && base.Runs >= 2:
-	case cur.Runs >= 2:
-		wb = wc // the baseline has one run: assume it was as noisy as the current run
-	case base.Runs >= 2:
-		wc = wb
-	default:
-		c.withinUnknown = true
+	c := comparison{kc: float64(cur.Runs), kb: float64(base.Runs), deff: 1}
+	if len(cur.CaseMeans) == 0 || len(base.CaseMeans) == 0 {
+		return compareUnpaired(c, cur, base)
 	}
-	if samePairs(cur.CaseMeans, base.CaseMeans) {
-		n := len(cur.CaseMeans)
-		if n < 2 {
-			return c, "a paired comparison needs at least 2 cases"
+	grouped := len(cur.Groups) > 0 || len(base.Groups) > 0
+	var ids []string // the matched ids, kept only when clustering needs them
+	var d, curMeans, baseMeans []float64
+	for id, x := range cur.CaseMeans {
+		b, ok := base.CaseMeans[id]
+		if !ok {
+			c.added = append(c.added, id)
+			continue
 		}
-		d := make([]float64, 0, n)
-		for id, m := range cur.CaseMeans {
-			d = append(d, base.CaseMeans[id]-m)
+		if grouped {
+			ids = append(ids, id)
 		}
-		slices.Sort(d) // map order must not change the floating-point sums
-		mean, v := meanVar(d)
-		nf := float64(n)
-		c.paired, c.n = true, n
-		c.regression, c.se, c.df = mean, math.Sqrt(v/nf), nf-1
-		tau2 := excessVariance(v, wc/c.kc+wb/c.kb, nf-1) // variance of the true per-case change
-		c.a, c.wc, c.wb = tau2/nf, wc/nf, wb/nf
-		return c, ""
+		d = append(d, b-x)
+		curMeans, baseMeans = append(curMeans, x), append(baseMeans, b)
 	}
+	for id := range base.CaseMeans {
+		if _, ok := cur.CaseMeans[id]; !ok {
+			c.removed = append(c.removed, id)
+		}
+	}
+	slices.Sort(c.added)
+	slices.Sort(c.removed)
+	n := len(d)
+	c.matched = n
+	c.basis = fmt.Sprintf("paired over %d matched cases", n)
+	if len(c.added) > 0 || len(c.removed) > 0 {
+		c.basis += fmt.Sprintf("; %d added and %d removed cases not compared", len(c.added), len(c.removed))
+	}
+	if n < 2 {
+		return c, fmt.Sprintf("only %d of the current run's case ids are in the baseline (%d added, %d removed); a paired comparison needs at least 2 matched cases",
+			n, len(c.added), len(c.removed))
+	}
+	// Map order must not change the floating-point sums: sort by id when the ids are
+	// needed for the clusters, else sort the values.
+	if grouped {
+		slices.Sort(ids)
+		for i, id := range ids {
+			curMeans[i], baseMeans[i] = cur.CaseMeans[id], base.CaseMeans[id]
+			d[i] = baseMeans[i] - curMeans[i]
+		}
+	} else {
+		slices.Sort(d)
+		slices.Sort(curMeans)
+		slices.Sort(baseMeans)
+	}
+	wc, wb, unknown := within(cur, base, curMeans, baseMeans)
+	mean, v := meanVar(d)
+	nf := float64(n)
+	c.paired, c.n, c.withinUnknown, c.v = true, n, unknown, v
+	c.regression, c.df = mean, nf-1
+	se2 := v / nf
+	if g, cr2, ok := clustered(ids, d, mean, cur.Groups, base.Groups); ok {
+		if g < 2 {
+			c.basis += fmt.Sprintf("; standard error clustered over %d group", g)
+			return c, "the matched cases form a single group; a clustered comparison needs at least 2 groups"
+		}
+		c.clusters, c.df = g, float64(g-1)
+		c.basis += fmt.Sprintf("; standard error clustered over %d groups", g)
+		if se2 > 0 {
+			c.deff = max(1, cr2/se2)
+		}
+		se2 = cr2
+	}
+	// The run-to-run floor: the differences cannot vary less than the runs' own noise
+	// says they must, Var(d_i) ≥ σ²_c/K_c + σ²_b/K_b. Equal differences with discrete
+	// scores are a chance event, not certainty.
+	floor := c.deff * (wc/c.kc + wb/c.kb) / nf
+	if floor > se2 {
+		se2 = floor
+		c.basis += "; standard error raised to the run-to-run noise"
+	}
+	c.se = math.Sqrt(se2)
+	tau2 := excessVariance(v, wc/c.kc+wb/c.kb, nf-1) // variance of the true per-case change
+	// Its upper limit: a few cases cannot tell a change that varies from case to case from
+	// run-to-run noise, and runs do nothing against the former.
+	tau2Upper := max(tau2, v*upperFactor(nf-1, SpreadAssurance)-(wc/c.kc+wb/c.kb))
+	c.a, c.wc, c.wb, c.aUpper = c.deff*tau2/nf, c.deff*wc/nf, c.deff*wb/nf, c.deff*tau2Upper/nf
+	return c, ""
+}
+
+// compareUnpaired is Welch's comparison of the two means, used only when a side has no
+// per-case means to pair on.
+func compareUnpaired(c comparison, cur, base MetricStats) (comparison, string) {
+	which := "the baseline has"
+	if len(cur.CaseMeans) == 0 {
+		which = "the current run has"
+	}
+	c.basis = fmt.Sprintf("unpaired (Welch) over %d current and %d baseline cases: %s no per-case means", cur.Cases, base.Cases, which)
 	if cur.Cases < 2 || base.Cases < 2 {
 		return c, "an unpaired comparison needs at least 2 cases on each side"
 	}
+	wc, wb, unknown := within(cur, base, nil, nil)
+	c.withinUnknown = unknown
 	nc, nb := float64(cur.Cases), float64(base.Cases)
-	sec2 := cur.StdDev * cur.StdDev / nc
-	seb2 := base.StdDev * base.StdDev / nb
+	sec2 := max(cur.StdDev*cur.StdDev, wc/c.kc) / nc // each side floored at its run-to-run noise
+	seb2 := max(base.StdDev*base.StdDev, wb/c.kb) / nb
 	c.n = cur.Cases
 	c.regression = base.Mean - cur.Mean
 	c.se = math.Sqrt(sec2 + seb2)
-	if c.se > 0 {
-		// Welch–Satterthwaite degrees of freedom.
-		c.df = (sec2 + seb2) * (sec2 + seb2) / (sec2*sec2/(nc-1) + seb2*seb2/(nb-1))
-	} else {
-		c.df = nc + nb - 2
-	}
+	// Welch–Satterthwaite degrees of freedom.
+	c.df = (sec2 + seb2) * (sec2 + seb2) / (sec2*sec2/(nc-1) + seb2*seb2/(nb-1))
 	tauC := excessVariance(cur.StdDev*cur.StdDev, wc/c.kc, nc-1) // between-case variance of true means
 	tauB := excessVariance(base.StdDev*base.StdDev, wb/c.kb, nb-1)
 	c.a, c.wc, c.wb = tauC/nc+tauB/nb, wc/nc, wb/nb
+	c.aUpper = c.a
 	return c, ""
+}
+
+// within returns the run-to-run (within-case) variances of one run of the current side
+// and of the baseline, and whether neither side could measure it. A side with at least 2
+// runs that varied uses its own estimate; a side with one run borrows the other side's;
+// a side whose runs never varied, or two sides with one run each, use the bound of a
+// metric in [0, 1]: a case with mean μ has a run-to-run variance of at most μ(1−μ)
+// (Bhatia–Davis), evaluated at μ̃ = (K·x̄ + ½)/(K + 1), the case mean shrunk by half a
+// pseudo-run towards ½ so that a case that scored 1 on all K runs still has the
+// uncertainty K runs leave. The means are the compared cases' means (nil: use the side's
+// overall mean).
+func within(cur, base MetricStats, curMeans, baseMeans []float64) (wc, wb float64, unknown bool) {
+	measured := func(st MetricStats) bool { return st.Runs >= 2 && st.WithinCaseVariance > 0 }
+	bound := func(st MetricStats, means []float64) float64 {
+		if means == nil {
+			means = []float64{st.Mean}
+		}
+		k := float64(st.Runs)
+		var sum float64
+		for _, m := range means {
+			mu := (k*m + 0.5) / (k + 1)
+			sum += mu * (1 - mu)
+		}
+		return sum / float64(len(means))
+	}
+	wc, wb = cur.WithinCaseVariance, base.WithinCaseVariance
+	switch {
+	case measured(cur) && measured(base):
+	case measured(cur) && base.Runs < 2:
+		wb = wc // the baseline has one run: assume it was as noisy as the current run
+	case measured(base) && cur.Runs < 2:
+		wc = wb
+	default:
+		if !measured(cur) {
+			wc = bound(cur, curMeans)
+		}
+		if !measured(base) {
+			wb = bound(base, baseMeans)
+		}
+	}
+	return wc, wb, cur.Runs < 2 && base.Runs < 2
+}
+
+// clustered returns the number of clusters G and the cluster-robust (CR1) variance of
+// the mean of d, V = G/(G−1)·Σ_g (Σ_{i∈g} (d_i − mean))² / n², when any of the cases
+// (ids, sorted) declares a group; ok is false otherwise. A case's group is the current
+// run's, else the baseline's; a case without one is its own cluster.
+func clustered(ids []string, d []float64, mean float64, cur, base map[string]string) (g int, v float64, ok bool) {
+	if len(cur) == 0 && len(base) == 0 {
+		return 0, 0, false
+	}
+	sums := map[string]float64{}
+	var order []string
+	for i, id := range ids {
+		key, has := cur[id]
+		if !has {
+			key, has = base[id]
+		}
+		if has {
+			key = "g:" + key
+			ok = true
+		} else {
+			key = "c:" + id // its own cluster; the prefixes keep case ids and group names apart
+		}
+		if _, seen := sums[key]; !seen {
+			order = append(order, key)
+		}
+		sums[key] += d[i] - mean
+	}
+	if !ok {
+		return 0, 0, false
+	}
+	g = len(order)
+	if g < 2 {
+		return g, 0, true
+	}
+	var ss float64
+	for _, key := range order { // first-seen order over sorted ids: deterministic sums
+		ss += sums[key] * sums[key]
+	}
+	n := float64(len(ids))
+	return g, float64(g) / float64(g-1) * ss / (n * n), true
 }
 
 // excessVariance estimates the part of an observed variance v (with df degrees of
@@ -350,18 +575,6 @@ func excessVariance(v, e, df float64) float64 {
 		return 0
 	}
 	return v - e
-}
-
-func samePairs(a, b map[string]float64) bool {
-	if len(a) == 0 || len(a) != len(b) {
-		return false
-	}
-	for id := range a {
-		if _, ok := b[id]; !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // plan sets MDE and the runs and cases recommendation; m is the number of tested
@@ -390,7 +603,24 @@ func plan(r *ThresholdResult, c comparison, m int) {
 	}
 	r.RunsNeeded = runsFor(target-c.a-c.wb/c.kb, c.wc)
 	r.RunsNeededNewBaseline = runsFor(target-c.a, c.wc+c.wb)
+	// Runs shrink only the run-to-run part of SE²; the case-to-case spread of the change
+	// stays. With few cases that spread is barely estimated, so runs are advised only if,
+	// with the spread at its SpreadAssurance upper limit (aUpper), infinitely many runs
+	// would bring the MDE within delta; otherwise only more cases help.
+	budget := (delta / lambda) * (delta / lambda)
+	measure := max(r.RunsNeeded, r.RunsNeededNewBaseline) // runs at which the spread would be measured
+	spreadBound := c.aUpper > budget && measure > 0
+	if spreadBound {
+		r.RunsNeeded, r.RunsNeededNewBaseline = 0, 0
+	}
 	switch {
+	case spreadBound:
+		r.Advice = fmt.Sprintf("more runs cannot be relied on: with %d cases the change may vary from case to case by up to %.4f (standard deviation, %g%% upper limit), which no number of runs averages out; use at least %d cases at %s, or raise maxRegression above %.4f",
+			c.n, math.Sqrt(c.aUpper*float64(c.n)/c.deff), 100*PlanningAssurance, r.CasesNeeded, nRuns(int(c.kc)), r.MDE)
+		if c.a == 0 {
+			// Nothing shows such a spread yet; only the runs' own noise hides it.
+			r.Advice += fmt.Sprintf(" (%s per case would show whether the spread is that large)", nRuns(measure))
+		}
 	case r.RunsNeeded > 0:
 		r.Advice = fmt.Sprintf("run at least %s per case (MDE at %s: %.4f; needed: ≤ %.4f)", nRuns(r.RunsNeeded), nRuns(int(c.kc)), r.MDE, delta)
 	case r.RunsNeededNewBaseline > 0:
@@ -410,6 +640,17 @@ func plan(r *ThresholdResult, c comparison, m int) {
 // promised power despite estimating the variances from the same data: plans use the
 // one-sided upper confidence limit of the variance at this level (Browne, 1995).
 const PlanningAssurance = 0.8
+
+// SpreadAssurance is the confidence with which the gate rules out that the change varies
+// so much from case to case that no number of runs could reach the MDE before it advises
+// runs: it plans with that variance at its one-sided upper confidence limit at this level.
+const SpreadAssurance = 0.8
+
+// upperFactor returns df/χ²_{1−level}(df), the factor by which the one-sided upper
+// confidence limit at level of a variance with df degrees of freedom exceeds its estimate.
+func upperFactor(df, level float64) float64 {
+	return df / distuv.ChiSquared{K: df}.Quantile(1-level)
+}
 
 // assurance returns the factor df/χ²_{1−PlanningAssurance}(df) by which the one-sided
 // upper confidence limit of a variance exceeds its estimate.

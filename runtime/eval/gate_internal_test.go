@@ -77,3 +77,29 @@ func TestPlanReachesTarget(t *testing.T) {
 		t.Errorf("MDE %v, want %v", r.MDE, lambda*c.se)
 	}
 }
+
+// TestHolmNaN: a NaN p-value sorts first under cmp.Compare and max(x, NaN) is NaN, so it
+// poisoned every later adjusted p and a metric that fell from 1 to 0 passed. A p that is
+// not a probability counts as 1 and its threshold is inconclusive.
+func TestHolmNaN(t *testing.T) {
+	results := make([]ThresholdResult, 2)
+	for i := range results {
+		results[i].Threshold = Threshold{Metric: "m", MaxRegression: 0.05, Alpha: 0.05}
+		results[i].Tested = true
+		results[i].MDE = 0.01
+		results[i].Regression = 1
+		results[i].UpperBound = 1
+	}
+	results[0].PValue = math.NaN()
+	results[1].PValue = 1e-6 // fell from 1 to 0
+	holm(results, []int{0, 1})
+	if results[1].AdjustedPValue != 2e-6 || results[0].AdjustedPValue != 1 {
+		t.Errorf("adjusted %v, %v; want 1, 2e-6", results[0].AdjustedPValue, results[1].AdjustedPValue)
+	}
+	for i := range results {
+		decide(&results[i])
+	}
+	if results[1].Verdict != Regression || results[0].Verdict != Inconclusive {
+		t.Errorf("verdicts %v (%s), %v (%s)", results[0].Verdict, results[0].Reason, results[1].Verdict, results[1].Reason)
+	}
+}

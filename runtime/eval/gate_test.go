@@ -45,6 +45,13 @@ func spread(mean float64) func(int) float64 {
 
 func ptr(v float64) *float64 { return &v }
 
+// noCaseMeans drops the per-case means, as in a baseline written by hand from summary
+// figures: the gate can then only compare the two means unpaired.
+func noCaseMeans(st eval.MetricStats) eval.MetricStats {
+	st.CaseMeans = nil
+	return st
+}
+
 func TestGateVerdicts(t *testing.T) {
 	th := eval.Threshold{Metric: "m", MaxRegression: 0.05, Alpha: 0.05}
 	withMin := th
@@ -72,14 +79,20 @@ func TestGateVerdicts(t *testing.T) {
 			want: eval.Regression, reason: "below minMean 0.7000 and there is no baseline"},
 		{name: "no baseline", th: th, cur: synth(1, "c", 100, 10, constant(0.5)), noBaseline: true,
 			want: eval.Inconclusive, reason: "no baseline"},
+		// Identical runs are not certainty: with discrete scores equal differences are a
+		// chance event, and 30 cases × 5 runs cannot see a drop of 2×0.05 (before the
+		// run-to-run floor this passed with MDE 0 and p 1).
 		{name: "identical runs", th: th, cur: synth(9, "c", 30, 5, constant(0.6)), base: synth(9, "c", 30, 5, constant(0.6)),
-			want: eval.Pass, paired: true},
-		{name: "different case sets are compared unpaired", th: eval.Threshold{Metric: "m", MaxRegression: 0.1, Alpha: 0.05},
-			cur: synth(10, "new", 300, 10, spread(0.6)), base: synth(11, "old", 300, 10, spread(0.6)), want: eval.Pass, paired: false},
-		{name: "unpaired regression", th: th, cur: synth(10, "new", 300, 10, spread(0.4)), base: synth(11, "old", 300, 10, spread(0.7)),
+			want: eval.Inconclusive, paired: true, reason: "cannot see one of 2×maxRegression"},
+		{name: "disjoint case sets cannot be paired", th: eval.Threshold{Metric: "m", MaxRegression: 0.1, Alpha: 0.05},
+			cur: synth(10, "new", 300, 10, spread(0.6)), base: synth(11, "old", 300, 10, spread(0.6)), want: eval.Inconclusive,
+			reason: "only 0 of the current run's case ids are in the baseline (300 added, 300 removed)"},
+		{name: "a baseline without case means is compared unpaired", th: eval.Threshold{Metric: "m", MaxRegression: 0.1, Alpha: 0.05},
+			cur: synth(10, "new", 300, 10, spread(0.6)), base: noCaseMeans(synth(11, "old", 300, 10, spread(0.6))), want: eval.Pass, paired: false},
+		{name: "unpaired regression", th: th, cur: synth(10, "new", 300, 10, spread(0.4)), base: noCaseMeans(synth(11, "old", 300, 10, spread(0.7))),
 			want: eval.Regression, paired: false},
 		{name: "one case cannot be compared", th: th, cur: synth(1, "c", 1, 10, constant(0.5)), base: synth(2, "c", 1, 10, constant(0.5)),
-			want: eval.Inconclusive, reason: "at least 2 cases"},
+			want: eval.Inconclusive, reason: "needs at least 2 matched cases"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,35 +122,52 @@ func TestGateVerdicts(t *testing.T) {
 }
 
 func TestGatePairedStatistic(t *testing.T) {
-	// Four cases, one run each; the per-case regressions are 0.1, 0.2, 0.3 and 0.
-	base := eval.MetricStats{Runs: 1, Cases: 4, Mean: 0.65, CaseMeans: map[string]float64{"a": 0.6, "b": 0.7, "c": 0.8, "d": 0.5}}
-	cur := eval.MetricStats{Runs: 1, Cases: 4, Mean: 0.5, CaseMeans: map[string]float64{"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5}}
-	rep, err := eval.Gate([]eval.Threshold{{Metric: "m", MaxRegression: 0.05, Alpha: 0.05}},
-		map[string]eval.MetricStats{"m": cur}, &eval.Baseline{Metrics: map[string]eval.MetricStats{"m": base}})
-	if err != nil {
-		t.Fatal(err)
+	// Four cases; the per-case regressions are 0.1, 0.2, 0.3 and 0. With 2 runs and a small
+	// run-to-run variance the spread of the differences sets the standard error.
+	base := eval.MetricStats{Runs: 2, Cases: 4, Mean: 0.65, WithinCaseVariance: 0.001, CaseMeans: map[string]float64{"a": 0.6, "b": 0.7, "c": 0.8, "d": 0.5}}
+	cur := eval.MetricStats{Runs: 2, Cases: 4, Mean: 0.5, WithinCaseVariance: 0.001, CaseMeans: map[string]float64{"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5}}
+	th := []eval.Threshold{{Metric: "m", MaxRegression: 0.05, Alpha: 0.05}}
+	gate := func(cur, base eval.MetricStats) eval.ThresholdResult {
+		rep, err := eval.Gate(th, map[string]eval.MetricStats{"m": cur}, &eval.Baseline{Metrics: map[string]eval.MetricStats{"m": base}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Results[0]
 	}
-	r := rep.Results[0]
-	se := math.Sqrt(0.05/3) / 2 // sd of {0.1, 0.2, 0.3, 0} over √4
-	tdist := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: 3}
-	wantP := tdist.Survival((0.15 - 0.05) / se)
-	wantMDE := (tdist.Quantile(0.95) + tdist.Quantile(0.8)) * se
-	for _, c := range []struct {
-		name      string
-		got, want float64
-	}{
-		{"regression", r.Regression, 0.15}, {"SE", r.SE, se}, {"DF", r.DF, 3}, {"p", r.PValue, wantP},
-		{"adjusted p", r.AdjustedPValue, wantP}, {"MDE", r.MDE, wantMDE},
-		{"upper bound", r.UpperBound, 0.15 + tdist.Quantile(0.95)*se},
-	} {
-		if math.Abs(c.got-c.want) > 1e-12 {
-			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+	check := func(r eval.ThresholdResult, se float64) {
+		t.Helper()
+		tdist := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: 3}
+		wantP := tdist.Survival((0.15 - 0.05) / se)
+		wantMDE := (tdist.Quantile(0.95) + tdist.Quantile(0.8)) * se
+		for _, c := range []struct {
+			name      string
+			got, want float64
+		}{
+			{"regression", r.Regression, 0.15}, {"SE", r.SE, se}, {"DF", r.DF, 3}, {"p", r.PValue, wantP},
+			{"adjusted p", r.AdjustedPValue, wantP}, {"MDE", r.MDE, wantMDE},
+			{"upper bound", r.UpperBound, 0.15 + tdist.Quantile(0.95)*se},
+		} {
+			if math.Abs(c.got-c.want) > 1e-12 {
+				t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+			}
+		}
+		if !r.Paired || r.Verdict != eval.Inconclusive || r.MatchedCases != 4 || r.Basis == "" {
+			t.Errorf("paired %v verdict %v matched %d basis %q: %s", r.Paired, r.Verdict, r.MatchedCases, r.Basis, r.Reason)
 		}
 	}
-	if !r.Paired || r.Verdict != eval.Inconclusive {
-		t.Errorf("paired %v verdict %v: %s", r.Paired, r.Verdict, r.Reason)
+	check(gate(cur, base), math.Sqrt(0.05/3)/2) // sd of {0.1, 0.2, 0.3, 0} over √4
+
+	// With one run per case on both sides the run-to-run variance is unknown; the floor is
+	// the bound of a [0, 1] metric, μ̃(1−μ̃) at μ̃ = (x̄ + ½)/2, averaged over cases.
+	cur.Runs, base.Runs, cur.WithinCaseVariance, base.WithinCaseVariance = 1, 1, 0, 0
+	bound := func(m float64) float64 { mu := (m + 0.5) / 2; return mu * (1 - mu) }
+	wb := (bound(0.6) + bound(0.7) + bound(0.8) + bound(0.5)) / 4
+	r := gate(cur, base)
+	check(r, math.Sqrt((wb+bound(0.5))/4))
+	if !strings.Contains(r.Basis, "run-to-run noise") {
+		t.Errorf("basis %q does not say the SE was floored", r.Basis)
 	}
-	// With one run per case, run-to-run noise cannot be separated from case spread.
+	// Run-to-run noise cannot be separated from case spread: the advice says so.
 	if r.RunsNeeded != 0 || !strings.Contains(r.Advice, "at least 2 runs per case") || r.CasesNeeded <= 4 {
 		t.Errorf("runs %d, cases %d, advice %q", r.RunsNeeded, r.CasesNeeded, r.Advice)
 	}
@@ -157,15 +187,23 @@ func TestGateAdvice(t *testing.T) {
 	if r.Verdict != eval.Inconclusive || r.RunsNeeded <= 2 || r.RunsNeeded > 20 || !strings.Contains(r.Advice, fmt.Sprintf("at least %d runs per case", r.RunsNeeded)) {
 		t.Errorf("200 cases: verdict %v, runs needed %d, advice %q", r.Verdict, r.RunsNeeded, r.Advice)
 	}
-	// 30 binary cases with a 10-run baseline: the baseline's own noise already exceeds
+	// 200 binary cases with a 2-run baseline: the baseline's own noise already exceeds
 	// the budget, so the baseline must be regenerated or cases added.
-	r = gate(synth(3, "c", 30, 5, constant(0.6)), synth(4, "c", 30, 10, constant(0.6)))
-	if r.Verdict != eval.Inconclusive || r.RunsNeeded != 0 || r.RunsNeededNewBaseline <= 10 || r.CasesNeeded <= 30 ||
+	r = gate(synth(3, "c", 200, 5, constant(0.6)), synth(4, "c", 200, 2, constant(0.6)))
+	if r.Verdict != eval.Inconclusive || r.RunsNeeded != 0 || r.RunsNeededNewBaseline <= 2 || r.CasesNeeded <= 200 ||
 		!strings.Contains(r.Advice, "regenerate") {
+		t.Errorf("200 cases, 2-run baseline: verdict %v, runs %d/%d, cases %d, advice %q", r.Verdict, r.RunsNeeded, r.RunsNeededNewBaseline, r.CasesNeeded, r.Advice)
+	}
+	// 30 binary cases: at 5 runs the spread of the change from case to case is barely
+	// known, and at its upper limit no number of runs would bring the MDE within 0.05,
+	// so the advice is more cases, and says why.
+	r = gate(synth(3, "c", 30, 5, constant(0.6)), synth(4, "c", 30, 10, constant(0.6)))
+	if r.Verdict != eval.Inconclusive || r.RunsNeeded != 0 || r.RunsNeededNewBaseline != 0 || r.CasesNeeded <= 30 ||
+		!strings.Contains(r.Advice, "more runs cannot be relied on") || !strings.Contains(r.Advice, fmt.Sprintf("use at least %d cases", r.CasesNeeded)) {
 		t.Errorf("30 cases: verdict %v, runs %d/%d, cases %d, advice %q", r.Verdict, r.RunsNeeded, r.RunsNeededNewBaseline, r.CasesNeeded, r.Advice)
 	}
 	// Unpaired, with cases that differ a lot: only more cases help.
-	r = gate(synth(5, "new", 30, 10, spread(0.5)), synth(6, "old", 30, 10, spread(0.5)))
+	r = gate(synth(5, "new", 30, 10, spread(0.5)), noCaseMeans(synth(6, "old", 30, 10, spread(0.5))))
 	if r.Verdict != eval.Inconclusive || r.RunsNeeded != 0 || r.RunsNeededNewBaseline != 0 || !strings.Contains(r.Advice, "no number of runs suffices") {
 		t.Errorf("unpaired: verdict %v, runs %d/%d, advice %q", r.Verdict, r.RunsNeeded, r.RunsNeededNewBaseline, r.Advice)
 	}
@@ -262,6 +300,7 @@ func TestNewMetricStats(t *testing.T) {
 		"no runs":  {[]string{"a"}, [][]float64{{}}},
 		"ragged":   {[]string{"a", "b"}, [][]float64{{1, 0}, {1}}},
 		"repeated": {[]string{"a", "a"}, [][]float64{{1}, {1}}},
+		"NaN":      {[]string{"a"}, [][]float64{{nan()}}},
 	} {
 		if _, err := eval.NewMetricStats(tc.ids, tc.scores); err == nil {
 			t.Errorf("%s: no error", name)

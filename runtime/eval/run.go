@@ -81,6 +81,8 @@ type CaseResult struct {
 	CaseID string
 	// Samples holds Options.Runs samples; Samples[k].Index == k.
 	Samples []Sample
+	// Group is the case's group (see [Case]); empty when the case is its own cluster.
+	Group string
 }
 
 // MetricInfo names a metric of a result and says whether it is model-derived.
@@ -166,7 +168,7 @@ func Run(ctx context.Context, ds *Dataset, runner Runner, metrics []Metric, opts
 	}
 	res.Cases = make([]CaseResult, len(ds.Cases))
 	for i, c := range ds.Cases {
-		res.Cases[i] = CaseResult{CaseID: c.ID, Samples: make([]Sample, res.Runs)}
+		res.Cases[i] = CaseResult{CaseID: c.ID, Samples: make([]Sample, res.Runs), Group: c.Group}
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -291,8 +293,15 @@ func (r *Result) Errors() []error {
 func (r *Result) Stats() (map[string]MetricStats, error) {
 	out := make(map[string]MetricStats, len(r.Metrics))
 	ids := make([]string, len(r.Cases))
+	var groups map[string]string
 	for i, cr := range r.Cases {
 		ids[i] = cr.CaseID
+		if cr.Group != "" {
+			if groups == nil {
+				groups = map[string]string{}
+			}
+			groups[cr.CaseID] = cr.Group
+		}
 	}
 	for mi, m := range r.Metrics {
 		scores := make([][]float64, len(r.Cases))
@@ -315,6 +324,7 @@ func (r *Result) Stats() (map[string]MetricStats, error) {
 		}
 		st.ModelDerived = m.ModelDerived
 		st.Errors = errs
+		st.Groups = groups
 		out[m.Name] = st
 	}
 	return out, nil

@@ -31,10 +31,16 @@ type MetricStats struct {
 	Errors int `json:"errors"`
 	// CaseMeans maps each case id to the mean of its runs; the gate pairs cases on it.
 	CaseMeans map[string]float64 `json:"caseMeans"`
+	// Groups maps the id of each case that belongs to a group (see [Case]) to its group;
+	// the gate clusters its standard error on them. Cases not in the map are their own
+	// cluster; nil means no case declared a group.
+	Groups map[string]string `json:"groups,omitempty"`
 }
 
 // NewMetricStats summarises per-case per-run scores: scores[i][k] is run k of the case
-// ids[i]. Every case must have the same number of runs, at least one.
+// ids[i]. Every case must have the same number of runs, at least one, and every score must
+// be a finite number in [0, 1]: the gate's bounds rest on that range, and a NaN would
+// reach every reported figure.
 func NewMetricStats(ids []string, scores [][]float64) (MetricStats, error) {
 	if len(ids) == 0 || len(ids) != len(scores) {
 		return MetricStats{}, errors.New("need one score row per case and at least one case")
@@ -52,6 +58,11 @@ func NewMetricStats(ids []string, scores [][]float64) (MetricStats, error) {
 		}
 		if _, dup := st.CaseMeans[ids[i]]; dup {
 			return MetricStats{}, fmt.Errorf("case id %q repeated", ids[i])
+		}
+		for k, v := range row {
+			if !inUnit(v) {
+				return MetricStats{}, fmt.Errorf("case %q run %d: score %v is not a finite number in [0, 1]", ids[i], k, v)
+			}
 		}
 		m, v := meanVar(row)
 		means[i] = m
@@ -75,3 +86,9 @@ func meanVar(xs []float64) (mean, variance float64) {
 	mean, variance = stat.MeanVariance(xs, nil)
 	return mean, max(0, variance) // rounding can leave −1e-18 for constant data
 }
+
+// inUnit reports whether v is a finite number in [0, 1]; NaN is not.
+func inUnit(v float64) bool { return v >= 0 && v <= 1 }
+
+// finite reports whether v is neither NaN nor infinite.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -740,3 +740,34 @@ func TestRunStoppedMidStepKeepsItsCalls(t *testing.T) {
 		t.Fatalf("call records %+v %v: want only the search, with its result", recs, err)
 	}
 }
+
+// TestInterruptedSearchIsRunAgain checks that a search interrupted by a
+// crash, being a read, is run again by Recover without asking anyone.
+func TestInterruptedSearchIsRunAgain(t *testing.T) {
+	fx := newSearchFixture(t, fake.Config{Script: []fake.Step{
+		calls(call("s", "search_kb", `{"query":"damaged item refund","k":1}`)), answer("refunded in full"),
+	}}, nil)
+	var searches atomic.Int32
+	shared := agents.NewInMemoryStore()
+	cfg := func(store agents.Store) agents.Config {
+		return agents.Config{
+			Gateway: fx.gw, Store: store,
+			Agents: []agents.Agent{{Name: "a", Model: "small", Retrievers: []string{"kb"}}},
+			Retrievers: map[string]agents.Searcher{"kb": agents.SearchFunc(func(ctx context.Context, q string, k int) ([]retrieval.Hit, error) {
+				searches.Add(1)
+				return fx.kb.Search(ctx, q, k)
+			})},
+		}
+	}
+	res, err := newRuntime(t, cfg(&crashingStore{Store: shared, tool: "search_kb"})).Run(context.Background(), "a", "broken item", agents.RunOptions{})
+	if !errors.Is(err, errCrashed) {
+		t.Fatalf("crashed run: %s %v", res.Status, err)
+	}
+	res, err = newRuntime(t, cfg(shared)).Recover(context.Background(), res.RunID)
+	if err != nil || res.Status != agents.StatusCompleted || searches.Load() != 2 {
+		t.Fatalf("recovered: %s %v after %d searches", res.Status, err, searches.Load())
+	}
+	if o := decodeSearch(t, res.Steps[0].ToolCalls[0].Observation); len(o.Passages) != 1 || o.Passages[0].Source != "refunds.md" {
+		t.Fatalf("re-run search %+v", o)
+	}
+}

@@ -217,6 +217,10 @@ const (
 	// KindNotRun is a call after a transfer in the same answer: the
 	// conversation had already moved on.
 	KindNotRun ErrorKind = "not_run"
+	// KindBudgetExceeded is a search_ call whose embedding the budget
+	// refused, by an agent that degrades rather than fail (see Searcher):
+	// the run goes on without the passages.
+	KindBudgetExceeded ErrorKind = "budget_exceeded"
 )
 
 // ApprovalRecord is a human decision on a call.

@@ -92,6 +92,11 @@ type Config struct {
 	// Implementations holds the code behind each tool, by tool name. Every
 	// tool an agent offers must have one, or New fails naming it.
 	Implementations map[string]Implementation
+	// Retrievers holds what agents search, by the retriever name agents
+	// list in Agent.Retrievers; a *retrieval.Retriever is a Searcher. One
+	// searcher may serve several agents. Every retriever an agent names
+	// must be here, or New fails naming it.
+	Retrievers map[string]Searcher
 	// Budgets are the budgets the gateway was built with (the same
 	// values as gateway.Config.Budgets); the runtime reads their scopes to
 	// pick each call's scope key: the run id, the thread id, or none.
@@ -144,8 +149,9 @@ type Agent struct {
 	// Delegates names agents this one may call as a tool, in an isolated
 	// context.
 	Delegates []string
-	// Retrievers names retrievers the agent may search. Retrieval tools are
-	// not built yet: a non-empty list is a *gateway.DeferredError at New.
+	// Retrievers names retrievers the agent may search, each a key of
+	// Config.Retrievers; the model sees each as the tool
+	// search_<retriever>.
 	Retrievers []string
 	// MaxSteps bounds the agent's model calls in one run; zero means
 	// DefaultMaxSteps.

@@ -8,9 +8,10 @@
 // teams without the IR fill it by hand, like gateway.Config). New checks
 // everything it can before any run: every tool an agent offers has an
 // Implementation (*MissingToolImplementationError otherwise), every alias
-// resolves and can serve tools or JSON output, every schema compiles. A
-// feature that is not built (retrievers, approval inside a delegated run) is
-// a *gateway.DeferredError at New, never an approximation.
+// resolves and can serve tools or JSON output, every schema compiles, every
+// retriever an agent names is configured. A feature that is not built
+// (approval inside a delegated run) is a *gateway.DeferredError at New,
+// never an approximation.
 //
 // # The loop
 //
@@ -44,6 +45,21 @@
 // returns its answer as one observation: Agent and Path stay the caller's.
 // Both refuse to re-enter an agent already on the path (an error
 // observation); delegations are bounded in depth and number.
+//
+// # Search
+//
+// An agent's retrievers are offered as tools named search_<retriever>, with
+// the arguments {query, k?} (k from 1 to MaxSearchK; omitted, the
+// retriever's default). Each calls the Searcher configured under the
+// retriever's name (a *retrieval.Retriever, or a team's own search) and
+// observes JSON listing the best passages, each with its source path,
+// heading, offsets, score, text and a "cite" value (source#heading), so
+// that an answer can cite what it read. A search is a read tool: several in
+// one answer run concurrently, and a search interrupted by a crash is run
+// again. Its embedding call is charged to the agent's budget, like its
+// model calls; a breach stops the run, unless the agent may still degrade,
+// in which case the search fails as an observation and the next model call
+// degrades (see Searcher).
 //
 // # Budgets and degrade
 //
@@ -87,8 +103,10 @@
 // the model one repair attempt, then fails with *OutputValidationError.
 // With Config.Tracer set, each agent's part of a run is an
 // "invoke_agent {name}" span and each call an "execute_tool {tool}" span
-// (OpenTelemetry GenAI conventions); the gateway's chat spans are their
-// children; a pause is an aid.run.paused event.
+// (OpenTelemetry GenAI conventions; a search is a "datastore" tool whose
+// span names the retriever and the documents found); the gateway's chat
+// and embedding spans are their children; a pause is an aid.run.paused
+// event.
 //
 // What it is not: it does not read the IR (the runtime never imports ir or
 // CUE), it is not a model client (see runtime/gateway), and it does not

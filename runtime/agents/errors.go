@@ -40,11 +40,15 @@ func (e *MissingToolImplementationError) Error() string {
 type BudgetExceededError struct {
 	// RunID is the run stopped.
 	RunID string
-	// Agent is the agent whose model call was refused.
+	// Agent is the agent whose call was refused.
 	Agent string
-	// Alias is the alias of the refused call (the lower rung when the agent
-	// degraded first).
+	// Alias is the alias of the refused model call (the lower rung when
+	// the agent degraded first), or the alias the agent was on when a
+	// search was refused.
 	Alias string
+	// Tool is the search_<retriever> tool whose embedding call was
+	// refused; empty when a model call was.
+	Tool string
 	// DegradedFrom is the rung the agent stepped down from before the
 	// refusal, empty when it did not degrade.
 	DegradedFrom string
@@ -54,6 +58,9 @@ type BudgetExceededError struct {
 
 // Error implements error.
 func (e *BudgetExceededError) Error() string {
+	if e.Tool != "" {
+		return fmt.Sprintf("run %s: agent %q: budget exceeded in tool %s: %v", e.RunID, e.Agent, e.Tool, e.Err)
+	}
 	if e.DegradedFrom != "" {
 		return fmt.Sprintf("run %s: agent %q: budget exceeded on %q after degrading from %q: %v", e.RunID, e.Agent, e.Alias, e.DegradedFrom, e.Err)
 	}

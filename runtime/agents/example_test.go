@@ -8,6 +8,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/retrieval"
 )
 
 // exampleGateway is a gateway over a scripted fake provider.
@@ -147,4 +148,37 @@ func ExampleRuntime_Run_transfer() {
 	fmt.Println(res.Agent, res.Path, res.Answer)
 	// Output:
 	// billing [triage billing] Your invoice is paid.
+}
+
+// An agent that names a retriever searches it with the tool
+// search_<retriever>. Any Searcher serves; a *retrieval.Retriever is one.
+// The observation lists passages the answer can cite as source#heading.
+func ExampleSearcher() {
+	gw := exampleGateway(
+		fake.Step{ToolCalls: []gateway.ToolCall{{ID: "s1", Name: "search_kb", Arguments: json.RawMessage(`{"query":"refund time limit","k":1}`)}}},
+		fake.Step{Text: "Within 30 days of delivery [refunds.md#Refunds]."},
+	)
+	kb := agents.SearchFunc(func(_ context.Context, query string, k int) ([]retrieval.Hit, error) {
+		return []retrieval.Hit{{
+			Chunk: retrieval.Chunk{ID: "c1", Source: "refunds.md", Heading: "Refunds", Start: 0, End: 44, Text: "Ask for a refund within 30 days of delivery."},
+			Score: 0.8125,
+		}}, nil
+	})
+	r, err := agents.New(agents.Config{
+		Gateway:    gw,
+		Agents:     []agents.Agent{{Name: "researcher", Model: "small", Instructions: "Search, then answer citing sources.", Retrievers: []string{"kb"}}},
+		Retrievers: map[string]agents.Searcher{"kb": kb},
+	})
+	if err != nil {
+		panic(err)
+	}
+	res, err := r.Run(context.Background(), "researcher", "How long do I have to ask for a refund?", agents.RunOptions{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Steps[0].ToolCalls[0].Observation)
+	fmt.Println(res.Answer)
+	// Output:
+	// {"query":"refund time limit","passages":[{"cite":"refunds.md#Refunds","source":"refunds.md","heading":"Refunds","id":"c1","start":0,"end":44,"score":0.8125,"text":"Ask for a refund within 30 days of delivery."}]}
+	// Within 30 days of delivery [refunds.md#Refunds].
 }

@@ -92,6 +92,7 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			paused, target, err := r.runCalls(actx, st, span)
 			switch {
 			case err != nil:
+				st.stopPending()
 				return r.finish(ctx, st, span, statusOf(err), err)
 			case paused:
 				return r.finish(ctx, st, span, StatusPaused, nil)
@@ -164,6 +165,25 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			return r.finish(ctx, st, span, StatusFailed, err)
 		}
 	}
+}
+
+// stopPending ends the pending step of a run that stopped during its tool
+// calls (a budget breach, a cancellation, a store failure), so that the
+// result's steps show the call that stopped it. Calls that never started
+// are marked not run; they were never recorded, so no store holds another
+// result for them.
+func (st *runState) stopPending() {
+	p := st.pending
+	if p == nil {
+		return
+	}
+	for i := range p.Step.ToolCalls {
+		if c := &p.Step.ToolCalls[i]; !c.Done {
+			c.observe("error: not run: the run stopped first", KindNotRun)
+		}
+	}
+	st.steps = append(st.steps, p.Step)
+	st.pending = nil
 }
 
 // statusOf maps a fatal error of the tool phase to the run's status.
@@ -239,17 +259,7 @@ func (r *Runtime) callModel(ctx context.Context, st *runState, req gateway.Reque
 		opts = append(opts, gateway.WithFallbacks(d.spec.Fallbacks...))
 	}
 	if d.budget != "" {
-		key := ""
-		switch d.budgetScope {
-		case gateway.ScopeRun:
-			key = st.rootID
-		case gateway.ScopeThread:
-			key = st.threadID
-			if key == "" {
-				key = st.rootID // a run without a thread is its own thread
-			}
-		}
-		opts = append(opts, gateway.WithBudget(d.budget, key))
+		opts = append(opts, gateway.WithBudget(d.budget, budgetKey(st)))
 	}
 	res, err := r.gen.Generate(ctx, st.alias, req, opts...)
 	var be *gateway.BudgetExceededError
@@ -338,14 +348,15 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 }
 
 // parallel reports whether a step's calls may run concurrently: more than
-// one, and every one a known read-only tool that needs no approval.
+// one, and every one a known read-only tool (searches included) that needs
+// no approval.
 func (r *Runtime) parallel(d *agentDef, calls []ToolCallRecord) bool {
 	if len(calls) < 2 || r.maxParallel < 2 {
 		return false
 	}
 	for _, c := range calls {
 		t := d.tools[c.Name]
-		if t == nil || t.kind != kindPlain || t.effects != EffectsRead || t.approval != ApprovalNever {
+		if t == nil || (t.kind != kindPlain && t.kind != kindSearch) || t.effects != EffectsRead || t.approval != ApprovalNever {
 			return false
 		}
 	}
@@ -381,12 +392,12 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 		}
 	}
 	target, err := r.runTool(tctx, st, t, c)
-	if c.ErrorKind != "" {
-		endSpanToolError(span, c)
-	}
 	if err != nil {
 		// The run stops; the call still gets its one result.
 		c.observe("error: the run stopped during this call: "+err.Error(), KindToolFailed)
+	}
+	if c.ErrorKind != "" {
+		endSpanToolError(span, c)
 	}
 	if !st.sub {
 		if ferr := r.store.FinishCall(context.WithoutCancel(ctx), st.id, key, CallResult{Observation: c.Observation, ErrorKind: c.ErrorKind}); ferr != nil {
@@ -431,6 +442,8 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, c *ToolCal
 		return t.target, nil
 	case kindDelegate:
 		return nil, r.delegate(ctx, st, t.target, args, c)
+	case kindSearch:
+		return nil, r.search(ctx, st, t, args, c)
 	}
 	tctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()

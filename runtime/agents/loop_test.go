@@ -50,7 +50,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"reserved name", func(c *agents.Config) {
 			c.Tools = append(c.Tools, agents.Tool{Name: "transfer_to_x"})
 		}, "reserved", nil},
-		{"retrievers deferred", func(c *agents.Config) { c.Agents[0].Retrievers = []string{"kb"} }, "retrievers", new(*gateway.DeferredError)},
+		{"unconfigured retriever", func(c *agents.Config) { c.Agents[0].Retrievers = []string{"kb"} }, `retriever "kb" is not in Config.Retrievers`, nil},
 		{"degrade without lower rung", func(c *agents.Config) {
 			c.Agents[0].Ladder, c.Agents[0].OnBudgetExhausted = []string{"large", "small"}, agents.BudgetDegrade
 		}, "no rung below", nil},

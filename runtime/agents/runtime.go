@@ -47,6 +47,7 @@ const (
 	kindPlain toolKind = iota
 	kindTransfer
 	kindDelegate
+	kindSearch
 )
 
 // tool is a tool as one agent offers it.
@@ -59,6 +60,8 @@ type tool struct {
 	schema   *jsonschema.Schema
 	impl     Implementation
 	target   *agentDef // transfer and delegate
+	searcher Searcher  // search
+	source   string    // search: the retriever's name
 }
 
 // agentDef is an agent with everything resolved and compiled.
@@ -204,6 +207,12 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	sort.Strings(r.names)
 
+	// Every search_ tool takes the same arguments.
+	searchToolSchema, err := compileSchema("urn:aid:tool:search", searchSchema)
+	if err != nil {
+		panic(err) // the built-in schemas are constants
+	}
+
 	// Second pass: everything else.
 	missing := map[string][]string{}
 	for _, name := range r.names {
@@ -230,9 +239,6 @@ func New(cfg Config) (*Runtime, error) {
 		default:
 			fail("agent %q: onBudgetExhausted %q is not %q or %q", name, a.OnBudgetExhausted, BudgetFail, BudgetDegrade)
 		}
-		if len(a.Retrievers) > 0 {
-			errs = append(errs, fmt.Errorf("agent %q: %w", name, &gateway.DeferredError{Feature: "retrievers (search_<retriever> tools)"}))
-		}
 		if a.Budget != "" {
 			sc, ok := scopes[a.Budget]
 			if !ok {
@@ -240,7 +246,7 @@ func New(cfg Config) (*Runtime, error) {
 			}
 			d.budget, d.budgetScope = a.Budget, sc
 		}
-		d.tools = make(map[string]*tool, len(a.Tools)+len(a.Handoffs)+len(a.Delegates))
+		d.tools = make(map[string]*tool, len(a.Tools)+len(a.Handoffs)+len(a.Delegates)+len(a.Retrievers))
 		for _, tn := range a.Tools {
 			t, ok := declared[tn]
 			if !ok {
@@ -291,6 +297,26 @@ func New(cfg Config) (*Runtime, error) {
 				d.tools[tn] = t
 				d.defs = append(d.defs, def)
 			}
+		}
+		for _, rn := range a.Retrievers {
+			s, ok := cfg.Retrievers[rn]
+			switch {
+			case rn == "":
+				fail("agent %q names a retriever without a name", name)
+				continue
+			case !ok || s == nil:
+				fail("agent %q: retriever %q is not in Config.Retrievers", name, rn)
+				continue
+			case d.tools[SearchPrefix+rn] != nil:
+				fail("agent %q names retriever %q twice", name, rn)
+				continue
+			}
+			tn := SearchPrefix + rn
+			d.tools[tn] = &tool{
+				name: tn, kind: kindSearch, effects: EffectsRead, approval: ApprovalNever,
+				timeout: DefaultToolTimeout, schema: searchToolSchema, searcher: s, source: rn,
+			}
+			d.defs = append(d.defs, gateway.ToolDef{Name: tn, Description: searchDescription(rn, s), Parameters: searchSchema})
 		}
 		if m := a.Memory; m != nil {
 			if m.ThreadTokenBudget < 0 {

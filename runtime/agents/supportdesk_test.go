@@ -13,12 +13,15 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/retrieval"
 )
 
 // supportDesk is examples/support-desk, built by hand: the runtime never
-// reads the IR. It mirrors app.cue except for the researcher's retriever,
-// which the runtime does not build yet; its tools are the example's
-// fixtures and the fake plays the example's script.
+// reads the IR. It mirrors app.cue: its tools are the example's fixtures,
+// the researcher's kb retriever is a real retrieval.Retriever over the
+// example's docs (memory store, the fake embedding model through the
+// gateway, lexical rerank, top 4), and the fake plays the example's
+// script.
 const supportDesk = "../../examples/support-desk"
 
 func supportDeskRuntime(t *testing.T, fc fake.Config) (*agents.Runtime, *fake.Provider) {
@@ -40,6 +43,7 @@ func supportDeskRuntime(t *testing.T, fc fake.Config) (*agents.Runtime, *fake.Pr
 		Models: []gateway.PinnedModel{
 			{Alias: "large", Spec: gateway.ModelSpec{ID: "fake-large-2024-06-01", Provider: "fake", ContextWindow: 128000, MaxOutputTokens: 4096, Capabilities: caps, Cost: gateway.CostProfile{InputPer1kUSD: 0.0025, OutputPer1kUSD: 0.01}}},
 			{Alias: "small", Spec: gateway.ModelSpec{ID: "fake-small-2024-06-01", Provider: "fake", ContextWindow: 128000, MaxOutputTokens: 4096, Capabilities: caps, Cost: gateway.CostProfile{InputPer1kUSD: 0.00015, OutputPer1kUSD: 0.0006}}},
+			{Alias: "embed", Spec: gateway.ModelSpec{ID: "fake-embed-2024-06-01", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: 256, Cost: gateway.CostProfile{InputPer1kUSD: 0.00002}}},
 		},
 		Providers: map[string]gateway.Provider{"fake": p},
 		Budgets:   budgets,
@@ -61,6 +65,18 @@ func supportDeskRuntime(t *testing.T, fc fake.Config) (*agents.Runtime, *fake.Pr
 			t.Fatal(err)
 		}
 	}
+	kb, err := retrieval.Build(gw,
+		[]retrieval.StoreConfig{{Name: "kb", Kind: retrieval.StoreMemory, Distance: retrieval.DistanceCosine}},
+		[]retrieval.Config{{
+			Name: "kb", Source: retrieval.Source{Dir: supportDesk, Files: []string{"docs/**/*.md"}},
+			ChunkSize: 600, ChunkOverlap: 80, EmbedModel: "embed", Store: "kb", TopK: 4, Rerank: retrieval.RerankLexical,
+		}}, retrieval.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kb["kb"].Ingest(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	mem := &agents.StoredMemory{Store: "memory"}
 	return newRuntime(t, agents.Config{
 		Gateway: gw,
@@ -77,6 +93,7 @@ func supportDeskRuntime(t *testing.T, fc fake.Config) (*agents.Runtime, *fake.Pr
 				Input: json.RawMessage(`{"type":"object","properties":{"note":{"type":"string"},"status":{"enum":["open","pending","solved"]}},"required":["note"]}`)},
 		},
 		Implementations: impls,
+		Retrievers:      map[string]agents.Searcher{"kb": kb["kb"]},
 		MemoryStores:    map[string]agents.MemoryStore{"memory": agents.NewInMemoryMemory()},
 		Agents: []agents.Agent{
 			{Name: "triage", Description: "Greets the customer and routes the conversation.", Model: "large", Ladder: []string{"large", "small"},
@@ -90,7 +107,7 @@ func supportDeskRuntime(t *testing.T, fc fake.Config) (*agents.Runtime, *fake.Pr
 			{Name: "tech", Description: "Solves product and account problems from the help centre.", Model: "small", Budget: "per_run",
 				Instructions: "You solve technical problems.", Tools: []string{"update_ticket"}, Handoffs: []string{"billing"}, Delegates: []string{"researcher"}},
 			{Name: "researcher", Description: "Searches the help centre and summarises what it says.", Model: "small", MaxSteps: 4,
-				Instructions: "Search the knowledge base and answer in at most five sentences, citing article titles."},
+				Instructions: "Search the knowledge base and answer in at most five sentences, citing article titles.", Retrievers: []string{"kb"}},
 		},
 	}), p
 }
@@ -136,8 +153,9 @@ func TestSupportDeskRefund(t *testing.T) {
 	}
 	delegated := res.Steps[2].ToolCalls[0]
 	if delegated.Delegate == nil || delegated.Delegate.Agent != "researcher" || !strings.HasPrefix(delegated.Observation, `According to "Refunds"`) {
-		t.Errorf("delegation %+v", delegated)
+		t.Fatalf("delegation %+v", delegated)
 	}
+	checkResearch(t, delegated.Delegate.Steps, delegated.Observation)
 
 	res, err := r.Resume(t.Context(), res.RunID, agents.Decision{Action: agents.Approve})
 	if err != nil || res.Status != agents.StatusCompleted {
@@ -160,8 +178,64 @@ func TestSupportDeskRefund(t *testing.T) {
 	}
 }
 
+// checkResearch checks the researcher's part of the script: two searches
+// of kb, in one step, whose best passages come from the documents that
+// answer them, and an answer whose every citation is the cite of a passage
+// the searches returned.
+func checkResearch(t *testing.T, steps []agents.StepRecord, answer string) {
+	t.Helper()
+	if len(steps) != 2 || len(steps[0].ToolCalls) != 2 {
+		t.Fatalf("researcher steps %+v", steps)
+	}
+	cites := map[string]bool{}
+	for i, want := range []struct {
+		source string
+		n      int
+	}{
+		{"docs/refunds.md", 2},               // k 2
+		{"docs/troubleshooting/login.md", 3}, // topK 4, but the docs are three chunks
+	} {
+		c := steps[0].ToolCalls[i]
+		if c.Name != "search_kb" || c.ErrorKind != "" {
+			t.Fatalf("researcher call %d: %s %s", i, c.Name, c.Observation)
+		}
+		var obs struct {
+			Passages []struct{ Cite, Source, Text string }
+		}
+		if err := json.Unmarshal([]byte(c.Observation), &obs); err != nil {
+			t.Fatalf("search_kb observation %q: %v", c.Observation, err)
+		}
+		if len(obs.Passages) != want.n || obs.Passages[0].Source != want.source {
+			t.Fatalf("search_kb(%s) found %+v, want %d passages, %s first", c.Arguments, obs.Passages, want.n, want.source)
+		}
+		for _, p := range obs.Passages {
+			cites[p.Cite] = true
+		}
+	}
+	// The answer cites [source#heading]; each must be a passage it read.
+	n := 0
+	for rest := answer; ; {
+		i := strings.Index(rest, "[")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(rest[i:], "]")
+		if j < 0 {
+			t.Fatalf("unclosed citation in %q", answer)
+		}
+		if cite := rest[i+1 : i+j]; !cites[cite] {
+			t.Errorf("the answer cites %q, which no search returned (returned: %v)", cite, cites)
+		}
+		n++
+		rest = rest[i+j:]
+	}
+	if n != 2 || !strings.Contains(answer, "[docs/refunds.md#Refunds]") {
+		t.Errorf("answer %q: want two citations, refunds.md among them", answer)
+	}
+}
+
 // The other entry points of the script play too: tech delegates and
-// updates the ticket; the researcher answers alone.
+// updates the ticket; the researcher searches and answers alone.
 func TestSupportDeskOtherAgents(t *testing.T) {
 	r, _ := supportDeskRuntime(t, loadSupportDeskScript(t))
 	res := mustRun(t, r, "tech", "I cannot log in", agents.RunOptions{UserID: "u1"})
@@ -171,10 +245,15 @@ func TestSupportDeskOtherAgents(t *testing.T) {
 	if got, want := callNames(t, res.Steps), []string{"tech:delegate_to_researcher", "tech:update_ticket"}; !slices.Equal(got, want) {
 		t.Fatalf("tech calls %v, want %v", got, want)
 	}
+	checkResearch(t, res.Steps[0].ToolCalls[0].Delegate.Steps, res.Steps[0].ToolCalls[0].Observation)
 	res = mustRun(t, r, "researcher", "refund policy?", agents.RunOptions{})
 	if res.Status != agents.StatusCompleted || !strings.HasPrefix(res.Answer, "According to") {
 		t.Fatalf("researcher: %s %q", res.Status, res.Answer)
 	}
+	if got, want := callNames(t, res.Steps), []string{"researcher:search_kb", "researcher:search_kb"}; !slices.Equal(got, want) {
+		t.Fatalf("researcher calls %v, want %v", got, want)
+	}
+	checkResearch(t, res.Steps, res.Answer)
 }
 
 // evalCases reads the example's eval dataset as answer-key cases.

@@ -75,14 +75,21 @@ func (r *Runtime) startToolSpan(ctx context.Context, st *runState, c *ToolCallRe
 		return ctx, noop.Span{}
 	}
 	name := "execute_tool " + c.Name
-	return r.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameExecuteTool,
 		semconv.GenAIToolName(c.Name),
 		semconv.GenAIToolCallID(c.ID),
 		semconv.GenAIToolType("function"),
 		semconv.GenAIAgentName(st.agent.spec.Name),
 		AttrRunID.String(st.rootID),
-	))
+	}
+	if t := st.agent.tools[c.Name]; t != nil && t.kind == kindSearch {
+		// A search is the GenAI conventions' datastore tool, over the
+		// retriever as data source; search sets the documents it found.
+		attrs[3] = semconv.GenAIToolType("datastore")
+		attrs = append(attrs, semconv.GenAIDataSourceID(t.source))
+	}
+	return r.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 }
 
 // endSpanToolError marks a tool span whose call produced an error

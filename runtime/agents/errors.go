@@ -139,12 +139,16 @@ type ConflictError struct {
 	RunID string
 	// Version is the version the writer expected.
 	Version int64
-	// Stored is the version the store holds.
+	// Stored is the version the store holds; 0 when the loss was seen
+	// elsewhere (another process finished a call of the run first).
 	Stored int64
 }
 
 // Error implements error.
 func (e *ConflictError) Error() string {
+	if e.Stored == 0 {
+		return fmt.Sprintf("run %s: record changed concurrently (expected version %d)", e.RunID, e.Version)
+	}
 	return fmt.Sprintf("run %s: record changed concurrently (expected version %d, stored %d)", e.RunID, e.Version, e.Stored)
 }
 

@@ -401,6 +401,12 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 	}
 	if !st.sub {
 		if ferr := r.store.FinishCall(context.WithoutCancel(ctx), st.id, key, CallResult{Observation: c.Observation, ErrorKind: c.ErrorKind}); ferr != nil {
+			if _, lost := errors.AsType[*CallFinishedError](ferr); lost {
+				// Another process recovering the same run finished this
+				// call first: that process owns the run now, and this one
+				// stops without writing anything more.
+				ferr = errors.Join(ferr, &ConflictError{RunID: st.id, Version: st.version})
+			}
 			return nil, errors.Join(err, fmt.Errorf("run %s: record result of tool call %s: %w", st.id, key, ferr))
 		}
 	}

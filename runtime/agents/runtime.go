@@ -632,7 +632,9 @@ func (r *Runtime) resume(ctx context.Context, rec RunRecord, d Decision) (RunRes
 // work it already did is not undone). Calls of the interrupted step that have
 // a result are not run again; an unfinished read call is run again; an
 // unfinished write call is never re-run silently: the run pauses with
-// reason interrupted, and Resume decides.
+// reason interrupted, and Resume decides. Two processes recovering one run
+// at once may both re-run an interrupted read; the one whose result comes
+// second stops with a *ConflictError and writes nothing more.
 func (r *Runtime) Recover(ctx context.Context, runID string) (RunResult, error) {
 	rec, err := r.store.LoadRun(ctx, runID)
 	if err != nil {

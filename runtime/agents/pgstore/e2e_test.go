@@ -356,7 +356,7 @@ func TestCrashBetweenRecordAndResult(t *testing.T) {
 			t.Fatalf("the interrupted call: %+v, %v; want recorded without a result", c, err)
 		}
 		// Two replicas notice the dead run at once: one recovers it, the
-		// other is told it lost and runs nothing.
+		// other is told it lost (a *ConflictError) and writes nothing more.
 		c := d.newReplica(t, dsn, answer("found A"))
 		results := make([]agents.RunResult, 2)
 		errs := make([]error, 2)
@@ -385,8 +385,11 @@ func TestCrashBetweenRecordAndResult(t *testing.T) {
 		if won != 1 {
 			t.Fatalf("%d recoveries won, want 1", won)
 		}
-		if d.lookups.Load() != 2 {
-			t.Fatalf("%d lookups, want 2: the interrupted read runs again, once", d.lookups.Load())
+		// Both recoveries may re-run the interrupted read before one of them
+		// finishes it (a read may run again); the loser then stops with a
+		// *ConflictError and writes nothing more.
+		if n := d.lookups.Load(); n != 2 && n != 3 {
+			t.Fatalf("%d lookups, want 2 or 3: the interrupted read runs again, at most once per recovery", n)
 		}
 		checkAllFinished(t, b.store, res.RunID, 1)
 	})

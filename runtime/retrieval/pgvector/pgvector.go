@@ -43,8 +43,10 @@ type Config struct {
 }
 
 // DefaultEFSearch is the hnsw.ef_search of a store that does not set one.
-// BenchmarkSearch measures recall@10 at 0.95 or more from 40 on clustered
-// data; 100 keeps a margin for harder data at a modest cost.
+// On 50,000 clustered vectors of width 128, BenchmarkSearch measured
+// recall@10 of 0.96 to 0.98 at ef_search 40 and 0.99 at 100 (the HNSW
+// build is randomised, so it varies between builds); 100 keeps a margin
+// above 0.95 for harder data at a modest cost in queries per second.
 const DefaultEFSearch = 100
 
 // maxIndexedDims is the widest vector pgvector's HNSW index takes.

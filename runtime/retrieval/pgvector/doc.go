@@ -26,9 +26,13 @@
 // answer — fewer than k rows came back, so the filter may be more selective
 // than the iterative scan reaches, or the k-th and the next row have equal
 // scores, so the id order of the tie is unknown — it runs the search again
-// exactly, with index scans off, where the ORDER BY settles the order. A
-// search therefore returns k hits whenever k rows match, never silently
-// fewer; its recall against exact search is the HNSW index's.
+// exactly: ordered by score and id in SQL, which no vector index serves, so
+// PostgreSQL scores every row the filter selects (through the metadata
+// index when the filter is selective) and keeps the best k. A search
+// therefore returns k hits whenever k rows match, never silently fewer; its
+// recall against exact search is the HNSW index's. A search whose filter
+// matches fewer than k rows of a large table pays for both: the iterative
+// scan up to pgvector's hnsw.max_scan_tuples, then the exact one.
 //
 // Upsert is all or nothing: every record is checked before anything is
 // written, and the batch is written in one transaction — a small batch as

@@ -110,6 +110,9 @@ func handBuilt(t *testing.T) *evalOutcome {
 		"normalized_contains": stats(0.4, 0.9, 0.5, 0.5, 1),
 		"llm_judge":           {ModelDerived: true, Runs: 3, Cases: 5, Mean: 0.7, StdErr: 0.1, CaseMeans: map[string]float64{}},
 	}
+	grouped := cur["exact_match"]
+	grouped.Groups = map[string]string{"a": "doc-1", "b": "doc-1", "c": "doc-2"}
+	cur["exact_match"] = grouped
 	baseline := &eval.Baseline{Metrics: map[string]eval.MetricStats{
 		"exact_match":         stats(0.9, 0.9, 0.6, 1, 1),
 		"normalized_contains": stats(0.5, 0.9, 0.5, 0.5, 1),

@@ -166,6 +166,12 @@ func (c *checker) check() {
 		if m.Kind == KindEmbedding && m.Dimensions == 0 {
 			c.errAt(pathOf("models", m.ID), "embedding model %q needs dimensions: the width of its vectors, which stores are created with", m.ID)
 		}
+		// A cached-input price is a discount: the budget holds the prompt
+		// at the input price before the call, and a dearer cached price
+		// would let the settled cost exceed that hold.
+		if p := m.Cost.CachedInputPer1kUSD; p != nil && *p > m.Cost.InputPer1kUSD {
+			c.errAt(pathOf("models", m.ID, "cost", "cachedInputPer1kUSD"), "cachedInputPer1kUSD %g is above inputPer1kUSD %g; cached input tokens are billed at a discount, and a budget reserves the prompt at the input price: lower it to at most %g, or remove it to bill cached tokens at the input price", *p, m.Cost.InputPer1kUSD, m.Cost.InputPer1kUSD)
+		}
 	}
 	for _, b := range d.Budgets {
 		// A limit the user wrote but the schema refused (maxUSD: 0) is set,
@@ -301,7 +307,7 @@ func (c *checker) agent(a *Agent) {
 		switch {
 		case cheaper(above.Cost, below.Cost):
 			fix = fmt.Sprintf("order the ladder from most to least expensive: put %q above %q", r, a.Ladder[i-1])
-		case below.Cost == above.Cost:
+		case below.Cost.InputPer1kUSD == above.Cost.InputPer1kUSD && below.Cost.OutputPer1kUSD == above.Cost.OutputPer1kUSD:
 			fix = fmt.Sprintf("the two cost the same, so stepping down saves nothing in either order: remove one of them, or make this rung an alias of a model cheaper than %q", a.Ladder[i-1])
 		default:
 			fix = fmt.Sprintf("one is cheaper on input and the other on output, so neither order makes a step down cheaper: remove this rung, or make it an alias of a model cheaper than %q on both prices", a.Ladder[i-1])

@@ -130,6 +130,11 @@ type Cost struct {
 	InputPer1kUSD float64 `json:"inputPer1kUSD"`
 	// OutputPer1kUSD is the price of 1,000 output tokens.
 	OutputPer1kUSD float64 `json:"outputPer1kUSD"`
+	// CachedInputPer1kUSD, when set, is the price of 1,000 input tokens
+	// served from the provider's prompt cache; nil bills them at
+	// InputPer1kUSD, and a pointer to 0 makes them free. The check pass
+	// refuses a price above InputPer1kUSD.
+	CachedInputPer1kUSD *float64 `json:"cachedInputPer1kUSD,omitempty"`
 }
 
 // Alias names a model for the rest of the IR.

@@ -91,6 +91,10 @@ func ModelSpec(m *ir.Model) gateway.ModelSpec {
 		Dimensions:      m.Dimensions,
 		Cost:            gateway.CostProfile{InputPer1kUSD: m.Cost.InputPer1kUSD, OutputPer1kUSD: m.Cost.OutputPer1kUSD},
 	}
+	if p := m.Cost.CachedInputPer1kUSD; p != nil {
+		v := *p // the spec owns its price, apart from the document
+		s.Cost.CachedInputPer1kUSD = &v
+	}
 	for _, c := range m.Capabilities {
 		s.Capabilities = append(s.Capabilities, gateway.Capability(c))
 	}

@@ -97,6 +97,11 @@ type Amount struct {
 	NanoUSD int64
 	// Tokens is the number of tokens, input plus output.
 	Tokens int64
+	// CachedInputTokens is the part of Tokens that was input served from a
+	// provider's prompt cache and priced at the cached-input price. It is
+	// recorded, not limited: a budget counts Tokens, cached or not, and a
+	// reservation holds none, since it assumes the uncached worst case.
+	CachedInputTokens int64
 }
 
 // USD returns the money in US dollars.
@@ -104,12 +109,12 @@ func (a Amount) USD() float64 { return float64(a.NanoUSD) / 1e9 }
 
 // Add returns a+b.
 func (a Amount) Add(b Amount) Amount {
-	return Amount{NanoUSD: a.NanoUSD + b.NanoUSD, Tokens: a.Tokens + b.Tokens}
+	return Amount{NanoUSD: a.NanoUSD + b.NanoUSD, Tokens: a.Tokens + b.Tokens, CachedInputTokens: a.CachedInputTokens + b.CachedInputTokens}
 }
 
 // Sub returns a-b.
 func (a Amount) Sub(b Amount) Amount {
-	return Amount{NanoUSD: a.NanoUSD - b.NanoUSD, Tokens: a.Tokens - b.Tokens}
+	return Amount{NanoUSD: a.NanoUSD - b.NanoUSD, Tokens: a.Tokens - b.Tokens, CachedInputTokens: a.CachedInputTokens - b.CachedInputTokens}
 }
 
 func (a Amount) usdString() string { return strconv.FormatFloat(a.USD(), 'f', -1, 64) }
@@ -172,11 +177,14 @@ var ErrUnknownReservation = errors.New("unknown or already closed reservation")
 type Ledger interface {
 	// Reserve holds r.Amount against every limit in r.Limits, or against
 	// none: when one does not fit it returns a *BudgetExceededError with
-	// the spend observed at that moment.
+	// the spend observed at that moment. A hold is the uncached worst case:
+	// its CachedInputTokens is not held, and Reserved never reports any.
 	Reserve(ctx context.Context, r Reservation) error
 	// Settle replaces a reservation's hold with the real spend. The real
 	// spend is recorded even when it exceeds the hold, because money spent
 	// is spent; only an input estimate far below the truth can make it so.
+	// Its CachedInputTokens is recorded with it, and Summary reports the
+	// sum apart from Tokens, by account, alias and model.
 	Settle(ctx context.Context, id string, actual Amount) error
 	// Release drops a reservation whose call was not charged.
 	Release(ctx context.Context, id string) error

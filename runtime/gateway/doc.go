@@ -30,7 +30,11 @@
 //     every budget the call names; if it does not fit the call is refused
 //     with a *BudgetExceededError before any money is spent. After the call
 //     the hold is settled to the real usage, or released, in a defer, so
-//     that a panic cannot leave it held. A call names its
+//     that a panic cannot leave it held. Input the provider served from its
+//     prompt cache (Usage.CachedInputTokens) is priced at the cost
+//     profile's cached-input price and recorded apart in the ledger; the
+//     hold assumes none is cached, which is why a cached-input price may
+//     not exceed the input price. A call names its
 //     budgets and their scope keys (which run, which thread) with
 //     WithBudget, or inherits them from ContextWithBudget. MemoryLedger is
 //     the default; package pgledger shares one budget across replicas.

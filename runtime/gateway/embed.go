@@ -65,6 +65,7 @@ func (g *Gateway) embedOnce(ctx context.Context, e *entry, texts []string, limit
 	if resp.Usage == (Usage{}) {
 		resp.Usage = EstimateEmbedUsage(texts)
 	}
+	g.checkCached(ctx, e, &resp.Usage)
 	cost := Price(spec.Cost, resp.Usage)
 	g.endSpanOK(&span, resp.Model, resp.Usage, "", cost)
 	return resp, cost, nil

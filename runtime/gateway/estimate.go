@@ -139,12 +139,21 @@ func EstimateCost(spec ModelSpec, req Request) float64 {
 	return Price(spec.Cost, EstimateUsage(spec, req)).USD()
 }
 
-// Price returns what usage costs under a cost profile, rounded up to the
-// next billionth of a dollar.
+// Price returns what usage costs under a cost profile: the uncached input
+// at the input price, the cached input (Usage.CachedInputTokens, a part of
+// the input) at the cached-input price, and the output at the output price,
+// each rounded up to the next billionth of a dollar. A cached count that is
+// not a part of the input is priced as zero (see Usage.CachedInputTokens).
+// The amount carries the cached count it priced, so that a ledger can
+// record it apart.
 func Price(c CostProfile, u Usage) Amount {
+	cached := u.cachedInput()
 	return Amount{
-		NanoUSD: nanos(u.InputTokens, c.InputPer1kUSD) + nanos(u.OutputTokens, c.OutputPer1kUSD),
-		Tokens:  u.total(),
+		NanoUSD: nanos(u.InputTokens-cached, c.InputPer1kUSD) +
+			nanos(cached, c.cachedInputPer1k()) +
+			nanos(u.OutputTokens, c.OutputPer1kUSD),
+		Tokens:            u.total(),
+		CachedInputTokens: cached,
 	}
 }
 

@@ -493,9 +493,24 @@ func (g *Gateway) generateOnce(ctx context.Context, e *entry, req Request, limit
 	if resp.Usage == (Usage{}) {
 		resp.Usage = estimateActual(req, resp.Text, resp.ToolCalls)
 	}
+	g.checkCached(ctx, e, &resp.Usage)
 	cost := Price(e.pinned.Spec.Cost, resp.Usage)
 	g.endSpanOK(&span, resp.Model, resp.Usage, resp.FinishReason, cost)
 	return resp, cost, nil
+}
+
+// checkCached drops a cached-token count that is not a part of the input,
+// with a warning, so that the usage a caller, the span and the ledger see is
+// the usage Price billed (see Usage.CachedInputTokens).
+func (g *Gateway) checkCached(ctx context.Context, e *entry, u *Usage) {
+	c := u.cachedInput()
+	if c == u.CachedInputTokens {
+		return
+	}
+	g.logger.LogAttrs(ctx, slog.LevelWarn, "gateway: provider reported cached input tokens that are not a part of the input; billing the whole prompt at the input price",
+		slog.String("alias", e.pinned.Alias), slog.String("model", e.pinned.Spec.ID),
+		slog.Int64("input_tokens", u.InputTokens), slog.Int64("cached_input_tokens", u.CachedInputTokens))
+	u.CachedInputTokens = c
 }
 
 // estimateActual estimates the usage of an answer whose provider reported

@@ -103,6 +103,21 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			s.Cost.InputPer1kUSD = -1
 			c.Models = append(c.Models, gateway.PinnedModel{Alias: "x", Spec: s})
 		}, "negative price"},
+		{"cached input dearer than input", func(c *gateway.Config) {
+			s := chat
+			s.Cost.InputPer1kUSD, s.Cost.CachedInputPer1kUSD = 0.001, usd(0.002)
+			c.Models = append(c.Models, gateway.PinnedModel{Alias: "x", Spec: s})
+		}, `model "m-1" prices cached input tokens at 0.002 US dollars per 1k, above the input price of 0.001`},
+		{"negative cached input price", func(c *gateway.Config) {
+			s := chat
+			s.Cost.InputPer1kUSD, s.Cost.CachedInputPer1kUSD = 0.001, usd(-0.0005)
+			c.Models = append(c.Models, gateway.PinnedModel{Alias: "x", Spec: s})
+		}, "invalid cached input price of -0.0005"},
+		{"NaN cached input price", func(c *gateway.Config) {
+			s := chat
+			s.Cost.InputPer1kUSD, s.Cost.CachedInputPer1kUSD = 0.001, usd(math.NaN())
+			c.Models = append(c.Models, gateway.PinnedModel{Alias: "x", Spec: s})
+		}, "invalid cached input price of NaN"},
 		{"budget without limit", func(c *gateway.Config) {
 			c.Budgets = append(c.Budgets, gateway.Budget{Name: "free", Scope: gateway.ScopeRun})
 		}, "sets neither"},

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -51,6 +53,40 @@ type CostProfile struct {
 	// OutputPer1kUSD is the price of one thousand output (completion)
 	// tokens; embedding models leave it zero.
 	OutputPer1kUSD float64
+	// CachedInputPer1kUSD, when set, is the price of one thousand input
+	// tokens the provider served from its prompt cache
+	// (Usage.CachedInputTokens). Nil bills them at InputPer1kUSD, like the
+	// rest of the prompt, so a profile that predates cached pricing keeps
+	// its meaning; a pointer to zero makes them free. It is a discount, at
+	// most InputPer1kUSD: a budget reserves a call's input at the full
+	// price before anyone knows what the cache will serve, and that hold
+	// must stay the worst case (see EstimateUsage).
+	CachedInputPer1kUSD *float64
+}
+
+// cachedInputPer1k returns the price of one thousand cached input tokens:
+// CachedInputPer1kUSD when set, the input price otherwise.
+func (c CostProfile) cachedInputPer1k() float64 {
+	if c.CachedInputPer1kUSD != nil {
+		return *c.CachedInputPer1kUSD
+	}
+	return c.InputPer1kUSD
+}
+
+// validate reports the first price that makes the profile unusable.
+func (c CostProfile) validate() error {
+	if c.InputPer1kUSD < 0 || c.OutputPer1kUSD < 0 {
+		return errors.New("has a negative price")
+	}
+	if p := c.CachedInputPer1kUSD; p != nil {
+		switch {
+		case !(*p >= 0) || math.IsInf(*p, 0):
+			return fmt.Errorf("has an invalid cached input price of %v US dollars per 1k tokens", *p)
+		case *p > c.InputPer1kUSD:
+			return fmt.Errorf("prices cached input tokens at %v US dollars per 1k, above the input price of %v; a cached-input price is a discount, because a budget reserves the prompt at the input price", *p, c.InputPer1kUSD)
+		}
+	}
+	return nil
 }
 
 // ModelSpec describes one pinned model: everything the gateway needs to call,
@@ -103,8 +139,9 @@ func (m ModelSpec) validate() error {
 		return fmt.Errorf("model id is empty")
 	case m.Provider == "":
 		return fmt.Errorf("model %q names no provider", m.ID)
-	case m.Cost.InputPer1kUSD < 0 || m.Cost.OutputPer1kUSD < 0:
-		return fmt.Errorf("model %q has a negative price", m.ID)
+	}
+	if err := m.Cost.validate(); err != nil {
+		return fmt.Errorf("model %q %w", m.ID, err)
 	}
 	switch m.kind() {
 	case KindChat:

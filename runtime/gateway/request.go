@@ -165,8 +165,17 @@ func validateEmbedInput(texts []string) error {
 
 // Usage counts the tokens of one call.
 type Usage struct {
-	// InputTokens counts the prompt.
+	// InputTokens counts the prompt, cached tokens included.
 	InputTokens int64
+	// CachedInputTokens counts the part of InputTokens the provider served
+	// from its prompt cache and bills at a discount; it is a subset, not an
+	// addition, as in the OpenAI wire format, where prompt_tokens includes
+	// prompt_tokens_details.cached_tokens. Price bills it at the cost
+	// profile's CachedInputPer1kUSD. The gateway reports it as the provider
+	// did, except that a count outside 0..InputTokens, which no honest
+	// provider sends, is reported and billed as zero: the whole prompt at
+	// the input price, the dearer reading.
+	CachedInputTokens int64
 	// OutputTokens counts the answer.
 	OutputTokens int64
 	// TotalTokens is their sum, as reported by the provider.
@@ -174,6 +183,19 @@ type Usage struct {
 	// Estimated is true when the provider reported no usage and the
 	// gateway charged its own estimate instead (see EstimateInputTokens).
 	Estimated bool
+}
+
+// cachedInput returns the cached input tokens Price bills at the cached
+// price: CachedInputTokens when it is a part of InputTokens, and zero when
+// it is not (negative, or more than the whole prompt). Such a report
+// contradicts itself; zero bills the whole prompt at the input price, which
+// is never less than the cached price, so a hostile or broken upstream can
+// not make a call look cheaper than its prompt.
+func (u Usage) cachedInput() int64 {
+	if u.CachedInputTokens < 0 || u.CachedInputTokens > u.InputTokens {
+		return 0
+	}
+	return u.CachedInputTokens
 }
 
 // total returns TotalTokens, or the sum when the provider left it out.

@@ -111,6 +111,7 @@ func (g *Gateway) streamOnce(ctx context.Context, e *entry, req Request, c *call
 			return
 		}
 		resp = acc.response(req)
+		g.checkCached(ctx, e, &resp.Usage)
 		cost = Price(spec.Cost, resp.Usage)
 		g.settle(ctx, &c.hold, cost)
 		if err != nil {

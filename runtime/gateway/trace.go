@@ -130,8 +130,10 @@ func (g *Gateway) appendAttempt(attrs []attribute.KeyValue, s *attemptSpan) []at
 }
 
 // maxSpanAttrs bounds the attributes an attempt sets when it ends, so that
-// one buffer holds them.
-const maxSpanAttrs = 16
+// one buffer holds them: the 4 fixed per alias, the attempt and whether it
+// fell back, 3 sampling settings, 3 budget lists, the response model, the
+// input, cached input and output tokens, the cost and the finish reason.
+const maxSpanAttrs = 18
 
 // attrBuffers recycles the attribute lists handed to SetAttributes. A span
 // copies what it is given and keeps no reference to the list (the SDK
@@ -168,6 +170,9 @@ func (g *Gateway) endSpanOK(s *attemptSpan, model string, u Usage, finish Finish
 			semconv.GenAIUsageInputTokens(int(u.InputTokens)),
 			AttrCostUSD.Float64(cost.USD()),
 		)
+		if u.CachedInputTokens > 0 {
+			attrs = append(attrs, semconv.GenAIUsageCacheReadInputTokens(int(u.CachedInputTokens)))
+		}
 		if u.OutputTokens > 0 || finish != "" {
 			attrs = append(attrs, semconv.GenAIUsageOutputTokens(int(u.OutputTokens)))
 		}

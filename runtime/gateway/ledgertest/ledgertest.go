@@ -22,6 +22,7 @@ func Run(t *testing.T, newLedger func(t *testing.T) gateway.Ledger) {
 	t.Run("AllOrNothing", func(t *testing.T) { testAllOrNothing(t, newLedger(t)) })
 	t.Run("ClosedReservations", func(t *testing.T) { testClosed(t, newLedger(t)) })
 	t.Run("OverrunIsRecorded", func(t *testing.T) { testOverrun(t, newLedger(t)) })
+	t.Run("CachedInputTokens", func(t *testing.T) { testCachedInput(t, newLedger(t)) })
 	t.Run("ConcurrentExactFill", func(t *testing.T) { testConcurrentExact(t, newLedger(t)) })
 	t.Run("ConcurrentMixed", func(t *testing.T) { testConcurrentMixed(t, newLedger(t)) })
 	t.Run("GatewayConcurrency", func(t *testing.T) { testGateway(t, newLedger(t)) })
@@ -87,6 +88,40 @@ func testUnbudgeted(t *testing.T, l gateway.Ledger) {
 			{Name: "m-large-1", Spent: gateway.Amount{NanoUSD: 900, Tokens: 90}, Calls: 1},
 			{Name: "m-small-1", Spent: gateway.Amount{NanoUSD: 400, Tokens: 40}, Calls: 1},
 		},
+	}
+	if diff := cmp.Diff(want, summary(t, l)); diff != "" {
+		t.Errorf("summary (-want +got):\n%s", diff)
+	}
+}
+
+// testCachedInput checks that the cached input tokens of settled spend are
+// recorded apart, summed per account, alias and model, and never held: a
+// reservation's cached count is ignored, since a hold is the uncached
+// worst case.
+func testCachedInput(t *testing.T, l gateway.Ledger) {
+	ctx := t.Context()
+	a := run("r1")
+	lim := limit(a, 10_000, 0)
+	hold := res("c1", 4000, 100, lim)
+	hold.Amount.CachedInputTokens = 60
+	must(t, l.Reserve(ctx, hold))
+	if got := account(t, l, a).Reserved; got != (gateway.Amount{NanoUSD: 4000, Tokens: 100}) {
+		t.Errorf("held %+v, want the amount without cached tokens", got)
+	}
+	must(t, l.Settle(ctx, "c1", gateway.Amount{NanoUSD: 1500, Tokens: 90, CachedInputTokens: 64}))
+	must(t, l.Reserve(ctx, res("c2", 4000, 100, lim)))
+	must(t, l.Settle(ctx, "c2", gateway.Amount{NanoUSD: 700, Tokens: 30}))
+	must(t, l.Reserve(ctx, res("c3", 4000, 100)))
+	must(t, l.Settle(ctx, "c3", gateway.Amount{NanoUSD: 10, Tokens: 20, CachedInputTokens: 8}))
+
+	spent := gateway.Amount{NanoUSD: 2200, Tokens: 120, CachedInputTokens: 64}
+	total := gateway.Amount{NanoUSD: 2210, Tokens: 140, CachedInputTokens: 72}
+	want := gateway.SpendSummary{
+		Total:     total,
+		Calls:     3,
+		ByAccount: []gateway.AccountSpend{{Account: a, Spent: spent, Calls: 2}},
+		ByAlias:   []gateway.NamedSpend{{Name: "small", Spent: total, Calls: 3}},
+		ByModel:   []gateway.NamedSpend{{Name: "m-small-1", Spent: total, Calls: 3}},
 	}
 	if diff := cmp.Diff(want, summary(t, l)); diff != "" {
 		t.Errorf("summary (-want +got):\n%s", diff)

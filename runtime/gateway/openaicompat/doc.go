@@ -4,7 +4,8 @@
 //
 // It translates gateway requests to the wire format and back (tools and tool
 // choice, JSON-schema response format, streaming with text and tool-call
-// deltas and usage in the final chunk, batched embeddings) and classifies
+// deltas and usage in the final chunk, the cached part of the prompt from
+// usage.prompt_tokens_details.cached_tokens, batched embeddings) and classifies
 // failures as *gateway.ProviderError with the status code, whether a retry
 // may help and the Retry-After the server asked for. It does not retry: the
 // client's own retries are switched off so that the gateway retries, traces

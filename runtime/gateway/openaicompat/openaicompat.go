@@ -150,11 +150,7 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 		Text:         ch.Message.Content,
 		FinishReason: gateway.FinishReason(p.red.String(ch.FinishReason)),
 		Model:        p.red.String(cc.Model),
-		Usage: gateway.Usage{
-			InputTokens:  cc.Usage.PromptTokens,
-			OutputTokens: cc.Usage.CompletionTokens,
-			TotalTokens:  cc.Usage.TotalTokens,
-		},
+		Usage:        usage(&cc.Usage),
 	}
 	for _, tc := range ch.Message.ToolCalls {
 		if tc.Type != "" && tc.Type != "function" {
@@ -163,6 +159,19 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 		resp.ToolCalls = append(resp.ToolCalls, gateway.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: json.RawMessage(tc.Function.Arguments)})
 	}
 	return resp, nil
+}
+
+// usage translates the wire format's usage, in an answer or in a stream's
+// last chunk. The cached tokens (prompt_tokens_details.cached_tokens) are a
+// part of prompt_tokens there, as gateway.Usage counts them; the gateway
+// checks that they are.
+func usage(u *openai.CompletionUsage) gateway.Usage {
+	return gateway.Usage{
+		InputTokens:       u.PromptTokens,
+		CachedInputTokens: u.PromptTokensDetails.CachedTokens,
+		OutputTokens:      u.CompletionTokens,
+		TotalTokens:       u.TotalTokens,
+	}
 }
 
 // errAttemptTimeout is the cancellation cause of an attempt that ran out of
@@ -333,7 +342,8 @@ func (s *stream) Next() (gateway.Delta, error) {
 	}
 	d := gateway.Delta{Model: s.modelName}
 	if c.Usage.TotalTokens > 0 || c.Usage.PromptTokens > 0 {
-		d.Usage = &gateway.Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens, TotalTokens: c.Usage.TotalTokens}
+		u := usage(&c.Usage)
+		d.Usage = &u
 	}
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {

@@ -31,6 +31,10 @@ const (
 	small = "gpt-4o-mini-2024-07-18"
 )
 
+// largeCachedPer1k is the cached-input price of the "large" alias; "small"
+// sets none, so that its cached tokens cost the input price.
+var largeCachedPer1k = 0.00125
+
 var chatCaps = []gateway.Capability{gateway.CapabilityTools, gateway.CapabilityJSON, gateway.CapabilityStreaming}
 
 type env struct {
@@ -70,7 +74,7 @@ func setup(t *testing.T, h handler, edit ...func(*openaicompat.Config)) env {
 	g, err := gateway.New(gateway.Config{
 		Models: []gateway.PinnedModel{
 			{Alias: "large", Spec: gateway.ModelSpec{ID: large, Provider: "openai", MaxOutputTokens: 256,
-				Cost: gateway.CostProfile{InputPer1kUSD: 0.0025, OutputPer1kUSD: 0.01}, Capabilities: chatCaps}},
+				Cost: gateway.CostProfile{InputPer1kUSD: 0.0025, OutputPer1kUSD: 0.01, CachedInputPer1kUSD: &largeCachedPer1k}, Capabilities: chatCaps}},
 			{Alias: "small", Spec: gateway.ModelSpec{ID: small, Provider: "openai", MaxOutputTokens: 128,
 				Cost: gateway.CostProfile{InputPer1kUSD: 0.00015, OutputPer1kUSD: 0.0006}, Capabilities: chatCaps}},
 			{Alias: "embed", Spec: gateway.ModelSpec{ID: "text-embedding-3-small", Provider: "openai", Kind: gateway.KindEmbedding, Dimensions: 3,
@@ -703,5 +707,76 @@ func TestNoGoroutineOutlivesAStream(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > before+2 {
 		buf := make([]byte, 1<<16)
 		t.Errorf("%d goroutines before, %d after abandoning streams:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestCachedTokensArePricedApart has the upstream report
+// prompt_tokens_details.cached_tokens, in an answer and in a stream's usage
+// chunk: the gateway reads them as a part of the prompt, prices them at the
+// alias's cached price (the input price where none is set), and records
+// them in the ledger. A count above the prompt's is billed uncached.
+func TestCachedTokensArePricedApart(t *testing.T) {
+	const prompt, completionTokens = 2006, 300
+	tests := []struct {
+		name     string
+		alias    string
+		cached   int
+		wantNano int64
+		wantUse  int64 // the cached tokens charged
+	}{
+		// 86 × 2,500 + 1,920 × 1,250 + 300 × 10,000 nanodollars.
+		{"cached price", "large", 1920, 215_000 + 2_400_000 + 3_000_000, 1920},
+		// 2,006 × 150 + 300 × 600: no cached price, so the input price.
+		{"no cached price", "small", 1920, 300_900 + 180_000, 1920},
+		{"none cached", "large", 0, 5_015_000 + 3_000_000, 0},
+		{"more cached than the prompt", "large", 5000, 5_015_000 + 3_000_000, 0},
+	}
+	for _, stream := range []bool{false, true} {
+		for _, tt := range tests {
+			name := tt.name + map[bool]string{false: " answer", true: " stream"}[stream]
+			t.Run(name, func(t *testing.T) {
+				model := map[string]string{"large": large, "small": small}[tt.alias]
+				use := fmt.Sprintf(`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,
+					"prompt_tokens_details":{"cached_tokens":%d,"audio_tokens":0},
+					"completion_tokens_details":{"reasoning_tokens":0}}`, prompt, completionTokens, prompt+completionTokens, tt.cached)
+				e := setup(t, func(w http.ResponseWriter, r *http.Request, body map[string]any, n int) {
+					if !stream {
+						writeJSON(w, 200, fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":%q,
+							"choices":[{"index":0,"message":%s,"finish_reason":"stop","logprobs":null}],%s}`, model, textMessage("Paris"), use))
+						return
+					}
+					s := startSSE(w)
+					s.data(chunk(model, textDelta("Paris"), ""))
+					s.data(chunk(model, `{}`, "stop"))
+					s.data(fmt.Sprintf(`{"id":"c1","object":"chat.completion.chunk","created":1700000000,"model":%q,"choices":[],%s}`, model, use))
+					s.data("[DONE]")
+				})
+				var res gateway.Result
+				var err error
+				if stream {
+					res, err = gateway.Collect(e.g.Stream(t.Context(), tt.alias, ask("Capital of France?"), gateway.WithBudget("nightly", "r1")))
+				} else {
+					res, err = e.g.Generate(t.Context(), tt.alias, ask("Capital of France?"), gateway.WithBudget("nightly", "r1"))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantUsage := gateway.Usage{InputTokens: prompt, CachedInputTokens: tt.wantUse, OutputTokens: completionTokens, TotalTokens: prompt + completionTokens}
+				if res.Text != "Paris" || res.Usage != wantUsage {
+					t.Errorf("text %q usage %+v, want %+v", res.Text, res.Usage, wantUsage)
+				}
+				if got := int64(res.CostUSD*1e9 + 0.5); got != tt.wantNano {
+					t.Errorf("cost %d nanodollars, want %d", got, tt.wantNano)
+				}
+				s, err := e.g.Spend(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := gateway.Amount{NanoUSD: tt.wantNano, Tokens: prompt + completionTokens, CachedInputTokens: tt.wantUse}
+				if s.Total != want || len(s.ByAccount) != 1 || s.ByAccount[0].Spent != want {
+					t.Errorf("ledger %+v, want %+v", s, want)
+				}
+			})
+		}
 	}
 }

@@ -16,7 +16,12 @@
 // Settled reservations are kept as the record of spend (by alias and model);
 // released ones are deleted.
 //
+// Settled spend carries the input tokens the provider served from its
+// prompt cache (gateway.Amount.CachedInputTokens), per account and per call.
+//
 // It is not a billing system or an analytics store: it keeps what budgets
-// and SpendSummary need, and the schema is created by Migrate (or Open),
-// not by an external migration tool.
+// and SpendSummary need, and the schema is brought up to date by Migrate
+// (or Open), in numbered steps recorded in <prefix>_migrations, not by an
+// external migration tool. A database that a newer release migrated is
+// refused with a *SchemaTooNewError.
 package pgledger

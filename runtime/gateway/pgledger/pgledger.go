@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,8 +23,11 @@ type Ledger struct {
 	ownsPool bool
 	accounts string // quoted table names
 	holds    string
-	prefix   string
-	noRetry  bool // tests only: give up at the first abort
+	// migrations is the quoted name of the table of applied schema
+	// versions.
+	migrations string
+	prefix     string
+	noRetry    bool // tests only: give up at the first abort
 }
 
 // Option adjusts a Ledger.
@@ -31,8 +35,8 @@ type Option func(*Ledger) error
 
 var validPrefix = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,40}$`)
 
-// WithTablePrefix names the ledger's tables <prefix>_accounts and
-// <prefix>_reservations; the default prefix is "aid_budget". The prefix is
+// WithTablePrefix names the ledger's tables <prefix>_accounts,
+// <prefix>_reservations and <prefix>_migrations; the default prefix is "aid_budget". The prefix is
 // lower-case letters, digits and underscores.
 func WithTablePrefix(prefix string) Option {
 	return func(l *Ledger) error {
@@ -69,6 +73,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Ledger, error) {
 	}
 	l.accounts = pgx.Identifier{l.prefix + "_accounts"}.Sanitize()
 	l.holds = pgx.Identifier{l.prefix + "_reservations"}.Sanitize()
+	l.migrations = pgx.Identifier{l.prefix + "_migrations"}.Sanitize()
 	return l, nil
 }
 
@@ -99,56 +104,112 @@ func (l *Ledger) Close() {
 	}
 }
 
-// Migrate creates the ledger's tables if they do not exist. It is idempotent
-// and safe to run from several replicas at once.
+// migrationSteps are the schema's versions, in order: step i brings the
+// schema from version i to version i+1. A step is never edited once
+// released; a change is a new step, so that every database, whatever
+// version it is at, reaches the same schema.
+//
+// Step 1 is the schema of the releases before the ledger counted its
+// versions, and creates its tables only if they are missing, so that a
+// database those releases made is adopted as version 1 as it is.
+var migrationSteps = []string{
+	// 1: accounts and reservations.
+	`CREATE TABLE IF NOT EXISTS {accounts} (
+		budget            text   NOT NULL,
+		scope             text   NOT NULL,
+		key               text   NOT NULL,
+		spent_nano_usd    bigint NOT NULL DEFAULT 0,
+		spent_tokens      bigint NOT NULL DEFAULT 0,
+		reserved_nano_usd bigint NOT NULL DEFAULT 0,
+		reserved_tokens   bigint NOT NULL DEFAULT 0,
+		calls             bigint NOT NULL DEFAULT 0,
+		PRIMARY KEY (budget, scope, key)
+	);
+	CREATE TABLE IF NOT EXISTS {holds} (
+		id              text        PRIMARY KEY,
+		alias           text        NOT NULL,
+		model           text        NOT NULL,
+		nano_usd        bigint      NOT NULL,
+		tokens          bigint      NOT NULL,
+		budgets         text[]      NOT NULL,
+		scopes          text[]      NOT NULL,
+		keys            text[]      NOT NULL,
+		settled         boolean     NOT NULL DEFAULT false,
+		actual_nano_usd bigint,
+		actual_tokens   bigint,
+		created_at      timestamptz NOT NULL DEFAULT now(),
+		settled_at      timestamptz
+	);`,
+	// 2: the input tokens served from a provider's prompt cache
+	// (gateway.Amount.CachedInputTokens), spent per account and recorded
+	// per settled call. Rows settled before it count none.
+	`ALTER TABLE {accounts} ADD COLUMN spent_cached_input_tokens bigint NOT NULL DEFAULT 0;
+	ALTER TABLE {holds} ADD COLUMN actual_cached_input_tokens bigint NOT NULL DEFAULT 0;`,
+}
+
+// SchemaVersion is the schema version this code reads and writes: the
+// number of migration steps.
+const SchemaVersion = 2
+
+// SchemaTooNewError reports a database migrated by a newer release of this
+// package: this code does not know what the later steps changed, so it
+// refuses to migrate rather than guess. In a rolling upgrade that adds a
+// step, an old replica that restarts after a new one migrated stops here:
+// finish the rollout rather than roll back past a migration.
+type SchemaTooNewError struct {
+	// Database is the version the database is at.
+	Database int
+	// Known is the newest version this code knows.
+	Known int
+}
+
+// Error implements error.
+func (e *SchemaTooNewError) Error() string {
+	return fmt.Sprintf("pgledger: the database schema is at version %d, newer than this code's %d; upgrade the program", e.Database, e.Known)
+}
+
+// Migrate brings the ledger's tables to SchemaVersion, recording the
+// version in <prefix>_migrations. It runs in one transaction under an
+// advisory lock, so that replicas starting together apply each step once,
+// one after another, and a failed step leaves the database as it was. It
+// is idempotent.
 func (l *Ledger) Migrate(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	lock := int64(0x61696462) // "aidb": serialises concurrent migrations
-	tx, err := l.pool.Begin(ctx)
+	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lock); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+l.migrations+` (
+			version    integer     PRIMARY KEY,
+			applied_at timestamptz NOT NULL DEFAULT now()
+		)`); err != nil {
+			return err
+		}
+		var cur int
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+l.migrations).Scan(&cur); err != nil {
+			return err
+		}
+		if cur > SchemaVersion {
+			return &SchemaTooNewError{Database: cur, Known: SchemaVersion}
+		}
+		names := strings.NewReplacer("{accounts}", l.accounts, "{holds}", l.holds)
+		for v := cur; v < SchemaVersion; v++ {
+			if _, err := tx.Exec(ctx, names.Replace(migrationSteps[v])); err != nil {
+				return fmt.Errorf("step %d: %w", v+1, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+l.migrations+` (version) VALUES ($1)`, v+1); err != nil {
+				return fmt.Errorf("step %d: %w", v+1, err)
+			}
+		}
+		return nil
+	})
+	var tooNew *SchemaTooNewError
+	if errors.As(err, &tooNew) {
+		return tooNew
+	}
 	if err != nil {
-		return fmt.Errorf("pgledger: migrate: %w", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	stmts := []string{
-		`SELECT pg_advisory_xact_lock($1)`,
-		`CREATE TABLE IF NOT EXISTS ` + l.accounts + ` (
-			budget            text   NOT NULL,
-			scope             text   NOT NULL,
-			key               text   NOT NULL,
-			spent_nano_usd    bigint NOT NULL DEFAULT 0,
-			spent_tokens      bigint NOT NULL DEFAULT 0,
-			reserved_nano_usd bigint NOT NULL DEFAULT 0,
-			reserved_tokens   bigint NOT NULL DEFAULT 0,
-			calls             bigint NOT NULL DEFAULT 0,
-			PRIMARY KEY (budget, scope, key)
-		)`,
-		`CREATE TABLE IF NOT EXISTS ` + l.holds + ` (
-			id              text        PRIMARY KEY,
-			alias           text        NOT NULL,
-			model           text        NOT NULL,
-			nano_usd        bigint      NOT NULL,
-			tokens          bigint      NOT NULL,
-			budgets         text[]      NOT NULL,
-			scopes          text[]      NOT NULL,
-			keys            text[]      NOT NULL,
-			settled         boolean     NOT NULL DEFAULT false,
-			actual_nano_usd bigint,
-			actual_tokens   bigint,
-			created_at      timestamptz NOT NULL DEFAULT now(),
-			settled_at      timestamptz
-		)`,
-	}
-	for i, s := range stmts {
-		var args []any
-		if i == 0 {
-			args = []any{lock}
-		}
-		if _, err := tx.Exec(ctx, s, args...); err != nil {
-			return fmt.Errorf("pgledger: migrate: %w", err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("pgledger: migrate: %w", err)
 	}
 	return nil
@@ -291,9 +352,9 @@ func (l *Ledger) Settle(ctx context.Context, id string, actual gateway.Amount) e
 		var held gateway.Amount
 		var budgets, scopes, keys []string
 		err := tx.QueryRow(ctx, `UPDATE `+l.holds+`
-			SET settled = true, actual_nano_usd = $2, actual_tokens = $3, settled_at = now()
+			SET settled = true, actual_nano_usd = $2, actual_tokens = $3, actual_cached_input_tokens = $4, settled_at = now()
 			WHERE id = $1 AND NOT settled
-			RETURNING nano_usd, tokens, budgets, scopes, keys`, id, actual.NanoUSD, actual.Tokens).
+			RETURNING nano_usd, tokens, budgets, scopes, keys`, id, actual.NanoUSD, actual.Tokens, actual.CachedInputTokens).
 			Scan(&held.NanoUSD, &held.Tokens, &budgets, &scopes, &keys)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return gateway.ErrUnknownReservation
@@ -306,10 +367,11 @@ func (l *Ledger) Settle(ctx context.Context, id string, actual gateway.Amount) e
 		}
 		_, err = tx.Exec(ctx, `UPDATE `+l.accounts+` a
 			SET reserved_nano_usd = a.reserved_nano_usd - $4, reserved_tokens = a.reserved_tokens - $5,
-			    spent_nano_usd = a.spent_nano_usd + $6, spent_tokens = a.spent_tokens + $7, calls = a.calls + 1
+			    spent_nano_usd = a.spent_nano_usd + $6, spent_tokens = a.spent_tokens + $7,
+			    spent_cached_input_tokens = a.spent_cached_input_tokens + $8, calls = a.calls + 1
 			FROM unnest($1::text[], $2::text[], $3::text[]) AS w(budget, scope, key)
 			WHERE a.budget = w.budget AND a.scope = w.scope AND a.key = w.key`,
-			budgets, scopes, keys, held.NanoUSD, held.Tokens, actual.NanoUSD, actual.Tokens)
+			budgets, scopes, keys, held.NanoUSD, held.Tokens, actual.NanoUSD, actual.Tokens, actual.CachedInputTokens)
 		return err
 	})
 	if err != nil {
@@ -355,14 +417,14 @@ func (l *Ledger) Summary(ctx context.Context) (gateway.SpendSummary, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	var s gateway.SpendSummary
-	rows, err := l.pool.Query(ctx, `SELECT budget, scope, key, spent_nano_usd, spent_tokens, reserved_nano_usd, reserved_tokens, calls FROM `+l.accounts)
+	rows, err := l.pool.Query(ctx, `SELECT budget, scope, key, spent_nano_usd, spent_tokens, spent_cached_input_tokens, reserved_nano_usd, reserved_tokens, calls FROM `+l.accounts)
 	if err != nil {
 		return s, fmt.Errorf("pgledger: summary: %w", err)
 	}
 	for rows.Next() {
 		var a gateway.AccountSpend
 		var scope string
-		if err := rows.Scan(&a.Account.Budget, &scope, &a.Account.Key, &a.Spent.NanoUSD, &a.Spent.Tokens, &a.Reserved.NanoUSD, &a.Reserved.Tokens, &a.Calls); err != nil {
+		if err := rows.Scan(&a.Account.Budget, &scope, &a.Account.Key, &a.Spent.NanoUSD, &a.Spent.Tokens, &a.Spent.CachedInputTokens, &a.Reserved.NanoUSD, &a.Reserved.Tokens, &a.Calls); err != nil {
 			rows.Close()
 			return s, fmt.Errorf("pgledger: summary: %w", err)
 		}
@@ -373,14 +435,14 @@ func (l *Ledger) Summary(ctx context.Context) (gateway.SpendSummary, error) {
 		return s, fmt.Errorf("pgledger: summary: %w", err)
 	}
 	for _, col := range []string{"alias", "model"} {
-		rows, err := l.pool.Query(ctx, `SELECT `+col+`, sum(actual_nano_usd)::bigint, sum(actual_tokens)::bigint, count(*)
+		rows, err := l.pool.Query(ctx, `SELECT `+col+`, sum(actual_nano_usd)::bigint, sum(actual_tokens)::bigint, sum(actual_cached_input_tokens)::bigint, count(*)
 			FROM `+l.holds+` WHERE settled GROUP BY `+col)
 		if err != nil {
 			return s, fmt.Errorf("pgledger: summary: %w", err)
 		}
 		for rows.Next() {
 			var n gateway.NamedSpend
-			if err := rows.Scan(&n.Name, &n.Spent.NanoUSD, &n.Spent.Tokens, &n.Calls); err != nil {
+			if err := rows.Scan(&n.Name, &n.Spent.NanoUSD, &n.Spent.Tokens, &n.Spent.CachedInputTokens, &n.Calls); err != nil {
 				rows.Close()
 				return s, fmt.Errorf("pgledger: summary: %w", err)
 			}

@@ -102,7 +102,17 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			s := chat
 			s.Cost.InputPer1kUSD = -1
 			c.Models = append(c.Models, gateway.PinnedModel{Alias: "x", Spec: s})
-		}, "negative price"},
+		}, "invalid price of -1 US dollars"},
+		{"NaN output price", func(c *gateway.Config) {
+			s := chat
+			s.Cost.OutputPer1kUSD = math.NaN()
+			c.Models = append(c.Models, gateway.PinnedModel{Alias: "x", Spec: s})
+		}, "invalid price of NaN US dollars"},
+		{"infinite input price", func(c *gateway.Config) {
+			s := chat
+			s.Cost.InputPer1kUSD = math.Inf(1)
+			c.Models = append(c.Models, gateway.PinnedModel{Alias: "x", Spec: s})
+		}, "invalid price of +Inf US dollars"},
 		{"cached input dearer than input", func(c *gateway.Config) {
 			s := chat
 			s.Cost.InputPer1kUSD, s.Cost.CachedInputPer1kUSD = 0.001, usd(0.002)

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -75,8 +74,10 @@ func (c CostProfile) cachedInputPer1k() float64 {
 
 // validate reports the first price that makes the profile unusable.
 func (c CostProfile) validate() error {
-	if c.InputPer1kUSD < 0 || c.OutputPer1kUSD < 0 {
-		return errors.New("has a negative price")
+	for _, p := range []float64{c.InputPer1kUSD, c.OutputPer1kUSD} {
+		if !(p >= 0) || math.IsInf(p, 0) {
+			return fmt.Errorf("has an invalid price of %v US dollars per 1k tokens (want a finite number, at least 0)", p)
+		}
 	}
 	if p := c.CachedInputPer1kUSD; p != nil {
 		switch {

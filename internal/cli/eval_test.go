@@ -65,7 +65,7 @@ func TestEvalConfigurationErrors(t *testing.T) {
 		{"missing file", []string{"nope.cue"}, "no such file"},
 		{"unknown eval", []string{capitals, "--eval", "nope"}, "has no eval \"nope\""},
 		{"no evals", []string{"testdata/ir/valid/minimal.cue"}, "defines no evals"},
-		{"agent target is not built", []string{"examples/support-desk/app.cue"}, "agent (runtime/agents) is not built yet"},
+		{"retrievers of agents are not built", []string{"examples/support-desk/app.cue"}, "retrievers (search_<retriever> tools) is not built yet"},
 		{"missing baseline", []string{noBaseline}, "--update-baseline"},
 		{"bad flag value", []string{capitals, "--on-inconclusive", "maybe"}, "--on-inconclusive"},
 		{"zero runs", []string{capitals, "--runs", "0"}, "--runs must be at least 1, not 0"},

@@ -13,6 +13,7 @@ package lower
 import (
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
@@ -115,11 +116,17 @@ func provider(p *ir.Provider) app.Provider {
 	if k := p.AnswerKey; k != nil {
 		out.AnswerKey = &app.AnswerKey{Dataset: k.Dataset, Accuracy: k.Accuracy}
 	}
+	out.Script = p.Script
 	return out
 }
 
 func tool(t *ir.Tool) app.Tool {
+	impl := app.ToolImplementation{Kind: app.ToolGo} // the schema's default
+	if i := t.Implementation; i != nil {
+		impl = app.ToolImplementation{Kind: i.Kind, URL: i.URL, HeadersFromEnv: maps.Clone(i.HeadersFromEnv), File: i.File}
+	}
 	return app.Tool{
+		Implementation: impl,
 		Decl: agents.Tool{
 			Name:        t.Name,
 			Description: t.Description,

@@ -34,6 +34,7 @@ func TestValidDocumentsAssemble(t *testing.T) {
 	}{
 		{"minimal", ir + "minimal.cue", ""},
 		{"evals", ir + "evals.cue", ""},
+		{"tools", ir + "tools.cue", ""},
 		{"openai", ir + "openai.cue", "retrievers"},
 		{"capitals", capitals, ""},
 		{"support-desk", supportDesk, "retrievers"},
@@ -64,7 +65,7 @@ func TestValidDocumentsAssemble(t *testing.T) {
 				t.Errorf("lowering %s differs from %s (run go test -update to accept):\n%s", tt.path, golden, got)
 			}
 
-			env := map[string]string{"OPENAI_API_KEY": "sk-test", "DATABASE_URL": "postgres://test"}
+			env := map[string]string{"OPENAI_API_KEY": "sk-test", "DATABASE_URL": "postgres://test", "NOTIFY_TOKEN": "t"}
 			opts := app.Options{
 				RunStore: agents.NewInMemoryStore(),
 				Ledger:   gateway.NewMemoryLedger(),
@@ -92,6 +93,14 @@ func TestValidDocumentsAssemble(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tt.name == "tools" {
+				// The fake plays the script the IR names, and the lookup
+				// is answered by the fixture the IR names.
+				res, err := a.Agents.Run(t.Context(), "desk", "Where is A1?", agents.RunOptions{})
+				if err != nil || res.Answer != "Order A1 has shipped." || !strings.Contains(res.Steps[0].ToolCalls[0].Observation, `"status":"shipped"`) {
+					t.Fatalf("run: %+v %v", res, err)
+				}
 			}
 			for _, name := range a.EvalNames() {
 				if _, err := a.Eval(name); err != nil {

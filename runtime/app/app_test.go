@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -283,4 +284,36 @@ func TestUnknownEvalAndTarget(t *testing.T) {
 	if !errors.As(err, &ua) || ua.Agent != "ghost" {
 		t.Errorf("Assemble with an unknown target agent = %v", err)
 	}
+}
+
+// TestDescriptionIsPlainData walks the Description type: gen emits it as a
+// Go literal, so it may hold no func, channel, interface or unsafe pointer,
+// and pointers only to plain values, anywhere inside.
+func TestDescriptionIsPlainData(t *testing.T) {
+	seen := map[reflect.Type]bool{}
+	var walk func(rt reflect.Type, path string)
+	walk = func(rt reflect.Type, path string) {
+		if seen[rt] {
+			return
+		}
+		seen[rt] = true
+		switch rt.Kind() {
+		case reflect.Func, reflect.Chan, reflect.Interface, reflect.UnsafePointer, reflect.Uintptr:
+			t.Errorf("%s is a %s, which a Go literal cannot hold as data", path, rt.Kind())
+		case reflect.Pointer, reflect.Slice, reflect.Array:
+			walk(rt.Elem(), path+"[]")
+		case reflect.Map:
+			walk(rt.Key(), path+"{key}")
+			walk(rt.Elem(), path+"{}")
+		case reflect.Struct:
+			for i := range rt.NumField() {
+				f := rt.Field(i)
+				if !f.IsExported() {
+					t.Errorf("%s.%s is unexported, which a literal outside the package cannot set", path, f.Name)
+				}
+				walk(f.Type, path+"."+f.Name)
+			}
+		}
+	}
+	walk(reflect.TypeFor[app.Description](), "Description")
 }

@@ -87,9 +87,11 @@ func (a *App) Description() Description { return a.desc }
 // Assemble builds the runtime an application describes: the gateway with
 // its pinned catalog, providers (with their answer keys and agent scripts)
 // and budgets; the tools (Go code from opts, http and fixture kinds built
-// here); the memory stores; the retrievers; the agents runtime; and checks
-// every eval so that App.Eval cannot fail on configuration. Every problem
-// found is reported, joined; the first stage that fails stops the stages
+// here); the memory stores; the retrievers (built, not ingested); the
+// agents runtime; and every eval's target, metrics, judge, budget and
+// thresholds, so that App.Eval fails only on reading its dataset (read
+// there, so that a service that runs no eval needs no dataset file). Every
+// problem found is reported, joined; a stage that fails stops the stages
 // that depend on it.
 func Assemble(ctx context.Context, desc Description, opts Options) (*App, error) {
 	if opts.LookupEnv == nil {

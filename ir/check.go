@@ -708,6 +708,14 @@ func (c *checker) files() {
 		if p.AnswerKey != nil {
 			c.file(pathOf("providers", p.Name, "answerKey", "dataset"), p.AnswerKey.Dataset)
 		}
+		if p.Script != "" {
+			c.file(pathOf("providers", p.Name, "script"), p.Script)
+		}
+	}
+	for _, t := range d.Tools {
+		if t.Implementation != nil && t.Implementation.Kind == ToolFixture {
+			c.file(pathOf("tools", t.Name, "implementation", "file"), t.Implementation.File)
+		}
 	}
 	for _, a := range d.Agents {
 		if a.InstructionsFile == "" {

@@ -73,6 +73,9 @@ type Provider struct {
 	// AnswerKey, when set, makes a fake provider answer a dataset's
 	// expected answers with a known accuracy.
 	AnswerKey *AnswerKey `json:"answerKey,omitempty"`
+	// Script is a fake provider's agent script file, relative to the IR
+	// file's directory; empty means none.
+	Script string `json:"script,omitempty"`
 }
 
 // Provider kinds.
@@ -171,6 +174,30 @@ type Tool struct {
 	Approval string `json:"approval"`
 	// Timeout bounds one call of the tool.
 	Timeout Duration `json:"timeout"`
+	// Implementation says where the code behind the tool comes from; nil
+	// means Go code registered under the tool's name.
+	Implementation *ToolImplementation `json:"implementation,omitempty"`
+}
+
+// Tool implementation kinds.
+const (
+	ToolGo      = "go"
+	ToolHTTP    = "http"
+	ToolFixture = "fixture"
+)
+
+// ToolImplementation is how a tool is implemented: Go code registered by
+// name, or a kind that needs no code.
+type ToolImplementation struct {
+	// Kind is "go", "http" or "fixture".
+	Kind string `json:"kind"`
+	// URL is where an http tool POSTs the arguments.
+	URL string `json:"url,omitempty"`
+	// HeadersFromEnv maps a header of an http tool to the environment
+	// variable holding its value.
+	HeadersFromEnv map[string]string `json:"headersFromEnv,omitempty"`
+	// File is a fixture tool's rows, relative to the IR file's directory.
+	File string `json:"file,omitempty"`
 }
 
 // Agent is a model-driven loop.

@@ -12,7 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	aid "github.com/aidgen/aid"
+	"github.com/aidgen/aid/internal/lower"
 	"github.com/aidgen/aid/ir"
+	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
@@ -164,6 +166,10 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 		}
 		return usageErr(err)
 	}
+	desc, err := lower.Document(doc)
+	if err != nil {
+		return usageErr(err)
+	}
 	names := doc.EvalNames()
 	if len(f.evals) > 0 {
 		for _, n := range f.evals {
@@ -179,7 +185,7 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 
 	var outcomes []*evalOutcome
 	for _, name := range names {
-		o, err := runOneEval(ctx, s, doc, name, f)
+		o, err := runOneEval(ctx, s, desc, name, f)
 		if err != nil {
 			return err
 		}
@@ -244,17 +250,20 @@ func exitCode(v eval.Verdict, onInconclusive string) int {
 	return ExitInconclusive
 }
 
-func runOneEval(ctx context.Context, s *streams, doc *ir.Document, name string, f evalFlags) (*evalOutcome, error) {
-	opts := app.Options{}
+func runOneEval(ctx context.Context, s *streams, desc app.Description, name string, f evalFlags) (*evalOutcome, error) {
+	// An application per eval, so each eval's cost is its own in the
+	// ledger. Evals keep runs and spend in memory, whatever the service's
+	// state says: an eval is not a replica of the service.
+	opts := app.Options{Ledger: gateway.NewMemoryLedger(), RunStore: agents.NewInMemoryStore()}
 	if f.seedSet {
 		opts.Seed = &f.seed
 	}
-	// A gateway per eval, so each eval's cost is its own in the ledger.
-	g, err := app.NewGateway(doc, opts)
+	a, err := app.Assemble(ctx, desc, opts)
 	if err != nil {
 		return nil, configErr(err)
 	}
-	e, err := app.NewEval(doc, g, name)
+	g := a.Gateway
+	e, err := a.Eval(name)
 	if err != nil {
 		return nil, configErr(err)
 	}

@@ -30,6 +30,10 @@ func TestEvalCapitals(t *testing.T) {
 			[]string{"verdict: pass"}},
 		{"worse model regresses", []string{"testdata/eval/capitals-worse.cue"}, cli.ExitRegression,
 			[]string{"+0.300", "regression", "exceeds maxRegression", "largest drops (5 of 29 cases that dropped)"}},
+		{"an agent target passes", []string{"testdata/eval/agent/app.cue"}, cli.ExitOK,
+			[]string{"30 cases × 10 runs", "0.710 ± 0.027", "600 model calls", "verdict: pass"}},
+		{"an agent target's fresh sample passes", []string{"testdata/eval/agent/app.cue", "--seed", "1"}, cli.ExitOK,
+			[]string{"verdict: pass"}},
 		{"too few runs is inconclusive", []string{capitals, "--runs", "1", "--seed", "2"}, cli.ExitInconclusive,
 			[]string{"30 cases × 1 run = 30 samples", "inconclusive", "MDE", "runs per case", "cases at 1 run,"}},
 		{"inconclusive mapped to pass", []string{capitals, "--runs", "1", "--seed", "2", "--on-inconclusive", "pass"}, cli.ExitOK,
@@ -52,6 +56,17 @@ func TestEvalCapitals(t *testing.T) {
 	}
 }
 
+// TestEvalSupportDesk runs the support-desk example's refunds eval, whose
+// target is an agent (the researcher, which searches a retriever before it
+// answers), against its committed baseline.
+func TestEvalSupportDesk(t *testing.T) {
+	chdirRoot(t)
+	code, out, errOut := run(t, "eval", "--progress", "none", "examples/support-desk/app.cue")
+	if code != cli.ExitOK || !strings.Contains(out, "verdict: pass") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
 func TestEvalConfigurationErrors(t *testing.T) {
 	chdirRoot(t)
 	dir := t.TempDir()
@@ -65,7 +80,6 @@ func TestEvalConfigurationErrors(t *testing.T) {
 		{"missing file", []string{"nope.cue"}, "no such file"},
 		{"unknown eval", []string{capitals, "--eval", "nope"}, "has no eval \"nope\""},
 		{"no evals", []string{"testdata/ir/valid/minimal.cue"}, "defines no evals"},
-		{"agent target is not built", []string{"examples/support-desk/app.cue"}, "agent (runtime/agents) is not built yet"},
 		{"missing baseline", []string{noBaseline}, "--update-baseline"},
 		{"bad flag value", []string{capitals, "--on-inconclusive", "maybe"}, "--on-inconclusive"},
 		{"zero runs", []string{capitals, "--runs", "0"}, "--runs must be at least 1, not 0"},

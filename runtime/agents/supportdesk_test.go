@@ -31,10 +31,9 @@ func supportDeskRuntime(t *testing.T, fc fake.Config) (*agents.Runtime, *fake.Pr
 		t.Fatal(err)
 	}
 	caps := []gateway.Capability{gateway.CapabilityJSON, gateway.CapabilityStreaming, gateway.CapabilityTools}
-	// app.cue says per_run maxUSD 0.05, but the gateway reserves a call's
-	// worst case before it runs: 4096 output tokens of the large model are
-	// $0.041, so the example's budget breaks billing's second call. The
-	// test keeps the scope and the token cap and allows ten times the money.
+	// As in app.cue: the gateway reserves a call's worst case before it
+	// runs (4096 output tokens of the large model are $0.041), so per_run
+	// leaves room for the refund flow's calls.
 	budgets := []gateway.Budget{
 		{Name: "per_run", MaxUSD: 0.5, MaxTotalTokens: 200_000, Scope: gateway.ScopeRun},
 		{Name: "daily", MaxUSD: 25, Scope: gateway.ScopeGlobal},

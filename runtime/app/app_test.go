@@ -1,420 +1,319 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
-	aid "github.com/aidgen/aid"
-	"github.com/aidgen/aid/ir"
+	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/retrieval"
 )
 
-const (
-	capitals        = "../../examples/capitals/app.cue"
-	supportDesk     = "../../examples/support-desk/app.cue"
-	capitalsFixture = "../../fixtures/capitals-baseline.json"
-)
-
-func load(t testing.TB, path string) *ir.Document {
-	t.Helper()
-	doc, err := ir.Load(path)
-	if err != nil {
-		t.Fatal(err)
+// TestLinksNeitherIRNorCUENorPgx keeps the runtime's assembly free of the
+// IR, of CUE (which would validate at start-up and triple the import
+// graph) and of pgx (which a program keeping its state in memory must not
+// link).
+func TestLinksNeitherIRNorCUENorPgx(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
 	}
-	return doc
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		switch {
+		case dep == "github.com/aidgen/aid/ir", strings.HasPrefix(dep, "cuelang.org/"), strings.HasPrefix(dep, "github.com/jackc/"):
+			t.Errorf("runtime/app links %s", dep)
+		}
+	}
 }
 
-// runCapitals samples the capitals eval and returns its baseline, encoded.
-func runCapitals(t testing.TB, opts app.Options, note string) []byte {
+// write writes a file under dir and returns its name relative to dir.
+func write(t *testing.T, dir, name, content string) string {
 	t.Helper()
-	doc := load(t, capitals)
-	g, err := app.NewGateway(doc, opts)
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+const dataset = `{"name": "qa", "version": "1", "cases": [
+	{"id": "a", "input": "Capital of France?", "expected": "Paris"},
+	{"id": "b", "input": "Capital of Japan?", "expected": "Tokyo"}
+]}`
+
+// desk is a small application: one fake provider with an answer key and an
+// agent script, one chat model, an agent whose script calls a fixture tool
+// and then answers from the key, and an eval of that agent.
+func desk(t *testing.T) app.Description {
+	t.Helper()
+	dir := t.TempDir()
+	write(t, dir, "qa.json", dataset)
+	write(t, dir, "lookup.json", `[{"args": {"q": "x"}, "result": "found x"}]`)
+	write(t, dir, "script.json", `{"agents": {
+		"desk": [
+			{"toolCalls": [{"name": "lookup", "arguments": {"q": "x"}}]},
+			{"answer": true, "text": "demo answer"}
+		],
+		"refunder": [
+			{"toolCalls": [{"name": "refund", "arguments": {}}]},
+			{"answer": true, "text": "refunded"}
+		]
+	}}`)
+	return app.Description{
+		Name: "desk", Version: "0.1.0", Dir: dir,
+		Providers: []app.Provider{{Name: "fake", Kind: app.ProviderFake, Seed: 3, MaxRetries: 5,
+			AnswerKey: &app.AnswerKey{Dataset: "qa.json", Accuracy: 1}, Script: "script.json"}},
+		Models: []gateway.PinnedModel{{Alias: "m", Spec: gateway.ModelSpec{ID: "fake-1", Provider: "fake", ContextWindow: 8192, MaxOutputTokens: 64,
+			Cost:         gateway.CostProfile{InputPer1kUSD: 0.001, OutputPer1kUSD: 0.002},
+			Capabilities: []gateway.Capability{gateway.CapabilityTools, gateway.CapabilityJSON}}}},
+		Budgets: []gateway.Budget{{Name: "cap", MaxUSD: 10, Scope: gateway.ScopeRun}},
+		Tools: []app.Tool{
+			{Decl: agents.Tool{Name: "lookup", Description: "Look something up.", Input: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)},
+				Implementation: app.ToolImplementation{Kind: app.ToolFixture, File: "lookup.json"}},
+			{Decl: agents.Tool{Name: "refund", Description: "Refund.", Effects: agents.EffectsWrite, Approval: agents.ApprovalAlways}},
+		},
+		Agents: []agents.Agent{
+			{Name: "desk", Model: "m", Instructions: "Answer.", Tools: []string{"lookup"}},
+			{Name: "refunder", Model: "m", Instructions: "Refund.", Tools: []string{"refund"}},
+		},
+		Evals: []app.Eval{
+			{Name: "qa", Dataset: "qa.json", Target: app.EvalTarget{Agent: "desk"}, Runs: 3, Concurrency: 2,
+				Metrics: []string{"exact_match"}, Budget: "cap", Baseline: "qa-baseline.json",
+				Thresholds: []eval.Threshold{{Metric: "exact_match", MaxRegression: 0.1, Alpha: 0.05}}},
+			{Name: "refunds", Dataset: "qa.json", Target: app.EvalTarget{Agent: "refunder"}, Runs: 1, Concurrency: 1,
+				Metrics: []string{"exact_match"}},
+		},
+	}
+}
+
+func goTools() map[string]agents.Implementation {
+	return map[string]agents.Implementation{"refund": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) { return "done", nil })}
+}
+
+// TestAgentEvalTarget runs an eval whose target is an agent: each sample is
+// a run that plays the script (a fixture tool call, then the answer key's
+// answer), is charged to one account of the eval's run, and scores.
+func TestAgentEvalTarget(t *testing.T) {
+	a, err := app.Assemble(t.Context(), desk(t), app.Options{Implementations: goTools()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := app.NewEval(doc, g, "capitals")
+	e, err := a.Eval("qa")
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := eval.Run(context.Background(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: e.Runs, Concurrency: e.Concurrency})
+	if !strings.HasSuffix(e.Baseline, "qa-baseline.json") || !filepath.IsAbs(e.Baseline) && !strings.Contains(e.Baseline, string(filepath.Separator)) {
+		t.Errorf("baseline path %q is not resolved against the description's directory", e.Baseline)
+	}
+	res, err := eval.Run(t.Context(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: e.Runs, Concurrency: e.Concurrency})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if errs := res.Errors(); len(errs) > 0 {
 		t.Fatalf("%d samples failed, first: %v", len(errs), errs[0])
 	}
-	b, err := eval.NewBaseline(res, aid.Version, note)
+	stats, err := res.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := eval.MarshalBaseline(b)
+	if m := stats["exact_match"].Mean; m != 1 {
+		t.Errorf("exact_match mean %g, want 1 (accuracy 1)", m)
+	}
+	if len(res.Models) != 1 || res.Models[0] != "fake-1" || res.CostUSD <= 0 {
+		t.Errorf("models %v cost %g", res.Models, res.CostUSD)
+	}
+	sum, err := a.Gateway.Spend(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return data
-}
-
-// TestCapitalsBaselineReproduces proves that the committed baseline is what
-// the fake provider (accuracy 0.6, seed 0, 10 runs) produces, byte for
-// byte, and that another seed draws a different sample.
-func TestCapitalsBaselineReproduces(t *testing.T) {
-	want, err := os.ReadFile(capitalsFixture)
-	if err != nil {
-		t.Fatal(err)
+	// Two model calls per sample (the tool call, the answer), 2 cases × 3.
+	if sum.Calls != 12 {
+		t.Errorf("%d model calls, want 12", sum.Calls)
 	}
-	committed, err := eval.ParseBaseline(capitalsFixture, want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := runCapitals(t, app.Options{}, committed.Note)
-	if !bytes.Equal(got, want) {
-		t.Errorf("regenerating %s gives different bytes; if the change is intended, run\n\taidgen eval examples/capitals/app.cue --update-baseline --note %q\nfirst difference at byte %d", capitalsFixture, committed.Note, firstDiff(got, want))
-	}
-	seed := int64(1)
-	other := runCapitals(t, app.Options{Seed: &seed}, committed.Note)
-	if bytes.Equal(other, want) {
-		t.Error("seed 1 reproduced the seed-0 baseline; the seed does not reach the fake")
+	if len(sum.ByAccount) != 1 || sum.ByAccount[0].Account.Key != "eval/qa/"+e.RunID {
+		t.Errorf("accounts %+v, want one for the eval run %s", sum.ByAccount, e.RunID)
 	}
 }
 
-func firstDiff(a, b []byte) int {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return i
+// TestAgentEvalTargetPauseFailsTheSample: a sample whose run pauses for
+// approval has no answer; it fails with an error naming the waiting tool.
+func TestAgentEvalTargetPauseFailsTheSample(t *testing.T) {
+	a, err := app.Assemble(t.Context(), desk(t), app.Options{Implementations: goTools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := a.Eval("refunds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := eval.Run(t.Context(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: 1, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := res.Errors()
+	if len(errs) != 2 {
+		t.Fatalf("%d failed samples, want 2: %v", len(errs), errs)
+	}
+	var se *app.AgentSampleError
+	if !errors.As(errs[0], &se) || se.Status != agents.StatusPaused || se.Pending != "refund" || !strings.Contains(se.Error(), "approve") {
+		t.Fatalf("error %v, want an AgentSampleError paused on refund", errs[0])
+	}
+}
+
+// TestAssembleReportsEveryProblem: a description with several mistakes
+// fails once, naming each.
+func TestAssembleReportsEveryProblem(t *testing.T) {
+	d := desk(t)
+	d.Tools = append(d.Tools,
+		app.Tool{Decl: agents.Tool{Name: "gone", Description: "x"}, Implementation: app.ToolImplementation{Kind: app.ToolFixture, File: "missing.json"}},
+		app.Tool{Decl: agents.Tool{Name: "remote", Description: "x"}, Implementation: app.ToolImplementation{Kind: app.ToolHTTP, URL: "http://127.0.0.1:1/", HeadersFromEnv: map[string]string{"Authorization": "REMOTE_TOKEN"}}},
+		app.Tool{Decl: agents.Tool{Name: "odd", Description: "x"}, Implementation: app.ToolImplementation{Kind: "grpc"}},
+	)
+	impls := goTools()
+	impls["lookup"] = impls["refund"]     // lookup is a fixture tool
+	impls["undeclared"] = impls["refund"] // not a tool of the application
+	_, err := app.Assemble(t.Context(), d, app.Options{Implementations: impls, LookupEnv: func(string) (string, bool) { return "", false }})
+	if err == nil {
+		t.Fatal("Assemble succeeded")
+	}
+	for _, want := range []string{`tool "gone"`, "missing.json", "REMOTE_TOKEN", `unknown implementation kind "grpc"`, `tool "lookup" is implemented by its fixture kind`, `"undeclared"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %s:\n%v", want, err)
 		}
 	}
-	return min(len(a), len(b))
 }
 
-// TestPromptDataMatchesIR keeps the fields a prompt template may use the
-// same where the IR checks templates and where the eval renders them.
-func TestPromptDataMatchesIR(t *testing.T) {
-	fields := func(v any) []string {
-		var out []string
-		rt := reflect.TypeOf(v)
-		for i := range rt.NumField() {
-			out = append(out, rt.Field(i).Name+" "+rt.Field(i).Type.String())
+// TestMissingGoToolNamesIt: a go tool an agent offers without registered
+// code fails Assemble with the agents runtime's typed error naming it.
+func TestMissingGoToolNamesIt(t *testing.T) {
+	_, err := app.Assemble(t.Context(), desk(t), app.Options{})
+	var mt *agents.MissingToolImplementationError
+	if !errors.As(err, &mt) || mt.Tool != "refund" {
+		t.Fatalf("Assemble = %v, want a MissingToolImplementationError for refund", err)
+	}
+}
+
+// TestHTTPToolHeadersFromEnv: an http tool posts to its URL with the
+// headers read from the environment Options gives.
+func TestHTTPToolHeadersFromEnv(t *testing.T) {
+	var got string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Get("Authorization")
+		w.Write([]byte("pong"))
+	}))
+	defer srv.Close()
+	d := desk(t)
+	d.Tools[1].Implementation = app.ToolImplementation{Kind: app.ToolHTTP, URL: srv.URL, HeadersFromEnv: map[string]string{"Authorization": "REFUND_TOKEN"}}
+	d.Tools[1].Decl.Approval = agents.ApprovalNever
+	a, err := app.Assemble(t.Context(), d, app.Options{LookupEnv: func(k string) (string, bool) { return "Bearer s3cret", k == "REFUND_TOKEN" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Agents.Run(t.Context(), "refunder", "Capital of France?", agents.RunOptions{})
+	if err != nil || res.Status != agents.StatusCompleted {
+		t.Fatalf("run: %s %v", res.Status, err)
+	}
+	if obs := res.Steps[0].ToolCalls[0].Observation; obs != "pong" || got != "Bearer s3cret" {
+		t.Errorf("observation %q, header %q", obs, got)
+	}
+}
+
+// TestStateAndStores: PostgreSQL state and stores come only through
+// Options, so this package links no driver; without them Assemble says
+// what to pass.
+func TestStateAndStores(t *testing.T) {
+	d := desk(t)
+	d.Service.State = app.State{Kind: app.StatePostgres, DSNEnv: "APP_DSN"}
+	d.Stores = []retrieval.StoreConfig{{Name: "pg", Kind: retrieval.StorePGVector, DSNEnv: "APP_DSN", Table: "mem"}}
+	d.Agents[0].Memory = &agents.Memory{User: &agents.StoredMemory{Store: "pg"}}
+	env := func(k string) (string, bool) { return "postgres://x", k == "APP_DSN" }
+
+	_, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools(), LookupEnv: env})
+	var de *gateway.DeferredError
+	if err == nil || !strings.Contains(err.Error(), "Options.OpenState") || !errors.As(err, &de) || !strings.Contains(de.Feature, "memory in a pgvector store") {
+		t.Fatalf("Assemble without openers = %v", err)
+	}
+
+	var stateDSN, memDSN string
+	opts := app.Options{
+		Implementations: goTools(),
+		LookupEnv:       env,
+		OpenState: func(_ context.Context, dsn string) (agents.Store, gateway.Ledger, error) {
+			stateDSN = dsn
+			return agents.NewInMemoryStore(), gateway.NewMemoryLedger(), nil
+		},
+		MemoryStoreOpeners: map[string]app.MemoryStoreOpener{retrieval.StorePGVector: func(_ context.Context, cfg retrieval.StoreConfig, dsn string) (agents.MemoryStore, error) {
+			memDSN = dsn
+			return agents.NewInMemoryMemory(), nil
+		}},
+	}
+	a, err := app.Assemble(t.Context(), d, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stateDSN != "postgres://x" || memDSN != "postgres://x" || a.MemoryStores["pg"] == nil {
+		t.Errorf("state DSN %q, memory DSN %q, stores %v", stateDSN, memDSN, a.MemoryStores)
+	}
+}
+
+func TestUnknownEvalAndTarget(t *testing.T) {
+	d := desk(t)
+	a, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Eval("nope"); err == nil || !strings.Contains(err.Error(), "qa") {
+		t.Errorf("Eval(nope) = %v, want the known evals listed", err)
+	}
+	d.Evals[0].Target.Agent = "ghost"
+	_, err = app.Assemble(t.Context(), d, app.Options{Implementations: goTools()})
+	var ua *agents.UnknownAgentError
+	if !errors.As(err, &ua) || ua.Agent != "ghost" {
+		t.Errorf("Assemble with an unknown target agent = %v", err)
+	}
+}
+
+// TestDescriptionIsPlainData walks the Description type: gen emits it as a
+// Go literal, so it may hold no func, channel, interface or unsafe pointer,
+// and pointers only to plain values, anywhere inside.
+func TestDescriptionIsPlainData(t *testing.T) {
+	seen := map[reflect.Type]bool{}
+	var walk func(rt reflect.Type, path string)
+	walk = func(rt reflect.Type, path string) {
+		if seen[rt] {
+			return
 		}
-		return out
-	}
-	a, b := fields(ir.PromptData{}), fields(eval.PromptData{})
-	if !reflect.DeepEqual(a, b) {
-		t.Errorf("ir.PromptData %v != eval.PromptData %v", a, b)
-	}
-}
-
-func TestNewGatewaySupportDesk(t *testing.T) {
-	doc := load(t, supportDesk)
-	g, err := app.NewGateway(doc, app.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := g.Aliases(), []string{"embed", "large", "small"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("aliases %v, want %v", got, want)
-	}
-	pm, err := g.Resolve("large")
-	if err != nil || pm.Spec.ID != "fake-large-2024-06-01" || pm.Spec.Cost.OutputPer1kUSD != 0.01 {
-		t.Errorf("Resolve(large) = %+v, %v", pm, err)
-	}
-	if err := g.Require("small", gateway.CapabilityTools, gateway.CapabilityJSON); err != nil {
-		t.Errorf("Require(small, tools, json) = %v", err)
-	}
-	emb, err := g.Embed(context.Background(), "embed", []string{"refunds within 30 days"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(emb.Vectors) != 1 || len(emb.Vectors[0]) != 256 {
-		t.Errorf("embedding shape %d×%d, want 1×256", len(emb.Vectors), len(emb.Vectors[0]))
-	}
-	// The run-scoped budget is enforced: a call charged to it needs a key.
-	_, err = g.Generate(context.Background(), "small", gateway.Request{Messages: []gateway.Message{{Role: gateway.RoleUser, Content: "hi"}}}, gateway.WithBudget("per_run", ""))
-	if err == nil || !strings.Contains(err.Error(), "scope key") {
-		t.Errorf("a run-scoped budget without a key: %v", err)
-	}
-}
-
-func TestAgentTargetIsDeferred(t *testing.T) {
-	doc := load(t, supportDesk)
-	g, err := app.NewGateway(doc, app.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = app.NewEval(doc, g, "refunds")
-	var d *gateway.DeferredError
-	if !errors.As(err, &d) || !strings.Contains(d.Feature, "agent") {
-		t.Fatalf("NewEval(refunds) = %v, want a DeferredError naming agents", err)
-	}
-	if _, err := app.NewEval(doc, g, "nope"); err == nil {
-		t.Error("NewEval of an unknown eval succeeded")
-	}
-}
-
-func TestOpenAIProviderKeyFromEnv(t *testing.T) {
-	doc := load(t, "../../testdata/ir/valid/openai.cue")
-	_, err := app.NewGateway(doc, app.Options{LookupEnv: func(string) (string, bool) { return "", false }})
-	if err == nil || !strings.Contains(err.Error(), "OPENAI_API_KEY") {
-		t.Fatalf("NewGateway without the key = %v, want an error naming OPENAI_API_KEY", err)
-	}
-	const sentinel = "sk-sentinel-never-print-me"
-	g, err := app.NewGateway(doc, app.Options{LookupEnv: func(k string) (string, bool) { return sentinel, k == "OPENAI_API_KEY" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pm, err := g.Resolve("embed"); err != nil || pm.Spec.Dimensions != 1536 {
-		t.Errorf("Resolve(embed) = %+v, %v", pm, err)
-	}
-}
-
-// TestEvalSpendIsBudgeted checks that the eval's calls are charged to the
-// budget the IR names, so the ledger, not the runner, reports the cost.
-func TestEvalSpendIsBudgeted(t *testing.T) {
-	doc := load(t, capitals)
-	g, err := app.NewGateway(doc, app.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := app.NewEval(doc, g, "capitals")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := eval.Run(context.Background(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: 2, Concurrency: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := g.Spend(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Calls != int64(2*len(e.Dataset.Cases)) {
-		t.Errorf("ledger counts %d calls, want %d", sum.Calls, 2*len(e.Dataset.Cases))
-	}
-	if len(sum.ByAccount) != 1 || sum.ByAccount[0].Account.Budget != "eval" {
-		t.Fatalf("spend by account %+v, want the eval budget", sum.ByAccount)
-	}
-	if d := sum.Total.USD() - res.CostUSD; d > 1e-9 || d < -1e-9 {
-		t.Errorf("ledger total $%g differs from the runner's $%g", sum.Total.USD(), res.CostUSD)
-	}
-}
-
-// BenchmarkCapitalsEval measures the wall time of the capitals eval (30
-// cases × 10 runs) against a fake with 20 ms latency, at concurrency 1 and
-// 8: what bounded concurrency buys on a slow model.
-func BenchmarkCapitalsEval(b *testing.B) {
-	for _, c := range []int{1, 8} {
-		b.Run("concurrency="+string(rune('0'+c)), func(b *testing.B) {
-			doc := load(b, capitals)
-			for _, p := range doc.Providers {
-				p.Latency = ir.Duration(20 * time.Millisecond)
-			}
-			g, err := app.NewGateway(doc, app.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			e, err := app.NewEval(doc, g, "capitals")
-			if err != nil {
-				b.Fatal(err)
-			}
-			for b.Loop() {
-				if _, err := eval.Run(context.Background(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: e.Runs, Concurrency: c}); err != nil {
-					b.Fatal(err)
+		seen[rt] = true
+		switch rt.Kind() {
+		case reflect.Func, reflect.Chan, reflect.Interface, reflect.UnsafePointer, reflect.Uintptr:
+			t.Errorf("%s is a %s, which a Go literal cannot hold as data", path, rt.Kind())
+		case reflect.Pointer, reflect.Slice, reflect.Array:
+			walk(rt.Elem(), path+"[]")
+		case reflect.Map:
+			walk(rt.Key(), path+"{key}")
+			walk(rt.Elem(), path+"{}")
+		case reflect.Struct:
+			for i := range rt.NumField() {
+				f := rt.Field(i)
+				if !f.IsExported() {
+					t.Errorf("%s.%s is unexported, which a literal outside the package cannot set", path, f.Name)
 				}
+				walk(f.Type, path+"."+f.Name)
 			}
-		})
-	}
-}
-
-// judgedApp writes an app whose eval is answered by one fake and graded by
-// another (an echo, whose replies the judge cannot parse: the calls are
-// made and charged all the same), under one budget of the given scope.
-func judgedApp(t *testing.T, scope string) *ir.Document {
-	t.Helper()
-	dir := t.TempDir()
-	data, err := os.ReadFile("../../fixtures/capitals.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "capitals.json"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	src := `name: "judged"
-version: "0.1.0"
-providers: {
-	fake: {kind: "fake", answerKey: {dataset: "capitals.json", accuracy: 0.6}}
-	grader: {kind: "fake"}
-}
-models: {
-	"fake-chat-2024-06-01": {provider: "fake", contextWindow: 8192, maxOutputTokens: 64, cost: {inputPer1kUSD: 0.00015, outputPer1kUSD: 0.0006}}
-	"fake-judge-2024-06-01": {provider: "grader", contextWindow: 8192, maxOutputTokens: 64, cost: {inputPer1kUSD: 0.00015, outputPer1kUSD: 0.0006}}
-}
-aliases: {small: "fake-chat-2024-06-01", judge: "fake-judge-2024-06-01"}
-budgets: cap: {maxUSD: 100, scope: "` + scope + `"}
-evals: capitals: {
-	dataset: "capitals.json"
-	target: {model: "small", prompt: "{{.Input}}"}
-	runs: 2
-	metrics: ["exact_match", "llm_judge"]
-	judge: {model: "judge", rubric: "Score 1 when the answer names the right city."}
-	budget: "cap"
-}
-`
-	path := filepath.Join(dir, "app.cue")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return load(t, path)
-}
-
-// runJudged runs the judged eval and returns its result and the ledger.
-func runJudged(t *testing.T, doc *ir.Document) (*eval.Result, gateway.SpendSummary) {
-	t.Helper()
-	g, err := app.NewGateway(doc, app.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := app.NewEval(doc, g, "capitals")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := eval.Run(context.Background(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: e.Runs, Concurrency: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := g.Spend(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, sum
-}
-
-// TestEvalJudgeSharesTheBudgetAccount checks that the judge's calls are
-// charged to the same account as the target's: one account per run under a
-// run-scoped budget, one per sample under a thread-scoped one; and that a
-// run-scoped cap that fits the target's spend but not the target's and the
-// judge's together stops the run at the cap.
-func TestEvalJudgeSharesTheBudgetAccount(t *testing.T) {
-	for _, tt := range []struct {
-		scope    string
-		accounts int
-	}{{"run", 1}, {"thread", 30 * 2}} {
-		t.Run(tt.scope, func(t *testing.T) {
-			_, sum := runJudged(t, judgedApp(t, tt.scope))
-			if len(sum.ByAlias) != 2 {
-				t.Fatalf("spend by alias %+v, want the target and the judge", sum.ByAlias)
-			}
-			if len(sum.ByAccount) != tt.accounts {
-				t.Errorf("%d budget accounts, want %d; first: %+v", len(sum.ByAccount), tt.accounts, sum.ByAccount[0])
-			}
-		})
-	}
-
-	doc := judgedApp(t, "run")
-	_, sum := runJudged(t, doc)
-	var target, judge float64
-	for _, a := range sum.ByAlias {
-		switch a.Name {
-		case "small":
-			target = a.Spent.USD()
-		case "judge":
-			judge = a.Spent.USD()
 		}
 	}
-	// A cap above either side's spend alone but below both together.
-	limit := max(target, judge) + min(target, judge)/2
-	if target <= 0 || judge <= 0 {
-		t.Fatalf("target spent $%g, judge $%g; both must spend", target, judge)
-	}
-	doc.Budgets[0].MaxUSD = limit
-	res, sum := runJudged(t, doc)
-	if sum.Total.USD() > limit {
-		t.Errorf("the eval spent $%g under a run budget of $%g (target $%g + judge $%g uncapped)", sum.Total.USD(), limit, target, judge)
-	}
-	refused := 0
-	for _, err := range res.Errors() {
-		var be *gateway.BudgetExceededError
-		if errors.As(err, &be) {
-			refused++
-		}
-	}
-	if refused == 0 {
-		t.Errorf("no call was refused although target and judge together need $%g of $%g", target+judge, limit)
-	}
-}
-
-// TestEvalRunsHaveTheirOwnAccount checks that two runs of one eval over one
-// ledger are charged to two accounts of a run-scoped budget, so that a
-// persistent ledger does not add every run up against one cap.
-func TestEvalRunsHaveTheirOwnAccount(t *testing.T) {
-	doc := judgedApp(t, "run")
-	g, err := app.NewGateway(doc, app.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		e, err := app.NewEval(doc, g, "capitals")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := eval.Run(context.Background(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: 1, Concurrency: 4}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sum, err := g.Spend(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(sum.ByAccount) != 2 || sum.ByAccount[0].Account.Key == sum.ByAccount[1].Account.Key {
-		t.Errorf("accounts %+v, want one per run", sum.ByAccount)
-	}
-}
-
-// TestModelSpecCachedInputPrice lowers the three states of
-// cachedInputPer1kUSD: absent (cached tokens cost the input price), an
-// explicit 0 (free) and a discount; the first two must stay apart, and the
-// price a call is charged shows it.
-func TestModelSpecCachedInputPrice(t *testing.T) {
-	src := []byte(`name: "x", version: "1.0.0"
-providers: p: kind: "fake"
-models: {
-	"absent-1": {provider: "p", contextWindow: 100, maxOutputTokens: 10, cost: inputPer1kUSD: 0.002}
-	"free-1": {provider: "p", contextWindow: 100, maxOutputTokens: 10, cost: {inputPer1kUSD: 0.002, cachedInputPer1kUSD: 0}}
-	"half-1": {provider: "p", contextWindow: 100, maxOutputTokens: 10, cost: {inputPer1kUSD: 0.002, cachedInputPer1kUSD: 0.001}}
-}
-aliases: {absent: "absent-1", free: "free-1", half: "half-1"}
-`)
-	doc, err := ir.LoadBytes("app.cue", src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 1,000 input tokens, 800 of them cached.
-	use := gateway.Usage{InputTokens: 1000, CachedInputTokens: 800}
-	for _, tt := range []struct {
-		alias    string
-		wantSet  bool
-		wantNano int64
-	}{
-		{"absent", false, 2_000_000},      // 1,000 × 2,000
-		{"free", true, 400_000},           // 200 × 2,000 + 800 × 0
-		{"half", true, 400_000 + 800_000}, // 200 × 2,000 + 800 × 1,000
-	} {
-		m, ok := doc.Resolve(tt.alias)
-		if !ok {
-			t.Fatalf("alias %q does not resolve", tt.alias)
-		}
-		spec := app.ModelSpec(m)
-		if got := spec.Cost.CachedInputPer1kUSD != nil; got != tt.wantSet {
-			t.Errorf("%s: cached price set = %v, want %v", tt.alias, got, tt.wantSet)
-		}
-		if got := gateway.Price(spec.Cost, use).NanoUSD; got != tt.wantNano {
-			t.Errorf("%s: price %d nanodollars, want %d", tt.alias, got, tt.wantNano)
-		}
-	}
+	walk(reflect.TypeFor[app.Description](), "Description")
 }

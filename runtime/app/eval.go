@@ -5,29 +5,30 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"path/filepath"
+	"slices"
 	"strconv"
 
-	"github.com/aidgen/aid/ir"
+	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 )
 
-// Eval is one eval of an application, ready to run: its dataset loaded, its
-// target, metrics and thresholds built.
-type Eval struct {
-	// Name is the eval's name in the IR.
+// EvalRun is one run of an eval of an application, ready to go: its
+// dataset loaded, its target, metrics and thresholds built, its budget
+// account named.
+type EvalRun struct {
+	// Name is the eval's name.
 	Name string
 	// Dataset holds the cases.
 	Dataset *eval.Dataset
 	// Runner answers each case.
 	Runner eval.Runner
-	// Metrics score each answer, in the IR's order.
+	// Metrics score each answer, in the description's order.
 	Metrics []eval.Metric
-	// Thresholds are the gates, in the IR's order.
+	// Thresholds are the gates, in the description's order.
 	Thresholds []eval.Threshold
-	// Baseline is the baseline file's path (the IR's, joined to the IR's
-	// directory); empty when the eval has none.
+	// Baseline is the baseline file's path, resolved against the
+	// description's directory; empty when the eval has none.
 	Baseline string
 	// Runs is how many times each case is sampled.
 	Runs int
@@ -35,96 +36,131 @@ type Eval struct {
 	Concurrency int
 	// RunID names this run of the eval in its budget's ledger accounts. The
 	// target and the judge are charged to one account, "eval/<name>/<RunID>"
-	// under a run-scoped budget (with "/<case>/<sample>" appended under a
-	// thread-scoped one), so a budget caps what one run spends in all. NewEval
-	// draws a fresh id, so that a persistent ledger does not add up every
-	// run of the eval against one cap; set it before running to name the run
-	// (a CI job id, say).
+	// under a run- or global-scoped budget (with "/<case>/<sample>" appended
+	// under a thread-scoped one), so a budget caps what one run spends in
+	// all. App.Eval draws a fresh id, so that a persistent ledger does not
+	// add up every run of the eval against one cap; set it before running to
+	// name the run (a CI job id, say).
 	RunID string
 }
 
-// NewEval builds the named eval of doc over the gateway g (built by
-// NewGateway from the same document).
-func NewEval(doc *ir.Document, g *gateway.Gateway, name string) (*Eval, error) {
-	e, ok := doc.Eval(name)
-	if !ok {
-		return nil, fmt.Errorf("unknown eval %q; known evals: %v", name, doc.EvalNames())
+// EvalNames returns the names of the application's evals, in the
+// description's order.
+func (a *App) EvalNames() []string {
+	names := make([]string, len(a.desc.Evals))
+	for i, e := range a.desc.Evals {
+		names[i] = e.Name
 	}
-	ds, err := eval.LoadDataset(filepath.Join(doc.Dir, filepath.FromSlash(e.Dataset)))
-	if err != nil {
-		return nil, fmt.Errorf("eval %q: %w", name, err)
+	return names
+}
+
+// Eval builds the named eval, loading its dataset, under a fresh RunID.
+// Each call is a new run of the eval with its own budget account.
+func (a *App) Eval(name string) (*EvalRun, error) {
+	for _, e := range a.desc.Evals {
+		if e.Name != name {
+			continue
+		}
+		out, err := a.newEval(e, newRunID())
+		if err != nil {
+			return nil, err
+		}
+		if out.Dataset, err = eval.LoadDataset(a.desc.path(e.Dataset)); err != nil {
+			return nil, fmt.Errorf("eval %q: %w", name, err)
+		}
+		return out, nil
 	}
-	out := &Eval{
-		Name:        name,
-		Dataset:     ds,
+	return nil, fmt.Errorf("unknown eval %q; known evals: %v", name, a.EvalNames())
+}
+
+// newEval builds an eval without its dataset: Assemble calls it to check
+// every eval, App.Eval to run one.
+func (a *App) newEval(e Eval, runID string) (*EvalRun, error) {
+	out := &EvalRun{
+		Name:        e.Name,
 		Runs:        e.Runs,
 		Concurrency: e.Concurrency,
-		RunID:       newRunID(),
+		Baseline:    a.desc.path(e.Baseline),
+		Thresholds:  append([]eval.Threshold(nil), e.Thresholds...),
+		RunID:       runID,
 	}
-	if e.Baseline != "" {
-		out.Baseline = filepath.Join(doc.Dir, filepath.FromSlash(e.Baseline))
-	}
-
-	var budget *ir.Budget
+	var budget *gateway.Budget
 	if e.Budget != "" {
-		budget, _ = doc.Budget(e.Budget)
-	}
-	switch {
-	case e.Target.Model != "":
-		r := &eval.ModelRunner{Gateway: g, Alias: e.Target.Model, System: e.Target.System}
-		if e.Target.Prompt != "" {
-			if r.Prompt, err = eval.ParsePrompt(e.Target.Prompt); err != nil {
-				return nil, fmt.Errorf("eval %q: %w", name, err)
+		for i := range a.desc.Budgets {
+			if a.desc.Budgets[i].Name == e.Budget {
+				budget = &a.desc.Budgets[i]
 			}
 		}
+		if budget == nil {
+			return nil, fmt.Errorf("eval %q: unknown budget %q", e.Name, e.Budget)
+		}
+	}
+	switch t := e.Target; {
+	case t.Agent != "" && t.Model != "":
+		return nil, fmt.Errorf("eval %q: the target names both agent %q and model %q; name one", e.Name, t.Agent, t.Model)
+	case t.Model != "":
+		if _, err := a.Gateway.Resolve(t.Model); err != nil {
+			return nil, fmt.Errorf("eval %q: %w", e.Name, err)
+		}
+		r := &eval.ModelRunner{Gateway: a.Gateway, Alias: t.Model, System: t.System}
+		if t.Prompt != "" {
+			p, err := eval.ParsePrompt(t.Prompt)
+			if err != nil {
+				return nil, fmt.Errorf("eval %q: %w", e.Name, err)
+			}
+			r.Prompt = p
+		}
 		out.Runner = out.budgetedRunner(r, budget)
-	case e.Target.Agent != "":
-		return nil, fmt.Errorf("eval %q: %w", name, &gateway.DeferredError{Feature: "an eval targeting an agent (runtime/agents)"})
+	case t.Agent != "":
+		if a.Agents == nil {
+			return nil, fmt.Errorf("eval %q: the target agent %q is not an agent of the application, which has none", e.Name, t.Agent)
+		}
+		if known := a.Agents.Agents(); !slices.Contains(known, t.Agent) {
+			return nil, fmt.Errorf("eval %q: %w", e.Name, &agents.UnknownAgentError{Agent: t.Agent, Known: known})
+		}
+		out.Runner = out.budgetedRunner(&agentRunner{rt: a.Agents, agent: t.Agent, eval: out}, budget)
 	default:
-		return nil, fmt.Errorf("eval %q names no target", name)
+		return nil, fmt.Errorf("eval %q names no target", e.Name)
 	}
 
 	reg := eval.NewRegistry()
 	for _, m := range e.Metrics {
 		cfg := eval.MetricConfig{Schema: e.Schema}
 		if e.Judge != nil {
-			cfg.Judge = out.budgetedJudge(&eval.GatewayJudge{Gateway: g, Alias: e.Judge.Model}, budget)
+			cfg.Judge = out.budgetedJudge(&eval.GatewayJudge{Gateway: a.Gateway, Alias: e.Judge.Model}, budget)
 			cfg.Rubric = e.Judge.Rubric
 		}
 		metric, err := reg.New(m, cfg)
 		if err != nil {
-			return nil, fmt.Errorf("eval %q: metric %q: %w", name, m, err)
+			return nil, fmt.Errorf("eval %q: metric %q: %w", e.Name, m, err)
 		}
 		out.Metrics = append(out.Metrics, metric)
 	}
-	for _, t := range e.Thresholds {
-		out.Thresholds = append(out.Thresholds, eval.Threshold{
-			Metric:        t.Metric,
-			MinMean:       t.MinMean,
-			MaxRegression: t.MaxRegression,
-			Alpha:         t.Alpha,
-		})
-	}
 	if err := eval.ValidateThresholds(out.Thresholds, out.Metrics); err != nil {
-		return nil, fmt.Errorf("eval %q: %w", name, err)
+		return nil, fmt.Errorf("eval %q: %w", e.Name, err)
 	}
 	return out, nil
 }
 
-// budgetContext charges the calls made under ctx for one sample to the
-// eval's budget: the account of this run, or of the sample under a
-// thread-scoped budget (each sample is its own thread). The target and the
-// judge both charge through it, so they share one account and one cap.
-func (e *Eval) budgetContext(ctx context.Context, b *ir.Budget, s gateway.SampleKey) context.Context {
+// sampleKey is the budget account of one sample: the run's, or under a
+// thread-scoped budget the sample's own (each sample is its own thread).
+func (e *EvalRun) sampleKey(scope gateway.Scope, s gateway.SampleKey) string {
 	key := "eval/" + e.Name + "/" + e.RunID
-	if b.Scope == string(gateway.ScopeThread) {
+	if scope == gateway.ScopeThread {
 		key += "/" + s.Case + "/" + strconv.Itoa(s.Index)
 	}
-	return gateway.ContextWithBudget(ctx, b.Name, key)
+	return key
+}
+
+// budgetContext charges the calls made under ctx for one sample to the
+// eval's budget. The target and the judge both charge through it, so they
+// share one account and one cap.
+func (e *EvalRun) budgetContext(ctx context.Context, b *gateway.Budget, s gateway.SampleKey) context.Context {
+	return gateway.ContextWithBudget(ctx, b.Name, e.sampleKey(b.Scope, s))
 }
 
 // budgetedRunner charges every call of a runner to the eval's budget.
-func (e *Eval) budgetedRunner(r eval.Runner, b *ir.Budget) eval.Runner {
+func (e *EvalRun) budgetedRunner(r eval.Runner, b *gateway.Budget) eval.Runner {
 	if b == nil {
 		return r
 	}
@@ -136,7 +172,7 @@ func (e *Eval) budgetedRunner(r eval.Runner, b *ir.Budget) eval.Runner {
 // budgetedJudge charges every call of the judge to the eval's budget, on
 // the account of the sample it grades (eval.Run puts the sample on the
 // context of every metric).
-func (e *Eval) budgetedJudge(j eval.JudgeModel, b *ir.Budget) eval.JudgeModel {
+func (e *EvalRun) budgetedJudge(j eval.JudgeModel, b *gateway.Budget) eval.JudgeModel {
 	if b == nil {
 		return j
 	}
@@ -144,6 +180,69 @@ func (e *Eval) budgetedJudge(j eval.JudgeModel, b *ir.Budget) eval.JudgeModel {
 		s, _ := gateway.SampleFrom(ctx)
 		return j.Judge(e.budgetContext(ctx, b, s), prompt)
 	})
+}
+
+// agentRunner is the agent target of an eval: each sample is one run of
+// the agent on the case's input, and the answer is the run's final answer.
+type agentRunner struct {
+	rt    *agents.Runtime
+	agent string
+	eval  *EvalRun
+}
+
+// Run implements eval.Runner. The sample is put on the context, so a fake
+// in answer-key mode answers the case; the run gets a user of its own, so
+// that memory one sample writes is never read by another.
+func (r *agentRunner) Run(ctx context.Context, c eval.Case, sample int) (eval.Answer, error) {
+	ctx = gateway.WithSample(ctx, gateway.SampleKey{Case: c.ID, Index: sample})
+	user := "eval/" + r.eval.Name + "/" + r.eval.RunID + "/" + c.ID + "/" + strconv.Itoa(sample)
+	res, err := r.rt.Run(ctx, r.agent, c.Input, agents.RunOptions{UserID: user})
+	if err != nil {
+		return eval.Answer{}, fmt.Errorf("agent %q: run %s ended %s: %w", r.agent, res.RunID, res.Status, err)
+	}
+	if res.Status != agents.StatusCompleted {
+		return eval.Answer{}, &AgentSampleError{Agent: r.agent, RunID: res.RunID, Status: res.Status, Pending: pendingTool(res)}
+	}
+	ans := eval.Answer{
+		Text:         res.Answer,
+		CostUSD:      res.CostUSD,
+		InputTokens:  res.Usage.InputTokens,
+		OutputTokens: res.Usage.OutputTokens,
+	}
+	if n := len(res.Steps); n > 0 {
+		ans.Model = res.Steps[n-1].Model
+	}
+	return ans, nil
+}
+
+func pendingTool(res agents.RunResult) string {
+	if res.Checkpoint == nil || res.Checkpoint.Pending == nil {
+		return ""
+	}
+	c, _ := res.Checkpoint.Pending.Call()
+	return c.Name
+}
+
+// AgentSampleError is a sample of an agent target whose run ended without
+// an answer and without an error: it paused. An eval has no one to decide,
+// so the sample fails, and says which call waited.
+type AgentSampleError struct {
+	// Agent is the eval's target agent.
+	Agent string
+	// RunID is the sample's run.
+	RunID string
+	// Status is how the run ended.
+	Status agents.Status
+	// Pending is the tool whose call waits for a decision, when known.
+	Pending string
+}
+
+// Error implements error.
+func (e *AgentSampleError) Error() string {
+	if e.Status == agents.StatusPaused && e.Pending != "" {
+		return fmt.Sprintf("agent %q: run %s paused for a decision on %s; an eval has no one to approve it, so the sample has no answer", e.Agent, e.RunID, e.Pending)
+	}
+	return fmt.Sprintf("agent %q: run %s ended %s without an answer", e.Agent, e.RunID, e.Status)
 }
 
 // newRunID returns a random id for one run of an eval.

@@ -1,134 +1,104 @@
 package app
 
 import (
+	"errors"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"path/filepath"
 
-	"go.opentelemetry.io/otel/trace"
-
-	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/gateway/openaicompat"
 )
 
-// Options are the parts of the runtime that the IR does not describe: where
-// spend is kept, where traces and logs go, and the process environment.
-type Options struct {
-	// Ledger keeps spend; nil means an in-memory ledger.
-	Ledger gateway.Ledger
-	// Tracer receives the gateway's spans; nil means no tracing.
-	Tracer trace.Tracer
-	// Logger receives retries, fallbacks and ledger failures; nil means no
-	// logging.
-	Logger *slog.Logger
-	// LookupEnv reads the environment (API keys); nil means os.LookupEnv.
-	LookupEnv func(string) (string, bool)
-	// HTTPClient sends openai-compatible requests; nil means the default.
-	HTTPClient *http.Client
-	// Seed, when set, replaces the seed of every fake provider, to draw a
-	// fresh sample from an answer key without editing the IR.
-	Seed *int64
-}
-
-// NewGateway builds the gateway of an application: every alias pinned to
-// its model, every provider the models use, every budget.
-func NewGateway(doc *ir.Document, opts Options) (*gateway.Gateway, error) {
-	providers := make(map[string]gateway.Provider, len(doc.Providers))
-	retries := map[string]gateway.RetryPolicy{}
-	for _, p := range doc.Providers {
-		prov, err := newProvider(doc, p, opts)
+// newGateway builds the gateway of an application: every alias pinned to
+// its model, every provider, every budget.
+func newGateway(desc *Description, opts *Options) (*gateway.Gateway, error) {
+	var errs []error
+	providers := make(map[string]gateway.Provider, len(desc.Providers))
+	retries := make(map[string]gateway.RetryPolicy, len(desc.Providers))
+	for _, p := range desc.Providers {
+		if _, dup := providers[p.Name]; dup {
+			errs = append(errs, fmt.Errorf("provider %q is declared twice", p.Name))
+			continue
+		}
+		prov, err := newProvider(desc, p, opts)
 		if err != nil {
-			return nil, fmt.Errorf("provider %q: %w", p.Name, err)
+			errs = append(errs, fmt.Errorf("provider %q: %w", p.Name, err))
+			continue
 		}
 		providers[p.Name] = prov
-		attempts := 1 // the fake never fails transiently
-		if p.Kind == ir.ProviderOpenAICompatible {
-			attempts = p.MaxRetries + 1
-		}
-		retries[p.Name] = gateway.RetryPolicy{MaxAttempts: attempts}
+		retries[p.Name] = retryPolicy(p)
 	}
-	cfg := gateway.Config{
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	g, err := gateway.New(gateway.Config{
+		Models:        desc.Models,
 		Providers:     providers,
+		Budgets:       desc.Budgets,
 		Ledger:        opts.Ledger,
 		Tracer:        opts.Tracer,
 		Logger:        opts.Logger,
 		ProviderRetry: retries,
-	}
-	for _, a := range doc.Aliases {
-		m, ok := doc.Model(a.Model)
-		if !ok {
-			return nil, fmt.Errorf("alias %q names unknown model %q", a.Name, a.Model)
-		}
-		cfg.Models = append(cfg.Models, gateway.PinnedModel{Alias: a.Name, Spec: ModelSpec(m)})
-	}
-	for _, b := range doc.Budgets {
-		cfg.Budgets = append(cfg.Budgets, gateway.Budget{
-			Name:           b.Name,
-			MaxUSD:         b.MaxUSD,
-			MaxTotalTokens: b.MaxTotalTokens,
-			Scope:          gateway.Scope(b.Scope),
-		})
-	}
-	g, err := gateway.New(cfg)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("building the gateway of %s: %w", doc.Name, err)
+		return nil, fmt.Errorf("building the gateway: %w", err)
 	}
 	return g, nil
 }
 
-// ModelSpec translates a pinned IR model into the gateway's description.
-func ModelSpec(m *ir.Model) gateway.ModelSpec {
-	s := gateway.ModelSpec{
-		ID:              m.ID,
-		Provider:        m.Provider,
-		Kind:            gateway.ModelKind(m.Kind),
-		ContextWindow:   m.ContextWindow,
-		MaxOutputTokens: m.MaxOutputTokens,
-		Dimensions:      m.Dimensions,
-		Cost:            gateway.CostProfile{InputPer1kUSD: m.Cost.InputPer1kUSD, OutputPer1kUSD: m.Cost.OutputPer1kUSD},
+// retryPolicy is the retry policy of a provider's aliases: MaxRetries
+// retries after the first attempt for an openai-compatible endpoint, and a
+// single attempt for the fake, which never fails transiently (a scripted
+// error is meant to be seen, not retried away).
+func retryPolicy(p Provider) gateway.RetryPolicy {
+	if p.Kind == ProviderOpenAICompatible {
+		return gateway.RetryPolicy{MaxAttempts: p.MaxRetries + 1}
 	}
-	if p := m.Cost.CachedInputPer1kUSD; p != nil {
-		v := *p // the spec owns its price, apart from the document
-		s.Cost.CachedInputPer1kUSD = &v
-	}
-	for _, c := range m.Capabilities {
-		s.Capabilities = append(s.Capabilities, gateway.Capability(c))
-	}
-	return s
+	return gateway.RetryPolicy{MaxAttempts: 1}
 }
 
-func newProvider(doc *ir.Document, p *ir.Provider, opts Options) (gateway.Provider, error) {
+func newProvider(desc *Description, p Provider, opts *Options) (gateway.Provider, error) {
 	switch p.Kind {
-	case ir.ProviderOpenAICompatible:
+	case ProviderOpenAICompatible:
 		return openaicompat.New(openaicompat.Config{
 			BaseURL:    p.BaseURL,
 			APIKeyEnv:  p.APIKeyEnv,
-			Timeout:    p.Timeout.Std(),
+			Timeout:    p.Timeout,
 			HTTPClient: opts.HTTPClient,
 			LookupEnv:  opts.LookupEnv,
 		})
-	case ir.ProviderFake:
+	case ProviderFake:
 		seed := p.Seed
 		if opts.Seed != nil {
 			seed = *opts.Seed
 		}
-		cfg := fake.Config{Seed: uint64(seed), Latency: p.Latency.Std()}
+		cfg := fake.Config{Seed: uint64(seed), Latency: p.Latency}
+		var errs []error
 		if k := p.AnswerKey; k != nil {
-			ds, err := eval.LoadDataset(filepath.Join(doc.Dir, filepath.FromSlash(k.Dataset)))
+			ds, err := eval.LoadDataset(desc.path(k.Dataset))
 			if err != nil {
-				return nil, fmt.Errorf("loading the answer key: %w", err)
+				errs = append(errs, fmt.Errorf("loading the answer key: %w", err))
+			} else {
+				key := &fake.AnswerKey{Accuracy: k.Accuracy}
+				for _, c := range ds.Cases {
+					key.Cases = append(key.Cases, fake.Case{ID: c.ID, Input: c.Input, Answer: c.Expected})
+				}
+				cfg.AnswerKey = key
 			}
-			key := &fake.AnswerKey{Accuracy: k.Accuracy}
-			for _, c := range ds.Cases {
-				key.Cases = append(key.Cases, fake.Case{ID: c.ID, Input: c.Input, Answer: c.Expected})
+		}
+		if p.Script != "" {
+			sc, err := fake.LoadScript(desc.path(p.Script))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("loading the agent script: %w", err))
+			} else {
+				cfg.Agents = sc.Agents
 			}
-			cfg.AnswerKey = key
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
 		}
 		return fake.New(cfg)
 	}
-	return nil, fmt.Errorf("unknown provider kind %q", p.Kind)
+	return nil, fmt.Errorf("unknown provider kind %q; known kinds: %s, %s", p.Kind, ProviderOpenAICompatible, ProviderFake)
 }

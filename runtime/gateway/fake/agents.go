@@ -89,7 +89,8 @@ func (p *Provider) agentStep(ci gateway.CallInfo, script []Step) (Step, error) {
 }
 
 // answerStep resolves an Answer step: the answer key's answer when there is
-// one, the step's own text otherwise.
+// one and the call is an eval sample or a case's input, the step's own text
+// otherwise.
 func (p *Provider) answerStep(ctx context.Context, ci gateway.CallInfo, req gateway.Request, st Step) (Step, error) {
 	if p.cfg.AnswerKey == nil {
 		if st.Text == "" {
@@ -102,6 +103,14 @@ func (p *Provider) answerStep(ctx context.Context, ci gateway.CallInfo, req gate
 		return st, nil
 	}
 	text, err := p.answer(ctx, req)
+	var uc *UnknownCaseError
+	if errors.As(err, &uc) && uc.Case == "" && st.Text != "" {
+		// Not an eval sample (no case on the context) and not a case's
+		// input: a demo conversation with an app whose fake also holds an
+		// answer key. The step's own text answers it; an eval sample
+		// always carries its case, so it never lands here.
+		return st, nil
+	}
 	if err != nil {
 		return Step{}, err
 	}

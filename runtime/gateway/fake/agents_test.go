@@ -182,8 +182,20 @@ func TestAnswerStep(t *testing.T) {
 		t.Fatalf("right %d wrong %d: accuracy 0.5 should give both", right, wrong)
 	}
 
+	// A demo conversation with the same fake (no sample, an input that is
+	// no case) gets the step's own text; a sample of an unknown case is
+	// still an error.
+	r, err := p.Generate(stepCtx(t.Context(), "billing", 2), model, ask("I want a refund"))
+	if err != nil || r.Text != `{"answer":"demo"}` {
+		t.Fatalf("a demo call with an answer key: %q, %v", r.Text, err)
+	}
+	var uc *fake.UnknownCaseError
+	if _, err := p.Generate(gateway.WithSample(stepCtx(t.Context(), "billing", 2), gateway.SampleKey{Case: "nope"}), model, ask("x")); !errors.As(err, &uc) {
+		t.Fatalf("a sample of an unknown case: %v", err)
+	}
+
 	demo := newFake(t, fake.Config{Agents: script})
-	r, err := demo.Generate(stepCtx(t.Context(), "billing", 2), model, jsonReq)
+	r, err = demo.Generate(stepCtx(t.Context(), "billing", 2), model, jsonReq)
 	if err != nil || r.Text != `{"answer":"demo"}` {
 		t.Fatalf("without an answer key: %q, %v", r.Text, err)
 	}

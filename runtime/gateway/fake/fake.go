@@ -36,8 +36,10 @@ type Step struct {
 	// Answer makes the step a final answer drawn from the answer key: with
 	// Config.AnswerKey set, the text is the key's answer (right or wrong,
 	// by the seeded coin) to the call's case, shaped by the request's JSON
-	// schema if it has one (see AnswerDocument); without an answer key, the
-	// step answers Text, so that one script serves demos and evaluations.
+	// schema if it has one (see AnswerDocument); without an answer key, or
+	// for a call that is no eval sample and whose input is no case (a demo
+	// conversation), the step answers Text, so that one script serves demos
+	// and evaluations.
 	// An answer step has no tool calls.
 	Answer bool
 }

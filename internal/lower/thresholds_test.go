@@ -1,4 +1,4 @@
-package app_test
+package lower_test
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 
 // TestThresholdBoundsAgree feeds thresholds at, inside and outside every
 // bound of minMean, maxRegression and alpha through ir (what aidgen vet
-// runs) and through app.NewEval (what aidgen eval runs, ending in the eval
+// runs) and through lower.Document and app.Assemble (what aidgen eval runs, ending in the eval
 // runtime's ValidateThresholds), and requires them to agree.
 //
 // The bounds are written twice, in schema.cue and in runtime/eval: ir
@@ -80,14 +80,10 @@ evals: e: {
 					}
 					return
 				}
-				g, err := app.NewGateway(doc, app.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := app.NewEval(doc, g, "e"); err != nil {
+				if _, err := tryAssemble(doc, app.Options{}); err != nil {
 					var gce *eval.GateConfigurationError
 					if !errors.As(err, &gce) {
-						t.Fatalf("app.NewEval: %v", err)
+						t.Fatalf("app.Assemble: %v", err)
 					}
 					t.Errorf("ir accepts %s: %s, but aidgen eval refuses it: %v", field, value, err)
 				}

@@ -1,0 +1,218 @@
+// Package lower turns a loaded IR document into the runtime's IR-free
+// application description (runtime/app.Description): the one step between
+// the IR and the runtime, used by aidgen eval, run and index, and, through
+// gen, by generated services, which hold its result as a Go literal.
+//
+// It copies values and spells the IR's names in the runtime's types; it
+// decides nothing. Whatever is more than copying (retry counts by provider
+// kind, eval budget accounts, tools built from their kind) is the runtime's,
+// in app.Assemble, so that the interpreter and a generated service cannot
+// differ. It lives outside ir because ir never imports the runtime.
+package lower
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/aidgen/aid/ir"
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/eval"
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/retrieval"
+)
+
+// Document lowers a loaded, validated document to an application
+// description. File names stay relative; the description's Dir is the
+// document's, so Assemble resolves them as ir did. It fails only on a
+// document ir.Load would not return (a dangling alias), naming every such
+// problem.
+func Document(doc *ir.Document) (app.Description, error) {
+	d := app.Description{
+		Name:    doc.Name,
+		Version: doc.Version,
+		Dir:     doc.Dir,
+		Service: app.Service{
+			Listen: doc.Service.Listen,
+			Entry:  doc.Service.Entry,
+			Auth:   app.Auth{Kind: doc.Service.Auth.Kind, TokenEnv: doc.Service.Auth.TokenEnv},
+			State:  app.State{Kind: doc.Service.State.Kind, DSNEnv: doc.Service.State.DSNEnv},
+		},
+	}
+	var errs []error
+	for _, p := range doc.Providers {
+		d.Providers = append(d.Providers, provider(p))
+	}
+	for _, a := range doc.Aliases {
+		m, ok := doc.Model(a.Model)
+		if !ok {
+			errs = append(errs, fmt.Errorf("alias %q names unknown model %q", a.Name, a.Model))
+			continue
+		}
+		d.Models = append(d.Models, gateway.PinnedModel{Alias: a.Name, Spec: ModelSpec(m)})
+	}
+	for _, b := range doc.Budgets {
+		d.Budgets = append(d.Budgets, gateway.Budget{Name: b.Name, MaxUSD: b.MaxUSD, MaxTotalTokens: b.MaxTotalTokens, Scope: gateway.Scope(b.Scope)})
+	}
+	for _, t := range doc.Tools {
+		d.Tools = append(d.Tools, tool(t))
+	}
+	for _, a := range doc.Agents {
+		d.Agents = append(d.Agents, agent(a))
+	}
+	for _, s := range doc.Stores {
+		d.Stores = append(d.Stores, retrieval.StoreConfig{Name: s.Name, Kind: s.Kind, Distance: retrieval.Distance(s.Distance), DSNEnv: s.DSNEnv, Table: s.Table})
+	}
+	for _, r := range doc.Retrievers {
+		d.Retrievers = append(d.Retrievers, retrieval.Config{
+			Name:         r.Name,
+			Source:       retrieval.Source{Kind: retrieval.SourceFiles, Files: clone(r.Source.Files), Exclude: clone(r.Source.Exclude)},
+			ChunkSize:    r.Chunking.Size,
+			ChunkOverlap: r.Chunking.Overlap,
+			EmbedModel:   r.EmbedModel,
+			Store:        r.Store,
+			TopK:         r.TopK,
+			Rerank:       r.Rerank,
+		})
+	}
+	for _, e := range doc.Evals {
+		d.Evals = append(d.Evals, evalSpec(e))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return app.Description{}, fmt.Errorf("lowering %s: %w", doc.Path, err)
+	}
+	return d, nil
+}
+
+// ModelSpec spells a pinned IR model as the gateway's description.
+func ModelSpec(m *ir.Model) gateway.ModelSpec {
+	s := gateway.ModelSpec{
+		ID:              m.ID,
+		Provider:        m.Provider,
+		Kind:            gateway.ModelKind(m.Kind),
+		ContextWindow:   m.ContextWindow,
+		MaxOutputTokens: m.MaxOutputTokens,
+		Dimensions:      m.Dimensions,
+		Cost:            gateway.CostProfile{InputPer1kUSD: m.Cost.InputPer1kUSD, OutputPer1kUSD: m.Cost.OutputPer1kUSD},
+	}
+	if p := m.Cost.CachedInputPer1kUSD; p != nil {
+		v := *p // the description owns its price, apart from the document
+		s.Cost.CachedInputPer1kUSD = &v
+	}
+	for _, c := range m.Capabilities {
+		s.Capabilities = append(s.Capabilities, gateway.Capability(c))
+	}
+	return s
+}
+
+func provider(p *ir.Provider) app.Provider {
+	out := app.Provider{
+		Name:       p.Name,
+		Kind:       p.Kind,
+		BaseURL:    p.BaseURL,
+		APIKeyEnv:  p.APIKeyEnv,
+		Timeout:    p.Timeout.Std(),
+		MaxRetries: p.MaxRetries,
+		Seed:       p.Seed,
+		Latency:    p.Latency.Std(),
+	}
+	if k := p.AnswerKey; k != nil {
+		out.AnswerKey = &app.AnswerKey{Dataset: k.Dataset, Accuracy: k.Accuracy}
+	}
+	out.Script = p.Script
+	return out
+}
+
+func tool(t *ir.Tool) app.Tool {
+	impl := app.ToolImplementation{Kind: app.ToolGo} // the schema's default
+	if i := t.Implementation; i != nil {
+		impl = app.ToolImplementation{Kind: i.Kind, URL: i.URL, HeadersFromEnv: maps.Clone(i.HeadersFromEnv), File: i.File}
+	}
+	return app.Tool{
+		Implementation: impl,
+		Decl: agents.Tool{
+			Name:        t.Name,
+			Description: t.Description,
+			Input:       clone(t.Input),
+			Effects:     agents.Effects(t.Effects),
+			Approval:    agents.Approval(t.Approval),
+			Timeout:     t.Timeout.Std(),
+		},
+	}
+}
+
+func agent(a *ir.Agent) agents.Agent {
+	out := agents.Agent{
+		Name:              a.Name,
+		Description:       a.Description,
+		Model:             a.Model,
+		Ladder:            clone(a.Ladder),
+		OnBudgetExhausted: agents.OnBudgetExhausted(a.OnBudgetExhausted),
+		Instructions:      a.Instructions,
+		Tools:             clone(a.Tools),
+		Handoffs:          clone(a.Handoffs),
+		Delegates:         clone(a.Delegates),
+		Retrievers:        clone(a.Retrievers),
+		MaxSteps:          a.MaxSteps,
+		Budget:            a.Budget,
+		Output:            clone(a.Output),
+	}
+	if a.Temperature != nil {
+		t := *a.Temperature
+		out.Temperature = &t
+	}
+	if m := a.Memory; m != nil {
+		out.Memory = &agents.Memory{}
+		if m.Thread != nil {
+			out.Memory.ThreadTokenBudget = m.Thread.TokenBudget
+		}
+		if m.User != nil {
+			out.Memory.User = &agents.StoredMemory{Store: m.User.Store, TokenBudget: m.User.TokenBudget}
+		}
+		if m.Global != nil {
+			out.Memory.Global = &agents.StoredMemory{Store: m.Global.Store, TokenBudget: m.Global.TokenBudget}
+		}
+	}
+	return out
+}
+
+func evalSpec(e *ir.Eval) app.Eval {
+	out := app.Eval{
+		Name:    e.Name,
+		Dataset: e.Dataset,
+		Target: app.EvalTarget{
+			Agent:  e.Target.Agent,
+			Model:  e.Target.Model,
+			Prompt: e.Target.Prompt,
+			System: e.Target.System,
+		},
+		Runs:        e.Runs,
+		Concurrency: e.Concurrency,
+		Metrics:     clone(e.Metrics),
+		Schema:      clone(e.Schema),
+		Budget:      e.Budget,
+		Baseline:    e.Baseline,
+	}
+	if e.Judge != nil {
+		out.Judge = &app.Judge{Model: e.Judge.Model, Rubric: e.Judge.Rubric}
+	}
+	for _, t := range e.Thresholds {
+		th := eval.Threshold{Metric: t.Metric, MaxRegression: t.MaxRegression, Alpha: t.Alpha}
+		if t.MinMean != nil {
+			m := *t.MinMean
+			th.MinMean = &m
+		}
+		out.Thresholds = append(out.Thresholds, th)
+	}
+	return out
+}
+
+// clone copies a slice so that the description shares no memory with the
+// document; nil stays nil.
+func clone[S ~[]E, E any](s S) S {
+	if s == nil {
+		return nil
+	}
+	return append(S{}, s...)
+}

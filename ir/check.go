@@ -70,6 +70,7 @@ func (c *checker) resolve() {
 		for i, r := range a.Ladder {
 			c.alias(pathOf(at("ladder", i)...), r, KindChat)
 		}
+		c.fallbacks(at("fallbacks"), a.Fallbacks, a.Model, "the agent's model")
 		c.list(at("tools"), a.Tools, "tool", tools, "")
 		c.list(at("handoffs"), a.Handoffs, "agent", agents, a.Name)
 		c.list(at("delegates"), a.Delegates, "agent", agents, a.Name)
@@ -97,9 +98,11 @@ func (c *checker) resolve() {
 		}
 		if e.Target.Model != "" {
 			c.alias(at("target", "model"), e.Target.Model, KindChat)
+			c.fallbacks([]any{"evals", e.Name, "target", "fallbacks"}, e.Target.Fallbacks, e.Target.Model, "the target's model")
 		}
 		if e.Judge != nil {
 			c.alias(at("judge", "model"), e.Judge.Model, KindChat)
+			c.fallbacks([]any{"evals", e.Name, "judge", "fallbacks"}, e.Judge.Fallbacks, e.Judge.Model, "the judge's model")
 		}
 		if e.Budget != "" {
 			c.ref(at("budget"), "budget", e.Budget, budgets)
@@ -123,6 +126,23 @@ func (c *checker) alias(p cue.Path, alias, kind string) {
 	}
 	if m.Kind != kind {
 		c.errAt(p, "alias %q names %s model %q, but %s %s model is needed here", alias, m.Kind, m.ID, article(kind), kind)
+	}
+}
+
+// fallbacks checks a list of fallback aliases: each resolves to a chat
+// model, and none repeats or is the primary alias it stands in for, which
+// the gateway would only try again after it failed.
+func (c *checker) fallbacks(at []any, list []string, primary, primaryWords string) {
+	for i, f := range list {
+		p := pathOf(append(slices.Clip(at), i)...)
+		switch {
+		case f == primary:
+			c.errAt(p, "fallback %q is %s, which the fallbacks stand in for when it fails; remove it or name another alias", f, primaryWords)
+		case slices.Index(list, f) < i:
+			c.errAt(p, "fallback %q is listed twice; remove this entry", f)
+		default:
+			c.alias(p, f, KindChat)
+		}
 	}
 }
 
@@ -319,9 +339,29 @@ func (c *checker) agent(a *Agent) {
 		}
 	}
 
-	// Capabilities: every model the agent may run on must support what
-	// the agent asks of it.
-	rungs := slices.Concat([]string{a.Model}, a.Ladder)
+	// Capabilities: every model the agent may run on, its fallbacks
+	// included, must support what the agent asks of it. Each alias is
+	// judged once, at its first place.
+	type place struct {
+		alias string
+		path  cue.Path
+	}
+	var places []place
+	seen := map[string]bool{}
+	add := func(alias string, p cue.Path) {
+		if !seen[alias] {
+			seen[alias] = true
+			places = append(places, place{alias, p})
+		}
+	}
+	add(a.Model, at("model"))
+	for i, r := range a.Ladder {
+		add(r, at("ladder", i))
+	}
+	rungs := len(places) // the first rungs places are the model and its ladder
+	for i, f := range a.Fallbacks {
+		add(f, at("fallbacks", i))
+	}
 	needs := []string{}
 	if len(a.Tools)+len(a.Handoffs)+len(a.Delegates)+len(a.Retrievers) > 0 {
 		needs = append(needs, "tools")
@@ -329,37 +369,36 @@ func (c *checker) agent(a *Agent) {
 	if len(a.Output) > 0 {
 		needs = append(needs, "json")
 	}
-	for i, r := range rungs {
-		if j := slices.Index(rungs, r); j < i {
-			continue
-		}
-		m := c.model(r)
-		if m == nil {
-			continue
+	for _, pl := range places {
+		m := c.model(pl.alias)
+		if m == nil || m.Kind != KindChat {
+			continue // reported by resolve
 		}
 		for _, capability := range needs {
 			if !m.Has(capability) {
-				p := at("model")
-				if i > 0 {
-					p = at("ladder", i-1)
-				}
-				c.errAt(p, "alias %q (model %q) lacks capability %q, which the agent needs (%s); pick a model that has it or add it to the model's capabilities", r, m.ID, capability, why(capability))
+				c.errAt(pl.path, "alias %q (model %q) lacks capability %q, which the agent needs (%s); pick a model that has it or add it to the model's capabilities", pl.alias, m.ID, capability, why(capability))
 			}
 		}
 	}
 
 	// The thread's history and the longest answer must fit together in the
-	// context window of every rung the agent may run on.
+	// context window of every model the agent may run on. A rung that does
+	// not is reported at the budget, which fixes them all; a fallback at
+	// itself, since another fallback may fit.
 	if a.Memory != nil && a.Memory.Thread != nil {
 		tb := a.Memory.Thread.TokenBudget
-		for i, r := range rungs {
-			m := c.model(r)
-			if m == nil || m.Kind != KindChat || slices.Index(rungs, r) != i || tb+m.MaxOutputTokens <= m.ContextWindow {
+		for i, pl := range places {
+			m := c.model(pl.alias)
+			if m == nil || m.Kind != KindChat || tb+m.MaxOutputTokens <= m.ContextWindow {
 				continue
 			}
 			fix := fmt.Sprintf("lower tokenBudget to at most %d", m.ContextWindow-m.MaxOutputTokens)
 			if m.ContextWindow <= m.MaxOutputTokens {
 				fix = fmt.Sprintf("lower %q's maxOutputTokens, which fills its whole context window", m.ID)
+			}
+			if i >= rungs {
+				c.errAt(pl.path, "fallback %q (model %q) cannot take the thread: tokenBudget %d plus the %d output tokens it may answer with is %d tokens, more than its context window of %d; pick a fallback with a larger window, or %s", pl.alias, m.ID, tb, m.MaxOutputTokens, tb+m.MaxOutputTokens, m.ContextWindow, fix)
+				continue
 			}
 			c.errAt(at("memory", "thread", "tokenBudget"), "thread tokenBudget %d plus the %d output tokens %q may answer with is %d tokens, more than its context window of %d; %s", tb, m.MaxOutputTokens, m.ID, tb+m.MaxOutputTokens, m.ContextWindow, fix)
 		}
@@ -390,6 +429,8 @@ func (c *checker) eval(e *Eval) {
 		c.errAt(at("target", "model"), "target names both agent %q and model %q; keep one", t.Agent, t.Model)
 	case t.Agent != "" && (t.Prompt != "" || t.System != ""):
 		c.errAt(at("target"), "prompt and system apply to a model target; an agent target uses the agent's instructions")
+	case t.Agent != "" && len(t.Fallbacks) > 0:
+		c.errAt(at("target", "fallbacks"), "fallbacks apply to a model target; an agent target falls back as the agent does: set fallbacks on agent %q", t.Agent)
 	case t.Model != "" && t.Prompt == "":
 		c.errAt(at("target"), "a model target needs a prompt, such as \"{{.Input}}\"")
 	}

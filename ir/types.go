@@ -179,6 +179,10 @@ type Agent struct {
 	// Ladder lists aliases from most to least capable; empty means the
 	// agent cannot degrade.
 	Ladder []string `json:"ladder,omitempty"`
+	// Fallbacks are the aliases the gateway tries, in order, when a model
+	// call fails with a provider error, whichever rung the agent is on.
+	// Each is a chat model that serves the agent as its model does.
+	Fallbacks []string `json:"fallbacks"`
 	// OnBudgetExhausted is "fail" or "degrade".
 	OnBudgetExhausted string `json:"onBudgetExhausted"`
 	// Instructions is the system prompt; when InstructionsFile is set, Load
@@ -328,6 +332,10 @@ type Target struct {
 	Agent string `json:"agent,omitempty"`
 	// Model is the answering alias; empty for an agent target.
 	Model string `json:"model,omitempty"`
+	// Fallbacks are the aliases tried, in order, when Model fails with a
+	// provider error; always empty for an agent target, which uses the
+	// agent's fallbacks.
+	Fallbacks []string `json:"fallbacks,omitempty"`
 	// Prompt is the text/template rendering a case as the user message.
 	Prompt string `json:"prompt,omitempty"`
 	// System is the system message of a model target.
@@ -338,6 +346,9 @@ type Target struct {
 type Judge struct {
 	// Model is the alias of the judging model.
 	Model string `json:"model"`
+	// Fallbacks are the aliases tried, in order, when Model fails with a
+	// provider error.
+	Fallbacks []string `json:"fallbacks,omitempty"`
 	// Rubric tells the judge how to score.
 	Rubric string `json:"rubric"`
 }

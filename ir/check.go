@@ -29,6 +29,7 @@ var passes = []struct {
 }{
 	{"resolve", (*checker).resolve},
 	{"check", (*checker).check},
+	{"deferred", (*checker).deferred},
 	{"files", (*checker).files},
 }
 
@@ -733,6 +734,49 @@ func cheaper(a, b Cost) bool {
 
 func price(c Cost) string {
 	return fmt.Sprintf("$%g in / $%g out per 1k", c.InputPer1kUSD, c.OutputPer1kUSD)
+}
+
+// --- deferred: kinds the schema accepts but that are not built.
+
+// deferredDefs names the schema's #Deferred definitions, what a kind of
+// each is called in messages, and the kinds that are built instead. The
+// words are the runtime's: its constructors refuse the same kinds with a
+// *gateway.DeferredError saying "<feature> is not built yet", and a test in
+// the module root holds the two to one list and one wording.
+var deferredDefs = []deferredDef{
+	{"#DeferredProviderKind", "provider kind", `use kind "openai-compatible" if its endpoint speaks the OpenAI API`},
+	{"#DeferredStoreKind", "store kind", `use "memory" or "pgvector"`},
+	{"#DeferredSourceKind", "retriever source kind", `ingest files: kind "files" with files: ["<glob>"]`},
+	{"#DeferredChunkingStrategy", "chunking strategy", `use "fixed"`},
+	{"#DeferredRerankKind", "rerank kind", `use "lexical" or "none"`},
+}
+
+// deferredDef is one #Deferred definition: its name, what its kinds are
+// called, and what to use instead.
+type deferredDef struct{ name, what, use string }
+
+// deferred reports, at its place, every kind the schema accepts only so
+// that it can be named here: Principle 3, a feature that is not built
+// fails with an error naming itself.
+func (c *checker) deferred() {
+	d := c.doc
+	report := func(def string, p cue.Path, kind string) {
+		dd := deferredDefs[slices.IndexFunc(deferredDefs, func(x deferredDef) bool { return x.name == def })]
+		if slices.Contains(c.sc.deferred[dd.name], kind) {
+			c.errAt(p, "%s %q is not built yet; %s", dd.what, kind, dd.use)
+		}
+	}
+	for _, p := range d.Providers {
+		report("#DeferredProviderKind", pathOf("providers", p.Name, "kind"), p.Kind)
+	}
+	for _, s := range d.Stores {
+		report("#DeferredStoreKind", pathOf("stores", s.Name, "kind"), s.Kind)
+	}
+	for _, r := range d.Retrievers {
+		report("#DeferredSourceKind", pathOf("retrievers", r.Name, "source", "kind"), r.Source.Kind)
+		report("#DeferredChunkingStrategy", pathOf("retrievers", r.Name, "chunking", "strategy"), r.Chunking.Strategy)
+		report("#DeferredRerankKind", pathOf("retrievers", r.Name, "rerank"), r.Rerank)
+	}
 }
 
 // --- files: every file the IR names exists, relative to the IR file.

@@ -280,8 +280,23 @@ type Retriever struct {
 	Rerank string `json:"rerank"`
 }
 
-// Source names the files a retriever ingests.
+// The source kind and chunking strategy that are built.
+const (
+	SourceFiles = "files"
+	ChunkFixed  = "fixed"
+)
+
+// Rerank kinds.
+const (
+	RerankNone    = "none"
+	RerankLexical = "lexical"
+)
+
+// Source names the documents a retriever ingests.
 type Source struct {
+	// Kind is where the documents come from; SourceFiles is the one kind
+	// built.
+	Kind string `json:"kind"`
 	// Files are glob patterns relative to the IR file's directory.
 	Files []string `json:"files"`
 	// Exclude are glob patterns of files to leave out.
@@ -290,6 +305,9 @@ type Source struct {
 
 // Chunking says how files are cut into chunks, in characters.
 type Chunking struct {
+	// Strategy is how cut points are chosen; ChunkFixed is the one
+	// strategy built.
+	Strategy string `json:"strategy"`
 	// Size is the most characters of one chunk.
 	Size int `json:"size"`
 	// Overlap is how many characters consecutive chunks share.

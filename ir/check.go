@@ -29,6 +29,7 @@ var passes = []struct {
 }{
 	{"resolve", (*checker).resolve},
 	{"check", (*checker).check},
+	{"deferred", (*checker).deferred},
 	{"files", (*checker).files},
 }
 
@@ -70,6 +71,7 @@ func (c *checker) resolve() {
 		for i, r := range a.Ladder {
 			c.alias(pathOf(at("ladder", i)...), r, KindChat)
 		}
+		c.fallbacks(at("fallbacks"), a.Fallbacks, a.Model, "the agent's model")
 		c.list(at("tools"), a.Tools, "tool", tools, "")
 		c.list(at("handoffs"), a.Handoffs, "agent", agents, a.Name)
 		c.list(at("delegates"), a.Delegates, "agent", agents, a.Name)
@@ -97,9 +99,11 @@ func (c *checker) resolve() {
 		}
 		if e.Target.Model != "" {
 			c.alias(at("target", "model"), e.Target.Model, KindChat)
+			c.fallbacks([]any{"evals", e.Name, "target", "fallbacks"}, e.Target.Fallbacks, e.Target.Model, "the target's model")
 		}
 		if e.Judge != nil {
 			c.alias(at("judge", "model"), e.Judge.Model, KindChat)
+			c.fallbacks([]any{"evals", e.Name, "judge", "fallbacks"}, e.Judge.Fallbacks, e.Judge.Model, "the judge's model")
 		}
 		if e.Budget != "" {
 			c.ref(at("budget"), "budget", e.Budget, budgets)
@@ -123,6 +127,23 @@ func (c *checker) alias(p cue.Path, alias, kind string) {
 	}
 	if m.Kind != kind {
 		c.errAt(p, "alias %q names %s model %q, but %s %s model is needed here", alias, m.Kind, m.ID, article(kind), kind)
+	}
+}
+
+// fallbacks checks a list of fallback aliases: each resolves to a chat
+// model, and none repeats or is the primary alias it stands in for, which
+// the gateway would only try again after it failed.
+func (c *checker) fallbacks(at []any, list []string, primary, primaryWords string) {
+	for i, f := range list {
+		p := pathOf(append(slices.Clip(at), i)...)
+		switch {
+		case f == primary:
+			c.errAt(p, "fallback %q is %s, which the fallbacks stand in for when it fails; remove it or name another alias", f, primaryWords)
+		case slices.Index(list, f) < i:
+			c.errAt(p, "fallback %q is listed twice; remove this entry", f)
+		default:
+			c.alias(p, f, KindChat)
+		}
 	}
 }
 
@@ -325,9 +346,29 @@ func (c *checker) agent(a *Agent) {
 		}
 	}
 
-	// Capabilities: every model the agent may run on must support what
-	// the agent asks of it.
-	rungs := slices.Concat([]string{a.Model}, a.Ladder)
+	// Capabilities: every model the agent may run on, its fallbacks
+	// included, must support what the agent asks of it. Each alias is
+	// judged once, at its first place.
+	type place struct {
+		alias string
+		path  cue.Path
+	}
+	var places []place
+	seen := map[string]bool{}
+	add := func(alias string, p cue.Path) {
+		if !seen[alias] {
+			seen[alias] = true
+			places = append(places, place{alias, p})
+		}
+	}
+	add(a.Model, at("model"))
+	for i, r := range a.Ladder {
+		add(r, at("ladder", i))
+	}
+	rungs := len(places) // the first rungs places are the model and its ladder
+	for i, f := range a.Fallbacks {
+		add(f, at("fallbacks", i))
+	}
 	needs := []string{}
 	if len(a.Tools)+len(a.Handoffs)+len(a.Delegates)+len(a.Retrievers) > 0 {
 		needs = append(needs, "tools")
@@ -335,37 +376,36 @@ func (c *checker) agent(a *Agent) {
 	if len(a.Output) > 0 {
 		needs = append(needs, "json")
 	}
-	for i, r := range rungs {
-		if j := slices.Index(rungs, r); j < i {
-			continue
-		}
-		m := c.model(r)
-		if m == nil {
-			continue
+	for _, pl := range places {
+		m := c.model(pl.alias)
+		if m == nil || m.Kind != KindChat {
+			continue // reported by resolve
 		}
 		for _, capability := range needs {
 			if !m.Has(capability) {
-				p := at("model")
-				if i > 0 {
-					p = at("ladder", i-1)
-				}
-				c.errAt(p, "alias %q (model %q) lacks capability %q, which the agent needs (%s); pick a model that has it or add it to the model's capabilities", r, m.ID, capability, why(capability))
+				c.errAt(pl.path, "alias %q (model %q) lacks capability %q, which the agent needs (%s); pick a model that has it or add it to the model's capabilities", pl.alias, m.ID, capability, why(capability))
 			}
 		}
 	}
 
 	// The thread's history and the longest answer must fit together in the
-	// context window of every rung the agent may run on.
+	// context window of every model the agent may run on. A rung that does
+	// not is reported at the budget, which fixes them all; a fallback at
+	// itself, since another fallback may fit.
 	if a.Memory != nil && a.Memory.Thread != nil {
 		tb := a.Memory.Thread.TokenBudget
-		for i, r := range rungs {
-			m := c.model(r)
-			if m == nil || m.Kind != KindChat || slices.Index(rungs, r) != i || tb+m.MaxOutputTokens <= m.ContextWindow {
+		for i, pl := range places {
+			m := c.model(pl.alias)
+			if m == nil || m.Kind != KindChat || tb+m.MaxOutputTokens <= m.ContextWindow {
 				continue
 			}
 			fix := fmt.Sprintf("lower tokenBudget to at most %d", m.ContextWindow-m.MaxOutputTokens)
 			if m.ContextWindow <= m.MaxOutputTokens {
 				fix = fmt.Sprintf("lower %q's maxOutputTokens, which fills its whole context window", m.ID)
+			}
+			if i >= rungs {
+				c.errAt(pl.path, "fallback %q (model %q) cannot take the thread: tokenBudget %d plus the %d output tokens it may answer with is %d tokens, more than its context window of %d; pick a fallback with a larger window, or %s", pl.alias, m.ID, tb, m.MaxOutputTokens, tb+m.MaxOutputTokens, m.ContextWindow, fix)
+				continue
 			}
 			c.errAt(at("memory", "thread", "tokenBudget"), "thread tokenBudget %d plus the %d output tokens %q may answer with is %d tokens, more than its context window of %d; %s", tb, m.MaxOutputTokens, m.ID, tb+m.MaxOutputTokens, m.ContextWindow, fix)
 		}
@@ -396,6 +436,8 @@ func (c *checker) eval(e *Eval) {
 		c.errAt(at("target", "model"), "target names both agent %q and model %q; keep one", t.Agent, t.Model)
 	case t.Agent != "" && (t.Prompt != "" || t.System != ""):
 		c.errAt(at("target"), "prompt and system apply to a model target; an agent target uses the agent's instructions")
+	case t.Agent != "" && len(t.Fallbacks) > 0:
+		c.errAt(at("target", "fallbacks"), "fallbacks apply to a model target; an agent target falls back as the agent does: set fallbacks on agent %q", t.Agent)
 	case t.Model != "" && t.Prompt == "":
 		c.errAt(at("target"), "a model target needs a prompt, such as \"{{.Input}}\"")
 	}
@@ -698,6 +740,49 @@ func cheaper(a, b Cost) bool {
 
 func price(c Cost) string {
 	return fmt.Sprintf("$%g in / $%g out per 1k", c.InputPer1kUSD, c.OutputPer1kUSD)
+}
+
+// --- deferred: kinds the schema accepts but that are not built.
+
+// deferredDefs names the schema's #Deferred definitions, what a kind of
+// each is called in messages, and the kinds that are built instead. The
+// words are the runtime's: its constructors refuse the same kinds with a
+// *gateway.DeferredError saying "<feature> is not built yet", and a test in
+// the module root holds the two to one list and one wording.
+var deferredDefs = []deferredDef{
+	{"#DeferredProviderKind", "provider kind", `use kind "openai-compatible" if its endpoint speaks the OpenAI API`},
+	{"#DeferredStoreKind", "store kind", `use "memory" or "pgvector"`},
+	{"#DeferredSourceKind", "retriever source kind", `ingest files: kind "files" with files: ["<glob>"]`},
+	{"#DeferredChunkingStrategy", "chunking strategy", `use "fixed"`},
+	{"#DeferredRerankKind", "rerank kind", `use "lexical" or "none"`},
+}
+
+// deferredDef is one #Deferred definition: its name, what its kinds are
+// called, and what to use instead.
+type deferredDef struct{ name, what, use string }
+
+// deferred reports, at its place, every kind the schema accepts only so
+// that it can be named here: Principle 3, a feature that is not built
+// fails with an error naming itself.
+func (c *checker) deferred() {
+	d := c.doc
+	report := func(def string, p cue.Path, kind string) {
+		dd := deferredDefs[slices.IndexFunc(deferredDefs, func(x deferredDef) bool { return x.name == def })]
+		if slices.Contains(c.sc.deferred[dd.name], kind) {
+			c.errAt(p, "%s %q is not built yet; %s", dd.what, kind, dd.use)
+		}
+	}
+	for _, p := range d.Providers {
+		report("#DeferredProviderKind", pathOf("providers", p.Name, "kind"), p.Kind)
+	}
+	for _, s := range d.Stores {
+		report("#DeferredStoreKind", pathOf("stores", s.Name, "kind"), s.Kind)
+	}
+	for _, r := range d.Retrievers {
+		report("#DeferredSourceKind", pathOf("retrievers", r.Name, "source", "kind"), r.Source.Kind)
+		report("#DeferredChunkingStrategy", pathOf("retrievers", r.Name, "chunking", "strategy"), r.Chunking.Strategy)
+		report("#DeferredRerankKind", pathOf("retrievers", r.Name, "rerank"), r.Rerank)
+	}
 }
 
 // --- files: every file the IR names exists, relative to the IR file.

@@ -9,7 +9,10 @@
 // agent, store, retriever and budget reference resolves to something of the
 // right kind (resolve); ladders descend in price, capabilities match what
 // agents ask of their models, JSON Schemas compile, LLM judges never gate
-// (check); and every file the IR names exists relative to it (files).
+// (check); no kind the schema accepts only to name it (a #Deferred
+// definition: a qdrant store, a web source, an anthropic provider) is used,
+// each being reported as not built yet (deferred); and every file the IR
+// names exists relative to it (files).
 //
 // Every problem is reported at once, as an Errors value whose entries carry
 // the file:line:col of the offending value and say what to change.

@@ -72,6 +72,11 @@ type compiledSchema struct {
 	// that one written as plain data is decoded from its source.
 	plainJSONSchema bool
 
+	// deferred holds the kinds each #Deferred definition of the schema
+	// lists, by definition name: kinds the schema accepts and that are not
+	// built, which the check pass reports at their place.
+	deferred map[string][]string
+
 	// retained counts the source bytes loaded in ctx. CUE keeps every
 	// file built in a context for the context's lifetime, so a context is
 	// retired once it holds retainLimit bytes of source.
@@ -109,7 +114,32 @@ func takeSchema() (*compiledSchema, error) {
 	for it.Next() {
 		labels[it.Selector().String()] = true
 	}
-	return &compiledSchema{ctx: ctx, schema: schema, labels: labels, plainJSONSchema: plainJSONSchema(schema)}, nil
+	deferred := map[string][]string{}
+	for _, def := range deferredDefs {
+		v := schema.LookupPath(cue.MakePath(cue.Def(def.name)))
+		kinds := stringDisjuncts(v)
+		if !v.Exists() || len(kinds) == 0 {
+			return nil, fmt.Errorf("compiling the embedded schema: %s lists no kinds", def.name)
+		}
+		deferred[def.name] = kinds
+	}
+	return &compiledSchema{ctx: ctx, schema: schema, labels: labels, plainJSONSchema: plainJSONSchema(schema), deferred: deferred}, nil
+}
+
+// stringDisjuncts returns the string literals of a disjunction such as
+// "a" | "b", or of one literal, in the schema's order.
+func stringDisjuncts(v cue.Value) []string {
+	if op, args := v.Expr(); op == cue.OrOp {
+		var out []string
+		for _, a := range args {
+			out = append(out, stringDisjuncts(a)...)
+		}
+		return out
+	}
+	if s, err := v.String(); err == nil {
+		return []string{s}
+	}
+	return nil
 }
 
 // plainJSONSchema reports whether every field of jsonFields is, in the

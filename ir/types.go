@@ -211,6 +211,10 @@ type Agent struct {
 	// Ladder lists aliases from most to least capable; empty means the
 	// agent cannot degrade.
 	Ladder []string `json:"ladder,omitempty"`
+	// Fallbacks are the aliases the gateway tries, in order, when a model
+	// call fails with a provider error, whichever rung the agent is on.
+	// Each is a chat model that serves the agent as its model does.
+	Fallbacks []string `json:"fallbacks"`
 	// OnBudgetExhausted is "fail" or "degrade".
 	OnBudgetExhausted string `json:"onBudgetExhausted"`
 	// Instructions is the system prompt; when InstructionsFile is set, Load
@@ -308,8 +312,23 @@ type Retriever struct {
 	Rerank string `json:"rerank"`
 }
 
-// Source names the files a retriever ingests.
+// The source kind and chunking strategy that are built.
+const (
+	SourceFiles = "files"
+	ChunkFixed  = "fixed"
+)
+
+// Rerank kinds.
+const (
+	RerankNone    = "none"
+	RerankLexical = "lexical"
+)
+
+// Source names the documents a retriever ingests.
 type Source struct {
+	// Kind is where the documents come from; SourceFiles is the one kind
+	// built.
+	Kind string `json:"kind"`
 	// Files are glob patterns relative to the IR file's directory.
 	Files []string `json:"files"`
 	// Exclude are glob patterns of files to leave out.
@@ -318,6 +337,9 @@ type Source struct {
 
 // Chunking says how files are cut into chunks, in characters.
 type Chunking struct {
+	// Strategy is how cut points are chosen; ChunkFixed is the one
+	// strategy built.
+	Strategy string `json:"strategy"`
 	// Size is the most characters of one chunk.
 	Size int `json:"size"`
 	// Overlap is how many characters consecutive chunks share.
@@ -360,6 +382,10 @@ type Target struct {
 	Agent string `json:"agent,omitempty"`
 	// Model is the answering alias; empty for an agent target.
 	Model string `json:"model,omitempty"`
+	// Fallbacks are the aliases tried, in order, when Model fails with a
+	// provider error; always empty for an agent target, which uses the
+	// agent's fallbacks.
+	Fallbacks []string `json:"fallbacks,omitempty"`
 	// Prompt is the text/template rendering a case as the user message.
 	Prompt string `json:"prompt,omitempty"`
 	// System is the system message of a model target.
@@ -370,6 +396,9 @@ type Target struct {
 type Judge struct {
 	// Model is the alias of the judging model.
 	Model string `json:"model"`
+	// Fallbacks are the aliases tried, in order, when Model fails with a
+	// provider error.
+	Fallbacks []string `json:"fallbacks,omitempty"`
 	// Rubric tells the judge how to score.
 	Rubric string `json:"rubric"`
 }

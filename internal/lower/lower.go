@@ -67,7 +67,8 @@ func Document(doc *ir.Document) (app.Description, error) {
 	for _, r := range doc.Retrievers {
 		d.Retrievers = append(d.Retrievers, retrieval.Config{
 			Name:         r.Name,
-			Source:       retrieval.Source{Kind: retrieval.SourceFiles, Files: clone(r.Source.Files), Exclude: clone(r.Source.Exclude)},
+			Source:       retrieval.Source{Kind: r.Source.Kind, Files: clone(r.Source.Files), Exclude: clone(r.Source.Exclude)},
+			Chunking:     r.Chunking.Strategy,
 			ChunkSize:    r.Chunking.Size,
 			ChunkOverlap: r.Chunking.Overlap,
 			EmbedModel:   r.EmbedModel,
@@ -154,6 +155,7 @@ func agent(a *ir.Agent) agents.Agent {
 		Handoffs:          clone(a.Handoffs),
 		Delegates:         clone(a.Delegates),
 		Retrievers:        clone(a.Retrievers),
+		Fallbacks:         clone(a.Fallbacks),
 		MaxSteps:          a.MaxSteps,
 		Budget:            a.Budget,
 		Output:            clone(a.Output),
@@ -182,10 +184,11 @@ func evalSpec(e *ir.Eval) app.Eval {
 		Name:    e.Name,
 		Dataset: e.Dataset,
 		Target: app.EvalTarget{
-			Agent:  e.Target.Agent,
-			Model:  e.Target.Model,
-			Prompt: e.Target.Prompt,
-			System: e.Target.System,
+			Agent:     e.Target.Agent,
+			Model:     e.Target.Model,
+			Prompt:    e.Target.Prompt,
+			System:    e.Target.System,
+			Fallbacks: clone(e.Target.Fallbacks),
 		},
 		Runs:        e.Runs,
 		Concurrency: e.Concurrency,
@@ -195,7 +198,7 @@ func evalSpec(e *ir.Eval) app.Eval {
 		Baseline:    e.Baseline,
 	}
 	if e.Judge != nil {
-		out.Judge = &app.Judge{Model: e.Judge.Model, Rubric: e.Judge.Rubric}
+		out.Judge = &app.Judge{Model: e.Judge.Model, Rubric: e.Judge.Rubric, Fallbacks: clone(e.Judge.Fallbacks)}
 	}
 	for _, t := range e.Thresholds {
 		th := eval.Threshold{Metric: t.Metric, MaxRegression: t.MaxRegression, Alpha: t.Alpha}

@@ -254,14 +254,20 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 func (r *Runtime) callModel(ctx context.Context, st *runState, req gateway.Request) (gateway.Result, string, error) {
 	d := st.agent
 	ctx = gateway.WithCallInfo(ctx, gateway.CallInfo{Agent: d.spec.Name, Step: st.agentSteps + 1, RunID: st.rootID})
-	opts := make([]gateway.CallOption, 0, 2)
-	if len(d.spec.Fallbacks) > 0 {
-		opts = append(opts, gateway.WithFallbacks(d.spec.Fallbacks...))
-	}
+	var budget []gateway.CallOption
 	if d.budget != "" {
-		opts = append(opts, gateway.WithBudget(d.budget, budgetKey(st)))
+		budget = append(budget, gateway.WithBudget(d.budget, budgetKey(st)))
 	}
-	res, err := r.gen.Generate(ctx, st.alias, req, opts...)
+	// The options are built per alias: the fallbacks leave out the alias
+	// called, which differs after a step down the ladder.
+	optsFor := func(alias string) []gateway.CallOption {
+		opts := slices.Clip(budget)
+		if fb := fallbacksFor(d.spec.Fallbacks, alias); len(fb) > 0 {
+			opts = append(opts, gateway.WithFallbacks(fb...))
+		}
+		return opts
+	}
+	res, err := r.gen.Generate(ctx, st.alias, req, optsFor(st.alias)...)
 	var be *gateway.BudgetExceededError
 	if err == nil || d.spec.OnBudgetExhausted != BudgetDegrade || st.degraded || !errors.As(err, &be) {
 		return res, "", err
@@ -273,8 +279,18 @@ func (r *Runtime) callModel(ctx context.Context, st *runState, req gateway.Reque
 	from := st.alias
 	st.alias, st.degraded = d.spec.Ladder[i+1], true
 	r.logger.InfoContext(ctx, "degrading after budget breach", "run", st.id, "agent", d.spec.Name, "from", from, "to", st.alias)
-	res, err = r.gen.Generate(ctx, st.alias, req, opts...)
+	res, err = r.gen.Generate(ctx, st.alias, req, optsFor(st.alias)...)
 	return res, from, err
+}
+
+// fallbacksFor returns the agent's fallbacks for a call on alias, without
+// alias itself: an agent that degraded onto a rung that is also one of its
+// fallbacks would otherwise try the failing alias twice.
+func fallbacksFor(fallbacks []string, alias string) []string {
+	if !slices.Contains(fallbacks, alias) {
+		return fallbacks
+	}
+	return slices.DeleteFunc(slices.Clone(fallbacks), func(f string) bool { return f == alias })
 }
 
 // runCalls runs the pending step's calls that have no observation yet. It
@@ -544,6 +560,22 @@ func (r *Runtime) save(ctx context.Context, st *runState, status Status) error {
 	return nil
 }
 
+// fellBack reports whether any step, or any step of a delegated run, was
+// answered by another alias than the one asked for.
+func fellBack(steps []StepRecord) bool {
+	for _, s := range steps {
+		if s.Alias != s.Requested {
+			return true
+		}
+		for _, c := range s.ToolCalls {
+			if c.Delegate != nil && fellBack(c.Delegate.Steps) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // finish ends the agent span, saves the final record and builds the result.
 func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, status Status, err error) (RunResult, error) {
 	res := RunResult{
@@ -551,6 +583,7 @@ func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, sta
 		Status: status, Steps: slices.Clip(st.steps), Usage: st.usage.Usage(), CostUSD: st.cost,
 		Messages: slices.Clip(st.msgs),
 	}
+	res.FellBack = fellBack(st.steps) || (st.pending != nil && fellBack([]StepRecord{st.pending.Step}))
 	if status == StatusPaused {
 		cp := st.checkpoint()
 		res.Checkpoint = &cp

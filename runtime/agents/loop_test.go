@@ -338,4 +338,51 @@ func TestFallbacksRecordedOnStep(t *testing.T) {
 	if s := res.Steps[0]; s.Requested != "large" || s.Alias != "small" || s.Model != "m-small" || s.DegradedFrom != "" {
 		t.Fatalf("step %+v", s)
 	}
+	if !res.FellBack {
+		t.Fatal("RunResult.FellBack is false for a run answered by a fallback")
+	}
+}
+
+// TestFellBackOnlyWhenAFallbackAnswered checks the run-level flag both
+// ways: a run its own model answers did not fall back, even with fallbacks
+// configured; a run whose delegate fell back did.
+func TestFellBackOnlyWhenAFallbackAnswered(t *testing.T) {
+	fx := newFixture(t, fake.Config{ByModel: map[string][]fake.Step{"m-large": {answer("from large")}}})
+	r := newRuntime(t, agents.Config{Gateway: fx.gw, Agents: []agents.Agent{{Name: "a", Model: "large", Fallbacks: []string{"small"}}}})
+	if res := mustRun(t, r, "a", "hi", agents.RunOptions{}); res.FellBack || res.Steps[0].Alias != "large" {
+		t.Fatalf("FellBack %v, steps %+v", res.FellBack, res.Steps)
+	}
+
+	fx = newFixture(t, fake.Config{ByModel: map[string][]fake.Step{
+		"m-small": {calls(call("d1", "delegate_to_research", `{"input":"look it up"}`)), answer("done")},
+		"m-tiny":  {{Err: &gateway.ProviderError{Provider: "fake", StatusCode: 500, Err: errors.New("down")}}},
+		"m-large": {answer("found by large")},
+	}})
+	cfg := team(fx)
+	cfg.Agents[2].Fallbacks = []string{"large"} // research, on tiny
+	res := mustRun(t, newRuntime(t, cfg), "triage", "hi", agents.RunOptions{})
+	if !res.FellBack || res.Steps[0].Alias != "small" || res.Steps[0].ToolCalls[0].Observation != "found by large" {
+		t.Fatalf("FellBack %v, steps %+v", res.FellBack, res.Steps)
+	}
+}
+
+// TestFallbackSkipsTheAliasCalled degrades an agent onto a rung that is
+// also its fallback: when that rung fails, the gateway must not try it a
+// second time as its own fallback.
+func TestFallbackSkipsTheAliasCalled(t *testing.T) {
+	const maxUSD = 0.003 // large's worst case is above it, small's below
+	b := gateway.Budget{Name: "b", MaxUSD: maxUSD, Scope: gateway.ScopeRun}
+	fx := newFixture(t, fake.Config{ByModel: map[string][]fake.Step{
+		"m-small": {{Err: &gateway.ProviderError{Provider: "fake", StatusCode: 500, Err: errors.New("down")}}, answer("second try of small")},
+	}}, b)
+	cfg := degradeConfig(fx, maxUSD)
+	cfg.Agents[0].Fallbacks = []string{"small"}
+	res, err := newRuntime(t, cfg).Run(context.Background(), "a", "hi", agents.RunOptions{})
+	var pe *gateway.ProviderError
+	if res.Status != agents.StatusFailed || !errors.As(err, &pe) {
+		t.Fatalf("status %s, err %v; want the failure of small, not a second try of it", res.Status, err)
+	}
+	if fx.fake.Calls() != 1 {
+		t.Fatalf("%d provider calls, want 1", fx.fake.Calls())
+	}
 }

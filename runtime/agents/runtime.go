@@ -114,6 +114,12 @@ type RunResult struct {
 	Usage gateway.Usage
 	// CostUSD is the run's cost, delegated runs included.
 	CostUSD float64
+	// FellBack is true when a model call of the run, delegated runs
+	// included, was answered by a fallback alias rather than the one asked
+	// for; the steps say which (StepRecord.Alias and Requested). An
+	// answer that came partly from a fallback is not the configured
+	// model's alone, which a caller reporting on quality must know.
+	FellBack bool
 	// Checkpoint is set when the run paused: what Resume needs, also in
 	// another process.
 	Checkpoint *Checkpoint

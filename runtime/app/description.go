@@ -170,6 +170,9 @@ type EvalTarget struct {
 	Prompt string
 	// System is a model target's system message.
 	System string
+	// Fallbacks are the aliases a model target's calls fall back to, in
+	// order (an agent target uses its agent's own fallbacks).
+	Fallbacks []string
 }
 
 // Judge configures the llm_judge metric.
@@ -178,6 +181,8 @@ type Judge struct {
 	Model string
 	// Rubric tells the judge how to score.
 	Rubric string
+	// Fallbacks are the aliases the judge's calls fall back to, in order.
+	Fallbacks []string
 }
 
 // Service configures the HTTP service of a generated application.

@@ -102,7 +102,7 @@ func (a *App) newEval(e Eval, runID string) (*EvalRun, error) {
 		if _, err := a.Gateway.Resolve(t.Model); err != nil {
 			return nil, fmt.Errorf("eval %q: %w", e.Name, err)
 		}
-		r := &eval.ModelRunner{Gateway: a.Gateway, Alias: t.Model, System: t.System}
+		r := &eval.ModelRunner{Gateway: a.Gateway, Alias: t.Model, System: t.System, Fallbacks: t.Fallbacks}
 		if t.Prompt != "" {
 			p, err := eval.ParsePrompt(t.Prompt)
 			if err != nil {
@@ -127,7 +127,7 @@ func (a *App) newEval(e Eval, runID string) (*EvalRun, error) {
 	for _, m := range e.Metrics {
 		cfg := eval.MetricConfig{Schema: e.Schema}
 		if e.Judge != nil {
-			cfg.Judge = out.budgetedJudge(&eval.GatewayJudge{Gateway: a.Gateway, Alias: e.Judge.Model}, budget)
+			cfg.Judge = out.budgetedJudge(&eval.GatewayJudge{Gateway: a.Gateway, Alias: e.Judge.Model, Fallbacks: e.Judge.Fallbacks}, budget)
 			cfg.Rubric = e.Judge.Rubric
 		}
 		metric, err := reg.New(m, cfg)
@@ -208,9 +208,11 @@ func (r *agentRunner) Run(ctx context.Context, c eval.Case, sample int) (eval.An
 		CostUSD:      res.CostUSD,
 		InputTokens:  res.Usage.InputTokens,
 		OutputTokens: res.Usage.OutputTokens,
+		FellBack:     res.FellBack,
 	}
 	if n := len(res.Steps); n > 0 {
 		ans.Model = res.Steps[n-1].Model
+		ans.Alias = res.Steps[n-1].Alias
 	}
 	return ans, nil
 }

@@ -100,5 +100,8 @@ func newProvider(desc *Description, p Provider, opts *Options) (gateway.Provider
 		}
 		return fake.New(cfg)
 	}
+	if err := gateway.ProviderKindDeferred(p.Kind); err != nil {
+		return nil, fmt.Errorf("provider %q: %w", p.Name, err)
+	}
 	return nil, fmt.Errorf("unknown provider kind %q; known kinds: %s, %s", p.Kind, ProviderOpenAICompatible, ProviderFake)
 }

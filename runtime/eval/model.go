@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -44,14 +45,28 @@ type ModelRunner struct {
 	Gateway *gateway.Gateway
 	// Alias is the alias that answers.
 	Alias string
+	// Fallbacks are the aliases tried, in order, on every call when Alias
+	// fails with an error gateway.IsFallbackEligible accepts. The answer
+	// records which alias answered, so a report can tell the target's
+	// score from its fallbacks'.
+	Fallbacks []string
 	// System, when not empty, is the system message of every request.
 	System string
 	// Prompt renders a case as the user message; nil sends the input as is.
 	Prompt *template.Template
 	// MaxOutputTokens bounds each answer; zero means the model's bound.
 	MaxOutputTokens int
-	// Options are passed to every Generate call (budgets, fallbacks).
+	// Options are passed to every Generate call (budgets).
 	Options []gateway.CallOption
+}
+
+// callOptions returns opts with the fallbacks added, in a new slice: a
+// runner and a judge are shared by concurrent samples.
+func callOptions(opts []gateway.CallOption, fallbacks []string) []gateway.CallOption {
+	if len(fallbacks) == 0 {
+		return opts
+	}
+	return append(slices.Clip(opts), gateway.WithFallbacks(fallbacks...))
 }
 
 // Run implements Runner.
@@ -74,13 +89,15 @@ func (r *ModelRunner) Run(ctx context.Context, c Case, sample int) (Answer, erro
 	}
 	req.Messages = append(req.Messages, gateway.Message{Role: gateway.RoleUser, Content: user})
 	ctx = gateway.WithSample(ctx, gateway.SampleKey{Case: c.ID, Index: sample})
-	res, err := r.Gateway.Generate(ctx, r.Alias, req, r.Options...)
+	res, err := r.Gateway.Generate(ctx, r.Alias, req, callOptions(r.Options, r.Fallbacks)...)
 	if err != nil {
 		return Answer{}, err
 	}
 	return Answer{
 		Text:         res.Text,
 		Model:        res.Model,
+		Alias:        res.Alias,
+		FellBack:     res.FellBack,
 		CostUSD:      res.CostUSD,
 		InputTokens:  res.Usage.InputTokens,
 		OutputTokens: res.Usage.OutputTokens,
@@ -94,6 +111,9 @@ type GatewayJudge struct {
 	Gateway *gateway.Gateway
 	// Alias is the judging alias.
 	Alias string
+	// Fallbacks are the aliases tried, in order, on every call when Alias
+	// fails with an error gateway.IsFallbackEligible accepts.
+	Fallbacks []string
 	// Options are passed to every Generate call.
 	Options []gateway.CallOption
 }
@@ -109,7 +129,7 @@ func (j *GatewayJudge) Judge(ctx context.Context, prompt string) (string, error)
 	res, err := j.Gateway.Generate(ctx, j.Alias, gateway.Request{Messages: []gateway.Message{
 		{Role: gateway.RoleSystem, Content: judgeSystem},
 		{Role: gateway.RoleUser, Content: prompt},
-	}}, j.Options...)
+	}}, callOptions(j.Options, j.Fallbacks)...)
 	if err != nil {
 		return "", err
 	}

@@ -2,6 +2,7 @@ package eval_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -122,5 +123,100 @@ func TestGatewayJudge(t *testing.T) {
 	}
 	if reqs := p.Requests(); len(reqs) != 1 || !strings.Contains(reqs[0].Messages[1].Content, "Paris") {
 		t.Errorf("judge request %+v", reqs)
+	}
+}
+
+// twoModelGateway serves alias "m" (model fake-primary) and alias "spare"
+// (model fake-spare) from one scripted fake.
+func twoModelGateway(t *testing.T, cfg fake.Config) *gateway.Gateway {
+	t.Helper()
+	p, err := fake.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := func(id string) gateway.ModelSpec {
+		return gateway.ModelSpec{ID: id, Provider: "fake", MaxOutputTokens: 32, ContextWindow: 1000, Cost: gateway.CostProfile{InputPer1kUSD: 0.001}}
+	}
+	g, err := gateway.New(gateway.Config{
+		Models:    []gateway.PinnedModel{{Alias: "m", Spec: spec("fake-primary")}, {Alias: "spare", Spec: spec("fake-spare")}},
+		Providers: map[string]gateway.Provider{"fake": p},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// down is a provider outage: an error the gateway falls through.
+func down() fake.Step {
+	return fake.Step{Err: &gateway.ProviderError{Provider: "fake", StatusCode: 500, Err: errors.New("upstream down")}}
+}
+
+// TestModelRunnerFallsBack runs an eval whose target model fails on some
+// samples: the fallback answers them, each such answer says so, and the
+// result counts them. Without the fallbacks the same samples fail.
+func TestModelRunnerFallsBack(t *testing.T) {
+	ds := &eval.Dataset{Name: "d", Version: "1", Cases: []eval.Case{{ID: "a", Input: "qa", Expected: "A"}, {ID: "b", Input: "qb", Expected: "B"}}}
+	script := func() fake.Config {
+		// Samples run in sample-major order with concurrency 1: a0, b0, a1, b1.
+		return fake.Config{ByModel: map[string][]fake.Step{
+			"fake-primary": {down(), {Text: "B"}, down(), {Text: "B"}},
+			"fake-spare":   {{Text: "A"}, {Text: "A"}},
+		}}
+	}
+	for _, tt := range []struct {
+		name      string
+		fallbacks []string
+		wantFell  int
+		wantErrs  int
+	}{
+		{"with fallbacks", []string{"spare"}, 2, 0},
+		{"without fallbacks", nil, 0, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &eval.ModelRunner{Gateway: twoModelGateway(t, script()), Alias: "m", Fallbacks: tt.fallbacks}
+			res, err := eval.Run(context.Background(), ds, r, []eval.Metric{eval.ExactMatch{}}, eval.Options{Runs: 2, Concurrency: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.FallbackAnswers != tt.wantFell {
+				t.Errorf("FallbackAnswers = %d, want %d", res.FallbackAnswers, tt.wantFell)
+			}
+			errs := 0
+			for _, cr := range res.Cases {
+				for _, s := range cr.Samples {
+					if s.Err != nil {
+						errs++
+						continue
+					}
+					wantAlias, wantModel := "m", "fake-primary"
+					if cr.CaseID == "a" {
+						wantAlias, wantModel = "spare", "fake-spare"
+					}
+					if s.Answer.Alias != wantAlias || s.Answer.Model != wantModel || s.Answer.FellBack != (wantAlias == "spare") || s.Scores[0] != 1 {
+						t.Errorf("case %s sample %d: answer %+v scores %v", cr.CaseID, s.Index, s.Answer, s.Scores)
+					}
+				}
+			}
+			if errs != tt.wantErrs {
+				t.Errorf("%d failed samples, want %d", errs, tt.wantErrs)
+			}
+		})
+	}
+}
+
+// TestGatewayJudgeFallsBack checks that a judge's fallbacks are passed on
+// its calls: the judging model is down and the fallback grades.
+func TestGatewayJudgeFallsBack(t *testing.T) {
+	g := twoModelGateway(t, fake.Config{ByModel: map[string][]fake.Step{
+		"fake-primary": {down(), down()},
+		"fake-spare":   {{Text: "SCORE: 1"}},
+	}})
+	if _, err := (&eval.GatewayJudge{Gateway: g, Alias: "m"}).Judge(context.Background(), "grade"); err == nil {
+		t.Fatal("judge without fallbacks answered while its model is down")
+	}
+	got, err := (&eval.GatewayJudge{Gateway: g, Alias: "m", Fallbacks: []string{"spare"}}).Judge(context.Background(), "grade")
+	if err != nil || got != "SCORE: 1" {
+		t.Fatalf("Judge = %q, %v; want the fallback's grade", got, err)
 	}
 }

@@ -38,6 +38,11 @@ type Answer struct {
 	// Model is the pinned model id that produced the answer, when known; baselines record
 	// the set of models seen.
 	Model string
+	// Alias is the alias that answered, when the runner knows it.
+	Alias string
+	// FellBack is true when the answer came from a fallback alias rather than the one the
+	// runner asked for: the score is then partly the fallback's, which a report must show.
+	FellBack bool
 	// CostUSD is what the sample cost, as priced by the runner (the gateway's ledger).
 	CostUSD float64
 	// InputTokens is the sample's prompt token count, when known.
@@ -114,6 +119,10 @@ type Result struct {
 	OutputTokens int64
 	// Models lists the distinct model ids the runner reported, sorted.
 	Models []string
+	// FallbackAnswers counts the samples answered by a fallback alias rather than the one
+	// the runner asked for (Answer.FellBack). Non-zero means the scores are not the asked-for
+	// model's alone.
+	FallbackAnswers int
 }
 
 // SampleError is the cause of a failed sample or of a metric that could not score it.
@@ -232,6 +241,9 @@ func Run(ctx context.Context, ds *Dataset, runner Runner, metrics []Metric, opts
 			res.CostUSD += s.Answer.CostUSD
 			res.InputTokens += s.Answer.InputTokens
 			res.OutputTokens += s.Answer.OutputTokens
+			if s.Err == nil && s.Answer.FellBack {
+				res.FallbackAnswers++
+			}
 			if s.Answer.Model != "" && !models[s.Answer.Model] {
 				models[s.Answer.Model] = true
 				res.Models = append(res.Models, s.Answer.Model)

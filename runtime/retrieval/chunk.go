@@ -33,6 +33,24 @@ type TextChunker struct {
 	Overlap int
 }
 
+// ChunkFixed is the one chunking strategy built: TextChunker's cuts at
+// the best boundary within a fixed size, with a fixed overlap.
+const ChunkFixed = "fixed"
+
+// NewChunker returns the chunker of a strategy: a TextChunker for
+// ChunkFixed or "". A strategy in DeferredChunkingStrategies fails with a
+// *gateway.DeferredError naming it.
+func NewChunker(strategy string, size, overlap int) (Chunker, error) {
+	switch strategy {
+	case "", ChunkFixed:
+		return NewTextChunker(size, overlap)
+	}
+	if err := deferredKind(DeferredChunkingStrategies(), "chunking strategy", strategy); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("chunking: unknown strategy %q; use %q", strategy, ChunkFixed)
+}
+
 // NewTextChunker returns a chunker, refusing a size that is not positive
 // or an overlap outside [0, size).
 func NewTextChunker(size, overlap int) (*TextChunker, error) {

@@ -22,6 +22,10 @@ type Config struct {
 	Name string
 	// Source says which files are ingested.
 	Source Source
+	// Chunking is the chunking strategy: ChunkFixed, or "" for it. A
+	// strategy of DeferredChunkingStrategies fails Build with a
+	// *gateway.DeferredError naming it.
+	Chunking string
 	// ChunkSize is the most characters of one chunk.
 	ChunkSize int
 	// ChunkOverlap is how many characters consecutive chunks share.
@@ -32,7 +36,8 @@ type Config struct {
 	Store string
 	// TopK is how many chunks one search returns.
 	TopK int
-	// Rerank is RerankNone or RerankLexical.
+	// Rerank is RerankNone or RerankLexical; a kind of DeferredRerankKinds
+	// fails Build with a *gateway.DeferredError naming it.
 	Rerank string
 }
 
@@ -40,7 +45,9 @@ type Config struct {
 type StoreConfig struct {
 	// Name is the store's name, as retrievers refer to it.
 	Name string
-	// Kind is StoreMemory or StorePGVector.
+	// Kind is StoreMemory, StorePGVector, or a kind with an opener in
+	// BuildOptions.Openers; a kind of DeferredStoreKinds without one fails
+	// with a *gateway.DeferredError naming it.
 	Kind string
 	// Distance is the similarity measure.
 	Distance Distance
@@ -74,11 +81,20 @@ func Build(gw *gateway.Gateway, stores []StoreConfig, retrievers []Config, opts 
 	widths := make(map[string]int)       // store → width
 	widthFrom := make(map[string]string) // store → retriever that set the width
 	byName := make(map[string]StoreConfig)
+	unbuilt := make(map[string]bool) // stores of a deferred kind, reported once here
 	for _, s := range stores {
 		if _, dup := byName[s.Name]; dup {
 			errs = append(errs, fmt.Errorf("store %q is declared twice", s.Name))
 		}
 		byName[s.Name] = s
+		// A store of a kind that is not built fails even when no retriever
+		// uses it yet: the application declared it.
+		if _, ok := opts.Openers[s.Kind]; !ok {
+			if err := deferredKind(DeferredStoreKinds(), "store kind", s.Kind); err != nil {
+				errs = append(errs, fmt.Errorf("opening store %q: %w", s.Name, err))
+				unbuilt[s.Name] = true
+			}
+		}
 	}
 	for _, c := range retrievers {
 		if _, ok := byName[c.Store]; !ok {
@@ -107,6 +123,9 @@ func Build(gw *gateway.Gateway, stores []StoreConfig, retrievers []Config, opts 
 	}
 	slices.Sort(names)
 	for _, n := range names {
+		if unbuilt[n] {
+			continue // reported above
+		}
 		s, err := OpenStore(byName[n], widths[n], opts.Openers)
 		if err != nil {
 			errs = append(errs, err)
@@ -116,22 +135,23 @@ func Build(gw *gateway.Gateway, stores []StoreConfig, retrievers []Config, opts 
 	}
 	out := make(map[string]*Retriever, len(retrievers))
 	for _, c := range retrievers {
+		// What the retriever itself asks for is checked whatever happened
+		// to its embedder and store, so that every kind that is not built
+		// is reported in one round.
+		chunker, cerr := NewChunker(c.Chunking, c.ChunkSize, c.ChunkOverlap)
+		rr, rerr := NewReranker(c.Rerank)
+		serr := c.Source.checkKind()
+		for _, err := range []error{cerr, rerr, serr} {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("retriever %q: %w", c.Name, err))
+			}
+		}
 		e, s := embedders[c.EmbedModel], opened[c.Store]
-		if e == nil || s == nil {
+		if e == nil || s == nil || cerr != nil || rerr != nil || serr != nil {
 			continue // reported above
 		}
 		if _, dup := out[c.Name]; dup {
 			errs = append(errs, fmt.Errorf("retriever %q is declared twice", c.Name))
-			continue
-		}
-		chunker, err := NewTextChunker(c.ChunkSize, c.ChunkOverlap)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("retriever %q: %w", c.Name, err))
-			continue
-		}
-		rr, err := NewReranker(c.Rerank)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("retriever %q: %w", c.Name, err))
 			continue
 		}
 		r, err := New(Binding{Name: c.Name, Source: c.Source, Chunker: chunker, Embedder: e, Store: s, Reranker: rr, TopK: c.TopK})
@@ -173,6 +193,9 @@ func OpenStore(cfg StoreConfig, dims int, openers map[string]StoreOpener) (Vecto
 		return s, nil
 	case StorePGVector:
 		return nil, fmt.Errorf("opening store %q: %w", cfg.Name, &gateway.DeferredError{Feature: "pgvector store (no opener for it in BuildOptions.Openers)"})
+	}
+	if err := deferredKind(DeferredStoreKinds(), "store kind", cfg.Kind); err != nil {
+		return nil, fmt.Errorf("opening store %q: %w", cfg.Name, err)
 	}
 	return nil, fmt.Errorf("opening store %q: unknown kind %q; use %q or %q", cfg.Name, cfg.Kind, StoreMemory, StorePGVector)
 }

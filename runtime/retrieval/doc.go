@@ -21,9 +21,12 @@
 // heading trail and the text (ChunkID), so ingesting the same input twice
 // is a no-op diff that embeds nothing, and an edit re-embeds only the
 // chunks it changed; chunks of changed or vanished files are deleted.
-// What is not built (other source kinds, PDF and other non-text files, a
-// store kind without an opener) fails with a *gateway.DeferredError naming
-// itself.
+// What is not built (the source kinds, store kinds, chunking strategies and
+// rerankers of DeferredSourceKinds, DeferredStoreKinds,
+// DeferredChunkingStrategies and DeferredRerankKinds, PDF and other
+// non-text files, a pgvector store without its opener) fails with a
+// *gateway.DeferredError naming itself, in the words `aidgen vet` uses; a
+// misspelt kind is a plain error.
 //
 // Stores keep one contract, checked by package storetest against every
 // implementation: the width is fixed at creation and a vector of another

@@ -25,6 +25,9 @@ func NewReranker(kind string) (Reranker, error) {
 	case RerankLexical:
 		return Lexical{}, nil
 	}
+	if err := deferredKind(DeferredRerankKinds(), "rerank kind", kind); err != nil {
+		return nil, err
+	}
 	return nil, fmt.Errorf("unknown rerank kind %q; use %q or %q", kind, RerankNone, RerankLexical)
 }
 

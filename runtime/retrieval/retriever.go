@@ -49,6 +49,9 @@ func New(b Binding) (*Retriever, error) {
 	if b.Name == "" {
 		errs = append(errs, errors.New("no name"))
 	}
+	if err := b.Source.checkKind(); err != nil {
+		errs = append(errs, err)
+	}
 	if b.Chunker == nil {
 		errs = append(errs, errors.New("no chunker"))
 	}

@@ -348,7 +348,6 @@ func TestIngestDeferred(t *testing.T) {
 		source  retrieval.Source
 		feature string
 	}{
-		{"web source", retrieval.Source{Kind: "web", Dir: f.dir, Files: []string{"x"}}, `retrieval source kind "web"`},
 		{"pdf file", retrieval.Source{Dir: f.dir, Files: []string{"docs/*"}}, "ingesting .pdf files such as docs/manual.pdf"},
 	}
 	for _, tc := range tests {

@@ -18,9 +18,10 @@ const SourceFiles = "files"
 
 // Source says which documents a retriever ingests.
 type Source struct {
-	// Kind is the kind of source; empty means SourceFiles. Other kinds
-	// (web pages, buckets, databases) are not built and fail with a
-	// *gateway.DeferredError naming the kind.
+	// Kind is the kind of source; empty means SourceFiles. The kinds of
+	// DeferredSourceKinds (web pages, buckets, databases) are not built and
+	// fail with a *gateway.DeferredError naming the kind, at New and at
+	// Load.
 	Kind string
 	// Dir is the directory the patterns are relative to: the directory of
 	// the IR file.
@@ -46,8 +47,8 @@ func textFile(name string) bool {
 // source that matches no file, because ingesting nothing would delete the
 // whole index of a retriever whose directory was mistyped.
 func (s Source) Load(ctx context.Context) ([]Document, error) {
-	if s.Kind != "" && s.Kind != SourceFiles {
-		return nil, &gateway.DeferredError{Feature: fmt.Sprintf("retrieval source kind %q (only %q is built)", s.Kind, SourceFiles)}
+	if err := s.checkKind(); err != nil {
+		return nil, err
 	}
 	if len(s.Files) == 0 {
 		return nil, errors.New("loading source: no file patterns")
@@ -79,6 +80,19 @@ func (s Source) Load(ctx context.Context) ([]Document, error) {
 		docs = append(docs, Document{Path: name, Text: string(b)})
 	}
 	return docs, nil
+}
+
+// checkKind refuses a source kind that is not SourceFiles: with a
+// *gateway.DeferredError for a kind that is not built, and a plain error
+// for one that is unknown.
+func (s Source) checkKind() error {
+	if s.Kind == "" || s.Kind == SourceFiles {
+		return nil
+	}
+	if err := deferredKind(DeferredSourceKinds(), "retriever source kind", s.Kind); err != nil {
+		return err
+	}
+	return fmt.Errorf("unknown source kind %q; use %q", s.Kind, SourceFiles)
 }
 
 func extOf(name string) string {

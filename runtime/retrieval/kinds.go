@@ -1,0 +1,44 @@
+package retrieval
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/aidgen/aid/runtime/gateway"
+)
+
+// The kinds below are ones a user will reasonably write in an application
+// and that are not built. Asking for one fails with a
+// *gateway.DeferredError naming it (Principle 3), never with "unknown
+// kind", which would suggest a typo. The IR schema accepts the same kinds
+// (#DeferredStoreKind, #DeferredSourceKind, #DeferredChunkingStrategy,
+// #DeferredRerankKind) so that `aidgen vet` reports them in the same
+// words; a test in the module root keeps the lists equal. Each function
+// returns a new, sorted slice, so that no caller can change the list
+// another sees.
+
+// DeferredStoreKinds returns the vector store kinds that are not built.
+// A StoreOpener registered for one of them in BuildOptions.Openers is used
+// all the same: a team may bring its own.
+func DeferredStoreKinds() []string { return []string{"pinecone", "qdrant", "weaviate"} }
+
+// DeferredSourceKinds returns the retriever source kinds that are not
+// built: web pages, object-storage buckets and database queries.
+func DeferredSourceKinds() []string { return []string{"database", "gcs", "s3", "web"} }
+
+// DeferredChunkingStrategies returns the chunking strategies that are not
+// built; ChunkFixed is.
+func DeferredChunkingStrategies() []string { return []string{"semantic"} }
+
+// DeferredRerankKinds returns the reranker kinds that are not built: a
+// hosted reranking API and a cross-encoder model.
+func DeferredRerankKinds() []string { return []string{"cohere", "cross-encoder"} }
+
+// deferredKind returns a *gateway.DeferredError naming "<what> <kind>"
+// when kind is in list, and nil otherwise.
+func deferredKind(list []string, what, kind string) error {
+	if slices.Contains(list, kind) {
+		return &gateway.DeferredError{Feature: fmt.Sprintf("%s %q", what, kind)}
+	}
+	return nil
+}

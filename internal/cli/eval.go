@@ -142,6 +142,7 @@ type evalOutcome struct {
 	Errors   []string                    `json:"sampleErrors,omitempty"`
 	// ErroredCases counts the failed samples and scores per case.
 	ErroredCases []caseErrors `json:"erroredCases,omitempty"`
+	modelReport               // pinnedModels, modelChanges, baselineModelsUnrecorded
 
 	baseline *eval.Baseline // the baseline gated against, for the reported metrics' column
 }
@@ -322,6 +323,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		Baseline: e.Baseline,
 		baseline: baseline,
 	}
+	o.pinModels(res.Pins, baseline)
 	for _, m := range e.Metrics {
 		o.Metrics = append(o.Metrics, m.Name())
 	}

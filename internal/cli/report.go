@@ -63,6 +63,61 @@ type caseErrors struct {
 	Errors int    `json:"errors"`
 }
 
+// modelReport is what an eval says about its models: those it was sampled
+// with and how they differ from the baseline's. It is embedded in
+// evalOutcome, so its fields are the eval's in the JSON report. A change of
+// model never changes a verdict; every format shows it before the scores,
+// so that a re-pinned alias is never read as noise.
+type modelReport struct {
+	// PinnedModels are the models this run was sampled with, target first.
+	PinnedModels []eval.ModelPin `json:"pinnedModels"`
+	// ModelChanges lists how they differ from the baseline's.
+	ModelChanges []eval.ModelChange `json:"modelChanges,omitempty"`
+	// BaselineModelsUnrecorded is set when the baseline predates pinned
+	// models, so a change of model cannot be seen.
+	BaselineModelsUnrecorded bool `json:"baselineModelsUnrecorded,omitempty"`
+}
+
+// pinModels records the run's pinned models and compares them with the
+// baseline's; baseline is nil when there is none to compare with (or when
+// the baseline is being rewritten, whose diff lists the models instead).
+func (o *evalOutcome) pinModels(pins []eval.ModelPin, baseline *eval.Baseline) {
+	o.PinnedModels = append([]eval.ModelPin{}, pins...)
+	o.ModelChanges = eval.CompareModels(baseline, pins)
+	o.BaselineModelsUnrecorded = baseline != nil && len(baseline.Pins) == 0 && len(pins) > 0
+}
+
+// modelChangeText is the one line every format shows when the models
+// changed: "models changed since the baseline: small: a → b; ...".
+func modelChangeText(o *evalOutcome) string {
+	if len(o.ModelChanges) == 0 {
+		return ""
+	}
+	parts := make([]string, len(o.ModelChanges))
+	for i, c := range o.ModelChanges {
+		parts[i] = c.String()
+	}
+	return "models changed since the baseline: " + strings.Join(parts, "; ")
+}
+
+// unrecordedModelsText is the note every format shows, once, when the
+// baseline does not record its models.
+const unrecordedModelsText = "the baseline does not record its models; aidgen eval --update-baseline records them"
+
+// modelLines are the lines about models that precede an eval's scores in
+// every format: the change, or the note that it cannot be seen; none when
+// the models are the baseline's.
+func modelLines(o *evalOutcome) []string {
+	var out []string
+	if t := modelChangeText(o); t != "" {
+		out = append(out, t)
+	}
+	if o.BaselineModelsUnrecorded {
+		out = append(out, unrecordedModelsText)
+	}
+	return out
+}
+
 // largestDrops compares per-case means of one metric: the cases in both
 // the baseline and this run whose mean fell, the n largest first.
 func largestDrops(metric string, cur eval.MetricStats, base *eval.MetricStats, n int) metricDrops {
@@ -267,8 +322,12 @@ func failureSummary(o *evalOutcome) string {
 
 // printTable writes one eval's gate: the table of every gated and
 // reported metric, what each column means, each threshold's reason with
-// its details, the failures, the cost and the verdict.
+// its details, the failures, the cost and the verdict; first, when the
+// models differ from the baseline's, what changed.
 func printTable(s *streams, o *evalOutcome) {
+	for _, l := range modelLines(o) {
+		fmt.Fprintln(s.out, l)
+	}
 	tw := tabwriter.NewWriter(s.out, 0, 0, 2, ' ', 0)
 	for _, row := range gateTable(o, eval.Verdict.String) {
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
@@ -351,11 +410,22 @@ type junitSuites struct {
 }
 
 type junitSuite struct {
-	Name     string      `xml:"name,attr"`
-	Tests    int         `xml:"tests,attr"`
-	Failures int         `xml:"failures,attr"`
-	Skipped  int         `xml:"skipped,attr"`
-	Cases    []junitCase `xml:"testcase"`
+	Name       string           `xml:"name,attr"`
+	Tests      int              `xml:"tests,attr"`
+	Failures   int              `xml:"failures,attr"`
+	Skipped    int              `xml:"skipped,attr"`
+	Properties *junitProperties `xml:"properties,omitempty"`
+	Cases      []junitCase      `xml:"testcase"`
+}
+
+// junitProperties are a suite's properties: what changed in its models.
+type junitProperties struct {
+	Property []junitProperty `xml:"property"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
 }
 
 type junitCase struct {
@@ -371,10 +441,12 @@ type junitMessage struct {
 	Text    string `xml:",cdata"`
 }
 
-// junitText is a threshold's reason with its details and the eval's
-// failures, the body of its JUnit failure or skip.
+// junitText is a threshold's reason with the eval's model changes, the
+// threshold's details and the eval's failures, the body of its JUnit
+// failure or skip.
 func junitText(o *evalOutcome, r eval.ThresholdResult) string {
-	lines := append([]string{r.Reason}, thresholdDetails(r, o.dropsFor(r.Threshold.Metric))...)
+	lines := append([]string{r.Reason}, modelLines(o)...)
+	lines = append(lines, thresholdDetails(r, o.dropsFor(r.Threshold.Metric))...)
 	if f := failureSummary(o); f != "" {
 		lines = append(lines, f)
 	}
@@ -383,11 +455,22 @@ func junitText(o *evalOutcome, r eval.ThresholdResult) string {
 
 // writeJUnitReport writes one test case per threshold: a regression is a
 // failure, an inconclusive gate is skipped with its advice; the reason and
-// its details are the failure's or skip's body, or a pass's output.
+// its details are the failure's or skip's body, or a pass's output. A
+// change of models is a suite property and a line of every body.
 func writeJUnitReport(path string, outcomes []*evalOutcome) error {
 	var doc junitSuites
 	for _, o := range outcomes {
 		suite := junitSuite{Name: "aidgen eval " + o.Name}
+		var props []junitProperty
+		if t := modelChangeText(o); t != "" {
+			props = append(props, junitProperty{Name: "modelChanges", Value: t})
+		}
+		if o.BaselineModelsUnrecorded {
+			props = append(props, junitProperty{Name: "baselineModelsUnrecorded", Value: unrecordedModelsText})
+		}
+		if len(props) > 0 {
+			suite.Properties = &junitProperties{Property: props}
+		}
 		if o.Gate != nil {
 			for _, r := range o.Gate.Results {
 				c := junitCase{Class: o.Name, Name: r.Threshold.Metric}
@@ -456,6 +539,12 @@ func markdownSummary(app string, outcomes []*evalOutcome, update bool) string {
 		if update || o.Gate == nil {
 			fmt.Fprintf(&b, "Baseline %s updated (%s).\n\n", mdCode(o.Baseline), plural(len(o.Changes), "change", "changes"))
 			continue
+		}
+		if t := modelChangeText(o); t != "" {
+			fmt.Fprintf(&b, "> [!WARNING]\n> %s\n\n", mdEscape(t))
+		}
+		if o.BaselineModelsUnrecorded {
+			fmt.Fprintf(&b, "> [!NOTE]\n> %s\n\n", mdEscape(unrecordedModelsText))
 		}
 		for i, row := range gateTable(o, verdictMark) {
 			cells := make([]string, len(row))

@@ -92,7 +92,8 @@ func TestPlural(t *testing.T) {
 // handBuilt is an outcome with everything a report can show: a regression
 // resting on matched cases with added and removed ones, an inconclusive
 // threshold with advice, a reported model-derived metric, drops, failed
-// samples, and case ids that need quoting or escaping.
+// samples, case ids that need quoting or escaping, and a target model that
+// changed since the baseline.
 func handBuilt(t *testing.T) *evalOutcome {
 	t.Helper()
 	ids := []string{"a", "b", "c", "new york", "x|y]]>"}
@@ -113,11 +114,12 @@ func handBuilt(t *testing.T) *evalOutcome {
 	grouped := cur["exact_match"]
 	grouped.Groups = map[string]string{"a": "doc-1", "b": "doc-1", "c": "doc-2"}
 	cur["exact_match"] = grouped
+	judge := eval.ModelPin{Role: eval.RoleJudge, Alias: "grader", Model: "fake-judge-2024-06-01", Provider: "fake"}
 	baseline := &eval.Baseline{Metrics: map[string]eval.MetricStats{
 		"exact_match":         stats(0.9, 0.9, 0.6, 1, 1),
 		"normalized_contains": stats(0.5, 0.9, 0.5, 0.5, 1),
 		"llm_judge":           {ModelDerived: true, Runs: 3, Cases: 5, Mean: 0.8, StdErr: 0.1, CaseMeans: map[string]float64{}},
-	}}
+	}, Pins: []eval.ModelPin{{Role: eval.RoleTarget, Alias: "small", Model: "fake-chat-2024-06-01", Provider: "fake"}, judge}}
 	gate := &eval.GateReport{Verdict: eval.Regression, Results: []eval.ThresholdResult{
 		{
 			Threshold: eval.Threshold{Metric: "exact_match", MaxRegression: 0.1, Alpha: 0.05},
@@ -138,11 +140,12 @@ func handBuilt(t *testing.T) *evalOutcome {
 		},
 	}}
 	o := &evalOutcome{
-		Name: "capitals", Dataset: "capitals", Version: "1", Cases: 5, Runs: 3, Models: []string{"fake-chat-2024-06-01"},
+		Name: "capitals", Dataset: "capitals", Version: "1", Cases: 5, Runs: 3, Models: []string{"fake-chat-2024-09-01"},
 		CostUSD: 0.000123, Calls: 1, Failed: 1, Metrics: []string{"exact_match", "normalized_contains", "llm_judge"},
 		Stats: cur, Gate: gate, Baseline: "fixtures/capitals-baseline.json", baseline: baseline,
 		Errors: []string{`case "new york" sample 0: provider fake: boom`, `case "new york" sample 1: metric llm_judge: no score`, `case "a" sample 2: metric llm_judge: no score`},
 	}
+	o.pinModels([]eval.ModelPin{judge, {Role: eval.RoleTarget, Alias: "small", Model: "fake-chat-2024-09-01", Provider: "fake"}}, baseline)
 	o.Drops = gateDrops(gate, cur, baseline)
 	o.ErroredCases = erroredCases([]string{"new york", "new york", "a"})
 	return o
@@ -204,6 +207,7 @@ func TestRenderHandBuilt(t *testing.T) {
 			"1 removed case not in this run: gone",
 			"largest drops (4 of 4 cases that dropped)",
 			"3 failed samples or scores (each scored 0) in 2 cases",
+			"models changed since the baseline: small: fake-chat-2024-06-01 → fake-chat-2024-09-01",
 		} {
 			if format == "markdown" {
 				want = mdEscape(want)
@@ -220,6 +224,82 @@ func TestRenderHandBuilt(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "-0.493") {
 		t.Errorf("text shows the regression with the opposite sign:\n%s", out.String())
+	}
+	if !strings.HasPrefix(out.String(), "models changed since the baseline: ") {
+		t.Errorf("the model change is not the first line of the text:\n%s", out.String())
+	}
+	if p := parsed.Suites[0].Properties; p == nil || len(p.Property) != 1 || p.Property[0].Name != "modelChanges" ||
+		p.Property[0].Value != "models changed since the baseline: small: fake-chat-2024-06-01 → fake-chat-2024-09-01" {
+		t.Errorf("JUnit suite properties %+v, want the model change", p)
+	}
+}
+
+// TestRenderModelNotes renders an outcome whose models are the baseline's,
+// one whose baseline records none and one with every kind of change: the
+// first says nothing about models in any format, the second says once per
+// format that the baseline does not record them, the third lists every
+// change on one line; the verdict is the same in all three.
+func TestRenderModelNotes(t *testing.T) {
+	small := eval.ModelPin{Role: eval.RoleTarget, Alias: "small", Model: "fake-chat-2024-06-01", Provider: "fake"}
+	judge := eval.ModelPin{Role: eval.RoleJudge, Alias: "grader", Model: "fake-judge-2024-06-01", Provider: "fake"}
+	moved := small
+	moved.Provider = "azure"
+	tests := []struct {
+		name     string
+		baseline []eval.ModelPin
+		current  []eval.ModelPin
+		want     string // the line every format shows; empty for none
+	}{
+		{"same models", []eval.ModelPin{small, judge}, []eval.ModelPin{judge, small}, ""},
+		{"baseline without models", nil, []eval.ModelPin{small, judge}, unrecordedModelsText},
+		{"changes", []eval.ModelPin{small}, []eval.ModelPin{moved, judge},
+			"models changed since the baseline: small: fake-chat-2024-06-01 (fake) → fake-chat-2024-06-01 (azure); grader (judge): (not in the baseline) → fake-judge-2024-06-01 (fake)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := handBuilt(t)
+			o.baseline.Pins = tt.baseline
+			o.pinModels(tt.current, o.baseline)
+			var out bytes.Buffer
+			printTable(&streams{out: &out}, o)
+			md := markdownSummary("app.cue", []*evalOutcome{o}, false)
+			path := filepath.Join(t.TempDir(), "r.xml")
+			if err := writeJUnitReport(path, []*evalOutcome{o}); err != nil {
+				t.Fatal(err)
+			}
+			junit, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The JUnit report repeats the line in each threshold's body
+			// and once as a property.
+			for format, c := range map[string]struct {
+				text  string
+				count int
+			}{"text": {out.String(), 1}, "markdown": {md, 1}, "junit": {string(junit), 1 + len(o.Gate.Results)}} {
+				for _, s := range []string{"models changed", "does not record its models"} {
+					if tt.want == "" && strings.Contains(c.text, s) {
+						t.Errorf("%s mentions %q although the models did not change:\n%s", format, s, c.text)
+					}
+				}
+				if tt.want == "" {
+					continue
+				}
+				want := tt.want
+				if format == "markdown" {
+					want = mdEscape(want)
+				}
+				if n := strings.Count(c.text, want); n != c.count {
+					t.Errorf("%s shows %q %d times, want %d:\n%s", format, want, n, c.count, c.text)
+				}
+			}
+			if !strings.Contains(out.String(), "verdict: regression") {
+				t.Errorf("the verdict changed:\n%s", out.String())
+			}
+			if tt.want == "" && (o.ModelChanges != nil || o.BaselineModelsUnrecorded) {
+				t.Errorf("model report %+v, want nothing", o.modelReport)
+			}
+		})
 	}
 }
 
@@ -340,9 +420,13 @@ func TestEvalJSONReportSchema(t *testing.T) {
 		})
 	}
 
-	// The hand-built outcome sets the fields the real runs leave empty.
+	// The hand-built outcomes set the fields the real runs leave empty: one
+	// with a changed model, one whose baseline does not record its models.
+	unrecorded := handBuilt(t)
+	unrecorded.baseline.Pins = nil
+	unrecorded.pinModels(unrecorded.PinnedModels, unrecorded.baseline)
 	path := filepath.Join(dir, "hand.json")
-	if err := writeJSONReport(path, "app.cue", []*evalOutcome{handBuilt(t)}); err != nil {
+	if err := writeJSONReport(path, "app.cue", []*evalOutcome{handBuilt(t), unrecorded}); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)
@@ -416,6 +500,14 @@ func TestReportSchemaIsStrict(t *testing.T) {
 		"no schema version":  func(s string) string { return regexp.MustCompile(`"schemaVersion": \d+,`).ReplaceAllString(s, "") },
 		"unknown verdict":    func(s string) string { return strings.Replace(s, `"verdict": "regression"`, `"verdict": "fail"`, 1) },
 		"drop of wrong sign": func(s string) string { return strings.Replace(s, `"regression": 1`, `"regression": -1`, 1) },
+		"unknown model role": func(s string) string { return strings.Replace(s, `"role": "target"`, `"role": "grader"`, 1) },
+		"change without old": func(s string) string { return strings.Replace(s, `"oldModel": "fake-chat-2024-06-01",`, ``, 1) },
+		"added with old": func(s string) string {
+			return strings.Replace(s, `"kind": "changed"`, `"kind": "added"`, 1)
+		},
+		"no pinned models": func(s string) string {
+			return regexp.MustCompile(`(?s)"pinnedModels": \[.*?\],`).ReplaceAllString(s, "")
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			bad := edit(string(good))
@@ -431,4 +523,144 @@ func TestReportSchemaIsStrict(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEvalReportsModelChanges runs the real aidgen eval: --update-baseline
+// records the target's and the judge's pinned models; a gate on the same
+// models says nothing about them; a baseline whose target model differs is
+// reported in the text, JSON, JUnit and step summary while the exit status
+// stays the gate's; a baseline from before models were recorded gets one
+// note.
+func TestEvalReportsModelChanges(t *testing.T) {
+	t.Chdir("../..")
+	sch := compileReportSchema(t)
+	dir := t.TempDir()
+	app := judgedApp(t, dir)
+	baselinePath := filepath.Join(dir, "baseline.json")
+	run := func(t *testing.T, extra ...string) (stdout string, report evalReportModels, junit, summary string) {
+		t.Helper()
+		jsonPath, junitPath, summaryPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.xml"), filepath.Join(dir, "summary.md")
+		os.Remove(summaryPath)
+		t.Setenv("GITHUB_STEP_SUMMARY", summaryPath)
+		var out, errOut bytes.Buffer
+		args := append([]string{"eval", "--progress", "none", "--json", jsonPath, "--junit", junitPath, app}, extra...)
+		if code := Main(args, strings.NewReader(""), &out, &errOut); code != ExitOK {
+			t.Fatalf("exit %d, want 0\n%s%s", code, out.String(), errOut.String())
+		}
+		data, err := os.ReadFile(jsonPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		validateReport(t, sch, t.Name(), data)
+		if err := json.Unmarshal(data, &report); err != nil {
+			t.Fatal(err)
+		}
+		if x, err := os.ReadFile(junitPath); err == nil {
+			junit = string(x)
+		}
+		md, err := os.ReadFile(summaryPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), report, junit, string(md)
+	}
+	wantPins := []eval.ModelPin{
+		{Role: eval.RoleTarget, Alias: "small", Model: "fake-chat-2024-06-01", Provider: "fake"},
+		{Role: eval.RoleJudge, Alias: "judge", Model: "fake-judge-2024-06-01", Provider: "grader"},
+	}
+
+	_, rep, _, _ := run(t, "--update-baseline")
+	written, err := eval.ReadBaseline(baselinePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantPins, written.Pins); diff != "" {
+		t.Fatalf("--update-baseline wrote pins (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantPins, rep.Evals[0].PinnedModels); diff != "" {
+		t.Errorf("report pinnedModels (-want +got):\n%s", diff)
+	}
+	// Rewriting a baseline from before pins lists the pins it adds.
+	old := *written
+	old.Pins = nil
+	if err := eval.WriteBaselineFile(baselinePath, &old); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _, _ := run(t, "--update-baseline")
+	if !strings.Contains(out, "  pinnedModels.target.small: (none) → fake-chat-2024-06-01 (fake)\n  pinnedModels.judge.judge: (none) → fake-judge-2024-06-01 (grader)\n") {
+		t.Errorf("the update does not list the pins it adds:\n%s", out)
+	}
+
+	t.Run("same models", func(t *testing.T) {
+		out, rep, junit, md := run(t)
+		for format, text := range map[string]string{"text": out, "junit": junit, "markdown": md} {
+			if strings.Contains(text, "models changed") || strings.Contains(text, "does not record") {
+				t.Errorf("%s talks about models that did not change:\n%s", format, text)
+			}
+		}
+		if rep.Evals[0].ModelChanges != nil || rep.Evals[0].BaselineModelsUnrecorded {
+			t.Errorf("report %+v, want no model changes", rep.Evals[0])
+		}
+	})
+
+	t.Run("target model changed", func(t *testing.T) {
+		b := *written
+		b.Pins = slices.Clone(written.Pins)
+		b.Pins[0].Model = "fake-chat-2024-01-01"
+		if err := eval.WriteBaselineFile(baselinePath, &b); err != nil {
+			t.Fatal(err)
+		}
+		const line = "models changed since the baseline: small: fake-chat-2024-01-01 → fake-chat-2024-06-01"
+		out, rep, junit, md := run(t) // exit 0: the scores are the baseline's, so the verdict stays pass
+		if lines := strings.Split(out, "\n"); len(lines) < 3 || lines[1] != line || !strings.HasPrefix(lines[2], "metric ") {
+			t.Errorf("the change is not the line before the table:\n%s", out)
+		}
+		if !strings.Contains(out, "verdict: pass") {
+			t.Errorf("the model change moved the verdict:\n%s", out)
+		}
+		want := []eval.ModelChange{{Kind: eval.ModelChanged, Role: eval.RoleTarget, Alias: "small",
+			OldModel: "fake-chat-2024-01-01", OldProvider: "fake", NewModel: "fake-chat-2024-06-01", NewProvider: "fake"}}
+		if diff := cmp.Diff(want, rep.Evals[0].ModelChanges); diff != "" {
+			t.Errorf("JSON modelChanges (-want +got):\n%s", diff)
+		}
+		if !strings.Contains(junit, `<property name="modelChanges" value="`+line+`">`) || strings.Count(junit, line) != 2 {
+			t.Errorf("JUnit lacks the change as a property and in the test case's output:\n%s", junit)
+		}
+		if !strings.Contains(md, "> [!WARNING]\n> "+mdEscape(line)+"\n") {
+			t.Errorf("step summary lacks the warning:\n%s", md)
+		}
+	})
+
+	t.Run("baseline without models", func(t *testing.T) {
+		b := *written
+		b.Pins = nil
+		if err := eval.WriteBaselineFile(baselinePath, &b); err != nil {
+			t.Fatal(err)
+		}
+		out, rep, junit, md := run(t)
+		for format, text := range map[string]string{"text": out, "markdown": md} {
+			if n := strings.Count(text, "the baseline does not record its models"); n != 1 {
+				t.Errorf("%s says %d times that the baseline does not record its models, want once:\n%s", format, n, text)
+			}
+			if strings.Contains(text, "models changed") {
+				t.Errorf("%s reports a baseline without models as a change:\n%s", format, text)
+			}
+		}
+		if !strings.Contains(junit, `<property name="baselineModelsUnrecorded"`) {
+			t.Errorf("JUnit lacks the note:\n%s", junit)
+		}
+		if !rep.Evals[0].BaselineModelsUnrecorded || rep.Evals[0].ModelChanges != nil {
+			t.Errorf("report %+v, want the baseline marked as not recording its models", rep.Evals[0])
+		}
+	})
+}
+
+// evalReportModels is the part of a JSON report TestEvalReportsModelChanges
+// reads back.
+type evalReportModels struct {
+	Evals []struct {
+		PinnedModels             []eval.ModelPin    `json:"pinnedModels"`
+		ModelChanges             []eval.ModelChange `json:"modelChanges"`
+		BaselineModelsUnrecorded bool               `json:"baselineModelsUnrecorded"`
+	} `json:"evals"`
 }

@@ -118,7 +118,7 @@ func (a *App) newEval(e Eval, runID string) (*EvalRun, error) {
 		if known := a.Agents.Agents(); !slices.Contains(known, t.Agent) {
 			return nil, fmt.Errorf("eval %q: %w", e.Name, &agents.UnknownAgentError{Agent: t.Agent, Known: known})
 		}
-		out.Runner = out.budgetedRunner(&agentRunner{rt: a.Agents, agent: t.Agent, eval: out}, budget)
+		out.Runner = out.budgetedRunner(&agentRunner{rt: a.Agents, gw: a.Gateway, agent: t.Agent, eval: out}, budget)
 	default:
 		return nil, fmt.Errorf("eval %q names no target", e.Name)
 	}
@@ -186,6 +186,7 @@ func (e *EvalRun) budgetedJudge(j eval.JudgeModel, b *gateway.Budget) eval.Judge
 // the agent on the case's input, and the answer is the run's final answer.
 type agentRunner struct {
 	rt    *agents.Runtime
+	gw    *gateway.Gateway
 	agent string
 	eval  *EvalRun
 }
@@ -213,6 +214,20 @@ func (r *agentRunner) Run(ctx context.Context, c eval.Case, sample int) (eval.An
 	if n := len(res.Steps); n > 0 {
 		ans.Model = res.Steps[n-1].Model
 		ans.Alias = res.Steps[n-1].Alias
+	}
+	// Every model that answered a step is the target's, so a baseline pins
+	// the whole run's models, handoffs and degraded rungs included.
+	for _, st := range res.Steps {
+		if st.Alias == "" {
+			continue
+		}
+		pm, err := r.gw.Resolve(st.Alias)
+		if err != nil {
+			return eval.Answer{}, fmt.Errorf("agent %q: run %s: %w", r.agent, res.RunID, err)
+		}
+		if err := eval.RecordPin(ctx, eval.ModelPin{Role: eval.RoleTarget, Alias: st.Alias, Model: pm.Spec.ID, Provider: pm.Spec.Provider}); err != nil {
+			return eval.Answer{}, err
+		}
 	}
 	return ans, nil
 }

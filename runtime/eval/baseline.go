@@ -27,6 +27,10 @@ type Baseline struct {
 	DatasetVersion string
 	// Models lists the pinned model ids that produced the baseline's answers.
 	Models []string
+	// Pins lists, per role and alias, the exact pinned model id and provider the baseline
+	// was sampled with (see [CompareModels]). A baseline written before pins were recorded
+	// has none.
+	Pins []ModelPin
 	// AidVersion is the version of aid that wrote the baseline.
 	AidVersion string
 	// Note is free text for reviewers (why the baseline changed).
@@ -44,10 +48,14 @@ func NewBaseline(r *Result, aidVersion, note string) (*Baseline, error) {
 	if err := checkMetrics(stats); err != nil {
 		return nil, fmt.Errorf("build baseline: %w", err)
 	}
+	if err := checkPins(r.Pins); err != nil {
+		return nil, fmt.Errorf("build baseline: %w", err)
+	}
 	return &Baseline{
 		Dataset:        r.Dataset,
 		DatasetVersion: r.DatasetVersion,
 		Models:         slices.Clone(r.Models),
+		Pins:           sortPins(r.Pins),
 		AidVersion:     aidVersion,
 		Note:           note,
 		Metrics:        stats,
@@ -55,7 +63,8 @@ func NewBaseline(r *Result, aidVersion, note string) (*Baseline, error) {
 }
 
 // The wire types declare their fields in sorted order; encoding/json sorts map keys, so
-// every object in the file has sorted keys.
+// every object in the file has sorted keys. PinnedModels is left out when empty, so a
+// baseline written before pins were recorded reads and rewrites to the same bytes.
 type baselineWire struct {
 	AidVersion     string                `json:"aidVersion"`
 	Dataset        string                `json:"dataset"`
@@ -64,6 +73,15 @@ type baselineWire struct {
 	Metrics        map[string]metricWire `json:"metrics"`
 	Models         []string              `json:"models"`
 	Note           string                `json:"note"`
+	PinnedModels   []pinWire             `json:"pinnedModels,omitempty"`
+}
+
+// pinWire is a [ModelPin] in a baseline file, its keys sorted.
+type pinWire struct {
+	Alias    string    `json:"alias"`
+	Model    string    `json:"model"`
+	Provider string    `json:"provider"`
+	Role     ModelRole `json:"role"`
 }
 
 type metricWire struct {
@@ -113,6 +131,9 @@ func MarshalBaseline(b *Baseline) ([]byte, error) {
 	if err := checkMetrics(b.Metrics); err != nil {
 		return nil, fmt.Errorf("encode baseline: %w", err)
 	}
+	if err := checkPins(b.Pins); err != nil {
+		return nil, fmt.Errorf("encode baseline: %w", err)
+	}
 	w := baselineWire{
 		AidVersion: b.AidVersion, Dataset: b.Dataset, DatasetVersion: b.DatasetVersion,
 		Format: BaselineFormat, Models: b.Models, Note: b.Note,
@@ -122,6 +143,9 @@ func MarshalBaseline(b *Baseline) ([]byte, error) {
 		w.Models = []string{}
 	}
 	w.Models = slices.Sorted(slices.Values(w.Models))
+	for _, p := range sortPins(b.Pins) {
+		w.PinnedModels = append(w.PinnedModels, pinWire{Alias: p.Alias, Model: p.Model, Provider: p.Provider, Role: p.Role})
+	}
 	for name, m := range b.Metrics {
 		cm := make(map[string]fixed6, len(m.CaseMeans))
 		for id, v := range m.CaseMeans {
@@ -173,6 +197,13 @@ func ParseBaseline(name string, data []byte) (*Baseline, error) {
 		AidVersion: w.AidVersion, Note: w.Note, Metrics: make(map[string]MetricStats, len(w.Metrics)),
 	}
 	var errs []error
+	for _, p := range w.PinnedModels {
+		b.Pins = append(b.Pins, ModelPin{Role: p.Role, Alias: p.Alias, Model: p.Model, Provider: p.Provider})
+	}
+	if err := checkPins(b.Pins); err != nil {
+		errs = append(errs, fmt.Errorf("pinnedModels: %w", err))
+	}
+	b.Pins = sortPins(b.Pins)
 	for _, name := range slices.Sorted(maps.Keys(w.Metrics)) {
 		m := w.Metrics[name]
 		st := MetricStats{
@@ -344,6 +375,7 @@ func DiffBaselines(old, cur *Baseline) []BaselineChange {
 	add("datasetVersion", old.DatasetVersion, cur.DatasetVersion)
 	add("aidVersion", old.AidVersion, cur.AidVersion)
 	add("models", strings.Join(old.Models, ", "), strings.Join(cur.Models, ", "))
+	diffPins(old.Pins, cur.Pins, add)
 	add("note", old.Note, cur.Note)
 	names := slices.Sorted(maps.Keys(old.Metrics))
 	for n := range cur.Metrics {
@@ -413,4 +445,34 @@ func f6(v float64) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+// diffPins reports the pinned models per role and alias, as "pinnedModels.<role>.<alias>:
+// model (provider) → model (provider)", target first.
+func diffPins(old, cur []ModelPin, add func(path, a, b string)) {
+	type key struct {
+		role  ModelRole
+		alias string
+	}
+	var keys []key
+	vals := func(pins []ModelPin) map[key]string {
+		m := map[key]string{}
+		for _, p := range sortPins(pins) {
+			k := key{p.Role, p.Alias}
+			if _, ok := m[k]; !ok {
+				keys = append(keys, k)
+			} else {
+				m[k] += ", "
+			}
+			m[k] += p.Model + " (" + p.Provider + ")"
+		}
+		return m
+	}
+	o, c := vals(old), vals(cur)
+	slices.SortFunc(keys, func(a, b key) int {
+		return comparePins(ModelPin{Role: a.role, Alias: a.alias}, ModelPin{Role: b.role, Alias: b.alias})
+	})
+	for _, k := range slices.Compact(keys) {
+		add("pinnedModels."+string(k.role)+"."+k.alias, o[k], c[k])
+	}
 }

@@ -207,4 +207,16 @@
 // Model-derived metrics (an LLM judge) are summarised and may be stored in baselines, but
 // a threshold on one is a [*GateConfigurationError]: the judge's own drift would move the
 // gate.
+//
+// # Pinned models
+//
+// A score means little without the model that produced it. Every model call made for a
+// sample reports the model that answered with [RecordPin] ([ModelRunner] and
+// [GatewayJudge] do), [Run] collects them into [Result.Pins] (role, alias, exact pinned
+// id, provider; a fallback alias that answered is recorded as itself), and a baseline
+// stores them. [CompareModels] lists how a run's models differ from the baseline's. It
+// never changes a verdict: the gate still compares scores, and the report shows the
+// change beside them, so that an alias re-pointed to a new version is never mistaken for
+// noise. A baseline written before models were recorded has no pins, reads and rewrites
+// to the same bytes, and compares as "not recorded" rather than as a change.
 package eval

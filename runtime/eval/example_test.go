@@ -122,3 +122,39 @@ func ExampleNormalizedContains() {
 	// "bogotá, D.C."           1  ["bogota" "dc"]
 	// "Medellín"               0  ["medellin"]
 }
+
+// A runner that calls a model itself reports the model with RecordPin; a baseline keeps
+// the pins, and CompareModels says what a later run changed.
+func ExampleCompareModels() {
+	ds, err := eval.NewDataset("capitals", "1.0.0", []eval.Case{
+		{ID: "fr", Input: "What is the capital of France?", Expected: "Paris"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	sampleWith := func(model string) *eval.Result {
+		runner := eval.RunnerFunc(func(ctx context.Context, c eval.Case, sample int) (eval.Answer, error) {
+			pin := eval.ModelPin{Role: eval.RoleTarget, Alias: "small", Model: model, Provider: "fake"}
+			if err := eval.RecordPin(ctx, pin); err != nil {
+				return eval.Answer{}, err
+			}
+			return eval.Answer{Text: c.Expected, Model: model}, nil
+		})
+		res, err := eval.Run(context.Background(), ds, runner, []eval.Metric{eval.ExactMatch{}}, eval.Options{Runs: 2})
+		if err != nil {
+			log.Fatal(err)
+		}
+		return res
+	}
+	baseline, err := eval.NewBaseline(sampleWith("fake-chat-2024-06-01"), "v0.1.0", "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("baseline:", baseline.Pins[0])
+	for _, c := range eval.CompareModels(baseline, sampleWith("fake-chat-2024-09-01").Pins) {
+		fmt.Println("changed:", c)
+	}
+	// Output:
+	// baseline: small: fake-chat-2024-06-01 (fake)
+	// changed: small: fake-chat-2024-06-01 → fake-chat-2024-09-01
+}

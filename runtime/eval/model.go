@@ -39,7 +39,8 @@ func ParsePrompt(text string) (*template.Template, error) {
 // prompt and asks one alias through the gateway. Every call is priced,
 // charged and traced by the gateway like any other; the sample identity is
 // put on the context (gateway.WithSample), so a seeded fake provider answers
-// each (case, sample) reproducibly.
+// each (case, sample) reproducibly. The model that answered is reported
+// with [RecordPin] as the target's, so a baseline pins it.
 type ModelRunner struct {
 	// Gateway is the door to the model.
 	Gateway *gateway.Gateway
@@ -93,6 +94,9 @@ func (r *ModelRunner) Run(ctx context.Context, c Case, sample int) (Answer, erro
 	if err != nil {
 		return Answer{}, err
 	}
+	if err := recordGatewayPin(ctx, r.Gateway, RoleTarget, res); err != nil {
+		return Answer{}, err
+	}
 	return Answer{
 		Text:         res.Text,
 		Model:        res.Model,
@@ -106,6 +110,7 @@ func (r *ModelRunner) Run(ctx context.Context, c Case, sample int) (Answer, erro
 
 // GatewayJudge is the grading model of an LLMJudge, asked through the
 // gateway, so a judge's calls are priced and budgeted like the target's.
+// The model that graded is reported with [RecordPin] as the judge's.
 type GatewayJudge struct {
 	// Gateway is the door to the model.
 	Gateway *gateway.Gateway
@@ -131,6 +136,9 @@ func (j *GatewayJudge) Judge(ctx context.Context, prompt string) (string, error)
 		{Role: gateway.RoleUser, Content: prompt},
 	}}, callOptions(j.Options, j.Fallbacks)...)
 	if err != nil {
+		return "", err
+	}
+	if err := recordGatewayPin(ctx, j.Gateway, RoleJudge, res); err != nil {
 		return "", err
 	}
 	return res.Text, nil

@@ -123,6 +123,10 @@ type Result struct {
 	// the runner asked for (Answer.FellBack). Non-zero means the scores are not the asked-for
 	// model's alone.
 	FallbackAnswers int
+	// Pins lists every model the runner and the metrics reported through [RecordPin]
+	// (role, alias, pinned id, provider), sorted target first; a baseline records them so
+	// that a later run against other models says so.
+	Pins []ModelPin
 }
 
 // SampleError is the cause of a failed sample or of a metric that could not score it.
@@ -182,6 +186,8 @@ func Run(ctx context.Context, ds *Dataset, runner Runner, metrics []Metric, opts
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	pins := &pinRecorder{pins: map[ModelPin]bool{}}
+	ctx = withPinRecorder(ctx, pins)
 	type job struct{ ci, k int }
 	jobs := make(chan job)
 	done := make(chan struct{})
@@ -251,6 +257,7 @@ func Run(ctx context.Context, ds *Dataset, runner Runner, metrics []Metric, opts
 		}
 	}
 	slices.Sort(res.Models)
+	res.Pins = pins.sorted()
 	return res, nil
 }
 

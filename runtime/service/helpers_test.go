@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -198,3 +199,7 @@ func (e *env) clientPtr(opts ...option.RequestOption) *openai.Client {
 	c := e.client(opts...)
 	return &c
 }
+
+type gatewayBudget = gateway.Budget
+
+func fmtSscan(s string, f *float64) (int, error) { return fmt.Sscan(s, f) }

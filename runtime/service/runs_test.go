@@ -262,7 +262,7 @@ func TestRunErrors(t *testing.T) {
 
 func TestRunEventStream(t *testing.T) {
 	e := newEnv(t, options{
-		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {calls(call("c1", "lookup", `{"id":"A1"}`)), answer("Shipped.")}}},
+		fake:   fake.Config{Agents: map[string][]fake.Step{"triage": {calls(call("c1", "lookup", `{"id":"A1"}`)), answer("Shipped.")}}},
 		agents: []agents.Agent{{Name: "triage", Model: "large", Instructions: "Look up.", Tools: []string{"lookup"}}},
 		tools:  []agents.Tool{{Name: "lookup", Description: "Look up an order."}},
 		impls: map[string]agents.Implementation{"lookup": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
@@ -54,14 +53,13 @@ type env struct {
 
 // options adjust newEnv.
 type options struct {
-	fake       fake.Config
-	agents     []agents.Agent
-	tools      []agents.Tool
-	impls      map[string]agents.Implementation
-	budgets    []gateway.Budget
-	searchers  map[string]agents.Searcher
-	svc        func(*service.Config)
-	noEmbedder bool
+	fake      fake.Config
+	agents    []agents.Agent
+	tools     []agents.Tool
+	impls     map[string]agents.Implementation
+	budgets   []gateway.Budget
+	searchers map[string]agents.Searcher
+	svc       func(*service.Config)
 }
 
 func catalog() []gateway.PinnedModel {
@@ -192,8 +190,6 @@ func calls(cs ...gateway.ToolCall) fake.Step { return fake.Step{ToolCalls: cs} }
 func call(id, name, args string) gateway.ToolCall {
 	return gateway.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
 }
-
-var _ = time.Second
 
 func (e *env) clientPtr(opts ...option.RequestOption) *openai.Client {
 	c := e.client(opts...)

@@ -34,6 +34,7 @@ func (s *Service) recordRun(ri *reqInfo, agent string, res agents.RunResult, err
 		agent = res.Agent
 	}
 	if agent != "" {
+		ri.agent = agent
 		s.metrics.run(agent, res.Status)
 	}
 }

@@ -19,7 +19,8 @@
 //   - GET /v1/runs/{id}: a run as the store holds it.
 //   - POST /v1/retrievers/{name}/search: the best passages for a query.
 //   - GET /healthz: the process answers. GET /readyz: the run store and
-//     every Config.ReadyChecks answer, and the service is not draining.
+//     every Config.ReadyChecks answer, and the service is not draining; the
+//     answer names a failing check, the log says why.
 //   - GET /metrics: Prometheus text format, from a registry private to the
 //     Service.
 //
@@ -76,7 +77,9 @@
 // up to Limits.DrainTimeout for requests in flight. A run still going when
 // the drain timeout expires is cancelled: the agents runtime saves it as
 // failed, its checkpoint holding the steps completed so far (a tool call in
-// flight is recorded without a result), and it is not resumable.
+// flight is recorded without a result), and it is not resumable. A client
+// that disconnects cancels its run the same way. A Service serves once: after
+// shutdown, build a new one.
 //
 // What it is not: it does not build the runtime (see runtime/app), does not
 // read environment variables or the IR, and does not terminate TLS.

@@ -154,6 +154,26 @@ func TestApprovalPauseAndResumeThroughChatAndRuns(t *testing.T) {
 	}
 }
 
+func TestApprovalPauseInAStream(t *testing.T) {
+	var refunds atomic.Int32
+	e := approvalEnv(t, &refunds)
+	stream := e.clientPtr().Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model: "triage", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Refund A1")},
+	})
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	ch := acc.Choices[0]
+	if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 || ch.Message.ToolCalls[0].Function.Name != "refund" ||
+		ch.Message.ToolCalls[0].Function.Arguments != `{"order":"A1"}` || !strings.Contains(ch.Message.Content, "/resume") {
+		t.Errorf("streamed pause %+v", ch)
+	}
+}
+
 func TestApprovalRejectThroughRuns(t *testing.T) {
 	var refunds atomic.Int32
 	e := approvalEnv(t, &refunds)

@@ -259,8 +259,12 @@ func TestReadyz(t *testing.T) {
 	}
 	dbDown = errors.New("connection refused")
 	status, _, body = e.do(t, "GET", "/readyz", "")
-	if code, _, _ := apiErr(t, body); status != 503 || code != service.CodeNotReady || !strings.Contains(string(body), "connection refused") {
+	if code, _, _ := apiErr(t, body); status != 503 || code != service.CodeNotReady || !strings.Contains(string(body), `"database":"failing"`) {
 		t.Errorf("%d %s", status, body)
+	}
+	// The cause goes to the log, not to the unauthenticated answer.
+	if strings.Contains(string(body), "connection refused") || !strings.Contains(e.logs.String(), "connection refused") {
+		t.Errorf("answer %s\nlogs %s", body, e.logs.String())
 	}
 }
 

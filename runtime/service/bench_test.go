@@ -1,0 +1,221 @@
+package service_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/openaicompat"
+	"github.com/aidgen/aid/runtime/service"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+var loadDuration = flag.Duration("load.duration", 5*time.Second, "duration of BenchmarkLoad's attack")
+
+// upstreamCompletion is the mock provider's answer.
+const upstreamCompletion = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-bench-1",` +
+	`"choices":[{"index":0,"finish_reason":"stop","logprobs":null,"message":{"role":"assistant","content":"Paris","refusal":null}}],` +
+	`"usage":{"prompt_tokens":20,"completion_tokens":1,"total_tokens":21}}`
+
+const benchBody = `{"model":"bench","messages":[{"role":"user","content":"What is the capital of France?"}]}`
+
+// benchStack is a service in front of an openai-compatible mock upstream
+// with no latency, both on loopback.
+type benchStack struct {
+	upstream, svc *httptest.Server
+	client        *http.Client
+}
+
+func newBenchStack(b *testing.B) benchStack {
+	b.Helper()
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, upstreamCompletion)
+	}))
+	b.Cleanup(upstream.Close)
+	transport := &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
+	b.Cleanup(transport.CloseIdleConnections)
+	p, err := openaicompat.New(openaicompat.Config{BaseURL: upstream.URL, HTTPClient: &http.Client{Transport: transport}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Config{
+		Models: []gateway.PinnedModel{{Alias: "small", Spec: gateway.ModelSpec{
+			ID: "gpt-bench-1", Provider: "openai", ContextWindow: 128000, MaxOutputTokens: 50,
+			Cost: gateway.CostProfile{InputPer1kUSD: 0.00015, OutputPer1kUSD: 0.0006},
+		}}},
+		Providers: map[string]gateway.Provider{"openai": service.InstrumentProvider(p)},
+		Budgets:   []gateway.Budget{{Name: "bench", MaxUSD: 1e9, Scope: gateway.ScopeGlobal}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt, err := agents.New(agents.Config{Gateway: gw, Budgets: []gateway.Budget{{Name: "bench", MaxUSD: 1e9, Scope: gateway.ScopeGlobal}},
+		Agents: []agents.Agent{{Name: "bench", Model: "small", Instructions: "Answer with the city only.", Budget: "bench"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc, err := service.New(service.Config{
+		Gateway: gw, Agents: rt, Auth: service.Auth{Kind: service.AuthBearer, Tokens: []string{token}},
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), // a log line per request, as in production
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	front := httptest.NewServer(svc)
+	b.Cleanup(front.Close)
+	ct := &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
+	b.Cleanup(ct.CloseIdleConnections)
+	return benchStack{upstream: upstream, svc: front, client: &http.Client{Transport: ct}}
+}
+
+// post sends benchBody and returns how long the answer took.
+func (s benchStack) post(b *testing.B, url string, auth bool) time.Duration {
+	req, err := http.NewRequest("POST", url, strings.NewReader(benchBody))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if auth {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	start := time.Now()
+	resp, err := s.client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(start)
+	if err != nil || resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"Paris"`)) {
+		b.Fatalf("%s: %d %s %v", url, resp.StatusCode, body, err)
+	}
+	return d
+}
+
+// BenchmarkAddedLatency sends the same chat completion, in turn, straight to
+// the mock upstream and through the service (auth, decoding, the agent run,
+// the gateway with its budget and ledger, the openai-compatible adapter, the
+// log line and the metrics), and reports the median and p99 of the
+// difference per pair.
+func BenchmarkAddedLatency(b *testing.B) {
+	s := newBenchStack(b)
+	for range 200 { // warm connections and caches
+		s.post(b, s.upstream.URL+"/chat/completions", false)
+		s.post(b, s.svc.URL+"/v1/chat/completions", true)
+	}
+	var diffs []float64
+	for b.Loop() {
+		direct := s.post(b, s.upstream.URL+"/chat/completions", false)
+		through := s.post(b, s.svc.URL+"/v1/chat/completions", true)
+		diffs = append(diffs, float64(through-direct)/float64(time.Millisecond))
+	}
+	slices.Sort(diffs)
+	b.ReportMetric(quantile(diffs, 0.5), "p50-added-ms")
+	b.ReportMetric(quantile(diffs, 0.99), "p99-added-ms")
+}
+
+// quantile reads a quantile of sorted values (nearest rank).
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(i, 0)]
+}
+
+// BenchmarkLoad attacks the service for -load.duration (default 5s) with
+// vegeta at the highest rate 16 workers sustain, on loopback, with a
+// zero-latency upstream; run it once: -bench Load -benchtime 1x. It reports
+// the throughput, the errors, the end-to-end p50/p99 (an upper bound of the
+// added latency: the upstream answers at once, but its HTTP hop is counted)
+// and the p50/p99 of the service's own added latency, read from its
+// aid_service_added_latency_seconds histogram.
+func BenchmarkLoad(b *testing.B) {
+	s := newBenchStack(b)
+	hdr := http.Header{"Authorization": {"Bearer " + token}, "Content-Type": {"application/json"}}
+	targeter := vegeta.NewStaticTargeter(vegeta.Target{Method: "POST", URL: s.svc.URL + "/v1/chat/completions", Body: []byte(benchBody), Header: hdr})
+	for b.Loop() {
+		attacker := vegeta.NewAttacker(vegeta.Workers(16), vegeta.MaxWorkers(16), vegeta.KeepAlive(true), vegeta.Connections(64), vegeta.Timeout(10*time.Second))
+		var m vegeta.Metrics
+		for res := range attacker.Attack(targeter, vegeta.Rate{Freq: 0}, *loadDuration, "load") {
+			m.Add(res)
+		}
+		m.Close()
+		b.ReportMetric(m.Throughput, "qps")
+		b.ReportMetric(float64(m.Requests)*(1-m.Success), "errors")
+		b.ReportMetric(float64(m.Latencies.P50)/1e6, "e2e-p50-ms")
+		b.ReportMetric(float64(m.Latencies.P99)/1e6, "e2e-p99-ms")
+		if len(m.Errors) > 0 {
+			b.Logf("errors: %v", m.Errors)
+		}
+	}
+	p50, p99 := addedQuantiles(b, s)
+	b.ReportMetric(p50, "added-p50-ms")
+	b.ReportMetric(p99, "added-p99-ms")
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		b.Logf("load average after the run: %s", strings.TrimSpace(string(load)))
+	}
+}
+
+// addedQuantiles estimates quantiles of the added-latency histogram by
+// linear interpolation within buckets, as PromQL's histogram_quantile does.
+func addedQuantiles(b *testing.B, s benchStack) (p50, p99 float64) {
+	req, _ := http.NewRequest("GET", s.svc.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	type bucket struct{ le, count float64 }
+	var buckets []bucket
+	prefix := `aid_service_added_latency_seconds_bucket{agent="bench",route="POST /v1/chat/completions",le="`
+	for _, l := range strings.Split(string(body), "\n") {
+		rest, ok := strings.CutPrefix(l, prefix)
+		if !ok {
+			continue
+		}
+		le, val, _ := strings.Cut(rest, `"} `)
+		var bk bucket
+		if le == "+Inf" {
+			bk.le = math.Inf(1)
+		} else if _, err := fmt.Sscan(le, &bk.le); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := fmt.Sscan(val, &bk.count); err != nil {
+			b.Fatal(err)
+		}
+		buckets = append(buckets, bk)
+	}
+	q := func(q float64) float64 {
+		total := buckets[len(buckets)-1].count
+		rank := q * total
+		lo, prev := 0.0, 0.0
+		for _, bk := range buckets {
+			if bk.count >= rank {
+				if math.IsInf(bk.le, 1) {
+					return lo * 1000
+				}
+				return (lo + (bk.le-lo)*(rank-prev)/(bk.count-prev)) * 1000
+			}
+			lo, prev = bk.le, bk.count
+		}
+		return math.NaN()
+	}
+	return q(0.5), q(0.99)
+}

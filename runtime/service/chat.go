@@ -1,0 +1,226 @@
+package service
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/aidgen/aid/runtime/agents"
+)
+
+// chatRequest is the part of CreateChatCompletionRequest the service reads.
+// Fields it does not list (sampling parameters, metadata) are accepted and
+// not applied; the ones below that it refuses are read so that it can.
+type chatRequest struct {
+	Model         string        `json:"model"`
+	Messages      []wireMessage `json:"messages"`
+	Stream        bool          `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	User           string          `json:"user"`
+	N              *int            `json:"n"`
+	Tools          json.RawMessage `json:"tools"`
+	Functions      json.RawMessage `json:"functions"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
+	ResponseFormat json.RawMessage `json:"response_format"`
+}
+
+// present reports whether a raw field was sent with a value.
+func present(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+func (req *chatRequest) check() error {
+	switch {
+	case present(req.Tools) && string(req.Tools) != "[]":
+		return unsupported("tools", "client-side tools are not supported: the agent's tools run on the server")
+	case present(req.Functions):
+		return unsupported("functions", "client-side functions are not supported: the agent's tools run on the server")
+	case present(req.ToolChoice) && string(req.ToolChoice) != `"auto"` && string(req.ToolChoice) != `"none"`:
+		return unsupported("tool_choice", "tool_choice may only be auto or none: the agent decides which of its tools to call")
+	case req.N != nil && *req.N != 1:
+		return unsupported("n", "n must be 1: a run gives one answer")
+	case present(req.ResponseFormat) && !textFormat(req.ResponseFormat):
+		return unsupported("response_format", "response_format is not supported: an agent's output schema is part of its configuration")
+	case len(req.Messages) == 0:
+		return invalid(CodeInvalidRequest, "messages", "messages must not be empty")
+	}
+	if last := req.Messages[len(req.Messages)-1]; last.Role != "user" || !last.Content.set {
+		return invalid(CodeInvalidRequest, "messages", fmt.Sprintf(
+			"the last message must be a user message with content (the run's input); got role %q. Resume a paused run with POST /v1/runs/{id}/resume", last.Role))
+	}
+	return nil
+}
+
+func textFormat(raw json.RawMessage) bool {
+	var f struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(raw, &f) == nil && f.Type == "text"
+}
+
+func unsupported(param, msg string) error {
+	e := invalid(CodeUnsupportedParameter, param, msg)
+	return e
+}
+
+// chatChoice, chatCompletion and chatChunk are the answer objects of the
+// chat-completions wire format.
+type chatChoice struct {
+	Index        int         `json:"index"`
+	Message      *outMessage `json:"message,omitempty"`
+	Delta        *chatDelta  `json:"delta,omitempty"`
+	FinishReason *string     `json:"finish_reason"`
+	Logprobs     *struct{}   `json:"logprobs"`
+}
+
+type chatDelta struct {
+	Role      string         `json:"role,omitempty"`
+	Content   *string        `json:"content,omitempty"`
+	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
+}
+
+type chatUsage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   *chatUsage   `json:"usage,omitempty"`
+	Aid     *aidExt      `json:"aid,omitempty"`
+}
+
+// chatCompletions runs the agent named by model on the conversation.
+func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error {
+	var req chatRequest
+	if err := decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	if err := req.check(); err != nil {
+		return err
+	}
+	agent := req.Model
+	if agent == "" {
+		if s.cfg.Entry == "" {
+			return invalid(CodeInvalidRequest, "model", "model is required: this service has no entry agent")
+		}
+		agent = s.cfg.Entry
+	}
+	history, ignored, err := toHistory("messages", req.Messages[:len(req.Messages)-1])
+	if err != nil {
+		return err
+	}
+	input := req.Messages[len(req.Messages)-1].Content.text
+	opts := agents.RunOptions{ThreadID: r.Header.Get("X-Aid-Thread-Id"), UserID: req.User, History: history}
+	res, err := s.runAgent(r, agent, input, opts)
+	if res.RunID != "" {
+		w.Header().Set("X-Aid-Run-Id", res.RunID)
+	}
+	if ignored > 0 {
+		w.Header().Set("X-Aid-Ignored-System-Messages", strconv.Itoa(ignored))
+	}
+	if err != nil {
+		info(r).err = writeError(w, err, extOf(res))
+		return nil
+	}
+	cc := completionOf(res)
+	if !req.Stream {
+		writeJSON(w, http.StatusOK, cc)
+		return nil
+	}
+	// The run is over: the answer goes out as chunks, with the headers
+	// (run id) a stream could not have set had it started earlier.
+	sse := newSSE(w, s.limits.WriteTimeout)
+	choice := cc.Choices[0]
+	base := chatCompletion{ID: cc.ID, Object: "chat.completion.chunk", Created: cc.Created, Model: cc.Model, Aid: cc.Aid}
+	chunk := func(d chatDelta, finish *string) chatCompletion {
+		c := base
+		c.Choices = []chatChoice{{Delta: &d, FinishReason: finish}}
+		return c
+	}
+	empty := ""
+	sse.data(chunk(chatDelta{Role: "assistant", Content: &empty}, nil))
+	if choice.Message.Content != nil && *choice.Message.Content != "" {
+		sse.data(chunk(chatDelta{Content: choice.Message.Content}, nil))
+	}
+	if len(choice.Message.ToolCalls) > 0 {
+		calls := make([]wireToolCall, len(choice.Message.ToolCalls))
+		for i, c := range choice.Message.ToolCalls {
+			c.Index = &i
+			calls[i] = c
+		}
+		sse.data(chunk(chatDelta{ToolCalls: calls}, nil))
+	}
+	sse.data(chunk(chatDelta{}, choice.FinishReason))
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		u := base
+		u.Choices = []chatChoice{}
+		u.Usage = cc.Usage
+		sse.data(u)
+	}
+	sse.done()
+	return nil
+}
+
+// completionOf renders a completed or paused run as a chat completion.
+func completionOf(res agents.RunResult) chatCompletion {
+	finish := "stop"
+	msg := &outMessage{Role: "assistant"}
+	if p := pendingOf(res.Checkpoint); p != nil {
+		finish = "tool_calls"
+		text := fmt.Sprintf("Run %s is paused: the call %s of tool %s waits for a decision (%s). Resume it with POST %s.",
+			res.RunID, p.CallID, p.Tool, p.Reason, p.ResumeURL)
+		msg.Content = &text
+		msg.ToolCalls = []wireToolCall{{ID: p.CallID, Type: "function", Function: wireFunction{Name: p.Tool, Arguments: p.Arguments}}}
+	} else {
+		answer := res.Answer
+		msg.Content = &answer
+	}
+	return chatCompletion{
+		ID: "chatcmpl-" + res.RunID, Object: "chat.completion", Created: time.Now().Unix(), Model: res.Agent,
+		Choices: []chatChoice{{Message: msg, FinishReason: &finish}},
+		Usage:   &chatUsage{PromptTokens: res.Usage.InputTokens, CompletionTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens},
+		Aid:     extOf(res),
+	}
+}
+
+// modelObject is an agent as an OpenAI model object.
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (s *Service) listModels(w http.ResponseWriter, _ *http.Request) error {
+	names := s.cfg.Agents.Agents()
+	data := make([]modelObject, len(names))
+	for i, n := range names {
+		data[i] = modelObject{ID: n, Object: "model", OwnedBy: "aid"}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	return nil
+}
+
+func (s *Service) getModel(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("model")
+	for _, n := range s.cfg.Agents.Agents() {
+		if n == name {
+			writeJSON(w, http.StatusOK, modelObject{ID: n, Object: "model", OwnedBy: "aid"})
+			return nil
+		}
+	}
+	e := newError(http.StatusNotFound, TypeNotFound, CodeModelNotFound, fmt.Sprintf("no agent %q", name))
+	p := "model"
+	e.Param = &p
+	return e
+}

@@ -1,0 +1,220 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/service"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+func TestChatCompletionOpenAIClient(t *testing.T) {
+	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("Paris is the capital.")}}}})
+	var resp *http.Response
+	cc, err := e.clientPtr().Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model: "triage",
+		Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.SystemMessage("You are a pirate."),
+			openai.UserMessage("Hi"),
+			openai.AssistantMessage("Hello! What can I do?"),
+			openai.UserMessage("What is the capital of France?"),
+		},
+	}, option.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cc.Choices[0].Message.Content; got != "Paris is the capital." {
+		t.Errorf("content = %q", got)
+	}
+	if cc.Model != "triage" || cc.Object != "chat.completion" || cc.Choices[0].FinishReason != "stop" {
+		t.Errorf("model %q object %q finish %q", cc.Model, cc.Object, cc.Choices[0].FinishReason)
+	}
+	// The usage is the run's, which is what the ledger charged.
+	sp := e.spend(t)
+	if cc.Usage.TotalTokens == 0 || cc.Usage.TotalTokens != sp.Total.Tokens || sp.Calls != 1 {
+		t.Errorf("usage %+v, ledger %+v", cc.Usage, sp)
+	}
+	runID := resp.Header.Get("X-Aid-Run-Id")
+	if !strings.HasPrefix(runID, "run_") || cc.ID != "chatcmpl-"+runID {
+		t.Errorf("run id header %q, completion id %q", runID, cc.ID)
+	}
+	if got := resp.Header.Get("X-Aid-Ignored-System-Messages"); got != "1" {
+		t.Errorf("ignored system messages header = %q", got)
+	}
+	// The mapping: the system message is left out, the earlier turns are
+	// the thread, the last user message is the input.
+	reqs := e.fake.Requests()
+	var roles []string
+	for _, m := range reqs[0].Messages {
+		roles = append(roles, string(m.Role)+":"+m.Content)
+	}
+	want := []string{"system:Answer.", "user:Hi", "assistant:Hello! What can I do?", "user:What is the capital of France?"}
+	if strings.Join(roles, "|") != strings.Join(want, "|") {
+		t.Errorf("messages sent to the model:\n got %q\nwant %q", roles, want)
+	}
+}
+
+func TestChatCompletionEntryAgentWhenModelEmpty(t *testing.T) {
+	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("ok")}}}})
+	status, _, body := e.do(t, "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}`)
+	if status != 200 {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	var cc struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(body, &cc)
+	if cc.Model != "triage" {
+		t.Errorf("model = %q", cc.Model)
+	}
+	if in := e.fake.Requests()[0].Messages[1].Content; in != "ab" {
+		t.Errorf("input = %q, want the text parts joined", in)
+	}
+}
+
+func TestChatCompletionStreamOpenAIClient(t *testing.T) {
+	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("Streamed answer here.")}}}})
+	stream := e.clientPtr().Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model:         "triage",
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Go")},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	var acc openai.ChatCompletionAccumulator
+	chunks := 0
+	for stream.Next() {
+		chunks++
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Choices) != 1 || acc.Choices[0].Message.Content != "Streamed answer here." || acc.Choices[0].FinishReason != "stop" {
+		t.Fatalf("accumulated %+v", acc.ChatCompletion)
+	}
+	if acc.Model != "triage" || acc.Usage.TotalTokens == 0 || acc.Usage.TotalTokens != e.spend(t).Total.Tokens {
+		t.Errorf("model %q usage %+v ledger %+v", acc.Model, acc.Usage, e.spend(t).Total)
+	}
+	if chunks != 4 { // role, content, finish, usage
+		t.Errorf("chunks = %d, want 4", chunks)
+	}
+}
+
+func TestChatCompletionStreamWithoutUsage(t *testing.T) {
+	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}}})
+	status, hdr, body := e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","stream":true,"messages":[{"role":"user","content":"q"}]}`)
+	if status != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("status %d type %q", status, hdr.Get("Content-Type"))
+	}
+	s := string(body)
+	if !strings.HasSuffix(s, "data: [DONE]\n\n") || strings.Contains(s, `"usage"`) {
+		t.Errorf("stream:\n%s", s)
+	}
+}
+
+func TestChatCompletionErrors(t *testing.T) {
+	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}}})
+	tests := []struct {
+		name, body  string
+		status      int
+		code, param string
+	}{
+		{"not json", `{"model":`, 400, service.CodeInvalidJSON, ""},
+		{"trailing data", `{"model":"triage","messages":[{"role":"user","content":"q"}]} {}`, 400, service.CodeInvalidJSON, ""},
+		{"no messages", `{"model":"triage","messages":[]}`, 400, service.CodeInvalidRequest, "messages"},
+		{"last not user", `{"model":"triage","messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a"}]}`, 400, service.CodeInvalidRequest, "messages"},
+		{"unknown role", `{"model":"triage","messages":[{"role":"function","content":"q"},{"role":"user","content":"q"}]}`, 400, service.CodeInvalidRequest, "messages[0].role"},
+		{"tool without id", `{"model":"triage","messages":[{"role":"tool","content":"q"},{"role":"user","content":"q"}]}`, 400, service.CodeInvalidRequest, "messages[0].tool_call_id"},
+		{"bad tool arguments", `{"model":"triage","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{"}}]},{"role":"user","content":"q"}]}`, 400, service.CodeInvalidRequest, "messages[0].tool_calls[0].function.arguments"},
+		{"image part", `{"model":"triage","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, service.CodeInvalidJSON, ""},
+		{"client tools", `{"model":"triage","tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"q"}]}`, 400, service.CodeUnsupportedParameter, "tools"},
+		{"n", `{"model":"triage","n":2,"messages":[{"role":"user","content":"q"}]}`, 400, service.CodeUnsupportedParameter, "n"},
+		{"tool_choice required", `{"model":"triage","tool_choice":"required","messages":[{"role":"user","content":"q"}]}`, 400, service.CodeUnsupportedParameter, "tool_choice"},
+		{"json schema format", `{"model":"triage","response_format":{"type":"json_object"},"messages":[{"role":"user","content":"q"}]}`, 400, service.CodeUnsupportedParameter, "response_format"},
+		{"unknown agent", `{"model":"nobody","messages":[{"role":"user","content":"q"}]}`, 404, service.CodeModelNotFound, "model"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, hdr, body := e.do(t, "POST", "/v1/chat/completions", tt.body)
+			code, _, param := apiErr(t, body)
+			if status != tt.status || code != tt.code || param != tt.param {
+				t.Errorf("got %d %s param %q, want %d %s param %q: %s", status, code, param, tt.status, tt.code, tt.param, body)
+			}
+			if hdr.Get("X-Should-Retry") != "false" {
+				t.Errorf("X-Should-Retry = %q", hdr.Get("X-Should-Retry"))
+			}
+		})
+	}
+	if n := e.fake.Calls(); n != 0 {
+		t.Errorf("refused requests reached the provider %d times", n)
+	}
+	// Sampling parameters are accepted, not applied.
+	status, _, body := e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","temperature":0.3,"max_tokens":5,"tool_choice":"auto","response_format":{"type":"text"},"messages":[{"role":"user","content":"q"}]}`)
+	if status != 200 {
+		t.Errorf("sampling parameters: %d %s", status, body)
+	}
+}
+
+func TestChatCompletionUnknownAgentOpenAIError(t *testing.T) {
+	e := newEnv(t, options{})
+	_, err := e.clientPtr().Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model: "ghost", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("q")},
+	})
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != 404 || oe.Code != service.CodeModelNotFound || oe.Param != "model" || oe.Type != service.TypeNotFound {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestChatCompletionBudgetExceeded(t *testing.T) {
+	// A run budget far below one call's worst case: the gateway refuses
+	// the first call before it is made.
+	budget := gateway.Budget{Name: "tight", MaxUSD: 0.000001, Scope: gateway.ScopeRun}
+	e := newEnv(t, options{
+		fake:    fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}},
+		agents:  []agents.Agent{{Name: "triage", Model: "large", Instructions: "Answer.", Budget: "tight"}},
+		budgets: []gateway.Budget{budget},
+	})
+	// The SDK's default retries are on: the answer must tell it not to.
+	c := e.client(option.WithMaxRetries(2))
+	cp := &c
+	var resp *http.Response
+	_, err := cp.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model: "triage", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("q")},
+	}, option.WithResponseInto(&resp))
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != http.StatusPaymentRequired || oe.Code != service.CodeBudgetExceeded || oe.Type != service.TypeQuota {
+		t.Fatalf("err = %v", err)
+	}
+	if e.fake.Calls() != 0 || e.spend(t).Calls != 0 {
+		t.Errorf("provider calls %d, ledger %+v", e.fake.Calls(), e.spend(t))
+	}
+	var body struct {
+		Aid struct {
+			RunID  string `json:"run_id"`
+			Status string `json:"status"`
+		} `json:"aid"`
+	}
+	if err := json.Unmarshal([]byte(oe.RawJSON()), &body); err != nil {
+		t.Fatal(err)
+	}
+	raw := oe.Response
+	if raw == nil || raw.Header.Get("X-Aid-Run-Id") == "" {
+		t.Fatal("no run id header on the error")
+	}
+	rec, err := e.runtime.Store().LoadRun(context.Background(), raw.Header.Get("X-Aid-Run-Id"))
+	if err != nil || rec.Status != agents.StatusBudgetExceeded {
+		t.Errorf("stored run %+v, %v", rec.Status, err)
+	}
+	// One request, despite two retries allowed.
+	if got := strings.Count(e.logs.String(), `"route":"POST /v1/chat/completions"`); got != 1 {
+		t.Errorf("%d requests logged, want 1 (no retry)", got)
+	}
+}

@@ -1,0 +1,239 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// AuthKind says how callers authenticate.
+type AuthKind string
+
+// The authentication kinds.
+const (
+	// AuthNone accepts every caller; the service then listens on loopback
+	// only.
+	AuthNone AuthKind = "none"
+	// AuthBearer requires Authorization: Bearer <token> with one of
+	// Auth.Tokens.
+	AuthBearer AuthKind = "bearer"
+)
+
+// Auth configures authentication. It carries token values, not the names of
+// environment variables: reading the environment is the caller's job, so that
+// the service never learns where secrets live.
+type Auth struct {
+	// Kind is none or bearer; it must be set, so that an open service is
+	// always a decision.
+	Kind AuthKind
+	// Tokens are the accepted bearer tokens. They are kept hashed and never
+	// logged.
+	Tokens []string
+}
+
+// Limits bounds requests. A zero field takes its default.
+type Limits struct {
+	// MaxBodyBytes bounds a request body; default 1 MiB.
+	MaxBodyBytes int64
+	// ReadHeaderTimeout bounds reading a request's headers; default 5s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request; default 30s.
+	ReadTimeout time.Duration
+	// RequestTimeout bounds one request's work (a run, a search); default
+	// 2 minutes. Streams extend their write deadline event by event within
+	// it.
+	RequestTimeout time.Duration
+	// WriteTimeout bounds writing a response that is not a stream; default
+	// RequestTimeout plus 10s.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds a keep-alive connection's wait for the next
+	// request; default 120s.
+	IdleTimeout time.Duration
+	// DrainTimeout bounds the wait for requests in flight at shutdown;
+	// default 30s. Runs still going then are cancelled.
+	DrainTimeout time.Duration
+}
+
+// The defaults of Limits.
+const (
+	DefaultMaxBodyBytes      = 1 << 20
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultRequestTimeout    = 2 * time.Minute
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultDrainTimeout      = 30 * time.Second
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if l.ReadHeaderTimeout <= 0 {
+		l.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if l.ReadTimeout <= 0 {
+		l.ReadTimeout = DefaultReadTimeout
+	}
+	if l.RequestTimeout <= 0 {
+		l.RequestTimeout = DefaultRequestTimeout
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = l.RequestTimeout + 10*time.Second
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	if l.DrainTimeout <= 0 {
+		l.DrainTimeout = DefaultDrainTimeout
+	}
+	return l
+}
+
+// ReadyCheck reports whether a dependency (a database, a vector store) can
+// serve; /readyz calls every check and fails when one does.
+type ReadyCheck struct {
+	// Name names the dependency in /readyz's answer.
+	Name string
+	// Check returns nil when the dependency is ready; it must return when
+	// ctx ends.
+	Check func(ctx context.Context) error
+}
+
+// Config is everything a Service is built from: runtime objects, not the IR.
+type Config struct {
+	// Gateway is the door to the models; required. /metrics reports its
+	// ledger's spend by budget.
+	Gateway *gateway.Gateway
+	// Agents runs the agents; required.
+	Agents *agents.Runtime
+	// Retrievers are the searchers /v1/retrievers/{name}/search serves, by
+	// name; a *retrieval.Retriever is one.
+	Retrievers map[string]agents.Searcher
+	// SearchBudget, when set, names the budget a search request's
+	// embedding is charged to, keyed by the request's id for a run-scoped
+	// budget.
+	SearchBudget string
+	// Entry is the agent a chat completion with an empty model runs; empty
+	// means such a request is refused.
+	Entry string
+	// Auth says how callers authenticate; required.
+	Auth Auth
+	// Listen is the address ListenAndServe listens on, such as
+	// "127.0.0.1:8080".
+	Listen string
+	// Limits bounds requests.
+	Limits Limits
+	// Logger receives one line per request and the service's failures;
+	// nil means no logging. Credentials and request bodies are never
+	// logged.
+	Logger *slog.Logger
+	// Registry receives the service's metrics; nil means a new private
+	// registry, served at /metrics either way.
+	Registry *prometheus.Registry
+	// ReadyChecks are called by /readyz, besides the run store.
+	ReadyChecks []ReadyCheck
+}
+
+// InsecureListenError reports a service without authentication asked to
+// listen on an address other than loopback: anyone who can reach it could
+// spend its budgets.
+type InsecureListenError struct {
+	// Addr is the refused address.
+	Addr string
+}
+
+// Error implements error.
+func (e *InsecureListenError) Error() string {
+	return fmt.Sprintf("auth kind none refuses to listen on %q: only a loopback address is allowed without authentication", e.Addr)
+}
+
+// ConfigError reports a Config that cannot make a service.
+type ConfigError struct {
+	// Field is the offending field.
+	Field string
+	// Problem says what is wrong with it.
+	Problem string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("service config: %s: %s", e.Field, e.Problem)
+}
+
+// check validates cfg and returns the token hashes.
+func (cfg *Config) check() ([][sha256.Size]byte, error) {
+	var errs []error
+	if cfg.Gateway == nil {
+		errs = append(errs, &ConfigError{Field: "Gateway", Problem: "required"})
+	}
+	if cfg.Agents == nil {
+		errs = append(errs, &ConfigError{Field: "Agents", Problem: "required"})
+	} else if cfg.Entry != "" {
+		found := false
+		for _, a := range cfg.Agents.Agents() {
+			found = found || a == cfg.Entry
+		}
+		if !found {
+			errs = append(errs, &ConfigError{Field: "Entry", Problem: fmt.Sprintf("agent %q is not in the runtime %v", cfg.Entry, cfg.Agents.Agents())})
+		}
+	}
+	for name, s := range cfg.Retrievers {
+		if s == nil {
+			errs = append(errs, &ConfigError{Field: "Retrievers", Problem: fmt.Sprintf("retriever %q is nil", name)})
+		}
+	}
+	for i, c := range cfg.ReadyChecks {
+		if c.Name == "" || c.Check == nil {
+			errs = append(errs, &ConfigError{Field: "ReadyChecks", Problem: fmt.Sprintf("check %d needs a name and a function", i)})
+		}
+	}
+	var hashes [][sha256.Size]byte
+	switch cfg.Auth.Kind {
+	case AuthNone:
+		if len(cfg.Auth.Tokens) > 0 {
+			errs = append(errs, &ConfigError{Field: "Auth.Tokens", Problem: "tokens given with auth kind none"})
+		}
+		if cfg.Listen != "" && !loopbackAddr(cfg.Listen) {
+			errs = append(errs, &InsecureListenError{Addr: cfg.Listen})
+		}
+	case AuthBearer:
+		if len(cfg.Auth.Tokens) == 0 {
+			errs = append(errs, &ConfigError{Field: "Auth.Tokens", Problem: "auth kind bearer needs at least one token"})
+		}
+		for i, t := range cfg.Auth.Tokens {
+			if t == "" {
+				errs = append(errs, &ConfigError{Field: "Auth.Tokens", Problem: fmt.Sprintf("token %d is empty", i)})
+				continue
+			}
+			hashes = append(hashes, sha256.Sum256([]byte(t)))
+		}
+	case "":
+		errs = append(errs, &ConfigError{Field: "Auth.Kind", Problem: `required: "none" or "bearer"`})
+	default:
+		errs = append(errs, &ConfigError{Field: "Auth.Kind", Problem: fmt.Sprintf(`unknown kind %q: want "none" or "bearer"`, cfg.Auth.Kind)})
+	}
+	return hashes, errors.Join(errs...)
+}
+
+// loopbackAddr reports whether a listen address is certainly loopback: an IP
+// literal in 127.0.0.0/8 or ::1, or localhost. An empty host means every
+// interface.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

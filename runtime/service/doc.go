@@ -1,0 +1,86 @@
+// Package service is the HTTP service that generated apps and teams run: an
+// OpenAI-compatible chat-completions endpoint in front of the agents, a runs
+// API with human approval, retriever search, health, readiness and
+// Prometheus metrics.
+//
+// It is configured with runtime objects (a *gateway.Gateway, an
+// *agents.Runtime, searchers, readiness checks) through a plain Config, so
+// that it never reads the IR: a generated main.go assembles the runtime from
+// its application description and hands the result to New.
+//
+// # Endpoints
+//
+//   - POST /v1/chat/completions: OpenAI chat completions, where model names
+//     an agent (Config.Entry when empty). See the mapping below.
+//   - GET /v1/models: the agents, as OpenAI model objects.
+//   - POST /v1/agents/{agent}/runs: start a run; the run as JSON, or, with
+//     Accept: text/event-stream, server-sent events as the run goes.
+//   - POST /v1/runs/{id}/resume: a decision on a paused run's pending call.
+//   - GET /v1/runs/{id}: a run as the store holds it.
+//   - POST /v1/retrievers/{name}/search: the best passages for a query.
+//   - GET /healthz: the process answers. GET /readyz: the run store and
+//     every Config.ReadyChecks answer, and the service is not draining; the
+//     answer names a failing check, the log says why.
+//   - GET /metrics: Prometheus text format, from a registry private to the
+//     Service.
+//
+// Every route but /healthz and /readyz requires a bearer token when
+// Auth.Kind is bearer. A service without authentication refuses to listen on
+// anything but a loopback address (*InsecureListenError).
+//
+// # Chat completions mapping
+//
+// The last message must be a user message: it is the run's input. Earlier
+// user, assistant (with tool calls) and tool messages are the thread history
+// (agents.RunOptions.History), in order. System and developer messages are
+// not sent to the model: the agent's instructions are its system prompt, and
+// a client may not replace them; the response says how many were left out
+// in the header X-Aid-Ignored-System-Messages. Client-side tools (tools,
+// functions, tool_choice other than auto/none) are refused, since the agent's
+// tools are the server's; n other than 1 and response_format are refused too.
+// Sampling parameters (temperature, top_p, max_tokens, ...) are accepted and
+// not applied: the agent's configuration decides them. user is the run's
+// user id (user memory); the header X-Aid-Thread-Id names the thread
+// (thread-scoped budgets).
+//
+// A completed run answers with the agent's answer, finish_reason stop, the
+// run's usage and model set to the agent that answered (the target of the
+// last transfer). A paused run answers with finish_reason tool_calls, the
+// pending call as the message's one tool call, a content that says how to
+// resume, and an "aid" extension object {run_id, status, agent, pending}; every
+// answer that started a run carries its id in the header X-Aid-Run-Id.
+//
+// With stream true the answer is sent as chat.completion.chunk events and
+// data: [DONE], with a usage chunk when stream_options.include_usage is set.
+// The role chunk is sent at once; the content follows when the run ends,
+// because agents.Runtime does not stream tokens out of a run.
+//
+// # Errors
+//
+// Errors have the OpenAI shape {"error": {"message", "type", "param", "code"}}
+// with stable codes; see the Code constants. A budget breach is 402 Payment
+// Required with code budget_exceeded: not 429, because OpenAI clients retry
+// 429 on their own and a spent budget does not refill in seconds.
+//
+// # Added latency
+//
+// The service measures its own cost: each request's duration minus the wall
+// time during which it waited on a provider, a tool or a searcher. Waiting is
+// seen through the wrappers InstrumentProvider, InstrumentTool and
+// InstrumentSearcher, which the application applies when it builds its
+// gateway and runtime; overlapping waits count once. Without them the added
+// latency is the whole duration.
+//
+// # Shutdown
+//
+// ListenAndServe stops accepting connections when its context ends and waits
+// up to Limits.DrainTimeout for requests in flight. A run still going when
+// the drain timeout expires is cancelled: the agents runtime saves it as
+// failed, its checkpoint holding the steps completed so far (a tool call in
+// flight is recorded without a result), and it is not resumable. A client
+// that disconnects cancels its run the same way. A Service serves once: after
+// shutdown, build a new one.
+//
+// What it is not: it does not build the runtime (see runtime/app), does not
+// read environment variables or the IR, and does not terminate TLS.
+package service

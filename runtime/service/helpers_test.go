@@ -1,0 +1,201 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/service"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+const token = "sk-aid-test-7f3c9e1d2b"
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// env is a service over a fake provider, served by an httptest server.
+type env struct {
+	fake    *fake.Provider
+	gw      *gateway.Gateway
+	runtime *agents.Runtime
+	svc     *service.Service
+	srv     *httptest.Server
+	logs    *syncBuffer
+}
+
+// options adjust newEnv.
+type options struct {
+	fake      fake.Config
+	agents    []agents.Agent
+	tools     []agents.Tool
+	impls     map[string]agents.Implementation
+	budgets   []gateway.Budget
+	searchers map[string]agents.Searcher
+	svc       func(*service.Config)
+}
+
+func catalog() []gateway.PinnedModel {
+	caps := []gateway.Capability{gateway.CapabilityTools, gateway.CapabilityJSON, gateway.CapabilityStreaming}
+	return []gateway.PinnedModel{
+		{Alias: "large", Spec: gateway.ModelSpec{ID: "m-large", Provider: "fake", ContextWindow: 8000, MaxOutputTokens: 100, Capabilities: caps, Cost: gateway.CostProfile{InputPer1kUSD: 0.01, OutputPer1kUSD: 0.03}}},
+		{Alias: "embed", Spec: gateway.ModelSpec{ID: "m-embed", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: 64, Cost: gateway.CostProfile{InputPer1kUSD: 0.0001}}},
+	}
+}
+
+func newEnv(t testing.TB, o options) *env {
+	t.Helper()
+	o.fake.Record = true
+	p, err := fake.New(o.fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Config{
+		Models: catalog(), Providers: map[string]gateway.Provider{"fake": service.InstrumentProvider(p)},
+		Budgets: o.budgets, Retry: gateway.RetryPolicy{MaxAttempts: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.agents == nil {
+		o.agents = []agents.Agent{{Name: "triage", Model: "large", Instructions: "Answer."}}
+	}
+	searchers := map[string]agents.Searcher{}
+	for name, s := range o.searchers {
+		searchers[name] = service.InstrumentSearcher(s)
+	}
+	rt, err := agents.New(agents.Config{
+		Gateway: gw, Agents: o.agents, Tools: o.tools, Implementations: service.InstrumentTools(o.impls),
+		Retrievers: searchers, Budgets: o.budgets,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	cfg := service.Config{
+		Gateway: gw, Agents: rt, Retrievers: searchers, Entry: o.agents[0].Name,
+		Auth:   service.Auth{Kind: service.AuthBearer, Tokens: []string{token}},
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if o.svc != nil {
+		o.svc(&cfg)
+	}
+	svc, err := service.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(svc)
+	t.Cleanup(srv.Close)
+	return &env{fake: p, gw: gw, runtime: rt, svc: svc, srv: srv, logs: logs}
+}
+
+// client is an openai-go client of the service that does not retry.
+func (e *env) client(opts ...option.RequestOption) openai.Client {
+	base := []option.RequestOption{
+		option.WithBaseURL(e.srv.URL + "/v1/"), option.WithAPIKey(token), option.WithMaxRetries(0),
+		option.WithHTTPClient(e.srv.Client()),
+	}
+	return openai.NewClient(append(base, opts...)...)
+}
+
+// do sends a request with the token and returns the status, headers and
+// body.
+func (e *env) do(t testing.TB, method, path, body string, hdr ...string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, e.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
+// apiErr decodes an error answer.
+func apiErr(t testing.TB, body []byte) (code, typ, param string) {
+	t.Helper()
+	var v struct {
+		Error struct {
+			Code    string  `json:"code"`
+			Type    string  `json:"type"`
+			Param   *string `json:"param"`
+			Message string  `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("error body %q: %v", body, err)
+	}
+	if v.Error.Message == "" {
+		t.Errorf("error without a message: %s", body)
+	}
+	if v.Error.Param != nil {
+		param = *v.Error.Param
+	}
+	return v.Error.Code, v.Error.Type, param
+}
+
+// spend is the ledger's settled spend.
+func (e *env) spend(t testing.TB) gateway.SpendSummary {
+	t.Helper()
+	s, err := e.gw.Spend(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func answer(text string) fake.Step { return fake.Step{Text: text} }
+
+func calls(cs ...gateway.ToolCall) fake.Step { return fake.Step{ToolCalls: cs} }
+
+func call(id, name, args string) gateway.ToolCall {
+	return gateway.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
+}
+
+func (e *env) clientPtr(opts ...option.RequestOption) *openai.Client {
+	c := e.client(opts...)
+	return &c
+}
+
+type gatewayBudget = gateway.Budget
+
+func fmtSscan(s string, f *float64) (int, error) { return fmt.Sscan(s, f) }

@@ -1,0 +1,116 @@
+package service
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the service's series, in a registry of its own.
+type metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	added    *prometheus.HistogramVec
+	runs     *prometheus.CounterVec
+}
+
+// latencyBuckets reach from 100µs, where the service's own added latency
+// lives, to two minutes, where long runs do.
+var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+
+func newMetrics(reg *prometheus.Registry, gw *gateway.Gateway) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aid_http_requests_total",
+			Help: "HTTP requests by route pattern, agent (empty when none) and status code.",
+		}, []string{"route", "agent", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "aid_http_request_duration_seconds", Buckets: latencyBuckets,
+			Help: "Time to answer a request, by route pattern and agent.",
+		}, []string{"route", "agent"}),
+		added: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "aid_service_added_latency_seconds", Buckets: latencyBuckets,
+			Help: "The service's own latency: a request's duration minus the time it waited on instrumented providers, tools and searchers.",
+		}, []string{"route", "agent"}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aid_runs_total",
+			Help: "Runs started or resumed through the service, by the agent they ended on and their status.",
+		}, []string{"agent", "status"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, spendCollector{gw}} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) request(route, agent string, status int, total, added time.Duration) {
+	m.requests.WithLabelValues(route, agent, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(route, agent).Observe(total.Seconds())
+	if added < 0 {
+		added = 0
+	}
+	m.added.WithLabelValues(route, agent).Observe(added.Seconds())
+}
+
+func (m *metrics) run(agent string, status agents.Status) {
+	m.runs.WithLabelValues(agent, string(status)).Inc()
+}
+
+// spendCollector reports the gateway ledger's settled spend by budget and
+// scope at scrape time, summed over scope keys: one series per budget rather
+// than one per run or thread.
+type spendCollector struct{ gw *gateway.Gateway }
+
+var (
+	spendUSDDesc = prometheus.NewDesc("aid_budget_spent_usd",
+		"Settled spend in US dollars by budget and scope, summed over scope keys.", []string{"budget", "scope"}, nil)
+	spendTokensDesc = prometheus.NewDesc("aid_budget_spent_tokens",
+		"Settled tokens by budget and scope, summed over scope keys.", []string{"budget", "scope"}, nil)
+	spendCallsDesc = prometheus.NewDesc("aid_budget_calls",
+		"Settled calls by budget and scope, summed over scope keys.", []string{"budget", "scope"}, nil)
+	ledgerUpDesc = prometheus.NewDesc("aid_ledger_up",
+		"1 when the last scrape could read the ledger's spend, 0 otherwise.", nil, nil)
+)
+
+func (c spendCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- spendUSDDesc
+	ch <- spendTokensDesc
+	ch <- spendCallsDesc
+	ch <- ledgerUpDesc
+}
+
+func (c spendCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sum, err := c.gw.Spend(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(ledgerUpDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(ledgerUpDesc, prometheus.GaugeValue, 1)
+	type key struct{ budget, scope string }
+	agg := map[key]gateway.AccountSpend{}
+	var order []key
+	for _, a := range sum.ByAccount {
+		k := key{a.Account.Budget, string(a.Account.Scope)}
+		cur, ok := agg[k]
+		if !ok {
+			order = append(order, k)
+		}
+		cur.Spent = cur.Spent.Add(a.Spent)
+		cur.Calls += a.Calls
+		agg[k] = cur
+	}
+	for _, k := range order {
+		a := agg[k]
+		ch <- prometheus.MustNewConstMetric(spendUSDDesc, prometheus.CounterValue, a.Spent.USD(), k.budget, k.scope)
+		ch <- prometheus.MustNewConstMetric(spendTokensDesc, prometheus.CounterValue, float64(a.Spent.Tokens), k.budget, k.scope)
+		ch <- prometheus.MustNewConstMetric(spendCallsDesc, prometheus.CounterValue, float64(a.Calls), k.budget, k.scope)
+	}
+}

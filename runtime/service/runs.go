@@ -1,0 +1,316 @@
+package service
+
+import (
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/gateway"
+)
+
+// runAgent runs an agent for a request and records the run in the request's
+// log line and the metrics.
+func (s *Service) runAgent(r *http.Request, agent, input string, opts agents.RunOptions) (agents.RunResult, error) {
+	ri := info(r)
+	ri.agent = agent
+	res, err := s.cfg.Agents.Run(r.Context(), agent, input, opts)
+	s.recordRun(ri, agent, res, err)
+	return res, err
+}
+
+func (s *Service) recordRun(ri *reqInfo, agent string, res agents.RunResult, err error) {
+	ri.runID = res.RunID
+	var unknown *agents.UnknownAgentError
+	if asErr(err, &unknown) {
+		ri.agent = "" // not a label value: any string could be asked for
+		return
+	}
+	if res.Agent != "" {
+		agent = res.Agent
+	}
+	if agent != "" {
+		ri.agent = agent
+		s.metrics.run(agent, res.Status)
+	}
+}
+
+// runRequest is the body of POST /v1/agents/{agent}/runs.
+type runRequest struct {
+	// Input is the user's message; required.
+	Input string `json:"input"`
+	// ThreadID names the conversation (thread-scoped budgets).
+	ThreadID string `json:"thread_id"`
+	// UserID names the user (user memory).
+	UserID string `json:"user_id"`
+	// History is the thread so far, in chat-completions messages (a
+	// previous run's messages).
+	History []wireMessage `json:"history"`
+}
+
+// decisionRequest is the body of POST /v1/runs/{id}/resume.
+type decisionRequest struct {
+	// Action is approve or reject.
+	Action string `json:"action"`
+	// Feedback is a note for the model.
+	Feedback string `json:"feedback"`
+	// Arguments, on approval, replace the call's arguments.
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+func (s *Service) startRun(w http.ResponseWriter, r *http.Request) error {
+	var req runRequest
+	if err := decodeBody(r, &req, true); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Input) == "" {
+		return invalid(CodeInvalidRequest, "input", "input is required")
+	}
+	history, _, err := toHistory("history", req.History)
+	if err != nil {
+		return err
+	}
+	agent := r.PathValue("agent")
+	info(r).agent = agent
+	opts := agents.RunOptions{ThreadID: req.ThreadID, UserID: req.UserID, History: history}
+	s.answerRun(w, r, agent, func() (agents.RunResult, error) {
+		return s.cfg.Agents.Run(r.Context(), agent, req.Input, opts)
+	})
+	return nil
+}
+
+func (s *Service) resumeRun(w http.ResponseWriter, r *http.Request) error {
+	var req decisionRequest
+	if err := decodeBody(r, &req, true); err != nil {
+		return err
+	}
+	d := agents.Decision{Action: agents.DecisionAction(req.Action), Feedback: req.Feedback}
+	switch d.Action {
+	case agents.Approve:
+		if present(req.Arguments) {
+			d.Arguments = req.Arguments
+		}
+	case agents.Reject:
+		if present(req.Arguments) {
+			return invalid(CodeInvalidRequest, "arguments", "arguments are only given with approve")
+		}
+	default:
+		return invalid(CodeInvalidRequest, "action", fmt.Sprintf("action must be approve or reject, not %q", req.Action))
+	}
+	id := r.PathValue("id")
+	info(r).runID = id
+	s.answerRun(w, r, "", func() (agents.RunResult, error) {
+		return s.cfg.Agents.Resume(r.Context(), id, d)
+	})
+	return nil
+}
+
+// answerRun runs do and answers with the run as JSON, or as server-sent
+// events when the client accepts text/event-stream: model_call and tool_call
+// events as they happen (seen by the Instrument wrappers), then one result
+// event with the run, or an error event.
+func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string, do func() (agents.RunResult, error)) {
+	ri := info(r)
+	if !acceptsEventStream(r) {
+		res, err := do()
+		s.recordRun(ri, agent, res, err)
+		if res.RunID != "" {
+			w.Header().Set("X-Aid-Run-Id", res.RunID)
+		}
+		if err != nil && res.RunID == "" {
+			ri.err = writeError(w, err, nil)
+			return
+		}
+		out := runOf(res, err)
+		status := http.StatusOK
+		if out.Error != nil {
+			ri.err, status = out.Error, out.Error.Status
+			noRetry(w, out.Error)
+		}
+		writeJSON(w, status, out)
+		return
+	}
+	sse := newSSE(w, s.limits.WriteTimeout)
+	ri.clock.emit = sse.event
+	res, err := do()
+	s.recordRun(ri, agent, res, err)
+	if err != nil && res.RunID == "" {
+		ae := classify(err)
+		ri.err = ae
+		sse.event("error", errorBody{Error: ae})
+	} else {
+		out := runOf(res, err)
+		ri.err = out.Error
+		sse.event("result", out)
+	}
+	sse.close()
+}
+
+func acceptsEventStream(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == "text/event-stream" {
+			return true
+		}
+	}
+	return false
+}
+
+// runRecordJSON is a stored run, as GET /v1/runs/{id} answers it.
+type runRecordJSON struct {
+	RunID     string              `json:"run_id"`
+	Agent     string              `json:"agent"`
+	Status    string              `json:"status"`
+	Version   int64               `json:"version"`
+	UpdatedAt time.Time           `json:"updated_at"`
+	Path      []string            `json:"path"`
+	Steps     []agents.StepRecord `json:"steps"`
+	Usage     usageJSON           `json:"usage"`
+	CostUSD   float64             `json:"cost_usd"`
+	Pending   *pendingCall        `json:"pending,omitempty"`
+}
+
+func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	info(r).runID = id
+	rec, err := s.cfg.Agents.Store().LoadRun(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	cp := rec.Checkpoint
+	out := runRecordJSON{
+		RunID: rec.RunID, Agent: rec.Agent, Status: string(rec.Status), Version: rec.Version, UpdatedAt: rec.UpdatedAt,
+		Path: cp.Path, Steps: cp.Steps, CostUSD: cp.CostUSD,
+		Usage: usageJSON{InputTokens: cp.Usage.InputTokens, OutputTokens: cp.Usage.OutputTokens, TotalTokens: cp.Usage.TotalTokens},
+	}
+	if out.Steps == nil {
+		out.Steps = []agents.StepRecord{}
+	}
+	if rec.Status == agents.StatusPaused {
+		out.Pending = pendingOf(&cp)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// searchRequest is the body of POST /v1/retrievers/{name}/search.
+type searchRequest struct {
+	// Query is what to look for; required.
+	Query string `json:"query"`
+	// K is how many passages to return, 1 to agents.MaxSearchK; zero
+	// means the retriever's default.
+	K int `json:"k"`
+}
+
+// passageJSON is one search result.
+type passageJSON struct {
+	ID       string            `json:"id"`
+	Source   string            `json:"source"`
+	Heading  string            `json:"heading,omitempty"`
+	Start    int               `json:"start"`
+	End      int               `json:"end"`
+	Score    float64           `json:"score"`
+	Text     string            `json:"text"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+func (s *Service) search(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	searcher, ok := s.cfg.Retrievers[name]
+	if !ok {
+		return newError(http.StatusNotFound, TypeNotFound, CodeRetrieverNotFound, fmt.Sprintf("no retriever %q", name))
+	}
+	var req searchRequest
+	if err := decodeBody(r, &req, true); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Query) == "" {
+		return invalid(CodeInvalidRequest, "query", "query is required")
+	}
+	if req.K < 0 || req.K > agents.MaxSearchK {
+		return invalid(CodeInvalidRequest, "k", fmt.Sprintf("k must be from 1 to %d, or 0 for the retriever's default", agents.MaxSearchK))
+	}
+	ctx := r.Context()
+	if s.cfg.SearchBudget != "" {
+		ctx = gateway.ContextWithBudget(ctx, s.cfg.SearchBudget, info(r).id)
+	}
+	hits, err := searcher.Search(ctx, req.Query, req.K)
+	if err != nil {
+		return fmt.Errorf("search %s: %w", name, err)
+	}
+	data := make([]passageJSON, len(hits))
+	for i, h := range hits {
+		data[i] = passageJSON{ID: h.ID, Source: h.Source, Heading: h.Heading, Start: h.Start, End: h.End, Score: h.Score, Text: h.Text, Metadata: h.Metadata}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "retriever": name, "query": req.Query, "data": data})
+	return nil
+}
+
+// sse writes server-sent events, one at a time from any goroutine, pushing
+// the write deadline forward before each so that a long run's stream is not
+// cut by the server's WriteTimeout while a stalled client still is.
+type sse struct {
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	closed  bool
+	failed  bool
+}
+
+func newSSE(w http.ResponseWriter, timeout time.Duration) *sse {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return &sse{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
+// event writes one named event; data: [DONE] style raw payloads use data.
+func (s *sse) event(name string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(errorBody{Error: newError(http.StatusInternalServerError, TypeServer, CodeServer, "encode event: "+err.Error())})
+	}
+	s.write("event: " + name + "\ndata: " + string(b) + "\n\n")
+}
+
+// data writes one unnamed event, as the chat-completions stream does.
+func (s *sse) data(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(errorBody{Error: newError(http.StatusInternalServerError, TypeServer, CodeServer, "encode chunk: "+err.Error())})
+	}
+	s.write("data: " + string(b) + "\n\n")
+}
+
+func (s *sse) done() {
+	s.write("data: [DONE]\n\n")
+	s.close()
+}
+
+func (s *sse) write(frame string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.failed {
+		return
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	if _, err := s.w.Write([]byte(frame)); err != nil {
+		s.failed = true // the client is gone; the run's context ends with it
+		return
+	}
+	_ = s.rc.Flush()
+}
+
+// close stops the stream: events after it (a late tool goroutine) are
+// dropped rather than written to a finished response.
+func (s *sse) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+}

@@ -1,0 +1,334 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Service is the HTTP service. It is an http.Handler, so that tests and
+// teams can mount it anywhere; ListenAndServe runs it with timeouts and
+// graceful shutdown.
+type Service struct {
+	cfg     Config
+	limits  Limits
+	tokens  [][sha256.Size]byte
+	logger  *slog.Logger
+	mux     *http.ServeMux
+	metrics *metrics
+	// base is the parent of every request's context; cancelled when the
+	// drain timeout expires, so that runs still going stop.
+	base     context.Context
+	cancel   context.CancelFunc
+	draining atomic.Bool
+	inflight sync.WaitGroup
+}
+
+// New checks cfg and builds a Service. A service whose Auth.Kind is none
+// and whose Listen is not loopback is refused with an *InsecureListenError.
+func New(cfg Config) (*Service, error) {
+	hashes, err := cfg.check()
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, limits: cfg.Limits.withDefaults(), tokens: hashes, logger: cfg.Logger}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	if s.metrics, err = newMetrics(reg, cfg.Gateway); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.mux = http.NewServeMux()
+	s.route("POST /v1/chat/completions", s.chatCompletions)
+	s.route("GET /v1/models", s.listModels)
+	s.route("GET /v1/models/{model}", s.getModel)
+	s.route("POST /v1/agents/{agent}/runs", s.startRun)
+	s.route("POST /v1/runs/{id}/resume", s.resumeRun)
+	s.route("GET /v1/runs/{id}", s.getRun)
+	s.route("POST /v1/retrievers/{name}/search", s.search)
+	s.mux.Handle("GET /metrics", s.observe(s.authenticate(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))))
+	s.mux.Handle("GET /healthz", s.observe(http.HandlerFunc(s.healthz)))
+	s.mux.Handle("GET /readyz", s.observe(http.HandlerFunc(s.readyz)))
+	s.mux.Handle("/", s.observe(http.HandlerFunc(s.notFound)))
+	return s, nil
+}
+
+// route mounts an API handler behind authentication, the body limit and the
+// request timeout.
+func (s *Service) route(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
+	s.mux.Handle(pattern, s.observe(s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.limits.MaxBodyBytes)
+		ctx, cancel := context.WithTimeout(r.Context(), s.limits.RequestTimeout)
+		defer cancel()
+		if err := h(w, r.WithContext(ctx)); err != nil {
+			info(r).err = writeError(w, err, nil)
+		}
+	}))))
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// reqInfo is what the handlers tell the access log and the metrics.
+type reqInfo struct {
+	id    string
+	agent string
+	runID string
+	err   *apiError
+	clock waitClock
+}
+
+type infoKey struct{}
+
+func info(r *http.Request) *reqInfo {
+	if i, ok := r.Context().Value(infoKey{}).(*reqInfo); ok {
+		return i
+	}
+	return &reqInfo{}
+}
+
+// statusWriter records the status written. It forwards Flush and the
+// deadline controls through Unwrap, for streams.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// observe logs and measures every request; the route label is the pattern
+// that matched, never the raw path, so that ids do not explode the series.
+func (s *Service) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inflight.Add(1)
+		defer s.inflight.Done()
+		start := time.Now()
+		ri := &reqInfo{id: newRequestID()}
+		ctx := context.WithValue(r.Context(), infoKey{}, ri)
+		ctx = withWaitClock(ctx, &ri.clock)
+		sw := &statusWriter{ResponseWriter: w}
+		sw.Header().Set("X-Request-Id", ri.id)
+		r = r.WithContext(ctx)
+		next.ServeHTTP(sw, r)
+		total := time.Since(start)
+		route := r.Pattern
+		if route == "" || route == "/" {
+			route = "unmatched"
+		}
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		waited := ri.clock.total()
+		s.metrics.request(route, ri.agent, status, total, total-waited)
+		attrs := []slog.Attr{
+			slog.String("request_id", ri.id), slog.String("method", r.Method), slog.String("route", route),
+			slog.Int("status", status), slog.Duration("duration", total), slog.Duration("waited", waited),
+		}
+		if ri.agent != "" {
+			attrs = append(attrs, slog.String("agent", ri.agent))
+		}
+		if ri.runID != "" {
+			attrs = append(attrs, slog.String("run_id", ri.runID))
+		}
+		level := slog.LevelInfo
+		if ri.err != nil {
+			attrs = append(attrs, slog.String("code", ri.err.Code))
+			if status >= 500 {
+				level = slog.LevelError
+				attrs = append(attrs, slog.String("error", ri.err.Message))
+			}
+		}
+		s.logger.LogAttrs(ctx, level, "request", attrs...)
+	})
+}
+
+// authenticate refuses a request without an accepted bearer token. The
+// token is compared by its hash in constant time and never logged or echoed.
+func (s *Service) authenticate(next http.Handler) http.Handler {
+	if s.cfg.Auth.Kind != AuthBearer {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		scheme, token, ok := strings.Cut(h, " ")
+		if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+			info(r).err = writeError(w, newError(http.StatusUnauthorized, TypeAuthentication, CodeMissingAPIKey,
+				"missing bearer token: send Authorization: Bearer <token>"), nil)
+			return
+		}
+		sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		match := 0
+		for i := range s.tokens {
+			match |= subtle.ConstantTimeCompare(sum[:], s.tokens[i][:])
+		}
+		if match != 1 {
+			info(r).err = writeError(w, newError(http.StatusUnauthorized, TypeAuthentication, CodeInvalidAPIKey,
+				"invalid bearer token"), nil)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Service) notFound(w http.ResponseWriter, r *http.Request) {
+	info(r).err = writeError(w, newError(http.StatusNotFound, TypeNotFound, CodeRouteNotFound,
+		fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)), nil)
+}
+
+func (s *Service) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz checks the run store, by loading a run id that cannot exist (a
+// *RunNotFoundError is the healthy answer), and every ReadyCheck.
+func (s *Service) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if s.draining.Load() {
+		info(r).err = writeError(w, newError(http.StatusServiceUnavailable, TypeUnavailable, CodeShuttingDown, "the service is shutting down"), nil)
+		return
+	}
+	// The answer says which check failed, not why: /readyz needs no token,
+	// and a dependency's error can name hosts and users. The log has it.
+	checks := map[string]string{}
+	var failed []string
+	fail := func(name string, err error) {
+		checks[name] = "failing"
+		failed = append(failed, name)
+		s.logger.WarnContext(ctx, "readiness check failed", "check", name, "err", err)
+	}
+	_, err := s.cfg.Agents.Store().LoadRun(ctx, "readyz-probe")
+	var nf *agents.RunNotFoundError
+	if err == nil || errors.As(err, &nf) {
+		checks["run_store"] = "ok"
+	} else {
+		fail("run_store", err)
+	}
+	for _, c := range s.cfg.ReadyChecks {
+		if err := c.Check(ctx); err != nil {
+			fail(c.Name, err)
+		} else {
+			checks[c.Name] = "ok"
+		}
+	}
+	if len(failed) > 0 {
+		ae := newError(http.StatusServiceUnavailable, TypeUnavailable, CodeNotReady, "not ready: "+strings.Join(failed, ", "))
+		info(r).err = ae
+		writeJSON(w, ae.Status, map[string]any{"error": ae, "checks": checks})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": checks})
+}
+
+// ListenAndServe listens on Config.Listen and serves until ctx ends, then
+// shuts down gracefully (see Serve).
+func (s *Service) ListenAndServe(ctx context.Context) error {
+	if s.cfg.Listen == "" {
+		return &ConfigError{Field: "Listen", Problem: "required to listen"}
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends. Then it stops accepting connections,
+// answers /readyz with 503, and waits up to Limits.DrainTimeout for the
+// requests in flight; runs still going after that are cancelled (see the
+// package documentation for what their checkpoints hold) and Serve returns
+// once every handler has. A service without authentication refuses a
+// listener that is not on loopback.
+func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
+	if s.cfg.Auth.Kind == AuthNone {
+		if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
+			_ = ln.Close()
+			return &InsecureListenError{Addr: ln.Addr().String()}
+		}
+	}
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.limits.ReadHeaderTimeout,
+		ReadTimeout:       s.limits.ReadTimeout,
+		WriteTimeout:      s.limits.WriteTimeout,
+		IdleTimeout:       s.limits.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return s.base },
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	return s.shutdown(srv, served)
+}
+
+// shutdown drains srv and returns once its handlers and Serve have.
+func (s *Service) shutdown(srv *http.Server, served <-chan error) error {
+	s.draining.Store(true)
+	dctx, cancel := context.WithTimeout(context.Background(), s.limits.DrainTimeout)
+	defer cancel()
+	err := srv.Shutdown(dctx)
+	if err != nil {
+		s.logger.Warn("drain timeout expired: cancelling requests in flight", "drain_timeout", s.limits.DrainTimeout)
+		s.cancel()
+		_ = srv.Close()
+	}
+	s.inflight.Wait()
+	s.cancel()
+	<-served // http.ErrServerClosed
+	if err != nil {
+		return fmt.Errorf("shutdown: requests cancelled after the drain timeout: %w", err)
+	}
+	return nil
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "req_" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,478 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/service"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestAuthRefusals(t *testing.T) {
+	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}}})
+	body := `{"model":"triage","messages":[{"role":"user","content":"q"}]}`
+	tests := []struct {
+		name, auth string
+		code       string
+	}{
+		{"no header", "", service.CodeMissingAPIKey},
+		{"basic scheme", "Basic dXNlcjpwYXNz", service.CodeMissingAPIKey},
+		{"empty bearer", "Bearer ", service.CodeMissingAPIKey},
+		{"wrong token", "Bearer sk-wrong", service.CodeInvalidAPIKey},
+		{"token prefix", "Bearer " + token[:len(token)-1], service.CodeInvalidAPIKey},
+		{"token suffix", "Bearer " + token + "x", service.CodeInvalidAPIKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, path := range []string{"/v1/chat/completions", "/v1/agents/triage/runs", "/v1/models", "/metrics", "/v1/runs/x"} {
+				method := "POST"
+				if path == "/v1/models" || path == "/metrics" || path == "/v1/runs/x" {
+					method = "GET"
+				}
+				req, _ := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+				if tt.auth != "" {
+					req.Header.Set("Authorization", tt.auth)
+				}
+				resp, err := e.srv.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				code, typ, _ := apiErr(t, b)
+				if resp.StatusCode != 401 || code != tt.code || typ != service.TypeAuthentication || resp.Header.Get("WWW-Authenticate") == "" {
+					t.Errorf("%s: %d %s", path, resp.StatusCode, b)
+				}
+			}
+		})
+	}
+	if e.fake.Calls() != 0 || e.spend(t).Calls != 0 {
+		t.Error("a refused request reached the provider")
+	}
+	// The SDK with a wrong key gets the error object.
+	_, err := e.clientPtr(option.WithAPIKey("sk-nope")).Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model: "triage", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("q")},
+	})
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != 401 || oe.Code != service.CodeInvalidAPIKey {
+		t.Errorf("sdk: %v", err)
+	}
+	// Probes need no token.
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := e.srv.Client().Get(e.srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d", path, resp.StatusCode)
+		}
+	}
+}
+
+func TestTokensNeverLogged(t *testing.T) {
+	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}, Loop: true}})
+	wrong := "sk-wrong-4b1e0c5a9d"
+	e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":[{"role":"user","content":"q"}]}`)
+	e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":`)
+	req, _ := http.NewRequest("POST", e.srv.URL+"/v1/chat/completions", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+wrong)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	logs := e.logs.String()
+	if strings.Count(logs, `"msg":"request"`) != 3 {
+		t.Fatalf("want 3 request lines:\n%s", logs)
+	}
+	for _, secret := range []string{token, wrong, "Bearer"} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("logs contain %q:\n%s", secret, logs)
+		}
+		if strings.Contains(string(b), secret) {
+			t.Errorf("error answer contains %q: %s", secret, b)
+		}
+	}
+}
+
+func TestOversizedBody(t *testing.T) {
+	e := newEnv(t, options{
+		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}},
+		svc:  func(c *service.Config) { c.Limits.MaxBodyBytes = 1024 },
+	})
+	big := `{"model":"triage","messages":[{"role":"user","content":"` + strings.Repeat("a", 2048) + `"}]}`
+	for _, path := range []string{"/v1/chat/completions", "/v1/agents/triage/runs", "/v1/runs/x/resume", "/v1/retrievers/kb/search"} {
+		status, _, body := e.do(t, "POST", path, big)
+		if path == "/v1/retrievers/kb/search" {
+			// The retriever is unknown: refused before the body is read.
+			if code, _, _ := apiErr(t, body); status != 404 || code != service.CodeRetrieverNotFound {
+				t.Errorf("%s: %d %s", path, status, body)
+			}
+			continue
+		}
+		if code, _, _ := apiErr(t, body); status != http.StatusRequestEntityTooLarge || code != service.CodeBodyTooLarge {
+			t.Errorf("%s: %d %s", path, status, body)
+		}
+	}
+	if e.fake.Calls() != 0 || e.spend(t).Calls != 0 {
+		t.Error("an oversized request reached the provider")
+	}
+	// Just under the limit passes.
+	status, _, body := e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":[{"role":"user","content":"`+strings.Repeat("a", 900)+`"}]}`)
+	if status != 200 {
+		t.Errorf("under the limit: %d %s", status, body)
+	}
+}
+
+func TestModels(t *testing.T) {
+	e := newEnv(t, options{agents: []agents.Agent{
+		{Name: "triage", Model: "large", Instructions: "a"}, {Name: "billing", Model: "large", Instructions: "b"},
+	}})
+	c := e.clientPtr()
+	page, err := c.Models.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range page.Data {
+		ids = append(ids, m.ID)
+		if m.Object != "model" || m.OwnedBy != "aid" {
+			t.Errorf("model %+v", m)
+		}
+	}
+	if strings.Join(ids, ",") != "billing,triage" {
+		t.Errorf("ids %v", ids)
+	}
+	m, err := c.Models.Get(context.Background(), "billing")
+	if err != nil || m.ID != "billing" {
+		t.Errorf("get: %+v %v", m, err)
+	}
+	_, err = c.Models.Get(context.Background(), "ghost")
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != 404 || oe.Code != service.CodeModelNotFound {
+		t.Errorf("get ghost: %v", err)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	const latency = 30 * time.Millisecond
+	e := newEnv(t, options{
+		fake:    fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}, Loop: true, Latency: latency},
+		agents:  []agents.Agent{{Name: "triage", Model: "large", Instructions: "a", Budget: "daily"}},
+		budgets: []gatewayBudget{{Name: "daily", MaxUSD: 10, Scope: "run"}},
+	})
+	for range 3 {
+		e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":[{"role":"user","content":"q"}]}`)
+	}
+	e.do(t, "POST", "/v1/chat/completions", `{"model":"ghost","messages":[{"role":"user","content":"q"}]}`)
+	e.do(t, "GET", "/v1/nowhere", "")
+	status, hdr, body := e.do(t, "GET", "/metrics", "")
+	if status != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/plain") {
+		t.Fatalf("%d %s", status, hdr)
+	}
+	m := string(body)
+	for _, want := range []string{
+		`aid_http_requests_total{agent="triage",code="200",route="POST /v1/chat/completions"} 3`,
+		`aid_http_requests_total{agent="",code="404",route="POST /v1/chat/completions"} 1`,
+		`aid_http_requests_total{agent="",code="404",route="unmatched"} 1`,
+		`aid_http_request_duration_seconds_count{agent="triage",route="POST /v1/chat/completions"} 3`,
+		`aid_service_added_latency_seconds_count{agent="triage",route="POST /v1/chat/completions"} 3`,
+		`aid_runs_total{agent="triage",status="completed"} 3`,
+		`aid_budget_calls{budget="daily",scope="run"} 3`,
+		`aid_ledger_up 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+	if strings.Contains(m, "ghost") {
+		t.Error("an unknown agent name became a label value")
+	}
+	// The added latency excludes the provider's latency: each request
+	// waited at least latency on the (instrumented) fake.
+	total := sample(t, m, `aid_http_request_duration_seconds_sum{agent="triage",route="POST /v1/chat/completions"}`)
+	added := sample(t, m, `aid_service_added_latency_seconds_sum{agent="triage",route="POST /v1/chat/completions"}`)
+	if total-added < 3*latency.Seconds() || added < 0 {
+		t.Errorf("total %.4fs added %.4fs: the difference must cover 3 × %v of provider time", total, added, latency)
+	}
+	spent := sample(t, m, `aid_budget_spent_usd{budget="daily",scope="run"}`)
+	if ledger := e.spend(t).Total.USD(); spent <= 0 || spent != ledger {
+		t.Errorf("spent metric %v, ledger %v", spent, ledger)
+	}
+}
+
+// sample reads one sample's value from a Prometheus text exposition.
+func sample(t *testing.T, exposition, series string) float64 {
+	t.Helper()
+	for _, l := range strings.Split(exposition, "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			var f float64
+			if _, err := fmtSscan(v, &f); err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no series %s", series)
+	return 0
+}
+
+func TestPrivateRegistries(t *testing.T) {
+	// Two services in one process, each with its own series.
+	a := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}}})
+	b := newEnv(t, options{})
+	a.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":[{"role":"user","content":"q"}]}`)
+	_, _, m := b.do(t, "GET", "/metrics", "")
+	if strings.Contains(string(m), `aid_runs_total{`) {
+		t.Errorf("service b sees a's runs:\n%s", grep(string(m), "aid_runs_total"))
+	}
+	// A registry given by the caller receives the series.
+	reg := prometheus.NewRegistry()
+	newEnv(t, options{svc: func(c *service.Config) { c.Registry = reg }})
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) == 0 {
+		t.Errorf("caller's registry: %d families, %v", len(mfs), err)
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	var dbDown error
+	e := newEnv(t, options{svc: func(c *service.Config) {
+		c.ReadyChecks = []service.ReadyCheck{{Name: "database", Check: func(context.Context) error { return dbDown }}}
+	}})
+	status, _, body := e.do(t, "GET", "/readyz", "")
+	if status != 200 || !strings.Contains(string(body), `"database":"ok"`) || !strings.Contains(string(body), `"run_store":"ok"`) {
+		t.Errorf("%d %s", status, body)
+	}
+	dbDown = errors.New("connection refused")
+	status, _, body = e.do(t, "GET", "/readyz", "")
+	if code, _, _ := apiErr(t, body); status != 503 || code != service.CodeNotReady || !strings.Contains(string(body), `"database":"failing"`) {
+		t.Errorf("%d %s", status, body)
+	}
+	// The cause goes to the log, not to the unauthenticated answer.
+	if strings.Contains(string(body), "connection refused") || !strings.Contains(e.logs.String(), "connection refused") {
+		t.Errorf("answer %s\nlogs %s", body, e.logs.String())
+	}
+}
+
+func TestConfigRefusals(t *testing.T) {
+	base := newEnv(t, options{})
+	good := func() service.Config {
+		return service.Config{Gateway: base.gw, Agents: base.runtime, Auth: service.Auth{Kind: service.AuthNone}, Listen: "127.0.0.1:0"}
+	}
+	tests := []struct {
+		name     string
+		mut      func(*service.Config)
+		insecure bool
+		field    string
+	}{
+		{"no gateway", func(c *service.Config) { c.Gateway = nil }, false, "Gateway"},
+		{"no agents", func(c *service.Config) { c.Agents = nil }, false, "Agents"},
+		{"unknown entry", func(c *service.Config) { c.Entry = "ghost" }, false, "Entry"},
+		{"no auth kind", func(c *service.Config) { c.Auth = service.Auth{} }, false, "Auth.Kind"},
+		{"unknown auth kind", func(c *service.Config) { c.Auth.Kind = "basic" }, false, "Auth.Kind"},
+		{"bearer without tokens", func(c *service.Config) { c.Auth.Kind = service.AuthBearer }, false, "Auth.Tokens"},
+		{"empty token", func(c *service.Config) { c.Auth = service.Auth{Kind: service.AuthBearer, Tokens: []string{""}} }, false, "Auth.Tokens"},
+		{"none with tokens", func(c *service.Config) { c.Auth.Tokens = []string{"t"} }, false, "Auth.Tokens"},
+		{"nil retriever", func(c *service.Config) { c.Retrievers = map[string]agents.Searcher{"kb": nil} }, false, "Retrievers"},
+		{"nil ready check", func(c *service.Config) { c.ReadyChecks = []service.ReadyCheck{{Name: "db"}} }, false, "ReadyChecks"},
+		{"none on every interface", func(c *service.Config) { c.Listen = ":8080" }, true, ""},
+		{"none on a public address", func(c *service.Config) { c.Listen = "10.1.2.3:8080" }, true, ""},
+		{"none on a host name", func(c *service.Config) { c.Listen = "example.internal:8080" }, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := good()
+			tt.mut(&cfg)
+			_, err := service.New(cfg)
+			var insecure *service.InsecureListenError
+			var ce *service.ConfigError
+			switch {
+			case tt.insecure && !errors.As(err, &insecure):
+				t.Errorf("err = %v, want *InsecureListenError", err)
+			case !tt.insecure && (!errors.As(err, &ce) || ce.Field != tt.field):
+				t.Errorf("err = %v, want *ConfigError on %s", err, tt.field)
+			}
+		})
+	}
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:8080", "localhost:8080"} {
+		cfg := good()
+		cfg.Listen = addr
+		if _, err := service.New(cfg); err != nil {
+			t.Errorf("%s: %v", addr, err)
+		}
+	}
+	// Bearer auth may listen anywhere.
+	cfg := good()
+	cfg.Listen, cfg.Auth = ":8080", service.Auth{Kind: service.AuthBearer, Tokens: []string{"t"}}
+	if _, err := service.New(cfg); err != nil {
+		t.Error(err)
+	}
+}
+
+// publicListener pretends to listen on a routable address.
+type publicListener struct{ net.Listener }
+
+func (publicListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 80} }
+
+func TestServeRefusesPublicListenerWithoutAuth(t *testing.T) {
+	base := newEnv(t, options{})
+	svc, err := service.New(service.Config{Gateway: base.gw, Agents: base.runtime, Auth: service.Auth{Kind: service.AuthNone}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = svc.Serve(context.Background(), publicListener{ln})
+	var insecure *service.InsecureListenError
+	if !errors.As(err, &insecure) || insecure.Addr != "10.1.2.3:80" {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := ln.Accept(); err == nil {
+		t.Error("the refused listener is still open")
+	}
+}
+
+// serve runs svc on a loopback listener until the returned cancel; wait
+// returns Serve's error.
+func serve(t *testing.T, svc *service.Service) (url string, cancel func(), wait func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Serve(ctx, ln) }()
+	return "http://" + ln.Addr().String(), cancel, func() error { return <-done }
+}
+
+func TestShutdownFinishesInFlightRuns(t *testing.T) {
+	before := runtime.NumGoroutine()
+	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("done")}}, Latency: 300 * time.Millisecond}})
+	url, cancel, wait := serve(t, e.svc)
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	got := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", url+"/v1/agents/triage/runs", strings.NewReader(`{"input":"q"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- result{status: resp.StatusCode, body: string(b)}
+	}()
+	waitFor(t, func() bool { return inFlight(e) })
+	cancel()
+	if err := wait(); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	r := <-got
+	if r.err != nil || r.status != 200 || !strings.Contains(r.body, `"answer":"done"`) {
+		t.Fatalf("in-flight run: %+v", r)
+	}
+	// New connections are refused once Serve returned.
+	if _, err := http.Get(url + "/healthz"); err == nil {
+		t.Error("still accepting after shutdown")
+	}
+	http.DefaultClient.CloseIdleConnections()
+	e.srv.Close()
+	noLeak(t, before)
+}
+
+func TestShutdownCancelsRunsAfterDrainTimeout(t *testing.T) {
+	before := runtime.NumGoroutine()
+	e := newEnv(t, options{
+		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("never")}}, Latency: time.Minute},
+		svc:  func(c *service.Config) { c.Limits.DrainTimeout = 50 * time.Millisecond },
+	})
+	url, cancel, wait := serve(t, e.svc)
+	errc := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", url+"/v1/agents/triage/runs", strings.NewReader(`{"input":"q"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	waitFor(t, func() bool { return inFlight(e) })
+	cancel()
+	if err := wait(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("serve: %v, want the drain timeout", err)
+	}
+	<-errc // the connection was closed under the request
+	// The cancelled run is saved as failed, with what it had done.
+	waitFor(t, func() bool { return strings.Contains(e.logs.String(), `"run_id"`) })
+	id := between(e.logs.String(), `"run_id":"`, `"`)
+	rec, err := e.runtime.Store().LoadRun(context.Background(), id)
+	if err != nil || rec.Status != agents.StatusFailed {
+		t.Errorf("cancelled run %s: %+v %v", id, rec.Status, err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	e.srv.Close()
+	noLeak(t, before)
+}
+
+// inFlight reports whether the fake has received a request (the run is
+// waiting on it).
+func inFlight(e *env) bool { return len(e.fake.Requests()) > 0 }
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// noLeak fails when goroutines of the service or its server outlive it.
+func noLeak(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		leaked := strings.Contains(stacks, "runtime/service.") || strings.Contains(stacks, "net/http.(*conn).serve") ||
+			strings.Contains(stacks, "net/http.(*Server).Serve")
+		if !leaked && runtime.NumGoroutine() <= before+2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines leaked (%d before, %d now):\n%s", before, runtime.NumGoroutine(), stacks)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func between(s, from, to string) string {
+	_, rest, _ := strings.Cut(s, from)
+	out, _, _ := strings.Cut(rest, to)
+	return out
+}

@@ -1,0 +1,235 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/retrieval"
+)
+
+// waitClock accumulates the wall time a request spends waiting on
+// providers, tools and searchers. Waits that overlap (parallel read tools, a
+// search's embedding inside the search) count once: the clock runs while at
+// least one wait is open.
+type waitClock struct {
+	mu     sync.Mutex
+	open   int
+	since  time.Time
+	waited time.Duration
+	// emit, when set, receives the request's step events (a runs stream).
+	emit func(event string, data any)
+}
+
+type waitKey struct{}
+
+// withWaitClock returns a context carrying c.
+func withWaitClock(ctx context.Context, c *waitClock) context.Context {
+	return context.WithValue(ctx, waitKey{}, c)
+}
+
+func waitClockFrom(ctx context.Context) *waitClock {
+	c, _ := ctx.Value(waitKey{}).(*waitClock)
+	return c
+}
+
+// begin opens a wait; the returned func closes it.
+func (c *waitClock) begin() func() {
+	if c == nil {
+		return func() {}
+	}
+	c.mu.Lock()
+	if c.open == 0 {
+		c.since = time.Now()
+	}
+	c.open++
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		c.open--
+		if c.open == 0 {
+			c.waited += time.Since(c.since)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// total returns the time waited so far, the open wait included.
+func (c *waitClock) total() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.waited
+	if c.open > 0 {
+		d += time.Since(c.since)
+	}
+	return d
+}
+
+func (c *waitClock) event(name string, data any) {
+	if c != nil && c.emit != nil {
+		c.emit(name, data)
+	}
+}
+
+// InstrumentProvider wraps a provider so that the service sees the time a
+// request waits on it (the added-latency metric subtracts it) and, on a runs
+// stream, an event per model call. Wrap every provider when building the
+// gateway; outside a service request the wrapper only forwards.
+func InstrumentProvider(p gateway.Provider) gateway.Provider {
+	return instrumentedProvider{p}
+}
+
+type instrumentedProvider struct{ gateway.Provider }
+
+// ModelCallEvent is the data of a model_call event on a runs stream: one
+// answer of the model, as it arrives.
+type ModelCallEvent struct {
+	// Agent is the agent that called, Step its step in its turn.
+	Agent string `json:"agent,omitempty"`
+	Step  int    `json:"step,omitempty"`
+	// Model is the pinned model id called.
+	Model string `json:"model"`
+	// Text is the model's text.
+	Text string `json:"text,omitempty"`
+	// ToolCalls are the calls the model asked for.
+	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
+	// FinishReason says why the model stopped.
+	FinishReason string `json:"finish_reason,omitempty"`
+	// DurationMS is how long the provider took.
+	DurationMS float64 `json:"duration_ms"`
+	// Error is the provider's failure, when it failed.
+	Error string `json:"error,omitempty"`
+}
+
+func (p instrumentedProvider) Generate(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (gateway.Response, error) {
+	c := waitClockFrom(ctx)
+	start := time.Now()
+	end := c.begin()
+	resp, err := p.Provider.Generate(ctx, model, req)
+	end()
+	if c != nil && c.emit != nil {
+		ev := ModelCallEvent{Model: model.ID, Text: resp.Text, FinishReason: string(resp.FinishReason),
+			ToolCalls: toWireCalls(resp.ToolCalls), DurationMS: ms(time.Since(start))}
+		if ci, ok := gateway.CallInfoFromContext(ctx); ok {
+			ev.Agent, ev.Step = ci.Agent, ci.Step
+		}
+		if err != nil {
+			ev.Error = err.Error()
+		}
+		c.event("model_call", ev)
+	}
+	return resp, err
+}
+
+func (p instrumentedProvider) Stream(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (gateway.DeltaStream, error) {
+	c := waitClockFrom(ctx)
+	end := c.begin()
+	s, err := p.Provider.Stream(ctx, model, req)
+	if err != nil {
+		end()
+		return nil, err
+	}
+	return &instrumentedStream{DeltaStream: s, end: end}, nil
+}
+
+// instrumentedStream counts a stream as waiting until it ends or is closed.
+type instrumentedStream struct {
+	gateway.DeltaStream
+	once sync.Once
+	end  func()
+}
+
+func (s *instrumentedStream) Next() (gateway.Delta, error) {
+	d, err := s.DeltaStream.Next()
+	if err != nil {
+		s.once.Do(s.end)
+	}
+	return d, err
+}
+
+func (s *instrumentedStream) Close() error {
+	s.once.Do(s.end)
+	return s.DeltaStream.Close()
+}
+
+func (p instrumentedProvider) Embed(ctx context.Context, model gateway.ModelSpec, texts []string) (gateway.EmbedResponse, error) {
+	defer waitClockFrom(ctx).begin()()
+	return p.Provider.Embed(ctx, model, texts)
+}
+
+// ToolCallEvent is the data of a tool_call event on a runs stream: one tool
+// call's observation, as it arrives.
+type ToolCallEvent struct {
+	// Tool is the tool called.
+	Tool string `json:"tool"`
+	// Agent is the agent that called, CallID the model's id for the call.
+	Agent  string `json:"agent,omitempty"`
+	CallID string `json:"call_id,omitempty"`
+	// Observation is what the model will read.
+	Observation string `json:"observation,omitempty"`
+	// Error is the tool's failure, when it failed.
+	Error string `json:"error,omitempty"`
+	// DurationMS is how long the tool took.
+	DurationMS float64 `json:"duration_ms"`
+}
+
+// InstrumentTool wraps a tool implementation so that the service sees the
+// time a request waits on it and, on a runs stream, an event per call. Wrap
+// every implementation when building the agents runtime.
+func InstrumentTool(name string, impl agents.Implementation) agents.Implementation {
+	return agents.ToolFunc(func(ctx context.Context, args json.RawMessage) (string, error) {
+		c := waitClockFrom(ctx)
+		start := time.Now()
+		end := c.begin()
+		out, err := impl.Call(ctx, args)
+		end()
+		if c != nil && c.emit != nil {
+			ev := ToolCallEvent{Tool: name, Observation: out, DurationMS: ms(time.Since(start))}
+			if ri, ok := agents.RunInfoFromContext(ctx); ok {
+				ev.Agent, ev.CallID = ri.Agent, ri.CallID
+			}
+			if err != nil {
+				ev.Error = err.Error()
+			}
+			c.event("tool_call", ev)
+		}
+		return out, err
+	})
+}
+
+// InstrumentTools wraps every implementation of a map with InstrumentTool.
+func InstrumentTools(impls map[string]agents.Implementation) map[string]agents.Implementation {
+	out := make(map[string]agents.Implementation, len(impls))
+	for name, impl := range impls {
+		out[name] = InstrumentTool(name, impl)
+	}
+	return out
+}
+
+// InstrumentSearcher wraps a searcher so that the service sees the time a
+// request waits on it. The search's embedding call is a provider wait too;
+// overlapping waits count once.
+func InstrumentSearcher(s agents.Searcher) agents.Searcher {
+	return instrumentedSearcher{s}
+}
+
+type instrumentedSearcher struct{ agents.Searcher }
+
+func (s instrumentedSearcher) Search(ctx context.Context, query string, k int) ([]retrieval.Hit, error) {
+	defer waitClockFrom(ctx).begin()()
+	return s.Searcher.Search(ctx, query, k)
+}
+
+// Description forwards the wrapped searcher's description, so that the
+// model still sees it.
+func (s instrumentedSearcher) Description() string {
+	if d, ok := s.Searcher.(interface{ Description() string }); ok {
+		return d.Description()
+	}
+	return ""
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aidgen/aid/runtime/agents"
@@ -316,4 +317,53 @@ func TestDescriptionIsPlainData(t *testing.T) {
 		}
 	}
 	walk(reflect.TypeFor[app.Description](), "Description")
+}
+
+// countingProvider counts the calls that reach the adapter it wraps.
+type countingProvider struct {
+	gateway.Provider
+	calls *atomic.Int64
+}
+
+func (p countingProvider) Generate(ctx context.Context, m gateway.ModelSpec, r gateway.Request) (gateway.Response, error) {
+	p.calls.Add(1)
+	return p.Provider.Generate(ctx, m, r)
+}
+
+// TestWrappersSeeEveryCall checks the seam a service measures through:
+// every provider call and every tool call of a run goes through the
+// wrappers Options names.
+func TestWrappersSeeEveryCall(t *testing.T) {
+	var modelCalls, toolCalls atomic.Int64
+	opts := app.Options{
+		Implementations: goTools(),
+		WrapProvider:    func(p gateway.Provider) gateway.Provider { return countingProvider{p, &modelCalls} },
+		WrapTool: func(name string, impl agents.Implementation) agents.Implementation {
+			return agents.ToolFunc(func(ctx context.Context, args json.RawMessage) (string, error) {
+				toolCalls.Add(1)
+				return impl.Call(ctx, args)
+			})
+		},
+	}
+	a, err := app.Assemble(t.Context(), desk(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := a.Eval("qa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eval.Run(t.Context(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: 1, Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := a.Gateway.Spend(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if modelCalls.Load() != int64(sum.Calls) || modelCalls.Load() == 0 {
+		t.Errorf("the provider wrapper saw %d calls, the ledger %d", modelCalls.Load(), sum.Calls)
+	}
+	if toolCalls.Load() != 2 { // one tool call per case, 2 cases
+		t.Errorf("the tool wrapper saw %d calls, want 2", toolCalls.Load())
+	}
 }

@@ -61,6 +61,17 @@ type Options struct {
 	// Seed, when set, replaces the seed of every fake provider, to draw a
 	// fresh sample from an answer key without editing the application.
 	Seed *int64
+	// WrapProvider, WrapTool and WrapSearcher, when set, wrap every
+	// provider adapter, tool implementation and retriever search the
+	// runtime calls: the seam a service uses to measure the time it waits
+	// on them (runtime/service's Instrument functions), without this
+	// package knowing the service.
+	WrapProvider func(gateway.Provider) gateway.Provider
+	// WrapTool wraps the implementation of the named tool; see WrapProvider.
+	WrapTool func(name string, impl agents.Implementation) agents.Implementation
+	// WrapSearcher wraps a retriever as the agents search it; see
+	// WrapProvider.
+	WrapSearcher func(agents.Searcher) agents.Searcher
 }
 
 // MemoryStoreOpener opens the memory store an agent's user or global
@@ -135,6 +146,14 @@ func Assemble(ctx context.Context, desc Description, opts Options) (*App, error)
 		searchers := make(map[string]agents.Searcher, len(a.Retrievers))
 		for name, r := range a.Retrievers {
 			searchers[name] = r
+			if opts.WrapSearcher != nil {
+				searchers[name] = opts.WrapSearcher(r)
+			}
+		}
+		if opts.WrapTool != nil {
+			for name, impl := range impls {
+				impls[name] = opts.WrapTool(name, impl)
+			}
 		}
 		a.Agents, err = agents.New(agents.Config{
 			Retrievers:      searchers,

@@ -26,6 +26,9 @@ func newGateway(desc *Description, opts *Options) (*gateway.Gateway, error) {
 			errs = append(errs, fmt.Errorf("provider %q: %w", p.Name, err))
 			continue
 		}
+		if opts.WrapProvider != nil {
+			prov = opts.WrapProvider(prov)
+		}
 		providers[p.Name] = prov
 		retries[p.Name] = retryPolicy(p)
 	}

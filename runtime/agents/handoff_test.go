@@ -304,3 +304,33 @@ func TestBudgetScopes(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentBudgetAddsToTheCallersBudgets checks that an agent with a budget
+// of its own is still capped by the budgets its caller put on the context
+// (an eval's, a service request's): the calls are charged to both, and a
+// call that fits the agent's budget but not the caller's is refused.
+func TestAgentBudgetAddsToTheCallersBudgets(t *testing.T) {
+	own := gateway.Budget{Name: "own", MaxTotalTokens: 100_000, Scope: gateway.ScopeRun}
+	outer := gateway.Budget{Name: "outer", MaxTotalTokens: 115, Scope: gateway.ScopeGlobal}
+	fx := newFixture(t, fake.Config{Script: []fake.Step{answer("one"), answer("two")}}, own, outer)
+	r := newRuntime(t, agents.Config{Gateway: fx.gw, Budgets: []gateway.Budget{own, outer}, Agents: []agents.Agent{{Name: "a", Model: "small", Budget: "own"}}})
+	ctx := gateway.ContextWithBudget(context.Background(), "outer", "")
+	if _, err := r.Run(ctx, "a", "hi", agents.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := fx.gw.Spend(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	charged := map[string]bool{}
+	for _, a := range sum.ByAccount {
+		charged[a.Account.Budget] = a.Spent.Tokens > 0
+	}
+	if !charged["own"] || !charged["outer"] {
+		t.Fatalf("accounts charged %v, want both own and outer", charged)
+	}
+	// The outer budget (115 tokens) holds one call's worst case, not two.
+	if _, err := r.Run(ctx, "a", "hi", agents.RunOptions{}); err == nil {
+		t.Fatal("a second run fit the caller's budget, which holds one call")
+	}
+}

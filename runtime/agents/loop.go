@@ -257,6 +257,12 @@ func (r *Runtime) callModel(ctx context.Context, st *runState, req gateway.Reque
 	var budget []gateway.CallOption
 	if d.budget != "" {
 		budget = append(budget, gateway.WithBudget(d.budget, budgetKey(st)))
+		// WithBudget replaces the budgets on the context; those belong to
+		// whoever started the run (an eval, a service request) and cap the
+		// agent's calls too, so they are named again beside its own.
+		for _, ref := range gateway.BudgetsFromContext(ctx) {
+			budget = append(budget, gateway.WithBudget(ref.Name, ref.Key))
+		}
 	}
 	// The options are built per alias: the fallbacks leave out the alias
 	// called, which differs after a step down the ladder.

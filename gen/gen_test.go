@@ -192,7 +192,7 @@ func TestLiteralRefuses(t *testing.T) {
 		{"chan", struct{ C chan int }{C: make(chan int)}, ".C is a chan"},
 		{"interface", struct{ I any }{I: 1}, ".I is a interface"},
 		{"unexported", struct{ x int }{x: 1}, ".x is unexported"},
-		
+
 		{"nan float", struct{ F float64 }{F: nan}, ".F is NaN"},
 		{"nan in a pointer", app.Description{Agents: nil, Models: nil, Evals: []app.Eval{{Thresholds: nil, Judge: nil}}, Providers: []app.Provider{{AnswerKey: &app.AnswerKey{Accuracy: nan}}}}, "Providers[0].AnswerKey.Accuracy is NaN"},
 		{"nil", nil, "nil interface"},

@@ -1,0 +1,242 @@
+package gen_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dave/jennifer/jen"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aidgen/aid/gen"
+	"github.com/aidgen/aid/ir"
+	"github.com/aidgen/aid/runtime/app"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/gen")
+
+// goldenCase is a folder of testdata/gen: the app file (app.cue, or the
+// repository-relative path in source) and the files it generates (want/).
+type goldenCase struct {
+	name, app, want string
+}
+
+func cases(t *testing.T) []goldenCase {
+	t.Helper()
+	root := repoRoot(t)
+	dirs, err := os.ReadDir(filepath.Join(root, "testdata", "gen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []goldenCase
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, "testdata", "gen", d.Name())
+		c := goldenCase{name: d.Name(), app: filepath.Join(dir, "app.cue"), want: filepath.Join(dir, "want")}
+		if src, err := os.ReadFile(filepath.Join(dir, "source")); err == nil {
+			c.app = filepath.Join(root, filepath.FromSlash(strings.TrimSpace(string(src))))
+		}
+		out = append(out, c)
+	}
+	if len(out) < 5 {
+		t.Fatalf("found %d golden cases, want at least 5", len(out))
+	}
+	return out
+}
+
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// optionsFor are the options aidgen build would use writing into dir from
+// a source checkout at the repository root, without the runtime's module
+// files (which the build test adds), so that a dependency bump of the
+// runtime does not rewrite every golden.
+func optionsFor(t testing.TB, doc *ir.Document, dir string) gen.Options {
+	t.Helper()
+	rel := func(target string) string {
+		r, err := filepath.Rel(dir, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return filepath.ToSlash(r)
+	}
+	appDir, err := filepath.Abs(doc.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gen.Options{AppDir: rel(appDir), Runtime: rel(repoRoot(t))}
+}
+
+func load(t testing.TB, path string) *ir.Document {
+	t.Helper()
+	doc, err := ir.Load(path)
+	if err != nil {
+		t.Fatalf("loading %s: %v", path, err)
+	}
+	return doc
+}
+
+// TestGolden generates every case twice, checks the bytes are the same,
+// and compares them with the case's want/ folder (rewritten by -update).
+func TestGolden(t *testing.T) {
+	for _, c := range cases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			doc := load(t, c.app)
+			opts := optionsFor(t, doc, c.want)
+			got, err := gen.Generate(doc, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := gen.Generate(load(t, c.app), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(got, again); diff != "" {
+				t.Fatalf("two builds of the same file differ (-first +second):\n%s", diff)
+			}
+			for p, b := range got {
+				if !bytes.HasPrefix(b, []byte("// ")) {
+					t.Errorf("%s does not open with a comment header", p)
+				}
+				if gen.FileKind(p) == gen.Owned && !bytes.Contains(b, []byte(gen.Header)) {
+					t.Errorf("%s lacks the header %q", p, gen.Header)
+				}
+				if bytes.Contains(b, []byte(repoRoot(t))) {
+					t.Errorf("%s names the absolute path %s", p, repoRoot(t))
+				}
+			}
+			if *update {
+				if err := os.RemoveAll(c.want); err != nil {
+					t.Fatal(err)
+				}
+				for p, b := range got {
+					target := filepath.Join(c.want, filepath.FromSlash(p))
+					if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(target, b, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return
+			}
+			want := readTree(t, c.want)
+			if diff := cmp.Diff(keys(want), keys(got)); diff != "" {
+				t.Errorf("generated files (-want +got):\n%s", diff)
+			}
+			for p, w := range want {
+				if diff := cmp.Diff(string(w), string(got[p])); diff != "" && got[p] != nil {
+					t.Errorf("%s (-want +got):\n%s", p, diff)
+				}
+			}
+		})
+	}
+}
+
+func readTree(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		out[filepath.ToSlash(rel)] = b
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading %s (run go test ./gen -update to create it): %v", dir, err)
+	}
+	return out
+}
+
+func keys(m map[string][]byte) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestLiteralRefuses checks that a value a literal cannot hold is an error
+// naming where it is, never a silently dropped field.
+func TestLiteralRefuses(t *testing.T) {
+	nan := 0.0
+	nan /= nan
+	tests := []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"func", struct{ F func() }{F: func() {}}, ".F is a func"},
+		{"chan", struct{ C chan int }{C: make(chan int)}, ".C is a chan"},
+		{"interface", struct{ I any }{I: 1}, ".I is a interface"},
+		{"unexported", struct{ x int }{x: 1}, ".x is unexported"},
+
+		{"nan float", struct{ F float64 }{F: nan}, ".F is NaN"},
+		{"nan in a pointer", app.Description{Agents: nil, Models: nil, Evals: []app.Eval{{Thresholds: nil, Judge: nil}}, Providers: []app.Provider{{AnswerKey: &app.AnswerKey{Accuracy: nan}}}}, "Providers[0].AnswerKey.Accuracy is NaN"},
+		{"nil", nil, "nil interface"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := gen.Literal(tt.v)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Literal: error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestLiteralSpelling checks the spellings a reader sees: durations in
+// their largest unit, pointers to basic values through new, maps sorted,
+// an empty slice kept apart from a nil one.
+func TestLiteralSpelling(t *testing.T) {
+	half := 0.5
+	v := struct {
+		D, E, F time.Duration
+		P       *float64
+		M       map[string]string
+		Empty   []string
+		Nil     []string
+		Text    string
+	}{D: 90 * time.Second, E: time.Hour, F: 1500 * time.Microsecond, P: &half, M: map[string]string{"b": "2", "a": "1", "c": "3"}, Empty: []string{}, Text: "a\nb"}
+	code, err := gen.Literal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(strings.Fields(strings.ReplaceAll(fmtCode(code), ",", " ")), " ")
+	for _, want := range []string{
+		"D: 90 * time.Second", "E: time.Hour", "F: 1500 * time.Microsecond",
+		"P: new(float64(0.5))", `M: map[string]string{ "a": "1" "b": "2" "c": "3" }`, "Empty: []string{}", "Text: `a\nb`",
+	} {
+		want = strings.Join(strings.Fields(strings.ReplaceAll(want, ",", " ")), " ")
+		if !strings.Contains(got, want) {
+			t.Errorf("literal lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "Nil:") {
+		t.Errorf("literal spells the nil field Nil:\n%s", got)
+	}
+}
+
+func fmtCode(c jen.Code) string { return fmt.Sprintf("%#v", jen.Null().Add(c)) }

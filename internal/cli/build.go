@@ -1,0 +1,316 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"github.com/spf13/cobra"
+
+	"github.com/aidgen/aid/gen"
+	"github.com/aidgen/aid/ir"
+)
+
+func newBuild(s *streams) *cobra.Command {
+	var (
+		out, runtimeDir, module string
+		check, noReplace        bool
+	)
+	cmd := &cobra.Command{
+		Use:   "build FILE -o DIR",
+		Short: "Generate the Go service of an application",
+		Long: `Build validates an application file and writes the Go service that runs it
+into DIR: go.mod, main.go, aid_gen.go (the application description as a Go
+literal) and, for tools implemented in Go, the business package, whose
+tools_gen.go declares each tool's typed input and whose one file per tool
+(NAME_tool.go) is the team's: written when missing, never overwritten.
+
+Every file is rendered before any is written, and each is written atomically
+(a temporary file renamed over it), so a failed build leaves DIR as it was.
+The same application always gives the same bytes.
+
+go.mod requires the runtime at aidgen's own version. With --runtime, or by
+default when aidgen runs from a source checkout, it also replaces the runtime
+with that checkout and go.sum copies the checkout's, so the service builds
+offline.
+
+--check writes nothing: it prints a unified diff of every generated file that
+differs from DIR and exits 1 when there is one, for CI.
+
+Exit status is 0 on success, 1 when the file is invalid or --check finds a
+difference, 2 on a usage error.`,
+		Example: `  aidgen build examples/support-desk/app.cue -o ./support-desk
+  cd support-desk && go build .
+
+  # In CI: fail when the checked-in service is stale.
+  aidgen build app.cue -o service --check`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErr(errors.New("build needs one application file; usage: aidgen build FILE -o DIR"))
+			}
+			if out == "" {
+				return usageErr(errors.New("build needs an output directory; usage: aidgen build FILE -o DIR"))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			doc, err := ir.Load(args[0])
+			if err != nil {
+				if es, ok := ir.IsInvalid(err); ok {
+					fmt.Fprintln(s.err, es.Error())
+					return &exitError{code: ExitInvalid}
+				}
+				return usageErr(err)
+			}
+			rt := runtimeDir
+			if rt == "" && !noReplace {
+				rt = sourceCheckout()
+			}
+			opts, err := buildOptions(doc, out, rt, module)
+			if err != nil {
+				return usageErr(err)
+			}
+			files, err := gen.Generate(doc, opts)
+			if err != nil {
+				return &exitError{code: ExitInvalid, err: err}
+			}
+			if check {
+				return checkFiles(s, out, files)
+			}
+			return writeFiles(s, out, files)
+		},
+	}
+	cmd.Flags().StringVarP(&out, "out", "o", "", "the `directory` to write the service into")
+	cmd.Flags().StringVar(&runtimeDir, "runtime", "", "an aid checkout (`path`) to replace the runtime with; default: the checkout aidgen was built from, if any")
+	cmd.Flags().BoolVar(&noReplace, "no-replace", false, "require the runtime by version only, without a replace, even from a source checkout")
+	cmd.Flags().StringVar(&module, "module", "", "the service's module `path`; default: the application's name")
+	cmd.Flags().BoolVar(&check, "check", false, "write nothing; print a diff and exit 1 when DIR differs from what the file generates")
+	return cmd
+}
+
+// buildOptions says where things are relative to the output directory, so
+// that the generated files name no absolute path, and reads the runtime's
+// module files when the service replaces the runtime with a checkout.
+func buildOptions(doc *ir.Document, out, runtimeDir, module string) (gen.Options, error) {
+	opts := gen.Options{Module: module}
+	absOut, err := filepath.Abs(out)
+	if err != nil {
+		return opts, fmt.Errorf("resolving the output directory: %w", err)
+	}
+	absApp, err := filepath.Abs(doc.Dir)
+	if err != nil {
+		return opts, fmt.Errorf("resolving the application's directory: %w", err)
+	}
+	if opts.AppDir, err = relSlash(absOut, absApp); err != nil {
+		return opts, err
+	}
+	if runtimeDir == "" {
+		return opts, nil
+	}
+	absRT, err := filepath.Abs(runtimeDir)
+	if err != nil {
+		return opts, fmt.Errorf("resolving the runtime checkout: %w", err)
+	}
+	mod, err := os.ReadFile(filepath.Join(absRT, "go.mod"))
+	if err != nil {
+		return opts, fmt.Errorf("--runtime %s is not an aid checkout: %w", runtimeDir, err)
+	}
+	if !bytes.Contains(mod, []byte("module "+gen.RuntimeModule+"\n")) {
+		return opts, fmt.Errorf("--runtime %s is not an aid checkout: its go.mod is not module %s", runtimeDir, gen.RuntimeModule)
+	}
+	sum, err := os.ReadFile(filepath.Join(absRT, "go.sum"))
+	if err != nil {
+		return opts, fmt.Errorf("reading the runtime's go.sum: %w", err)
+	}
+	opts.RuntimeGoMod, opts.GoSum = mod, sum
+	if opts.Runtime, err = relSlash(absOut, absRT); err != nil {
+		return opts, err
+	}
+	return opts, nil
+}
+
+// relSlash is target relative to base, with forward slashes, so that the
+// generated files are the same on every machine.
+func relSlash(base, target string) (string, error) {
+	rel, err := filepath.Rel(base, target)
+	if err != nil {
+		return "", fmt.Errorf("naming %s relative to %s: %w", target, base, err)
+	}
+	return filepath.ToSlash(rel), nil
+}
+
+// sourceCheckout is the aid checkout this binary was built from, when it
+// still exists: the directory two levels above this file's, if it holds
+// aid's go.mod. A binary built with -trimpath, or moved to another machine,
+// has none.
+func sourceCheckout() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return ""
+	}
+	root := filepath.Dir(filepath.Dir(filepath.Dir(file)))
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil || !bytes.Contains(mod, []byte("module "+gen.RuntimeModule+"\n")) {
+		return ""
+	}
+	return root
+}
+
+// sortedPaths lists the generated files in a stable order.
+func sortedPaths(files map[string][]byte) []string {
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	return paths
+}
+
+// writeFiles writes every generated file into dir, each atomically, and
+// a stub only where none exists. It says what it did, file by file.
+func writeFiles(s *streams, dir string, files map[string][]byte) error {
+	paths := sortedPaths(files)
+	for _, p := range paths {
+		target := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return &exitError{code: ExitUsage, err: fmt.Errorf("creating %s: %w", filepath.Dir(target), err)}
+		}
+		if gen.FileKind(p) == gen.Stub {
+			wrote, err := writeNew(target, files[p])
+			if err != nil {
+				return &exitError{code: ExitUsage, err: err}
+			}
+			if wrote {
+				fmt.Fprintf(s.out, "wrote %s (yours to edit)\n", target)
+			} else {
+				fmt.Fprintf(s.out, "kept %s\n", target)
+			}
+			continue
+		}
+		if old, err := os.ReadFile(target); err == nil && bytes.Equal(old, files[p]) {
+			fmt.Fprintf(s.out, "unchanged %s\n", target)
+			continue
+		}
+		if err := writeAtomic(target, files[p]); err != nil {
+			return &exitError{code: ExitUsage, err: err}
+		}
+		fmt.Fprintf(s.out, "wrote %s\n", target)
+	}
+	for _, orphan := range orphanStubs(dir, files) {
+		fmt.Fprintf(s.err, "aidgen: %s implements a tool the application no longer declares; delete it\n", orphan)
+	}
+	return nil
+}
+
+// orphanStubs lists the stub files in dir/business whose tool is gone.
+func orphanStubs(dir string, files map[string][]byte) []string {
+	matches, _ := filepath.Glob(filepath.Join(dir, "business", "*_tool.go"))
+	var out []string
+	for _, m := range matches {
+		if _, ok := files["business/"+filepath.Base(m)]; !ok {
+			out = append(out, m)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// writeAtomic replaces target with data through a temporary file in the
+// same directory, so that a reader (or a crash) never sees half a file.
+func writeAtomic(target string, data []byte) error {
+	tmp, err := tempFile(target, data)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", target, err)
+	}
+	return nil
+}
+
+// writeNew writes target only when it does not exist, atomically: the
+// link fails rather than replace a file the team wrote in the meantime.
+func writeNew(target string, data []byte) (bool, error) {
+	if _, err := os.Lstat(target); err == nil {
+		return false, nil
+	}
+	tmp, err := tempFile(target, data)
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, target); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return false, nil
+		}
+		return false, fmt.Errorf("writing %s: %w", target, err)
+	}
+	return true, nil
+}
+
+// tempFile writes data to a new temporary file beside target.
+func tempFile(target string, data []byte) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".*.tmp")
+	if err != nil {
+		return "", fmt.Errorf("writing %s: %w", target, err)
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("writing %s: %w", target, err)
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("writing %s: %w", target, err)
+	}
+	return f.Name(), nil
+}
+
+// checkFiles compares what would be written with dir: a generated file
+// that differs or is missing, and a stub that is missing, are printed as a
+// unified diff, and make the check fail. A stub that exists is the team's
+// and is not compared.
+func checkFiles(s *streams, dir string, files map[string][]byte) error {
+	stale := 0
+	for _, p := range sortedPaths(files) {
+		target := filepath.Join(dir, filepath.FromSlash(p))
+		old, err := os.ReadFile(target)
+		switch {
+		case err == nil && gen.FileKind(p) == gen.Stub:
+			continue
+		case err == nil && bytes.Equal(old, files[p]):
+			continue
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return &exitError{code: ExitUsage, err: fmt.Errorf("reading %s: %w", target, err)}
+		}
+		from := target
+		if err != nil {
+			from = "/dev/null"
+		}
+		diff, derr := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+			A: difflib.SplitLines(string(old)), B: difflib.SplitLines(string(files[p])),
+			FromFile: from, ToFile: target, Context: 3,
+		})
+		if derr != nil {
+			return &exitError{code: ExitUsage, err: fmt.Errorf("diffing %s: %w", target, derr)}
+		}
+		if !strings.HasSuffix(diff, "\n") {
+			diff += "\n"
+		}
+		fmt.Fprint(s.out, diff)
+		stale++
+	}
+	if stale > 0 {
+		return &exitError{code: ExitInvalid, err: fmt.Errorf("%d generated file(s) in %s differ from the application; run aidgen build to update them", stale, dir)}
+	}
+	return nil
+}

@@ -1,0 +1,246 @@
+package cli_test
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aidgen/aid/internal/cli"
+)
+
+const buildApp = `name: "shop"
+version: "0.1.0"
+providers: fake: kind: "fake"
+models: "fake-2024-01-01": {provider: "fake", contextWindow: 4096, maxOutputTokens: 256, cost: inputPer1kUSD: 0, capabilities: ["tools"]}
+aliases: m: "fake-2024-01-01"
+tools: lookup: {description: "Look up.", input: {type: "object", properties: id: type: "string", required: ["id"]}}
+agents: desk: {model: "m", instructions: "Help.", tools: [TOOLS]}
+`
+
+// writeShopApp writes an app file declaring the given go tools (lookup is
+// always there) and returns its path.
+func writeShopApp(t *testing.T, dir string, extraTools ...string) string {
+	t.Helper()
+	src := buildApp
+	names := []string{`"lookup"`}
+	for _, tool := range extraTools {
+		src += "tools: " + tool + ": description: \"More.\"\n"
+		names = append(names, `"`+tool+`"`)
+	}
+	src = strings.Replace(src, "TOOLS", strings.Join(names, ", "), 1)
+	path := filepath.Join(dir, "app.cue")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func readAll(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		out[filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestBuildWritesAndKeeps builds twice (same bytes, "unchanged"), then
+// edits a stub and rebuilds after the app gains a tool: the edited stub is
+// untouched, the new tool's stub appears, the generated files follow.
+func TestBuildWritesAndKeeps(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "svc")
+	app := writeShopApp(t, dir)
+	code, stdout, stderr := run(t, "build", app, "-o", out)
+	if code != cli.ExitOK {
+		t.Fatalf("build: exit %d, stderr %q", code, stderr)
+	}
+	first := readAll(t, out)
+	for _, want := range []string{"go.mod", "go.sum", "main.go", "aid_gen.go", "business/tools_gen.go", "business/lookup_tool.go"} {
+		if _, ok := first[want]; !ok {
+			t.Errorf("build did not write %s; wrote %v", want, first)
+		}
+		if !strings.Contains(stdout, filepath.Join(out, filepath.FromSlash(want))) {
+			t.Errorf("stdout does not name %s:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(first["go.mod"], "replace github.com/aidgen/aid => ../../") || strings.Contains(first["go.mod"], dir) {
+		t.Errorf("go.mod does not replace the runtime with a relative path to this checkout:\n%s", first["go.mod"])
+	}
+	if strings.Contains(first["aid_gen.go"], dir) {
+		t.Errorf("aid_gen.go names the absolute path %s", dir)
+	}
+
+	code, stdout, _ = run(t, "build", app, "-o", out)
+	if code != cli.ExitOK || strings.Contains(stdout, "wrote ") {
+		t.Fatalf("second build: exit %d, stdout:\n%s", code, stdout)
+	}
+	if diff := cmp.Diff(first, readAll(t, out)); diff != "" {
+		t.Fatalf("a second build changed files (-first +second):\n%s", diff)
+	}
+
+	stub := filepath.Join(out, "business", "lookup_tool.go")
+	mine := strings.Replace(first["business/lookup_tool.go"], `return "", &gateway.DeferredError{Feature: "tool lookup"}`, `_ = gateway.DeferredError{}; return "found " + in.ID, nil`, 1)
+	if mine == first["business/lookup_tool.go"] {
+		t.Fatal("the stub's body was not found to edit")
+	}
+	if err := os.WriteFile(stub, []byte(mine), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeShopApp(t, dir, "refund_order")
+	code, stdout, stderr = run(t, "build", app, "-o", out)
+	if code != cli.ExitOK {
+		t.Fatalf("rebuild: exit %d, stderr %q", code, stderr)
+	}
+	after := readAll(t, out)
+	if after["business/lookup_tool.go"] != mine {
+		t.Errorf("the team's edited stub was overwritten:\n%s", after["business/lookup_tool.go"])
+	}
+	if !strings.Contains(stdout, "kept "+stub) {
+		t.Errorf("stdout does not say the stub was kept:\n%s", stdout)
+	}
+	if !strings.Contains(after["business/refund_order_tool.go"], "func RefundOrder(ctx context.Context, in RefundOrderInput) (string, error)") {
+		t.Errorf("the new tool's stub is missing or wrong:\n%s", after["business/refund_order_tool.go"])
+	}
+	if !strings.Contains(after["business/tools_gen.go"], `"refund_order": agents.Typed(RefundOrder)`) {
+		t.Errorf("tools_gen.go does not register the new tool:\n%s", after["business/tools_gen.go"])
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(out, "*", ".*.tmp"))
+	top, _ := filepath.Glob(filepath.Join(out, ".*.tmp"))
+	if len(leftovers)+len(top) > 0 {
+		t.Errorf("temporary files left behind: %v %v", leftovers, top)
+	}
+
+	// The tool goes away: its stub stays (it is the team's), and build says so.
+	writeShopApp(t, dir)
+	code, _, stderr = run(t, "build", app, "-o", out)
+	if code != cli.ExitOK || !strings.Contains(stderr, "refund_order_tool.go implements a tool the application no longer declares") {
+		t.Errorf("build after removing a tool: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestBuildCheck checks --check: clean after a build, exit 1 with a
+// unified diff after an edit of a generated file or a missing one, and
+// blind to edits of the team's stubs.
+func TestBuildCheck(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "svc")
+	app := writeShopApp(t, dir)
+	if code, _, stderr := run(t, "build", app, "-o", out); code != cli.ExitOK {
+		t.Fatalf("build: exit %d, stderr %q", code, stderr)
+	}
+	if code, stdout, stderr := run(t, "build", app, "-o", out, "--check"); code != cli.ExitOK || stdout != "" {
+		t.Fatalf("check after build: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	stub := filepath.Join(out, "business", "lookup_tool.go")
+	if err := os.WriteFile(stub, []byte("package business\n// the team's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, _ := run(t, "build", app, "-o", out, "--check"); code != cli.ExitOK {
+		t.Fatalf("check after a stub edit: exit %d, stdout:\n%s", code, stdout)
+	}
+	main := filepath.Join(out, "main.go")
+	b, _ := os.ReadFile(main)
+	if err := os.WriteFile(main, []byte(strings.Replace(string(b), "func main() {", "func main() { // edited", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(out, "aid_gen.go")); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := run(t, "build", app, "-o", out, "--check")
+	if code != cli.ExitInvalid {
+		t.Fatalf("check after edits: exit %d, want %d", code, cli.ExitInvalid)
+	}
+	for _, want := range []string{"--- " + main, "+++ " + main, "-func main() { // edited", "+func main() {", "--- /dev/null", "+++ " + filepath.Join(out, "aid_gen.go")} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("diff lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "2 generated file(s)") {
+		t.Errorf("stderr %q does not count the stale files", stderr)
+	}
+	if got, _ := os.ReadFile(main); !strings.Contains(string(got), "// edited") {
+		t.Error("--check wrote main.go")
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	dir := t.TempDir()
+	app := writeShopApp(t, dir)
+	bad := filepath.Join(dir, "bad.cue")
+	if err := os.WriteFile(bad, []byte(strings.Replace(buildApp, "TOOLS", `"nope"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"no output", []string{"build", app}, cli.ExitUsage, "needs an output directory"},
+		{"no file", []string{"build", "-o", dir}, cli.ExitUsage, "needs one application file"},
+		{"invalid app", []string{"build", bad, "-o", filepath.Join(dir, "x")}, cli.ExitInvalid, "bad.cue:7:"},
+		{"not a checkout", []string{"build", app, "-o", filepath.Join(dir, "y"), "--runtime", dir}, cli.ExitUsage, "is not an aid checkout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := run(t, tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.stderr) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, stderr, tt.code, tt.stderr)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
+		t.Error("an invalid app created its output directory")
+	}
+}
+
+// BenchmarkBuild measures aidgen build end to end (load, validate,
+// generate, write) for the support-desk example and a generated app of
+// 200 agents, each with a go tool; the target is under a second.
+func BenchmarkBuild(b *testing.B) {
+	root, _ := filepath.Abs("../..")
+	dir := b.TempDir()
+	var big strings.Builder
+	big.WriteString(`name: "big"
+version: "0.1.0"
+providers: fake: kind: "fake"
+models: "fake-2024-01-01": {provider: "fake", contextWindow: 4096, maxOutputTokens: 256, cost: inputPer1kUSD: 0, capabilities: ["tools"]}
+aliases: m: "fake-2024-01-01"
+`)
+	for i := range 200 {
+		fmt.Fprintf(&big, "tools: tool_%03d: {description: \"Tool %d.\", input: {type: \"object\", properties: {id: {type: \"string\"}, n: {type: \"integer\"}, tags: {type: \"array\", items: type: \"string\"}}, required: [\"id\"]}}\n", i, i)
+		fmt.Fprintf(&big, "agents: agent_%03d: {model: \"m\", instructions: \"Agent %d.\", tools: [\"tool_%03d\"]}\n", i, i, i)
+	}
+	bigApp := filepath.Join(dir, "big.cue")
+	if err := os.WriteFile(bigApp, []byte(big.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct{ name, app string }{
+		{"support-desk", filepath.Join(root, "examples", "support-desk", "app.cue")},
+		{"200-agents", bigApp},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			out := filepath.Join(b.TempDir(), "svc")
+			for b.Loop() {
+				if code := cli.Main([]string{"build", bc.app, "-o", out}, strings.NewReader(""), io.Discard, io.Discard); code != cli.ExitOK {
+					b.Fatalf("build: exit %d", code)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,16 @@
+// Written once by aidgen build for the escalate tool. This file is yours: aidgen
+// never overwrites it.
+
+package business
+
+import (
+	"context"
+	"github.com/aidgen/aid/runtime/gateway"
+)
+
+// Escalate implements the escalate tool: Escalate to a person.
+// Its result is the observation the model reads: a string as is, anything
+// else as JSON.
+func Escalate(ctx context.Context, in EscalateInput) (string, error) {
+	return "", &gateway.DeferredError{Feature: "tool escalate"}
+}

@@ -373,3 +373,34 @@ func postgresDesk(t *testing.T, dsnEnv string) string {
 	}
 	return app
 }
+
+// TestRunDefaultStateDir checks where runs go without --state-dir:
+// $AID_STATE_DIR, else $XDG_STATE_HOME/aid/runs/APP; the resume command
+// then needs no --state-dir.
+func TestRunDefaultStateDir(t *testing.T) {
+	chdirRoot(t)
+	for _, tt := range []struct {
+		env string
+		dir func(string) string
+	}{
+		{cli.RunStateDirEnv, func(d string) string { return d }},
+		{"XDG_STATE_HOME", func(d string) string { return filepath.Join(d, "aid", "runs", "support-desk") }},
+	} {
+		t.Run(tt.env, func(t *testing.T) {
+			base := t.TempDir()
+			t.Setenv(cli.RunStateDirEnv, "")
+			t.Setenv(tt.env, base)
+			code, out, errOut := run(t, "run", supportDesk, refundMessage)
+			if code != cli.ExitPaused {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			id := resumeID.FindStringSubmatch(out)[1]
+			if !strings.Contains(out, "aidgen run "+supportDesk+" --resume "+id+" --approve") || !strings.Contains(out, "run state: "+tt.dir(base)) {
+				t.Fatalf("stdout:\n%s", out)
+			}
+			if _, err := os.Stat(filepath.Join(tt.dir(base), id+".json")); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

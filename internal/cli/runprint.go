@@ -120,6 +120,9 @@ func (p *runPrinter) step(indent string, st agents.StepRecord, pending *agents.P
 	head += fmt.Sprintf(" · %s · %s", plural(int(st.Usage.TotalTokens), "token", "tokens"), usd(st.CostUSD))
 	fmt.Fprintln(p.w, head)
 	in := indent + "  "
+	if st.Text == "" && len(st.ToolCalls) == 0 {
+		fmt.Fprintf(p.w, "%sanswers (below)\n", in)
+	}
 	if st.Text != "" {
 		if len(st.ToolCalls) == 0 {
 			fmt.Fprintf(p.w, "%sanswer: %s\n", in, p.cut(st.Text, textWidth))

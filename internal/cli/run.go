@@ -303,10 +303,16 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 		res, err = a.Agents.Run(ctx, agent, input, agents.RunOptions{UserID: f.user, ThreadID: f.thread})
 	}
 	var np *agents.NotPausedError
-	if errors.As(err, &np) {
+	var ce *agents.ConflictError
+	switch {
+	case errors.As(err, &np):
 		// Another process moved the run on between the check and the
 		// claim.
 		return usageErr(err)
+	case errors.As(err, &ce) && before != nil && len(res.Steps) == 0:
+		// Another process claimed the same pause first; this one ran
+		// nothing.
+		return usageErr(fmt.Errorf("run %s was resumed by another process first (its record moved on from version %d); this one ran nothing", before.RunID, ce.Version))
 	}
 
 	if f.json {

@@ -404,3 +404,48 @@ func TestRunDefaultStateDir(t *testing.T) {
 		})
 	}
 }
+
+// TestRunConcurrentResumes has several processes approve the same pause at
+// once: exactly one runs the refund and completes; the others run nothing
+// and say why.
+func TestRunConcurrentResumes(t *testing.T) {
+	chdirRoot(t)
+	dir := t.TempDir()
+	id, _ := startRefund(t, dir)
+	const n = 4
+	type result struct {
+		code     int
+		out, err string
+	}
+	results := make(chan result, n)
+	for range n {
+		go func() {
+			code, out, errOut := runProcess(t, "run", supportDesk, "--state-dir", dir, "--resume", id, "--approve")
+			results <- result{code, out, errOut}
+		}()
+	}
+	wins := 0
+	for range n {
+		r := <-results
+		switch {
+		case r.code == cli.ExitOK && strings.Contains(r.out, `"refund_id":"RF-0001"`):
+			wins++
+		case r.code == cli.ExitUsage && (strings.Contains(r.err, "resumed by another process first") || strings.Contains(r.err, "not paused")):
+			if strings.Contains(r.out, "RF-0001") {
+				t.Errorf("a losing process ran the refund:\n%s", r.out)
+			}
+		default:
+			t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d processes completed the run, want 1", wins)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, id+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := strings.Count(string(data), `"tool": "issue_refund"`); c != 1 {
+		t.Fatalf("the refund call is recorded %d times, want 1", c)
+	}
+}

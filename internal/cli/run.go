@@ -108,7 +108,7 @@ spent after the resume.
 Exit status: 0 completed with an answer, 4 paused for a decision, 1 the run
 ended without an answer (failed, max_steps, budget_exceeded), 2 a usage or
 configuration error (invalid application, unknown agent, a resume of a run
-that is unknown or not paused).
+that is unknown, not paused, or resumed by another process first).
 
 --json prints one JSON object instead (stdout holds nothing else): run_id,
 status, agent, path, answer, steps (each as in a checkpoint: number, agent,

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -132,7 +133,9 @@ func Assemble(ctx context.Context, desc Description, opts Options) (*App, error)
 	}
 	retrievers := slices.Clone(desc.Retrievers)
 	for i := range retrievers {
-		retrievers[i].Source.Dir = desc.path(retrievers[i].Source.Dir)
+		// An empty source directory is the description's own: the IR's
+		// patterns are relative to the app file.
+		retrievers[i].Source.Dir = desc.path(cmp.Or(retrievers[i].Source.Dir, "."))
 	}
 	a.Retrievers, err = retrieval.Build(g, desc.Stores, retrievers, retrieval.BuildOptions{Openers: opts.VectorStoreOpeners})
 	if err != nil {

@@ -1,0 +1,546 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aidgen/aid/internal/filestore"
+	"github.com/aidgen/aid/internal/lower"
+	"github.com/aidgen/aid/ir"
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/pgstore"
+	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/pgledger"
+	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/pgvector"
+)
+
+// Exit codes of aidgen run beyond the shared ones: 0 (ExitOK) is a run
+// that completed with an answer, 2 (ExitUsage) a usage or configuration
+// error, including a resume of a run that is unknown or not paused.
+const (
+	// ExitRunFailed is a run that ended without an answer: failed,
+	// max_steps or budget_exceeded.
+	ExitRunFailed = 1
+	// ExitPaused is a run waiting for a human decision; resume it with
+	// --resume. It is not 3, which eval uses for inconclusive.
+	ExitPaused = 4
+)
+
+// RunStateDirEnv names the environment variable that overrides where
+// aidgen run keeps the runs of applications whose state is in memory.
+const RunStateDirEnv = "AID_STATE_DIR"
+
+// defaultRunUser is the user id of a run that names none: agents with user
+// memory need one.
+const defaultRunUser = "local"
+
+type runFlags struct {
+	agent     string
+	resume    string
+	recover   string
+	approve   bool
+	reject    bool
+	feedback  string
+	arguments string
+	user      string
+	thread    string
+	stateDir  string
+	json      bool
+	verbose   bool
+}
+
+func newRun(s *streams) *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run FILE [--agent NAME] MESSAGE | run FILE --resume RUN_ID --approve|--reject",
+		Short: "Run an agent of an application on one message, and resume paused runs",
+		Long: `Run runs one agent of an application on a message, on the application's
+own providers (the keyless fake of the examples, or real ones with their API
+keys in the environment), and prints each step: the agent and the alias that
+answered it ("degraded from" after a budget breach, "fell back from" when a
+fallback answered), the tool calls with their arguments and observations
+(cut to one line; --verbose prints them whole), delegated runs indented under
+their call, handoffs as "→ agent", the cost of each step and of the run, and
+then the answer. --agent defaults to the application's service.entry, or to
+its only agent.
+
+Retrievers whose store is in memory start empty, so they are ingested before
+the run (their embedding calls are charged like any other); those in a
+pgvector store are searched as they are: fill them with aidgen index.
+
+A tool that needs approval pauses the run. Run prints the pending call and
+the commands that continue it, in this process or any later one:
+
+  aidgen run FILE --resume RUN_ID --approve [--arguments JSON] [--feedback TEXT]
+  aidgen run FILE --resume RUN_ID --reject [--feedback TEXT]
+
+--arguments replaces the model's arguments on approval (they are checked
+against the tool's schema); --feedback is a note for the model, which on a
+rejection says why. A run whose process died mid-run (killed, or the machine
+stopped) is continued with --recover RUN_ID: calls that finished are not
+repeated, an unfinished read is run again, an unfinished write pauses for a
+decision.
+
+Where runs are kept follows service.state. With "memory" (the default) a
+command is not a long-lived service, so runs are kept in files, one per run:
+in --state-dir, else $` + RunStateDirEnv + `, else $XDG_STATE_HOME/aid/runs/APP
+(~/.local/state/aid/runs/APP when XDG_STATE_HOME is unset; the user cache
+directory on macOS and Windows). Writes are atomic and locked, so two
+processes never both resume one pause. With "postgres" runs, the budget
+ledger and memory are in the database its dsnEnv names, shared with the
+application's service. Budgets of a memory-state application are counted in
+the command's memory: a resumed run's run-scoped budget counts only what is
+spent after the resume.
+
+Exit status: 0 completed with an answer, 4 paused for a decision, 1 the run
+ended without an answer (failed, max_steps, budget_exceeded), 2 a usage or
+configuration error (invalid application, unknown agent, a resume of a run
+that is unknown, not paused, or resumed by another process first).
+
+--json prints one JSON object instead (stdout holds nothing else): run_id,
+status, agent, path, answer, steps (each as in a checkpoint: number, agent,
+alias, requested, model, degraded_from, text, usage, cost_usd, tool_calls
+with arguments, observation, error_kind, approval and delegate), usage,
+cost_usd, fell_back, messages (the thread, for a next run), pending (tool,
+arguments, reason and the resume commands) and checkpoint when paused, and
+error when the run failed. Fields are only ever added.`,
+		Example: `  # The support desk on its keyless fake: a lookup, a handoff to billing, a
+  # delegation to the researcher, then a refund that waits for approval.
+  aidgen run examples/support-desk/app.cue --agent triage "I want a refund for order AB-123456"
+
+  # Approve it, from another shell or much later.
+  aidgen run examples/support-desk/app.cue --resume run_0123abcd... --approve
+
+  # Or reject it, telling the model why.
+  aidgen run examples/support-desk/app.cue --resume run_0123abcd... --reject --feedback "store credit only"`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if f.resume != "" || f.recover != "" {
+				if len(args) != 1 {
+					return usageErr(errors.New("a resume takes the application file only; usage: aidgen run FILE --resume RUN_ID --approve|--reject"))
+				}
+				return nil
+			}
+			switch len(args) {
+			case 0:
+				return usageErr(errors.New("run needs an application file and a message; usage: aidgen run FILE [--agent NAME] MESSAGE"))
+			case 1:
+				return usageErr(errors.New("run needs a message after the application file; usage: aidgen run FILE [--agent NAME] MESSAGE"))
+			case 2:
+				return nil
+			}
+			return usageErr(fmt.Errorf("run takes one message, got %d words; quote it: aidgen run %s \"%s\"", len(args)-1, args[0], strings.Join(args[1:], " ")))
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.check(cmd); err != nil {
+				return usageErr(err)
+			}
+			return runRun(cmd.Context(), s, args, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.agent, "agent", "", "the agent that answers the message (default: the application's service.entry)")
+	fl.StringVar(&f.resume, "resume", "", "continue the paused run `RUN_ID` with --approve or --reject")
+	fl.StringVar(&f.recover, "recover", "", "continue the run `RUN_ID` whose process died")
+	fl.BoolVar(&f.approve, "approve", false, "with --resume: run the pending call")
+	fl.BoolVar(&f.reject, "reject", false, "with --resume: do not run the pending call; the model is told")
+	fl.StringVar(&f.feedback, "feedback", "", "with --resume: a note for the model (why, on a rejection)")
+	fl.StringVar(&f.arguments, "arguments", "", "with --resume --approve: `JSON` arguments that replace the model's")
+	fl.StringVar(&f.user, "user", defaultRunUser, "the user `ID` the run is for: the subject of user memory")
+	fl.StringVar(&f.thread, "thread", "", "the conversation thread `ID`: the key of thread-scoped budgets")
+	fl.StringVar(&f.stateDir, "state-dir", "", "where runs are kept when the application's state is in memory (see above)")
+	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print arguments, observations and texts whole, and log ingests, retries and fallbacks to stderr")
+	return cmd
+}
+
+// check refuses flag combinations that mean nothing.
+func (f *runFlags) check(cmd *cobra.Command) error {
+	changed := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			if cmd.Flags().Changed(n) {
+				out = append(out, "--"+n)
+			}
+		}
+		return out
+	}
+	if f.resume != "" && f.recover != "" {
+		return errors.New("give --resume or --recover, not both")
+	}
+	if f.resume != "" || f.recover != "" {
+		if c := changed("agent", "user", "thread"); len(c) > 0 {
+			return fmt.Errorf("%s cannot change a run that has started; leave %s out", c[0], c[0])
+		}
+	}
+	if f.recover != "" {
+		if c := changed("approve", "reject", "feedback", "arguments"); len(c) > 0 {
+			return fmt.Errorf("%s goes with --resume, not --recover", c[0])
+		}
+		return nil
+	}
+	if f.resume == "" {
+		if c := changed("approve", "reject", "feedback", "arguments"); len(c) > 0 {
+			return fmt.Errorf("%s decides a paused run: use it with --resume RUN_ID", c[0])
+		}
+		if f.user == "" {
+			return errors.New("--user cannot be empty")
+		}
+		return nil
+	}
+	if f.approve == f.reject {
+		return errors.New("--resume needs exactly one of --approve and --reject")
+	}
+	if f.arguments != "" {
+		if f.reject {
+			return errors.New("--arguments edits an approved call; a rejected call does not run")
+		}
+		if !json.Valid([]byte(f.arguments)) {
+			return fmt.Errorf("--arguments is not valid JSON: %s", f.arguments)
+		}
+	}
+	return nil
+}
+
+func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
+	path := args[0]
+	desc, err := loadDescription(s, path)
+	if err != nil {
+		return err
+	}
+	if len(desc.Agents) == 0 {
+		return usageErr(fmt.Errorf("%s defines no agents", path))
+	}
+	st, err := openRunState(ctx, desc, f.stateDir)
+	if err != nil {
+		return configErr(err)
+	}
+	defer st.close()
+	opts := st.options
+	if f.verbose {
+		opts.Logger = slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	a, err := app.Assemble(ctx, desc, opts)
+	if err != nil {
+		return configErr(err)
+	}
+	p := &runPrinter{w: s.out, verbose: f.verbose, cmd: resumeCommand(path, f.stateDir)}
+
+	// What the run starts from, to ingest the retrievers it can reach and,
+	// on a resume, to print only the steps that are new.
+	agent, input := f.agent, ""
+	var before *agents.RunRecord
+	switch {
+	case f.resume != "" || f.recover != "":
+		id := f.resume + f.recover
+		rec, err := a.Agents.Store().LoadRun(ctx, id)
+		var nf *agents.RunNotFoundError
+		if errors.As(err, &nf) {
+			return usageErr(fmt.Errorf("no run %s in %s (was it started with another --state-dir, or another application?)", id, st.where))
+		}
+		if err != nil {
+			return configErr(fmt.Errorf("reading run %s: %w", id, err))
+		}
+		want := agents.StatusPaused
+		if f.recover != "" {
+			want = agents.StatusRunning
+		}
+		if rec.Status != want {
+			return usageErr(fmt.Errorf("run %s is %s, not %s: nothing to %s", id, rec.Status, want, map[bool]string{true: "recover", false: "resume"}[f.recover != ""]))
+		}
+		before, agent = &rec, rec.Agent
+	default:
+		input = args[1]
+		if agent == "" {
+			agent = desc.Service.Entry
+		}
+		if agent == "" && len(desc.Agents) == 1 {
+			agent = desc.Agents[0].Name
+		}
+		if agent == "" {
+			return usageErr(fmt.Errorf("name the agent with --agent (%s sets no service.entry); agents: %s", path, strings.Join(a.Agents.Agents(), ", ")))
+		}
+		if !slices.Contains(a.Agents.Agents(), agent) {
+			return usageErr(fmt.Errorf("%s has no agent %q; agents: %s", path, agent, strings.Join(a.Agents.Agents(), ", ")))
+		}
+	}
+	if err := ingestReachable(ctx, s, desc, a, agent, f.verbose); err != nil {
+		return configErr(err)
+	}
+
+	var res agents.RunResult
+	switch {
+	case f.resume != "":
+		d := agents.Decision{Action: agents.Reject, Feedback: f.feedback}
+		if f.approve {
+			d.Action = agents.Approve
+			if f.arguments != "" {
+				d.Arguments = json.RawMessage(f.arguments)
+			}
+		}
+		if !f.json {
+			p.resuming(before, d)
+		}
+		res, err = a.Agents.Resume(ctx, f.resume, d)
+	case f.recover != "":
+		if !f.json {
+			fmt.Fprintf(s.out, "recovering run %s on %s\n", f.recover, before.Agent)
+		}
+		res, err = a.Agents.Recover(ctx, f.recover)
+	default:
+		res, err = a.Agents.Run(ctx, agent, input, agents.RunOptions{UserID: f.user, ThreadID: f.thread})
+	}
+	var np *agents.NotPausedError
+	var ce *agents.ConflictError
+	switch {
+	case errors.As(err, &np):
+		// Another process moved the run on between the check and the
+		// claim.
+		return usageErr(err)
+	case errors.As(err, &ce) && before != nil && len(res.Steps) == 0:
+		// Another process claimed the same pause first; this one ran
+		// nothing.
+		return usageErr(fmt.Errorf("run %s was resumed by another process first (its record moved on from version %d); this one ran nothing", before.RunID, ce.Version))
+	}
+
+	if f.json {
+		if jerr := writeRunJSON(s, res, err, p.cmd); jerr != nil {
+			return &exitError{code: ExitRunFailed, err: jerr}
+		}
+	} else {
+		from := 0
+		if before != nil {
+			from = len(before.Checkpoint.Steps)
+		}
+		p.result(res, from, st.where)
+	}
+	return runExit(res, err)
+}
+
+// runExit is the one place a run's outcome becomes an exit status.
+func runExit(res agents.RunResult, err error) error {
+	switch {
+	case err == nil && res.Status == agents.StatusCompleted:
+		return nil
+	case err == nil && res.Status == agents.StatusPaused:
+		return &exitError{code: ExitPaused}
+	case err == nil:
+		return &exitError{code: ExitRunFailed, err: fmt.Errorf("run %s ended %s", res.RunID, res.Status)}
+	}
+	return &exitError{code: ExitRunFailed, err: err}
+}
+
+// loadDescription loads, validates and lowers an application file,
+// printing IR errors with their positions.
+func loadDescription(s *streams, path string) (app.Description, error) {
+	doc, err := ir.Load(path)
+	if err != nil {
+		if es, ok := ir.IsInvalid(err); ok {
+			fmt.Fprintln(s.err, es.Error())
+			return app.Description{}, usageErr(fmt.Errorf("%s is not a valid application; fix the errors above", path))
+		}
+		return app.Description{}, usageErr(err)
+	}
+	desc, err := lower.Document(doc)
+	if err != nil {
+		return app.Description{}, usageErr(err)
+	}
+	return desc, nil
+}
+
+// runState is where a command keeps runs: the options that put them there,
+// a description of the place for messages, and what to close at exit.
+type runState struct {
+	options app.Options
+	where   string
+	closers []func()
+}
+
+func (st *runState) close() {
+	for _, c := range slices.Backward(st.closers) {
+		c()
+	}
+}
+
+// openRunState picks the run store of service.state: files for memory
+// state (a command does not outlive a pause), PostgreSQL for postgres, with
+// the database's ledger and memory, and pgvector stores for retrievers.
+func openRunState(ctx context.Context, desc app.Description, stateDir string) (*runState, error) {
+	st := &runState{}
+	conn := pgvector.NewConnector(ctx, 0)
+	st.closers = append(st.closers, conn.Close)
+	st.options.VectorStoreOpeners = map[string]retrieval.StoreOpener{retrieval.StorePGVector: conn.Open}
+	pg := map[string]*pgstore.Store{} // one per DSN
+	openPG := func(ctx context.Context, dsn string) (*pgstore.Store, error) {
+		if s, ok := pg[dsn]; ok {
+			return s, nil
+		}
+		s, err := pgstore.Open(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		pg[dsn] = s
+		st.closers = append(st.closers, s.Close)
+		return s, nil
+	}
+	st.options.MemoryStoreOpeners = map[string]app.MemoryStoreOpener{
+		retrieval.StorePGVector: func(ctx context.Context, cfg retrieval.StoreConfig, dsn string) (agents.MemoryStore, error) {
+			s, err := openPG(ctx, dsn)
+			if err != nil {
+				return nil, err
+			}
+			return s.Memory(cfg.Name)
+		},
+	}
+	switch desc.Service.State.Kind {
+	case app.StatePostgres:
+		if stateDir != "" {
+			st.close()
+			return nil, fmt.Errorf("--state-dir applies to applications whose state is in memory; %s keeps its runs in PostgreSQL (%s)", desc.Name, desc.Service.State.DSNEnv)
+		}
+		st.where = "PostgreSQL ($" + desc.Service.State.DSNEnv + ")"
+		st.options.OpenState = func(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error) {
+			s, err := openPG(ctx, dsn)
+			if err != nil {
+				return nil, nil, err
+			}
+			l, err := pgledger.Open(ctx, dsn)
+			if err != nil {
+				return nil, nil, err
+			}
+			st.closers = append(st.closers, l.Close)
+			return s, l, nil
+		}
+	default:
+		dir := stateDir
+		if dir == "" {
+			var err error
+			if dir, err = defaultStateDir(desc.Name); err != nil {
+				st.close()
+				return nil, err
+			}
+		}
+		fs, err := filestore.Open(dir)
+		if err != nil {
+			st.close()
+			return nil, fmt.Errorf("opening the run state: %w", err)
+		}
+		st.where = fs.Dir()
+		st.options.RunStore = fs
+	}
+	return st, nil
+}
+
+// defaultStateDir is where runs of an application with memory state are
+// kept when --state-dir is not given: $AID_STATE_DIR, else the XDG state
+// directory (the user cache directory where XDG does not apply), under
+// aid/runs/APP.
+func defaultStateDir(appName string) (string, error) {
+	if d := os.Getenv(RunStateDirEnv); d != "" {
+		return d, nil
+	}
+	if appName == "" || appName != filepath.Base(appName) || strings.HasPrefix(appName, ".") {
+		return "", fmt.Errorf("application name %q cannot name a state directory; give --state-dir", appName)
+	}
+	base := os.Getenv("XDG_STATE_HOME")
+	if !filepath.IsAbs(base) { // the XDG spec ignores a relative value
+		switch runtime.GOOS {
+		case "darwin", "ios", "windows", "plan9":
+			dir, err := os.UserCacheDir()
+			if err != nil {
+				return "", fmt.Errorf("no directory for run state (%v); give --state-dir", err)
+			}
+			base = dir
+		default:
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("no directory for run state (%v); give --state-dir", err)
+			}
+			base = filepath.Join(home, ".local", "state")
+		}
+	}
+	return filepath.Join(base, "aid", "runs", appName), nil
+}
+
+// ingestReachable ingests the memory-store retrievers of the agents a run
+// of agent can reach, which start empty in every process. Retrievers in
+// pgvector are left as they are: indexing them is aidgen index's job.
+func ingestReachable(ctx context.Context, s *streams, desc app.Description, a *app.App, agent string, verbose bool) error {
+	byName := make(map[string]agents.Agent, len(desc.Agents))
+	for _, ag := range desc.Agents {
+		byName[ag.Name] = ag
+	}
+	kinds := make(map[string]string, len(desc.Stores))
+	for _, st := range desc.Stores {
+		kinds[st.Name] = st.Kind
+	}
+	storeOf := make(map[string]string, len(desc.Retrievers))
+	for _, r := range desc.Retrievers {
+		storeOf[r.Name] = r.Store
+	}
+	seen := map[string]bool{agent: true}
+	queue := []string{agent}
+	var names []string
+	for len(queue) > 0 {
+		ag := byName[queue[0]]
+		queue = queue[1:]
+		for _, r := range ag.Retrievers {
+			if k := kinds[storeOf[r]]; (k == "" || k == retrieval.StoreMemory) && !slices.Contains(names, r) {
+				names = append(names, r)
+			}
+		}
+		for _, n := range slices.Concat(ag.Handoffs, ag.Delegates) {
+			if !seen[n] {
+				seen[n] = true
+				queue = append(queue, n)
+			}
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		r, ok := a.Retrievers[n]
+		if !ok {
+			return fmt.Errorf("retriever %q was not built", n)
+		}
+		stats, err := r.Ingest(ctx)
+		if err != nil {
+			return fmt.Errorf("ingesting retriever %q: %w", n, err)
+		}
+		if verbose {
+			fmt.Fprintf(s.err, "ingested %s: %s, %s\n", n, plural(stats.Files, "file", "files"), plural(stats.Added+stats.Unchanged, "chunk", "chunks"))
+		}
+	}
+	return nil
+}
+
+// resumeCommand is the start of the command line that continues a run:
+// the same file and state directory, quoted for a POSIX shell.
+func resumeCommand(path, stateDir string) string {
+	cmd := "aidgen run " + shellQuote(path)
+	if stateDir != "" {
+		cmd += " --state-dir " + shellQuote(stateDir)
+	}
+	return cmd
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_./:=@%+,-]+$`)
+
+// shellQuote quotes s for a POSIX shell, leaving plain words as they are.
+func shellQuote(s string) string {
+	if shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

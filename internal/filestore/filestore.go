@@ -1,0 +1,411 @@
+package filestore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aidgen/aid/runtime/agents"
+)
+
+// Format is the version of the run file this package writes and reads. It
+// changes when a field changes meaning, so that an old file is refused
+// rather than misread.
+const Format = 1
+
+// lockName is the directory's lock file. It starts with a dot, which no
+// run's file name does.
+const lockName = ".lock"
+
+// Store is an agents.Store kept in a directory, one file per run. It is
+// safe for concurrent use, by goroutines and by processes sharing the
+// directory.
+type Store struct {
+	dir string
+	now func() time.Time
+}
+
+var _ agents.Store = (*Store)(nil)
+
+// Open returns the store kept in dir, creating the directory (readable by
+// its owner only: runs hold conversations) when it is missing.
+func Open(dir string) (*Store, error) {
+	if err := lockSupported(); err != nil {
+		return nil, err
+	}
+	if dir == "" {
+		return nil, errors.New("open run store: no directory given")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open run store: %w", err)
+	}
+	// Creating the lock file now finds a directory that cannot be written
+	// before a run starts, not at its first step.
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open run store: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("open run store: %w", err)
+	}
+	return &Store{dir: dir, now: time.Now}, nil
+}
+
+// Dir returns the directory the store keeps its runs in.
+func (s *Store) Dir() string { return s.dir }
+
+// Path returns the file that holds a run, whether or not it exists.
+func (s *Store) Path(runID string) string { return filepath.Join(s.dir, fileName(runID)) }
+
+// CorruptFileError reports a run file that cannot be read back: not JSON,
+// another format, or the file of another run.
+type CorruptFileError struct {
+	// Path is the file.
+	Path string
+	// Err says what is wrong.
+	Err error
+}
+
+// Error implements error.
+func (e *CorruptFileError) Error() string {
+	return fmt.Sprintf("run file %s is unreadable: %v", e.Path, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *CorruptFileError) Unwrap() error { return e.Err }
+
+// runFile is what one run's file holds: the run's record, when it was
+// created, and its tool calls in the order they were recorded (a call may
+// be recorded for a run the store holds no record of; the contract allows
+// it).
+type runFile struct {
+	Format int          `json:"format"`
+	RunID  text         `json:"run_id"`
+	Run    *storedRun   `json:"run,omitempty"`
+	Calls  []storedCall `json:"calls,omitempty"`
+}
+
+type storedRun struct {
+	Agent      text              `json:"agent"`
+	Status     agents.Status     `json:"status"`
+	Version    int64             `json:"version"`
+	UpdatedAt  time.Time         `json:"updated_at"`
+	Checkpoint agents.Checkpoint `json:"checkpoint"`
+}
+
+type storedCall struct {
+	Key       text           `json:"key"`
+	CallID    text           `json:"call_id"`
+	Tool      text           `json:"tool"`
+	Effects   agents.Effects `json:"effects"`
+	Arguments text           `json:"arguments"`
+	Result    *storedResult  `json:"result,omitempty"`
+}
+
+type storedResult struct {
+	Observation text             `json:"observation"`
+	ErrorKind   agents.ErrorKind `json:"error_kind,omitempty"`
+}
+
+// text is a string that round-trips exactly: a JSON string when it is
+// valid UTF-8 (JSON keeps NUL bytes and every other code point), and
+// {"base64": ...} when it is not, which a JSON string would mangle.
+type text string
+
+type base64Text struct {
+	Base64 []byte `json:"base64"`
+}
+
+// MarshalJSON implements json.Marshaler.
+func (t text) MarshalJSON() ([]byte, error) {
+	if utf8.ValidString(string(t)) {
+		return json.Marshal(string(t))
+	}
+	return json.Marshal(base64Text{Base64: []byte(t)})
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *text) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '{' {
+		var v base64Text
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		*t = text(v.Base64)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*t = text(s)
+	return nil
+}
+
+func (r *storedRun) record(runID string) agents.RunRecord {
+	return agents.RunRecord{RunID: runID, Agent: string(r.Agent), Status: r.Status, Version: r.Version, Checkpoint: r.Checkpoint, UpdatedAt: r.UpdatedAt}
+}
+
+func (c *storedCall) record(runID string) agents.CallRecord {
+	rec := agents.CallRecord{RunID: runID, Key: string(c.Key), CallID: string(c.CallID), Tool: string(c.Tool), Effects: c.Effects, Arguments: string(c.Arguments)}
+	if c.Result != nil {
+		rec.Result = &agents.CallResult{Observation: string(c.Result.Observation), ErrorKind: c.Result.ErrorKind}
+	}
+	return rec
+}
+
+// fileName is a run's file name: the run id itself when it is a plain
+// name (the runtime's ids are), so that a person can find the file, and
+// otherwise a hash of it, so that no id can name a path outside the
+// directory, the lock file, or one too long for the file system.
+func fileName(runID string) string {
+	if safeID(runID) {
+		return runID + ".json"
+	}
+	sum := sha256.Sum256([]byte(runID))
+	return "~" + hex.EncodeToString(sum[:]) + ".json"
+}
+
+func safeID(id string) bool {
+	if id == "" || len(id) > 128 || id[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// read returns a run's file, or nil when there is none. It takes no lock:
+// files are replaced whole by rename, so a reader sees one version or the
+// next, never a mix.
+func (s *Store) read(runID string) (*runFile, error) {
+	path := s.Path(runID)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read run %q: %w", runID, err)
+	}
+	var f runFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, &CorruptFileError{Path: path, Err: err}
+	}
+	switch {
+	case f.Format != Format:
+		return nil, &CorruptFileError{Path: path, Err: fmt.Errorf("format %d, this aidgen reads format %d", f.Format, Format)}
+	case string(f.RunID) != runID:
+		return nil, &CorruptFileError{Path: path, Err: fmt.Errorf("it holds run %q, not %q", f.RunID, runID)}
+	}
+	return &f, nil
+}
+
+// write replaces a run's file: a temporary file in the same directory,
+// synced, renamed over the old one, and the directory synced, so that the
+// new version survives a crash whole or not at all.
+func (s *Store) write(runID string, f *runFile) error {
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode run %q: %w", runID, err)
+	}
+	tmp, err := os.CreateTemp(s.dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write run %q: %w", runID, err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.Path(runID))
+	}
+	if err == nil {
+		err = syncDir(s.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("write run %q: %w", runID, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// update changes a run's file under the directory's lock: fn gets the file
+// as stored (a new, empty one when there is none) and changes it; an error
+// from fn writes nothing.
+func (s *Store) update(ctx context.Context, runID string, fn func(f *runFile) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	unlock, err := lock(ctx, filepath.Join(s.dir, lockName))
+	if err != nil {
+		return fmt.Errorf("lock run store %s: %w", s.dir, err)
+	}
+	defer unlock()
+	f, err := s.read(runID)
+	if err != nil {
+		return err
+	}
+	if f == nil {
+		f = &runFile{Format: Format, RunID: text(runID)}
+	}
+	if err := fn(f); err != nil {
+		return err
+	}
+	return s.write(runID, f)
+}
+
+// stamp is the time a write records: now, without the monotonic reading
+// (which a file cannot keep), and never before the previous write's.
+func (s *Store) stamp(prev time.Time) time.Time {
+	now := s.now().Round(0)
+	if now.Before(prev) {
+		return prev
+	}
+	return now
+}
+
+// CreateRun implements agents.Store.
+func (s *Store) CreateRun(ctx context.Context, rec agents.RunRecord) (agents.RunRecord, error) {
+	err := s.update(ctx, rec.RunID, func(f *runFile) error {
+		if f.Run != nil {
+			return &agents.RunExistsError{RunID: rec.RunID}
+		}
+		rec.Version = 1
+		rec.UpdatedAt = s.stamp(time.Time{})
+		f.Run = &storedRun{Agent: text(rec.Agent), Status: rec.Status, Version: rec.Version, UpdatedAt: rec.UpdatedAt, Checkpoint: rec.Checkpoint}
+		return nil
+	})
+	if err != nil {
+		return agents.RunRecord{}, err
+	}
+	return rec, nil
+}
+
+// UpdateRun implements agents.Store.
+func (s *Store) UpdateRun(ctx context.Context, rec agents.RunRecord) (agents.RunRecord, error) {
+	err := s.update(ctx, rec.RunID, func(f *runFile) error {
+		cur := f.Run
+		if cur == nil {
+			return &agents.RunNotFoundError{RunID: rec.RunID}
+		}
+		if cur.Version != rec.Version {
+			return &agents.ConflictError{RunID: rec.RunID, Version: rec.Version, Stored: cur.Version}
+		}
+		rec.Version++
+		rec.UpdatedAt = s.stamp(cur.UpdatedAt)
+		f.Run = &storedRun{Agent: text(rec.Agent), Status: rec.Status, Version: rec.Version, UpdatedAt: rec.UpdatedAt, Checkpoint: rec.Checkpoint}
+		return nil
+	})
+	if err != nil {
+		return agents.RunRecord{}, err
+	}
+	return rec, nil
+}
+
+// LoadRun implements agents.Store.
+func (s *Store) LoadRun(ctx context.Context, runID string) (agents.RunRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return agents.RunRecord{}, err
+	}
+	f, err := s.read(runID)
+	if err != nil {
+		return agents.RunRecord{}, err
+	}
+	if f == nil || f.Run == nil {
+		return agents.RunRecord{}, &agents.RunNotFoundError{RunID: runID}
+	}
+	return f.Run.record(runID), nil
+}
+
+// RecordCall implements agents.Store.
+func (s *Store) RecordCall(ctx context.Context, rec agents.CallRecord) error {
+	return s.update(ctx, rec.RunID, func(f *runFile) error {
+		for _, c := range f.Calls {
+			if string(c.Key) == rec.Key {
+				return &agents.CallExistsError{RunID: rec.RunID, Key: rec.Key}
+			}
+		}
+		f.Calls = append(f.Calls, storedCall{Key: text(rec.Key), CallID: text(rec.CallID), Tool: text(rec.Tool), Effects: rec.Effects, Arguments: text(rec.Arguments)})
+		return nil
+	})
+}
+
+// FinishCall implements agents.Store.
+func (s *Store) FinishCall(ctx context.Context, runID, key string, res agents.CallResult) error {
+	return s.update(ctx, runID, func(f *runFile) error {
+		for i := range f.Calls {
+			c := &f.Calls[i]
+			if string(c.Key) != key {
+				continue
+			}
+			if c.Result != nil {
+				return &agents.CallFinishedError{RunID: runID, Key: key}
+			}
+			c.Result = &storedResult{Observation: text(res.Observation), ErrorKind: res.ErrorKind}
+			return nil
+		}
+		return &agents.CallNotFoundError{RunID: runID, Key: key}
+	})
+}
+
+// Call implements agents.Store.
+func (s *Store) Call(ctx context.Context, runID, key string) (agents.CallRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return agents.CallRecord{}, err
+	}
+	f, err := s.read(runID)
+	if err != nil {
+		return agents.CallRecord{}, err
+	}
+	if f != nil {
+		for i := range f.Calls {
+			if string(f.Calls[i].Key) == key {
+				return f.Calls[i].record(runID), nil
+			}
+		}
+	}
+	return agents.CallRecord{}, &agents.CallNotFoundError{RunID: runID, Key: key}
+}
+
+// Calls implements agents.Store.
+func (s *Store) Calls(ctx context.Context, runID string) ([]agents.CallRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := s.read(runID)
+	if err != nil || f == nil {
+		return nil, err
+	}
+	out := make([]agents.CallRecord, len(f.Calls))
+	for i := range f.Calls {
+		out[i] = f.Calls[i].record(runID)
+	}
+	return out, nil
+}

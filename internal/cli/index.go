@@ -234,7 +234,10 @@ func (ra *retrieverApp) ingest(ctx context.Context, s *streams, name, progressMo
 	}})
 	prog.done()
 	if err != nil {
-		return stats, &exitError{code: ExitInvalid, err: fmt.Errorf("indexing %s: %w (%s stored before the failure are kept; run aidgen index again to complete it)", name, err, plural(stats.Added, "chunk", "chunks"))}
+		if stats.Added > 0 {
+			err = fmt.Errorf("%w (the %s stored before the failure are kept; index again to complete it)", err, plural(stats.Added, "chunk", "chunks"))
+		}
+		return stats, &exitError{code: ExitInvalid, err: fmt.Errorf("indexing %s: %w", name, err)}
 	}
 	return stats, nil
 }

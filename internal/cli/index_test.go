@@ -213,3 +213,36 @@ func TestSearchPGVectorEmpty(t *testing.T) {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
+
+// TestRetrievalEvalGates runs the support-desk retrieval eval against its
+// committed baseline: the shipped retriever passes by clearing the minMean
+// floors, and a much worse one (small chunks, a 12-wide embedding, no
+// reranking) is a regression, so the gate is not one that always passes.
+func TestRetrievalEvalGates(t *testing.T) {
+	dir := copySupportDesk(t) // before chdirRoot: the copy is made from the package directory
+	chdirRoot(t)
+	code, out, errOut := run(t, "eval", "--progress", "none", "--eval", "retrieval", supportDesk)
+	if code != cli.ExitOK || !strings.Contains(out, "recall@4: mean 0.9722 clears minMean 0.9000") || !strings.Contains(out, "mrr@4: mean 0.8935 clears minMean 0.8000") {
+		t.Fatalf("the shipped retriever: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+
+	appFile := filepath.Join(dir, "app.cue")
+	src, err := os.ReadFile(appFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worse := string(src)
+	for _, r := range [][2]string{{`rerank:     "lexical"`, `rerank:     "none"`}, {"size: 600, overlap: 80", "size: 120, overlap: 10"}, {"dimensions: 256", "dimensions: 12"}} {
+		if !strings.Contains(worse, r[0]) {
+			t.Fatalf("the example no longer says %s", r[0])
+		}
+		worse = strings.Replace(worse, r[0], r[1], 1)
+	}
+	if err := os.WriteFile(appFile, []byte(worse), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = run(t, "eval", "--progress", "none", "--eval", "retrieval", appFile)
+	if code != cli.ExitRegression || !strings.Contains(out, "verdict: regression") {
+		t.Errorf("a worse retriever: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}

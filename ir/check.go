@@ -101,6 +101,9 @@ func (c *checker) resolve() {
 			c.alias(at("target", "model"), e.Target.Model, KindChat)
 			c.fallbacks([]any{"evals", e.Name, "target", "fallbacks"}, e.Target.Fallbacks, e.Target.Model, "the target's model")
 		}
+		if e.Target.Retriever != "" {
+			c.ref(at("target", "retriever"), "retriever", e.Target.Retriever, retrievers)
+		}
 		if e.Judge != nil {
 			c.alias(at("judge", "model"), e.Judge.Model, KindChat)
 			c.fallbacks([]any{"evals", e.Name, "judge", "fallbacks"}, e.Judge.Fallbacks, e.Judge.Model, "the judge's model")
@@ -430,10 +433,16 @@ func (c *checker) eval(e *Eval) {
 	at := func(parts ...any) cue.Path { return pathOf(append([]any{"evals", e.Name}, parts...)...) }
 	t := e.Target
 	switch {
-	case t.Agent == "" && t.Model == "":
-		c.errAt(at("target"), "target names nothing; set agent, or model with a prompt")
+	case t.Agent == "" && t.Model == "" && t.Retriever == "":
+		c.errAt(at("target"), "target names nothing; set agent, model with a prompt, or retriever")
 	case t.Agent != "" && t.Model != "":
 		c.errAt(at("target", "model"), "target names both agent %q and model %q; keep one", t.Agent, t.Model)
+	case t.Retriever != "" && (t.Agent != "" || t.Model != ""):
+		c.errAt(at("target", "retriever"), "target names retriever %q and %s too; keep one", t.Retriever, oneTarget(t))
+	case t.Retriever != "" && (t.Prompt != "" || t.System != "" || len(t.Fallbacks) > 0):
+		c.errAt(at("target"), "prompt, system and fallbacks apply to a model target; a retriever target searches each case's input as it is")
+	case t.Retriever == "" && t.K != 0:
+		c.errAt(at("target", "k"), "k applies to a retriever target; remove it")
 	case t.Agent != "" && (t.Prompt != "" || t.System != ""):
 		c.errAt(at("target"), "prompt and system apply to a model target; an agent target uses the agent's instructions")
 	case t.Agent != "" && len(t.Fallbacks) > 0:
@@ -452,6 +461,7 @@ func (c *checker) eval(e *Eval) {
 			c.errAt(at("metrics", i), "metric %q is listed twice", m)
 		}
 	}
+	c.rankedMetrics(e)
 	if slices.Contains(e.Metrics, MetricLLMJudge) && e.Judge == nil {
 		c.errAt(at("metrics", slices.Index(e.Metrics, MetricLLMJudge)), "metric \"llm_judge\" needs a judge: set judge: {model: \"<alias>\", rubric: \"...\"}")
 	}
@@ -485,6 +495,40 @@ func (c *checker) eval(e *Eval) {
 	if len(e.Thresholds) > 0 && e.Baseline == "" {
 		c.errAt(at("thresholds"), "thresholds compare against a baseline, but baseline is not set; set baseline: \"<file>.json\" and create it with aidgen eval --update-baseline")
 	}
+}
+
+// rankedMetrics checks that ranked-set metrics and retriever targets go
+// together: a ranked metric scores a ranking, which only a retriever target
+// answers with, and a retriever's ranking is no answer text for the other
+// metrics. A cutoff beyond what the target retrieves would read ranks that
+// are never there, so recall@10 over 4 hits is refused rather than
+// reported as a recall it is not.
+func (c *checker) rankedMetrics(e *Eval) {
+	at := func(parts ...any) cue.Path { return pathOf(append([]any{"evals", e.Name}, parts...)...) }
+	t := e.Target
+	retrieved := t.K
+	if r, ok := c.doc.Retriever(t.Retriever); ok && retrieved == 0 {
+		retrieved = r.TopK
+	}
+	for i, m := range e.Metrics {
+		_, k, ranked := RankedMetric(m)
+		switch {
+		case ranked && t.Retriever == "":
+			c.errAt(at("metrics", i), "metric %q scores a retriever's ranking; target a retriever (target: retriever: \"<name>\") or use an answer metric", m)
+		case !ranked && t.Retriever != "":
+			c.errAt(at("metrics", i), "metric %q scores answer text, but a retriever target answers with a ranking; use recall@K, mrr@K or ndcg@K", m)
+		case ranked && retrieved > 0 && k > retrieved:
+			c.errAt(at("metrics", i), "metric %q reads %d ranks, but the target retrieves %d; lower the cutoff or set target k to at least %d", m, k, retrieved, k)
+		}
+	}
+}
+
+// oneTarget names the agent or model of a target, for an error.
+func oneTarget(t Target) string {
+	if t.Agent != "" {
+		return fmt.Sprintf("agent %q", t.Agent)
+	}
+	return fmt.Sprintf("model %q", t.Model)
 }
 
 // heldThreshold validates a threshold as the eval runtime will hold it, in

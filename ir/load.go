@@ -561,18 +561,30 @@ func (l *loader) addCUE(err error) {
 func (l *loader) addGroup(path []string, g []cueProblem) {
 	disjunction := false
 	var conflicts, others []cueProblem
+	var described []string // branches that are named constraints, in words
 	for _, p := range g {
 		switch {
 		case p.format == cueDisjunction:
 			disjunction = true
 		case p.format == cueConflict && len(p.args) == 2 && literal(p.args[0]) && literal(p.args[1]):
 			conflicts = append(conflicts, p)
+		case p.format == cueOutOfBound && len(p.args) == 2 && l.describeConstraint(fmt.Sprint(p.args[1])) != "":
+			// A branch such as #RankedMetricName beside an enum's literals.
+			described = append(described, l.describeConstraint(fmt.Sprint(p.args[1])))
+			others = append(others, p)
 		default:
 			others = append(others, p)
 		}
 	}
+	// An enum whose literals stand beside a named constraint (the metric
+	// names and #RankedMetricName) lists both. A single literal beside a
+	// constraint is a default (*"DATABASE_URL" | #EnvVar): the constraint
+	// alone says what is wanted.
+	if len(described) > 0 && len(conflicts) < 2 {
+		described = nil
+	}
 	switch {
-	case disjunction && len(others) == 0 && len(conflicts) > 0:
+	case disjunction && len(others) == len(described) && len(conflicts) > 0:
 		// Every branch is a literal that differs from the user's value: an
 		// enum. Say what the value is and what is allowed.
 		got := l.userValue().LookupPath(stringsPath(path))
@@ -586,6 +598,9 @@ func (l *loader) addGroup(path []string, g []cueProblem) {
 			}
 		}
 		slices.Sort(allowed)
+		for _, d := range described {
+			allowed = append(allowed, "or "+d)
+		}
 		msg := fmt.Sprintf("invalid value %s; allowed: %s", gotStr, strings.Join(allowed, ", "))
 		l.cueErr(path, conflicts[0].pos, msg)
 	default:
@@ -695,6 +710,7 @@ var namedConstraints = []struct{ def, words string }{
 	{"#URL", "an http or https URL such as \"https://api.openai.com/v1\""},
 	{"#Address", "a listen address such as \"127.0.0.1:8080\" or \":8080\""},
 	{"#TableName", "a table name: lower-case letters, digits and '_', not starting with a digit"},
+	{"#RankedMetricName", "a ranked retrieval metric with its cutoff: recall@K, mrr@K or ndcg@K, such as \"recall@4\""},
 }
 
 func (l *loader) describeConstraint(printed string) string {

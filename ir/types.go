@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -375,13 +376,20 @@ type Eval struct {
 	Thresholds []Threshold `json:"thresholds"`
 }
 
-// Target is what answers an eval's cases: an agent, or a model alias with a
-// prompt template.
+// Target is what answers an eval's cases: an agent, a model alias with a
+// prompt template, or a retriever.
 type Target struct {
 	// Agent names the answering agent; empty for a model target.
 	Agent string `json:"agent,omitempty"`
 	// Model is the answering alias; empty for an agent target.
 	Model string `json:"model,omitempty"`
+	// Retriever names the retriever searched with each case's input; its
+	// ranking of source files is scored by ranked metrics (recall@K,
+	// mrr@K, ndcg@K) against the source paths a case expects.
+	Retriever string `json:"retriever,omitempty"`
+	// K is how many chunks a retriever target retrieves; zero means the
+	// retriever's TopK.
+	K int `json:"k,omitempty"`
 	// Fallbacks are the aliases tried, in order, when Model fails with a
 	// provider error; always empty for an agent target, which uses the
 	// agent's fallbacks.
@@ -422,6 +430,27 @@ const (
 	MetricJSONSchemaValid    = "json_schema_valid"
 	MetricLLMJudge           = "llm_judge"
 )
+
+// RankedMetric parses the name of a ranked-set retrieval metric, such as
+// "recall@4", into its kind ("recall", "mrr" or "ndcg") and cutoff. It
+// reports false for every other metric. The schema's #RankedMetricName
+// admits only these names, so a name it reports false for is not ranked.
+func RankedMetric(name string) (kind string, k int, ok bool) {
+	kind, cut, found := strings.Cut(name, "@")
+	if !found {
+		return "", 0, false
+	}
+	switch kind {
+	case "recall", "mrr", "ndcg":
+	default:
+		return "", 0, false
+	}
+	k, err := strconv.Atoi(cut)
+	if err != nil || k < 1 || strconv.Itoa(k) != cut {
+		return "", 0, false
+	}
+	return kind, k, true
+}
 
 // ModelDerivedMetric reports whether a metric's score comes from a model
 // (an LLM judge). Such a metric may be reported but never gate: its noise

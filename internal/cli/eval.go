@@ -18,6 +18,8 @@ import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
 // Exit codes of aidgen eval beyond the shared ones: 1 (ExitInvalid) is a
@@ -255,7 +257,15 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	// An application per eval, so each eval's cost is its own in the
 	// ledger. Evals keep runs and spend in memory, whatever the service's
 	// state says: an eval is not a replica of the service.
-	opts := app.Options{Ledger: gateway.NewMemoryLedger(), RunStore: agents.NewInMemoryStore()}
+	// Retrievers' pgvector stores are the service's own: a retrieval eval
+	// searches the index aidgen index keeps there.
+	conn := pgvector.NewConnector(ctx, 0)
+	defer conn.Close()
+	opts := app.Options{
+		Ledger:             gateway.NewMemoryLedger(),
+		RunStore:           agents.NewInMemoryStore(),
+		VectorStoreOpeners: map[string]retrieval.StoreOpener{retrieval.StorePGVector: conn.Open},
+	}
 	if f.seedSet {
 		opts.Seed = &f.seed
 	}

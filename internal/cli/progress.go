@@ -18,7 +18,8 @@ type progress struct {
 	mode  string // "bar", "lines" or "none"
 	name  string
 	total int
-	last  int // the last tenth printed in lines mode
+	unit  string // what is counted in lines mode; empty means samples
+	last  int    // the last tenth printed in lines mode
 	drawn bool
 }
 
@@ -55,7 +56,11 @@ func (p *progress) update(done, total int) {
 		tenth := done * 10 / p.total
 		if tenth > p.last {
 			p.last = tenth
-			fmt.Fprintf(p.w, "%s: %d/%d samples\n", p.name, done, p.total)
+			unit := p.unit
+			if unit == "" {
+				unit = "samples"
+			}
+			fmt.Fprintf(p.w, "%s: %d/%d %s\n", p.name, done, p.total, unit)
 		}
 	}
 }

@@ -15,8 +15,6 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 )
 
-const supportDesk = "examples/support-desk/app.cue"
-
 const refundMessage = "I want a refund for order AB-123456"
 
 var resumeID = regexp.MustCompile(`--resume (run_[0-9a-f]+) --approve`)

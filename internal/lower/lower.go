@@ -189,6 +189,8 @@ func evalSpec(e *ir.Eval) app.Eval {
 			Prompt:    e.Target.Prompt,
 			System:    e.Target.System,
 			Fallbacks: clone(e.Target.Fallbacks),
+			Retriever: e.Target.Retriever,
+			K:         e.Target.K,
 		},
 		Runs:        e.Runs,
 		Concurrency: e.Concurrency,

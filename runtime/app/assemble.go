@@ -1,7 +1,6 @@
 package app
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -135,7 +134,7 @@ func Assemble(ctx context.Context, desc Description, opts Options) (*App, error)
 	for i := range retrievers {
 		// An empty source directory is the description's own: the IR's
 		// patterns are relative to the app file.
-		retrievers[i].Source.Dir = desc.path(cmp.Or(retrievers[i].Source.Dir, "."))
+		retrievers[i].Source.Dir = desc.sourceDir(retrievers[i].Source)
 	}
 	a.Retrievers, err = retrieval.Build(g, desc.Stores, retrievers, retrieval.BuildOptions{Openers: opts.VectorStoreOpeners})
 	if err != nil {
@@ -193,6 +192,15 @@ func (d *Description) path(name string) string {
 		return name
 	}
 	return filepath.Join(d.Dir, filepath.FromSlash(name))
+}
+
+// sourceDir is the directory a retriever's source patterns are relative
+// to: its Dir resolved against the description's, which an empty Dir is.
+func (d *Description) sourceDir(s retrieval.Source) string {
+	if s.Dir == "" {
+		return d.path(".")
+	}
+	return d.path(s.Dir)
 }
 
 // toolImplementations builds the implementation of every tool: the

@@ -158,13 +158,23 @@ type Eval struct {
 	Thresholds []eval.Threshold
 }
 
-// EvalTarget is what answers an eval's cases: exactly one of Agent and
-// Model.
+// EvalTarget is what answers an eval's cases: exactly one of Agent, Model
+// and Retriever.
 type EvalTarget struct {
 	// Agent names the agent that answers each case, one run per sample.
 	Agent string
 	// Model is the alias that answers each case.
 	Model string
+	// Retriever names the retriever searched with each case's input. The
+	// answer is the ranking of the hits' source files, scored by ranked
+	// metrics (recall@K, mrr@K, ndcg@K, see eval.ParseRetrievalMetric)
+	// against the source paths the case expects. A retriever whose store is
+	// in memory is ingested before the first search; a persistent store is
+	// searched as it was last indexed.
+	Retriever string
+	// K is how many chunks a retriever target retrieves; zero means the
+	// retriever's TopK.
+	K int
 	// Prompt is the text/template rendering a case as a model target's
 	// user message; empty sends the input as is.
 	Prompt string

@@ -4,13 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/retrieval"
 )
 
 // EvalRun is one run of an eval of an application, ready to go: its
@@ -68,6 +73,11 @@ func (a *App) Eval(name string) (*EvalRun, error) {
 		if out.Dataset, err = eval.LoadDataset(a.desc.path(e.Dataset)); err != nil {
 			return nil, fmt.Errorf("eval %q: %w", name, err)
 		}
+		if e.Target.Retriever != "" {
+			if err := a.checkJudgements(e, out.Dataset); err != nil {
+				return nil, fmt.Errorf("eval %q: %w", name, err)
+			}
+		}
 		return out, nil
 	}
 	return nil, fmt.Errorf("unknown eval %q; known evals: %v", name, a.EvalNames())
@@ -98,6 +108,14 @@ func (a *App) newEval(e Eval, runID string) (*EvalRun, error) {
 	switch t := e.Target; {
 	case t.Agent != "" && t.Model != "":
 		return nil, fmt.Errorf("eval %q: the target names both agent %q and model %q; name one", e.Name, t.Agent, t.Model)
+	case t.Retriever != "" && (t.Agent != "" || t.Model != ""):
+		return nil, fmt.Errorf("eval %q: the target names retriever %q and an agent or model too; name one", e.Name, t.Retriever)
+	case t.Retriever != "":
+		r, err := a.newRetrieverRunner(t)
+		if err != nil {
+			return nil, fmt.Errorf("eval %q: %w", e.Name, err)
+		}
+		out.Runner = out.budgetedRunner(r, budget)
 	case t.Model != "":
 		if _, err := a.Gateway.Resolve(t.Model); err != nil {
 			return nil, fmt.Errorf("eval %q: %w", e.Name, err)
@@ -125,6 +143,19 @@ func (a *App) newEval(e Eval, runID string) (*EvalRun, error) {
 
 	reg := eval.NewRegistry()
 	for _, m := range e.Metrics {
+		if e.Target.Retriever != "" {
+			// A retriever answers with a ranking, which only ranked
+			// metrics read.
+			metric, err := eval.ParseRetrievalMetric(m)
+			if err != nil {
+				return nil, fmt.Errorf("eval %q: the target is retriever %q: %w", e.Name, e.Target.Retriever, err)
+			}
+			out.Metrics = append(out.Metrics, metric)
+			continue
+		}
+		if _, err := eval.ParseRetrievalMetric(m); err == nil {
+			return nil, fmt.Errorf("eval %q: metric %q scores a retriever's ranking; the target must be a retriever", e.Name, m)
+		}
 		cfg := eval.MetricConfig{Schema: e.Schema}
 		if e.Judge != nil {
 			cfg.Judge = out.budgetedJudge(&eval.GatewayJudge{Gateway: a.Gateway, Alias: e.Judge.Model, Fallbacks: e.Judge.Fallbacks}, budget)
@@ -267,4 +298,138 @@ func newRunID() string {
 	var b [8]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
 	return hex.EncodeToString(b[:])
+}
+
+// retrieverRunner is the retriever target of an eval: eval.RetrievalRunner
+// judging by source file, after ingesting a store that lives in memory (it
+// starts empty in every process), and answering with the pinned embedding
+// model, so that reports and baselines name the model the ranking came
+// from.
+type retrieverRunner struct {
+	search *eval.RetrievalRunner
+	r      *retrieval.Retriever
+	model  string // the pinned embedding model
+	alias  string
+
+	ingest   bool // the store is in memory
+	mu       sync.Mutex
+	ingested bool
+}
+
+// newRetrieverRunner builds the runner of a retriever target.
+func (a *App) newRetrieverRunner(t EvalTarget) (*retrieverRunner, error) {
+	r, ok := a.Retrievers[t.Retriever]
+	if !ok {
+		return nil, fmt.Errorf("the target retriever %q is not a retriever of the application (retrievers: %v)", t.Retriever, slices.Sorted(maps.Keys(a.Retrievers)))
+	}
+	if t.K < 0 {
+		return nil, fmt.Errorf("the target retrieves k=%d chunks; want at least 1, or 0 for the retriever's topK", t.K)
+	}
+	cfg, _ := a.retrieverConfig(t.Retriever)
+	m, err := a.Gateway.Resolve(cfg.EmbedModel)
+	if err != nil {
+		return nil, fmt.Errorf("retriever %q: %w", t.Retriever, err)
+	}
+	return &retrieverRunner{
+		search: &eval.RetrievalRunner{Searcher: r, K: t.K, BySource: true},
+		r:      r,
+		model:  m.Spec.ID,
+		alias:  cfg.EmbedModel,
+		ingest: a.storeInMemory(cfg.Store),
+	}, nil
+}
+
+// Run implements eval.Runner.
+func (r *retrieverRunner) Run(ctx context.Context, c eval.Case, sample int) (eval.Answer, error) {
+	if err := r.ensureIngested(ctx); err != nil {
+		return eval.Answer{}, err
+	}
+	ans, err := r.search.Run(ctx, c, sample)
+	if err != nil {
+		return eval.Answer{}, fmt.Errorf("retriever %q: %w", r.r.Name(), err)
+	}
+	ans.Model, ans.Alias = r.model, r.alias
+	return ans, nil
+}
+
+// ensureIngested ingests a memory store once, before the first search; the
+// other samples wait for it. A failed ingest is tried again by the next
+// sample (Ingest resumes where it stopped), so a cancelled first sample
+// does not fail the rest.
+func (r *retrieverRunner) ensureIngested(ctx context.Context) error {
+	if !r.ingest {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ingested {
+		return nil
+	}
+	if _, err := r.r.Ingest(ctx); err != nil {
+		return fmt.Errorf("ingesting retriever %q before searching it: %w", r.r.Name(), err)
+	}
+	r.ingested = true
+	return nil
+}
+
+// retrieverConfig returns the description of a retriever.
+func (a *App) retrieverConfig(name string) (retrieval.Config, bool) {
+	for _, r := range a.desc.Retrievers {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return retrieval.Config{}, false
+}
+
+// storeInMemory reports whether the named store keeps its vectors in this
+// process only.
+func (a *App) storeInMemory(name string) bool {
+	for _, s := range a.desc.Stores {
+		if s.Name == name {
+			return s.Kind == "" || s.Kind == retrieval.StoreMemory
+		}
+	}
+	return false
+}
+
+// checkJudgements checks a retriever target's dataset before anything is
+// searched: every case's expected field must be a judgement (an array of
+// relevant source paths, or an object of path to grade) naming only files
+// the retriever ingests. A misspelt or renamed path would otherwise score
+// 0 on every sample, a regression that is really a typo.
+func (a *App) checkJudgements(e Eval, ds *eval.Dataset) error {
+	cfg, ok := a.retrieverConfig(e.Target.Retriever)
+	if !ok {
+		return fmt.Errorf("unknown retriever %q", e.Target.Retriever)
+	}
+	src := cfg.Source
+	src.Dir = a.desc.sourceDir(src)
+	// Load only reads local files; it takes a context for sources that
+	// would not, which are not built.
+	docs, err := src.Load(context.Background())
+	if err != nil {
+		return fmt.Errorf("reading the sources of retriever %q: %w", cfg.Name, err)
+	}
+	known := make(map[string]bool, len(docs))
+	for _, d := range docs {
+		known[d.Path] = true
+	}
+	var errs []error
+	for _, c := range ds.Cases {
+		j, err := retrieval.ParseJudgement([]byte(c.Expected))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("case %q: expected must be the relevant source paths, such as [\"docs/refunds.md\"]: %w", c.ID, err))
+			continue
+		}
+		if j.Relevant() == 0 {
+			errs = append(errs, fmt.Errorf("case %q: expected names no relevant source, so every metric scores it 0; name at least one", c.ID))
+		}
+		for _, id := range slices.Sorted(maps.Keys(j)) {
+			if !known[id] {
+				errs = append(errs, fmt.Errorf("case %q: expected names %q, which retriever %q does not ingest; its sources are %s", c.ID, id, cfg.Name, strings.Join(slices.Sorted(maps.Keys(known)), ", ")))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

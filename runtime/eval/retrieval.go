@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aidgen/aid/runtime/retrieval"
@@ -95,4 +96,29 @@ func (m RetrievalMetric) Score(_ context.Context, c Case, answer string) (float6
 		}
 	}
 	return m.Metric.Score(o, j)
+}
+
+// ParseRetrievalMetric returns the ranked-set metric a name such as
+// "recall@4" names, adapted to Metric: recall@K (RecallAtK), mrr@K (MRR)
+// or ndcg@K (NDCGAtK), K a cutoff of at least 1 written without leading
+// zeros, so that a name reads back as the metric's Name. Any other name is
+// refused, saying which names exist.
+func ParseRetrievalMetric(name string) (Metric, error) {
+	kind, cut, _ := strings.Cut(name, "@")
+	k, err := strconv.Atoi(cut)
+	if err != nil || k < 1 || strconv.Itoa(k) != cut {
+		return nil, fmt.Errorf("retrieval metric %q: want recall@K, mrr@K or ndcg@K with a cutoff K of at least 1, such as recall@4", name)
+	}
+	var m retrieval.RankedMetric
+	switch kind {
+	case "recall":
+		m = retrieval.RecallAtK{K: k}
+	case "mrr":
+		m = retrieval.MRR{K: k}
+	case "ndcg":
+		m = retrieval.NDCGAtK{K: k}
+	default:
+		return nil, fmt.Errorf("retrieval metric %q: unknown kind %q; want recall@K, mrr@K or ndcg@K", name, kind)
+	}
+	return RetrievalMetric{Metric: m}, nil
 }

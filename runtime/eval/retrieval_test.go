@@ -151,3 +151,24 @@ func TestRetrievalMetricRefusals(t *testing.T) {
 		t.Error("citation grounding must be a gating metric named citation_grounding")
 	}
 }
+
+// TestParseRetrievalMetric checks that every name the parser accepts reads
+// back as the metric's own Name (so a baseline keyed by the IR's name finds
+// it), and that near misses are refused rather than read loosely.
+func TestParseRetrievalMetric(t *testing.T) {
+	for _, name := range []string{"recall@1", "recall@4", "mrr@10", "ndcg@100"} {
+		m, err := eval.ParseRetrievalMetric(name)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if m.Name() != name || m.ModelDerived() {
+			t.Errorf("%s: parsed as %q (model-derived %v)", name, m.Name(), m.ModelDerived())
+		}
+	}
+	for _, name := range []string{"", "recall", "recall@", "recall@0", "recall@-1", "recall@04", "recall@+4", "recall@4x", "precision@4", "citation_grounding", "Recall@4", "recall@ 4"} {
+		if m, err := eval.ParseRetrievalMetric(name); err == nil {
+			t.Errorf("%q parsed as %q", name, m.Name())
+		}
+	}
+}

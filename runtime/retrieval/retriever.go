@@ -107,6 +107,26 @@ const ingestBatch = 256
 // search during an ingest never finds the index empty. A failure leaves the
 // chunks stored so far; running Ingest again completes the work.
 func (r *Retriever) Ingest(ctx context.Context) (IngestStats, error) {
+	return r.IngestWith(ctx, IngestOptions{})
+}
+
+// IngestOptions adjusts IngestWith.
+type IngestOptions struct {
+	// Progress, when set, is called once the diff is known with (0, n),
+	// n the number of new chunks to embed, and after each batch is stored
+	// with the chunks stored so far, so that a command can draw a bar over
+	// the part of an ingest that takes time (the embedding calls). It is
+	// called from the ingesting goroutine and must not call back into the
+	// retriever.
+	Progress func(done, total int)
+}
+
+// IngestWith is Ingest with options.
+func (r *Retriever) IngestWith(ctx context.Context, opts IngestOptions) (IngestStats, error) {
+	progress := opts.Progress
+	if progress == nil {
+		progress = func(int, int) {}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	docs, err := r.b.Source.Load(ctx)
@@ -148,6 +168,7 @@ func (r *Retriever) Ingest(ctx context.Context) (IngestStats, error) {
 			added = append(added, c)
 		}
 	}
+	progress(0, len(added))
 	for start := 0; start < len(added); start += ingestBatch {
 		batch := added[start:min(start+ingestBatch, len(added))]
 		texts := make([]string, len(batch))
@@ -169,6 +190,7 @@ func (r *Retriever) Ingest(ctx context.Context) (IngestStats, error) {
 			return stats, fmt.Errorf("ingesting %s: storing chunks: %w", r.b.Name, err)
 		}
 		stats.Added += len(batch)
+		progress(stats.Added, len(added))
 	}
 	var removed []string
 	for _, id := range existing {

@@ -619,3 +619,34 @@ func TestIngestCanceled(t *testing.T) {
 		t.Errorf("a canceled ingest stored %d chunks", f.store.Len())
 	}
 }
+
+// TestIngestProgress checks that IngestWith reports the new chunks only:
+// a first ingest counts from 0 to every chunk it adds, ending at the total,
+// and a second, unchanged one reports (0, 0) and nothing else.
+func TestIngestProgress(t *testing.T) {
+	f := newFixture(t, retrieval.RerankNone)
+	var calls [][2]int
+	st, err := f.r.IngestWith(t.Context(), retrieval.IngestOptions{Progress: func(done, total int) {
+		calls = append(calls, [2]int{done, total})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) < 2 || calls[0] != [2]int{0, st.Added} || calls[len(calls)-1] != [2]int{st.Added, st.Added} {
+		t.Fatalf("progress of a first ingest adding %d chunks: %v", st.Added, calls)
+	}
+	for i := 1; i < len(calls); i++ {
+		if calls[i][0] <= calls[i-1][0] {
+			t.Errorf("progress went from %v to %v", calls[i-1], calls[i])
+		}
+	}
+	calls = nil
+	if _, err := f.r.IngestWith(t.Context(), retrieval.IngestOptions{Progress: func(done, total int) {
+		calls = append(calls, [2]int{done, total})
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(calls, [][2]int{{0, 0}}) {
+		t.Errorf("progress of an unchanged ingest: %v, want [[0 0]]", calls)
+	}
+}

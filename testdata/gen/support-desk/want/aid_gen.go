@@ -323,6 +323,36 @@ order when the customer gives an order id.`,
 					},
 				},
 			},
+			{
+				Name:    "retrieval",
+				Dataset: "evals/retrieval.jsonl",
+				Target: app.EvalTarget{
+					Retriever: "kb",
+					Fallbacks: []string{},
+				},
+				Runs:        1,
+				Concurrency: 4,
+				Metrics: []string{
+					"recall@4",
+					"mrr@4",
+					"ndcg@4",
+				},
+				Baseline: "evals/retrieval-baseline.json",
+				Thresholds: []eval.Threshold{
+					{
+						Metric:        "recall@4",
+						MinMean:       new(float64(0.9)),
+						MaxRegression: 0.05,
+						Alpha:         0.05,
+					},
+					{
+						Metric:        "mrr@4",
+						MinMean:       new(float64(0.8)),
+						MaxRegression: 0.05,
+						Alpha:         0.05,
+					},
+				},
+			},
 		},
 		Service: app.Service{
 			Listen: "127.0.0.1:8080",

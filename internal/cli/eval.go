@@ -126,22 +126,25 @@ a markdown summary is appended to that file.`,
 // a field added here must be added there too (TestEvalJSONReportSchema
 // fails otherwise).
 type evalOutcome struct {
-	Name     string                      `json:"name"`
-	Dataset  string                      `json:"dataset"`
-	Version  string                      `json:"datasetVersion"`
-	Cases    int                         `json:"cases"`
-	Runs     int                         `json:"runs"`
-	Models   []string                    `json:"models"`
-	CostUSD  float64                     `json:"costUSD"`
-	Calls    int64                       `json:"calls"`
-	Failed   int                         `json:"failedSamples"`
-	Metrics  []string                    `json:"metrics"`
-	Stats    map[string]eval.MetricStats `json:"stats"`
-	Gate     *eval.GateReport            `json:"gate,omitempty"`
-	Drops    []metricDrops               `json:"largestDrops,omitempty"`
-	Baseline string                      `json:"baseline,omitempty"`
-	Changes  []eval.BaselineChange       `json:"baselineChanges,omitempty"`
-	Errors   []string                    `json:"sampleErrors,omitempty"`
+	Name    string   `json:"name"`
+	Dataset string   `json:"dataset"`
+	Version string   `json:"datasetVersion"`
+	Cases   int      `json:"cases"`
+	Runs    int      `json:"runs"`
+	Models  []string `json:"models"`
+	CostUSD float64  `json:"costUSD"`
+	Calls   int64    `json:"calls"`
+	Failed  int      `json:"failedSamples"`
+	// Fallbacks counts the samples a fallback alias answered instead of
+	// the one the target asked for.
+	Fallbacks int                         `json:"fallbackAnswers"`
+	Metrics   []string                    `json:"metrics"`
+	Stats     map[string]eval.MetricStats `json:"stats"`
+	Gate      *eval.GateReport            `json:"gate,omitempty"`
+	Drops     []metricDrops               `json:"largestDrops,omitempty"`
+	Baseline  string                      `json:"baseline,omitempty"`
+	Changes   []eval.BaselineChange       `json:"baselineChanges,omitempty"`
+	Errors    []string                    `json:"sampleErrors,omitempty"`
 	// ErroredCases counts the failed samples and scores per case.
 	ErroredCases []caseErrors `json:"erroredCases,omitempty"`
 	modelReport               // pinnedModels, modelChanges, baselineModelsUnrecorded
@@ -321,17 +324,18 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		return nil, &exitError{code: ExitUsage, err: fmt.Errorf("eval %q: reading the ledger: %w", name, err)}
 	}
 	o := &evalOutcome{
-		Name:     name,
-		Dataset:  res.Dataset,
-		Version:  res.DatasetVersion,
-		Cases:    len(res.Cases),
-		Runs:     res.Runs,
-		Models:   append([]string{}, res.Models...),
-		CostUSD:  spend.Total.USD(),
-		Calls:    spend.Calls,
-		Stats:    stats,
-		Baseline: e.Baseline,
-		baseline: baseline,
+		Name:      name,
+		Dataset:   res.Dataset,
+		Version:   res.DatasetVersion,
+		Cases:     len(res.Cases),
+		Runs:      res.Runs,
+		Models:    append([]string{}, res.Models...),
+		CostUSD:   spend.Total.USD(),
+		Calls:     spend.Calls,
+		Stats:     stats,
+		Fallbacks: res.FallbackAnswers,
+		Baseline:  e.Baseline,
+		baseline:  baseline,
 	}
 	o.pinModels(res.Pins, baseline)
 	for _, m := range e.Metrics {

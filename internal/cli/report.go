@@ -341,6 +341,9 @@ func printTable(s *streams, o *evalOutcome) {
 		}
 	}
 	printFailures(s, o)
+	if l := fallbackLine(o); l != "" {
+		fmt.Fprintln(s.out, l)
+	}
 	fmt.Fprintf(s.out, "cost: $%.6f over %s (ledger)\n", o.CostUSD, plural(int(o.Calls), "model call", "model calls"))
 	fmt.Fprintf(s.out, "verdict: %s\n\n", o.Gate.Verdict)
 }
@@ -540,6 +543,9 @@ func markdownSummary(app string, outcomes []*evalOutcome, update bool) string {
 			fmt.Fprintf(&b, "Baseline %s updated (%s).\n\n", mdCode(o.Baseline), plural(len(o.Changes), "change", "changes"))
 			continue
 		}
+		if l := fallbackLine(o); l != "" {
+			fmt.Fprintf(&b, "> [!WARNING]\n> %s\n\n", mdEscape(l))
+		}
 		if t := modelChangeText(o); t != "" {
 			fmt.Fprintf(&b, "> [!WARNING]\n> %s\n\n", mdEscape(t))
 		}
@@ -612,4 +618,14 @@ func writeFile(path string, data []byte) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// fallbackLine says how many samples a fallback alias answered, so that
+// scores that are not the asked-for model's alone never pass silently; it
+// is empty when none did.
+func fallbackLine(o *evalOutcome) string {
+	if o.Fallbacks == 0 {
+		return ""
+	}
+	return fmt.Sprintf("fallbacks: %s of %d answered by a fallback alias, not the one asked for", plural(o.Fallbacks, "sample", "samples"), o.Cases*o.Runs)
 }

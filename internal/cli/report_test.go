@@ -141,7 +141,7 @@ func handBuilt(t *testing.T) *evalOutcome {
 	}}
 	o := &evalOutcome{
 		Name: "capitals", Dataset: "capitals", Version: "1", Cases: 5, Runs: 3, Models: []string{"fake-chat-2024-09-01"},
-		CostUSD: 0.000123, Calls: 1, Failed: 1, Metrics: []string{"exact_match", "normalized_contains", "llm_judge"},
+		CostUSD: 0.000123, Calls: 1, Failed: 1, Fallbacks: 2, Metrics: []string{"exact_match", "normalized_contains", "llm_judge"},
 		Stats: cur, Gate: gate, Baseline: "fixtures/capitals-baseline.json", baseline: baseline,
 		Errors: []string{`case "new york" sample 0: provider fake: boom`, `case "new york" sample 1: metric llm_judge: no score`, `case "a" sample 2: metric llm_judge: no score`},
 	}

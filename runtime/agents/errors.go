@@ -243,3 +243,16 @@ type StaleCheckpointError struct {
 func (e *StaleCheckpointError) Error() string {
 	return fmt.Sprintf("run %s: the checkpoint given is not the one the store holds; resume by run id", e.RunID)
 }
+
+// UserRequiredError reports a run of an agent with user memory that names
+// no user: the memory would have no subject. The caller must say who the
+// user is (RunOptions.UserID); a service answers it as a bad request.
+type UserRequiredError struct {
+	// Agent is the agent with user memory.
+	Agent string
+}
+
+// Error implements error.
+func (e *UserRequiredError) Error() string {
+	return fmt.Sprintf("agent %q has user memory: the run needs a user id (RunOptions.UserID)", e.Agent)
+}

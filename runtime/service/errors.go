@@ -119,6 +119,7 @@ func classify(err error) *apiError {
 		output    *agents.OutputValidationError
 		invalidRq *gateway.InvalidRequestError
 		provider  *gateway.ProviderError
+		noUser    *agents.UserRequiredError
 	)
 	msg := err.Error()
 	switch {
@@ -146,6 +147,8 @@ func classify(err error) *apiError {
 		return newError(http.StatusBadGateway, TypeServer, CodeInvalidOutput, msg)
 	case errors.As(err, &invalidRq):
 		return invalid(CodeInvalidRequest, invalidRq.Field, msg)
+	case errors.As(err, &noUser):
+		return invalid(CodeInvalidRequest, "user", msg)
 	case errors.Is(err, context.DeadlineExceeded):
 		return newError(http.StatusGatewayTimeout, TypeServer, CodeTimeout, msg)
 	case errors.Is(err, context.Canceled):

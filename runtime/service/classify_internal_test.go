@@ -1,0 +1,29 @@
+package service
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/gateway"
+)
+
+// TestClassifyCallerErrors checks that errors the caller can fix are 4xx
+// answers naming the parameter, not server errors.
+func TestClassifyCallerErrors(t *testing.T) {
+	for _, tt := range []struct {
+		err    error
+		status int
+		param  string
+	}{
+		{fmt.Errorf("run r: %w", &agents.UserRequiredError{Agent: "triage"}), http.StatusBadRequest, "user"},
+		{&gateway.InvalidRequestError{Field: "stop", Rule: "at most 4"}, http.StatusBadRequest, "stop"},
+		{&agents.UnknownAgentError{Agent: "x"}, http.StatusNotFound, "model"},
+	} {
+		e := classify(tt.err)
+		if e.Status != tt.status || e.Param == nil || *e.Param != tt.param {
+			t.Errorf("classify(%v) = status %d param %v, want %d %q", tt.err, e.Status, e.Param, tt.status, tt.param)
+		}
+	}
+}

@@ -115,6 +115,14 @@ func TestGoldensBuild(t *testing.T) {
 	for _, u := range uses {
 		run(filepath.Join(work, u), "vet", "./...")
 	}
+	// pgx is linked only by a service that keeps something in PostgreSQL:
+	// serve.Main does not link it, the openers main.go passes do.
+	for name, wantPGX := range map[string]bool{"minimal": false, "support-desk": false, "orders": true} {
+		deps := run(filepath.Join(work, name), "list", "-deps", ".")
+		if got := strings.Contains(deps, "github.com/jackc/pgx"); got != wantPGX {
+			t.Errorf("%s: links pgx = %v, want %v", name, got, wantPGX)
+		}
+	}
 	out := run(filepath.Join(work, "drift"), "run", ".")
 	for _, c := range cases(t) {
 		if !strings.Contains(out, c.name+" ok") {

@@ -1,5 +1,6 @@
 // Package gen turns an application document into the Go service that runs
-// it: go.mod, main.go (flags, logs, shutdown, the HTTP service),
+// it: go.mod, main.go (one call to runtime/serve's Main, which does the
+// flags, logs, shutdown and HTTP service every application shares),
 // aid_gen.go (the application description as a Go literal) and, for tools
 // implemented in Go, the business package: typed inputs generated from
 // each tool's JSON Schema and one stub per tool for the team to fill in.

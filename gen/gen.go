@@ -37,10 +37,8 @@ const (
 	pkgGateway   = RuntimeModule + "/runtime/gateway"
 	pkgRetrieval = RuntimeModule + "/runtime/retrieval"
 	pkgEval      = RuntimeModule + "/runtime/eval"
-	pkgService   = RuntimeModule + "/runtime/service"
-	pkgPGStore   = RuntimeModule + "/runtime/agents/pgstore"
-	pkgPGLedger  = RuntimeModule + "/runtime/gateway/pgledger"
-	pkgPGVector  = RuntimeModule + "/runtime/retrieval/pgvector"
+	pkgServe     = RuntimeModule + "/runtime/serve"
+	pkgServePG   = RuntimeModule + "/runtime/serve/postgres"
 )
 
 // The files of a generated service, by their slash-separated path in the
@@ -202,8 +200,7 @@ func newFile(pkg string) *jen.File {
 // importNames names the runtime's packages, so that jennifer imports them
 // by their own names instead of aliases it derives from the path.
 func importNames(f *jen.File) {
-	f.ImportName("go.opentelemetry.io/otel/trace", "trace")
-	for _, p := range []string{pkgApp, pkgAgents, pkgGateway, pkgRetrieval, pkgEval, pkgService, pkgPGStore, pkgPGLedger, pkgPGVector} {
+	for _, p := range []string{pkgApp, pkgAgents, pkgGateway, pkgRetrieval, pkgEval, pkgServe, pkgServePG} {
 		f.ImportName(p, path.Base(p))
 	}
 }

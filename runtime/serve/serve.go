@@ -1,0 +1,277 @@
+package serve
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/service"
+)
+
+// Environment variables and flags a service reads, besides the ones its
+// application names (API keys, the bearer tokens' variable, the state's
+// DSN variable) and the standard OTEL_* ones.
+const (
+	// EnvListen is the address to listen on; the -listen flag wins.
+	EnvListen = "AID_LISTEN"
+	// EnvAppDir is the directory the application's files are resolved
+	// against; the -app-dir flag wins.
+	EnvAppDir = "AID_APP_DIR"
+)
+
+// Exit codes Main returns.
+const (
+	// ExitOK is a clean stop: SIGTERM or an interrupt, then the drain.
+	ExitOK = 0
+	// ExitFailed is a service that could not start or stopped on an error.
+	ExitFailed = 1
+	// ExitUsage is a flag that does not parse.
+	ExitUsage = 2
+)
+
+// Options is what differs between generated services and so must come
+// from the generated code. The zero value serves an application whose
+// tools are not Go code and which keeps everything in memory.
+type Options struct {
+	// Implementations holds the Go code behind each tool of kind go, by
+	// tool name (business.Implementations() in a generated service).
+	Implementations map[string]agents.Implementation
+	// OpenState opens the durable state of an application whose service
+	// state is postgres (postgres.OpenState); nil otherwise, so that pgx is
+	// not linked.
+	OpenState func(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error)
+	// VectorStores opens the vector stores that live outside the process,
+	// by store kind (postgres.VectorStores); nil when every store is in
+	// memory. It is called once with the serving context; the function it
+	// returns is called when the service has stopped.
+	VectorStores func(ctx context.Context) (map[string]retrieval.StoreOpener, func())
+}
+
+// Process is what Run takes from the process it runs in. Main fills it
+// from os; tests fill it by hand.
+type Process struct {
+	// Args are the command-line arguments, without the program name.
+	Args []string
+	// LookupEnv reads the environment; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Stderr receives the JSON logs and the flags' usage; nil means
+	// os.Stderr.
+	Stderr io.Writer
+}
+
+// Main serves the application desc until SIGTERM or an interrupt and
+// returns the exit code: ExitOK after a clean stop and drain, ExitFailed
+// when the service could not start or failed, ExitUsage for bad flags. A
+// generated main calls it as os.Exit(serve.Main(description(), opts)).
+func Main(desc app.Description, opts Options) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, desc, opts, Process{Args: os.Args[1:], LookupEnv: os.LookupEnv, Stderr: os.Stderr})
+}
+
+// Run is Main with the stop signal as ctx and the process's arguments,
+// environment and stderr given: the service stops accepting requests when
+// ctx ends and returns once those in flight have finished (or the drain
+// timeout has cancelled them).
+//
+// Flags, each over an environment variable that is over the app file:
+// -listen (AID_LISTEN), -app-dir (AID_APP_DIR), -log-level, and, when the
+// service keeps its state in PostgreSQL, -state-dsn (over the variable the
+// app file's state names).
+func Run(ctx context.Context, desc app.Description, opts Options, p Process) int {
+	if p.LookupEnv == nil {
+		p.LookupEnv = os.LookupEnv
+	}
+	if p.Stderr == nil {
+		p.Stderr = os.Stderr
+	}
+	lookupEnv := p.LookupEnv
+	fs := flag.NewFlagSet(desc.Name, flag.ContinueOnError)
+	fs.SetOutput(p.Stderr)
+	listen := fs.String("listen", envOr(lookupEnv, EnvListen, desc.Service.Listen), "`address` to listen on (env "+EnvListen+")")
+	dir := fs.String("app-dir", envOr(lookupEnv, EnvAppDir, desc.Dir), "`directory` the application's files (fixtures, datasets, documents) are resolved against (env "+EnvAppDir+")")
+	level := slog.LevelInfo
+	fs.TextVar(&level, "log-level", level, "least `level` logged: debug, info, warn or error")
+	var dsn *string
+	if desc.Service.State.Kind == app.StatePostgres {
+		dsn = fs.String("state-dsn", "", "PostgreSQL `DSN` of the service's state; empty means $"+desc.Service.State.DSNEnv)
+	}
+	if err := fs.Parse(p.Args); err != nil {
+		return ExitUsage
+	}
+	desc.Dir = *dir
+	logger := slog.New(slog.NewJSONHandler(p.Stderr, &slog.HandlerOptions{Level: level}))
+	if stateEnv := desc.Service.State.DSNEnv; dsn != nil && *dsn != "" && stateEnv != "" {
+		lookupEnv = overrideEnv(lookupEnv, stateEnv, *dsn)
+	}
+	if err := serve(ctx, desc, opts, *listen, lookupEnv, logger); err != nil {
+		logger.Error("service stopped", "app", desc.Name, "error", err)
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+// overrideEnv returns lookupEnv with name set to value: the -state-dsn flag
+// wins over the variable the app file names, for app.Assemble, which reads
+// the DSN through the environment.
+func overrideEnv(lookupEnv func(string) (string, bool), name, value string) func(string) (string, bool) {
+	return func(n string) (string, bool) {
+		if n == name {
+			return value, true
+		}
+		return lookupEnv(n)
+	}
+}
+
+// serve assembles the runtime from the description and serves it until ctx
+// ends; the service then drains the requests in flight.
+func serve(ctx context.Context, desc app.Description, opts Options, listen string, lookupEnv func(string) (string, bool), logger *slog.Logger) error {
+	tracer, err := otelTracer(lookupEnv)
+	if err != nil {
+		return err
+	}
+	// The service measures its own added latency by subtracting the time
+	// spent waiting on providers, tools and searches: Assemble wraps every
+	// one of them with the service's instruments.
+	ao := app.Options{
+		Implementations: opts.Implementations,
+		Logger:          logger,
+		LookupEnv:       lookupEnv,
+		OpenState:       opts.OpenState,
+		Tracer:          tracer,
+		WrapProvider:    service.InstrumentProvider,
+		WrapSearcher:    service.InstrumentSearcher,
+		WrapTool:        service.InstrumentTool,
+	}
+	if opts.VectorStores != nil {
+		openers, closeStores := opts.VectorStores(ctx)
+		defer closeStores()
+		ao.VectorStoreOpeners = openers
+	}
+	a, err := app.Assemble(ctx, desc, ao)
+	if err != nil {
+		return fmt.Errorf("assembling %s: %w", desc.Name, err)
+	}
+	if err := ingestInMemory(ctx, desc, a, logger); err != nil {
+		return err
+	}
+	searchers := map[string]agents.Searcher{}
+	for name, r := range a.Retrievers {
+		searchers[name] = service.InstrumentSearcher(r)
+	}
+	auth, err := Auth(desc.Service.Auth, lookupEnv)
+	if err != nil {
+		return err
+	}
+	svc, err := service.New(service.Config{
+		Agents:     a.Agents,
+		Auth:       auth,
+		Entry:      desc.Service.Entry,
+		Gateway:    a.Gateway,
+		Listen:     listen,
+		Logger:     logger,
+		Retrievers: searchers,
+	})
+	if err != nil {
+		return err
+	}
+	if listen == "" {
+		// The service owns the rule that an address is required.
+		return svc.ListenAndServe(ctx)
+	}
+	// Listen here rather than in ListenAndServe, so that "serving" is
+	// logged once the port is open, with the address bound (the port the
+	// system chose for -listen 127.0.0.1:0).
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", listen, err)
+	}
+	logger.Info("serving", "app", desc.Name, "version", desc.Version, "listen", listen, "addr", ln.Addr().String())
+	return svc.Serve(ctx, ln)
+}
+
+// ingestInMemory fills the retrievers whose store is in memory: such a
+// store starts empty in every process. A PostgreSQL store is filled by
+// aidgen index, not at every start.
+func ingestInMemory(ctx context.Context, desc app.Description, a *app.App, logger *slog.Logger) error {
+	kind := map[string]string{}
+	for _, s := range desc.Stores {
+		kind[s.Name] = s.Kind
+	}
+	for _, r := range desc.Retrievers {
+		if kind[r.Store] != retrieval.StoreMemory {
+			continue
+		}
+		ret, ok := a.Retrievers[r.Name]
+		if !ok {
+			return fmt.Errorf("ingesting retriever %s: not assembled", r.Name)
+		}
+		stats, err := ret.Ingest(ctx)
+		if err != nil {
+			return fmt.Errorf("ingesting retriever %s: %w", r.Name, err)
+		}
+		logger.Info("ingested", "retriever", r.Name, "stats", fmt.Sprintf("%+v", stats))
+	}
+	return nil
+}
+
+// Auth reads the bearer tokens the app file's auth names from the
+// environment: a comma-separated list, blanks around each token ignored,
+// so that a token can be rotated without downtime (serve the old and the
+// new, then drop the old). Auth kind none needs nothing.
+func Auth(auth app.Auth, lookupEnv func(string) (string, bool)) (service.Auth, error) {
+	out := service.Auth{Kind: service.AuthKind(auth.Kind)}
+	if out.Kind != service.AuthBearer {
+		return out, nil
+	}
+	v, _ := lookupEnv(auth.TokenEnv)
+	for _, t := range strings.Split(v, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out.Tokens = append(out.Tokens, t)
+		}
+	}
+	if len(out.Tokens) == 0 {
+		return out, fmt.Errorf("bearer auth: set %s to the accepted token (or a comma-separated list)", auth.TokenEnv)
+	}
+	return out, nil
+}
+
+// otelTracer follows the standard OpenTelemetry environment: no tracer when
+// it asks for none (OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none, or no
+// exporter or endpoint set). Exporting is not built into generated services
+// yet, so a service asked to export says so, with a *gateway.DeferredError,
+// instead of dropping the spans.
+func otelTracer(lookupEnv func(string) (string, bool)) (trace.Tracer, error) {
+	if v, _ := lookupEnv("OTEL_SDK_DISABLED"); strings.EqualFold(v, "true") {
+		return nil, nil
+	}
+	exporter, _ := lookupEnv("OTEL_TRACES_EXPORTER")
+	endpoint, _ := lookupEnv("OTEL_EXPORTER_OTLP_ENDPOINT")
+	tracesEndpoint, _ := lookupEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+	if exporter == "none" || (exporter == "" && endpoint == "" && tracesEndpoint == "") {
+		return nil, nil
+	}
+	return nil, &gateway.DeferredError{Feature: "trace export configured by OTEL_* in a generated service"}
+}
+
+// envOr returns the environment variable name, or def when it is unset.
+func envOr(lookupEnv func(string) (string, bool), name, def string) string {
+	if v, ok := lookupEnv(name); ok {
+		return v
+	}
+	return def
+}

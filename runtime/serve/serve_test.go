@@ -1,0 +1,456 @@
+package serve_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/serve"
+	"github.com/aidgen/aid/runtime/service"
+)
+
+// syncBuffer is the stderr of a Run: written by its logger, read by the
+// test while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// logLine returns the first JSON log line whose msg is msg.
+func (s *syncBuffer) logLine(msg string) (map[string]any, bool) {
+	for _, l := range strings.Split(s.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == msg {
+			return m, true
+		}
+	}
+	return nil, false
+}
+
+// docsDir returns a directory holding the one document the test
+// application's retriever ingests.
+func docsDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "docs", "refunds.md"), []byte("# Refunds\n\nRefunds take five business days.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// desk is a small application on the fake provider: one agent and one
+// retriever over docs/*.md in dir, in a memory store, listening on
+// loopback without auth.
+func desk(dir string) app.Description {
+	return app.Description{
+		Name: "desk", Version: "0.1.0", Dir: dir,
+		Providers: []app.Provider{{Name: "fake", Kind: app.ProviderFake, Seed: 1}},
+		Models: []gateway.PinnedModel{
+			{Alias: "m", Spec: gateway.ModelSpec{ID: "fake-1", Provider: "fake", Kind: gateway.KindChat, ContextWindow: 8192, MaxOutputTokens: 64}},
+			{Alias: "embed", Spec: gateway.ModelSpec{ID: "fake-embed-1", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: 16}},
+		},
+		Agents:     []agents.Agent{{Name: "desk", Model: "m", Instructions: "Answer.", MaxSteps: 2}},
+		Stores:     []retrieval.StoreConfig{{Name: "kb", Kind: retrieval.StoreMemory, Distance: retrieval.DistanceCosine}},
+		Retrievers: []retrieval.Config{{Name: "kb", Source: retrieval.Source{Files: []string{"docs/*.md"}}, ChunkSize: 200, EmbedModel: "embed", Store: "kb", TopK: 2}},
+		Service:    app.Service{Listen: "127.0.0.1:0", Entry: "desk", Auth: app.Auth{Kind: "none"}},
+	}
+}
+
+// env is an environment of the given variables only.
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
+}
+
+// running is a Run in progress.
+type running struct {
+	stderr *syncBuffer
+	cancel context.CancelFunc
+	code   chan int
+}
+
+func start(t *testing.T, desc app.Description, opts serve.Options, args []string, vars map[string]string) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{stderr: &syncBuffer{}, cancel: cancel, code: make(chan int, 1)}
+	go func() {
+		r.code <- serve.Run(ctx, desc, opts, serve.Process{Args: args, LookupEnv: env(vars), Stderr: r.stderr})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.code:
+		case <-time.After(30 * time.Second):
+			t.Error("Run did not return after its context ended")
+		}
+	})
+	return r
+}
+
+// serving waits until the service logs that it serves (or Run returns)
+// and returns the "serving" log line.
+func (r *running) serving(t *testing.T) map[string]any {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if m, ok := r.stderr.logLine("serving"); ok {
+			return m
+		}
+		select {
+		case code := <-r.code:
+			r.code <- code
+			t.Fatalf("Run returned %d before serving:\n%s", code, r.stderr)
+		default:
+		}
+	}
+	t.Fatalf("not serving after 30s:\n%s", r.stderr)
+	return nil
+}
+
+// stop cancels the Run and returns its exit code.
+func (r *running) stop(t *testing.T) int {
+	t.Helper()
+	r.cancel()
+	select {
+	case code := <-r.code:
+		r.code <- code
+		return code
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+		return -1
+	}
+}
+
+// exit waits for a Run that must stop by itself and returns its code.
+func (r *running) exit(t *testing.T) int {
+	t.Helper()
+	select {
+	case code := <-r.code:
+		r.code <- code
+		return code
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Run did not stop by itself:\n%s", r.stderr)
+		return -1
+	}
+}
+
+func search(t *testing.T, client *http.Client, addr, token string) int {
+	t.Helper()
+	req, err := http.NewRequest("POST", "http://"+addr+"/v1/retrievers/kb/search", strings.NewReader(`{"query":"how long do refunds take"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data []struct{ Text string } `json:"data"`
+	}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		if len(body.Data) == 0 || !strings.Contains(body.Data[0].Text, "five business days") {
+			t.Errorf("search found %+v; want the ingested document", body.Data)
+		}
+	}
+	return resp.StatusCode
+}
+
+// TestRunServesAndStops starts the service with each way of configuring
+// it, checks which setting won, searches the retriever ingested at start,
+// and stops it: exit code 0 and no goroutine left.
+func TestRunServesAndStops(t *testing.T) {
+	docs := docsDir(t)
+	empty := t.TempDir()
+	for _, c := range []struct {
+		name       string
+		desc       func(app.Description) app.Description
+		args       []string
+		vars       map[string]string
+		wantListen string
+		token      string
+	}{
+		{name: "app file", wantListen: "127.0.0.1:0"},
+		{name: "env over app file",
+			desc: func(d app.Description) app.Description { d.Service.Listen, d.Dir = "app.invalid:1", empty; return d },
+			vars: map[string]string{"AID_LISTEN": "127.0.0.1:0", "AID_APP_DIR": docs}, wantListen: "127.0.0.1:0"},
+		{name: "flag over env",
+			args: []string{"-listen", "localhost:0", "-app-dir", docs, "-log-level", "debug"},
+			vars: map[string]string{"AID_LISTEN": "env.invalid:1", "AID_APP_DIR": empty}, wantListen: "localhost:0"},
+		{name: "bearer tokens rotated",
+			desc: func(d app.Description) app.Description {
+				d.Service.Auth = app.Auth{Kind: "bearer", TokenEnv: "DESK_TOKENS"}
+				return d
+			},
+			vars: map[string]string{"DESK_TOKENS": " old-token , new-token,"}, wantListen: "127.0.0.1:0", token: "new-token"},
+		{name: "otel disabled", vars: map[string]string{"OTEL_SDK_DISABLED": "TRUE", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, wantListen: "127.0.0.1:0"},
+		{name: "otel exporter none", vars: map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, wantListen: "127.0.0.1:0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			desc := desk(docs)
+			if c.desc != nil {
+				desc = c.desc(desc)
+			}
+			r := start(t, desc, serve.Options{}, c.args, c.vars)
+			line := r.serving(t)
+			if line["listen"] != c.wantListen {
+				t.Errorf("listen = %v, want %s", line["listen"], c.wantListen)
+			}
+			ingested, ok := r.stderr.logLine("ingested")
+			if !ok || ingested["retriever"] != "kb" || !strings.Contains(ingested["stats"].(string), "Files:1") {
+				t.Errorf("ingest at start: %v; want kb with its one file\n%s", ingested, r.stderr)
+			}
+			client := &http.Client{Transport: &http.Transport{}}
+			addr := line["addr"].(string)
+			if got := search(t, client, addr, c.token); got != http.StatusOK {
+				t.Errorf("search: status %d, want 200", got)
+			}
+			if c.token != "" {
+				if got := search(t, client, addr, "old-token"); got != http.StatusOK {
+					t.Errorf("search with the other token: status %d, want 200", got)
+				}
+				if got := search(t, client, addr, "wrong"); got != http.StatusUnauthorized {
+					t.Errorf("search with a wrong token: status %d, want 401", got)
+				}
+			}
+			client.CloseIdleConnections()
+			if code := r.stop(t); code != serve.ExitOK {
+				t.Errorf("exit code %d after a clean stop, want 0\n%s", code, r.stderr)
+			}
+			noLeak(t, before)
+		})
+	}
+}
+
+// noLeak waits for the goroutines of a stopped Run to end: connections
+// and the server's goroutines finish shortly after Serve returns.
+func noLeak(t *testing.T, before int) {
+	t.Helper()
+	var n int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if n = runtime.NumGoroutine(); n <= before {
+			return
+		}
+	}
+	buf := make([]byte, 1<<20)
+	t.Errorf("%d goroutines after the run stopped, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+}
+
+// TestRunFails checks that a service that cannot start exits by itself,
+// with exit code 1 (2 for flags) and the reason logged, without waiting
+// for a signal.
+func TestRunFails(t *testing.T) {
+	docs := docsDir(t)
+	for _, c := range []struct {
+		name     string
+		desc     func(app.Description) app.Description
+		args     []string
+		vars     map[string]string
+		wantCode int
+		wantLog  string
+	}{
+		{name: "auth none off loopback", args: []string{"-listen", "0.0.0.0:0"}, wantCode: serve.ExitFailed, wantLog: "0.0.0.0:0"},
+		{name: "auth none off loopback by env", vars: map[string]string{"AID_LISTEN": ":0"}, wantCode: serve.ExitFailed, wantLog: "service stopped"},
+		{name: "bearer without tokens",
+			desc: func(d app.Description) app.Description {
+				d.Service.Auth = app.Auth{Kind: "bearer", TokenEnv: "DESK_TOKENS"}
+				return d
+			},
+			vars:     map[string]string{"DESK_TOKENS": " , "},
+			wantCode: serve.ExitFailed, wantLog: "set DESK_TOKENS to the accepted token"},
+		{name: "otel export asked", vars: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318"}, wantCode: serve.ExitFailed, wantLog: "trace export configured by OTEL_*"},
+		{name: "missing documents", args: []string{"-app-dir", filepath.Join(docs, "nowhere")}, wantCode: serve.ExitFailed, wantLog: "ingesting retriever kb"},
+		{name: "listen taken", args: []string{"-listen", "127.0.0.1:-1"}, wantCode: serve.ExitFailed, wantLog: "listen on 127.0.0.1:-1"},
+		{name: "unknown flag", args: []string{"-port", "8080"}, wantCode: serve.ExitUsage, wantLog: "flag provided but not defined: -port"},
+		{name: "bad log level", args: []string{"-log-level", "loud"}, wantCode: serve.ExitUsage, wantLog: "log-level"},
+		{name: "state-dsn without postgres state", args: []string{"-state-dsn", "postgres://x"}, wantCode: serve.ExitUsage, wantLog: "-state-dsn"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			desc := desk(docs)
+			if c.desc != nil {
+				desc = c.desc(desc)
+			}
+			r := start(t, desc, serve.Options{}, c.args, c.vars)
+			if code := r.exit(t); code != c.wantCode {
+				t.Errorf("exit code %d, want %d\n%s", code, c.wantCode, r.stderr)
+			}
+			if !strings.Contains(r.stderr.String(), c.wantLog) {
+				t.Errorf("stderr lacks %q:\n%s", c.wantLog, r.stderr)
+			}
+			if _, ok := r.stderr.logLine("serving"); ok {
+				t.Errorf("logged serving for a service that did not start:\n%s", r.stderr)
+			}
+		})
+	}
+}
+
+// TestRunNonLoopbackIsInsecureListenError checks that the refusal is the
+// service's typed error, surfaced in the log as such.
+func TestRunNonLoopbackIsInsecureListenError(t *testing.T) {
+	_, err := service.New(service.Config{Auth: service.Auth{Kind: service.AuthNone}, Listen: "0.0.0.0:0"})
+	var insecure *service.InsecureListenError
+	if !errors.As(err, &insecure) {
+		t.Fatalf("service.New: %v; want an *InsecureListenError", err)
+	}
+	r := start(t, desk(docsDir(t)), serve.Options{}, []string{"-listen", "0.0.0.0:0"}, nil)
+	if code := r.exit(t); code != serve.ExitFailed {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	if line, ok := r.stderr.logLine("service stopped"); !ok || line["error"] != insecure.Error() {
+		t.Errorf("logged %v, want the error %q", line, insecure.Error())
+	}
+}
+
+// TestRunState checks the PostgreSQL state wiring without a database: the
+// DSN OpenState receives comes from -state-dsn over the variable the app
+// file names, and the opened store is the one the service uses.
+func TestRunState(t *testing.T) {
+	docs := docsDir(t)
+	for _, c := range []struct {
+		name    string
+		args    []string
+		vars    map[string]string
+		wantDSN string
+	}{
+		{name: "env", vars: map[string]string{"DESK_DSN": "postgres://env"}, wantDSN: "postgres://env"},
+		{name: "flag over env", args: []string{"-state-dsn", "postgres://flag"}, vars: map[string]string{"DESK_DSN": "postgres://env"}, wantDSN: "postgres://flag"},
+		{name: "empty flag means env", args: []string{"-state-dsn", ""}, vars: map[string]string{"DESK_DSN": "postgres://env"}, wantDSN: "postgres://env"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			desc := desk(docs)
+			desc.Service.State = app.State{Kind: app.StatePostgres, DSNEnv: "DESK_DSN"}
+			var mu sync.Mutex
+			var dsns []string
+			opts := serve.Options{OpenState: func(_ context.Context, dsn string) (agents.Store, gateway.Ledger, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				dsns = append(dsns, dsn)
+				return agents.NewInMemoryStore(), gateway.NewMemoryLedger(), nil
+			}}
+			r := start(t, desc, opts, c.args, c.vars)
+			r.serving(t)
+			if code := r.stop(t); code != serve.ExitOK {
+				t.Errorf("exit code %d, want 0", code)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !reflect.DeepEqual(dsns, []string{c.wantDSN}) {
+				t.Errorf("OpenState got DSNs %q, want [%q]", dsns, c.wantDSN)
+			}
+		})
+	}
+}
+
+// TestRunVectorStores checks that the openers of Options.VectorStores
+// open the stores of their kind, that such a store is not ingested at
+// start (aidgen index fills it), and that the stores are closed once the
+// service has stopped.
+func TestRunVectorStores(t *testing.T) {
+	desc := desk(docsDir(t))
+	desc.Stores[0].Kind = retrieval.StorePGVector
+	var mu sync.Mutex
+	var opened, closed int
+	var runCtx context.Context
+	opts := serve.Options{VectorStores: func(ctx context.Context) (map[string]retrieval.StoreOpener, func()) {
+		runCtx = ctx
+		return map[string]retrieval.StoreOpener{retrieval.StorePGVector: func(cfg retrieval.StoreConfig, dims int) (retrieval.VectorStore, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				opened++
+				return retrieval.NewMemoryStore(dims, cfg.Distance)
+			}}, func() {
+				mu.Lock()
+				defer mu.Unlock()
+				closed++
+			}
+	}}
+	r := start(t, desc, opts, nil, nil)
+	r.serving(t)
+	if _, ok := r.stderr.logLine("ingested"); ok {
+		t.Errorf("ingested a store that is not in memory:\n%s", r.stderr)
+	}
+	mu.Lock()
+	if opened != 1 || closed != 0 {
+		t.Errorf("while serving: opened %d, closed %d; want 1, 0", opened, closed)
+	}
+	mu.Unlock()
+	if code := r.stop(t); code != serve.ExitOK {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if closed != 1 {
+		t.Errorf("closed the stores %d times after stopping, want 1", closed)
+	}
+	if runCtx == nil || runCtx.Err() == nil {
+		t.Error("VectorStores did not get the serving context")
+	}
+}
+
+// TestAuth checks the bearer tokens read from the environment.
+func TestAuth(t *testing.T) {
+	bearer := app.Auth{Kind: "bearer", TokenEnv: "T"}
+	for _, c := range []struct {
+		name    string
+		auth    app.Auth
+		vars    map[string]string
+		want    []string
+		wantErr bool
+	}{
+		{name: "one", auth: bearer, vars: map[string]string{"T": "abc"}, want: []string{"abc"}},
+		{name: "list with blanks", auth: bearer, vars: map[string]string{"T": " a , b,,c ,"}, want: []string{"a", "b", "c"}},
+		{name: "unset", auth: bearer, wantErr: true},
+		{name: "only commas", auth: bearer, vars: map[string]string{"T": ", ,"}, wantErr: true},
+		{name: "none ignores the variable", auth: app.Auth{Kind: "none", TokenEnv: "T"}, vars: map[string]string{"T": "abc"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := serve.Auth(c.auth, env(c.vars))
+			if (err != nil) != c.wantErr {
+				t.Fatalf("err = %v, want error %v", err, c.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "set T") {
+				t.Errorf("error %q does not name the variable", err)
+			}
+			if string(got.Kind) != c.auth.Kind || !reflect.DeepEqual(got.Tokens, c.want) {
+				t.Errorf("got %+v, want kind %s tokens %q", got, c.auth.Kind, c.want)
+			}
+		})
+	}
+}

@@ -118,6 +118,7 @@ func classify(err error) *apiError {
 		maxSteps  *agents.MaxStepsError
 		output    *agents.OutputValidationError
 		invalidRq *gateway.InvalidRequestError
+		noUser    *agents.UserIDRequiredError
 		provider  *gateway.ProviderError
 	)
 	msg := err.Error()
@@ -146,6 +147,8 @@ func classify(err error) *apiError {
 		return newError(http.StatusBadGateway, TypeServer, CodeInvalidOutput, msg)
 	case errors.As(err, &invalidRq):
 		return invalid(CodeInvalidRequest, invalidRq.Field, msg)
+	case errors.As(err, &noUser):
+		return invalid(CodeInvalidRequest, "user", fmt.Sprintf("agent %q keeps memory per user: name the user (user in chat completions, user_id in runs)", noUser.Agent))
 	case errors.Is(err, context.DeadlineExceeded):
 		return newError(http.StatusGatewayTimeout, TypeServer, CodeTimeout, msg)
 	case errors.Is(err, context.Canceled):

@@ -19,6 +19,19 @@ func (e *UnknownAgentError) Error() string {
 	return fmt.Sprintf("unknown agent %q (known: %s)", e.Agent, strings.Join(e.Known, ", "))
 }
 
+// UserIDRequiredError is returned by Run for an agent with user memory when
+// RunOptions.UserID is empty: the memory is keyed by user, and guessing one
+// would mix users' memories. A service answers it as a bad request.
+type UserIDRequiredError struct {
+	// Agent is the agent that was asked to run.
+	Agent string
+}
+
+// Error implements error.
+func (e *UserIDRequiredError) Error() string {
+	return fmt.Sprintf("agent %q has user memory: RunOptions.UserID is required", e.Agent)
+}
+
 // MissingToolImplementationError reports, at construction, a tool an agent
 // may call that has no implementation. It is raised by New so that a run
 // never discovers a missing tool half-way through.
@@ -242,17 +255,4 @@ type StaleCheckpointError struct {
 // Error implements error.
 func (e *StaleCheckpointError) Error() string {
 	return fmt.Sprintf("run %s: the checkpoint given is not the one the store holds; resume by run id", e.RunID)
-}
-
-// UserRequiredError reports a run of an agent with user memory that names
-// no user: the memory would have no subject. The caller must say who the
-// user is (RunOptions.UserID); a service answers it as a bad request.
-type UserRequiredError struct {
-	// Agent is the agent with user memory.
-	Agent string
-}
-
-// Error implements error.
-func (e *UserRequiredError) Error() string {
-	return fmt.Sprintf("agent %q has user memory: the run needs a user id (RunOptions.UserID)", e.Agent)
 }

@@ -229,7 +229,7 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 		var err error
 		if d.userMem != nil {
 			if st.userID == "" {
-				return gateway.Request{}, fmt.Errorf("run %s: %w", st.id, &UserRequiredError{Agent: d.spec.Name})
+				return gateway.Request{}, fmt.Errorf("run %s: %w", st.id, &UserIDRequiredError{Agent: d.spec.Name})
 			}
 			if user, err = d.userMem.Memories(ctx, MemoryUser, st.userID); err != nil {
 				return gateway.Request{}, fmt.Errorf("run %s: read user memory: %w", st.id, err)

@@ -75,7 +75,8 @@ func TestMemoryInjectionIsVisible(t *testing.T) {
 		t.Fatalf("memory store holds %d global and %d user entries", len(global), len(user))
 	}
 	// User memory needs a user.
-	if _, err := r.Run(ctx, "a", "hi", agents.RunOptions{}); !errors.As(err, new(*agents.UserRequiredError)) {
+	var noUser *agents.UserIDRequiredError
+	if _, err := r.Run(ctx, "a", "hi", agents.RunOptions{}); !errors.As(err, &noUser) || noUser.Agent != "a" || !strings.Contains(err.Error(), "UserID is required") {
 		t.Fatalf("run without user: %v", err)
 	}
 }

@@ -466,7 +466,7 @@ func (r *Runtime) start(ctx context.Context, agent, input string, opts RunOption
 		return nil, err
 	}
 	if d.userMem != nil && opts.UserID == "" {
-		return nil, &UserRequiredError{Agent: agent}
+		return nil, &UserIDRequiredError{Agent: agent}
 	}
 	st := r.newRun(d, opts)
 	n := len(opts.History) + 1

@@ -218,3 +218,35 @@ func TestChatCompletionBudgetExceeded(t *testing.T) {
 		t.Errorf("%d requests logged, want 1 (no retry)", got)
 	}
 }
+
+// TestUserMemoryNeedsAUser: an agent that keeps memory per user cannot run
+// for nobody. Without user (chat) or user_id (runs) the answer is a 400
+// naming the field, not a 500: the client's request is what is missing.
+func TestUserMemoryNeedsAUser(t *testing.T) {
+	e := newEnv(t, options{
+		fake:   fake.Config{Agents: map[string][]fake.Step{"triage": {answer("hello")}}},
+		memory: map[string]agents.MemoryStore{"mem": agents.NewInMemoryMemory()},
+		agents: []agents.Agent{{Name: "triage", Model: "large", Instructions: "Answer.", Memory: &agents.Memory{User: &agents.StoredMemory{Store: "mem"}}}},
+	})
+	for _, tt := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/agents/triage/runs", `{"input":"hi"}`},
+	} {
+		status, _, body := e.do(t, "POST", tt.path, tt.body)
+		var eb struct {
+			Error struct {
+				Code, Param, Message string
+			}
+		}
+		if err := json.Unmarshal(body, &eb); err != nil {
+			t.Fatalf("%s: %s", tt.path, body)
+		}
+		if status != http.StatusBadRequest || eb.Error.Code != service.CodeInvalidRequest || eb.Error.Param != "user" || !strings.Contains(eb.Error.Message, "user_id") {
+			t.Errorf("%s without a user: status %d %s", tt.path, status, body)
+		}
+	}
+	// With a user the run goes.
+	if status, _, body := e.do(t, "POST", "/v1/chat/completions", `{"user":"u1","messages":[{"role":"user","content":"hi"}]}`); status != http.StatusOK {
+		t.Errorf("with a user: status %d %s", status, body)
+	}
+}

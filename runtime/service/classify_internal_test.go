@@ -17,7 +17,7 @@ func TestClassifyCallerErrors(t *testing.T) {
 		status int
 		param  string
 	}{
-		{fmt.Errorf("run r: %w", &agents.UserRequiredError{Agent: "triage"}), http.StatusBadRequest, "user"},
+		{fmt.Errorf("run r: %w", &agents.UserIDRequiredError{Agent: "triage"}), http.StatusBadRequest, "user"},
 		{&gateway.InvalidRequestError{Field: "stop", Rule: "at most 4"}, http.StatusBadRequest, "stop"},
 		{&agents.UnknownAgentError{Agent: "x"}, http.StatusNotFound, "model"},
 	} {

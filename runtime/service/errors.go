@@ -118,8 +118,8 @@ func classify(err error) *apiError {
 		maxSteps  *agents.MaxStepsError
 		output    *agents.OutputValidationError
 		invalidRq *gateway.InvalidRequestError
+		noUser    *agents.UserIDRequiredError
 		provider  *gateway.ProviderError
-		noUser    *agents.UserRequiredError
 	)
 	msg := err.Error()
 	switch {
@@ -148,7 +148,7 @@ func classify(err error) *apiError {
 	case errors.As(err, &invalidRq):
 		return invalid(CodeInvalidRequest, invalidRq.Field, msg)
 	case errors.As(err, &noUser):
-		return invalid(CodeInvalidRequest, "user", msg)
+		return invalid(CodeInvalidRequest, "user", fmt.Sprintf("agent %q keeps memory per user: name the user (user in chat completions, user_id in runs)", noUser.Agent))
 	case errors.Is(err, context.DeadlineExceeded):
 		return newError(http.StatusGatewayTimeout, TypeServer, CodeTimeout, msg)
 	case errors.Is(err, context.Canceled):

@@ -59,6 +59,7 @@ type options struct {
 	impls     map[string]agents.Implementation
 	budgets   []gateway.Budget
 	searchers map[string]agents.Searcher
+	memory    map[string]agents.MemoryStore
 	svc       func(*service.Config)
 }
 
@@ -93,7 +94,7 @@ func newEnv(t testing.TB, o options) *env {
 	}
 	rt, err := agents.New(agents.Config{
 		Gateway: gw, Agents: o.agents, Tools: o.tools, Implementations: service.InstrumentTools(o.impls),
-		Retrievers: searchers, Budgets: o.budgets,
+		Retrievers: searchers, Budgets: o.budgets, MemoryStores: o.memory,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,149 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aidgen/aid/internal/pgtest"
+)
+
+// tightUSD is budgets.tight.maxUSD in testdata/e2e/replicas.cue.
+const tightUSD = 0.5
+
+// replicas is examples/support-desk with its state in PostgreSQL and a
+// counter agent on a small global budget.
+func replicas() variant {
+	return variant{name: "replicas", overlay: "replicas.cue", extra: []string{"e2e-script.json"}}
+}
+
+// TestReplicasSharePostgres runs two processes of one generated service on
+// one database: a run paused on the first is resumed on the second, and
+// concurrent requests to both never jointly spend more than the global
+// budget, the rest being refused with 402 budget_exceeded.
+func TestReplicasSharePostgres(t *testing.T) {
+	dsn := pgtest.NewDatabase(t) // skips without AID_TEST_DATABASE_URL, fails under CI
+	bin, dir := build(t, replicas())
+	env := "AID_E2E_DSN=" + dsn
+	// One after the other, so that the second finds the first's tables.
+	a := start(t, bin, dir, env)
+	b := start(t, bin, dir, env)
+
+	t.Run("pause on one replica, resume on the other", func(t *testing.T) {
+		status, hdr, body := a.do(t, "POST", "/v1/chat/completions", "", strings.NewReader(`{"user":"customer-1","messages":[{"role":"user","content":"I want a refund for order AB-123456"}]}`))
+		if status != http.StatusOK || !strings.Contains(string(body), `"finish_reason":"tool_calls"`) {
+			t.Fatalf("replica A: status %d %s", status, body)
+		}
+		runID := hdr.Get("X-Aid-Run-Id")
+		var rec runRecord
+		b.doJSON(t, "GET", "/v1/runs/"+runID, "", "", http.StatusOK, &rec)
+		if rec.Status != "paused" || rec.Pending == nil || rec.Pending.Tool != "issue_refund" {
+			t.Fatalf("replica B sees status %q pending %+v", rec.Status, rec.Pending)
+		}
+		var done runRecord
+		b.doJSON(t, "POST", "/v1/runs/"+runID+"/resume", "", `{"action":"approve"}`, http.StatusOK, &done)
+		if done.Status != "completed" || !strings.Contains(done.Answer, "59.90") {
+			t.Fatalf("resumed on B: status %q answer %q", done.Status, done.Answer)
+		}
+		// A sees B's decision, and refuses a second one.
+		a.doJSON(t, "GET", "/v1/runs/"+runID, "", "", http.StatusOK, &rec)
+		if rec.Status != "completed" {
+			t.Errorf("replica A sees status %q after B resumed", rec.Status)
+		}
+		status, _, body = a.do(t, "POST", "/v1/runs/"+runID+"/resume", "", strings.NewReader(`{"action":"approve"}`))
+		if status != http.StatusConflict || errorCode(t, body) != "run_not_paused" {
+			t.Errorf("second resume on A: status %d %s", status, body)
+		}
+	})
+
+	t.Run("one global budget across replicas", func(t *testing.T) {
+		const n = 32
+		type result struct {
+			status int
+			code   string
+			runID  string
+			err    string
+		}
+		results := make([]result, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			p := a
+			if i%2 == 1 {
+				p = b
+			}
+			wg.Go(func() {
+				req, err := http.NewRequest("POST", p.base+"/v1/chat/completions", strings.NewReader(`{"model":"counter","messages":[{"role":"user","content":"count me"}]}`))
+				if err != nil {
+					results[i].err = err.Error()
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					results[i].err = err.Error()
+					return
+				}
+				defer resp.Body.Close()
+				body, err := io.ReadAll(resp.Body)
+				if err != nil {
+					results[i].err = err.Error()
+					return
+				}
+				results[i] = result{status: resp.StatusCode, runID: resp.Header.Get("X-Aid-Run-Id")}
+				if resp.StatusCode != http.StatusOK {
+					var e apiError
+					if err := json.Unmarshal(body, &e); err != nil {
+						results[i].err = fmt.Sprintf("status %d, not an error body: %s", resp.StatusCode, body)
+					}
+					results[i].code = e.Error.Code
+				}
+			})
+		}
+		wg.Wait()
+		ok, refused := 0, 0
+		var runCost float64
+		for i, r := range results {
+			switch {
+			case r.err != "":
+				t.Errorf("request %d: %s", i, r.err)
+			case r.status == http.StatusOK:
+				ok++
+				var rec runRecord
+				a.doJSON(t, "GET", "/v1/runs/"+r.runID, "", "", http.StatusOK, &rec)
+				runCost += rec.CostUSD
+			case r.status == http.StatusPaymentRequired && r.code == "budget_exceeded":
+				refused++
+			default:
+				t.Errorf("request %d: status %d code %q", i, r.status, r.code)
+			}
+		}
+		if ok == 0 || refused == 0 {
+			t.Fatalf("%d answered and %d refused, want both (the budget fits a few calls)", ok, refused)
+		}
+		spentA, okA := metric(t, a, "", `aid_budget_spent_usd{budget="tight",scope="global"}`)
+		spentB, okB := metric(t, b, "", `aid_budget_spent_usd{budget="tight",scope="global"}`)
+		if !okA || !okB {
+			t.Fatal("no aid_budget_spent_usd for the tight budget on a replica")
+		}
+		t.Logf("%d answered, %d refused; spent %v of %v USD", ok, refused, spentA, tightUSD)
+		if spentA != spentB {
+			t.Errorf("replicas read different spend: A %v, B %v", spentA, spentB)
+		}
+		if spentA > tightUSD {
+			t.Errorf("spent %v USD, over the %v budget", spentA, tightUSD)
+		}
+		// Every charged call belongs to an answered run: the refused ones
+		// were stopped before their call.
+		if math.Abs(spentA-runCost) > 1e-9 {
+			t.Errorf("ledger %v USD, answered runs cost %v", spentA, runCost)
+		}
+	})
+
+	a.stop(t)
+	b.stop(t)
+}

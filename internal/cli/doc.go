@@ -3,6 +3,8 @@
 // read what they print.
 //
 // Exit codes are part of the interface: 0 success, 1 the input is invalid
-// (or, for eval, a regression), 2 a usage or configuration error. Commands
+// (for eval a regression, for run a run that ended without an answer), 2 a
+// usage or configuration error, 3 an inconclusive eval, 4 a run paused for a
+// decision. Commands
 // report through one describer (describe) so every error reads the same.
 package cli

@@ -118,6 +118,11 @@ func TestOTLPExportReachesCollector(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			srv, requests := collector(t)
+			// The exporter also reads these from the process environment;
+			// lookupEnv must win over every one of them.
+			t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=from-process")
+			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:1/wrong")
+			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
 			vars := c.vars(srv.URL)
 			vars["OTEL_RESOURCE_ATTRIBUTES"] = "deployment.environment=test,service.version=from-env"
 			ctx := context.Background()

@@ -11,14 +11,17 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/service"
+	"github.com/aidgen/aid/runtime/telemetry"
 )
 
 // Environment variables and flags a service reads, besides the ones its
@@ -117,7 +120,7 @@ func Run(ctx context.Context, desc app.Description, opts Options, p Process) int
 	if stateEnv := desc.Service.State.DSNEnv; dsn != nil && *dsn != "" && stateEnv != "" {
 		lookupEnv = overrideEnv(lookupEnv, stateEnv, *dsn)
 	}
-	if err := serve(ctx, desc, opts, *listen, lookupEnv, logger); err != nil {
+	if err := serve(ctx, desc, opts, *listen, lookupEnv, logger, p.Stderr); err != nil {
 		logger.Error("service stopped", "app", desc.Name, "error", err)
 		return ExitFailed
 	}
@@ -138,11 +141,19 @@ func overrideEnv(lookupEnv func(string) (string, bool), name, value string) func
 
 // serve assembles the runtime from the description and serves it until ctx
 // ends; the service then drains the requests in flight.
-func serve(ctx context.Context, desc app.Description, opts Options, listen string, lookupEnv func(string) (string, bool), logger *slog.Logger) error {
-	tracer, err := otelTracer(lookupEnv)
+func serve(ctx context.Context, desc app.Description, opts Options, listen string, lookupEnv func(string) (string, bool), logger *slog.Logger, stderr io.Writer) error {
+	tracer, shutdown, err := otelTracer(ctx, desc, lookupEnv, stderr)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		// The drain is over: flush the spans still batched, within bounds.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			logger.Error("flushing traces", "error", err)
+		}
+	}()
 	// The service measures its own added latency by subtracting the time
 	// spent waiting on providers, tools and searches: Assemble wraps every
 	// one of them with the service's instruments.
@@ -250,22 +261,20 @@ func Auth(auth app.Auth, lookupEnv func(string) (string, bool)) (service.Auth, e
 	return out, nil
 }
 
-// otelTracer follows the standard OpenTelemetry environment: no tracer when
-// it asks for none (OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none, or no
-// exporter or endpoint set). Exporting is not built into generated services
-// yet, so a service asked to export says so, with a *gateway.DeferredError,
-// instead of dropping the spans.
-func otelTracer(lookupEnv func(string) (string, bool)) (trace.Tracer, error) {
-	if v, _ := lookupEnv("OTEL_SDK_DISABLED"); strings.EqualFold(v, "true") {
-		return nil, nil
+// otelTracer follows the standard OpenTelemetry environment
+// (runtime/telemetry): a nil tracer when it asks for none
+// (OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none, or no exporter or
+// endpoint set), otherwise one that exports over OTLP/HTTP or to the
+// console (stderr), with the shutdown that flushes it.
+func otelTracer(ctx context.Context, desc app.Description, lookupEnv func(string) (string, bool), stderr io.Writer) (trace.Tracer, func(context.Context) error, error) {
+	tp, shutdown, err := telemetry.TracerProvider(ctx, lookupEnv, desc.Name, desc.Version, telemetry.WithConsoleWriter(stderr))
+	if err != nil {
+		return nil, nil, fmt.Errorf("configuring tracing: %w", err)
 	}
-	exporter, _ := lookupEnv("OTEL_TRACES_EXPORTER")
-	endpoint, _ := lookupEnv("OTEL_EXPORTER_OTLP_ENDPOINT")
-	tracesEndpoint, _ := lookupEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-	if exporter == "none" || (exporter == "" && endpoint == "" && tracesEndpoint == "") {
-		return nil, nil
+	if _, off := tp.(noop.TracerProvider); off {
+		return nil, shutdown, nil
 	}
-	return nil, &gateway.DeferredError{Feature: "trace export configured by OTEL_* in a generated service"}
+	return tp.Tracer("github.com/aidgen/aid/runtime/serve"), shutdown, nil
 }
 
 // envOr returns the environment variable name, or def when it is unset.

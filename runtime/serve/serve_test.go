@@ -205,6 +205,7 @@ func TestRunServesAndStops(t *testing.T) {
 		vars       map[string]string
 		wantListen string
 		token      string
+		wantSpans  bool
 	}{
 		{name: "app file", wantListen: "127.0.0.1:0"},
 		{name: "env over app file",
@@ -221,6 +222,7 @@ func TestRunServesAndStops(t *testing.T) {
 			vars: map[string]string{"DESK_TOKENS": " old-token , new-token,"}, wantListen: "127.0.0.1:0", token: "new-token"},
 		{name: "otel disabled", vars: map[string]string{"OTEL_SDK_DISABLED": "TRUE", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, wantListen: "127.0.0.1:0"},
 		{name: "otel exporter none", vars: map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, wantListen: "127.0.0.1:0"},
+		{name: "otel console exporter", vars: map[string]string{"OTEL_TRACES_EXPORTER": "console"}, wantListen: "127.0.0.1:0", wantSpans: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
@@ -253,6 +255,11 @@ func TestRunServesAndStops(t *testing.T) {
 			client.CloseIdleConnections()
 			if code := r.stop(t); code != serve.ExitOK {
 				t.Errorf("exit code %d after a clean stop, want 0\n%s", code, r.stderr)
+			}
+			// The ingest at start embeds through the gateway; with an
+			// exporter its span is flushed by the time Run returns.
+			if got := strings.Contains(r.stderr.String(), `"Name":"embeddings fake-embed`); got != c.wantSpans {
+				t.Errorf("embedding span exported = %v, want %v\n%s", got, c.wantSpans, r.stderr)
 			}
 			noLeak(t, before)
 		})
@@ -295,7 +302,8 @@ func TestRunFails(t *testing.T) {
 			},
 			vars:     map[string]string{"DESK_TOKENS": " , "},
 			wantCode: serve.ExitFailed, wantLog: "set DESK_TOKENS to the accepted token"},
-		{name: "otel export asked", vars: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318"}, wantCode: serve.ExitFailed, wantLog: "trace export configured by OTEL_*"},
+		{name: "otel unknown exporter", vars: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, wantCode: serve.ExitFailed, wantLog: "OTEL_TRACES_EXPORTER"},
+		{name: "otel grpc", vars: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, wantCode: serve.ExitFailed, wantLog: "OTLP over gRPC"},
 		{name: "missing documents", args: []string{"-app-dir", filepath.Join(docs, "nowhere")}, wantCode: serve.ExitFailed, wantLog: "ingesting retriever kb"},
 		{name: "listen taken", args: []string{"-listen", "127.0.0.1:-1"}, wantCode: serve.ExitFailed, wantLog: "listen on 127.0.0.1:-1"},
 		{name: "unknown flag", args: []string{"-port", "8080"}, wantCode: serve.ExitUsage, wantLog: "flag provided but not defined: -port"},

@@ -227,14 +227,14 @@ func TestEventHookLeavesTheRunUnchanged(t *testing.T) {
 		},
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
-			run := func(hook func(agents.Event)) (agents.RunResult, error, fixture) {
+			run := func(hook func(agents.Event)) (agents.RunResult, fixture, error) {
 				fx := newStreamFixture(t, tt.fc, tt.budgets...)
 				res, err := newRuntime(t, tt.cfg(fx)).Run(context.Background(), tt.agent, "hello there", agents.RunOptions{OnEvent: hook})
-				return res, err, fx
+				return res, fx, err
 			}
-			plain, plainErr, _ := run(nil)
+			plain, _, plainErr := run(nil)
 			rec := &recorder{}
-			got, err, fx := run(rec.hook)
+			got, fx, err := run(rec.hook)
 			if (err == nil) != (plainErr == nil) || (err != nil && err.Error() != strings.ReplaceAll(plainErr.Error(), plain.RunID, got.RunID)) {
 				t.Fatalf("error %v, without a hook %v", err, plainErr)
 			}

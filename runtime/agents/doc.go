@@ -108,6 +108,21 @@
 // and embedding spans are their children; a pause is an aid.run.paused
 // event.
 //
+// # Events and streaming
+//
+// RunOptions.OnEvent opts a run into events (Event): each model call, the
+// model's text piece by piece, the tool calls asked for and their results,
+// handoffs, delegations, a pause and the end. With a hook the loop calls
+// the gateway's Stream instead of Generate and rebuilds the same Result
+// from it, so budgets, degrading, fallbacks, checkpoints, tools, output
+// validation and tracing are the code of a run without one. Text of an
+// agent with an output schema is reported once it validated. A delegated
+// run's events carry its Depth: its text becomes an observation, not the
+// answer. The hook is called one event at a time (parallel read calls
+// included) on the run's goroutines; a panic in it fails the run with
+// *HookPanicError after the gateway settled the call. Resume and Recover
+// take no hook.
+//
 // What it is not: it does not read the IR (the runtime never imports ir or
 // CUE), it is not a model client (see runtime/gateway), and it does not
 // serve HTTP.

@@ -44,6 +44,7 @@ type runState struct {
 	pending        *Pending
 	version        int64
 	answer         string
+	events         *emitter // the run's hook, shared with delegated runs; nil without one
 }
 
 func (st *runState) appendMsg(m gateway.Message) {
@@ -101,6 +102,9 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 					span.SetAttributes(AttrTransferredTo.String(target.spec.Name))
 				}
 				span.End()
+				if st.events != nil {
+					st.event(Event{Kind: EventHandoff, Target: target.spec.Name})
+				}
 				st.agent = target
 				st.path = append(st.path, target.spec.Name)
 				st.alias, st.degraded, st.agentSteps, st.repaired = target.spec.Model, false, 0, false
@@ -110,6 +114,11 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 		}
 		if err := ctx.Err(); err != nil {
 			return r.finish(ctx, st, span, StatusFailed, fmt.Errorf("run %s: %w", st.id, err))
+		}
+		if st.events != nil {
+			if err := st.events.err(); err != nil {
+				return r.finish(ctx, st, span, StatusFailed, fmt.Errorf("run %s: %w", st.id, err))
+			}
 		}
 		if st.agentSteps >= st.agent.maxSteps {
 			return r.finish(ctx, st, span, StatusMaxSteps, &MaxStepsError{RunID: st.id, Agent: st.agent.spec.Name, MaxSteps: st.agent.maxSteps})
@@ -151,6 +160,10 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 					return r.finish(ctx, st, span, StatusFailed, &OutputValidationError{Agent: st.agent.spec.Name, Answer: res.Text, Err: verr})
 				}
 			}
+			if st.events != nil && st.agent.output != nil && res.Text != "" {
+				// Withheld while it could still be rejected (generate).
+				st.event(Event{Kind: EventText, Step: step.Number, Text: res.Text})
+			}
 			st.answer = res.Text
 			return r.finish(ctx, st, span, StatusCompleted, nil)
 		}
@@ -159,6 +172,9 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			step.ToolCalls[i] = ToolCallRecord{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)}
 		}
 		st.pending = &Pending{Step: step}
+		if st.events != nil {
+			st.event(Event{Kind: EventToolCalls, Step: step.Number, Calls: step.ToolCalls})
+		}
 		// The step is checkpointed before any of its calls is recorded, so
 		// that a crash from here on can be recovered.
 		if err := r.save(ctx, st, StatusRunning); err != nil {
@@ -273,7 +289,7 @@ func (r *Runtime) callModel(ctx context.Context, st *runState, req gateway.Reque
 		}
 		return opts
 	}
-	res, err := r.gen.Generate(ctx, st.alias, req, optsFor(st.alias)...)
+	res, err := r.generate(ctx, st, req, optsFor(st.alias))
 	var be *gateway.BudgetExceededError
 	if err == nil || d.spec.OnBudgetExhausted != BudgetDegrade || st.degraded || !errors.As(err, &be) {
 		return res, "", err
@@ -285,7 +301,7 @@ func (r *Runtime) callModel(ctx context.Context, st *runState, req gateway.Reque
 	from := st.alias
 	st.alias, st.degraded = d.spec.Ladder[i+1], true
 	r.logger.InfoContext(ctx, "degrading after budget breach", "run", st.id, "agent", d.spec.Name, "from", from, "to", st.alias)
-	res, err = r.gen.Generate(ctx, st.alias, req, optsFor(st.alias)...)
+	res, err = r.generate(ctx, st, req, optsFor(st.alias))
 	return res, from, err
 }
 
@@ -349,6 +365,9 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 					span.AddEvent("aid.run.paused", trace.WithAttributes(attrToolName(c.Name), attrToolCallID(c.ID), attrPauseReason(string(p.Reason))))
 				}
 				r.logger.InfoContext(ctx, "run paused", "run", st.id, "agent", st.agent.spec.Name, "tool", c.Name, "reason", p.Reason)
+				if st.events != nil {
+					st.event(Event{Kind: EventPause, Step: p.Step.Number, Reason: p.Reason, Calls: calls[i : i+1 : i+1]})
+				}
 				return true, nil, nil
 			}
 			tgt, err := r.execOne(ctx, st, p.Step.Number, i, c)
@@ -420,6 +439,9 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 	}
 	if c.ErrorKind != "" {
 		endSpanToolError(span, c)
+	}
+	if st.events != nil {
+		st.event(Event{Kind: EventToolResult, Step: step, Calls: []ToolCallRecord{*c}})
 	}
 	if !st.sub {
 		if ferr := r.store.FinishCall(context.WithoutCancel(ctx), st.id, key, CallResult{Observation: c.Observation, ErrorKind: c.ErrorKind}); ferr != nil {
@@ -534,7 +556,10 @@ func (r *Runtime) delegate(ctx context.Context, st *runState, target *agentDef, 
 	sub := &runState{
 		id: st.id, rootID: st.rootID, sub: true, depth: st.depth + 1, agent: target,
 		path: append(slices.Clone(st.path), name), alias: target.spec.Model,
-		threadID: st.threadID, userID: st.userID, delegations: st.delegations,
+		threadID: st.threadID, userID: st.userID, delegations: st.delegations, events: st.events,
+	}
+	if st.events != nil {
+		st.event(Event{Kind: EventDelegate, Step: len(st.steps) + 1, Target: name})
 	}
 	sub.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: in.Input})
 	res, err := r.drive(ctx, sub)
@@ -606,5 +631,12 @@ func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, sta
 		}
 	}
 	endAgentSpan(span, res.Status, err)
+	if st.events != nil {
+		ev := Event{Kind: EventEnd, Status: res.Status, Err: err}
+		if res.Status == StatusCompleted {
+			ev.Text = res.Answer
+		}
+		st.event(ev)
+	}
 	return res, err
 }

@@ -30,6 +30,7 @@ type generator interface {
 type Runtime struct {
 	gw          *gateway.Gateway
 	gen         generator
+	stream      streamer
 	agents      map[string]*agentDef
 	names       []string
 	store       Store
@@ -92,6 +93,13 @@ type RunOptions struct {
 	// History is the thread so far (RunResult.Messages of the previous
 	// run); the input is appended to it.
 	History []gateway.Message
+	// OnEvent, when set, is told what happens in the run as it happens,
+	// the model's text piece by piece included (see Event): the run's
+	// model calls stream. It is called from the run's goroutines, one call
+	// at a time, and the run waits for it, so a slow hook slows the run. A
+	// hook that panics stops the run with a *HookPanicError. Runs without
+	// it make their model calls with Generate and pay nothing for events.
+	OnEvent func(Event)
 }
 
 // RunResult is the outcome of Run, Resume or Recover.
@@ -136,6 +144,7 @@ func New(cfg Config) (*Runtime, error) {
 	r := &Runtime{
 		gw:          cfg.Gateway,
 		gen:         cfg.Gateway,
+		stream:      cfg.Gateway,
 		agents:      make(map[string]*agentDef, len(cfg.Agents)),
 		store:       cfg.Store,
 		tracer:      cfg.Tracer,
@@ -495,6 +504,9 @@ func (r *Runtime) newRun(d *agentDef, opts RunOptions) *runState {
 		threadID: opts.ThreadID, userID: opts.UserID,
 	}
 	st.delegations = &st.ownDelegations
+	if opts.OnEvent != nil {
+		st.events = &emitter{fn: opts.OnEvent, runID: id}
+	}
 	st.pathBuf[0] = d.spec.Name
 	st.path = st.pathBuf[:1]
 	return st

@@ -121,53 +121,132 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 	}
 	input := req.Messages[len(req.Messages)-1].Content.text
 	opts := agents.RunOptions{ThreadID: r.Header.Get("X-Aid-Thread-Id"), UserID: req.User, History: history}
+	if ignored > 0 {
+		w.Header().Set("X-Aid-Ignored-System-Messages", strconv.Itoa(ignored))
+	}
+	if req.Stream {
+		cs := &chatStream{w: w, timeout: s.limits.WriteTimeout, model: agent, created: time.Now().Unix(),
+			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
+		opts.OnEvent = cs.event
+		res, err := s.runAgent(r, agent, input, opts)
+		info(r).err = cs.finish(res, err)
+		return nil
+	}
 	res, err := s.runAgent(r, agent, input, opts)
 	if res.RunID != "" {
 		w.Header().Set("X-Aid-Run-Id", res.RunID)
-	}
-	if ignored > 0 {
-		w.Header().Set("X-Aid-Ignored-System-Messages", strconv.Itoa(ignored))
 	}
 	if err != nil {
 		info(r).err = writeError(w, err, extOf(res))
 		return nil
 	}
-	cc := completionOf(res)
-	if !req.Stream {
-		writeJSON(w, http.StatusOK, cc)
-		return nil
+	writeJSON(w, http.StatusOK, completionOf(res))
+	return nil
+}
+
+// chatStream answers a chat completion with stream true. The text the
+// run's agents produce at depth 0 goes out as content chunks as the model
+// writes it, as OpenAI's API streams content: text of a step that ends in
+// tool calls (a preamble such as "Let me look that up.") is part of that
+// assistant message, so it is streamed too, and the text of each later
+// step is set apart from what came before by a blank line. With no
+// preamble the content is exactly the run's answer. Text of delegated runs
+// is not streamed: it is an observation for the delegating agent, not the
+// answer. The stream opens at the first piece of text, or at the run's end
+// if none came, so that a run refused before it starts still gets an HTTP
+// error; a failure after that is an error chunk, as OpenAI sends one.
+type chatStream struct {
+	w       http.ResponseWriter
+	timeout time.Duration
+	sse     *sse
+	id      string
+	model   string
+	created int64
+	usage   bool
+	step    int  // the step of the last text streamed
+	sent    bool // some text was streamed
+}
+
+func (c *chatStream) chunk(d chatDelta, finish *string) chatCompletion {
+	return chatCompletion{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
+		Choices: []chatChoice{{Delta: &d, FinishReason: finish}}}
+}
+
+// open starts the stream with the role chunk, naming the run in the
+// headers while they can still be written.
+func (c *chatStream) open(runID string) {
+	if c.sse != nil {
+		return
 	}
-	// The run is over: the answer goes out as chunks, with the headers
-	// (run id) a stream could not have set had it started earlier.
-	sse := newSSE(w, s.limits.WriteTimeout)
-	choice := cc.Choices[0]
-	base := chatCompletion{ID: cc.ID, Object: "chat.completion.chunk", Created: cc.Created, Model: cc.Model, Aid: cc.Aid}
-	chunk := func(d chatDelta, finish *string) chatCompletion {
-		c := base
-		c.Choices = []chatChoice{{Delta: &d, FinishReason: finish}}
-		return c
+	if runID != "" {
+		c.w.Header().Set("X-Aid-Run-Id", runID)
+		c.id = "chatcmpl-" + runID
 	}
+	c.sse = newSSE(c.w, c.timeout)
 	empty := ""
-	sse.data(chunk(chatDelta{Role: "assistant", Content: &empty}, nil))
-	if choice.Message.Content != nil && *choice.Message.Content != "" {
-		sse.data(chunk(chatDelta{Content: choice.Message.Content}, nil))
+	c.sse.data(c.chunk(chatDelta{Role: "assistant", Content: &empty}, nil))
+}
+
+// content streams a piece of text of step.
+func (c *chatStream) content(step int, text string) {
+	if c.sent && step != c.step {
+		text = "\n\n" + text
 	}
-	if len(choice.Message.ToolCalls) > 0 {
-		calls := make([]wireToolCall, len(choice.Message.ToolCalls))
-		for i, c := range choice.Message.ToolCalls {
-			c.Index = &i
-			calls[i] = c
+	c.step, c.sent = step, true
+	c.sse.data(c.chunk(chatDelta{Content: &text}, nil))
+}
+
+// event is the run's hook; the runtime calls it one event at a time.
+func (c *chatStream) event(ev agents.Event) {
+	if ev.Kind != agents.EventText || ev.Depth != 0 || ev.Text == "" {
+		return
+	}
+	c.open(ev.RunID)
+	c.model = ev.Agent
+	c.content(ev.Step, ev.Text)
+}
+
+// finish ends the stream with the run's outcome: a pause's call, the
+// finish reason, the usage when asked for, and [DONE]; or the error.
+func (c *chatStream) finish(res agents.RunResult, err error) *apiError {
+	if err != nil {
+		if c.sse == nil {
+			if res.RunID != "" {
+				c.w.Header().Set("X-Aid-Run-Id", res.RunID)
+			}
+			return writeError(c.w, err, extOf(res))
 		}
-		sse.data(chunk(chatDelta{ToolCalls: calls}, nil))
+		ae := classify(err)
+		c.sse.data(errorBody{Error: ae, Aid: extOf(res)})
+		c.sse.close()
+		return ae
 	}
-	sse.data(chunk(chatDelta{}, choice.FinishReason))
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		u := base
-		u.Choices = []chatChoice{}
-		u.Usage = cc.Usage
-		sse.data(u)
+	c.open(res.RunID)
+	cc := completionOf(res)
+	c.model = cc.Model
+	msg := cc.Choices[0].Message
+	switch {
+	case len(msg.ToolCalls) > 0:
+		// A pause: its message tells how to resume.
+		c.content(-1, *msg.Content)
+		calls := make([]wireToolCall, len(msg.ToolCalls))
+		for i, tc := range msg.ToolCalls {
+			tc.Index = &i
+			calls[i] = tc
+		}
+		c.sse.data(c.chunk(chatDelta{ToolCalls: calls}, nil))
+	case !c.sent && *msg.Content != "":
+		c.content(0, *msg.Content)
 	}
-	sse.done()
+	last := c.chunk(chatDelta{}, cc.Choices[0].FinishReason)
+	last.Aid = cc.Aid
+	c.sse.data(last)
+	if c.usage {
+		u := chatCompletion{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
+			Choices: []chatChoice{}, Usage: cc.Usage, Aid: cc.Aid}
+		c.sse.data(u)
+	}
+	c.sse.done()
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -88,10 +90,13 @@ func TestChatCompletionStreamOpenAIClient(t *testing.T) {
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 	})
 	var acc openai.ChatCompletionAccumulator
-	chunks := 0
+	var contents []string
 	for stream.Next() {
-		chunks++
-		acc.AddChunk(stream.Current())
+		ch := stream.Current()
+		acc.AddChunk(ch)
+		if len(ch.Choices) == 1 && ch.Choices[0].Delta.Content != "" {
+			contents = append(contents, ch.Choices[0].Delta.Content)
+		}
 	}
 	if err := stream.Err(); err != nil {
 		t.Fatal(err)
@@ -102,8 +107,61 @@ func TestChatCompletionStreamOpenAIClient(t *testing.T) {
 	if acc.Model != "triage" || acc.Usage.TotalTokens == 0 || acc.Usage.TotalTokens != e.spend(t).Total.Tokens {
 		t.Errorf("model %q usage %+v ledger %+v", acc.Model, acc.Usage, e.spend(t).Total)
 	}
-	if chunks != 4 { // role, content, finish, usage
-		t.Errorf("chunks = %d, want 4", chunks)
+	// The answer arrives as the model writes it, word by word, not in one
+	// piece at the run's end.
+	if d := cmp.Diff([]string{"Streamed ", "answer ", "here."}, contents); d != "" {
+		t.Errorf("content chunks (-want +got):\n%s", d)
+	}
+	// The same conversation without streaming answers the same text.
+	e = newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("Streamed answer here.")}}}})
+	cc, err := e.clientPtr().Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model: "triage", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Go")},
+	})
+	if err != nil || cc.Choices[0].Message.Content != strings.Join(contents, "") {
+		t.Errorf("non-stream answer %+v, %v; streamed %q", cc, err, strings.Join(contents, ""))
+	}
+}
+
+// TestChatCompletionStreamPreambleAndDelegate: a delegate's answer is an
+// observation, not content; a preamble before a tool call is content, set
+// apart from the answer by a blank line.
+func TestChatCompletionStreamPreambleAndDelegate(t *testing.T) {
+	e := newEnv(t, options{
+		fake: fake.Config{Agents: map[string][]fake.Step{
+			"triage":   {{Text: "Let me ask.", ToolCalls: []gateway.ToolCall{call("d", "delegate_to_research", `{"input":"find it"}`)}}, answer("It is found.")},
+			"research": {answer("secret research notes")},
+		}},
+		agents: []agents.Agent{
+			{Name: "triage", Model: "large", Delegates: []string{"research"}},
+			{Name: "research", Model: "large"},
+		},
+	})
+	status, _, body := e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","stream":true,"messages":[{"role":"user","content":"q"}]}`)
+	if status != 200 {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	var content strings.Builder
+	for _, ev := range strings.Split(strings.TrimSpace(string(body)), "\n\n") {
+		data := strings.TrimPrefix(ev, "data: ")
+		if data == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			t.Fatalf("chunk %q: %v", data, err)
+		}
+		if len(ch.Choices) == 1 {
+			content.WriteString(ch.Choices[0].Delta.Content)
+		}
+	}
+	if got := content.String(); got != "Let me ask.\n\nIt is found." {
+		t.Errorf("content %q\n%s", got, body)
 	}
 }
 
@@ -248,5 +306,30 @@ func TestUserMemoryNeedsAUser(t *testing.T) {
 	// With a user the run goes.
 	if status, _, body := e.do(t, "POST", "/v1/chat/completions", `{"user":"u1","messages":[{"role":"user","content":"hi"}]}`); status != http.StatusOK {
 		t.Errorf("with a user: status %d %s", status, body)
+	}
+}
+
+// TestChatCompletionStreamFailsMidAnswer: a provider breaking after part of
+// the answer was sent ends the stream with an error chunk, which the client
+// reports, rather than a finish chunk that would pass the part as whole.
+func TestChatCompletionStreamFailsMidAnswer(t *testing.T) {
+	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {{Text: "Half an answer", Err: errors.New("connection reset")}}}}})
+	stream := e.clientPtr().Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model: "triage", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Go")},
+	})
+	var content string
+	for stream.Next() {
+		if ch := stream.Current(); len(ch.Choices) == 1 {
+			content += ch.Choices[0].Delta.Content
+			if ch.Choices[0].FinishReason != "" {
+				t.Fatalf("finish chunk %+v", ch)
+			}
+		}
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "error") || content != "Half an answer" {
+		t.Fatalf("err %v, content %q", err, content)
+	}
+	if h := e.spend(t); h.Calls != 1 {
+		t.Errorf("%d settled calls, want the broken stream settled", h.Calls)
 	}
 }

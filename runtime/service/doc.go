@@ -52,8 +52,19 @@
 //
 // With stream true the answer is sent as chat.completion.chunk events and
 // data: [DONE], with a usage chunk when stream_options.include_usage is set.
-// The role chunk is sent at once; the content follows when the run ends,
-// because agents.Runtime does not stream tokens out of a run.
+// The content is streamed as the models write it (agents.RunOptions.OnEvent):
+// the text of every step of the run's own agents, a preamble before a tool
+// call included, as OpenAI streams content, each later step's text set
+// apart by a blank line; a delegated agent's text is not content. With no
+// preamble the streamed content equals the non-streamed answer. The stream
+// opens with the role chunk at the first text, so a run refused before any
+// text gets an HTTP error; a failure after that ends the stream with an
+// {"error": ...} chunk and no [DONE]. A pause ends it with the pending call
+// and finish_reason tool_calls.
+//
+// A runs stream (Accept: text/event-stream) sends token events
+// (TokenEvent: agent, step, depth, text) as the text is written, then the
+// model_call event of that call, tool_call events and the result.
 //
 // # Errors
 //

@@ -77,7 +77,8 @@ func (s *Service) startRun(w http.ResponseWriter, r *http.Request) error {
 	agent := r.PathValue("agent")
 	info(r).agent = agent
 	opts := agents.RunOptions{ThreadID: req.ThreadID, UserID: req.UserID, History: history}
-	s.answerRun(w, r, agent, func() (agents.RunResult, error) {
+	s.answerRun(w, r, agent, func(onEvent func(agents.Event)) (agents.RunResult, error) {
+		opts.OnEvent = onEvent
 		return s.cfg.Agents.Run(r.Context(), agent, req.Input, opts)
 	})
 	return nil
@@ -103,20 +104,36 @@ func (s *Service) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	info(r).runID = id
-	s.answerRun(w, r, "", func() (agents.RunResult, error) {
+	s.answerRun(w, r, "", func(func(agents.Event)) (agents.RunResult, error) {
 		return s.cfg.Agents.Resume(r.Context(), id, d)
 	})
 	return nil
 }
 
+// TokenEvent is the data of a token event on a runs stream: a piece of a
+// model's text, as the model writes it, before the model_call event that
+// reports the whole answer of that call.
+type TokenEvent struct {
+	// Agent is the agent whose model writes, Step the step in its run.
+	Agent string `json:"agent"`
+	Step  int    `json:"step"`
+	// Depth is 0 for the run's own agents and n for a run delegated n
+	// deep, whose text becomes an observation rather than the answer.
+	Depth int `json:"depth,omitempty"`
+	// Text is the piece.
+	Text string `json:"text"`
+}
+
 // answerRun runs do and answers with the run as JSON, or as server-sent
-// events when the client accepts text/event-stream: model_call and tool_call
-// events as they happen (seen by the Instrument wrappers), then one result
-// event with the run, or an error event.
-func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string, do func() (agents.RunResult, error)) {
+// events when the client accepts text/event-stream: token events with the
+// model's text as it is written (when do passes the hook on: a new run, not
+// a resumed one), model_call and tool_call events as they happen (seen by
+// the Instrument wrappers), then one result event with the run, or an error
+// event.
+func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string, do func(onEvent func(agents.Event)) (agents.RunResult, error)) {
 	ri := info(r)
 	if !acceptsEventStream(r) {
-		res, err := do()
+		res, err := do(nil)
 		s.recordRun(ri, agent, res, err)
 		if res.RunID != "" {
 			w.Header().Set("X-Aid-Run-Id", res.RunID)
@@ -136,7 +153,11 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 	}
 	sse := newSSE(w, s.limits.WriteTimeout)
 	ri.clock.emit = sse.event
-	res, err := do()
+	res, err := do(func(ev agents.Event) {
+		if ev.Kind == agents.EventText {
+			sse.event("token", TokenEvent{Agent: ev.Agent, Step: ev.Step, Depth: ev.Depth, Text: ev.Text})
+		}
+	})
 	s.recordRun(ri, agent, res, err)
 	if err != nil && res.RunID == "" {
 		ae := classify(err)

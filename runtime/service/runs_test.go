@@ -282,7 +282,7 @@ func TestRunErrors(t *testing.T) {
 
 func TestRunEventStream(t *testing.T) {
 	e := newEnv(t, options{
-		fake:   fake.Config{Agents: map[string][]fake.Step{"triage": {calls(call("c1", "lookup", `{"id":"A1"}`)), answer("Shipped.")}}},
+		fake:   fake.Config{Agents: map[string][]fake.Step{"triage": {calls(call("c1", "lookup", `{"id":"A1"}`)), answer("Shipped on Monday.")}}},
 		agents: []agents.Agent{{Name: "triage", Model: "large", Instructions: "Look up.", Tools: []string{"lookup"}}},
 		tools:  []agents.Tool{{Name: "lookup", Description: "Look up an order."}},
 		impls: map[string]agents.Implementation{"lookup": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
@@ -295,6 +295,7 @@ func TestRunEventStream(t *testing.T) {
 	}
 	var names []string
 	var result run
+	var tokens strings.Builder
 	for _, ev := range strings.Split(strings.TrimSpace(string(body)), "\n\n") {
 		name, rest, _ := strings.Cut(ev, "\n")
 		name = strings.TrimPrefix(name, "event: ")
@@ -302,14 +303,21 @@ func TestRunEventStream(t *testing.T) {
 		if name == "result" {
 			result = decodeRun(t, []byte(strings.TrimPrefix(rest, "data: ")))
 		}
+		if name == "token" {
+			var tok service.TokenEvent
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(rest, "data: ")), &tok); err != nil || tok.Agent != "triage" || tok.Step != 2 {
+				t.Errorf("token event %s: %v", rest, err)
+			}
+			tokens.WriteString(tok.Text)
+		}
 		if name == "tool_call" && !strings.Contains(rest, `"observation":"status: shipped"`) {
 			t.Errorf("tool event %s", rest)
 		}
 	}
-	if strings.Join(names, ",") != "model_call,tool_call,model_call,result" {
+	if strings.Join(names, ",") != "model_call,tool_call,token,token,token,model_call,result" {
 		t.Errorf("events %v\n%s", names, body)
 	}
-	if result.Status != "completed" || result.Answer != "Shipped." {
+	if result.Status != "completed" || result.Answer != "Shipped on Monday." || tokens.String() != result.Answer {
 		t.Errorf("result %+v", result)
 	}
 }

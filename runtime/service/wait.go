@@ -3,6 +3,9 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,32 +129,102 @@ func (p instrumentedProvider) Generate(ctx context.Context, model gateway.ModelS
 
 func (p instrumentedProvider) Stream(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (gateway.DeltaStream, error) {
 	c := waitClockFrom(ctx)
+	start := time.Now()
 	end := c.begin()
 	s, err := p.Provider.Stream(ctx, model, req)
 	if err != nil {
 		end()
+		if c != nil && c.emit != nil {
+			ev := ModelCallEvent{Model: model.ID, Error: err.Error(), DurationMS: ms(time.Since(start))}
+			if ci, ok := gateway.CallInfoFromContext(ctx); ok {
+				ev.Agent, ev.Step = ci.Agent, ci.Step
+			}
+			c.event("model_call", ev)
+		}
 		return nil, err
 	}
-	return &instrumentedStream{DeltaStream: s, end: end}, nil
+	is := &instrumentedStream{DeltaStream: s, end: end}
+	if c != nil && c.emit != nil {
+		// On a runs stream the call is reported when it ends, as a
+		// Generate call is: the whole answer, after its token events.
+		is.ev = &ModelCallEvent{Model: model.ID}
+		if ci, ok := gateway.CallInfoFromContext(ctx); ok {
+			is.ev.Agent, is.ev.Step = ci.Agent, ci.Step
+		}
+		is.start, is.clock = start, c
+	}
+	return is, nil
 }
 
-// instrumentedStream counts a stream as waiting until it ends or is closed.
+// instrumentedStream counts a stream as waiting until it ends or is closed
+// and, on a runs stream, reports the call when it ends.
 type instrumentedStream struct {
 	gateway.DeltaStream
-	once sync.Once
-	end  func()
+	once  sync.Once
+	end   func()
+	ev    *ModelCallEvent // nil unless a runs stream wants the call
+	clock *waitClock
+	start time.Time
+	text  strings.Builder
+	calls []wireToolCall
 }
 
 func (s *instrumentedStream) Next() (gateway.Delta, error) {
 	d, err := s.DeltaStream.Next()
+	if s.ev != nil && err == nil {
+		s.add(d)
+	}
 	if err != nil {
-		s.once.Do(s.end)
+		if !errors.Is(err, io.EOF) && s.ev != nil {
+			s.ev.Error = err.Error()
+		}
+		s.once.Do(s.done)
 	}
 	return d, err
 }
 
+// add accumulates a delta into the call's event.
+func (s *instrumentedStream) add(d gateway.Delta) {
+	s.text.WriteString(d.Text)
+	for _, tc := range d.ToolCalls {
+		if tc.Index < 0 || tc.Index > 1024 {
+			continue
+		}
+		for len(s.calls) <= tc.Index {
+			s.calls = append(s.calls, wireToolCall{Type: "function"})
+		}
+		c := &s.calls[tc.Index]
+		if tc.ID != "" {
+			c.ID = tc.ID
+		}
+		if tc.Name != "" {
+			c.Function.Name = tc.Name
+		}
+		c.Function.Arguments += tc.Arguments
+	}
+	if d.FinishReason != "" {
+		s.ev.FinishReason = string(d.FinishReason)
+	}
+	if d.Model != "" {
+		s.ev.Model = d.Model
+	}
+}
+
+// done closes the wait and reports the call, once.
+func (s *instrumentedStream) done() {
+	s.end()
+	if s.ev == nil {
+		return
+	}
+	s.ev.Text, s.ev.ToolCalls, s.ev.DurationMS = s.text.String(), s.calls, ms(time.Since(s.start))
+	if s.ev.FinishReason == "" && s.ev.Error == "" {
+		s.ev.Error = "the stream ended before the model finished"
+	}
+	s.clock.event("model_call", *s.ev)
+}
+
 func (s *instrumentedStream) Close() error {
-	s.once.Do(s.end)
+	s.once.Do(s.done)
 	return s.DeltaStream.Close()
 }
 

@@ -1,0 +1,205 @@
+package agents
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"runtime/debug"
+	"sync"
+
+	"github.com/aidgen/aid/runtime/gateway"
+)
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+// The events of a run, in the order a step produces them.
+const (
+	// EventModelCall: a model call starts (Agent, Step, Alias). A step
+	// that degrades after a budget breach reports a second call on the
+	// lower rung.
+	EventModelCall EventKind = iota + 1
+	// EventText: the next piece of the model's text (Agent, Step, Text).
+	// The pieces of one step concatenate to the step's text. A step that
+	// ends in tool calls may have text too: it is part of that assistant
+	// message, not of the final answer.
+	EventText
+	// EventToolCalls: the model asked for tool calls (Agent, Step,
+	// Calls, their arguments set, their observations not yet).
+	EventToolCalls
+	// EventToolResult: one call has its observation (Agent, Step, Calls
+	// holding that one call).
+	EventToolResult
+	// EventHandoff: the conversation was transferred (Agent, the agent
+	// that gave it away, and Target).
+	EventHandoff
+	// EventDelegate: a delegated run starts (Agent delegates to Target);
+	// its events follow with Depth one more, and its EventEnd closes it.
+	EventDelegate
+	// EventPause: the run paused (Agent, Step, Reason, Calls holding the
+	// call that waits for a decision).
+	EventPause
+	// EventEnd: the run ended (Agent, Status, Text the answer when it
+	// completed, Err when it failed). It is the last event of a run at
+	// Depth 0.
+	EventEnd
+)
+
+// Event is one thing that happened in a run, given to RunOptions.OnEvent as
+// it happens. Which fields are set depends on Kind.
+type Event struct {
+	// Kind says what happened.
+	Kind EventKind
+	// RunID is the top-level run's id, known from the first event on, so
+	// that a stream can name the run before it ends.
+	RunID string
+	// Agent is the agent the event is about.
+	Agent string
+	// Depth is 0 for the run itself and n for a run delegated n deep. The
+	// text of a delegated run is not the run's answer: it becomes an
+	// observation of the delegating agent.
+	Depth int
+	// Step is the step's number in its run (StepRecord.Number).
+	Step int
+	// Alias is the alias called (EventModelCall).
+	Alias string
+	// Text is a piece of the answer (EventText) or the answer (EventEnd).
+	Text string
+	// Calls are the tool calls of EventToolCalls, EventToolResult and
+	// EventPause; the hook must not keep or modify them.
+	Calls []ToolCallRecord
+	// Target is the agent taking over (EventHandoff) or delegated to
+	// (EventDelegate).
+	Target string
+	// Reason is why the run paused (EventPause).
+	Reason PauseReason
+	// Status is how the run ended (EventEnd).
+	Status Status
+	// Err is why the run failed (EventEnd), nil otherwise.
+	Err error
+}
+
+// HookPanicError reports that RunOptions.OnEvent panicked. The run stops
+// as failed: its model call is abandoned (and settled by the gateway), and
+// no further event is delivered.
+type HookPanicError struct {
+	// Value is what the hook panicked with.
+	Value any
+	// Stack is the hook's stack at the panic.
+	Stack string
+}
+
+func (e *HookPanicError) Error() string {
+	return fmt.Sprintf("event hook panicked: %v", e.Value)
+}
+
+// emitter delivers a run's events to its hook one at a time: the parallel
+// read calls of a step finish on their own goroutines, and a hook should
+// not need a lock of its own. A panic in the hook is caught and kept; from
+// then on events are dropped and the run stops at its next check.
+type emitter struct {
+	mu     sync.Mutex
+	fn     func(Event)
+	runID  string
+	failed *HookPanicError
+}
+
+// emit delivers ev and reports whether the hook is still healthy.
+func (e *emitter) emit(ev Event) (ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.failed != nil {
+		return false
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			e.failed = &HookPanicError{Value: p, Stack: string(debug.Stack())}
+			ok = false
+		}
+	}()
+	ev.RunID = e.runID
+	e.fn(ev)
+	return true
+}
+
+// err returns the hook's panic, if it panicked.
+func (e *emitter) err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.failed == nil {
+		return nil
+	}
+	return e.failed
+}
+
+// event sends ev about st's current agent and depth, when st has a hook.
+func (st *runState) event(ev Event) {
+	if st.events == nil {
+		return
+	}
+	ev.Agent, ev.Depth = st.agent.spec.Name, st.depth
+	st.events.emit(ev)
+}
+
+// streamer is the gateway's streaming call, which the loop uses instead of
+// Generate when a run has an event hook.
+type streamer interface {
+	Stream(ctx context.Context, alias string, req gateway.Request, opts ...gateway.CallOption) iter.Seq2[gateway.Chunk, error]
+}
+
+// generate makes one model call of st's current step on st.alias. Without
+// a hook it is Generate. With one it reports the call, then streams it and
+// hands each piece of text to the hook as it arrives, returning the same
+// Result Generate would; everything after the call is the same code for
+// both. An alias that cannot stream is called with Generate and its text
+// reported in one piece. The text of an agent with an output schema is
+// withheld until the answer validates (the loop reports it then), so that
+// a rejected answer never reaches the hook as text.
+func (r *Runtime) generate(ctx context.Context, st *runState, req gateway.Request, opts []gateway.CallOption) (gateway.Result, error) {
+	ev := st.events
+	if ev == nil {
+		return r.gen.Generate(ctx, st.alias, req, opts...)
+	}
+	step := len(st.steps) + 1
+	st.event(Event{Kind: EventModelCall, Step: step, Alias: st.alias})
+	if err := ev.err(); err != nil {
+		return gateway.Result{}, err
+	}
+	withhold := st.agent.output != nil
+	if r.stream == nil || r.gw.Require(st.alias, gateway.CapabilityStreaming) != nil {
+		res, err := r.gen.Generate(ctx, st.alias, req, opts...)
+		if err == nil && res.Text != "" && !withhold {
+			st.event(Event{Kind: EventText, Step: step, Text: res.Text})
+		}
+		if herr := ev.err(); herr != nil {
+			return gateway.Result{}, herr
+		}
+		return res, err
+	}
+	return r.streamCall(ctx, st, req, opts, step, withhold)
+}
+
+// streamCall is generate's streaming call. It is a function of its own
+// because ranging over a sequence moves the results of the function doing
+// it to the heap, which runs without a hook must not pay for.
+func (r *Runtime) streamCall(ctx context.Context, st *runState, req gateway.Request, opts []gateway.CallOption, step int, withhold bool) (gateway.Result, error) {
+	ev := st.events
+	text := Event{Kind: EventText, Step: step}
+	text.Agent, text.Depth = st.agent.spec.Name, st.depth
+	for c, err := range r.stream.Stream(ctx, st.alias, req, opts...) {
+		switch {
+		case err != nil:
+			return gateway.Result{}, err
+		case c.Result != nil:
+			return *c.Result, nil
+		case c.Text != "" && !withhold:
+			text.Text = c.Text
+			if !ev.emit(text) {
+				// Breaking out abandons the stream, which the gateway
+				// settles before the loop ends.
+				return gateway.Result{}, ev.err()
+			}
+		}
+	}
+	return gateway.Result{}, fmt.Errorf("run %s: model stream ended without a result", st.id)
+}

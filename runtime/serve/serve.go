@@ -61,6 +61,10 @@ type Options struct {
 	// memory. It is called once with the serving context; the function it
 	// returns is called when the service has stopped.
 	VectorStores func(ctx context.Context) (map[string]retrieval.StoreOpener, func())
+	// MemoryStores opens the agents' user and global memory kept outside
+	// the process, by store kind (postgres.MemoryStores); nil when every
+	// memory store is in memory. Called and closed like VectorStores.
+	MemoryStores func(ctx context.Context) (map[string]app.MemoryStoreOpener, func())
 }
 
 // Process is what Run takes from the process it runs in. Main fills it
@@ -171,6 +175,11 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 		openers, closeStores := opts.VectorStores(ctx)
 		defer closeStores()
 		ao.VectorStoreOpeners = openers
+	}
+	if opts.MemoryStores != nil {
+		openers, closeStores := opts.MemoryStores(ctx)
+		defer closeStores()
+		ao.MemoryStoreOpeners = openers
 	}
 	a, err := app.Assemble(ctx, desc, ao)
 	if err != nil {

@@ -462,3 +462,37 @@ func TestAuth(t *testing.T) {
 		})
 	}
 }
+
+// TestRunMemoryStores checks that agents' memory in a store outside the
+// process is opened through Options.MemoryStores with the DSN its store
+// names, and closed once the service has stopped.
+func TestRunMemoryStores(t *testing.T) {
+	desc := desk(docsDir(t))
+	desc.Stores = append(desc.Stores, retrieval.StoreConfig{Name: "mem", Kind: retrieval.StorePGVector, DSNEnv: "MEM_DSN"})
+	desc.Agents[0].Memory = &agents.Memory{Global: &agents.StoredMemory{Store: "mem"}}
+	var mu sync.Mutex
+	var dsns []string
+	closed := 0
+	opts := serve.Options{MemoryStores: func(context.Context) (map[string]app.MemoryStoreOpener, func()) {
+		return map[string]app.MemoryStoreOpener{retrieval.StorePGVector: func(_ context.Context, cfg retrieval.StoreConfig, dsn string) (agents.MemoryStore, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				dsns = append(dsns, cfg.Name+"@"+dsn)
+				return agents.NewInMemoryMemory(), nil
+			}}, func() {
+				mu.Lock()
+				defer mu.Unlock()
+				closed++
+			}
+	}}
+	r := start(t, desc, opts, nil, map[string]string{"MEM_DSN": "postgres://mem"})
+	r.serving(t)
+	if code := r.stop(t); code != serve.ExitOK {
+		t.Fatalf("exit code %d, want 0\n%s", code, r.stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dsns) != 1 || dsns[0] != "mem@postgres://mem" || closed != 1 {
+		t.Errorf("opened %v, closed %d times; want [mem@postgres://mem], 1", dsns, closed)
+	}
+}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -15,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/agents"
 )
 
@@ -36,16 +35,14 @@ type Store struct {
 // Option adjusts a Store.
 type Option func(*Store) error
 
-var validPrefix = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,40}$`)
-
 // WithTablePrefix names the store's tables <prefix>_runs, <prefix>_calls,
 // <prefix>_memory and <prefix>_migrations; the default prefix is
 // "aid_agent". The prefix is lower-case letters, digits and underscores, so
 // that it needs no quoting in an operator's SQL.
 func WithTablePrefix(prefix string) Option {
 	return func(s *Store) error {
-		if !validPrefix.MatchString(prefix) {
-			return fmt.Errorf("pgstore: invalid table prefix %q (want lower-case letters, digits and underscores)", prefix)
+		if err := pgutil.CheckTablePrefix(prefix); err != nil {
+			return fmt.Errorf("pgstore: %w", err)
 		}
 		s.prefix = prefix
 		return nil
@@ -59,8 +56,8 @@ func WithTablePrefix(prefix string) Option {
 // such a write forever.
 func WithOpTimeout(d time.Duration) Option {
 	return func(s *Store) error {
-		if d <= 0 {
-			return fmt.Errorf("pgstore: operation timeout %v is not positive", d)
+		if err := pgutil.CheckOpTimeout(d); err != nil {
+			return fmt.Errorf("pgstore: %w", err)
 		}
 		s.timeout = d
 		return nil
@@ -73,7 +70,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if pool == nil {
 		return nil, errors.New("pgstore: pool is nil")
 	}
-	s := &Store{pool: pool, prefix: "aid_agent", timeout: 10 * time.Second}
+	s := &Store{pool: pool, prefix: "aid_agent", timeout: pgutil.DefaultOpTimeout}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
@@ -196,37 +193,18 @@ func (e *SchemaTooNewError) Error() string {
 func (s *Store) Migrate(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.lockKey()); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.migrations+` (
-			version    integer     PRIMARY KEY,
-			applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
-		)`); err != nil {
-			return err
-		}
-		var cur int
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+s.migrations).Scan(&cur); err != nil {
-			return err
-		}
-		if cur > SchemaVersion {
-			return &SchemaTooNewError{Database: cur, Known: SchemaVersion}
-		}
-		names := strings.NewReplacer("{runs}", s.runs, "{calls}", s.calls, "{memory}", s.memory)
-		for v := cur; v < SchemaVersion; v++ {
-			if _, err := tx.Exec(ctx, names.Replace(migrationSteps[v])); err != nil {
-				return fmt.Errorf("step %d: %w", v+1, err)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO `+s.migrations+` (version) VALUES ($1)`, v+1); err != nil {
-				return fmt.Errorf("step %d: %w", v+1, err)
-			}
-		}
-		return nil
-	})
-	var tooNew *SchemaTooNewError
+	schema := pgutil.Schema{
+		// Keyed by the prefix: stores with different prefixes in one
+		// database do not wait for each other.
+		LockKey:  pgutil.LockKey("aid/pgstore:" + s.prefix),
+		Steps:    migrationSteps,
+		Names:    strings.NewReplacer("{runs}", s.runs, "{calls}", s.calls, "{memory}", s.memory),
+		Versions: pgutil.MigrationsTable{Name: s.migrations, Clock: "clock_timestamp()"},
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return pgutil.Migrate(ctx, tx, schema) })
+	var tooNew *pgutil.SchemaTooNewError
 	if errors.As(err, &tooNew) {
-		return tooNew
+		return &SchemaTooNewError{Database: tooNew.Database, Known: tooNew.Known}
 	}
 	if err != nil {
 		return fmt.Errorf("pgstore: migrate: %w", err)
@@ -234,44 +212,20 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// lockKey is the advisory lock of the prefix's migrations: stores with
-// different prefixes in one database do not wait for each other.
-func (s *Store) lockKey() int64 {
-	h := fnv.New64a()
-	h.Write([]byte("aid/pgstore:" + s.prefix))
-	return int64(h.Sum64())
-}
-
 // do runs one operation, bounded by the store's timeout, and runs it once
 // more if the database aborted it for a deadlock or a serialization
-// failure. Every write is one statement on one row, so the store's own
-// statements never deadlock; a database whose default isolation is
-// serializable can still abort one, and an aborted statement changed
+// failure (pgutil.Retry). Every write is one statement on one row, so the
+// store's own statements never deadlock; a database whose default isolation
+// is serializable can still abort one, and an aborted statement changed
 // nothing, so running it again is safe.
 func (s *Store) do(ctx context.Context, fn func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	err := fn(ctx)
-	if !s.noRetry && retryable(err) && ctx.Err() == nil {
-		err = fn(ctx)
-	}
-	return err
+	return pgutil.Retry(ctx, s.noRetry, func() error { return fn(ctx) })
 }
 
-// retryable reports an operation the database aborted so that another
-// could go on: a deadlock (40P01) or a serialization failure (40001).
-func retryable(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == codeDeadlock || pe.Code == codeSerialization)
-}
-
-// The SQLSTATE codes of statements aborted for another's sake, and of a
-// unique violation.
-const (
-	codeDeadlock      = "40P01"
-	codeSerialization = "40001"
-	codeUnique        = "23505"
-)
+// codeUnique is the SQLSTATE code of a unique violation.
+const codeUnique = "23505"
 
 func isUnique(err error) bool {
 	var pe *pgconn.PgError

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/gateway"
 )
 
@@ -33,15 +32,13 @@ type Ledger struct {
 // Option adjusts a Ledger.
 type Option func(*Ledger) error
 
-var validPrefix = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,40}$`)
-
 // WithTablePrefix names the ledger's tables <prefix>_accounts,
 // <prefix>_reservations and <prefix>_migrations; the default prefix is "aid_budget". The prefix is
 // lower-case letters, digits and underscores.
 func WithTablePrefix(prefix string) Option {
 	return func(l *Ledger) error {
-		if !validPrefix.MatchString(prefix) {
-			return fmt.Errorf("pgledger: invalid table prefix %q (want lower-case letters, digits and underscores)", prefix)
+		if err := pgutil.CheckTablePrefix(prefix); err != nil {
+			return fmt.Errorf("pgledger: %w", err)
 		}
 		l.prefix = prefix
 		return nil
@@ -54,8 +51,8 @@ func WithTablePrefix(prefix string) Option {
 // hung database from holding such a call forever.
 func WithOpTimeout(d time.Duration) Option {
 	return func(l *Ledger) error {
-		if d <= 0 {
-			return fmt.Errorf("pgledger: operation timeout %v is not positive", d)
+		if err := pgutil.CheckOpTimeout(d); err != nil {
+			return fmt.Errorf("pgledger: %w", err)
 		}
 		l.timeout = d
 		return nil
@@ -65,7 +62,7 @@ func WithOpTimeout(d time.Duration) Option {
 // New returns a ledger on pool, which the caller keeps and closes. Call
 // Migrate once before use (or use Open, which does).
 func New(pool *pgxpool.Pool, opts ...Option) (*Ledger, error) {
-	l := &Ledger{pool: pool, prefix: "aid_budget", timeout: 10 * time.Second}
+	l := &Ledger{pool: pool, prefix: "aid_budget", timeout: pgutil.DefaultOpTimeout}
 	for _, o := range opts {
 		if err := o(l); err != nil {
 			return nil, err
@@ -176,38 +173,18 @@ func (e *SchemaTooNewError) Error() string {
 func (l *Ledger) Migrate(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	lock := int64(0x61696462) // "aidb": serialises concurrent migrations
-	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lock); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+l.migrations+` (
-			version    integer     PRIMARY KEY,
-			applied_at timestamptz NOT NULL DEFAULT now()
-		)`); err != nil {
-			return err
-		}
-		var cur int
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+l.migrations).Scan(&cur); err != nil {
-			return err
-		}
-		if cur > SchemaVersion {
-			return &SchemaTooNewError{Database: cur, Known: SchemaVersion}
-		}
-		names := strings.NewReplacer("{accounts}", l.accounts, "{holds}", l.holds)
-		for v := cur; v < SchemaVersion; v++ {
-			if _, err := tx.Exec(ctx, names.Replace(migrationSteps[v])); err != nil {
-				return fmt.Errorf("step %d: %w", v+1, err)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO `+l.migrations+` (version) VALUES ($1)`, v+1); err != nil {
-				return fmt.Errorf("step %d: %w", v+1, err)
-			}
-		}
-		return nil
-	})
-	var tooNew *SchemaTooNewError
+	schema := pgutil.Schema{
+		// "aidb", whatever the prefix: ledgers of every prefix wait for
+		// each other, as they always have.
+		LockKey:  0x61696462,
+		Steps:    migrationSteps,
+		Names:    strings.NewReplacer("{accounts}", l.accounts, "{holds}", l.holds),
+		Versions: pgutil.MigrationsTable{Name: l.migrations, Clock: "now()"},
+	}
+	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error { return pgutil.Migrate(ctx, tx, schema) })
+	var tooNew *pgutil.SchemaTooNewError
 	if errors.As(err, &tooNew) {
-		return tooNew
+		return &SchemaTooNewError{Database: tooNew.Database, Known: tooNew.Known}
 	}
 	if err != nil {
 		return fmt.Errorf("pgledger: migrate: %w", err)
@@ -258,30 +235,13 @@ func (l *Ledger) lockAccounts(ctx context.Context, tx pgx.Tx, budgets, scopes, k
 
 // inTx runs fn in a transaction, and runs it once more, from scratch in a new
 // transaction, if the database aborted the first for a deadlock or a
-// serialization failure. The global lock order means the ledger's own
-// transactions should never meet either; the second try is a safety net for
-// a database that another program also locks. fn must not keep state
-// between runs.
+// serialization failure (pgutil.InTx). The global lock order means the
+// ledger's own transactions should never meet either; the second try is a
+// safety net for a database that another program also locks. fn must not
+// keep state between runs.
 func (l *Ledger) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	err := pgx.BeginFunc(ctx, l.pool, fn)
-	if !l.noRetry && retryableTx(err) && ctx.Err() == nil {
-		err = pgx.BeginFunc(ctx, l.pool, fn)
-	}
-	return err
+	return pgutil.InTx(ctx, l.pool, l.noRetry, fn)
 }
-
-// retryableTx reports a transaction the database aborted so that another
-// could go on: a deadlock (40P01) or a serialization failure (40001).
-func retryableTx(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == codeDeadlock || pe.Code == codeSerialization)
-}
-
-// The SQLSTATE codes of transactions aborted for another's sake.
-const (
-	codeDeadlock      = "40P01"
-	codeSerialization = "40001"
-)
 
 func split(limits []gateway.Limit) (budgets, scopes, keys []string) {
 	budgets = make([]string, len(limits))

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"strconv"
 	"strings"
@@ -13,11 +12,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	pgv "github.com/pgvector/pgvector-go"
 	pgxvec "github.com/pgvector/pgvector-go/pgx"
 
+	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
@@ -341,110 +340,93 @@ func (e *SchemaTooNewError) Error() string {
 // leaves the database as it was. It is idempotent. A table of the name that
 // the registry does not know is refused rather than taken over.
 func (s *Store) Migrate(ctx context.Context) error {
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey()); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+registry+` (
-			name       text        PRIMARY KEY,
-			dimensions integer     NOT NULL CHECK (dimensions > 0),
-			distance   text        NOT NULL,
-			version    integer     NOT NULL,
-			created_at timestamptz NOT NULL DEFAULT clock_timestamp()
-		)`); err != nil {
-			return err
-		}
-		var dims, version int
-		var dist string
-		err := tx.QueryRow(ctx, `SELECT dimensions, distance, version FROM `+registry+` WHERE name = $1`, s.cfg.Table).Scan(&dims, &dist, &version)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			var exists bool
-			if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.table).Scan(&exists); err != nil {
-				return err
-			}
-			if exists {
-				return fmt.Errorf("table %q exists but is not a vector store made by this package (it has no row in %s); choose another table", s.cfg.Table, registry)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO `+registry+` (name, dimensions, distance, version) VALUES ($1, $2, $3, 0)`,
-				s.cfg.Table, s.cfg.Dimensions, string(s.cfg.Distance)); err != nil {
-				return err
-			}
-		case err != nil:
-			return err
-		default:
-			if dims != s.cfg.Dimensions || retrieval.Distance(dist) != s.cfg.Distance {
-				return &MismatchError{Table: s.cfg.Table, Dimensions: dims, Distance: retrieval.Distance(dist),
-					WantDimensions: s.cfg.Dimensions, WantDistance: s.cfg.Distance}
-			}
-			if version > SchemaVersion {
-				return &SchemaTooNewError{Table: s.cfg.Table, Database: version, Known: SchemaVersion}
-			}
-		}
-		names := strings.NewReplacer(
+	schema := pgutil.Schema{
+		// One lock for every store: they share the registry, and
+		// migrations are rare enough that one lock costs nothing.
+		LockKey: pgutil.LockKey("aid/retrieval/pgvector"),
+		Steps:   migrationSteps,
+		Names: strings.NewReplacer(
 			"{table}", s.table,
 			"{dims}", strconv.Itoa(s.cfg.Dimensions),
 			"{opclass}", opclasses[s.cfg.Distance],
 			"{m}", strconv.Itoa(s.cfg.M),
 			"{ef_construction}", strconv.Itoa(s.cfg.EFConstruction),
-		)
-		for v := version; v < SchemaVersion; v++ {
-			if _, err := tx.Exec(ctx, names.Replace(migrationSteps[v])); err != nil {
-				return fmt.Errorf("step %d: %w", v+1, err)
-			}
-		}
-		if version < SchemaVersion {
-			if _, err := tx.Exec(ctx, `UPDATE `+registry+` SET version = $2 WHERE name = $1`, s.cfg.Table, SchemaVersion); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+		),
+		Versions: registryRow{s},
+	}
+	err := s.inTx(ctx, func(tx pgx.Tx) error { return pgutil.Migrate(ctx, tx, schema) })
 	var mismatch *MismatchError
-	var tooNew *SchemaTooNewError
+	var tooNew *pgutil.SchemaTooNewError
 	switch {
 	case errors.As(err, &mismatch):
 		return mismatch
 	case errors.As(err, &tooNew):
-		return tooNew
+		return &SchemaTooNewError{Table: s.cfg.Table, Database: tooNew.Database, Known: tooNew.Known}
 	case err != nil:
 		return fmt.Errorf("pgvector: migrate table %q: %w", s.cfg.Table, err)
 	}
 	return nil
 }
 
-// lockKey is the advisory lock of every store's migrations: they share the
-// registry, and migrations are rare enough that one lock costs nothing.
-func lockKey() int64 {
-	h := fnv.New64a()
-	h.Write([]byte("aid/retrieval/pgvector"))
-	return int64(h.Sum64())
+// registryRow keeps a store table's schema version in its row of the
+// registry, with the width and distance it was created with.
+type registryRow struct{ s *Store }
+
+// Current implements pgutil.Versions: it creates the registry if it is
+// missing, refuses a table opened with another width or distance than its
+// row records, and registers a new table at version 0, refusing a table of
+// the name that the registry does not know rather than taking it over.
+func (r registryRow) Current(ctx context.Context, tx pgx.Tx) (int, error) {
+	s := r.s
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+registry+` (
+			name       text        PRIMARY KEY,
+			dimensions integer     NOT NULL CHECK (dimensions > 0),
+			distance   text        NOT NULL,
+			version    integer     NOT NULL,
+			created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+		)`); err != nil {
+		return 0, err
+	}
+	var dims, version int
+	var dist string
+	err := tx.QueryRow(ctx, `SELECT dimensions, distance, version FROM `+registry+` WHERE name = $1`, s.cfg.Table).Scan(&dims, &dist, &version)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.table).Scan(&exists); err != nil {
+			return 0, err
+		}
+		if exists {
+			return 0, fmt.Errorf("table %q exists but is not a vector store made by this package (it has no row in %s); choose another table", s.cfg.Table, registry)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+registry+` (name, dimensions, distance, version) VALUES ($1, $2, $3, 0)`,
+			s.cfg.Table, s.cfg.Dimensions, string(s.cfg.Distance)); err != nil {
+			return 0, err
+		}
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	if dims != s.cfg.Dimensions || retrieval.Distance(dist) != s.cfg.Distance {
+		return 0, &MismatchError{Table: s.cfg.Table, Dimensions: dims, Distance: retrieval.Distance(dist),
+			WantDimensions: s.cfg.Dimensions, WantDistance: s.cfg.Distance}
+	}
+	return version, nil
+}
+
+// Applied implements pgutil.Versions.
+func (r registryRow) Applied(ctx context.Context, tx pgx.Tx, v int) error {
+	_, err := tx.Exec(ctx, `UPDATE `+registry+` SET version = $2 WHERE name = $1`, r.s.cfg.Table, v)
+	return err
 }
 
 // inTx runs fn in a transaction, and runs it once more, from scratch in a
 // new transaction, if the database aborted the first for a deadlock or a
-// serialization failure; an aborted transaction changed nothing. fn must
-// not keep state between runs.
+// serialization failure (pgutil.InTx); an aborted transaction changed
+// nothing. fn must not keep state between runs.
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	err := pgx.BeginFunc(ctx, s.pool, fn)
-	if !s.noRetry && retryable(err) && ctx.Err() == nil {
-		err = pgx.BeginFunc(ctx, s.pool, fn)
-	}
-	return err
+	return pgutil.InTx(ctx, s.pool, s.noRetry, fn)
 }
-
-// retryable reports a transaction the database aborted so that another
-// could go on: a deadlock (40P01) or a serialization failure (40001).
-func retryable(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == codeDeadlock || pe.Code == codeSerialization)
-}
-
-// The SQLSTATE codes of transactions aborted for another's sake.
-const (
-	codeDeadlock      = "40P01"
-	codeSerialization = "40001"
-)
 
 // InvalidTextError reports an id, a metadata key or a metadata value that
 // PostgreSQL text and jsonb cannot hold: it has a NUL byte or is not

@@ -652,7 +652,9 @@ func (r *Runtime) resume(ctx context.Context, rec RunRecord, d Decision) (RunRes
 // unfinished write call is never re-run silently: the run pauses with
 // reason interrupted, and Resume decides. Two processes recovering one run
 // at once may both re-run an interrupted read; the one whose result comes
-// second stops with a *ConflictError and writes nothing more.
+// second stops with a *ConflictError and writes nothing more. Both may
+// lose (each claim moves the record on); the run then stays running with
+// its calls finished, and a later Recover completes it.
 func (r *Runtime) Recover(ctx context.Context, runID string) (RunResult, error) {
 	rec, err := r.store.LoadRun(ctx, runID)
 	if err != nil {

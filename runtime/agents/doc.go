@@ -83,8 +83,11 @@
 // one result after. The step is checkpointed before its calls, so Recover
 // can continue a run whose process died: a call with a result is not run
 // again, an interrupted read is re-run, and an interrupted write is never
-// re-run silently: the run pauses (reason interrupted) for a decision. Run
-// records are versioned, so two resumes of one pause cannot both proceed.
+// re-run silently: the run pauses (reason interrupted) for a decision. A
+// process shutting down cancels its runs with the cause ErrInterrupted
+// (context.WithCancelCause): such a run is not failed but saved running,
+// checkpointed at its last completed point, for Recover elsewhere; any
+// other cancellation fails the run. Run records are versioned, so two resumes of one pause cannot both proceed.
 // InMemoryStore is the default; package agentstoretest is the contract every
 // Store and MemoryStore passes.
 //

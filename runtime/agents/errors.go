@@ -1,9 +1,19 @@
 package agents
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
+
+// ErrInterrupted is the cancel cause (context.WithCancelCause) a process
+// gives the contexts of its runs when it shuts down before they end. A
+// shutdown is not the run's failure: a run whose context ends with this
+// cause is left running in the store, checkpointed at its last completed
+// point, so that Recover continues it in another process or after a
+// restart; Run, Resume and Recover then return StatusRunning and an error
+// wrapping ErrInterrupted. Any other cancellation fails the run.
+var ErrInterrupted = errors.New("agents: run interrupted by shutdown")
 
 // UnknownAgentError reports a run, resume or reference naming an agent the
 // runtime was not built with.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aidgen/aid/runtime/gateway"
@@ -92,6 +93,8 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 		if st.pending != nil {
 			paused, target, err := r.runCalls(actx, st, span)
 			switch {
+			case err != nil && interrupted(ctx):
+				return r.interrupt(ctx, st, span, err)
 			case err != nil:
 				st.stopPending()
 				return r.finish(ctx, st, span, statusOf(err), err)
@@ -113,6 +116,9 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
+			if interrupted(ctx) {
+				return r.interrupt(ctx, st, span, err)
+			}
 			return r.finish(ctx, st, span, StatusFailed, fmt.Errorf("run %s: %w", st.id, err))
 		}
 		if st.events != nil {
@@ -125,11 +131,19 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 		}
 		req, err := r.request(actx, st)
 		if err != nil {
+			if interrupted(ctx) {
+				return r.interrupt(ctx, st, span, err)
+			}
 			return r.finish(ctx, st, span, StatusFailed, err)
 		}
 		requested := st.alias
 		res, from, err := r.callModel(actx, st, req)
 		if err != nil {
+			if interrupted(ctx) {
+				// The answer never came: the call is made again on
+				// recovery, from the state saved now.
+				return r.interrupt(ctx, st, span, err)
+			}
 			var be *gateway.BudgetExceededError
 			if errors.As(err, &be) {
 				return r.finish(ctx, st, span, StatusBudgetExceeded, &BudgetExceededError{RunID: st.id, Agent: st.agent.spec.Name, Alias: st.alias, DegradedFrom: from, Err: err})
@@ -408,6 +422,10 @@ func (r *Runtime) parallel(d *agentDef, calls []ToolCallRecord) bool {
 // call recorded earlier (recovery of an interrupted step) is not recorded
 // again; one that already has a result is not run again.
 func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *ToolCallRecord) (*agentDef, error) {
+	if interrupted(ctx) {
+		// Not started, so not recorded: recovery runs it normally.
+		return nil, fmt.Errorf("run %s: tool call %s not started: %w", st.id, c.ID, context.Cause(ctx))
+	}
 	t := st.agent.tools[c.Name]
 	key := callKey(step, i)
 	tctx, span := r.startToolSpan(ctx, st, c)
@@ -433,6 +451,14 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 		}
 	}
 	target, err := r.runTool(tctx, st, t, c)
+	if err != nil && !st.sub && interrupted(ctx) {
+		// A shutdown is not the call's result: the call stays recorded
+		// without one, so that Recover re-runs it (a read) or asks a human
+		// (a write, which may or may not have happened).
+		c.Delegate = nil
+		span.SetStatus(codes.Error, "interrupted by shutdown")
+		return nil, err
+	}
 	if err != nil {
 		// The run stops; the call still gets its one result.
 		c.observe("error: the run stopped during this call: "+err.Error(), KindToolFailed)
@@ -605,6 +631,29 @@ func fellBack(steps []StepRecord) bool {
 		}
 	}
 	return false
+}
+
+// interrupted reports whether ctx ended because the process is shutting
+// down (its cause is ErrInterrupted): the run is then left for Recover
+// rather than failed.
+func interrupted(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrInterrupted)
+}
+
+// interrupt ends a run stopped by a shutdown. The record stays running,
+// with a checkpoint of everything completed: the finished calls of a
+// pending step are Done in it (and have their result in the store), an
+// interrupted call is recorded without a result, and a call not started is
+// not recorded; Recover continues from there. The result says running and
+// the error wraps ErrInterrupted.
+func (r *Runtime) interrupt(ctx context.Context, st *runState, span trace.Span, cause error) (RunResult, error) {
+	err := fmt.Errorf("run %s: %w; it stays running in the store and can be recovered (Runtime.Recover)", st.id, context.Cause(ctx))
+	var conflict *ConflictError
+	if errors.As(cause, &conflict) {
+		err = errors.Join(err, cause)
+	}
+	r.logger.InfoContext(context.WithoutCancel(ctx), "run interrupted by shutdown", "run", st.id, "agent", st.agent.spec.Name, "cause", cause)
+	return r.finish(ctx, st, span, StatusRunning, err)
 }
 
 // finish ends the agent span, saves the final record and builds the result.

@@ -114,7 +114,8 @@ type RunResult struct {
 	// Answer is the final answer; for an agent with an output schema, a
 	// JSON document that matches it.
 	Answer string
-	// Status is how the run ended.
+	// Status is how the run ended; StatusRunning for a run interrupted by
+	// a shutdown (the error wraps ErrInterrupted), which Recover continues.
 	Status Status
 	// Steps are the run's steps.
 	Steps []StepRecord
@@ -645,7 +646,8 @@ func (r *Runtime) resume(ctx context.Context, rec RunRecord, d Decision) (RunRes
 }
 
 // Recover continues a run whose process died: its store record still says
-// running. Call it only once the run's process is known to be gone (a
+// running: its process died, or shut down and interrupted it (ErrInterrupted).
+// Call it only once the run's process is known to be gone (a
 // still-running process loses its next write with a *ConflictError, but
 // work it already did is not undone). Calls of the interrupted step that have
 // a result are not run again; an unfinished read call is run again; an

@@ -86,11 +86,17 @@
 //
 // ListenAndServe stops accepting connections when its context ends and waits
 // up to Limits.DrainTimeout for requests in flight. A run still going when
-// the drain timeout expires is cancelled: the agents runtime saves it as
-// failed, its checkpoint holding the steps completed so far (a tool call in
-// flight is recorded without a result), and it is not resumable. A client
-// that disconnects cancels its run the same way. A Service serves once: after
-// shutdown, build a new one.
+// the drain timeout expires is interrupted: its context ends with the cause
+// agents.ErrInterrupted, and the agents runtime leaves it running in the
+// store, checkpointed at its last completed point (a tool call in flight is
+// recorded without a result). The request is answered 503 shutting_down,
+// naming the run, and one log line per run says it was interrupted.
+// Another replica on the same store, or the restarted process, continues it
+// with agents.Runtime.Recover (aid run --recover RUN_ID): finished calls are
+// not run again, an interrupted read is, an interrupted write waits for a
+// decision. A client that disconnects cancels its run without that cause:
+// the run is saved as failed, with the steps completed so far, and is not
+// resumable. A Service serves once: after shutdown, build a new one.
 //
 // What it is not: it does not build the runtime (see runtime/app), does not
 // read environment variables or the IR, and does not terminate TLS.

@@ -65,7 +65,8 @@ const (
 	CodeUpstream = "upstream_error"
 	// CodeTimeout (504): the request ran out of Limits.RequestTimeout.
 	CodeTimeout = "timeout"
-	// CodeShuttingDown (503): the service is draining.
+	// CodeShuttingDown (503): the service is draining; for a run it
+	// interrupted, the message names the run, which stays recoverable.
 	CodeShuttingDown = "shutting_down"
 	// CodeNotReady (503): a readiness check failed.
 	CodeNotReady = "not_ready"
@@ -149,6 +150,10 @@ func classify(err error) *apiError {
 		return invalid(CodeInvalidRequest, invalidRq.Field, msg)
 	case errors.As(err, &noUser):
 		return invalid(CodeInvalidRequest, "user", fmt.Sprintf("agent %q keeps memory per user: name the user (user in chat completions, user_id in runs)", noUser.Agent))
+	case errors.Is(err, agents.ErrInterrupted):
+		// Before the cancellation cases: the run's error may also wrap
+		// context.Canceled, and this one is not the run's end.
+		return newError(http.StatusServiceUnavailable, TypeUnavailable, CodeShuttingDown, msg)
 	case errors.Is(err, context.DeadlineExceeded):
 		return newError(http.StatusGatewayTimeout, TypeServer, CodeTimeout, msg)
 	case errors.Is(err, context.Canceled):

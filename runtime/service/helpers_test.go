@@ -60,6 +60,7 @@ type options struct {
 	budgets   []gateway.Budget
 	searchers map[string]agents.Searcher
 	memory    map[string]agents.MemoryStore
+	store     agents.Store // the runtime's run store; a fresh in-memory one when nil
 	svc       func(*service.Config)
 }
 
@@ -94,7 +95,7 @@ func newEnv(t testing.TB, o options) *env {
 	}
 	rt, err := agents.New(agents.Config{
 		Gateway: gw, Agents: o.agents, Tools: o.tools, Implementations: service.InstrumentTools(o.impls),
-		Retrievers: searchers, Budgets: o.budgets, MemoryStores: o.memory,
+		Retrievers: searchers, Budgets: o.budgets, MemoryStores: o.memory, Store: o.store,
 	})
 	if err != nil {
 		t.Fatal(err)

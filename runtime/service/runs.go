@@ -2,6 +2,7 @@ package service
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -25,6 +26,9 @@ func (s *Service) runAgent(r *http.Request, agent, input string, opts agents.Run
 
 func (s *Service) recordRun(ri *reqInfo, agent string, res agents.RunResult, err error) {
 	ri.runID = res.RunID
+	if errors.Is(err, agents.ErrInterrupted) && res.RunID != "" {
+		s.logger.Warn("run interrupted by shutdown: it stays running in the store and can be recovered", "run_id", res.RunID, "agent", res.Agent, "request_id", ri.id)
+	}
 	var unknown *agents.UnknownAgentError
 	if asErr(err, &unknown) {
 		ri.agent = "" // not a label value: any string could be asked for

@@ -31,10 +31,11 @@ type Service struct {
 	logger  *slog.Logger
 	mux     *http.ServeMux
 	metrics *metrics
-	// base is the parent of every request's context; cancelled when the
-	// drain timeout expires, so that runs still going stop.
+	// base is the parent of every request's context; cancelled with the
+	// cause agents.ErrInterrupted when the drain timeout expires, so that
+	// runs still going stop and stay recoverable rather than fail.
 	base     context.Context
-	cancel   context.CancelFunc
+	cancel   context.CancelCauseFunc
 	draining atomic.Bool
 	inflight sync.WaitGroup
 }
@@ -57,7 +58,7 @@ func New(cfg Config) (*Service, error) {
 	if s.metrics, err = newMetrics(reg, cfg.Gateway); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	s.base, s.cancel = context.WithCancel(context.Background())
+	s.base, s.cancel = context.WithCancelCause(context.Background())
 	s.mux = http.NewServeMux()
 	s.route("POST /v1/chat/completions", s.chatCompletions)
 	s.route("GET /v1/models", s.listModels)
@@ -276,9 +277,9 @@ func (s *Service) ListenAndServe(ctx context.Context) error {
 
 // Serve serves on ln until ctx ends. Then it stops accepting connections,
 // answers /readyz with 503, and waits up to Limits.DrainTimeout for the
-// requests in flight; runs still going after that are cancelled (see the
-// package documentation for what their checkpoints hold) and Serve returns
-// once every handler has. A service without authentication refuses a
+// requests in flight; runs still going after that are interrupted and left
+// recoverable (see the package documentation) and Serve returns once every
+// handler has. A service without authentication refuses a
 // listener that is not on loopback.
 func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	if s.cfg.Auth.Kind == AuthNone {
@@ -307,19 +308,38 @@ func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
 	return s.shutdown(srv, served)
 }
 
+// interruptGrace bounds the wait, after the drain timeout interrupted the
+// runs in flight, for their handlers to answer before the connections are
+// closed under them.
+const interruptGrace = 5 * time.Second
+
 // shutdown drains srv and returns once its handlers and Serve have.
 func (s *Service) shutdown(srv *http.Server, served <-chan error) error {
 	s.draining.Store(true)
 	dctx, cancel := context.WithTimeout(context.Background(), s.limits.DrainTimeout)
 	defer cancel()
 	err := srv.Shutdown(dctx)
+	handled := make(chan struct{})
+	go func() {
+		s.inflight.Wait()
+		close(handled)
+	}()
 	if err != nil {
-		s.logger.Warn("drain timeout expired: cancelling requests in flight", "drain_timeout", s.limits.DrainTimeout)
-		s.cancel()
+		s.logger.Warn("drain timeout expired: interrupting requests in flight", "drain_timeout", s.limits.DrainTimeout)
+		// Before Close: a request whose connection closes first would see
+		// a plain cancellation, the one of a client that went away.
+		s.cancel(agents.ErrInterrupted)
+		// The interrupted runs save their checkpoints and their handlers
+		// answer 503 naming them; the connections close once they have,
+		// or after interruptGrace for a handler that does not return.
+		select {
+		case <-handled:
+		case <-time.After(interruptGrace):
+		}
 		_ = srv.Close()
 	}
-	s.inflight.Wait()
-	s.cancel()
+	<-handled
+	s.cancel(nil)
 	<-served // http.ErrServerClosed
 	if err != nil {
 		return fmt.Errorf("shutdown: requests cancelled after the drain timeout: %w", err)

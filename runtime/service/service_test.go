@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -402,39 +403,112 @@ func TestShutdownFinishesInFlightRuns(t *testing.T) {
 	noLeak(t, before)
 }
 
-func TestShutdownCancelsRunsAfterDrainTimeout(t *testing.T) {
+// TestShutdownInterruptsRunsAfterDrainTimeout: a run still going when the
+// drain timeout expires is interrupted, not failed. Its request is answered
+// 503 shutting_down naming the run, the store keeps it running, and a second
+// service on the same store recovers it to the end.
+func TestShutdownInterruptsRunsAfterDrainTimeout(t *testing.T) {
 	before := runtime.NumGoroutine()
+	store := agents.NewInMemoryStore()
 	e := newEnv(t, options{
-		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("never")}}, Latency: time.Minute},
-		svc:  func(c *service.Config) { c.Limits.DrainTimeout = 50 * time.Millisecond },
+		store: store,
+		fake:  fake.Config{Agents: map[string][]fake.Step{"triage": {answer("never")}}, Latency: time.Minute},
+		svc:   func(c *service.Config) { c.Limits.DrainTimeout = 50 * time.Millisecond },
 	})
 	url, cancel, wait := serve(t, e.svc)
-	errc := make(chan error, 1)
+	type result struct {
+		status int
+		runID  string
+		body   string
+		err    error
+	}
+	got := make(chan result, 1)
 	go func() {
 		req, _ := http.NewRequest("POST", url+"/v1/agents/triage/runs", strings.NewReader(`{"input":"q"}`))
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
+		if err != nil {
+			got <- result{err: err}
+			return
 		}
-		errc <- err
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- result{status: resp.StatusCode, runID: resp.Header.Get("X-Aid-Run-Id"), body: string(b)}
 	}()
 	waitFor(t, func() bool { return inFlight(e) })
 	cancel()
 	if err := wait(); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("serve: %v, want the drain timeout", err)
 	}
-	<-errc // the connection was closed under the request
-	// The cancelled run is saved as failed, with what it had done.
+	r := <-got
+	if r.err != nil || r.status != http.StatusServiceUnavailable || r.runID == "" {
+		t.Fatalf("interrupted request: %+v", r)
+	}
+	var body struct {
+		RunID  string `json:"run_id"`
+		Status string `json:"status"`
+		Error  struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &body); err != nil {
+		t.Fatalf("body %s: %v", r.body, err)
+	}
+	id := r.runID
+	if body.RunID != id || body.Status != string(agents.StatusRunning) || body.Error.Code != service.CodeShuttingDown ||
+		!strings.Contains(body.Error.Message, id) || !strings.Contains(body.Error.Message, "can be recovered") {
+		t.Fatalf("interrupted answer: %s", r.body)
+	}
+	if logs := e.logs.String(); !strings.Contains(logs, `"msg":"run interrupted by shutdown`) || !strings.Contains(logs, id) {
+		t.Fatalf("no log line for the interrupted run:\n%s", logs)
+	}
+	// The interrupted run stays running, ready for Recover.
+	rec, err := store.LoadRun(context.Background(), id)
+	if err != nil || rec.Status != agents.StatusRunning {
+		t.Fatalf("interrupted run %s: %s %v", id, rec.Status, err)
+	}
+	// A second service on the same store continues it.
+	e2 := newEnv(t, options{store: store, fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("recovered")}}}})
+	res, err := e2.runtime.Recover(context.Background(), id)
+	if err != nil || res.Status != agents.StatusCompleted || res.Answer != "recovered" {
+		t.Fatalf("recover: %s %q %v", res.Status, res.Answer, err)
+	}
+	status, _, b := e2.do(t, "GET", "/v1/runs/"+id, "")
+	if status != http.StatusOK || !strings.Contains(string(b), `"status":"completed"`) {
+		t.Fatalf("GET the recovered run: %d %s", status, b)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	e.srv.Close()
+	e2.srv.Close()
+	e2.srv.Client().CloseIdleConnections()
+	noLeak(t, before)
+}
+
+// TestClientDisconnectFailsRun: a client that goes away cancels its run
+// without the shutdown's cause, so the run is saved as failed.
+func TestClientDisconnectFailsRun(t *testing.T) {
+	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("never")}}, Latency: time.Minute}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", e.srv.URL+"/v1/agents/triage/runs", strings.NewReader(`{"input":"q"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := e.srv.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	waitFor(t, func() bool { return inFlight(e) })
+	cancel()
+	<-done
 	waitFor(t, func() bool { return strings.Contains(e.logs.String(), `"run_id"`) })
 	id := between(e.logs.String(), `"run_id":"`, `"`)
 	rec, err := e.runtime.Store().LoadRun(context.Background(), id)
 	if err != nil || rec.Status != agents.StatusFailed {
-		t.Errorf("cancelled run %s: %+v %v", id, rec.Status, err)
+		t.Fatalf("run of a client that went away %s: %s %v", id, rec.Status, err)
 	}
-	http.DefaultClient.CloseIdleConnections()
-	e.srv.Close()
-	noLeak(t, before)
 }
 
 // inFlight reports whether the fake has received a request (the run is

@@ -359,6 +359,12 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 		for i := range calls {
 			c := &calls[i]
 			if c.Done {
+				// A transfer that ran before a pause or a crash still hands
+				// the conversation over: its observation is replayed, and
+				// the switch of agent it made must be too.
+				if t := st.agent.tools[c.Name]; target == nil && t != nil && t.kind == kindTransfer && c.ErrorKind == "" {
+					target = t.target
+				}
 				continue
 			}
 			if target != nil {

@@ -83,7 +83,7 @@ func (s *MemoryStore) Upsert(ctx context.Context, records []Record) error {
 			return fmt.Errorf("upsert: id %q appears twice in one batch", r.ID)
 		}
 		seen[r.ID] = true
-		if err := checkVector("upsert", r.ID, r.Vector, s.dims, s.dist); err != nil {
+		if err := CheckVector("upsert", r.ID, r.Vector, s.dims, s.dist); err != nil {
 			return err
 		}
 	}
@@ -168,7 +168,7 @@ func (s *MemoryStore) Search(ctx context.Context, query []float32, k int, filter
 	if k <= 0 {
 		return nil, fmt.Errorf("search: k must be positive, got %d", k)
 	}
-	if err := checkVector("search", "", query, s.dims, s.dist); err != nil {
+	if err := CheckVector("search", "", query, s.dims, s.dist); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -332,7 +332,7 @@ func (t *topK) push(c cand) {
 
 func vec(v []float32) blas32.Vector { return blas32.Vector{N: len(v), Inc: 1, Data: v} }
 
-// normalize scales v to unit length in place; checkVector has refused zero
+// normalize scales v to unit length in place; CheckVector has refused zero
 // vectors where this is called.
 func normalize(v []float32) {
 	var sq float64

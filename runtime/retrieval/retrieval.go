@@ -186,8 +186,13 @@ func (e *DimensionError) Error() string {
 	return fmt.Sprintf("%s: vector of width %d, the store holds width %d", e.Op, e.Got, e.Want)
 }
 
-// checkVector refuses a vector a store cannot hold or search with.
-func checkVector(op, id string, v []float32, dims int, d Distance) error {
+// CheckVector refuses a vector a store of width dims under distance d
+// cannot hold or search with: another width (a *DimensionError), a
+// non-finite coordinate, or a zero vector under cosine, which has no
+// direction. Every VectorStore calls it, so that all stores refuse the same
+// vectors with the same errors. op names the operation in the error and id
+// the record, or "" for a query.
+func CheckVector(op, id string, v []float32, dims int, d Distance) error {
 	if len(v) != dims {
 		return &DimensionError{Op: op, ID: id, Got: len(v), Want: dims}
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -451,30 +450,6 @@ func (e *InvalidTextError) Error() string {
 // PostgreSQL holds no NUL byte in either and only valid UTF-8.
 func storable(v string) bool {
 	return utf8.ValidString(v) && !strings.ContainsRune(v, 0)
-}
-
-// checkVector refuses a vector the store cannot hold or search with, by the
-// same rules as the memory store: another width, a non-finite coordinate,
-// or a zero vector under cosine (pgvector would answer NaN for it).
-func (s *Store) checkVector(op, id string, v []float32) error {
-	if len(v) != s.cfg.Dimensions {
-		return &retrieval.DimensionError{Op: op, ID: id, Got: len(v), Want: s.cfg.Dimensions}
-	}
-	prefix := ""
-	if id != "" {
-		prefix = fmt.Sprintf("record %q: ", id)
-	}
-	var sq float64
-	for i, x := range v {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return fmt.Errorf("%s: %scoordinate %d is %v; vectors must be finite", op, prefix, i, x)
-		}
-		sq += float64(x) * float64(x)
-	}
-	if s.cfg.Distance == retrieval.DistanceCosine && sq == 0 {
-		return fmt.Errorf("%s: %szero vector has no direction; cosine similarity is undefined for it", op, prefix)
-	}
-	return nil
 }
 
 // filterJSON returns the jsonb a filter is matched with (metadata @> it:

@@ -52,7 +52,7 @@ func (s *Store) Upsert(ctx context.Context, records []retrieval.Record) error {
 		if !storable(r.ID) {
 			return &InvalidTextError{ID: r.ID, Field: "id", Value: r.ID}
 		}
-		if err := s.checkVector("upsert", r.ID, r.Vector); err != nil {
+		if err := retrieval.CheckVector("upsert", r.ID, r.Vector, s.cfg.Dimensions, s.cfg.Distance); err != nil {
 			return err
 		}
 		meta := r.Metadata
@@ -194,7 +194,7 @@ func (s *Store) Search(ctx context.Context, query []float32, k int, filter retri
 	if k <= 0 {
 		return nil, fmt.Errorf("search: k must be positive, got %d", k)
 	}
-	if err := s.checkVector("search", "", query); err != nil {
+	if err := retrieval.CheckVector("search", "", query, s.cfg.Dimensions, s.cfg.Distance); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -330,13 +330,20 @@ func (s *Service) shutdown(srv *http.Server, served <-chan error) error {
 		// a plain cancellation, the one of a client that went away.
 		s.cancel(agents.ErrInterrupted)
 		// The interrupted runs save their checkpoints and their handlers
-		// answer 503 naming them; the connections close once they have,
-		// or after interruptGrace for a handler that does not return.
+		// answer 503 naming them. A handler returning is not its answer
+		// on the wire (net/http finishes the response after ServeHTTP), so
+		// a second Shutdown waits for the connections to go idle; Close
+		// cuts what is left after interruptGrace.
+		grace, cancelGrace := context.WithTimeout(context.Background(), interruptGrace)
 		select {
 		case <-handled:
-		case <-time.After(interruptGrace):
+			if srv.Shutdown(grace) != nil {
+				_ = srv.Close()
+			}
+		case <-grace.Done():
+			_ = srv.Close()
 		}
-		_ = srv.Close()
+		cancelGrace()
 	}
 	<-handled
 	s.cancel(nil)

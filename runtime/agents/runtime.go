@@ -501,7 +501,7 @@ func (r *Runtime) start(ctx context.Context, agent, input string, opts RunOption
 func (r *Runtime) newRun(d *agentDef, opts RunOptions) *runState {
 	id := newRunID()
 	st := &runState{
-		id: id, rootID: id, agent: d, alias: d.spec.Model,
+		id: id, agent: d, alias: d.spec.Model,
 		threadID: opts.ThreadID, userID: opts.UserID,
 	}
 	st.delegations = &st.ownDelegations
@@ -748,7 +748,7 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 		return nil, fmt.Errorf("run %s: %w", cp.RunID, err)
 	}
 	st := &runState{
-		id: cp.RunID, rootID: cp.RunID, agent: d, alias: cp.Alias, degraded: cp.Degraded,
+		id: cp.RunID, agent: d, alias: cp.Alias, degraded: cp.Degraded,
 		threadID: cp.ThreadID, userID: cp.UserID, path: slices.Clone(cp.Path),
 		steps: slices.Clip(cp.Steps), agentSteps: cp.AgentSteps, ownDelegations: cp.Delegations,
 		repaired: cp.Repaired, usage: cp.Usage, cost: cp.CostUSD,

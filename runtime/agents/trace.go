@@ -45,7 +45,7 @@ func (r *Runtime) startAgentSpan(ctx context.Context, st *runState) (context.Con
 	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameInvokeAgent,
 		semconv.GenAIAgentName(st.agent.spec.Name),
-		AttrRunID.String(st.rootID),
+		AttrRunID.String(st.id),
 		AttrPath.StringSlice(st.path),
 	}
 	if st.agent.spec.Description != "" {
@@ -81,7 +81,7 @@ func (r *Runtime) startToolSpan(ctx context.Context, st *runState, c *ToolCallRe
 		semconv.GenAIToolCallID(c.ID),
 		semconv.GenAIToolType("function"),
 		semconv.GenAIAgentName(st.agent.spec.Name),
-		AttrRunID.String(st.rootID),
+		AttrRunID.String(st.id),
 	}
 	if t := st.agent.tools[c.Name]; t != nil && t.kind == kindSearch {
 		// A search is the GenAI conventions' datastore tool, over the

@@ -61,9 +61,10 @@ type tool struct {
 	timeout  time.Duration
 	schema   *jsonschema.Schema
 	impl     Implementation
-	target   *agentDef // transfer and delegate
-	searcher Searcher  // search
-	source   string    // search: the retriever's name
+	target   *agentDef       // transfer and delegate
+	searcher Searcher        // search
+	source   string          // search: the retriever's name
+	def      gateway.ToolDef // plain: what the model is offered
 }
 
 // agentDef is an agent with everything resolved and compiled.
@@ -190,6 +191,7 @@ func New(cfg Config) (*Runtime, error) {
 		}
 		declared[t.Name] = &tool{
 			name: t.Name, kind: kindPlain, schema: s, impl: cfg.Implementations[t.Name],
+			def:     gateway.ToolDef{Name: t.Name, Description: t.Description, Parameters: in},
 			effects: cmp.Or(t.Effects, EffectsRead), approval: cmp.Or(t.Approval, ApprovalNever),
 			timeout: cmp.Or(t.Timeout, DefaultToolTimeout),
 		}
@@ -274,12 +276,7 @@ func New(cfg Config) (*Runtime, error) {
 				missing[tn] = append(missing[tn], name)
 			}
 			d.tools[tn] = t
-			spec := cfg.Tools[slices.IndexFunc(cfg.Tools, func(x Tool) bool { return x.Name == tn })]
-			params := spec.Input
-			if len(params) == 0 {
-				params = emptyObjectSchema
-			}
-			d.defs = append(d.defs, gateway.ToolDef{Name: tn, Description: spec.Description, Parameters: params})
+			d.defs = append(d.defs, t.def)
 		}
 		for _, list := range []struct {
 			names  []string

@@ -136,7 +136,6 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			}
 			return r.finish(ctx, st, span, StatusFailed, err)
 		}
-		requested := st.alias
 		res, from, err := r.callModel(actx, st, req)
 		if err != nil {
 			if interrupted(ctx) {
@@ -150,15 +149,14 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			}
 			return r.finish(ctx, st, span, StatusFailed, fmt.Errorf("run %s: agent %q: model call: %w", st.id, st.agent.spec.Name, err))
 		}
-		if from != "" {
-			requested = st.alias
-		}
 		st.agentSteps++
 		u := usageRecord(res.Usage)
 		st.usage = st.usage.add(u)
 		st.cost += res.CostUSD
+		// st.alias is now the alias the call was made on, after any step
+		// down the ladder.
 		step := StepRecord{
-			Number: len(st.steps) + 1, Agent: st.agent.spec.Name, Alias: res.Alias, Requested: requested,
+			Number: len(st.steps) + 1, Agent: st.agent.spec.Name, Alias: res.Alias, Requested: st.alias,
 			Model: res.Model, DegradedFrom: from, Text: res.Text, Usage: u, CostUSD: res.CostUSD,
 		}
 		st.appendMsg(gateway.Message{Role: gateway.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})

@@ -36,7 +36,6 @@ type Runtime struct {
 	names       []string
 	store       Store
 	tracer      trace.Tracer
-	tracing     bool
 	logger      *slog.Logger
 	maxParallel int
 	maxDepth    int
@@ -151,7 +150,6 @@ func New(cfg Config) (*Runtime, error) {
 		agents:      make(map[string]*agentDef, len(cfg.Agents)),
 		store:       cfg.Store,
 		tracer:      cfg.Tracer,
-		tracing:     cfg.Tracer != nil,
 		logger:      cfg.Logger,
 		maxParallel: cmp.Or(cfg.MaxParallelTools, DefaultMaxParallelTools),
 		maxDepth:    cmp.Or(cfg.MaxDelegationDepth, DefaultMaxDelegationDepth),

@@ -38,7 +38,7 @@ func attrPauseReason(r string) attribute.KeyValue {
 // gateway's chat spans are its children, because the loop passes the
 // returned context to Generate.
 func (r *Runtime) startAgentSpan(ctx context.Context, st *runState) (context.Context, trace.Span) {
-	if !r.tracing {
+	if r.tracer == nil {
 		return ctx, noop.Span{}
 	}
 	name := "invoke_agent " + st.agent.spec.Name
@@ -71,7 +71,7 @@ func endAgentSpan(span trace.Span, status Status, err error) {
 
 // startToolSpan opens the execute_tool span of one call.
 func (r *Runtime) startToolSpan(ctx context.Context, st *runState, c *ToolCallRecord) (context.Context, trace.Span) {
-	if !r.tracing {
+	if r.tracer == nil {
 		return ctx, noop.Span{}
 	}
 	name := "execute_tool " + c.Name

@@ -232,7 +232,7 @@ func TestDegradeOneRung(t *testing.T) {
 	if res.Status != agents.StatusPaused {
 		t.Fatalf("status %s", res.Status)
 	}
-	if s := res.Steps; len(s) != 0 || res.Checkpoint.Pending.Step.DegradedFrom != "large" || res.Checkpoint.Pending.Step.Alias != "small" {
+	if s := res.Steps; len(s) != 0 || res.Checkpoint.Pending.Step.DegradedFrom != "large" || res.Checkpoint.Pending.Step.Alias != "small" || res.Checkpoint.Pending.Step.Requested != "small" {
 		t.Fatalf("pending step %+v", res.Checkpoint.Pending.Step)
 	}
 	if res.Checkpoint.Alias != "small" || !res.Checkpoint.Degraded {

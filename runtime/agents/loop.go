@@ -21,8 +21,8 @@ import (
 // only concurrent access is the parallel execution of read calls, each of
 // which writes its own ToolCallRecord.
 type runState struct {
-	id, rootID     string
-	sub            bool // a delegated run: not stored, cannot pause
+	id             string // the top-level run's id, shared by its delegated runs
+	sub            bool   // a delegated run: not stored, cannot pause
 	depth          int
 	agent          *agentDef
 	path           []string
@@ -136,7 +136,6 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			}
 			return r.finish(ctx, st, span, StatusFailed, err)
 		}
-		requested := st.alias
 		res, from, err := r.callModel(actx, st, req)
 		if err != nil {
 			if interrupted(ctx) {
@@ -150,15 +149,14 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			}
 			return r.finish(ctx, st, span, StatusFailed, fmt.Errorf("run %s: agent %q: model call: %w", st.id, st.agent.spec.Name, err))
 		}
-		if from != "" {
-			requested = st.alias
-		}
 		st.agentSteps++
 		u := usageRecord(res.Usage)
 		st.usage = st.usage.add(u)
 		st.cost += res.CostUSD
+		// st.alias is now the alias the call was made on, after any step
+		// down the ladder.
 		step := StepRecord{
-			Number: len(st.steps) + 1, Agent: st.agent.spec.Name, Alias: res.Alias, Requested: requested,
+			Number: len(st.steps) + 1, Agent: st.agent.spec.Name, Alias: res.Alias, Requested: st.alias,
 			Model: res.Model, DegradedFrom: from, Text: res.Text, Usage: u, CostUSD: res.CostUSD,
 		}
 		st.appendMsg(gateway.Message{Role: gateway.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
@@ -283,7 +281,7 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 // and tries once more; it returns the rung it stepped down from.
 func (r *Runtime) callModel(ctx context.Context, st *runState, req gateway.Request) (gateway.Result, string, error) {
 	d := st.agent
-	ctx = gateway.WithCallInfo(ctx, gateway.CallInfo{Agent: d.spec.Name, Step: st.agentSteps + 1, RunID: st.rootID})
+	ctx = gateway.WithCallInfo(ctx, gateway.CallInfo{Agent: d.spec.Name, Step: st.agentSteps + 1, RunID: st.id})
 	var budget []gateway.CallOption
 	if d.budget != "" {
 		budget = append(budget, gateway.WithBudget(d.budget, budgetKey(st)))
@@ -529,7 +527,7 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, c *ToolCal
 	}
 	tctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	tctx = context.WithValue(tctx, runInfoKey{}, &RunInfo{RunID: st.rootID, Agent: st.agent.spec.Name, ThreadID: st.threadID, UserID: st.userID, CallID: c.ID})
+	tctx = context.WithValue(tctx, runInfoKey{}, &RunInfo{RunID: st.id, Agent: st.agent.spec.Name, ThreadID: st.threadID, UserID: st.userID, CallID: c.ID})
 	out, err := safeCall(tctx, t.impl, args)
 	switch {
 	case err == nil:
@@ -586,7 +584,7 @@ func (r *Runtime) delegate(ctx context.Context, st *runState, target *agentDef, 
 	}
 	*st.delegations++
 	sub := &runState{
-		id: st.id, rootID: st.rootID, sub: true, depth: st.depth + 1, agent: target,
+		id: st.id, sub: true, depth: st.depth + 1, agent: target,
 		path: append(slices.Clone(st.path), name), alias: target.spec.Model,
 		threadID: st.threadID, userID: st.userID, delegations: st.delegations, events: st.events,
 	}

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,8 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -35,7 +36,6 @@ type Runtime struct {
 	names       []string
 	store       Store
 	tracer      trace.Tracer
-	tracing     bool
 	logger      *slog.Logger
 	maxParallel int
 	maxDepth    int
@@ -60,9 +60,10 @@ type tool struct {
 	timeout  time.Duration
 	schema   *jsonschema.Schema
 	impl     Implementation
-	target   *agentDef // transfer and delegate
-	searcher Searcher  // search
-	source   string    // search: the retriever's name
+	target   *agentDef       // transfer and delegate
+	searcher Searcher        // search
+	source   string          // search: the retriever's name
+	def      gateway.ToolDef // plain: what the model is offered
 }
 
 // agentDef is an agent with everything resolved and compiled.
@@ -149,11 +150,10 @@ func New(cfg Config) (*Runtime, error) {
 		agents:      make(map[string]*agentDef, len(cfg.Agents)),
 		store:       cfg.Store,
 		tracer:      cfg.Tracer,
-		tracing:     cfg.Tracer != nil,
 		logger:      cfg.Logger,
-		maxParallel: orDefault(cfg.MaxParallelTools, DefaultMaxParallelTools),
-		maxDepth:    orDefault(cfg.MaxDelegationDepth, DefaultMaxDelegationDepth),
-		maxDeleg:    orDefault(cfg.MaxDelegations, DefaultMaxDelegations),
+		maxParallel: cmp.Or(cfg.MaxParallelTools, DefaultMaxParallelTools),
+		maxDepth:    cmp.Or(cfg.MaxDelegationDepth, DefaultMaxDelegationDepth),
+		maxDeleg:    cmp.Or(cfg.MaxDelegations, DefaultMaxDelegations),
 	}
 	if r.store == nil {
 		r.store = NewInMemoryStore()
@@ -189,8 +189,9 @@ func New(cfg Config) (*Runtime, error) {
 		}
 		declared[t.Name] = &tool{
 			name: t.Name, kind: kindPlain, schema: s, impl: cfg.Implementations[t.Name],
-			effects: or(t.Effects, EffectsRead), approval: or(t.Approval, ApprovalNever),
-			timeout: orDefault(t.Timeout, DefaultToolTimeout),
+			def:     gateway.ToolDef{Name: t.Name, Description: t.Description, Parameters: in},
+			effects: cmp.Or(t.Effects, EffectsRead), approval: cmp.Or(t.Approval, ApprovalNever),
+			timeout: cmp.Or(t.Timeout, DefaultToolTimeout),
 		}
 	}
 	for name := range cfg.Implementations {
@@ -221,7 +222,7 @@ func New(cfg Config) (*Runtime, error) {
 		r.agents[a.Name] = &agentDef{spec: a}
 		r.names = append(r.names, a.Name)
 	}
-	sort.Strings(r.names)
+	slices.Sort(r.names)
 
 	// Every search_ tool takes the same arguments.
 	searchToolSchema, err := compileSchema("urn:aid:tool:search", searchSchema)
@@ -234,7 +235,7 @@ func New(cfg Config) (*Runtime, error) {
 	for _, name := range r.names {
 		d := r.agents[name]
 		a := d.spec
-		d.maxSteps = orDefault(a.MaxSteps, DefaultMaxSteps)
+		d.maxSteps = cmp.Or(a.MaxSteps, DefaultMaxSteps)
 		if a.MaxSteps < 0 {
 			fail("agent %q: negative maxSteps %d", name, a.MaxSteps)
 		}
@@ -273,12 +274,7 @@ func New(cfg Config) (*Runtime, error) {
 				missing[tn] = append(missing[tn], name)
 			}
 			d.tools[tn] = t
-			spec := cfg.Tools[slices.IndexFunc(cfg.Tools, func(x Tool) bool { return x.Name == tn })]
-			params := spec.Input
-			if len(params) == 0 {
-				params = emptyObjectSchema
-			}
-			d.defs = append(d.defs, gateway.ToolDef{Name: tn, Description: spec.Description, Parameters: params})
+			d.defs = append(d.defs, t.def)
 		}
 		for _, list := range []struct {
 			names  []string
@@ -352,7 +348,7 @@ func New(cfg Config) (*Runtime, error) {
 					fail("agent %q: %s memory store %q is not in Config.MemoryStores", name, sm.scope, sm.spec.Store)
 					continue
 				}
-				*sm.store, *sm.budget = st, orDefault(sm.spec.TokenBudget, DefaultMemoryTokenBudget)
+				*sm.store, *sm.budget = st, cmp.Or(sm.spec.TokenBudget, DefaultMemoryTokenBudget)
 			}
 		}
 		if len(a.Output) > 0 {
@@ -381,7 +377,7 @@ func New(cfg Config) (*Runtime, error) {
 			}
 		}
 	}
-	for _, tn := range sortedKeys(missing) {
+	for _, tn := range slices.Sorted(maps.Keys(missing)) {
 		errs = append(errs, &MissingToolImplementationError{Tool: tn, Agents: missing[tn]})
 	}
 	if len(errs) > 0 {
@@ -434,7 +430,7 @@ func (r *Runtime) reachable(d *agentDef) []string {
 			}
 		}
 	}
-	return sortedKeys(seen)
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // Agents returns the configured agents' names, sorted.
@@ -501,7 +497,7 @@ func (r *Runtime) start(ctx context.Context, agent, input string, opts RunOption
 func (r *Runtime) newRun(d *agentDef, opts RunOptions) *runState {
 	id := newRunID()
 	st := &runState{
-		id: id, rootID: id, agent: d, alias: d.spec.Model,
+		id: id, agent: d, alias: d.spec.Model,
 		threadID: opts.ThreadID, userID: opts.UserID,
 	}
 	st.delegations = &st.ownDelegations
@@ -748,7 +744,7 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 		return nil, fmt.Errorf("run %s: %w", cp.RunID, err)
 	}
 	st := &runState{
-		id: cp.RunID, rootID: cp.RunID, agent: d, alias: cp.Alias, degraded: cp.Degraded,
+		id: cp.RunID, agent: d, alias: cp.Alias, degraded: cp.Degraded,
 		threadID: cp.ThreadID, userID: cp.UserID, path: slices.Clone(cp.Path),
 		steps: slices.Clip(cp.Steps), agentSteps: cp.AgentSteps, ownDelegations: cp.Delegations,
 		repaired: cp.Repaired, usage: cp.Usage, cost: cp.CostUSD,
@@ -767,20 +763,6 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 	return st, nil
 }
 
-func orDefault[T int | time.Duration](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
-func or[T ~string](v, def T) T {
-	if v == "" {
-		return def
-	}
-	return v
-}
-
 func dedupe(s []string) []string {
 	out := make([]string, 0, len(s))
 	for _, v := range s {
@@ -788,14 +770,5 @@ func dedupe(s []string) []string {
 			out = append(out, v)
 		}
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }

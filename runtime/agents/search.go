@@ -136,12 +136,12 @@ func roundScore(s float64) *float64 {
 func budgetKey(st *runState) string {
 	switch st.agent.budgetScope {
 	case gateway.ScopeRun:
-		return st.rootID
+		return st.id
 	case gateway.ScopeThread:
 		if st.threadID != "" {
 			return st.threadID
 		}
-		return st.rootID
+		return st.id
 	}
 	return ""
 }
@@ -168,7 +168,7 @@ func (r *Runtime) search(ctx context.Context, st *runState, t *tool, args json.R
 	if d.budget != "" {
 		sctx = gateway.ContextWithBudget(sctx, d.budget, budgetKey(st))
 	}
-	sctx = context.WithValue(sctx, runInfoKey{}, &RunInfo{RunID: st.rootID, Agent: d.spec.Name, ThreadID: st.threadID, UserID: st.userID, CallID: c.ID})
+	sctx = context.WithValue(sctx, runInfoKey{}, &RunInfo{RunID: st.id, Agent: d.spec.Name, ThreadID: st.threadID, UserID: st.userID, CallID: c.ID})
 	hits, err := safeSearch(sctx, t.searcher, in.Query, in.K)
 	var be *gateway.BudgetExceededError
 	switch {

@@ -38,14 +38,14 @@ func attrPauseReason(r string) attribute.KeyValue {
 // gateway's chat spans are its children, because the loop passes the
 // returned context to Generate.
 func (r *Runtime) startAgentSpan(ctx context.Context, st *runState) (context.Context, trace.Span) {
-	if !r.tracing {
+	if r.tracer == nil {
 		return ctx, noop.Span{}
 	}
 	name := "invoke_agent " + st.agent.spec.Name
 	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameInvokeAgent,
 		semconv.GenAIAgentName(st.agent.spec.Name),
-		AttrRunID.String(st.rootID),
+		AttrRunID.String(st.id),
 		AttrPath.StringSlice(st.path),
 	}
 	if st.agent.spec.Description != "" {
@@ -71,7 +71,7 @@ func endAgentSpan(span trace.Span, status Status, err error) {
 
 // startToolSpan opens the execute_tool span of one call.
 func (r *Runtime) startToolSpan(ctx context.Context, st *runState, c *ToolCallRecord) (context.Context, trace.Span) {
-	if !r.tracing {
+	if r.tracer == nil {
 		return ctx, noop.Span{}
 	}
 	name := "execute_tool " + c.Name
@@ -81,7 +81,7 @@ func (r *Runtime) startToolSpan(ctx context.Context, st *runState, c *ToolCallRe
 		semconv.GenAIToolCallID(c.ID),
 		semconv.GenAIToolType("function"),
 		semconv.GenAIAgentName(st.agent.spec.Name),
-		AttrRunID.String(st.rootID),
+		AttrRunID.String(st.id),
 	}
 	if t := st.agent.tools[c.Name]; t != nil && t.kind == kindSearch {
 		// A search is the GenAI conventions' datastore tool, over the

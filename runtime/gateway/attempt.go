@@ -111,9 +111,7 @@ func (g *Gateway) tryAlias(ctx context.Context, c *call, e *entry, fellBack bool
 	if c.kind == opEmbeddings {
 		amount = Price(spec.Cost, embedHold(c.texts))
 	} else {
-		req = c.req
-		req.MaxOutputTokens = maxOutput(spec, req)
-		if err := checkContextWindow(e, &req); err != nil {
+		if req, err = boundRequest(e, c.req); err != nil {
 			c.attempts = append(c.attempts, Attempt{Alias: e.pinned.Alias, Model: spec.ID, Err: err})
 			return false, err
 		}

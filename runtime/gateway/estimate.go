@@ -66,27 +66,30 @@ func EstimateUsage(spec ModelSpec, req Request) Usage {
 	return Usage{InputTokens: in, OutputTokens: out, TotalTokens: in + out, Estimated: true}
 }
 
-// checkContextWindow is the one rule that refuses a request too large for a
-// model's context window before it is sent: the likely input
-// (EstimateInputTokens, about four bytes per token) plus the output bound the
-// gateway sends exceeds the window. The providers that speak the
-// chat-completions format refuse exactly that sum with a 400, so the check
-// saves a round trip and a reservation on a request that would fail. It uses
-// the likely input, not the one-token-per-byte bound that EstimateUsage
-// holds, because that bound would refuse many prompts that fit; a prompt
-// whose text tokenizes worse than the heuristic (dense code, non-Latin
-// scripts) may still pass and be refused by the provider, which is then an
-// ordinary provider error. A model with no declared window is not checked.
-func checkContextWindow(e *entry, req *Request) error {
+// boundRequest returns req as the gateway sends it to e, with the output
+// bound maxOutput gives, and applies the one rule that refuses a request too
+// large for a model's context window before it is sent: the likely input
+// (EstimateInputTokens, about four bytes per token) plus that output bound
+// exceeds the window. The providers that speak the chat-completions format
+// refuse exactly that sum with a 400, so the check saves a round trip and a
+// reservation on a request that would fail. It uses the likely input, not
+// the one-token-per-byte bound that EstimateUsage holds, because that bound
+// would refuse many prompts that fit; a prompt whose text tokenizes worse
+// than the heuristic (dense code, non-Latin scripts) may still pass and be
+// refused by the provider, which is then an ordinary provider error. A model
+// with no declared window is not checked. A call and Gateway.EstimateUsage
+// both go through it, so that the estimate is what the call reserves.
+func boundRequest(e *entry, req Request) (Request, error) {
+	req.MaxOutputTokens = maxOutput(e.pinned.Spec, req)
 	window := e.pinned.Spec.ContextWindow
 	if window <= 0 {
-		return nil
+		return req, nil
 	}
-	in, out := EstimateInputTokens(*req), int64(maxOutput(e.pinned.Spec, *req))
+	in, out := EstimateInputTokens(req), int64(req.MaxOutputTokens)
 	if in+out <= int64(window) {
-		return nil
+		return req, nil
 	}
-	return &ContextWindowExceededError{
+	return req, &ContextWindowExceededError{
 		Alias: e.pinned.Alias, Model: e.pinned.Spec.ID,
 		InputTokens: in, OutputTokens: out, ContextWindow: window,
 	}

@@ -231,8 +231,7 @@ func (g *Gateway) EstimateUsage(alias string, req Request) (Usage, error) {
 	if err := req.validate(); err != nil {
 		return Usage{}, err
 	}
-	req.MaxOutputTokens = maxOutput(e.pinned.Spec, req)
-	if err := checkContextWindow(e, &req); err != nil {
+	if req, err = boundRequest(e, req); err != nil {
 		return Usage{}, err
 	}
 	return EstimateUsage(e.pinned.Spec, req), nil

@@ -1,9 +1,10 @@
 package serve_test
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/aidgen/aid/internal/depcheck"
 )
 
 // TestServeDoesNotLinkPgx guards why the PostgreSQL openers live in
@@ -11,23 +12,12 @@ import (
 // memory imports only this package and must not link pgx; the one that
 // passes postgres.OpenState does.
 func TestServeDoesNotLinkPgx(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go list")
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command on PATH")
-	}
 	for pkg, wantPGX := range map[string]bool{
 		"github.com/aidgen/aid/runtime/serve":          false,
 		"github.com/aidgen/aid/runtime/serve/postgres": true,
 	} {
-		out, err := exec.Command(gobin, "list", "-deps", pkg).Output()
-		if err != nil {
-			t.Fatalf("go list %s: %v", pkg, err)
-		}
 		var got bool
-		for _, dep := range strings.Fields(string(out)) {
+		for _, dep := range depcheck.Deps(t, pkg) {
 			got = got || strings.HasPrefix(dep, "github.com/jackc/") || strings.HasPrefix(dep, "github.com/pgvector/")
 		}
 		if got != wantPGX {

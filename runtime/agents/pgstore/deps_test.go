@@ -1,27 +1,17 @@
 package pgstore_test
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/aidgen/aid/internal/depcheck"
 )
 
 // TestRuntimeDoesNotLinkPgx guards the reason this package is apart: a
 // program that keeps its agent state in memory imports runtime/agents and
 // must not link pgx (or this package) through it.
 func TestRuntimeDoesNotLinkPgx(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go list")
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command on PATH")
-	}
-	out, err := exec.Command(gobin, "list", "-deps", "github.com/aidgen/aid/runtime/agents").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
+	for _, dep := range depcheck.Deps(t, "github.com/aidgen/aid/runtime/agents") {
 		if strings.HasPrefix(dep, "github.com/jackc/") || strings.HasSuffix(dep, "/pgstore") {
 			t.Errorf("runtime/agents depends on %s", dep)
 		}

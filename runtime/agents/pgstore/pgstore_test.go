@@ -371,7 +371,7 @@ func TestAbortedStatementIsRetriedOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			o := ops[tt.op]
-			abortWrites(t, pool, "aid_agent_"+o.table, tt.code, tt.times)
+			fired := pgtest.AbortWrites(t, pool, "aid_agent_"+o.table, "INSERT OR UPDATE", tt.code, tt.times)
 			err = o.run(ctx, s)
 			var pe *pgconn.PgError
 			switch {
@@ -384,35 +384,9 @@ func TestAbortedStatementIsRetriedOnce(t *testing.T) {
 					t.Errorf("after %s: %v", tt.op, err)
 				}
 			}
-			var fired int64
-			if err := pool.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM test_abort_seq`).Scan(&fired); err != nil {
-				t.Fatal(err)
-			}
-			if fired != tt.wantFired {
-				t.Errorf("the statement ran %d times, want %d", fired, tt.wantFired)
+			if n := fired(); n != tt.wantFired {
+				t.Errorf("the statement ran %d times, want %d", n, tt.wantFired)
 			}
 		})
-	}
-}
-
-// abortWrites makes the first `times` inserts or updates of table raise
-// SQLSTATE code, as the database does when it picks a statement as a
-// deadlock's victim or a serialization failure.
-func abortWrites(t *testing.T, pool *pgxpool.Pool, table, code string, times int) {
-	t.Helper()
-	for _, stmt := range []string{
-		`CREATE SEQUENCE test_abort_seq`,
-		fmt.Sprintf(`CREATE FUNCTION test_abort() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			IF nextval('test_abort_seq') <= %d THEN
-				RAISE EXCEPTION 'injected abort' USING ERRCODE = '%s';
-			END IF;
-			RETURN NEW;
-		END $$`, times, code),
-		`CREATE TRIGGER test_abort BEFORE INSERT OR UPDATE ON ` + table + ` FOR EACH ROW EXECUTE FUNCTION test_abort()`,
-	} {
-		if _, err := pool.Exec(t.Context(), stmt); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

@@ -70,12 +70,13 @@ func (r *redactor) String(s string) string {
 	from := make([]int32, 0, len(s)) // source start of each decoded byte
 	to := make([]int32, 0, len(s))   // source end
 	for i := 0; i < len(s); {
-		b, n := unescape(s, i)
-		for _, c := range b {
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
+		start := len(dec)
+		var n int
+		dec, n = appendUnescaped(dec, s, i)
+		for k := start; k < len(dec); k++ {
+			if c := dec[k]; 'A' <= c && c <= 'Z' {
+				dec[k] = c + 'a' - 'A'
 			}
-			dec = append(dec, c)
 			from = append(from, int32(i))
 			to = append(to, int32(i+n))
 		}
@@ -131,17 +132,18 @@ func (r *redactor) String(s string) string {
 	return out.String()
 }
 
-// unescape decodes the escape at s[i] (%XX, \uXXXX, \xXX, \/, \", \\,
-// &#N;, &#xH;, &amp; and the other HTML entities html.EscapeString
-// writes), returning the bytes it stands for and its length in s; any
-// other byte stands for itself.
-func unescape(s string, i int) ([]byte, int) {
+// appendUnescaped decodes the escape at s[i] (%XX, \uXXXX, \xXX, \/, \",
+// \\, &#N;, &#xH;, &amp; and the other HTML entities html.EscapeString
+// writes), appending the bytes it stands for to dst and returning its
+// length in s; any other byte stands for itself. It appends rather than
+// returns the bytes so that decoding a string costs no allocation per byte.
+func appendUnescaped(dst []byte, s string, i int) ([]byte, int) {
 	c := s[i]
 	switch c {
 	case '%':
 		if i+3 <= len(s) {
 			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
-				return []byte{byte(v)}, 3
+				return append(dst, byte(v)), 3
 			}
 		}
 	case '\\':
@@ -150,17 +152,17 @@ func unescape(s string, i int) ([]byte, int) {
 			case 'u':
 				if i+6 <= len(s) {
 					if v, err := strconv.ParseUint(s[i+2:i+6], 16, 16); err == nil {
-						return utf8.AppendRune(nil, rune(v)), 6
+						return utf8.AppendRune(dst, rune(v)), 6
 					}
 				}
 			case 'x':
 				if i+4 <= len(s) {
 					if v, err := strconv.ParseUint(s[i+2:i+4], 16, 8); err == nil {
-						return []byte{byte(v)}, 4
+						return append(dst, byte(v)), 4
 					}
 				}
 			case '/', '"', '\\', '\'':
-				return []byte{s[i+1]}, 2
+				return append(dst, s[i+1]), 2
 			}
 		}
 	case '&':
@@ -169,15 +171,15 @@ func unescape(s string, i int) ([]byte, int) {
 			ent := s[i+1 : i+end]
 			switch ent {
 			case "amp":
-				return []byte{'&'}, end + 1
+				return append(dst, '&'), end + 1
 			case "lt":
-				return []byte{'<'}, end + 1
+				return append(dst, '<'), end + 1
 			case "gt":
-				return []byte{'>'}, end + 1
+				return append(dst, '>'), end + 1
 			case "quot":
-				return []byte{'"'}, end + 1
+				return append(dst, '"'), end + 1
 			case "apos":
-				return []byte{'\''}, end + 1
+				return append(dst, '\''), end + 1
 			}
 			if ent[0] == '#' && len(ent) > 1 {
 				base, digits := 10, ent[1:]
@@ -185,12 +187,12 @@ func unescape(s string, i int) ([]byte, int) {
 					base, digits = 16, digits[1:]
 				}
 				if v, err := strconv.ParseUint(digits, base, 21); err == nil && v <= utf8.MaxRune {
-					return utf8.AppendRune(nil, rune(v)), end + 1
+					return utf8.AppendRune(dst, rune(v)), end + 1
 				}
 			}
 		}
 	}
-	return []byte{c}, 1
+	return append(dst, c), 1
 }
 
 func isBase64(c byte) bool {

@@ -62,7 +62,7 @@ func TestAbortedTransactionIsRetriedOnce(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			abortUpdates(t, conn, tt.code, tt.times)
+			fired := pgtest.AbortWrites(t, conn, "aid_budget_accounts", "UPDATE", tt.code, tt.times)
 			switch tt.op {
 			case "reserve":
 				err = l.Reserve(ctx, reservation)
@@ -78,12 +78,8 @@ func TestAbortedTransactionIsRetriedOnce(t *testing.T) {
 			case !tt.wantErr && err != nil:
 				t.Errorf("%s: %v", tt.op, err)
 			}
-			var fired int64
-			if err := conn.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM test_abort_seq`).Scan(&fired); err != nil {
-				t.Fatal(err)
-			}
-			if fired != tt.wantFired {
-				t.Errorf("the transaction ran %d times, want %d", fired, tt.wantFired)
+			if n := fired(); n != tt.wantFired {
+				t.Errorf("the transaction ran %d times, want %d", n, tt.wantFired)
 			}
 			s, err := l.Summary(ctx)
 			if err != nil {
@@ -100,27 +96,5 @@ func TestAbortedTransactionIsRetriedOnce(t *testing.T) {
 				t.Errorf("account %+v, want %+v", got, tt.want)
 			}
 		})
-	}
-}
-
-// abortUpdates makes the first `times` updates of a budget account raise
-// SQLSTATE code, as the database does when it picks a transaction as a
-// deadlock's victim.
-func abortUpdates(t *testing.T, conn *pgx.Conn, code string, times int) {
-	t.Helper()
-	for _, stmt := range []string{
-		`CREATE SEQUENCE test_abort_seq`,
-		fmt.Sprintf(`CREATE FUNCTION test_abort() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			IF nextval('test_abort_seq') <= %d THEN
-				RAISE EXCEPTION 'injected abort' USING ERRCODE = '%s';
-			END IF;
-			RETURN NEW;
-		END $$`, times, code),
-		`CREATE TRIGGER test_abort BEFORE UPDATE ON aid_budget_accounts FOR EACH ROW EXECUTE FUNCTION test_abort()`,
-	} {
-		if _, err := conn.Exec(t.Context(), stmt); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

@@ -12,8 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	aid "github.com/aidgen/aid"
-	"github.com/aidgen/aid/internal/lower"
-	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
@@ -158,25 +156,18 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 	default:
 		return usageErr(fmt.Errorf("--on-inconclusive must be inconclusive, pass or fail, not %q", f.onInconclusive))
 	}
-	switch f.progress {
-	case "auto", "bar", "lines", "none":
-	default:
-		return usageErr(fmt.Errorf("--progress must be auto, bar, lines or none, not %q", f.progress))
+	if err := checkProgressFlag(f.progress); err != nil {
+		return err
 	}
 
-	doc, err := ir.Load(path)
+	desc, err := loadDescription(s, path)
 	if err != nil {
-		if es, ok := ir.IsInvalid(err); ok {
-			fmt.Fprintln(s.err, es.Error())
-			return &exitError{code: ExitUsage, err: fmt.Errorf("%s is not a valid application; fix the errors above", path)}
-		}
-		return usageErr(err)
+		return err
 	}
-	desc, err := lower.Document(doc)
-	if err != nil {
-		return usageErr(err)
+	var names []string // sorted, as ir keeps the evals
+	for _, e := range desc.Evals {
+		names = append(names, e.Name)
 	}
-	names := doc.EvalNames()
 	if len(f.evals) > 0 {
 		for _, n := range f.evals {
 			if !slices.Contains(names, n) {

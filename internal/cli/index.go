@@ -9,8 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aidgen/aid/internal/lower"
-	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
@@ -101,17 +99,9 @@ type retrieverApp struct {
 // openRetrievers loads, lowers and assembles the retrieval part of an
 // application. only names the retrievers wanted; empty means all of them.
 func openRetrievers(ctx context.Context, s *streams, path string, only []string) (*retrieverApp, error) {
-	doc, err := ir.Load(path)
+	full, err := loadDescription(s, path)
 	if err != nil {
-		if es, ok := ir.IsInvalid(err); ok {
-			fmt.Fprintln(s.err, es.Error())
-			return nil, &exitError{code: ExitUsage, err: fmt.Errorf("%s is not a valid application; fix the errors above", path)}
-		}
-		return nil, usageErr(err)
-	}
-	full, err := lower.Document(doc)
-	if err != nil {
-		return nil, usageErr(err)
+		return nil, err
 	}
 	var all []string
 	for _, r := range full.Retrievers {

@@ -12,12 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	aid "github.com/aidgen/aid"
-	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
-	"github.com/aidgen/aid/runtime/retrieval"
-	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
 // Exit codes of aidgen eval beyond the shared ones: 1 (ExitInvalid) is a
@@ -253,13 +250,8 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	// state says: an eval is not a replica of the service.
 	// Retrievers' pgvector stores are the service's own: a retrieval eval
 	// searches the index aidgen index keeps there.
-	conn := pgvector.NewConnector(ctx, 0)
-	defer conn.Close()
-	opts := app.Options{
-		Ledger:             gateway.NewMemoryLedger(),
-		RunStore:           agents.NewInMemoryStore(),
-		VectorStoreOpeners: map[string]retrieval.StoreOpener{retrieval.StorePGVector: conn.Open},
-	}
+	opts, closeStores := commandOptions(ctx)
+	defer closeStores()
 	if f.seedSet {
 		opts.Seed = &f.seed
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/retrieval"
-	"github.com/aidgen/aid/runtime/retrieval/pgvector"
+	"github.com/aidgen/aid/runtime/serve/postgres"
 )
 
 // memoryStoreNote is what index and search say about a store that lives in
@@ -93,7 +93,7 @@ type retrieverApp struct {
 	app   *app.App
 	desc  app.Description
 	names []string // the retrievers, in the description's order
-	conn  *pgvector.Connector
+	close func()   // closes the pgvector stores' pools
 }
 
 // openRetrievers loads, lowers and assembles the retrieval part of an
@@ -120,17 +120,27 @@ func openRetrievers(ctx context.Context, s *streams, path string, only []string)
 		names = slices.DeleteFunc(slices.Clone(all), func(n string) bool { return !slices.Contains(only, n) })
 	}
 	desc := retrievalOnly(full, names)
-	conn := pgvector.NewConnector(ctx, 0)
-	a, err := app.Assemble(ctx, desc, app.Options{
-		Ledger:             gateway.NewMemoryLedger(),
-		RunStore:           agents.NewInMemoryStore(),
-		VectorStoreOpeners: map[string]retrieval.StoreOpener{retrieval.StorePGVector: conn.Open},
-	})
+	opts, closeStores := commandOptions(ctx)
+	a, err := app.Assemble(ctx, desc, opts)
 	if err != nil {
-		conn.Close()
+		closeStores()
 		return nil, configErr(err)
 	}
-	return &retrieverApp{app: a, desc: desc, names: names, conn: conn}, nil
+	return &retrieverApp{app: a, desc: desc, names: names, close: closeStores}, nil
+}
+
+// commandOptions are the options of a command that is not a replica of
+// the service: index, search and eval keep runs and spend in memory,
+// whatever the service's state says, while retrievers' pgvector stores
+// are the service's own, opened as the service opens them. closeStores
+// closes their pools.
+func commandOptions(ctx context.Context) (opts app.Options, closeStores func()) {
+	openers, closeStores := postgres.VectorStores(ctx)
+	return app.Options{
+		Ledger:             gateway.NewMemoryLedger(),
+		RunStore:           agents.NewInMemoryStore(),
+		VectorStoreOpeners: openers,
+	}, closeStores
 }
 
 // retrievalOnly keeps of a description what the named retrievers need: the
@@ -168,8 +178,6 @@ func retrievalOnly(d app.Description, names []string) app.Description {
 	}
 	return out
 }
-
-func (ra *retrieverApp) close() { ra.conn.Close() }
 
 // store returns the description of a retriever's store.
 func (ra *retrieverApp) store(retriever string) retrieval.StoreConfig {

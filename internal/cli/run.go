@@ -24,7 +24,7 @@ import (
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/pgledger"
 	"github.com/aidgen/aid/runtime/retrieval"
-	"github.com/aidgen/aid/runtime/retrieval/pgvector"
+	"github.com/aidgen/aid/runtime/serve/postgres"
 )
 
 // Exit codes of aidgen run beyond the shared ones: 0 (ExitOK) is a run
@@ -379,9 +379,9 @@ func (st *runState) close() {
 // the database's ledger and memory, and pgvector stores for retrievers.
 func openRunState(ctx context.Context, desc app.Description, stateDir string) (*runState, error) {
 	st := &runState{}
-	conn := pgvector.NewConnector(ctx, 0)
-	st.closers = append(st.closers, conn.Close)
-	st.options.VectorStoreOpeners = map[string]retrieval.StoreOpener{retrieval.StorePGVector: conn.Open}
+	openers, closeStores := postgres.VectorStores(ctx)
+	st.closers = append(st.closers, closeStores)
+	st.options.VectorStoreOpeners = openers
 	pg := map[string]*pgstore.Store{} // one per DSN
 	openPG := func(ctx context.Context, dsn string) (*pgstore.Store, error) {
 		if s, ok := pg[dsn]; ok {

@@ -257,12 +257,12 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	}
 	a, err := app.Assemble(ctx, desc, opts)
 	if err != nil {
-		return nil, configErr(err)
+		return nil, usageErr(err)
 	}
 	g := a.Gateway
 	e, err := a.Eval(name)
 	if err != nil {
-		return nil, configErr(err)
+		return nil, usageErr(err)
 	}
 	if f.runs > 0 {
 		e.Runs = f.runs
@@ -274,19 +274,19 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	var baseline *eval.Baseline
 	if !f.updateBaseline {
 		if e.Baseline == "" && len(e.Thresholds) > 0 {
-			return nil, configErr(fmt.Errorf("eval %q has thresholds but no baseline", name))
+			return nil, usageErr(fmt.Errorf("eval %q has thresholds but no baseline", name))
 		}
 		if e.Baseline != "" {
 			baseline, err = eval.ReadBaseline(e.Baseline)
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, configErr(fmt.Errorf("eval %q: no baseline at %s; record one with aidgen eval --update-baseline", name, e.Baseline))
+				return nil, usageErr(fmt.Errorf("eval %q: no baseline at %s; record one with aidgen eval --update-baseline", name, e.Baseline))
 			}
 			if err != nil {
-				return nil, configErr(fmt.Errorf("eval %q: %w", name, err))
+				return nil, usageErr(fmt.Errorf("eval %q: %w", name, err))
 			}
 		}
 	} else if e.Baseline == "" {
-		return nil, configErr(fmt.Errorf("eval %q names no baseline file to update; set baseline in the IR", name))
+		return nil, usageErr(fmt.Errorf("eval %q names no baseline file to update; set baseline in the IR", name))
 	}
 
 	total := len(e.Dataset.Cases) * e.Runs
@@ -330,7 +330,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		// configuration problem, not a regression to gate.
 		var d *gateway.DeferredError
 		if errors.As(err, &d) {
-			return nil, configErr(fmt.Errorf("eval %q: %w", name, d))
+			return nil, usageErr(fmt.Errorf("eval %q: %w", name, d))
 		}
 		var se *eval.SampleError
 		if errors.As(err, &se) {
@@ -364,12 +364,10 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 
 	gate, err := eval.Gate(e.Thresholds, stats, baseline)
 	if err != nil {
-		return nil, configErr(fmt.Errorf("eval %q: %w", name, err))
+		return nil, usageErr(fmt.Errorf("eval %q: %w", name, err))
 	}
 	o.Gate = gate
 	o.Drops = gateDrops(gate, stats, baseline)
 	printTable(s, o)
 	return o, nil
 }
-
-func configErr(err error) error { return &exitError{code: ExitUsage, err: err} }

@@ -124,7 +124,7 @@ func openRetrievers(ctx context.Context, s *streams, path string, only []string)
 	a, err := app.Assemble(ctx, desc, opts)
 	if err != nil {
 		closeStores()
-		return nil, configErr(err)
+		return nil, usageErr(err)
 	}
 	return &retrieverApp{app: a, desc: desc, names: names, close: closeStores}, nil
 }

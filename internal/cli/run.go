@@ -225,7 +225,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 	}
 	st, err := openRunState(ctx, desc, f.stateDir)
 	if err != nil {
-		return configErr(err)
+		return usageErr(err)
 	}
 	defer st.close()
 	opts := st.options
@@ -234,7 +234,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 	}
 	a, err := app.Assemble(ctx, desc, opts)
 	if err != nil {
-		return configErr(err)
+		return usageErr(err)
 	}
 	p := &runPrinter{w: s.out, verbose: f.verbose, cmd: resumeCommand(path, f.stateDir)}
 
@@ -251,7 +251,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 			return usageErr(fmt.Errorf("no run %s in %s (was it started with another --state-dir, or another application?)", id, st.where))
 		}
 		if err != nil {
-			return configErr(fmt.Errorf("reading run %s: %w", id, err))
+			return usageErr(fmt.Errorf("reading run %s: %w", id, err))
 		}
 		want := agents.StatusPaused
 		if f.recover != "" {
@@ -277,7 +277,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 		}
 	}
 	if err := ingestReachable(ctx, s, desc, a, agent, f.verbose); err != nil {
-		return configErr(err)
+		return usageErr(err)
 	}
 
 	var res agents.RunResult

@@ -195,8 +195,7 @@ func (ra *retrieverApp) store(retriever string) retrieval.StoreConfig {
 
 // inMemory reports whether a retriever's store lives in this process.
 func (ra *retrieverApp) inMemory(retriever string) bool {
-	k := ra.store(retriever).Kind
-	return k == "" || k == retrieval.StoreMemory
+	return ra.store(retriever).InMemory()
 }
 
 // index ingests every retriever and prints each diff, then the cost.

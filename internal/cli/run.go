@@ -482,9 +482,9 @@ func ingestReachable(ctx context.Context, s *streams, desc app.Description, a *a
 	for _, ag := range desc.Agents {
 		byName[ag.Name] = ag
 	}
-	kinds := make(map[string]string, len(desc.Stores))
+	stores := make(map[string]retrieval.StoreConfig, len(desc.Stores))
 	for _, st := range desc.Stores {
-		kinds[st.Name] = st.Kind
+		stores[st.Name] = st
 	}
 	storeOf := make(map[string]string, len(desc.Retrievers))
 	for _, r := range desc.Retrievers {
@@ -497,7 +497,7 @@ func ingestReachable(ctx context.Context, s *streams, desc app.Description, a *a
 		ag := byName[queue[0]]
 		queue = queue[1:]
 		for _, r := range ag.Retrievers {
-			if k := kinds[storeOf[r]]; (k == "" || k == retrieval.StoreMemory) && !slices.Contains(names, r) {
+			if stores[storeOf[r]].InMemory() && !slices.Contains(names, r) {
 				names = append(names, r)
 			}
 		}

@@ -12,14 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	aid "github.com/aidgen/aid"
-	"github.com/aidgen/aid/internal/lower"
-	"github.com/aidgen/aid/ir"
-	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
-	"github.com/aidgen/aid/runtime/retrieval"
-	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
 // Exit codes of aidgen eval beyond the shared ones: 1 (ExitInvalid) is a
@@ -158,25 +153,18 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 	default:
 		return usageErr(fmt.Errorf("--on-inconclusive must be inconclusive, pass or fail, not %q", f.onInconclusive))
 	}
-	switch f.progress {
-	case "auto", "bar", "lines", "none":
-	default:
-		return usageErr(fmt.Errorf("--progress must be auto, bar, lines or none, not %q", f.progress))
+	if err := checkProgressFlag(f.progress); err != nil {
+		return err
 	}
 
-	doc, err := ir.Load(path)
+	desc, err := loadDescription(s, path)
 	if err != nil {
-		if es, ok := ir.IsInvalid(err); ok {
-			fmt.Fprintln(s.err, es.Error())
-			return &exitError{code: ExitUsage, err: fmt.Errorf("%s is not a valid application; fix the errors above", path)}
-		}
-		return usageErr(err)
+		return err
 	}
-	desc, err := lower.Document(doc)
-	if err != nil {
-		return usageErr(err)
+	var names []string // sorted, as ir keeps the evals
+	for _, e := range desc.Evals {
+		names = append(names, e.Name)
 	}
-	names := doc.EvalNames()
 	if len(f.evals) > 0 {
 		for _, n := range f.evals {
 			if !slices.Contains(names, n) {
@@ -262,24 +250,19 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	// state says: an eval is not a replica of the service.
 	// Retrievers' pgvector stores are the service's own: a retrieval eval
 	// searches the index aidgen index keeps there.
-	conn := pgvector.NewConnector(ctx, 0)
-	defer conn.Close()
-	opts := app.Options{
-		Ledger:             gateway.NewMemoryLedger(),
-		RunStore:           agents.NewInMemoryStore(),
-		VectorStoreOpeners: map[string]retrieval.StoreOpener{retrieval.StorePGVector: conn.Open},
-	}
+	opts, closeStores := commandOptions(ctx)
+	defer closeStores()
 	if f.seedSet {
 		opts.Seed = &f.seed
 	}
 	a, err := app.Assemble(ctx, desc, opts)
 	if err != nil {
-		return nil, configErr(err)
+		return nil, usageErr(err)
 	}
 	g := a.Gateway
 	e, err := a.Eval(name)
 	if err != nil {
-		return nil, configErr(err)
+		return nil, usageErr(err)
 	}
 	if f.runs > 0 {
 		e.Runs = f.runs
@@ -291,19 +274,19 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	var baseline *eval.Baseline
 	if !f.updateBaseline {
 		if e.Baseline == "" && len(e.Thresholds) > 0 {
-			return nil, configErr(fmt.Errorf("eval %q has thresholds but no baseline", name))
+			return nil, usageErr(fmt.Errorf("eval %q has thresholds but no baseline", name))
 		}
 		if e.Baseline != "" {
 			baseline, err = eval.ReadBaseline(e.Baseline)
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, configErr(fmt.Errorf("eval %q: no baseline at %s; record one with aidgen eval --update-baseline", name, e.Baseline))
+				return nil, usageErr(fmt.Errorf("eval %q: no baseline at %s; record one with aidgen eval --update-baseline", name, e.Baseline))
 			}
 			if err != nil {
-				return nil, configErr(fmt.Errorf("eval %q: %w", name, err))
+				return nil, usageErr(fmt.Errorf("eval %q: %w", name, err))
 			}
 		}
 	} else if e.Baseline == "" {
-		return nil, configErr(fmt.Errorf("eval %q names no baseline file to update; set baseline in the IR", name))
+		return nil, usageErr(fmt.Errorf("eval %q names no baseline file to update; set baseline in the IR", name))
 	}
 
 	total := len(e.Dataset.Cases) * e.Runs
@@ -347,7 +330,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		// configuration problem, not a regression to gate.
 		var d *gateway.DeferredError
 		if errors.As(err, &d) {
-			return nil, configErr(fmt.Errorf("eval %q: %w", name, d))
+			return nil, usageErr(fmt.Errorf("eval %q: %w", name, d))
 		}
 		var se *eval.SampleError
 		if errors.As(err, &se) {
@@ -381,12 +364,10 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 
 	gate, err := eval.Gate(e.Thresholds, stats, baseline)
 	if err != nil {
-		return nil, configErr(fmt.Errorf("eval %q: %w", name, err))
+		return nil, usageErr(fmt.Errorf("eval %q: %w", name, err))
 	}
 	o.Gate = gate
 	o.Drops = gateDrops(gate, stats, baseline)
 	printTable(s, o)
 	return o, nil
 }
-
-func configErr(err error) error { return &exitError{code: ExitUsage, err: err} }

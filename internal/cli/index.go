@@ -9,13 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aidgen/aid/internal/lower"
-	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/retrieval"
-	"github.com/aidgen/aid/runtime/retrieval/pgvector"
+	"github.com/aidgen/aid/runtime/serve/postgres"
 )
 
 // memoryStoreNote is what index and search say about a store that lives in
@@ -95,23 +93,15 @@ type retrieverApp struct {
 	app   *app.App
 	desc  app.Description
 	names []string // the retrievers, in the description's order
-	conn  *pgvector.Connector
+	close func()   // closes the pgvector stores' pools
 }
 
 // openRetrievers loads, lowers and assembles the retrieval part of an
 // application. only names the retrievers wanted; empty means all of them.
 func openRetrievers(ctx context.Context, s *streams, path string, only []string) (*retrieverApp, error) {
-	doc, err := ir.Load(path)
+	full, err := loadDescription(s, path)
 	if err != nil {
-		if es, ok := ir.IsInvalid(err); ok {
-			fmt.Fprintln(s.err, es.Error())
-			return nil, &exitError{code: ExitUsage, err: fmt.Errorf("%s is not a valid application; fix the errors above", path)}
-		}
-		return nil, usageErr(err)
-	}
-	full, err := lower.Document(doc)
-	if err != nil {
-		return nil, usageErr(err)
+		return nil, err
 	}
 	var all []string
 	for _, r := range full.Retrievers {
@@ -130,17 +120,27 @@ func openRetrievers(ctx context.Context, s *streams, path string, only []string)
 		names = slices.DeleteFunc(slices.Clone(all), func(n string) bool { return !slices.Contains(only, n) })
 	}
 	desc := retrievalOnly(full, names)
-	conn := pgvector.NewConnector(ctx, 0)
-	a, err := app.Assemble(ctx, desc, app.Options{
+	opts, closeStores := commandOptions(ctx)
+	a, err := app.Assemble(ctx, desc, opts)
+	if err != nil {
+		closeStores()
+		return nil, usageErr(err)
+	}
+	return &retrieverApp{app: a, desc: desc, names: names, close: closeStores}, nil
+}
+
+// commandOptions are the options of a command that is not a replica of
+// the service: index, search and eval keep runs and spend in memory,
+// whatever the service's state says, while retrievers' pgvector stores
+// are the service's own, opened as the service opens them. closeStores
+// closes their pools.
+func commandOptions(ctx context.Context) (opts app.Options, closeStores func()) {
+	openers, closeStores := postgres.VectorStores(ctx)
+	return app.Options{
 		Ledger:             gateway.NewMemoryLedger(),
 		RunStore:           agents.NewInMemoryStore(),
-		VectorStoreOpeners: map[string]retrieval.StoreOpener{retrieval.StorePGVector: conn.Open},
-	})
-	if err != nil {
-		conn.Close()
-		return nil, configErr(err)
-	}
-	return &retrieverApp{app: a, desc: desc, names: names, conn: conn}, nil
+		VectorStoreOpeners: openers,
+	}, closeStores
 }
 
 // retrievalOnly keeps of a description what the named retrievers need: the
@@ -179,8 +179,6 @@ func retrievalOnly(d app.Description, names []string) app.Description {
 	return out
 }
 
-func (ra *retrieverApp) close() { ra.conn.Close() }
-
 // store returns the description of a retriever's store.
 func (ra *retrieverApp) store(retriever string) retrieval.StoreConfig {
 	for _, r := range ra.desc.Retrievers {
@@ -197,8 +195,7 @@ func (ra *retrieverApp) store(retriever string) retrieval.StoreConfig {
 
 // inMemory reports whether a retriever's store lives in this process.
 func (ra *retrieverApp) inMemory(retriever string) bool {
-	k := ra.store(retriever).Kind
-	return k == "" || k == retrieval.StoreMemory
+	return ra.store(retriever).InMemory()
 }
 
 // index ingests every retriever and prints each diff, then the cost.

@@ -35,7 +35,9 @@ func (e *exitError) Error() string {
 
 func (e *exitError) Unwrap() error { return e.err }
 
-// usageErr marks err as a usage error (exit 2).
+// usageErr marks err as a usage error (exit 2): a bad command line, or an
+// application whose configuration cannot run (no baseline, a store that
+// does not open).
 func usageErr(err error) error { return &exitError{code: ExitUsage, err: err} }
 
 // streams are the standard streams a command reads and writes.

@@ -24,7 +24,7 @@ import (
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/pgledger"
 	"github.com/aidgen/aid/runtime/retrieval"
-	"github.com/aidgen/aid/runtime/retrieval/pgvector"
+	"github.com/aidgen/aid/runtime/serve/postgres"
 )
 
 // Exit codes of aidgen run beyond the shared ones: 0 (ExitOK) is a run
@@ -225,7 +225,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 	}
 	st, err := openRunState(ctx, desc, f.stateDir)
 	if err != nil {
-		return configErr(err)
+		return usageErr(err)
 	}
 	defer st.close()
 	opts := st.options
@@ -234,7 +234,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 	}
 	a, err := app.Assemble(ctx, desc, opts)
 	if err != nil {
-		return configErr(err)
+		return usageErr(err)
 	}
 	p := &runPrinter{w: s.out, verbose: f.verbose, cmd: resumeCommand(path, f.stateDir)}
 
@@ -251,7 +251,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 			return usageErr(fmt.Errorf("no run %s in %s (was it started with another --state-dir, or another application?)", id, st.where))
 		}
 		if err != nil {
-			return configErr(fmt.Errorf("reading run %s: %w", id, err))
+			return usageErr(fmt.Errorf("reading run %s: %w", id, err))
 		}
 		want := agents.StatusPaused
 		if f.recover != "" {
@@ -277,7 +277,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 		}
 	}
 	if err := ingestReachable(ctx, s, desc, a, agent, f.verbose); err != nil {
-		return configErr(err)
+		return usageErr(err)
 	}
 
 	var res agents.RunResult
@@ -379,9 +379,9 @@ func (st *runState) close() {
 // the database's ledger and memory, and pgvector stores for retrievers.
 func openRunState(ctx context.Context, desc app.Description, stateDir string) (*runState, error) {
 	st := &runState{}
-	conn := pgvector.NewConnector(ctx, 0)
-	st.closers = append(st.closers, conn.Close)
-	st.options.VectorStoreOpeners = map[string]retrieval.StoreOpener{retrieval.StorePGVector: conn.Open}
+	openers, closeStores := postgres.VectorStores(ctx)
+	st.closers = append(st.closers, closeStores)
+	st.options.VectorStoreOpeners = openers
 	pg := map[string]*pgstore.Store{} // one per DSN
 	openPG := func(ctx context.Context, dsn string) (*pgstore.Store, error) {
 		if s, ok := pg[dsn]; ok {
@@ -482,9 +482,9 @@ func ingestReachable(ctx context.Context, s *streams, desc app.Description, a *a
 	for _, ag := range desc.Agents {
 		byName[ag.Name] = ag
 	}
-	kinds := make(map[string]string, len(desc.Stores))
+	stores := make(map[string]retrieval.StoreConfig, len(desc.Stores))
 	for _, st := range desc.Stores {
-		kinds[st.Name] = st.Kind
+		stores[st.Name] = st
 	}
 	storeOf := make(map[string]string, len(desc.Retrievers))
 	for _, r := range desc.Retrievers {
@@ -497,7 +497,7 @@ func ingestReachable(ctx context.Context, s *streams, desc app.Description, a *a
 		ag := byName[queue[0]]
 		queue = queue[1:]
 		for _, r := range ag.Retrievers {
-			if k := kinds[storeOf[r]]; (k == "" || k == retrieval.StoreMemory) && !slices.Contains(names, r) {
+			if stores[storeOf[r]].InMemory() && !slices.Contains(names, r) {
 				names = append(names, r)
 			}
 		}

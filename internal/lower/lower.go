@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
@@ -67,7 +68,7 @@ func Document(doc *ir.Document) (app.Description, error) {
 	for _, r := range doc.Retrievers {
 		d.Retrievers = append(d.Retrievers, retrieval.Config{
 			Name:         r.Name,
-			Source:       retrieval.Source{Kind: r.Source.Kind, Files: clone(r.Source.Files), Exclude: clone(r.Source.Exclude)},
+			Source:       retrieval.Source{Kind: r.Source.Kind, Files: slices.Clone(r.Source.Files), Exclude: slices.Clone(r.Source.Exclude)},
 			Chunking:     r.Chunking.Strategy,
 			ChunkSize:    r.Chunking.Size,
 			ChunkOverlap: r.Chunking.Overlap,
@@ -135,7 +136,7 @@ func tool(t *ir.Tool) app.Tool {
 		Decl: agents.Tool{
 			Name:        t.Name,
 			Description: t.Description,
-			Input:       clone(t.Input),
+			Input:       slices.Clone(t.Input),
 			Effects:     agents.Effects(t.Effects),
 			Approval:    agents.Approval(t.Approval),
 			Timeout:     t.Timeout.Std(),
@@ -148,17 +149,17 @@ func agent(a *ir.Agent) agents.Agent {
 		Name:              a.Name,
 		Description:       a.Description,
 		Model:             a.Model,
-		Ladder:            clone(a.Ladder),
+		Ladder:            slices.Clone(a.Ladder),
 		OnBudgetExhausted: agents.OnBudgetExhausted(a.OnBudgetExhausted),
 		Instructions:      a.Instructions,
-		Tools:             clone(a.Tools),
-		Handoffs:          clone(a.Handoffs),
-		Delegates:         clone(a.Delegates),
-		Retrievers:        clone(a.Retrievers),
-		Fallbacks:         clone(a.Fallbacks),
+		Tools:             slices.Clone(a.Tools),
+		Handoffs:          slices.Clone(a.Handoffs),
+		Delegates:         slices.Clone(a.Delegates),
+		Retrievers:        slices.Clone(a.Retrievers),
+		Fallbacks:         slices.Clone(a.Fallbacks),
 		MaxSteps:          a.MaxSteps,
 		Budget:            a.Budget,
-		Output:            clone(a.Output),
+		Output:            slices.Clone(a.Output),
 	}
 	if a.Temperature != nil {
 		t := *a.Temperature
@@ -188,19 +189,19 @@ func evalSpec(e *ir.Eval) app.Eval {
 			Model:     e.Target.Model,
 			Prompt:    e.Target.Prompt,
 			System:    e.Target.System,
-			Fallbacks: clone(e.Target.Fallbacks),
+			Fallbacks: slices.Clone(e.Target.Fallbacks),
 			Retriever: e.Target.Retriever,
 			K:         e.Target.K,
 		},
 		Runs:        e.Runs,
 		Concurrency: e.Concurrency,
-		Metrics:     clone(e.Metrics),
-		Schema:      clone(e.Schema),
+		Metrics:     slices.Clone(e.Metrics),
+		Schema:      slices.Clone(e.Schema),
 		Budget:      e.Budget,
 		Baseline:    e.Baseline,
 	}
 	if e.Judge != nil {
-		out.Judge = &app.Judge{Model: e.Judge.Model, Rubric: e.Judge.Rubric, Fallbacks: clone(e.Judge.Fallbacks)}
+		out.Judge = &app.Judge{Model: e.Judge.Model, Rubric: e.Judge.Rubric, Fallbacks: slices.Clone(e.Judge.Fallbacks)}
 	}
 	for _, t := range e.Thresholds {
 		th := eval.Threshold{Metric: t.Metric, MaxRegression: t.MaxRegression, Alpha: t.Alpha}
@@ -211,13 +212,4 @@ func evalSpec(e *ir.Eval) app.Eval {
 		out.Thresholds = append(out.Thresholds, th)
 	}
 	return out
-}
-
-// clone copies a slice so that the description shares no memory with the
-// document; nil stays nil.
-func clone[S ~[]E, E any](s S) S {
-	if s == nil {
-		return nil
-	}
-	return append(S{}, s...)
 }

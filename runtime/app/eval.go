@@ -387,7 +387,7 @@ func (a *App) retrieverConfig(name string) (retrieval.Config, bool) {
 func (a *App) storeInMemory(name string) bool {
 	for _, s := range a.desc.Stores {
 		if s.Name == name {
-			return s.Kind == "" || s.Kind == retrieval.StoreMemory
+			return s.InMemory()
 		}
 	}
 	return false

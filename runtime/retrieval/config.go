@@ -57,6 +57,11 @@ type StoreConfig struct {
 	Table string
 }
 
+// InMemory reports whether the store keeps its vectors in this process
+// only (kind StoreMemory, or no kind), so that it starts empty in every
+// process and must be ingested before it is searched.
+func (c StoreConfig) InMemory() bool { return c.Kind == "" || c.Kind == StoreMemory }
+
 // StoreOpener opens a store of a kind with the width its retrievers embed
 // with. A program that uses the pgvector store passes the opener of that
 // package to Build, so that programs that do not use it do not link pgx.

@@ -121,3 +121,28 @@ func TestBuildReportsEveryDeferredKind(t *testing.T) {
 		t.Fatalf("Build with a qdrant opener: %v, opened %v", err, opened)
 	}
 }
+
+// TestStoreInMemory holds StoreConfig.InMemory to what OpenStore builds
+// without an opener: a memory store for no kind and for StoreMemory, and
+// nothing in this process for the others.
+func TestStoreInMemory(t *testing.T) {
+	for _, tt := range []struct {
+		kind string
+		want bool
+	}{
+		{"", true},
+		{retrieval.StoreMemory, true},
+		{retrieval.StorePGVector, false},
+		{"Memory", false},
+		{"qdrant", false},
+	} {
+		cfg := retrieval.StoreConfig{Name: "kb", Kind: tt.kind}
+		if got := cfg.InMemory(); got != tt.want {
+			t.Errorf("StoreConfig{Kind: %q}.InMemory() = %v, want %v", tt.kind, got, tt.want)
+		}
+		s, err := retrieval.OpenStore(cfg, 8, nil)
+		if _, mem := s.(*retrieval.MemoryStore); tt.want != (err == nil && mem) {
+			t.Errorf("kind %q: OpenStore gave %T, %v; InMemory says %v", tt.kind, s, err, tt.want)
+		}
+	}
+}

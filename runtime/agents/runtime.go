@@ -16,6 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aidgen/aid/internal/jsonschemas"
 	"github.com/aidgen/aid/runtime/gateway"
 )
 
@@ -182,7 +183,7 @@ func New(cfg Config) (*Runtime, error) {
 		if len(in) == 0 {
 			in = emptyObjectSchema
 		}
-		s, err := compileSchema("urn:aid:tool:"+t.Name, in)
+		s, err := jsonschemas.Compile("urn:aid:tool:"+t.Name, in)
 		if err != nil {
 			fail("tool %q: input: %w", t.Name, err)
 			continue
@@ -225,7 +226,7 @@ func New(cfg Config) (*Runtime, error) {
 	slices.Sort(r.names)
 
 	// Every search_ tool takes the same arguments.
-	searchToolSchema, err := compileSchema("urn:aid:tool:search", searchSchema)
+	searchToolSchema, err := jsonschemas.Compile("urn:aid:tool:search", searchSchema)
 	if err != nil {
 		panic(err) // the built-in schemas are constants
 	}
@@ -301,7 +302,7 @@ func New(cfg Config) (*Runtime, error) {
 					def.Description = fmt.Sprintf("Ask agent %q to do a task in a fresh context and get its answer back. %s", target, td.spec.Description)
 					def.Parameters = delegateSchema
 				}
-				s, err := compileSchema("urn:aid:tool:"+tn, def.Parameters)
+				s, err := jsonschemas.Compile("urn:aid:tool:"+tn, def.Parameters)
 				if err != nil {
 					panic(err) // the built-in schemas are constants
 				}
@@ -352,7 +353,7 @@ func New(cfg Config) (*Runtime, error) {
 			}
 		}
 		if len(a.Output) > 0 {
-			s, err := compileSchema("urn:aid:output:"+name, a.Output)
+			s, err := jsonschemas.Compile("urn:aid:output:"+name, a.Output)
 			if err != nil {
 				fail("agent %q: output: %w", name, err)
 			} else {

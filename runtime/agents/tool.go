@@ -87,31 +87,6 @@ func RunInfoFromContext(ctx context.Context) (RunInfo, bool) {
 // emptyObjectSchema is the input schema of a tool that takes no arguments.
 var emptyObjectSchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
-// compileSchema compiles a JSON Schema once, hermetically: references to
-// other documents are refused rather than fetched.
-func compileSchema(loc string, raw json.RawMessage) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("parse schema: %w", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(refuseLoader{})
-	if err := c.AddResource(loc, doc); err != nil {
-		return nil, fmt.Errorf("add schema: %w", err)
-	}
-	s, err := c.Compile(loc)
-	if err != nil {
-		return nil, fmt.Errorf("compile schema: %w", err)
-	}
-	return s, nil
-}
-
-type refuseLoader struct{}
-
-func (refuseLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("schema reference %q: external schemas are not loaded; inline the definition", url)
-}
-
 // validateJSON checks a JSON text against a compiled schema.
 func validateJSON(s *jsonschema.Schema, text []byte) error {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(text))

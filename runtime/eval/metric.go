@@ -12,6 +12,8 @@ import (
 	"golang.org/x/text/runes"
 	"golang.org/x/text/transform"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/aidgen/aid/internal/jsonschemas"
 )
 
 // Names of the built-in metrics, as the IR and the [Registry] spell them.
@@ -140,29 +142,11 @@ type JSONSchemaValid struct {
 // NewJSONSchemaValid compiles the schema (JSON text, draft 2020-12 unless the schema's
 // $schema says otherwise).
 func NewJSONSchemaValid(schema []byte) (*JSONSchemaValid, error) {
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(schema)))
+	sch, err := jsonschemas.Compile("urn:aid:eval:answer-schema", schema)
 	if err != nil {
-		return nil, fmt.Errorf("json_schema_valid: parse schema: %w", err)
-	}
-	const loc = "urn:aid:eval:answer-schema"
-	c := jsonschema.NewCompiler()
-	c.UseLoader(refuseLoader{})
-	if err := c.AddResource(loc, doc); err != nil {
-		return nil, fmt.Errorf("json_schema_valid: add schema: %w", err)
-	}
-	sch, err := c.Compile(loc)
-	if err != nil {
-		return nil, fmt.Errorf("json_schema_valid: compile schema: %w", err)
+		return nil, fmt.Errorf("json_schema_valid: %w", err)
 	}
 	return &JSONSchemaValid{schema: sch}, nil
-}
-
-// refuseLoader keeps schema compilation hermetic.
-type refuseLoader struct{}
-
-// Load refuses every URL.
-func (refuseLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("schema reference %q: external schemas are not loaded; inline the definition", url)
 }
 
 // Name returns "json_schema_valid".

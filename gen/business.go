@@ -11,6 +11,7 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/aidgen/aid/ir"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // schema is the part of a JSON Schema the input types are made from.
@@ -280,7 +281,7 @@ func goTools(doc *ir.Document) ([]goTool, error) {
 	var out []goTool
 	byFn := map[string]string{}
 	for _, t := range doc.Tools {
-		if t.Implementation != nil && t.Implementation.Kind != ir.ToolGo {
+		if t.Implementation != nil && t.Implementation.Kind != kind.ToolGo {
 			continue
 		}
 		fn := goName(t.Name)

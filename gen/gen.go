@@ -3,8 +3,11 @@ package gen
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"path"
+	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -184,9 +187,52 @@ func DescriptionFile(pkg string, desc app.Description, dir string) (*jen.File, e
 		return nil, fmt.Errorf("spelling the description: %w", err)
 	}
 	f := newFile(pkg)
+	// The kinds' packages the literal names are imported by their own
+	// names, which are the last elements of their paths, as Go's are.
+	for _, p := range packages(reflect.ValueOf(desc)) {
+		f.ImportName(p, path.Base(p))
+	}
 	comment(f, "description is the application as aidgen lowered it from its app file, with\nevery alias pinned to its model, price and width: the service assembles its\nruntime from it with app.Assemble, as aidgen eval does from the app file, so\nthe two cannot wire the application differently.")
 	f.Func().Id("description").Params().Qual(pkgApp, "Description").Block(jen.Return(lit))
 	return f, nil
+}
+
+// packages returns, sorted, the paths of the packages of the named types
+// of the values v holds, through pointers, slices, maps, structs and
+// interfaces.
+func packages(v reflect.Value) []string {
+	seen := map[string]bool{}
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		if !v.IsValid() {
+			return
+		}
+		if p := v.Type().PkgPath(); p != "" {
+			seen[p] = true
+		}
+		switch v.Kind() {
+		case reflect.Pointer, reflect.Interface:
+			if !v.IsNil() {
+				walk(v.Elem())
+			}
+		case reflect.Slice, reflect.Array:
+			for i := range v.Len() {
+				walk(v.Index(i))
+			}
+		case reflect.Map:
+			it := v.MapRange()
+			for it.Next() {
+				walk(it.Key())
+				walk(it.Value())
+			}
+		case reflect.Struct:
+			for i := range v.NumField() {
+				walk(v.Field(i))
+			}
+		}
+	}
+	walk(v)
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // newFile starts a file the generator owns.

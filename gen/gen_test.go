@@ -190,7 +190,7 @@ func TestLiteralRefuses(t *testing.T) {
 	}{
 		{"func", struct{ F func() }{F: func() {}}, ".F is a func"},
 		{"chan", struct{ C chan int }{C: make(chan int)}, ".C is a chan"},
-		{"interface", struct{ I any }{I: 1}, ".I is a interface"},
+		{"func in an interface", struct{ I any }{I: func() {}}, ".I is a func"},
 		{"unexported", struct{ x int }{x: 1}, ".x is unexported"},
 
 		{"nan float", struct{ F float64 }{F: nan}, ".F is NaN"},
@@ -209,7 +209,8 @@ func TestLiteralRefuses(t *testing.T) {
 
 // TestLiteralSpelling checks the spellings a reader sees: durations in
 // their largest unit, pointers to basic values through new, maps sorted,
-// an empty slice kept apart from a nil one.
+// an empty slice kept apart from a nil one, and what an interface holds
+// with its own type, so that it keeps it.
 func TestLiteralSpelling(t *testing.T) {
 	half := 0.5
 	v := struct {
@@ -219,7 +220,14 @@ func TestLiteralSpelling(t *testing.T) {
 		Empty   []string
 		Nil     []string
 		Text    string
-	}{D: 90 * time.Second, E: time.Hour, F: 1500 * time.Microsecond, P: &half, M: map[string]string{"b": "2", "a": "1", "c": "3"}, Empty: []string{}, Text: "a\nb"}
+		Kind    any
+		Ptr     any
+		Named   any
+		Zero    any
+		NilPtr  any
+		None    any
+	}{D: 90 * time.Second, E: time.Hour, F: 1500 * time.Microsecond, P: &half, M: map[string]string{"b": "2", "a": "1", "c": "3"}, Empty: []string{}, Text: "a\nb",
+		Kind: jen.Options{Open: "(", Multi: true}, Ptr: &jen.Options{Close: ")"}, Named: time.Minute, Zero: time.Duration(0), NilPtr: (*jen.Options)(nil)}
 	code, err := gen.Literal(v)
 	if err != nil {
 		t.Fatal(err)
@@ -228,14 +236,17 @@ func TestLiteralSpelling(t *testing.T) {
 	for _, want := range []string{
 		"D: 90 * time.Second", "E: time.Hour", "F: 1500 * time.Microsecond",
 		"P: new(float64(0.5))", `M: map[string]string{ "a": "1" "b": "2" "c": "3" }`, "Empty: []string{}", "Text: `a\nb`",
+		`Kind: jen.Options{ Open: "(" Multi: true }`, `Ptr: &jen.Options{ Close: ")" }`, "Named: time.Minute", "Zero: time.Duration(0)", "NilPtr: (*jen.Options)(nil)",
 	} {
 		want = strings.Join(strings.Fields(strings.ReplaceAll(want, ",", " ")), " ")
 		if !strings.Contains(got, want) {
 			t.Errorf("literal lacks %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "Nil:") {
-		t.Errorf("literal spells the nil field Nil:\n%s", got)
+	for _, zero := range []string{"Nil:", "None:"} {
+		if strings.Contains(got, zero) {
+			t.Errorf("literal spells the nil field %s\n%s", zero, got)
+		}
 	}
 }
 

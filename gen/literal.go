@@ -22,12 +22,15 @@ var (
 // Literal returns Go source for a composite literal that evaluates to a
 // value deeply equal to v: structs with their package-qualified type, zero
 // fields left out, maps in sorted key order, a json.RawMessage as a
-// conversion of its exact bytes, a time.Duration as a constant expression
-// and a pointer to a basic value as new(T(v)). It is how the generator bakes
-// an application description into a service, and it refuses, naming the
-// path, whatever a literal cannot hold (funcs, channels, interfaces,
-// unexported fields, NaN), so that a description that stops being plain data
-// fails the build rather than losing a field.
+// conversion of its exact bytes, a time.Duration as a constant expression,
+// a pointer to a basic value as new(T(v)), and a value held in an interface
+// as that value with its own package-qualified type (fake.Kind{...}), so
+// that a description holding a kind's configuration in an interface field
+// imports exactly that kind's package. It is how the generator bakes an
+// application description into a service, and it refuses, naming the path,
+// whatever a literal cannot hold (funcs, channels, unexported fields, NaN),
+// so that a description that stops being plain data fails the build rather
+// than losing a field.
 func Literal(v any) (jen.Code, error) {
 	rv := reflect.ValueOf(v)
 	if !rv.IsValid() {
@@ -151,9 +154,45 @@ func literal(rv reflect.Value, path string) (*jen.Statement, error) {
 			return nil, err
 		}
 		return t.Add(body), nil
+	case reflect.Interface:
+		if rv.IsNil() {
+			return jen.Nil(), nil
+		}
+		return typedLit(rv.Elem(), path)
 	default:
 		return nil, fmt.Errorf("%s is a %s, which a Go literal cannot hold as data", path, rt.Kind())
 	}
+}
+
+// typedLit renders rv so that the expression has rv's own type, not the
+// default type of an untyped constant: what an interface holds keeps its
+// dynamic type only when the literal spells it.
+func typedLit(rv reflect.Value, path string) (*jen.Statement, error) {
+	lit, err := literal(rv, path)
+	if err != nil {
+		return nil, err
+	}
+	switch rv.Kind() {
+	case reflect.Bool, reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		if rv.Type() == durationType && rv.Int() != 0 {
+			return lit, nil // n * time.Unit is typed
+		}
+		t, err := typeCode(rv.Type(), path)
+		if err != nil {
+			return nil, err
+		}
+		return t.Call(lit), nil
+	case reflect.Pointer, reflect.Slice, reflect.Map:
+		if rv.IsNil() {
+			t, err := typeCode(rv.Type(), path)
+			if err != nil {
+				return nil, err
+			}
+			return jen.Parens(t).Call(jen.Nil()), nil
+		}
+	}
+	return lit, nil // composite literals and conversions are typed
 }
 
 // elemLit renders an element of a slice, array or map: a struct, or a
@@ -333,6 +372,10 @@ func typeCode(rt reflect.Type, path string) (*jen.Statement, error) {
 			return nil, err
 		}
 		return jen.Map(k).Add(e), nil
+	case reflect.Interface:
+		if rt.NumMethod() == 0 {
+			return jen.Any(), nil
+		}
 	}
 	return nil, fmt.Errorf("%s has the unnamed type %s, which the generator does not spell", path, rt)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/aidgen/aid/internal/fileglob"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // passes are the semantic checks that run after the file matched the
@@ -842,8 +843,8 @@ func (c *checker) files() {
 		}
 	}
 	for _, t := range d.Tools {
-		if t.Implementation != nil && t.Implementation.Kind == ToolFixture {
-			c.file(pathOf("tools", t.Name, "implementation", "file"), t.Implementation.File)
+		if i := t.Implementation; i != nil {
+			c.kindFiles(kind.Tools, i.Kind, i.Config, "tools", t.Name, "implementation")
 		}
 	}
 	for _, a := range d.Agents {
@@ -890,6 +891,21 @@ func (c *checker) files() {
 					c.errAt(p, "the baseline's directory %s does not exist; create it", displayDir(dir))
 				}
 			}
+		}
+	}
+}
+
+// kindFiles checks the files the block cfg of an element of the named kind
+// names (kind.Info.Files), the element being at the path at.
+func (c *checker) kindFiles(p kind.Point, name string, cfg Config, at ...any) {
+	info, _ := kind.Lookup(p, name)
+	for _, f := range info.Files {
+		if v, ok := cfg.String(f); ok {
+			var parts []any
+			for _, part := range strings.Split(f, ".") {
+				parts = append(parts, part)
+			}
+			c.file(pathOf(append(slices.Clip(at), parts...)...), v)
 		}
 	}
 }

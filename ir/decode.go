@@ -82,6 +82,7 @@ func (d *decoder) number(v cue.Value, err error, float bool) error {
 
 var (
 	rawMessageType = reflect.TypeFor[json.RawMessage]()
+	configType     = reflect.TypeFor[Config]()
 	durationType   = reflect.TypeFor[Duration]()
 )
 
@@ -105,7 +106,7 @@ func (d *decoder) decodeInto(v cue.Value, rv reflect.Value) error {
 		}
 	}
 	switch rv.Type() {
-	case rawMessageType:
+	case rawMessageType, configType:
 		b, err := v.MarshalJSON()
 		if err != nil {
 			return err
@@ -189,7 +190,10 @@ func (d *decoder) decodeInto(v cue.Value, rv reflect.Value) error {
 		rv.Set(m)
 	case reflect.Struct:
 		for _, f := range structFields(rv.Type()) {
-			fv := v.LookupPath(f.path)
+			fv := v
+			if !f.whole {
+				fv = v.LookupPath(f.path)
+			}
 			if !fv.Exists() {
 				continue
 			}
@@ -224,11 +228,13 @@ func (l *loader) numberErr(ne *numberError) {
 }
 
 // structField is a field of a Go struct that decodeInto fills: its index,
-// its JSON name, and the CUE path of that name.
+// its JSON name, and the CUE path of that name; or, for a Config field
+// (whole), the index of a field that holds the struct's whole value.
 type structField struct {
 	index int
 	name  string
 	path  cue.Path
+	whole bool
 }
 
 // fieldCache holds the structFields of each struct type decoded so far:
@@ -258,6 +264,10 @@ func structFields(t reflect.Type) []structField {
 	var fs []structField
 	for i := range t.NumField() {
 		f := t.Field(i)
+		if f.Type == configType {
+			fs = append(fs, structField{index: i, name: f.Name, whole: true})
+			continue
+		}
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "" || name == "-" || !f.IsExported() || keyFields[t] == name {
 			continue

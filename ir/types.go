@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -180,26 +181,18 @@ type Tool struct {
 	Implementation *ToolImplementation `json:"implementation,omitempty"`
 }
 
-// Tool implementation kinds.
-const (
-	ToolGo      = "go"
-	ToolHTTP    = "http"
-	ToolFixture = "fixture"
-)
-
 // ToolImplementation is how a tool is implemented: Go code registered by
-// name, or a kind that needs no code.
+// name, or a tool kind (runtime/kind) that needs no code.
 type ToolImplementation struct {
-	// Kind is "go", "http" or "fixture".
+	// Kind is the tool kind, one of kind.Names(kind.Tools).
 	Kind string `json:"kind"`
-	// URL is where an http tool POSTs the arguments.
-	URL string `json:"url,omitempty"`
-	// HeadersFromEnv maps a header of an http tool to the environment
-	// variable holding its value.
-	HeadersFromEnv map[string]string `json:"headersFromEnv,omitempty"`
-	// File is a fixture tool's rows, relative to the IR file's directory.
-	File string `json:"file,omitempty"`
+	// Config is the implementation's block, kind included, which lowering
+	// decodes into the kind's typed configuration.
+	Config Config `json:"-"`
 }
+
+// MarshalJSON writes the implementation as its block.
+func (t ToolImplementation) MarshalJSON() ([]byte, error) { return t.Config.object("", nil) }
 
 // Agent is a model-driven loop.
 type Agent struct {
@@ -484,6 +477,61 @@ type State struct {
 	Kind string `json:"kind"`
 	// DSNEnv names the environment variable holding the PostgreSQL DSN.
 	DSNEnv string `json:"dsnEnv,omitempty"`
+}
+
+// Config is the block of an element of a kind (a provider, a store, a
+// tool's implementation, a resource) as JSON: the fields the user wrote,
+// every default filled in, with the IR's names, which are the names of the
+// kind's typed configuration in the runtime (runtime/kind). The loader
+// fills it with the element's whole value; lowering decodes it into the
+// kind's configuration, so that ir spells no kind's fields.
+type Config json.RawMessage
+
+// String returns the string at the dot-separated JSON path in the block,
+// and whether there is one.
+func (c Config) String(path string) (string, bool) {
+	var v any = map[string]any{}
+	if err := json.Unmarshal(c, &v); err != nil {
+		return "", false
+	}
+	for _, k := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		if v, ok = m[k]; !ok {
+			return "", false
+		}
+	}
+	s, ok := v.(string)
+	return s, ok
+}
+
+// object returns the block as a JSON object, its fields in the block's
+// order after a first field key (skipped when empty) of value val: how an
+// element with a name of its own (the key of its section) is written.
+func (c Config) object(key string, val any) ([]byte, error) {
+	body := bytes.TrimSpace(c)
+	if len(body) == 0 {
+		body = []byte("{}")
+	}
+	if key == "" {
+		return body, nil
+	}
+	if len(body) < 2 || body[0] != '{' {
+		return nil, fmt.Errorf("the block is not a JSON object")
+	}
+	head, err := json.Marshal(map[string]any{key: val})
+	if err != nil {
+		return nil, err
+	}
+	rest := bytes.TrimSpace(body[1:])
+	if !bytes.Equal(rest, []byte("}")) {
+		head[len(head)-1] = ','
+	} else {
+		rest = nil
+	}
+	return append(head, rest...), nil
 }
 
 // Duration is a time.Duration written in the IR as a Go duration string.

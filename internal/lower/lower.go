@@ -13,7 +13,6 @@ package lower
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/aidgen/aid/ir"
@@ -21,6 +20,7 @@ import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -57,7 +57,12 @@ func Document(doc *ir.Document) (app.Description, error) {
 		d.Budgets = append(d.Budgets, gateway.Budget{Name: b.Name, MaxUSD: b.MaxUSD, MaxTotalTokens: b.MaxTotalTokens, Scope: gateway.Scope(b.Scope)})
 	}
 	for _, t := range doc.Tools {
-		d.Tools = append(d.Tools, tool(t))
+		tool, err := tool(t)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		d.Tools = append(d.Tools, tool)
 	}
 	for _, a := range doc.Agents {
 		d.Agents = append(d.Agents, agent(a))
@@ -126,13 +131,8 @@ func provider(p *ir.Provider) app.Provider {
 	return out
 }
 
-func tool(t *ir.Tool) app.Tool {
-	impl := app.ToolImplementation{Kind: app.ToolGo} // the schema's default
-	if i := t.Implementation; i != nil {
-		impl = app.ToolImplementation{Kind: i.Kind, URL: i.URL, HeadersFromEnv: maps.Clone(i.HeadersFromEnv), File: i.File}
-	}
-	return app.Tool{
-		Implementation: impl,
+func tool(t *ir.Tool) (app.Tool, error) {
+	out := app.Tool{
 		Decl: agents.Tool{
 			Name:        t.Name,
 			Description: t.Description,
@@ -142,6 +142,14 @@ func tool(t *ir.Tool) app.Tool {
 			Timeout:     t.Timeout.Std(),
 		},
 	}
+	if i := t.Implementation; i != nil { // nil: the schema's default, go
+		k, err := decodeKind(ToolKinds, kind.Tools, i.Kind, i.Config)
+		if err != nil {
+			return app.Tool{}, fmt.Errorf("tool %q: %w", t.Name, err)
+		}
+		out.Kind = k
+	}
+	return out, nil
 }
 
 func agent(a *ir.Agent) agents.Agent {

@@ -79,7 +79,7 @@ func TestValidDocumentsAssemble(t *testing.T) {
 				LookupEnv:       func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 			}
 			for _, tool := range desc.Tools {
-				if tool.Implementation.Kind == "" || tool.Implementation.Kind == app.ToolGo {
+				if tool.Kind == nil {
 					opts.Implementations[tool.Decl.Name] = agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) { return "ok", nil })
 				}
 			}

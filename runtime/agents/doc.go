@@ -30,10 +30,14 @@
 // answered, the rung it degraded from, the model call and every tool call
 // with its observation.
 //
-// Tools are Go code registered by name (ToolFunc, Typed), or one of the
-// kinds an app names so that no code is needed: HTTPTool POSTs the arguments
-// to a URL and reads the body, FixtureTool answers from argument → result
-// rows (LoadFixture), for demos and evaluations.
+// Tools are Go code registered by name (ToolFunc, Typed), or a tool kind an
+// application names so that no code is needed. This package is the tools'
+// extension point: it defines the contract (Tool, Implementation) and the
+// interface a kind's configuration implements (ToolKind, whose NewTools
+// builds the tools of one declaration); the kinds themselves are packages
+// of their own under runtime/agents/tools (http POSTs the arguments to a
+// URL, fixture answers from argument → result rows), so that a program
+// links only the kinds it uses.
 //
 // # Transfer and delegate
 //

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
+	fixturetool "github.com/aidgen/aid/runtime/agents/tools/fixture"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
@@ -56,11 +57,11 @@ func supportDeskRuntime(t *testing.T, fc fake.Config) (*agents.Runtime, *fake.Pr
 	}
 	impls := map[string]agents.Implementation{}
 	for _, name := range []string{"lookup_order", "get_invoice", "issue_refund", "update_ticket"} {
-		rows, err := agents.LoadFixture(filepath.Join(supportDesk, "fixtures", name+".json"))
+		rows, err := fixturetool.Load(filepath.Join(supportDesk, "fixtures", name+".json"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if impls[name], err = agents.FixtureTool(rows); err != nil {
+		if impls[name], err = fixturetool.New(rows); err != nil {
 			t.Fatal(err)
 		}
 	}

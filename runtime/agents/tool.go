@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Implementation is the code behind a tool. Call receives the arguments as
@@ -21,6 +23,36 @@ type Implementation interface {
 	// Call runs the tool on validated arguments and returns the
 	// observation.
 	Call(ctx context.Context, args json.RawMessage) (string, error)
+}
+
+// ToolKind is the typed configuration of a tool kind: how a declared tool
+// is implemented without Go code (a URL to POST to, a fixture file, a
+// server's tools). Each kind is a package under runtime/agents/tools whose
+// configuration, plain data with the IR's JSON field names, implements it;
+// an application description holds it beside the tool's declaration
+// (app.Tool.Kind), and app.Assemble calls NewTools. The package
+// runtime/agents/tools says how to add a kind.
+type ToolKind interface {
+	// ToolKind returns the kind's name, as the IR spells it (kind.ToolHTTP).
+	ToolKind() string
+	// NewTools builds the tools the declaration decl provides, with the
+	// code behind each. Most kinds return decl itself, with its
+	// implementation; a kind that imports a server's tools whole returns
+	// each of them, with the definition (description, input schema,
+	// effects) it learned from the server, and the agents that list
+	// decl.Name are offered them all. ctx bounds what the kind does at
+	// start-up (connecting, listing a server's tools); what it opens for the
+	// application's lifetime goes into env.Scope, which closes it.
+	NewTools(ctx context.Context, decl Tool, env kind.Env) ([]BuiltTool, error)
+}
+
+// BuiltTool is a tool a ToolKind built: its declaration and the code
+// behind it.
+type BuiltTool struct {
+	// Tool is what the model sees and how the runtime treats calls.
+	Tool Tool
+	// Implementation runs the calls.
+	Implementation Implementation
 }
 
 // ToolFunc adapts a function to Implementation.

@@ -10,21 +10,26 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/tools/fixture"
+	toolhttp "github.com/aidgen/aid/runtime/agents/tools/http"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
 // TestLinksNeitherIRNorCUENorPgx keeps the runtime's assembly free of the
 // IR, of CUE (which would validate at start-up and triple the import
-// graph) and of pgx (which a program keeping its state in memory must not
-// link).
+// graph), of pgx (which a program keeping its state in memory must not
+// link) and of every kind's package, which a program links only when its
+// description names the kind.
 func TestLinksNeitherIRNorCUENorPgx(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
@@ -35,7 +40,8 @@ func TestLinksNeitherIRNorCUENorPgx(t *testing.T) {
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		switch {
-		case dep == "github.com/aidgen/aid/ir", strings.HasPrefix(dep, "cuelang.org/"), strings.HasPrefix(dep, "github.com/jackc/"):
+		case dep == "github.com/aidgen/aid/ir", strings.HasPrefix(dep, "cuelang.org/"), strings.HasPrefix(dep, "github.com/jackc/"),
+			strings.HasPrefix(dep, "github.com/aidgen/aid/runtime/agents/tools/"):
 			t.Errorf("runtime/app links %s", dep)
 		}
 	}
@@ -83,7 +89,7 @@ func desk(t *testing.T) app.Description {
 		Budgets: []gateway.Budget{{Name: "cap", MaxUSD: 10, Scope: gateway.ScopeRun}},
 		Tools: []app.Tool{
 			{Decl: agents.Tool{Name: "lookup", Description: "Look something up.", Input: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)},
-				Implementation: app.ToolImplementation{Kind: app.ToolFixture, File: "lookup.json"}},
+				Kind: fixture.Kind{File: "lookup.json"}},
 			{Decl: agents.Tool{Name: "refund", Description: "Refund.", Effects: agents.EffectsWrite, Approval: agents.ApprovalAlways}},
 		},
 		Agents: []agents.Agent{
@@ -98,6 +104,15 @@ func desk(t *testing.T) app.Description {
 				Metrics: []string{"exact_match"}},
 		},
 	}
+}
+
+// noTools is a tool kind that builds nothing.
+type noTools struct{}
+
+func (noTools) ToolKind() string { return "none" }
+
+func (noTools) NewTools(context.Context, agents.Tool, kind.Env) ([]agents.BuiltTool, error) {
+	return nil, nil
 }
 
 func goTools() map[string]agents.Implementation {
@@ -179,9 +194,9 @@ func TestAgentEvalTargetPauseFailsTheSample(t *testing.T) {
 func TestAssembleReportsEveryProblem(t *testing.T) {
 	d := desk(t)
 	d.Tools = append(d.Tools,
-		app.Tool{Decl: agents.Tool{Name: "gone", Description: "x"}, Implementation: app.ToolImplementation{Kind: app.ToolFixture, File: "missing.json"}},
-		app.Tool{Decl: agents.Tool{Name: "remote", Description: "x"}, Implementation: app.ToolImplementation{Kind: app.ToolHTTP, URL: "http://127.0.0.1:1/", HeadersFromEnv: map[string]string{"Authorization": "REMOTE_TOKEN"}}},
-		app.Tool{Decl: agents.Tool{Name: "odd", Description: "x"}, Implementation: app.ToolImplementation{Kind: "grpc"}},
+		app.Tool{Decl: agents.Tool{Name: "gone", Description: "x"}, Kind: fixture.Kind{File: "missing.json"}},
+		app.Tool{Decl: agents.Tool{Name: "remote", Description: "x"}, Kind: toolhttp.Kind{URL: "http://127.0.0.1:1/", HeadersFromEnv: map[string]string{"Authorization": "REMOTE_TOKEN"}}},
+		app.Tool{Decl: agents.Tool{Name: "none", Description: "x"}, Kind: noTools{}},
 	)
 	impls := goTools()
 	impls["lookup"] = impls["refund"]     // lookup is a fixture tool
@@ -190,7 +205,7 @@ func TestAssembleReportsEveryProblem(t *testing.T) {
 	if err == nil {
 		t.Fatal("Assemble succeeded")
 	}
-	for _, want := range []string{`tool "gone"`, "missing.json", "REMOTE_TOKEN", `unknown implementation kind "grpc"`, `tool "lookup" is implemented by its fixture kind`, `"undeclared"`} {
+	for _, want := range []string{`tool "gone"`, "missing.json", "REMOTE_TOKEN", `tool "none": its none kind provides no tool`, `tool "lookup" is implemented by its fixture kind`, `"undeclared"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %s:\n%v", want, err)
 		}
@@ -217,7 +232,7 @@ func TestHTTPToolHeadersFromEnv(t *testing.T) {
 	}))
 	defer srv.Close()
 	d := desk(t)
-	d.Tools[1].Implementation = app.ToolImplementation{Kind: app.ToolHTTP, URL: srv.URL, HeadersFromEnv: map[string]string{"Authorization": "REFUND_TOKEN"}}
+	d.Tools[1].Kind = toolhttp.Kind{URL: srv.URL, HeadersFromEnv: map[string]string{"Authorization": "REFUND_TOKEN"}}
 	d.Tools[1].Decl.Approval = agents.ApprovalNever
 	a, err := app.Assemble(t.Context(), d, app.Options{LookupEnv: func(k string) (string, bool) { return "Bearer s3cret", k == "REFUND_TOKEN" }})
 	if err != nil {
@@ -289,12 +304,15 @@ func TestUnknownEvalAndTarget(t *testing.T) {
 
 // TestDescriptionIsPlainData walks the Description type: gen emits it as a
 // Go literal, so it may hold no func, channel, interface or unsafe pointer,
-// and pointers only to plain values, anywhere inside.
+// and pointers only to plain values, anywhere inside, but for the
+// interfaces a kind's configuration implements, whose values gen spells
+// with their own types (internal/lower's test walks every kind's type).
 func TestDescriptionIsPlainData(t *testing.T) {
+	kinds := []reflect.Type{reflect.TypeFor[agents.ToolKind](), reflect.TypeFor[kind.ResourceKind]()}
 	seen := map[reflect.Type]bool{}
 	var walk func(rt reflect.Type, path string)
 	walk = func(rt reflect.Type, path string) {
-		if seen[rt] {
+		if seen[rt] || slices.Contains(kinds, rt) {
 			return
 		}
 		seen[rt] = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -52,6 +54,11 @@ type Options struct {
 	// Logger receives retries, fallbacks, pauses and store failures; nil
 	// means no logging.
 	Logger *slog.Logger
+	// Files holds the files the application names (agent scripts,
+	// fixtures, datasets, documents), with the description's Dir a
+	// slash-separated directory inside it: a generated service's embedded
+	// copies. Nil means the files are on disk, Dir an ordinary directory.
+	Files fs.FS
 	// LookupEnv reads the environment (API keys, DSNs, http tool
 	// headers); nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
@@ -89,11 +96,18 @@ type App struct {
 	// MemoryStores hold agents' user and global memory, by store name.
 	MemoryStores map[string]agents.MemoryStore
 
-	desc Description
+	desc  Description
+	files kind.Files
+	scope *kind.Scope
 }
 
 // Description returns the description the application was assembled from.
 func (a *App) Description() Description { return a.desc }
+
+// Close closes what the application's kinds opened to serve it (database
+// pools, server sessions), the last opened first. The application must
+// not be used afterwards.
+func (a *App) Close() error { return a.scope.Close() }
 
 // Assemble builds the runtime an application describes: the gateway with
 // its pinned catalog, providers (with their answer keys and agent scripts)
@@ -104,11 +118,28 @@ func (a *App) Description() Description { return a.desc }
 // there, so that a service that runs no eval needs no dataset file). Every
 // problem found is reported, joined; a stage that fails stops the stages
 // that depend on it.
-func Assemble(ctx context.Context, desc Description, opts Options) (*App, error) {
+func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err error) {
 	if opts.LookupEnv == nil {
 		opts.LookupEnv = os.LookupEnv
 	}
-	a := &App{desc: desc}
+	a := &App{desc: desc, files: kind.DirFiles(desc.Dir), scope: &kind.Scope{}}
+	if opts.Files != nil {
+		a.files = kind.FSFiles(opts.Files, desc.Dir)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, a.Close())
+		}
+	}()
+	env := kind.Env{
+		Files:      a.files,
+		LookupEnv:  opts.LookupEnv,
+		HTTPClient: opts.HTTPClient,
+		Logger:     opts.Logger,
+		Seed:       opts.Seed,
+		Scope:      a.scope,
+		Resources:  desc.Resources,
+	}
 	var errs []error
 	// The state comes first: in PostgreSQL, it holds the gateway's ledger.
 	runs, err := runStore(ctx, &desc, &opts)
@@ -122,7 +153,7 @@ func Assemble(ctx context.Context, desc Description, opts Options) (*App, error)
 	}
 	a.Gateway = g
 
-	impls, err := toolImplementations(&desc, &opts)
+	tools, impls, expand, err := buildTools(ctx, &desc, &opts, env)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -141,10 +172,6 @@ func Assemble(ctx context.Context, desc Description, opts Options) (*App, error)
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 && len(desc.Agents) > 0 {
-		tools := make([]agents.Tool, len(desc.Tools))
-		for i, t := range desc.Tools {
-			tools[i] = t.Decl
-		}
 		searchers := make(map[string]agents.Searcher, len(a.Retrievers))
 		for name, r := range a.Retrievers {
 			searchers[name] = r
@@ -160,7 +187,7 @@ func Assemble(ctx context.Context, desc Description, opts Options) (*App, error)
 		a.Agents, err = agents.New(agents.Config{
 			Retrievers:      searchers,
 			Gateway:         g,
-			Agents:          desc.Agents,
+			Agents:          expandTools(desc.Agents, expand),
 			Tools:           tools,
 			Implementations: impls,
 			Budgets:         desc.Budgets,
@@ -203,58 +230,48 @@ func (d *Description) sourceDir(s retrieval.Source) string {
 	return d.path(s.Dir)
 }
 
-// toolImplementations builds the implementation of every tool: the
-// registered Go code for kind go, an HTTPTool or a FixtureTool otherwise.
-func toolImplementations(desc *Description, opts *Options) (map[string]agents.Implementation, error) {
+// buildTools builds every declared tool: the Go code Options registers for
+// a tool without a kind, and what its kind builds otherwise. It returns the
+// tools the agents runtime is configured with, their implementations, and,
+// for a declaration whose kind built tools of other names (a server's tools
+// imported whole), the names it stands for in the agents' lists.
+func buildTools(ctx context.Context, desc *Description, opts *Options, env kind.Env) ([]agents.Tool, map[string]agents.Implementation, map[string][]string, error) {
 	var errs []error
+	var tools []agents.Tool
 	impls := make(map[string]agents.Implementation, len(desc.Tools))
+	expand := map[string][]string{}
 	declared := make(map[string]bool, len(desc.Tools))
 	for _, t := range desc.Tools {
 		name := t.Decl.Name
 		declared[name] = true
-		impl := t.Implementation
-		if impl.Kind != "" && impl.Kind != ToolGo {
-			if _, ok := opts.Implementations[name]; ok {
-				errs = append(errs, fmt.Errorf("tool %q is implemented by its %s kind, and Options.Implementations registers Go code for it too; keep one", name, impl.Kind))
-				continue
-			}
-		}
-		switch impl.Kind {
-		case "", ToolGo:
+		if t.Kind == nil {
+			tools = append(tools, t.Decl)
 			if code, ok := opts.Implementations[name]; ok {
 				impls[name] = code
 			} // a missing one is the agents runtime's to report, naming the agents that offer it
-		case ToolHTTP:
-			headers := make(map[string]string, len(impl.HeadersFromEnv))
-			for _, h := range slices.Sorted(maps.Keys(impl.HeadersFromEnv)) {
-				env := impl.HeadersFromEnv[h]
-				v, ok := opts.LookupEnv(env)
-				if !ok {
-					errs = append(errs, fmt.Errorf("tool %q: header %s: environment variable %s is not set", name, h, env))
-					continue
-				}
-				headers[h] = v
-			}
-			code, err := agents.HTTPTool(impl.URL, agents.HTTPOptions{Client: opts.HTTPClient, Headers: headers})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("tool %q: %w", name, err))
-				continue
-			}
-			impls[name] = code
-		case ToolFixture:
-			rows, err := agents.LoadFixture(desc.path(impl.File))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("tool %q: %w", name, err))
-				continue
-			}
-			code, err := agents.FixtureTool(rows)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("tool %q: %w", name, err))
-				continue
-			}
-			impls[name] = code
-		default:
-			errs = append(errs, fmt.Errorf("tool %q: unknown implementation kind %q; known kinds: %s, %s, %s", name, impl.Kind, ToolGo, ToolHTTP, ToolFixture))
+			continue
+		}
+		if _, ok := opts.Implementations[name]; ok {
+			errs = append(errs, fmt.Errorf("tool %q is implemented by its %s kind, and Options.Implementations registers Go code for it too; keep one", name, t.Kind.ToolKind()))
+			continue
+		}
+		built, err := t.Kind.NewTools(ctx, t.Decl, env)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tool %q: %w", name, err))
+			continue
+		}
+		if len(built) == 0 {
+			errs = append(errs, fmt.Errorf("tool %q: its %s kind provides no tool", name, t.Kind.ToolKind()))
+			continue
+		}
+		var names []string
+		for _, b := range built {
+			tools = append(tools, b.Tool)
+			impls[b.Tool.Name] = b.Implementation
+			names = append(names, b.Tool.Name)
+		}
+		if len(names) != 1 || names[0] != name {
+			expand[name] = names
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(opts.Implementations)) {
@@ -262,7 +279,28 @@ func toolImplementations(desc *Description, opts *Options) (map[string]agents.Im
 			errs = append(errs, fmt.Errorf("Options.Implementations registers %q, which the application does not declare", name))
 		}
 	}
-	return impls, errors.Join(errs...)
+	return tools, impls, expand, errors.Join(errs...)
+}
+
+// expandTools returns the agents with every tool their lists name that
+// stands for several (expand) replaced by those, in order.
+func expandTools(list []agents.Agent, expand map[string][]string) []agents.Agent {
+	if len(expand) == 0 {
+		return list
+	}
+	out := slices.Clone(list)
+	for i, a := range out {
+		var tools []string
+		for _, t := range a.Tools {
+			if names, ok := expand[t]; ok {
+				tools = append(tools, names...)
+			} else {
+				tools = append(tools, t)
+			}
+		}
+		out[i].Tools = tools
+	}
+	return out
 }
 
 // memoryStores opens every store an agent's user or global memory names,

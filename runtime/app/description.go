@@ -7,6 +7,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -48,6 +49,10 @@ type Description struct {
 	Retrievers []retrieval.Config
 	// Evals are the sampled evaluations.
 	Evals []Eval
+	// Resources are the named app-level declarations a kind owns and its
+	// elements share (the servers of tools of one kind), which Assemble
+	// lends every kind through kind.Env.Resources.
+	Resources []kind.Resource
 	// Service configures the HTTP service of a generated application.
 	Service Service
 }
@@ -96,38 +101,15 @@ type AnswerKey struct {
 	Accuracy float64
 }
 
-// Tool implementation kinds.
-const (
-	// ToolGo is Go code registered by name in Options.Implementations; the
-	// default.
-	ToolGo = "go"
-	// ToolHTTP POSTs the call's arguments to a URL (agents.HTTPTool).
-	ToolHTTP = "http"
-	// ToolFixture answers from argument → result rows in a file
-	// (agents.FixtureTool).
-	ToolFixture = "fixture"
-)
-
 // Tool is a declared tool and how it is implemented.
 type Tool struct {
 	// Decl is what the model sees and how the runtime treats calls.
 	Decl agents.Tool
-	// Implementation says where the code behind the tool comes from.
-	Implementation ToolImplementation
-}
-
-// ToolImplementation says how a tool is implemented: by Go code registered
-// under the tool's name, or by a kind that needs no code.
-type ToolImplementation struct {
-	// Kind is ToolGo (or empty), ToolHTTP or ToolFixture.
-	Kind string
-	// URL is where an http tool POSTs.
-	URL string
-	// HeadersFromEnv maps a header of an http tool to the environment
-	// variable holding its value.
-	HeadersFromEnv map[string]string
-	// File is a fixture tool's rows (agents.LoadFixture's format).
-	File string
+	// Kind is the configuration of the tool kind that implements the tool
+	// without Go code (http.Kind, fixture.Kind, under
+	// runtime/agents/tools); nil means Go code registered under the tool's
+	// name in Options.Implementations.
+	Kind agents.ToolKind
 }
 
 // Eval is one sampled evaluation.

@@ -73,9 +73,6 @@ func description() app.Description {
 					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
-				Implementation: app.ToolImplementation{
-					Kind: "go",
-				},
 			},
 			{
 				Decl: agents.Tool{
@@ -86,9 +83,6 @@ func description() app.Description {
 					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
-				Implementation: app.ToolImplementation{
-					Kind: "go",
-				},
 			},
 			{
 				Decl: agents.Tool{
@@ -98,9 +92,6 @@ func description() app.Description {
 					Effects:     "write",
 					Approval:    "always",
 					Timeout:     5 * time.Second,
-				},
-				Implementation: app.ToolImplementation{
-					Kind: "go",
 				},
 			},
 		},

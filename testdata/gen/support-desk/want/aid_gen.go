@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/tools/fixture"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
@@ -108,8 +109,7 @@ func description() app.Description {
 					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
-				Implementation: app.ToolImplementation{
-					Kind: "fixture",
+				Kind: fixture.Kind{
 					File: "fixtures/get_invoice.json",
 				},
 			},
@@ -122,8 +122,7 @@ func description() app.Description {
 					Approval:    "always",
 					Timeout:     10 * time.Second,
 				},
-				Implementation: app.ToolImplementation{
-					Kind: "fixture",
+				Kind: fixture.Kind{
 					File: "fixtures/issue_refund.json",
 				},
 			},
@@ -136,8 +135,7 @@ func description() app.Description {
 					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
-				Implementation: app.ToolImplementation{
-					Kind: "fixture",
+				Kind: fixture.Kind{
 					File: "fixtures/lookup_order.json",
 				},
 			},
@@ -150,8 +148,7 @@ func description() app.Description {
 					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
-				Implementation: app.ToolImplementation{
-					Kind: "fixture",
+				Kind: fixture.Kind{
 					File: "fixtures/update_ticket.json",
 				},
 			},

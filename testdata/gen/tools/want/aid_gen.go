@@ -5,6 +5,8 @@ package main
 import (
 	"encoding/json"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/tools/fixture"
+	"github.com/aidgen/aid/runtime/agents/tools/http"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
 	"time"
@@ -52,9 +54,6 @@ func description() app.Description {
 					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
-				Implementation: app.ToolImplementation{
-					Kind: "go",
-				},
 			},
 			{
 				Decl: agents.Tool{
@@ -65,8 +64,7 @@ func description() app.Description {
 					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
-				Implementation: app.ToolImplementation{
-					Kind: "fixture",
+				Kind: fixture.Kind{
 					File: "../files/fixtures/lookup.json",
 				},
 			},
@@ -79,9 +77,6 @@ func description() app.Description {
 					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
-				Implementation: app.ToolImplementation{
-					Kind: "go",
-				},
 			},
 			{
 				Decl: agents.Tool{
@@ -92,9 +87,8 @@ func description() app.Description {
 					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
-				Implementation: app.ToolImplementation{
-					Kind: "http",
-					URL:  "https://hooks.example.com/notify",
+				Kind: http.Kind{
+					URL: "https://hooks.example.com/notify",
 					HeadersFromEnv: map[string]string{
 						"Authorization": "NOTIFY_TOKEN",
 					},

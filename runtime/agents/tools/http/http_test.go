@@ -1,4 +1,4 @@
-package agents_test
+package http_test
 
 import (
 	"context"
@@ -12,10 +12,13 @@ import (
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
-	"github.com/aidgen/aid/runtime/gateway/fake"
+	toolhttp "github.com/aidgen/aid/runtime/agents/tools/http"
+	"github.com/aidgen/aid/runtime/agents/tooltest"
 )
 
 const secret = "s3cr3t-token"
+
+var lookupSchema = json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}`)
 
 // hostile is a server with one handler per path: well-behaved, failing,
 // slow, huge and redirecting.
@@ -79,7 +82,7 @@ func hostile(t *testing.T) *httptest.Server {
 func TestHTTPTool(t *testing.T) {
 	srv := hostile(t)
 	t.Setenv("AID_TEST_TOKEN", "Bearer "+secret)
-	opts := agents.HTTPOptions{
+	opts := toolhttp.Options{
 		Headers:          map[string]string{"X-Team": "desk"},
 		HeadersFromEnv:   map[string]string{"Authorization": "AID_TEST_TOKEN"},
 		MaxResponseBytes: 1024,
@@ -87,7 +90,7 @@ func TestHTTPTool(t *testing.T) {
 	tests := []struct {
 		name    string
 		path    string
-		opts    func(agents.HTTPOptions) agents.HTTPOptions
+		opts    func(toolhttp.Options) toolhttp.Options
 		timeout time.Duration
 		want    string // the observation, or a part of the error
 		status  int    // the *HTTPStatusError's code
@@ -99,11 +102,11 @@ func TestHTTPTool(t *testing.T) {
 		{name: "slow server past the timeout", path: "/slow", timeout: 50 * time.Millisecond, want: "post to", wantErr: context.DeadlineExceeded},
 		{name: "slow body past the timeout", path: "/trickle", timeout: 50 * time.Millisecond, want: "read response from", wantErr: context.DeadlineExceeded},
 		{name: "huge body", path: "/huge", want: "is larger than 1024 bytes"},
-		{name: "body exactly at the limit", path: "/huge", opts: func(o agents.HTTPOptions) agents.HTTPOptions { o.MaxResponseBytes = 4096; return o }, want: strings.Repeat("x", 4096)},
+		{name: "body exactly at the limit", path: "/huge", opts: func(o toolhttp.Options) toolhttp.Options { o.MaxResponseBytes = 4096; return o }, want: strings.Repeat("x", 4096)},
 		{name: "same-host redirect", path: "/hop", want: `body={"id":"A"}`},
 		{name: "redirect to another host", path: "/away", want: "only follows redirects on its own host"},
 		{name: "redirect loop", path: "/loop", want: "stopped after 3 redirects"},
-		{name: "redirects off", path: "/hop", opts: func(o agents.HTTPOptions) agents.HTTPOptions { o.MaxRedirects = -1; return o }, want: "redirects are not followed"},
+		{name: "redirects off", path: "/hop", opts: func(o toolhttp.Options) toolhttp.Options { o.MaxRedirects = -1; return o }, want: "redirects are not followed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,7 +114,7 @@ func TestHTTPTool(t *testing.T) {
 			if tt.opts != nil {
 				o = tt.opts(o)
 			}
-			impl, err := agents.HTTPTool(srv.URL+tt.path, o)
+			impl, err := toolhttp.New(srv.URL+tt.path, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +140,7 @@ func TestHTTPTool(t *testing.T) {
 			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 				t.Fatalf("error %v is not %v", err, tt.wantErr)
 			}
-			var se *agents.HTTPStatusError
+			var se *toolhttp.StatusError
 			if got := errors.As(err, &se); got != (tt.status != 0) || (got && se.StatusCode != tt.status) {
 				t.Fatalf("status error %v, want status %d", err, tt.status)
 			}
@@ -151,19 +154,19 @@ func TestHTTPTool(t *testing.T) {
 func TestHTTPToolRejects(t *testing.T) {
 	tests := []struct {
 		name, url string
-		opts      agents.HTTPOptions
+		opts      toolhttp.Options
 		want      string
 	}{
-		{"relative url", "/orders", agents.HTTPOptions{}, "not an absolute http or https url"},
-		{"other scheme", "ftp://example.test/x", agents.HTTPOptions{}, "not an absolute http or https url"},
-		{"password hidden", "ftp://u:hunter2@example.test/x", agents.HTTPOptions{}, "u:xxxxx@"},
-		{"unset variable", "http://example.test", agents.HTTPOptions{HeadersFromEnv: map[string]string{"Authorization": "AID_TEST_SURELY_UNSET"}}, "environment variable AID_TEST_SURELY_UNSET is not set"},
-		{"bad header name", "http://example.test", agents.HTTPOptions{Headers: map[string]string{"Bad Header": "x"}}, `invalid header name "Bad Header"`},
-		{"negative limit", "http://example.test", agents.HTTPOptions{MaxResponseBytes: -1}, "negative MaxResponseBytes"},
+		{"relative url", "/orders", toolhttp.Options{}, "not an absolute http or https url"},
+		{"other scheme", "ftp://example.test/x", toolhttp.Options{}, "not an absolute http or https url"},
+		{"password hidden", "ftp://u:hunter2@example.test/x", toolhttp.Options{}, "u:xxxxx@"},
+		{"unset variable", "http://example.test", toolhttp.Options{HeadersFromEnv: map[string]string{"Authorization": "AID_TEST_SURELY_UNSET"}}, "environment variable AID_TEST_SURELY_UNSET is not set"},
+		{"bad header name", "http://example.test", toolhttp.Options{Headers: map[string]string{"Bad Header": "x"}}, `invalid header name "Bad Header"`},
+		{"negative limit", "http://example.test", toolhttp.Options{MaxResponseBytes: -1}, "negative MaxResponseBytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := agents.HTTPTool(tt.url, tt.opts)
+			_, err := toolhttp.New(tt.url, tt.opts)
 			if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "hunter2") {
 				t.Fatalf("got %v, want %q", err, tt.want)
 			}
@@ -175,22 +178,18 @@ func TestHTTPToolRejects(t *testing.T) {
 // and the tool's timeout reaches the request.
 func TestHTTPToolInARun(t *testing.T) {
 	srv := hostile(t)
-	tools := map[string]string{"ok": "/ok", "missing": "/missing", "slow": "/slow"}
-	cfg := agents.Config{Agents: []agents.Agent{{Name: "a", Model: "small", Tools: []string{"ok", "missing", "slow"}}}, Implementations: map[string]agents.Implementation{}}
-	for name, path := range tools {
-		impl, err := agents.HTTPTool(srv.URL+path, agents.HTTPOptions{})
+	impls := map[string]agents.Implementation{}
+	var tools []agents.Tool
+	for _, name := range []string{"ok", "missing", "slow"} {
+		impl, err := toolhttp.New(srv.URL+"/"+name, toolhttp.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Implementations[name] = impl
-		cfg.Tools = append(cfg.Tools, agents.Tool{Name: name, Description: "d", Input: lookupSchema, Timeout: 100 * time.Millisecond})
+		impls[name] = impl
+		tools = append(tools, agents.Tool{Name: name, Description: "d", Input: lookupSchema, Timeout: 100 * time.Millisecond})
 	}
-	fx := newFixture(t, fake.Config{Script: []fake.Step{
-		calls(call("1", "ok", `{"id":"A"}`), call("2", "missing", `{"id":"B"}`), call("3", "slow", `{"id":"C"}`)),
-		answer("done"),
-	}})
-	cfg.Gateway = fx.gw
-	res := mustRun(t, newRuntime(t, cfg), "a", "go", agents.RunOptions{})
+	res, _ := tooltest.Run(t, tools, impls,
+		tooltest.Call("1", "ok", `{"id":"A"}`), tooltest.Call("2", "missing", `{"id":"B"}`), tooltest.Call("3", "slow", `{"id":"C"}`))
 	got := res.Steps[0].ToolCalls
 	if !strings.HasSuffix(got[0].Observation, `body={"id":"A"}`) || got[0].ErrorKind != "" {
 		t.Errorf("ok: %+v", got[0])
@@ -211,7 +210,7 @@ func TestHTTPToolHidesURLPassword(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	srv.Close() // nothing listens any more: the request fails
-	impl, err := agents.HTTPTool("http://user:"+secret+"@"+addr+"/x", agents.HTTPOptions{})
+	impl, err := toolhttp.New("http://user:"+secret+"@"+addr+"/x", toolhttp.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package agents
+package http
 
 import (
 	"bytes"
@@ -7,27 +7,59 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
-// Defaults of HTTPOptions.
+// Kind is the configuration of a tool of kind http, as the IR spells it
+// (implementation: {kind: "http", url, headersFromEnv}): a tool an
+// application declares and no Go code implements. It is plain data, so a
+// generated service holds it as a literal.
+type Kind struct {
+	// URL is where the arguments are POSTed: an absolute http or https URL.
+	URL string `json:"url"`
+	// HeadersFromEnv maps a header sent with every call to the environment
+	// variable holding its value, so that secrets stay out of the
+	// application.
+	HeadersFromEnv map[string]string `json:"headersFromEnv,omitempty"`
+}
+
+// ToolKind implements agents.ToolKind.
+func (Kind) ToolKind() string { return kind.ToolHTTP }
+
+// NewTools implements agents.ToolKind: the tool decl, POSTing to URL with
+// the environment's HTTP client and the headers read, once, from the
+// environment's variables.
+func (k Kind) NewTools(_ context.Context, decl agents.Tool, env kind.Env) ([]agents.BuiltTool, error) {
+	impl, err := New(k.URL, Options{Client: env.HTTPClient, HeadersFromEnv: k.HeadersFromEnv, LookupEnv: env.Lookup})
+	if err != nil {
+		return nil, err
+	}
+	return []agents.BuiltTool{{Tool: decl, Implementation: impl}}, nil
+}
+
+// Defaults of Options.
 const (
-	// DefaultHTTPMaxResponseBytes bounds the body an http tool reads.
-	DefaultHTTPMaxResponseBytes = 1 << 20
-	// DefaultHTTPMaxRedirects bounds the same-host redirects an http tool
+	// DefaultMaxResponseBytes bounds the body an http tool reads.
+	DefaultMaxResponseBytes = 1 << 20
+	// DefaultMaxRedirects bounds the same-host redirects an http tool
 	// follows.
-	DefaultHTTPMaxRedirects = 3
-	// httpErrorBodyBytes bounds the part of a non-2xx body quoted in the
-	// error observation.
-	httpErrorBodyBytes = 512
+	DefaultMaxRedirects = 3
+	// errorBodyBytes bounds the part of a non-2xx body quoted in the error
+	// observation.
+	errorBodyBytes = 512
 )
 
-// HTTPOptions configures HTTPTool.
-type HTTPOptions struct {
+// Options configures New.
+type Options struct {
 	// Client sends the requests; nil means a client of the tool's own. The
 	// tool uses a copy whose redirect policy is replaced by its own. Leave
 	// Client.Timeout zero: the tool's timeout reaches the request through
@@ -38,22 +70,24 @@ type HTTPOptions struct {
 	Headers map[string]string
 	// HeadersFromEnv maps a header name to the environment variable that
 	// holds its value, so that secrets stay out of the app file. The
-	// variables are read once, by HTTPTool; an unset one is an error naming
-	// the variable.
+	// variables are read once, by New; an unset one is an error naming the
+	// variable.
 	HeadersFromEnv map[string]string
+	// LookupEnv reads HeadersFromEnv's variables; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 	// MaxResponseBytes bounds the response body read; zero means
-	// DefaultHTTPMaxResponseBytes. A 2xx body beyond it is an error
-	// observation rather than a silently cut document.
+	// DefaultMaxResponseBytes. A 2xx body beyond it is an error observation
+	// rather than a silently cut document.
 	MaxResponseBytes int64
 	// MaxRedirects bounds the redirects followed, which must stay on the
-	// URL's scheme and host; zero means DefaultHTTPMaxRedirects, negative
+	// URL's scheme and host; zero means DefaultMaxRedirects, negative
 	// follows none.
 	MaxRedirects int
 }
 
-// HTTPStatusError is the error of an http tool whose server answered with a
+// StatusError is the error of an http tool whose server answered with a
 // status outside 2xx. The model reads it as the observation.
-type HTTPStatusError struct {
+type StatusError struct {
 	// StatusCode is the HTTP status code.
 	StatusCode int
 	// Status is the status line, such as "503 Service Unavailable".
@@ -63,14 +97,14 @@ type HTTPStatusError struct {
 }
 
 // Error implements error.
-func (e *HTTPStatusError) Error() string {
+func (e *StatusError) Error() string {
 	if e.Body == "" {
 		return "http status " + e.Status
 	}
 	return "http status " + e.Status + ": " + e.Body
 }
 
-// HTTPTool returns an implementation that POSTs the call's arguments as
+// New returns an implementation that POSTs the call's arguments as
 // JSON to target and makes the response body the observation: the tool kind
 // an app names so that no code is needed. A status outside 2xx is an error
 // observation with the status and the start of the body; a failed request
@@ -78,7 +112,7 @@ func (e *HTTPStatusError) Error() string {
 // observation too. Redirects are followed only to the same scheme and host,
 // at most MaxRedirects times, so a tool cannot be bounced to another server
 // with its headers.
-func HTTPTool(target string, opts HTTPOptions) (Implementation, error) {
+func New(target string, opts Options) (agents.Implementation, error) {
 	u, err := url.Parse(target)
 	if err != nil {
 		return nil, fmt.Errorf("http tool: parse url: %w", err)
@@ -91,22 +125,28 @@ func HTTPTool(target string, opts HTTPOptions) (Implementation, error) {
 	}
 	t := &httpTool{url: u.String(), shown: u.Redacted(), header: make(http.Header), max: opts.MaxResponseBytes}
 	if t.max == 0 {
-		t.max = DefaultHTTPMaxResponseBytes
+		t.max = DefaultMaxResponseBytes
 	}
 	var errs []error
-	for name, v := range opts.Headers {
+	for _, name := range slices.Sorted(maps.Keys(opts.Headers)) {
+		v := opts.Headers[name]
 		if !validHeaderName(name) {
 			errs = append(errs, fmt.Errorf("http tool: invalid header name %q", name))
 			continue
 		}
 		t.header.Set(name, v)
 	}
-	for name, env := range opts.HeadersFromEnv {
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	for _, name := range slices.Sorted(maps.Keys(opts.HeadersFromEnv)) {
+		env := opts.HeadersFromEnv[name]
 		if !validHeaderName(name) {
 			errs = append(errs, fmt.Errorf("http tool: invalid header name %q", name))
 			continue
 		}
-		v, ok := os.LookupEnv(env)
+		v, ok := lookup(env)
 		if !ok {
 			errs = append(errs, fmt.Errorf("http tool: header %s: environment variable %s is not set", name, env))
 			continue
@@ -127,7 +167,7 @@ func HTTPTool(target string, opts HTTPOptions) (Implementation, error) {
 	}
 	maxRedirects := opts.MaxRedirects
 	if maxRedirects == 0 {
-		maxRedirects = DefaultHTTPMaxRedirects
+		maxRedirects = DefaultMaxRedirects
 	}
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		first := via[0].URL
@@ -152,7 +192,7 @@ type httpTool struct {
 	max        int64
 }
 
-// Call implements Implementation.
+// Call implements agents.Implementation.
 func (t *httpTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
@@ -173,8 +213,8 @@ func (t *httpTool) Call(ctx context.Context, args json.RawMessage) (string, erro
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, httpErrorBodyBytes+1))
-		return "", &HTTPStatusError{StatusCode: resp.StatusCode, Status: resp.Status, Body: cut(string(body), httpErrorBodyBytes)}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytes+1))
+		return "", &StatusError{StatusCode: resp.StatusCode, Status: resp.Status, Body: cut(string(body), errorBodyBytes)}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, t.max+1))
 	if err != nil {

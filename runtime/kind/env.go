@@ -1,0 +1,256 @@
+package kind
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sync"
+)
+
+// Env is what an extension point lends a kind's constructor: what a
+// configuration cannot hold because it belongs to the process (the
+// environment, clients, open connections) or to where the application was
+// found (its files). runtime/app fills it once per assembled application;
+// a team building a kind by hand may leave fields zero, and the methods
+// below supply the defaults.
+type Env struct {
+	// Files reads the files the application names; the zero value reads
+	// them from the working directory.
+	Files Files
+	// LookupEnv reads the environment (API keys, DSNs, header values);
+	// nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// HTTPClient sends the HTTP requests of the kinds that make them; nil
+	// means each kind's default.
+	HTTPClient *http.Client
+	// Logger receives what kinds log; nil means nothing is logged.
+	Logger *slog.Logger
+	// Seed, when set, replaces the seed of every seeded kind (the fake
+	// provider), to draw a fresh sample without editing the application.
+	Seed *int64
+	// Scope holds what kinds open once per application and close with it
+	// (Shared); nil makes Shared fail.
+	Scope *Scope
+	// Resources are the application's resources, which a kind's elements
+	// find by name (Resource).
+	Resources []Resource
+}
+
+// Lookup reads the environment variable name through LookupEnv.
+func (e Env) Lookup(name string) (string, bool) {
+	if e.LookupEnv == nil {
+		return os.LookupEnv(name)
+	}
+	return e.LookupEnv(name)
+}
+
+// Log returns Logger, or a logger that discards everything.
+func (e Env) Log() *slog.Logger {
+	if e.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Logger
+}
+
+// Resource returns the configuration of the resource of the given kind
+// (its section, such as "mcpServers") and name.
+func (e Env) Resource(kind, name string) (ResourceKind, bool) {
+	for _, r := range e.Resources {
+		if r.Name == name && r.Kind != nil && r.Kind.ResourceKind() == kind {
+			return r.Kind, true
+		}
+	}
+	return nil, false
+}
+
+// ResourceKind is the typed configuration of a resource: a named
+// declaration in a top-level IR section of its own that the elements of
+// another kind share, and that is opened once per application (through
+// Env.Scope) however many of them use it. An MCP server, which several
+// tools of kind mcp call, is one. The description holds resources as
+// Resource values; the kinds that use one find it with Env.Resource.
+type ResourceKind interface {
+	// ResourceKind returns the resource's kind: the name of the IR
+	// section that declares it.
+	ResourceKind() string
+}
+
+// Resource is a named resource of an application.
+type Resource struct {
+	// Name is the resource's key in its section, as elements refer to it.
+	Name string
+	// Kind is the resource's typed configuration.
+	Kind ResourceKind
+}
+
+// Files reads the files an application names (agent scripts, fixtures,
+// datasets, documents) by the names the application gives them:
+// slash-separated and relative to the application's directory, leading
+// "../" segments included, or absolute. The files are on disk for aidgen
+// and for a service given -app-dir, and in the binary for a generated
+// service, which embeds copies of them, so that it runs from any
+// directory. The zero value reads from the working directory.
+type Files struct {
+	fsys fs.FS  // nil: the operating system's files
+	dir  string // the application's directory: an OS path, or a slash path in fsys
+}
+
+// DirFiles returns the files of an application whose directory is dir, on
+// disk; an empty dir is the working directory.
+func DirFiles(dir string) Files { return Files{dir: dir} }
+
+// FSFiles returns the files of an application held in fsys, whose directory
+// is dir inside fsys (slash-separated, "." for its root). A name that
+// leaves fsys, or an absolute one, is not found.
+func FSFiles(fsys fs.FS, dir string) Files {
+	if dir == "" {
+		dir = "."
+	}
+	return Files{fsys: fsys, dir: dir}
+}
+
+// Name is how messages name the file called name: its path on disk, or the
+// name as written when the files are embedded.
+func (f Files) Name(name string) string {
+	if f.fsys != nil || filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(f.dir, filepath.FromSlash(name))
+}
+
+// ReadFile returns the contents of the file called name.
+func (f Files) ReadFile(name string) ([]byte, error) {
+	if f.fsys == nil {
+		return os.ReadFile(f.Name(name))
+	}
+	p, err := f.inFS(name)
+	if err != nil {
+		return nil, err
+	}
+	return fs.ReadFile(f.fsys, p)
+}
+
+// Dir returns the directory called name (slash-separated, relative to the
+// application's directory, "" for that directory itself) as a file system,
+// in which a retriever matches its patterns.
+func (f Files) Dir(name string) (fs.FS, error) {
+	if f.fsys == nil {
+		if name == "" {
+			name = "."
+		}
+		return os.DirFS(f.Name(name)), nil
+	}
+	p, err := f.inFS(name)
+	if err != nil {
+		return nil, err
+	}
+	return fs.Sub(f.fsys, p)
+}
+
+// inFS resolves name against the application's directory in fsys.
+func (f Files) inFS(name string) (string, error) {
+	if name == "" {
+		name = "."
+	}
+	p := path.Join(f.dir, name)
+	if path.IsAbs(name) || filepath.IsAbs(name) || !fs.ValidPath(p) {
+		return "", &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: not among the application's files", fs.ErrNotExist)}
+	}
+	return p, nil
+}
+
+// Scope holds what the kinds of one application open once and share, such
+// as a database pool or a server session, and closes them when the
+// application is closed. It is safe for concurrent use.
+type Scope struct {
+	mu      sync.Mutex
+	entries map[any]*scopeEntry
+	closers []func() error
+	closed  bool
+}
+
+type scopeEntry struct {
+	mu   sync.Mutex
+	done bool
+	val  any
+}
+
+// ErrScopeClosed is returned by Shared once its scope is closed.
+var ErrScopeClosed = errors.New("kind: the application's scope is closed")
+
+// Shared returns the value kept in s under key, opening it with open the
+// first time and closing it (with the function open returns, which may be
+// nil) when s is closed. Concurrent calls for one key open it once; a
+// failed open is not kept, so the next call tries again. A key is a value
+// of a type unexported from the kind's package, so that kinds never share
+// one by accident, and always maps to one T.
+func Shared[T any](s *Scope, key any, open func() (T, func() error, error)) (T, error) {
+	var zero T
+	if s == nil {
+		return zero, errors.New("kind: the environment has no Scope to share connections in")
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return zero, ErrScopeClosed
+	}
+	if s.entries == nil {
+		s.entries = map[any]*scopeEntry{}
+	}
+	e, ok := s.entries[key]
+	if !ok {
+		e = &scopeEntry{}
+		s.entries[key] = e
+	}
+	s.mu.Unlock()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.done {
+		return e.val.(T), nil
+	}
+	v, closeFn, err := open()
+	if err != nil {
+		return zero, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		if closeFn != nil {
+			_ = closeFn()
+		}
+		return zero, ErrScopeClosed
+	}
+	if closeFn != nil {
+		s.closers = append(s.closers, closeFn)
+	}
+	s.mu.Unlock()
+	e.val, e.done = v, true
+	return v, nil
+}
+
+// Close closes everything opened through s, the last opened first, and
+// reports every failure. Later calls of Shared fail with ErrScopeClosed;
+// closing again does nothing.
+func (s *Scope) Close() error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	closers := s.closers
+	s.closers, s.closed = nil, true
+	s.mu.Unlock()
+	var errs []error
+	for _, c := range slices.Backward(closers) {
+		if err := c(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

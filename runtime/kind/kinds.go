@@ -1,0 +1,152 @@
+package kind
+
+import (
+	"slices"
+)
+
+// Point is an extension point: what a kind is a kind of.
+type Point string
+
+// The extension points.
+const (
+	// Providers are the provider kinds, which serve models
+	// (gateway.ProviderKind).
+	Providers Point = "provider"
+	// Tools are the tool kinds, which implement declared tools without Go
+	// code (agents.ToolKind).
+	Tools Point = "tool"
+	// Stores are the store kinds, which hold retrievers' vectors and
+	// agents' memory (retrieval.StoreKind, agents.MemoryStoreKind).
+	Stores Point = "store"
+	// Resources are the resource kinds: named app-level declarations of
+	// their own IR section that the elements of another kind share, such as
+	// a server several tools call (ResourceKind). A resource kind's name is
+	// its section's.
+	Resources Point = "resource"
+)
+
+// The names of the kinds that are built, as the IR spells them. Each is
+// the name a kind's configuration reports (ProviderKind, ToolKind,
+// StoreKind methods) and the key of its decoder in internal/lower.
+const (
+	// ProviderOpenAICompatible speaks the OpenAI HTTP API
+	// (runtime/gateway/openaicompat).
+	ProviderOpenAICompatible = "openai-compatible"
+	// ProviderFake is the deterministic, keyless provider of tests, examples
+	// and evals (runtime/gateway/fake).
+	ProviderFake = "fake"
+
+	// ToolGo is Go code registered under the tool's name: the default,
+	// which has no configuration and no package of its own.
+	ToolGo = "go"
+	// ToolHTTP POSTs the call's arguments to a URL
+	// (runtime/agents/tools/http).
+	ToolHTTP = "http"
+	// ToolFixture answers from argument → result rows in a file
+	// (runtime/agents/tools/fixture).
+	ToolFixture = "fixture"
+
+	// StoreMemory keeps vectors and memory in the process (built into
+	// runtime/retrieval and runtime/agents).
+	StoreMemory = "memory"
+	// StorePGVector keeps them in PostgreSQL with pgvector
+	// (runtime/retrieval/pgvector).
+	StorePGVector = "pgvector"
+)
+
+// Info is what the parts of aid that cannot import a kind's package know
+// about it.
+type Info struct {
+	// Point is the extension point the kind plugs into.
+	Point Point
+	// Name is the kind's name, as the IR spells it.
+	Name string
+	// Deferred marks a kind a user will reasonably write that is not
+	// built: the schema accepts it so that vet reports it as not built
+	// (Principle 3) rather than as a typo, and lowering refuses it with a
+	// *gateway.DeferredError in the same words.
+	Deferred bool
+	// Files are the fields of the kind's configuration that name a file
+	// relative to the app file, as dot-separated JSON paths ("script",
+	// "answerKey.dataset"): vet checks that each exists, and aidgen build
+	// embeds each in the service. The JSON names are the IR's, which the
+	// kind's configuration shares.
+	Files []string
+	// Refs are the fields of the kind's configuration that name an entry of
+	// another section (a resource), which vet resolves.
+	Refs []Ref
+}
+
+// Ref is a field of a kind's configuration that names an entry of an IR
+// section.
+type Ref struct {
+	// Field is the field's dot-separated JSON path.
+	Field string
+	// Section is the top-level IR section the name must be a key of.
+	Section string
+	// What is how messages call an entry of the section ("MCP server").
+	What string
+}
+
+// kinds is the list of every kind, built and deferred, by extension point:
+// the one place aid's own code spells a kind's name. Keep each point's
+// entries sorted by name.
+var kinds = []Info{
+	{Point: Providers, Name: "anthropic", Deferred: true},
+	{Point: Providers, Name: "azure-openai", Deferred: true},
+	{Point: Providers, Name: "bedrock", Deferred: true},
+	{Point: Providers, Name: ProviderFake, Files: []string{"answerKey.dataset", "script"}},
+	{Point: Providers, Name: "gemini", Deferred: true},
+	{Point: Providers, Name: ProviderOpenAICompatible},
+	{Point: Providers, Name: "vertex", Deferred: true},
+
+	{Point: Tools, Name: ToolFixture, Files: []string{"file"}},
+	{Point: Tools, Name: ToolGo},
+	{Point: Tools, Name: ToolHTTP},
+
+	{Point: Stores, Name: StoreMemory},
+	{Point: Stores, Name: StorePGVector},
+	{Point: Stores, Name: "pinecone", Deferred: true},
+	{Point: Stores, Name: "qdrant", Deferred: true},
+	{Point: Stores, Name: "weaviate", Deferred: true},
+}
+
+// Names returns the names of the built kinds of an extension point, sorted.
+// It returns a new slice on every call, so that no caller can change the
+// list another sees.
+func Names(p Point) []string { return names(p, false) }
+
+// Deferred returns the names of the kinds of an extension point that the
+// schema accepts and that are not built, sorted, in a new slice.
+func Deferred(p Point) []string { return names(p, true) }
+
+func names(p Point, deferred bool) []string {
+	var out []string
+	for _, k := range kinds {
+		if k.Point == p && k.Deferred == deferred {
+			out = append(out, k.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Lookup returns what is known of the named kind of an extension point,
+// built or deferred.
+func Lookup(p Point, name string) (Info, bool) {
+	for _, k := range kinds {
+		if k.Point == p && k.Name == name {
+			k.Files = slices.Clone(k.Files)
+			k.Refs = slices.Clone(k.Refs)
+			return k, true
+		}
+	}
+	return Info{}, false
+}
+
+// IsDeferred reports whether name is a deferred kind of the extension
+// point.
+func IsDeferred(p Point, name string) bool {
+	k, ok := Lookup(p, name)
+	return ok && k.Deferred
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/aidgen/aid/gen"
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/gen")
@@ -194,7 +195,7 @@ func TestLiteralRefuses(t *testing.T) {
 		{"unexported", struct{ x int }{x: 1}, ".x is unexported"},
 
 		{"nan float", struct{ F float64 }{F: nan}, ".F is NaN"},
-		{"nan in a pointer", app.Description{Agents: nil, Models: nil, Evals: []app.Eval{{Thresholds: nil, Judge: nil}}, Providers: []app.Provider{{AnswerKey: &app.AnswerKey{Accuracy: nan}}}}, "Providers[0].AnswerKey.Accuracy is NaN"},
+		{"nan in a pointer", app.Description{Agents: nil, Models: nil, Evals: []app.Eval{{Thresholds: nil, Judge: nil}}, Providers: []app.Provider{{Kind: fake.Kind{AnswerKey: &fake.AnswerKeyFile{Accuracy: nan}}}}}, "Providers[0].Kind.AnswerKey.Accuracy is NaN"},
 		{"nil", nil, "nil interface"},
 	}
 	for _, tt := range tests {

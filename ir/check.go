@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 	"text/template/parse"
@@ -790,31 +791,53 @@ func price(c Cost) string {
 // --- deferred: kinds the schema accepts but that are not built.
 
 // deferredDefs names the schema's #Deferred definitions, what a kind of
-// each is called in messages, and the kinds that are built instead. The
-// words are the runtime's: its constructors refuse the same kinds with a
+// each is called in messages, and what to use instead. The words are the
+// runtime's: lowering and its constructors refuse the same kinds with a
 // *gateway.DeferredError saying "<feature> is not built yet", and a test in
-// the module root holds the two to one list and one wording.
+// the module root holds the lists and the wording to one. The deferred
+// kinds of an extension point (point) are runtime/kind's list; the others
+// (retriever sources, chunking, reranking) are read from the schema.
 var deferredDefs = []deferredDef{
-	{"#DeferredProviderKind", "provider kind", `use kind "openai-compatible" if its endpoint speaks the OpenAI API`},
-	{"#DeferredStoreKind", "store kind", `use "memory" or "pgvector"`},
-	{"#DeferredSourceKind", "retriever source kind", `ingest files: kind "files" with files: ["<glob>"]`},
-	{"#DeferredChunkingStrategy", "chunking strategy", `use "fixed"`},
-	{"#DeferredRerankKind", "rerank kind", `use "lexical" or "none"`},
+	{"#DeferredProviderKind", "provider kind", `use kind "openai-compatible" if its endpoint speaks the OpenAI API`, kind.Providers},
+	{"#DeferredStoreKind", "store kind", "use " + quotedOr(kind.Names(kind.Stores)), kind.Stores},
+	{"#DeferredSourceKind", "retriever source kind", `ingest files: kind "files" with files: ["<glob>"]`, ""},
+	{"#DeferredChunkingStrategy", "chunking strategy", `use "fixed"`, ""},
+	{"#DeferredRerankKind", "rerank kind", `use "lexical" or "none"`, ""},
 }
 
 // deferredDef is one #Deferred definition: its name, what its kinds are
-// called, and what to use instead.
-type deferredDef struct{ name, what, use string }
+// called, what to use instead, and the extension point whose kinds it
+// lists, if any.
+type deferredDef struct {
+	name, what, use string
+	point           kind.Point
+}
+
+// quotedOr writes names as "a", "b" or "c".
+func quotedOr(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	if len(q) < 2 {
+		return strings.Join(q, "")
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
 
 // deferred reports, at its place, every kind the schema accepts only so
 // that it can be named here: Principle 3, a feature that is not built
 // fails with an error naming itself.
 func (c *checker) deferred() {
 	d := c.doc
-	report := func(def string, p cue.Path, kind string) {
+	report := func(def string, p cue.Path, name string) {
 		dd := deferredDefs[slices.IndexFunc(deferredDefs, func(x deferredDef) bool { return x.name == def })]
-		if slices.Contains(c.sc.deferred[dd.name], kind) {
-			c.errAt(p, "%s %q is not built yet; %s", dd.what, kind, dd.use)
+		deferred := slices.Contains(c.sc.deferred[dd.name], name)
+		if dd.point != "" {
+			deferred = kind.IsDeferred(dd.point, name)
+		}
+		if deferred {
+			c.errAt(p, "%s %q is not built yet; %s", dd.what, name, dd.use)
 		}
 	}
 	for _, p := range d.Providers {
@@ -835,12 +858,7 @@ func (c *checker) deferred() {
 func (c *checker) files() {
 	d := c.doc
 	for _, p := range d.Providers {
-		if p.AnswerKey != nil {
-			c.file(pathOf("providers", p.Name, "answerKey", "dataset"), p.AnswerKey.Dataset)
-		}
-		if p.Script != "" {
-			c.file(pathOf("providers", p.Name, "script"), p.Script)
-		}
+		c.kindFiles(kind.Providers, p.Kind, p.Config, "providers", p.Name)
 	}
 	for _, t := range d.Tools {
 		if i := t.Implementation; i != nil {

@@ -108,6 +108,11 @@ func (d *decoder) decodeInto(v cue.Value, rv reflect.Value) error {
 	switch rv.Type() {
 	case rawMessageType, configType:
 		b, err := v.MarshalJSON()
+		if err != nil && lenient && rv.Type() == configType {
+			// A block that failed the schema: keep the fields that are
+			// valid, so that the checks of the kind's files still run.
+			b, err = lenientJSON(v), nil
+		}
 		if err != nil {
 			return err
 		}
@@ -212,6 +217,27 @@ func (d *decoder) decodeInto(v cue.Value, rv reflect.Value) error {
 		return fmt.Errorf("cannot decode into %s", rv.Type())
 	}
 	return nil
+}
+
+// lenientJSON returns the JSON of what is valid in v: v itself when it
+// marshals, else, for a struct, the fields that do (recursively), and null
+// for anything else.
+func lenientJSON(v cue.Value) json.RawMessage {
+	if b, err := v.MarshalJSON(); err == nil {
+		return b
+	}
+	it, err := v.Fields()
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	fields := map[string]json.RawMessage{}
+	for it.Next() {
+		if b := lenientJSON(it.Value()); string(b) != "null" {
+			fields[it.Selector().Unquoted()] = b
+		}
+	}
+	b, _ := json.Marshal(fields) // raw messages that marshal
+	return b
 }
 
 // numberErr reports a number Go cannot hold at the number, unless CUE

@@ -57,43 +57,15 @@ type Document struct {
 type Provider struct {
 	// Name is the provider's key in the IR.
 	Name string `json:"name"`
-	// Kind is "openai-compatible" or "fake".
+	// Kind is the provider kind, one of kind.Names(kind.Providers).
 	Kind string `json:"kind"`
-	// BaseURL is the API root of an openai-compatible provider.
-	BaseURL string `json:"baseURL,omitempty"`
-	// APIKeyEnv names the environment variable that holds the API key of an
-	// openai-compatible provider; the key itself is never in the IR.
-	APIKeyEnv string `json:"apiKeyEnv,omitempty"`
-	// Timeout bounds one HTTP attempt of an openai-compatible provider.
-	Timeout Duration `json:"timeout,omitempty"`
-	// MaxRetries is how many times a retryable failure is retried.
-	MaxRetries int `json:"maxRetries,omitempty"`
-	// Seed makes a fake provider's answers reproducible.
-	Seed int64 `json:"seed,omitempty"`
-	// Latency delays every call of a fake provider.
-	Latency Duration `json:"latency,omitempty"`
-	// AnswerKey, when set, makes a fake provider answer a dataset's
-	// expected answers with a known accuracy.
-	AnswerKey *AnswerKey `json:"answerKey,omitempty"`
-	// Script is a fake provider's agent script file, relative to the IR
-	// file's directory; empty means none.
-	Script string `json:"script,omitempty"`
+	// Config is the provider's block, kind included, which lowering decodes
+	// into the kind's typed configuration.
+	Config Config `json:"-"`
 }
 
-// Provider kinds.
-const (
-	ProviderOpenAICompatible = "openai-compatible"
-	ProviderFake             = "fake"
-)
-
-// AnswerKey configures the fake provider's eval mode.
-type AnswerKey struct {
-	// Dataset is the dataset holding the expected answers, relative to the
-	// IR file's directory.
-	Dataset string `json:"dataset"`
-	// Accuracy is the probability of answering correctly.
-	Accuracy float64 `json:"accuracy"`
-}
+// MarshalJSON writes the provider as its name and its block.
+func (p Provider) MarshalJSON() ([]byte, error) { return p.Config.object("name", p.Name) }
 
 // Model is one pinned model.
 type Model struct {

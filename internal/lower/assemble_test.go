@@ -18,6 +18,7 @@ import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -245,11 +246,23 @@ func TestEvalSpendIsBudgeted(t *testing.T) {
 func BenchmarkCapitalsEval(b *testing.B) {
 	for _, c := range []int{1, 8} {
 		b.Run("concurrency="+string(rune('0'+c)), func(b *testing.B) {
-			doc := load(b, capitals)
-			for _, p := range doc.Providers {
-				p.Latency = ir.Duration(20 * time.Millisecond)
+			desc, err := lower.Document(load(b, capitals))
+			if err != nil {
+				b.Fatal(err)
 			}
-			_, e := newEval(b, doc, app.Options{}, "capitals")
+			for i, p := range desc.Providers {
+				k := p.Kind.(fake.Kind)
+				k.Latency = 20 * time.Millisecond
+				desc.Providers[i].Kind = k
+			}
+			a, err := app.Assemble(context.Background(), desc, app.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			e, err := a.Eval("capitals")
+			if err != nil {
+				b.Fatal(err)
+			}
 			for b.Loop() {
 				if _, err := eval.Run(context.Background(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: e.Runs, Concurrency: c}); err != nil {
 					b.Fatal(err)

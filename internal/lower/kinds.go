@@ -13,6 +13,8 @@ import (
 	"github.com/aidgen/aid/runtime/agents/tools/fixture"
 	toolhttp "github.com/aidgen/aid/runtime/agents/tools/http"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/gateway/openaicompat"
 	"github.com/aidgen/aid/runtime/kind"
 )
 
@@ -22,6 +24,11 @@ import (
 // side of aid that imports the kind packages; a test holds its keys equal
 // to runtime/kind's lists.
 var (
+	// ProviderKinds are the provider kinds.
+	ProviderKinds = map[string]gateway.ProviderKind{
+		kind.ProviderFake:             fake.Kind{},
+		kind.ProviderOpenAICompatible: openaicompat.Kind{},
+	}
 	// ToolKinds are the tool kinds; ToolGo has no configuration.
 	ToolKinds = map[string]agents.ToolKind{
 		kind.ToolGo:      nil,
@@ -29,6 +36,20 @@ var (
 		kind.ToolFixture: fixture.Kind{},
 	}
 )
+
+// Decode decodes the block cfg of an element of the named kind of extension
+// point p into the kind's typed configuration, as Document does: the
+// configuration, nil for a kind without one (go tools), or the error
+// Document reports, a *gateway.DeferredError for a deferred kind.
+func Decode(p kind.Point, name string, cfg ir.Config) (any, error) {
+	switch p {
+	case kind.Providers:
+		return decodeKind(ProviderKinds, p, name, cfg)
+	case kind.Tools:
+		return decodeKind(ToolKinds, p, name, cfg)
+	}
+	return nil, fmt.Errorf("unknown extension point %q", p)
+}
 
 // decodeKind decodes the block cfg of an element of the named kind of
 // extension point p into the kind's typed configuration, the zero value of

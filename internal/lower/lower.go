@@ -43,7 +43,12 @@ func Document(doc *ir.Document) (app.Description, error) {
 	}
 	var errs []error
 	for _, p := range doc.Providers {
-		d.Providers = append(d.Providers, provider(p))
+		k, err := decodeKind(ProviderKinds, kind.Providers, p.Kind, p.Config)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("provider %q: %w", p.Name, err))
+			continue
+		}
+		d.Providers = append(d.Providers, app.Provider{Name: p.Name, Kind: k})
 	}
 	for _, a := range doc.Aliases {
 		m, ok := doc.Model(a.Model)
@@ -111,24 +116,6 @@ func ModelSpec(m *ir.Model) gateway.ModelSpec {
 		s.Capabilities = append(s.Capabilities, gateway.Capability(c))
 	}
 	return s
-}
-
-func provider(p *ir.Provider) app.Provider {
-	out := app.Provider{
-		Name:       p.Name,
-		Kind:       p.Kind,
-		BaseURL:    p.BaseURL,
-		APIKeyEnv:  p.APIKeyEnv,
-		Timeout:    p.Timeout.Std(),
-		MaxRetries: p.MaxRetries,
-		Seed:       p.Seed,
-		Latency:    p.Latency.Std(),
-	}
-	if k := p.AnswerKey; k != nil {
-		out.AnswerKey = &app.AnswerKey{Dataset: k.Dataset, Accuracy: k.Accuracy}
-	}
-	out.Script = p.Script
-	return out
 }
 
 func tool(t *ir.Tool) (app.Tool, error) {

@@ -21,6 +21,7 @@ import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
@@ -41,7 +42,9 @@ func TestLinksNeitherIRNorCUENorPgx(t *testing.T) {
 	for _, dep := range strings.Fields(string(out)) {
 		switch {
 		case dep == "github.com/aidgen/aid/ir", strings.HasPrefix(dep, "cuelang.org/"), strings.HasPrefix(dep, "github.com/jackc/"),
-			strings.HasPrefix(dep, "github.com/aidgen/aid/runtime/agents/tools/"):
+			strings.HasPrefix(dep, "github.com/aidgen/aid/runtime/agents/tools/"),
+			dep == "github.com/aidgen/aid/runtime/gateway/fake", dep == "github.com/aidgen/aid/runtime/gateway/openaicompat",
+			strings.HasPrefix(dep, "github.com/openai/"):
 			t.Errorf("runtime/app links %s", dep)
 		}
 	}
@@ -81,8 +84,8 @@ func desk(t *testing.T) app.Description {
 	}}`)
 	return app.Description{
 		Name: "desk", Version: "0.1.0", Dir: dir,
-		Providers: []app.Provider{{Name: "fake", Kind: app.ProviderFake, Seed: 3, MaxRetries: 5,
-			AnswerKey: &app.AnswerKey{Dataset: "qa.json", Accuracy: 1}, Script: "script.json"}},
+		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{Seed: 3,
+			AnswerKey: &fake.AnswerKeyFile{Dataset: "qa.json", Accuracy: 1}, Script: "script.json"}}},
 		Models: []gateway.PinnedModel{{Alias: "m", Spec: gateway.ModelSpec{ID: "fake-1", Provider: "fake", ContextWindow: 8192, MaxOutputTokens: 64,
 			Cost:         gateway.CostProfile{InputPer1kUSD: 0.001, OutputPer1kUSD: 0.002},
 			Capabilities: []gateway.Capability{gateway.CapabilityTools, gateway.CapabilityJSON}}}},
@@ -308,7 +311,7 @@ func TestUnknownEvalAndTarget(t *testing.T) {
 // interfaces a kind's configuration implements, whose values gen spells
 // with their own types (internal/lower's test walks every kind's type).
 func TestDescriptionIsPlainData(t *testing.T) {
-	kinds := []reflect.Type{reflect.TypeFor[agents.ToolKind](), reflect.TypeFor[kind.ResourceKind]()}
+	kinds := []reflect.Type{reflect.TypeFor[gateway.ProviderKind](), reflect.TypeFor[agents.ToolKind](), reflect.TypeFor[kind.ResourceKind]()}
 	seen := map[reflect.Type]bool{}
 	var walk func(rt reflect.Type, path string)
 	walk = func(rt reflect.Type, path string) {

@@ -146,7 +146,7 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 	if err != nil {
 		errs = append(errs, err)
 	}
-	g, err := newGateway(&desc, &opts)
+	g, err := newGateway(ctx, &desc, &opts, env)
 	if err != nil {
 		errs = append(errs, err)
 		return nil, fmt.Errorf("assembling %s: %w", desc.Name, errors.Join(errs...))

@@ -2,7 +2,6 @@ package app
 
 import (
 	"encoding/json"
-	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/eval"
@@ -57,48 +56,14 @@ type Description struct {
 	Service Service
 }
 
-// Provider kinds.
-const (
-	ProviderOpenAICompatible = "openai-compatible"
-	ProviderFake             = "fake"
-)
-
-// Provider is an endpoint that serves models. Kind decides which of the
-// other fields apply.
+// Provider is an endpoint that serves models.
 type Provider struct {
 	// Name is what models' Provider refers to.
 	Name string
-	// Kind is ProviderOpenAICompatible or ProviderFake.
-	Kind string
-	// BaseURL is the API root of an openai-compatible provider.
-	BaseURL string
-	// APIKeyEnv names the environment variable holding an openai-compatible
-	// provider's key; the key itself is never in a description.
-	APIKeyEnv string
-	// Timeout bounds one HTTP attempt; zero means the adapter's default.
-	Timeout time.Duration
-	// MaxRetries is how many times a retryable failure of an
-	// openai-compatible provider is retried. A fake never fails
-	// transiently, so Assemble gives it one attempt whatever this says.
-	MaxRetries int
-	// Seed seeds a fake provider's answer key coin and embeddings.
-	Seed int64
-	// Latency delays every call of a fake provider.
-	Latency time.Duration
-	// AnswerKey, when set, makes a fake answer a dataset's expected answers
-	// with a known accuracy, for evals.
-	AnswerKey *AnswerKey
-	// Script is a fake's agent script file (fake.LoadScript's format):
-	// what each agent answers at each step. Empty means no script.
-	Script string
-}
-
-// AnswerKey configures a fake provider's eval mode.
-type AnswerKey struct {
-	// Dataset is the eval dataset holding the expected answers.
-	Dataset string
-	// Accuracy is the probability of a correct answer, in [0, 1].
-	Accuracy float64
+	// Kind is the configuration of the provider's kind
+	// (openaicompat.Kind, fake.Kind, under runtime/gateway), which builds
+	// the adapter.
+	Kind gateway.ProviderKind
 }
 
 // Tool is a declared tool and how it is implemented.

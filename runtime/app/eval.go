@@ -70,7 +70,7 @@ func (a *App) Eval(name string) (*EvalRun, error) {
 		if err != nil {
 			return nil, err
 		}
-		if out.Dataset, err = eval.LoadDataset(a.desc.path(e.Dataset)); err != nil {
+		if out.Dataset, err = eval.ReadDataset(a.files, e.Dataset); err != nil {
 			return nil, fmt.Errorf("eval %q: %w", name, err)
 		}
 		if e.Target.Retriever != "" {

@@ -8,6 +8,7 @@ import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 )
 
 // ExampleAssemble builds the runtime from a description written by hand, as
@@ -17,8 +18,8 @@ import (
 func ExampleAssemble() {
 	desc := app.Description{
 		Name: "capitals", Version: "0.1.0", Dir: "../../fixtures",
-		Providers: []app.Provider{{Name: "fake", Kind: app.ProviderFake,
-			AnswerKey: &app.AnswerKey{Dataset: "capitals.json", Accuracy: 0.6}}},
+		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{
+			AnswerKey: &fake.AnswerKeyFile{Dataset: "capitals.json", Accuracy: 0.6}}}},
 		Models: []gateway.PinnedModel{{Alias: "small", Spec: gateway.ModelSpec{
 			ID: "fake-chat-2024-06-01", Provider: "fake", ContextWindow: 8192, MaxOutputTokens: 64,
 			Cost: gateway.CostProfile{InputPer1kUSD: 0.00015, OutputPer1kUSD: 0.0006},

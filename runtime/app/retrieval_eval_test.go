@@ -9,6 +9,7 @@ import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -27,7 +28,7 @@ func kbApp(t *testing.T, cases string) app.Description {
 	write(t, dir, "kb.jsonl", cases)
 	return app.Description{
 		Name: "kb", Version: "0.1.0", Dir: dir,
-		Providers: []app.Provider{{Name: "fake", Kind: app.ProviderFake, Seed: 1}},
+		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{Seed: 1}}},
 		Models: []gateway.PinnedModel{{Alias: "embed", Spec: gateway.ModelSpec{ID: "fake-embed-1", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: 128,
 			Cost: gateway.CostProfile{InputPer1kUSD: 0.001}}}},
 		Stores: []retrieval.StoreConfig{{Name: "kb", Kind: retrieval.StoreMemory}},

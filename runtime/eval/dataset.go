@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Case is one evaluation case: an input for the target and the answer expected from it.
@@ -177,11 +178,16 @@ func (l DatasetErrorList) Unwrap() []error {
 
 // LoadDataset reads a dataset file; a ".jsonl" file holds one case per line, any other
 // file is JSON (see [ParseDatasetJSON]).
-func LoadDataset(path string) (*Dataset, error) {
-	data, err := os.ReadFile(path)
+func LoadDataset(path string) (*Dataset, error) { return ReadDataset(kind.Files{}, path) }
+
+// ReadDataset is LoadDataset for the dataset an application names, read
+// through its files (on disk, or embedded in a generated service).
+func ReadDataset(files kind.Files, name string) (*Dataset, error) {
+	data, err := files.ReadFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("load dataset: %w", err)
 	}
+	path := files.Name(name)
 	if strings.EqualFold(filepath.Ext(path), ".jsonl") {
 		return ParseDatasetJSONL(path, data)
 	}

@@ -1,6 +1,32 @@
 package gateway
 
-import "context"
+import (
+	"context"
+
+	"github.com/aidgen/aid/runtime/kind"
+)
+
+// ProviderKind is the typed configuration of a provider kind: what an
+// application says about one provider of that kind (an endpoint and where
+// its key is, a seed and a script). Each kind is a package under
+// runtime/gateway whose configuration, plain data with the IR's JSON field
+// names, implements it (openaicompat.Kind, fake.Kind); an application
+// description holds it as a provider's Kind, and app.Assemble calls
+// NewProvider, so a program links only the provider kinds its description
+// names.
+type ProviderKind interface {
+	// ProviderKind returns the kind's name, as the IR spells it
+	// (kind.ProviderFake).
+	ProviderKind() string
+	// NewProvider builds the provider adapter, reading what it needs from
+	// env: keys from the environment, scripts and datasets from the
+	// application's files.
+	NewProvider(ctx context.Context, env kind.Env) (Provider, error)
+	// RetryPolicy is how the gateway retries the provider's retryable
+	// failures: a remote endpoint's own setting, a single attempt for a
+	// provider that never fails transiently.
+	RetryPolicy() RetryPolicy
+}
 
 // Provider is an adapter to one model service. The gateway owns everything
 // around the call (aliases, capability checks, budgets, pricing, retries,

@@ -18,6 +18,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/serve"
 	"github.com/aidgen/aid/runtime/service"
@@ -73,7 +74,7 @@ func docsDir(t *testing.T) string {
 func desk(dir string) app.Description {
 	return app.Description{
 		Name: "desk", Version: "0.1.0", Dir: dir,
-		Providers: []app.Provider{{Name: "fake", Kind: app.ProviderFake, Seed: 1}},
+		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{Seed: 1}}},
 		Models: []gateway.PinnedModel{
 			{Alias: "m", Spec: gateway.ModelSpec{ID: "fake-1", Provider: "fake", Kind: gateway.KindChat, ContextWindow: 8192, MaxOutputTokens: 64}},
 			{Alias: "embed", Spec: gateway.ModelSpec{ID: "fake-embed-1", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: 16}},

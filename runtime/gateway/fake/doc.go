@@ -40,5 +40,13 @@
 // normalised, so texts sharing words and word stems are near each other and
 // a retrieval evaluation on fixtures measures something.
 //
+// It is also the provider kind fake: Kind is the configuration an
+// application names (seed, latency, an answer key read from an eval
+// dataset, an agent script file), plain data that a generated service holds
+// as a literal; it implements gateway.ProviderKind, reading its files
+// through the application's (kind.Env.Files), so a service reads the
+// copies it embeds. The answer key is an eval dataset, which is why this
+// package reads runtime/eval's format.
+//
 // It is not a model: it never reads the question to answer it.
 package fake

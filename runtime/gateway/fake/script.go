@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Script is a script file: a script per agent, for Config.Agents.
@@ -39,12 +39,16 @@ type Script struct {
 // makes the final answer the answer key's, when the fake has one (see
 // Step.Answer). "comment" is ignored, at the top and in steps. Errors name
 // the file, line and column.
-func LoadScript(path string) (Script, error) {
-	data, err := os.ReadFile(path)
+func LoadScript(path string) (Script, error) { return ReadScript(kind.Files{}, path) }
+
+// ReadScript is LoadScript for the script an application names, read
+// through its files (on disk, or embedded in a generated service).
+func ReadScript(files kind.Files, name string) (Script, error) {
+	data, err := files.ReadFile(name)
 	if err != nil {
 		return Script{}, fmt.Errorf("fake: read script: %w", err)
 	}
-	return ParseScript(path, data)
+	return ParseScript(files.Name(name), data)
 }
 
 // ParseScript reads a script from data; name is the file name errors

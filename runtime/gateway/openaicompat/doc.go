@@ -22,6 +22,12 @@
 // which holds the request and its headers. The answer's text and tool
 // calls are the caller's data and are passed on as they came.
 //
+// It is the provider kind openai-compatible: Kind is the configuration an
+// application names (base URL, the variable holding the key, timeout,
+// retries), plain data a generated service holds as a literal, and it
+// implements gateway.ProviderKind. Only a program whose description names
+// this kind links this package, and openai-go with it.
+//
 // It is not a general OpenAI client: only chat completions and embeddings
 // are spoken; the Responses API, images, audio and files are not. Requests
 // cannot carry images, so the adapter does not declare vision.

@@ -6,6 +6,7 @@ import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 )
 
 // description is the application as aidgen lowered it from its app file, with
@@ -20,10 +21,11 @@ func description() app.Description {
 		Providers: []app.Provider{
 			{
 				Name: "fake",
-				Kind: "fake",
-				AnswerKey: &app.AnswerKey{
-					Dataset:  "../../fixtures/capitals.json",
-					Accuracy: 0.6,
+				Kind: fake.Kind{
+					AnswerKey: &fake.AnswerKeyFile{
+						Dataset:  "../../fixtures/capitals.json",
+						Accuracy: 0.6,
+					},
 				},
 			},
 		},

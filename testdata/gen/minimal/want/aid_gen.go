@@ -5,6 +5,7 @@ package main
 import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 )
 
 // description is the application as aidgen lowered it from its app file, with
@@ -19,7 +20,7 @@ func description() app.Description {
 		Providers: []app.Provider{
 			{
 				Name: "fake",
-				Kind: "fake",
+				Kind: fake.Kind{},
 			},
 		},
 		Models: []gateway.PinnedModel{

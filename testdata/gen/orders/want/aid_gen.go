@@ -7,6 +7,8 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/gateway/openaicompat"
 	"time"
 )
 
@@ -21,18 +23,20 @@ func description() app.Description {
 		Dir:     "..",
 		Providers: []app.Provider{
 			{
-				Name:    "fake",
-				Kind:    "fake",
-				Seed:    11,
-				Latency: 250 * time.Millisecond,
+				Name: "fake",
+				Kind: fake.Kind{
+					Seed:    11,
+					Latency: 250 * time.Millisecond,
+				},
 			},
 			{
-				Name:       "remote",
-				Kind:       "openai-compatible",
-				BaseURL:    "https://llm.example.com/v1",
-				APIKeyEnv:  "REMOTE_API_KEY",
-				Timeout:    90 * time.Second,
-				MaxRetries: 3,
+				Name: "remote",
+				Kind: openaicompat.Kind{
+					BaseURL:    "https://llm.example.com/v1",
+					APIKeyEnv:  "REMOTE_API_KEY",
+					Timeout:    90 * time.Second,
+					MaxRetries: 3,
+				},
 			},
 		},
 		Models: []gateway.PinnedModel{

@@ -9,6 +9,7 @@ import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"time"
 )
@@ -25,13 +26,14 @@ func description() app.Description {
 		Providers: []app.Provider{
 			{
 				Name: "fake",
-				Kind: "fake",
-				Seed: 7,
-				AnswerKey: &app.AnswerKey{
-					Dataset:  "evals/refunds.jsonl",
-					Accuracy: 0.9,
+				Kind: fake.Kind{
+					Seed: 7,
+					AnswerKey: &fake.AnswerKeyFile{
+						Dataset:  "evals/refunds.jsonl",
+						Accuracy: 0.9,
+					},
+					Script: "fake-script.json",
 				},
-				Script: "fake-script.json",
 			},
 		},
 		Models: []gateway.PinnedModel{

@@ -9,6 +9,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents/tools/http"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 	"time"
 )
 
@@ -23,10 +24,11 @@ func description() app.Description {
 		Dir:     "../../../ir/valid",
 		Providers: []app.Provider{
 			{
-				Name:   "fake",
-				Kind:   "fake",
-				Seed:   3,
-				Script: "../files/script.json",
+				Name: "fake",
+				Kind: fake.Kind{
+					Seed:   3,
+					Script: "../files/script.json",
+				},
 			},
 		},
 		Models: []gateway.PinnedModel{

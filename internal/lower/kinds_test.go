@@ -1,0 +1,94 @@
+package lower_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aidgen/aid/internal/lower"
+	"github.com/aidgen/aid/ir"
+	"github.com/aidgen/aid/runtime/agents/tools/http"
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/openaicompat"
+	"github.com/aidgen/aid/runtime/kind"
+)
+
+// TestKindsArePlainData walks the configuration type of every kind in
+// lowering's tables: a description holds these values, and gen spells them
+// as Go literals, so they may hold no func, channel, interface or
+// unexported field anywhere inside.
+func TestKindsArePlainData(t *testing.T) {
+	var types []reflect.Type
+	for _, k := range lower.ProviderKinds {
+		types = append(types, reflect.TypeOf(k))
+	}
+	for _, k := range lower.ToolKinds {
+		if k != nil {
+			types = append(types, reflect.TypeOf(k))
+		}
+	}
+	for _, rt := range types {
+		seen := map[reflect.Type]bool{}
+		var walk func(rt reflect.Type, path string)
+		walk = func(rt reflect.Type, path string) {
+			if seen[rt] {
+				return
+			}
+			seen[rt] = true
+			switch rt.Kind() {
+			case reflect.Func, reflect.Chan, reflect.Interface, reflect.UnsafePointer, reflect.Uintptr:
+				t.Errorf("%s is a %s, which a Go literal cannot hold as data", path, rt.Kind())
+			case reflect.Pointer, reflect.Slice, reflect.Array:
+				walk(rt.Elem(), path+"[]")
+			case reflect.Map:
+				walk(rt.Key(), path+"{key}")
+				walk(rt.Elem(), path+"{}")
+			case reflect.Struct:
+				for i := range rt.NumField() {
+					f := rt.Field(i)
+					if !f.IsExported() {
+						t.Errorf("%s.%s is unexported, which a literal outside the package cannot set", path, f.Name)
+					}
+					walk(f.Type, path+"."+f.Name)
+				}
+			}
+		}
+		walk(rt, rt.String())
+	}
+}
+
+// TestDecode decodes blocks as the IR writes them: durations as Go
+// duration strings, the kind left out, and every field of the block
+// required to be the configuration's, so that a field the schema allows
+// and the configuration lacks is an error rather than lost.
+func TestDecode(t *testing.T) {
+	got, err := lower.Decode(kind.Providers, kind.ProviderOpenAICompatible, ir.Config(`{"kind":"openai-compatible","baseURL":"https://x.test/v1","apiKeyEnv":"K","timeout":"1m30s","maxRetries":2}`))
+	want := openaicompat.Kind{BaseURL: "https://x.test/v1", APIKeyEnv: "K", Timeout: 90 * time.Second, MaxRetries: 2}
+	if err != nil || got != want {
+		t.Errorf("Decode = %#v, %v; want %#v", got, err, want)
+	}
+	got, err = lower.Decode(kind.Tools, kind.ToolHTTP, ir.Config(`{"kind":"http","url":"https://x.test","headersFromEnv":{"A":"B"}}`))
+	if k, ok := got.(http.Kind); err != nil || !ok || k.HeadersFromEnv["A"] != "B" {
+		t.Errorf("Decode(http) = %#v, %v", got, err)
+	}
+	if got, err := lower.Decode(kind.Tools, kind.ToolGo, ir.Config(`{"kind":"go"}`)); got != nil || err != nil {
+		t.Errorf("Decode(go) = %#v, %v; want no configuration", got, err)
+	}
+	for _, tt := range []struct {
+		point       kind.Point
+		name, block string
+		want        string
+	}{
+		{kind.Tools, kind.ToolHTTP, `{"kind":"http","url":"https://x.test","verb":"PUT"}`, `unknown field "verb"`},
+		{kind.Providers, kind.ProviderOpenAICompatible, `{"kind":"openai-compatible","timeout":"soon"}`, `timeout`},
+		{kind.Providers, "anthropicx", `{"kind":"anthropicx"}`, `unknown provider kind "anthropicx"; known kinds: fake, openai-compatible`},
+	} {
+		_, err := lower.Decode(tt.point, tt.name, ir.Config(tt.block))
+		var de *gateway.DeferredError
+		if err == nil || !strings.Contains(err.Error(), tt.want) || errors.As(err, &de) {
+			t.Errorf("Decode(%s %s) = %v, want a plain error containing %q", tt.point, tt.name, err, tt.want)
+		}
+	}
+}

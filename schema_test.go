@@ -100,6 +100,7 @@ func kindPoints() []kindPoint {
 	return []kindPoint{
 		{kind.Providers, "#Provider", "#DeferredProviderKind", nil, typesOf(lower.ProviderKinds)},
 		{kind.Tools, "#ToolImplementation", "", nil, typesOf(lower.ToolKinds)},
+		{kind.Stores, "#Store", "#DeferredStoreKind", []string{"distance"}, typesOf(lower.StoreKinds)},
 	}
 }
 
@@ -234,12 +235,9 @@ stores: kb: {}
 		{"#DeferredProviderKind", kind.Deferred(kind.Providers),
 			func(k string) string { return app + fmt.Sprintf("providers: q: kind: %q\n", k) },
 			lowered(kind.Providers)},
-		{"#DeferredStoreKind", retrieval.DeferredStoreKinds(),
+		{"#DeferredStoreKind", kind.Deferred(kind.Stores),
 			func(k string) string { return app + fmt.Sprintf("stores: s: kind: %q\n", k) },
-			func(k string) error {
-				_, err := retrieval.OpenStore(retrieval.StoreConfig{Name: "s", Kind: k}, 8, nil)
-				return err
-			}},
+			lowered(kind.Stores)},
 		{"#DeferredSourceKind", retrieval.DeferredSourceKinds(),
 			func(k string) string { return retriever(fmt.Sprintf("source: kind: %q", k)) },
 			func(k string) error { _, err := retrieval.Source{Kind: k}.Load(t.Context()); return err }},

@@ -7,15 +7,16 @@ import (
 
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
 // TestMainFileOptions checks that main.go passes serve.Main exactly the
-// options the application needs: the PostgreSQL openers (which link pgx)
-// only when state or a store lives there, the business package only with
-// go tools.
+// options the application needs: the PostgreSQL state opener (which links
+// pgx) only when the state lives there, the business package only with go
+// tools. A pgvector store needs no option: its kind opens it.
 func TestMainFileOptions(t *testing.T) {
-	pgStore := []retrieval.StoreConfig{{Name: "kb", Kind: retrieval.StorePGVector}}
-	memStore := []retrieval.StoreConfig{{Name: "kb", Kind: retrieval.StoreMemory}}
+	pgStore := []retrieval.StoreConfig{{Name: "kb", Kind: pgvector.Kind{Table: "kb"}}}
+	memStore := []retrieval.StoreConfig{{Name: "kb", Kind: retrieval.MemoryKind{}}}
 	pgState := app.Service{State: app.State{Kind: app.StatePostgres, DSNEnv: "DATABASE_URL"}}
 	for _, c := range []struct {
 		name     string
@@ -27,8 +28,8 @@ func TestMainFileOptions(t *testing.T) {
 		{name: "memory", desc: app.Description{Stores: memStore}, want: []string{"serve.Options{}"}, wantNone: []string{"postgres", "business"}},
 		{name: "tools", desc: app.Description{}, tools: true, want: []string{"Implementations: business.Implementations()"}, wantNone: []string{"postgres"}},
 		{name: "pg state", desc: app.Description{Service: pgState}, want: []string{"OpenState: postgres.OpenState", `"github.com/aidgen/aid/runtime/serve/postgres"`}, wantNone: []string{"VectorStores", "business"}},
-		{name: "pgvector", desc: app.Description{Stores: pgStore}, want: []string{"VectorStores: postgres.VectorStores", "MemoryStores: postgres.MemoryStores"}, wantNone: []string{"OpenState"}},
-		{name: "both", desc: app.Description{Stores: pgStore, Service: pgState}, tools: true, want: []string{"OpenState:       postgres.OpenState", "VectorStores:    postgres.VectorStores", "MemoryStores:    postgres.MemoryStores", "Implementations: business.Implementations()"}},
+		{name: "pgvector", desc: app.Description{Stores: pgStore}, want: []string{"serve.Options{}"}, wantNone: []string{"postgres"}},
+		{name: "both", desc: app.Description{Stores: pgStore, Service: pgState}, tools: true, want: []string{"OpenState:       postgres.OpenState", "Implementations: business.Implementations()"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.desc.Name, c.desc.Version = "x", "0.1.0"

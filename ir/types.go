@@ -244,21 +244,17 @@ type StoredMemory struct {
 type Store struct {
 	// Name is the store's key in the IR.
 	Name string `json:"name"`
-	// Kind is "memory" or "pgvector".
+	// Kind is the store kind, one of kind.Names(kind.Stores).
 	Kind string `json:"kind"`
-	// Distance is "cosine", "l2" or "inner_product".
+	// Distance is "cosine", "l2" or "inner_product", whatever the kind.
 	Distance string `json:"distance"`
-	// DSNEnv names the environment variable holding a pgvector store's DSN.
-	DSNEnv string `json:"dsnEnv,omitempty"`
-	// Table is the table of a pgvector store.
-	Table string `json:"table,omitempty"`
+	// Config is the store's block, kind and distance included, which
+	// lowering decodes into the kind's typed configuration.
+	Config Config `json:"-"`
 }
 
-// Store kinds.
-const (
-	StoreMemory   = "memory"
-	StorePGVector = "pgvector"
-)
+// MarshalJSON writes the store as its name and its block.
+func (s Store) MarshalJSON() ([]byte, error) { return s.Config.object("name", s.Name) }
 
 // Retriever turns files into chunks, embeds and searches them.
 type Retriever struct {

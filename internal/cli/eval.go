@@ -250,8 +250,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	// state says: an eval is not a replica of the service.
 	// Retrievers' pgvector stores are the service's own: a retrieval eval
 	// searches the index aidgen index keeps there.
-	opts, closeStores := commandOptions(ctx)
-	defer closeStores()
+	opts := commandOptions()
 	if f.seedSet {
 		opts.Seed = &f.seed
 	}
@@ -259,6 +258,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	if err != nil {
 		return nil, usageErr(err)
 	}
+	defer a.Close()
 	g := a.Gateway
 	e, err := a.Eval(name)
 	if err != nil {

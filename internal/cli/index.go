@@ -13,7 +13,6 @@ import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/retrieval"
-	"github.com/aidgen/aid/runtime/serve/postgres"
 )
 
 // memoryStoreNote is what index and search say about a store that lives in
@@ -93,8 +92,10 @@ type retrieverApp struct {
 	app   *app.App
 	desc  app.Description
 	names []string // the retrievers, in the description's order
-	close func()   // closes the pgvector stores' pools
 }
+
+// close closes what the stores' kinds opened (pgvector pools).
+func (ra *retrieverApp) close() { _ = ra.app.Close() }
 
 // openRetrievers loads, lowers and assembles the retrieval part of an
 // application. only names the retrievers wanted; empty means all of them.
@@ -120,27 +121,22 @@ func openRetrievers(ctx context.Context, s *streams, path string, only []string)
 		names = slices.DeleteFunc(slices.Clone(all), func(n string) bool { return !slices.Contains(only, n) })
 	}
 	desc := retrievalOnly(full, names)
-	opts, closeStores := commandOptions(ctx)
-	a, err := app.Assemble(ctx, desc, opts)
+	a, err := app.Assemble(ctx, desc, commandOptions())
 	if err != nil {
-		closeStores()
 		return nil, usageErr(err)
 	}
-	return &retrieverApp{app: a, desc: desc, names: names, close: closeStores}, nil
+	return &retrieverApp{app: a, desc: desc, names: names}, nil
 }
 
 // commandOptions are the options of a command that is not a replica of
 // the service: index, search and eval keep runs and spend in memory,
-// whatever the service's state says, while retrievers' pgvector stores
-// are the service's own, opened as the service opens them. closeStores
-// closes their pools.
-func commandOptions(ctx context.Context) (opts app.Options, closeStores func()) {
-	openers, closeStores := postgres.VectorStores(ctx)
+// whatever the service's state says, while retrievers' stores are the
+// service's own, opened by their kinds as the service opens them.
+func commandOptions() app.Options {
 	return app.Options{
-		Ledger:             gateway.NewMemoryLedger(),
-		RunStore:           agents.NewInMemoryStore(),
-		VectorStoreOpeners: openers,
-	}, closeStores
+		Ledger:   gateway.NewMemoryLedger(),
+		RunStore: agents.NewInMemoryStore(),
+	}
 }
 
 // retrievalOnly keeps of a description what the named retrievers need: the
@@ -239,14 +235,13 @@ func (ra *retrieverApp) ingest(ctx context.Context, s *streams, name, progressMo
 	return stats, nil
 }
 
+// storeKind says where a store's rows are: its kind's own words when it
+// has them (a pgvector store names its table), else its kind's name.
 func storeKind(st retrieval.StoreConfig) string {
-	if st.Kind == "" {
-		return retrieval.StoreMemory
+	if s, ok := st.Kind.(fmt.Stringer); ok {
+		return s.String()
 	}
-	if st.Kind == retrieval.StorePGVector {
-		return fmt.Sprintf("pgvector table %s", st.Table)
-	}
-	return st.Kind
+	return st.KindName()
 }
 
 // printSpend prints what the embedding calls cost.

@@ -24,7 +24,6 @@ import (
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/pgledger"
 	"github.com/aidgen/aid/runtime/retrieval"
-	"github.com/aidgen/aid/runtime/serve/postgres"
 )
 
 // Exit codes of aidgen run beyond the shared ones: 0 (ExitOK) is a run
@@ -236,6 +235,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 	if err != nil {
 		return usageErr(err)
 	}
+	defer a.Close()
 	p := &runPrinter{w: s.out, verbose: f.verbose, cmd: resumeCommand(path, f.stateDir)}
 
 	// What the run starts from, to ingest the retrievers it can reach and,
@@ -376,46 +376,22 @@ func (st *runState) close() {
 
 // openRunState picks the run store of service.state: files for memory
 // state (a command does not outlive a pause), PostgreSQL for postgres, with
-// the database's ledger and memory, and pgvector stores for retrievers.
+// the database's ledger. Stores of kind pgvector (retrievers' vectors,
+// agents' memory) open themselves, through their kind.
 func openRunState(ctx context.Context, desc app.Description, stateDir string) (*runState, error) {
 	st := &runState{}
-	openers, closeStores := postgres.VectorStores(ctx)
-	st.closers = append(st.closers, closeStores)
-	st.options.VectorStoreOpeners = openers
-	pg := map[string]*pgstore.Store{} // one per DSN
-	openPG := func(ctx context.Context, dsn string) (*pgstore.Store, error) {
-		if s, ok := pg[dsn]; ok {
-			return s, nil
-		}
-		s, err := pgstore.Open(ctx, dsn)
-		if err != nil {
-			return nil, err
-		}
-		pg[dsn] = s
-		st.closers = append(st.closers, s.Close)
-		return s, nil
-	}
-	st.options.MemoryStoreOpeners = map[string]app.MemoryStoreOpener{
-		retrieval.StorePGVector: func(ctx context.Context, cfg retrieval.StoreConfig, dsn string) (agents.MemoryStore, error) {
-			s, err := openPG(ctx, dsn)
-			if err != nil {
-				return nil, err
-			}
-			return s.Memory(cfg.Name)
-		},
-	}
 	switch desc.Service.State.Kind {
 	case app.StatePostgres:
 		if stateDir != "" {
-			st.close()
 			return nil, fmt.Errorf("--state-dir applies to applications whose state is in memory; %s keeps its runs in PostgreSQL (%s)", desc.Name, desc.Service.State.DSNEnv)
 		}
 		st.where = "PostgreSQL ($" + desc.Service.State.DSNEnv + ")"
 		st.options.OpenState = func(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error) {
-			s, err := openPG(ctx, dsn)
+			s, err := pgstore.Open(ctx, dsn)
 			if err != nil {
 				return nil, nil, err
 			}
+			st.closers = append(st.closers, s.Close)
 			l, err := pgledger.Open(ctx, dsn)
 			if err != nil {
 				return nil, nil, err

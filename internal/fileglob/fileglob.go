@@ -82,6 +82,17 @@ func Match(pattern, name string) bool {
 // directory named by a pattern that does not exist matches nothing; any
 // other error reading the tree is returned.
 func Expand(dir string, include, exclude []string) ([]string, error) {
+	return ExpandFunc(func(up string) (fs.FS, error) {
+		return os.DirFS(filepath.Join(dir, filepath.FromSlash(up))), nil
+	}, include, exclude)
+}
+
+// ExpandFunc is Expand over the tree open returns: open("") is the
+// directory the patterns are relative to, and open("..") the one above it,
+// as far up as a pattern's leading "../" segments reach. It is how a tree
+// that is not on disk (a generated service's embedded files) is expanded
+// with the same meaning.
+func ExpandFunc(open func(up string) (fs.FS, error), include, exclude []string) ([]string, error) {
 	for _, p := range slices.Concat(include, exclude) {
 		if err := Validate(p); err != nil {
 			return nil, err
@@ -94,8 +105,11 @@ func Expand(dir string, include, exclude []string) ([]string, error) {
 		if rest == "" {
 			continue // only ".." segments: names a directory, not a file
 		}
-		root := filepath.Join(dir, filepath.FromSlash(up))
-		err := doublestar.GlobWalk(os.DirFS(root), rest, func(name string, d fs.DirEntry) error {
+		root, err := open(up)
+		if err != nil {
+			return nil, err
+		}
+		err = doublestar.GlobWalk(root, rest, func(name string, d fs.DirEntry) error {
 			if !d.Type().IsRegular() {
 				return nil
 			}
@@ -106,7 +120,7 @@ func Expand(dir string, include, exclude []string) ([]string, error) {
 			}
 			return nil
 		}, doublestar.WithFilesOnly(), doublestar.WithNoFollow(), doublestar.WithNoHidden(), doublestar.WithFailOnIOErrors())
-		if errors.Is(err, syscall.ENOTDIR) {
+		if errors.Is(err, syscall.ENOTDIR) || notDir(root, err) {
 			// A file where the pattern's literal part wants a directory
 			// ("top.md/*.md"): that directory does not exist, and a
 			// directory that does not exist matches nothing.
@@ -123,6 +137,18 @@ func Expand(dir string, include, exclude []string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// notDir reports whether err failed to read, as a directory, a path of
+// root that is a file: file systems other than the operating system's say
+// so in words of their own.
+func notDir(root fs.FS, err error) bool {
+	pe, ok := errors.AsType[*fs.PathError](err)
+	if !ok {
+		return false
+	}
+	info, serr := fs.Stat(root, pe.Path)
+	return serr == nil && !info.IsDir()
 }
 
 // splitUp splits a cleaned pattern into its leading ".." segments (joined,

@@ -1,10 +1,13 @@
 package fileglob
 
 import (
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -103,6 +106,32 @@ func TestExpand(t *testing.T) {
 	}
 	if _, err := Expand(dir, []string{"/etc/*"}, nil); err == nil {
 		t.Error("Expand with an absolute pattern succeeded")
+	}
+
+	// The same tree in a file system (as a generated service embeds it),
+	// without the links, which an embedded tree cannot hold: the same
+	// patterns match the same names.
+	mem := fstest.MapFS{}
+	for _, f := range []string{
+		"app/docs/a.md", "app/docs/sub/b.md", "app/docs/sub/c.txt", "app/docs/draft/d.md",
+		"app/.hidden/e.md", "app/.github/f.md", "app/top.md", "shared/g.md", "app/docs/.draft.md",
+	} {
+		mem[f] = &fstest.MapFile{Data: []byte(f)}
+	}
+	open := func(up string) (fs.FS, error) { return fs.Sub(mem, path.Join("app", up)) }
+	for _, tt := range tests {
+		if strings.Contains(tt.name, "link") {
+			continue
+		}
+		t.Run("fs/"+tt.name, func(t *testing.T) {
+			got, err := ExpandFunc(open, tt.include, tt.exclude)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ExpandFunc (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

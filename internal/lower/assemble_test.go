@@ -19,7 +19,6 @@ import (
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
-	"github.com/aidgen/aid/runtime/retrieval"
 )
 
 const (
@@ -184,16 +183,13 @@ func TestOpenAIProviderKeyFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The gateway and the retrievers, through openers standing in for
-	// PostgreSQL; the agent searches a retriever, which the agents runtime
-	// does not build yet (TestValidDocumentsAssemble).
+	// The gateway and the retrievers, with memory standing in for
+	// PostgreSQL.
 	desc.Agents, desc.Evals = nil, nil
+	inMemory(&desc)
 	opts := app.Options{
-		RunStore: agents.NewInMemoryStore(),
-		Ledger:   gateway.NewMemoryLedger(),
-		VectorStoreOpeners: map[string]retrieval.StoreOpener{"pgvector": func(cfg retrieval.StoreConfig, dims int) (retrieval.VectorStore, error) {
-			return retrieval.NewMemoryStore(dims, cfg.Distance)
-		}},
+		RunStore:  agents.NewInMemoryStore(),
+		Ledger:    gateway.NewMemoryLedger(),
 		LookupEnv: func(string) (string, bool) { return "", false },
 	}
 	_, err = app.Assemble(context.Background(), desc, opts)

@@ -16,6 +16,8 @@ import (
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/gateway/openaicompat"
 	"github.com/aidgen/aid/runtime/kind"
+	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
 // The kinds lowering builds, by extension point: each built kind's name
@@ -29,6 +31,11 @@ var (
 		kind.ProviderFake:             fake.Kind{},
 		kind.ProviderOpenAICompatible: openaicompat.Kind{},
 	}
+	// StoreKinds are the store kinds.
+	StoreKinds = map[string]retrieval.StoreKind{
+		kind.StoreMemory:   retrieval.MemoryKind{},
+		kind.StorePGVector: pgvector.Kind{},
+	}
 	// ToolKinds are the tool kinds; ToolGo has no configuration.
 	ToolKinds = map[string]agents.ToolKind{
 		kind.ToolGo:      nil,
@@ -36,6 +43,10 @@ var (
 		kind.ToolFixture: fixture.Kind{},
 	}
 )
+
+// storeFields are the fields of a store's block that every store has,
+// whatever its kind, and that retrieval.StoreConfig holds.
+var storeFields = []string{"distance"}
 
 // Decode decodes the block cfg of an element of the named kind of extension
 // point p into the kind's typed configuration, as Document does: the
@@ -47,6 +58,8 @@ func Decode(p kind.Point, name string, cfg ir.Config) (any, error) {
 		return decodeKind(ProviderKinds, p, name, cfg)
 	case kind.Tools:
 		return decodeKind(ToolKinds, p, name, cfg)
+	case kind.Stores:
+		return decodeKind(StoreKinds, p, name, cfg, storeFields...)
 	}
 	return nil, fmt.Errorf("unknown extension point %q", p)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/openaicompat"
 	"github.com/aidgen/aid/runtime/kind"
+	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
 // TestKindsArePlainData walks the configuration type of every kind in
@@ -28,6 +29,9 @@ func TestKindsArePlainData(t *testing.T) {
 		if k != nil {
 			types = append(types, reflect.TypeOf(k))
 		}
+	}
+	for _, k := range lower.StoreKinds {
+		types = append(types, reflect.TypeOf(k))
 	}
 	for _, rt := range types {
 		seen := map[reflect.Type]bool{}
@@ -72,6 +76,10 @@ func TestDecode(t *testing.T) {
 	got, err = lower.Decode(kind.Tools, kind.ToolHTTP, ir.Config(`{"kind":"http","url":"https://x.test","headersFromEnv":{"A":"B"}}`))
 	if k, ok := got.(http.Kind); err != nil || !ok || k.HeadersFromEnv["A"] != "B" {
 		t.Errorf("Decode(http) = %#v, %v", got, err)
+	}
+	got, err = lower.Decode(kind.Stores, kind.StorePGVector, ir.Config(`{"kind":"pgvector","distance":"l2","dsnEnv":"DSN","table":"kb"}`))
+	if err != nil || got != (pgvector.Kind{DSNEnv: "DSN", Table: "kb"}) {
+		t.Errorf("Decode(pgvector) = %#v, %v; the distance is every store's, not the kind's", got, err)
 	}
 	if got, err := lower.Decode(kind.Tools, kind.ToolGo, ir.Config(`{"kind":"go"}`)); got != nil || err != nil {
 		t.Errorf("Decode(go) = %#v, %v; want no configuration", got, err)

@@ -73,7 +73,12 @@ func Document(doc *ir.Document) (app.Description, error) {
 		d.Agents = append(d.Agents, agent(a))
 	}
 	for _, s := range doc.Stores {
-		d.Stores = append(d.Stores, retrieval.StoreConfig{Name: s.Name, Kind: s.Kind, Distance: retrieval.Distance(s.Distance), DSNEnv: s.DSNEnv, Table: s.Table})
+		k, err := decodeKind(StoreKinds, kind.Stores, s.Kind, s.Config, storeFields...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("store %q: %w", s.Name, err))
+			continue
+		}
+		d.Stores = append(d.Stores, retrieval.StoreConfig{Name: s.Name, Distance: retrieval.Distance(s.Distance), Kind: k})
 	}
 	for _, r := range doc.Retrievers {
 		d.Retrievers = append(d.Retrievers, retrieval.Config{

@@ -20,6 +20,16 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden descriptions under testdata")
 
+// inMemory stands a store in memory in for every store of desc, so that an
+// application keeping its vectors and memory in PostgreSQL assembles
+// without a database (runtime/retrieval/pgvector's tests open the real
+// kind).
+func inMemory(desc *app.Description) {
+	for i := range desc.Stores {
+		desc.Stores[i].Kind = retrieval.MemoryKind{}
+	}
+}
+
 // TestValidDocumentsAssemble lowers every valid IR case and both examples,
 // compares the description with its golden (testdata/<case>.json; -update
 // rewrites them), and assembles it. Applications whose agents search a
@@ -67,17 +77,12 @@ func TestValidDocumentsAssemble(t *testing.T) {
 
 			env := map[string]string{"OPENAI_API_KEY": "sk-test", "DATABASE_URL": "postgres://test", "NOTIFY_TOKEN": "t"}
 			opts := app.Options{
-				RunStore: agents.NewInMemoryStore(),
-				Ledger:   gateway.NewMemoryLedger(),
-				VectorStoreOpeners: map[string]retrieval.StoreOpener{"pgvector": func(cfg retrieval.StoreConfig, dims int) (retrieval.VectorStore, error) {
-					return retrieval.NewMemoryStore(dims, cfg.Distance)
-				}},
-				MemoryStoreOpeners: map[string]app.MemoryStoreOpener{"pgvector": func(ctx context.Context, cfg retrieval.StoreConfig, dsn string) (agents.MemoryStore, error) {
-					return agents.NewInMemoryMemory(), nil
-				}},
+				RunStore:        agents.NewInMemoryStore(),
+				Ledger:          gateway.NewMemoryLedger(),
 				Implementations: map[string]agents.Implementation{},
 				LookupEnv:       func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 			}
+			inMemory(&desc)
 			for _, tool := range desc.Tools {
 				if tool.Kind == nil {
 					opts.Implementations[tool.Decl.Name] = agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) { return "ok", nil })

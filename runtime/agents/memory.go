@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // MemoryScope says whom a stored memory is about.
@@ -45,6 +46,17 @@ type MemoryStore interface {
 	AddMemory(ctx context.Context, scope MemoryScope, subject, text string) (MemoryEntry, error)
 	// Memories returns a scope's subject's entries, oldest first.
 	Memories(ctx context.Context, scope MemoryScope, subject string) ([]MemoryEntry, error)
+}
+
+// MemoryStoreKind is implemented by the configuration of a store kind
+// (retrieval.StoreKind) that can also hold agents' user and global memory,
+// such as pgvector.Kind. A store of a kind in memory
+// (retrieval.StoreKind.InMemory) holds it in an InMemoryMemory instead,
+// and any other store cannot hold it.
+type MemoryStoreKind interface {
+	// OpenMemoryStore opens the memory store named store. What it opens
+	// for the application's lifetime goes into env.Scope, which closes it.
+	OpenMemoryStore(ctx context.Context, env kind.Env, store string) (MemoryStore, error)
 }
 
 // InMemoryMemory is a MemoryStore held in this process's memory. It is safe

@@ -65,8 +65,8 @@ func supportDeskRuntime(t *testing.T, fc fake.Config) (*agents.Runtime, *fake.Pr
 			t.Fatal(err)
 		}
 	}
-	kb, err := retrieval.Build(gw,
-		[]retrieval.StoreConfig{{Name: "kb", Kind: retrieval.StoreMemory, Distance: retrieval.DistanceCosine}},
+	kb, err := retrieval.Build(t.Context(), gw,
+		[]retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine}},
 		[]retrieval.Config{{
 			Name: "kb", Source: retrieval.Source{Dir: supportDesk, Files: []string{"docs/**/*.md"}},
 			ChunkSize: 600, ChunkOverlap: 80, EmbedModel: "embed", Store: "kb", TopK: 4, Rerank: retrieval.RerankLexical,

@@ -44,6 +44,7 @@ func TestLinksNeitherIRNorCUENorPgx(t *testing.T) {
 		case dep == "github.com/aidgen/aid/ir", strings.HasPrefix(dep, "cuelang.org/"), strings.HasPrefix(dep, "github.com/jackc/"),
 			strings.HasPrefix(dep, "github.com/aidgen/aid/runtime/agents/tools/"),
 			dep == "github.com/aidgen/aid/runtime/gateway/fake", dep == "github.com/aidgen/aid/runtime/gateway/openaicompat",
+			dep == "github.com/aidgen/aid/runtime/retrieval/pgvector",
 			strings.HasPrefix(dep, "github.com/openai/"):
 			t.Errorf("runtime/app links %s", dep)
 		}
@@ -250,23 +251,54 @@ func TestHTTPToolHeadersFromEnv(t *testing.T) {
 	}
 }
 
-// TestStateAndStores: PostgreSQL state and stores come only through
-// Options, so this package links no driver; without them Assemble says
-// what to pass.
+// memoryKind is a store kind that holds agents' memory, reading its DSN
+// from the environment it is lent and closing with the application.
+type memoryKind struct {
+	dsn    *string
+	closed *bool
+}
+
+func (memoryKind) StoreKind() string { return "held" }
+func (memoryKind) InMemory() bool    { return false }
+func (memoryKind) OpenVectorStore(context.Context, kind.Env, string, retrieval.Distance, int) (retrieval.VectorStore, error) {
+	return nil, errors.New("no vectors here")
+}
+func (k memoryKind) OpenMemoryStore(_ context.Context, env kind.Env, store string) (agents.MemoryStore, error) {
+	*k.dsn, _ = env.Lookup("APP_DSN")
+	return kind.Shared(env.Scope, store, func() (agents.MemoryStore, func() error, error) {
+		return agents.NewInMemoryMemory(), func() error { *k.closed = true; return nil }, nil
+	})
+}
+
+// vectorsOnly is a store kind that cannot hold agents' memory.
+type vectorsOnly struct{}
+
+func (vectorsOnly) StoreKind() string { return "vectors-only" }
+func (vectorsOnly) InMemory() bool    { return false }
+func (vectorsOnly) OpenVectorStore(context.Context, kind.Env, string, retrieval.Distance, int) (retrieval.VectorStore, error) {
+	return nil, errors.New("unused")
+}
+
+// TestStateAndStores: PostgreSQL state comes only through Options, so this
+// package links no driver, and without it Assemble says what to pass.
+// Agents' memory is opened by its store's kind when the kind can hold it,
+// with the environment Options gives, and closed with the application; a
+// store whose kind cannot hold memory is refused as not built.
 func TestStateAndStores(t *testing.T) {
+	var memDSN string
+	var closed bool
 	d := desk(t)
 	d.Service.State = app.State{Kind: app.StatePostgres, DSNEnv: "APP_DSN"}
-	d.Stores = []retrieval.StoreConfig{{Name: "pg", Kind: retrieval.StorePGVector, DSNEnv: "APP_DSN", Table: "mem"}}
+	d.Stores = []retrieval.StoreConfig{{Name: "pg", Kind: memoryKind{&memDSN, &closed}}, {Name: "vec", Kind: vectorsOnly{}}}
 	d.Agents[0].Memory = &agents.Memory{User: &agents.StoredMemory{Store: "pg"}}
 	env := func(k string) (string, bool) { return "postgres://x", k == "APP_DSN" }
 
 	_, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools(), LookupEnv: env})
-	var de *gateway.DeferredError
-	if err == nil || !strings.Contains(err.Error(), "Options.OpenState") || !errors.As(err, &de) || !strings.Contains(de.Feature, "memory in a pgvector store") {
-		t.Fatalf("Assemble without openers = %v", err)
+	if err == nil || !strings.Contains(err.Error(), "Options.OpenState") {
+		t.Fatalf("Assemble without OpenState = %v", err)
 	}
 
-	var stateDSN, memDSN string
+	var stateDSN string
 	opts := app.Options{
 		Implementations: goTools(),
 		LookupEnv:       env,
@@ -274,10 +306,6 @@ func TestStateAndStores(t *testing.T) {
 			stateDSN = dsn
 			return agents.NewInMemoryStore(), gateway.NewMemoryLedger(), nil
 		},
-		MemoryStoreOpeners: map[string]app.MemoryStoreOpener{retrieval.StorePGVector: func(_ context.Context, cfg retrieval.StoreConfig, dsn string) (agents.MemoryStore, error) {
-			memDSN = dsn
-			return agents.NewInMemoryMemory(), nil
-		}},
 	}
 	a, err := app.Assemble(t.Context(), d, opts)
 	if err != nil {
@@ -285,6 +313,16 @@ func TestStateAndStores(t *testing.T) {
 	}
 	if stateDSN != "postgres://x" || memDSN != "postgres://x" || a.MemoryStores["pg"] == nil {
 		t.Errorf("state DSN %q, memory DSN %q, stores %v", stateDSN, memDSN, a.MemoryStores)
+	}
+	if err := a.Close(); err != nil || !closed {
+		t.Errorf("Close = %v; the memory store closed: %v", err, closed)
+	}
+
+	d.Agents[1].Memory = &agents.Memory{Global: &agents.StoredMemory{Store: "vec"}}
+	_, err = app.Assemble(t.Context(), d, opts)
+	var de *gateway.DeferredError
+	if !errors.As(err, &de) || de.Feature != "memory in a vectors-only store" {
+		t.Fatalf("memory in a store that cannot hold it: %v", err)
 	}
 }
 
@@ -311,7 +349,7 @@ func TestUnknownEvalAndTarget(t *testing.T) {
 // interfaces a kind's configuration implements, whose values gen spells
 // with their own types (internal/lower's test walks every kind's type).
 func TestDescriptionIsPlainData(t *testing.T) {
-	kinds := []reflect.Type{reflect.TypeFor[gateway.ProviderKind](), reflect.TypeFor[agents.ToolKind](), reflect.TypeFor[kind.ResourceKind]()}
+	kinds := []reflect.Type{reflect.TypeFor[gateway.ProviderKind](), reflect.TypeFor[agents.ToolKind](), reflect.TypeFor[retrieval.StoreKind](), reflect.TypeFor[kind.ResourceKind]()}
 	seen := map[reflect.Type]bool{}
 	var walk func(rt reflect.Type, path string)
 	walk = func(rt reflect.Type, path string) {

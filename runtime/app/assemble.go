@@ -41,13 +41,6 @@ type Options struct {
 	// and Ledger is nil. It is an option (pgstore.Open and pgledger.New in
 	// a generated service) so that this package does not link pgx.
 	OpenState func(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error)
-	// VectorStoreOpeners opens retrievers' stores by kind; the memory kind
-	// is built in. A kind without an opener fails Assemble with a
-	// *gateway.DeferredError naming it.
-	VectorStoreOpeners map[string]retrieval.StoreOpener
-	// MemoryStoreOpeners opens the stores holding agents' user and global
-	// memory, by kind; the memory kind is built in.
-	MemoryStoreOpeners map[string]MemoryStoreOpener
 	// Tracer receives the gateway's and the agents' spans; nil means no
 	// tracing.
 	Tracer trace.Tracer
@@ -80,10 +73,6 @@ type Options struct {
 	// WrapProvider.
 	WrapSearcher func(agents.Searcher) agents.Searcher
 }
-
-// MemoryStoreOpener opens the memory store an agent's user or global
-// memory names, with the DSN its DSNEnv holds (empty when it names none).
-type MemoryStoreOpener func(ctx context.Context, cfg retrieval.StoreConfig, dsn string) (agents.MemoryStore, error)
 
 // App is an application's assembled runtime.
 type App struct {
@@ -157,17 +146,13 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 	if err != nil {
 		errs = append(errs, err)
 	}
-	a.MemoryStores, err = memoryStores(ctx, &desc, &opts)
+	a.MemoryStores, err = memoryStores(ctx, &desc, env)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	retrievers := slices.Clone(desc.Retrievers)
-	for i := range retrievers {
-		// An empty source directory is the description's own: the IR's
-		// patterns are relative to the app file.
-		retrievers[i].Source.Dir = desc.sourceDir(retrievers[i].Source)
-	}
-	a.Retrievers, err = retrieval.Build(g, desc.Stores, retrievers, retrieval.BuildOptions{Openers: opts.VectorStoreOpeners})
+	// A source's directory is relative to the description's, which the
+	// application's files are.
+	a.Retrievers, err = retrieval.Build(ctx, g, desc.Stores, desc.Retrievers, retrieval.BuildOptions{Env: env})
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -219,15 +204,6 @@ func (d *Description) path(name string) string {
 		return name
 	}
 	return filepath.Join(d.Dir, filepath.FromSlash(name))
-}
-
-// sourceDir is the directory a retriever's source patterns are relative
-// to: its Dir resolved against the description's, which an empty Dir is.
-func (d *Description) sourceDir(s retrieval.Source) string {
-	if s.Dir == "" {
-		return d.path(".")
-	}
-	return d.path(s.Dir)
 }
 
 // buildTools builds every declared tool: the Go code Options registers for
@@ -304,8 +280,9 @@ func expandTools(list []agents.Agent, expand map[string][]string) []agents.Agent
 }
 
 // memoryStores opens every store an agent's user or global memory names,
-// once per store.
-func memoryStores(ctx context.Context, desc *Description, opts *Options) (map[string]agents.MemoryStore, error) {
+// once per store: through its kind when the kind can hold memory
+// (agents.MemoryStoreKind), in the process when the store is.
+func memoryStores(ctx context.Context, desc *Description, env kind.Env) (map[string]agents.MemoryStore, error) {
 	names := map[string]bool{}
 	for _, a := range desc.Agents {
 		if a.Memory == nil {
@@ -325,33 +302,21 @@ func memoryStores(ctx context.Context, desc *Description, opts *Options) (map[st
 	out := make(map[string]agents.MemoryStore, len(names))
 	for _, name := range slices.Sorted(maps.Keys(names)) {
 		cfg, ok := stores[name]
-		if !ok {
+		switch k, canHold := cfg.Kind.(agents.MemoryStoreKind); {
+		case !ok:
 			errs = append(errs, fmt.Errorf("memory store %q is not declared", name))
-			continue
-		}
-		if open, ok := opts.MemoryStoreOpeners[cfg.Kind]; ok {
-			dsn := ""
-			if cfg.DSNEnv != "" {
-				v, ok := opts.LookupEnv(cfg.DSNEnv)
-				if !ok {
-					errs = append(errs, fmt.Errorf("memory store %q: environment variable %s is not set", name, cfg.DSNEnv))
-					continue
-				}
-				dsn = v
-			}
-			m, err := open(ctx, cfg, dsn)
+		case canHold:
+			m, err := k.OpenMemoryStore(ctx, env, name)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("opening memory store %q: %w", name, err))
 				continue
 			}
 			out[name] = m
-			continue
+		case cfg.InMemory():
+			out[name] = agents.NewInMemoryMemory()
+		default:
+			errs = append(errs, fmt.Errorf("memory store %q: %w", name, &gateway.DeferredError{Feature: "memory in a " + cfg.KindName() + " store"}))
 		}
-		if cfg.Kind != "" && cfg.Kind != retrieval.StoreMemory {
-			errs = append(errs, fmt.Errorf("memory store %q: %w", name, &gateway.DeferredError{Feature: "memory in a " + cfg.Kind + " store (no opener for it in Options.MemoryStoreOpeners)"}))
-			continue
-		}
-		out[name] = agents.NewInMemoryMemory()
 	}
 	return out, errors.Join(errs...)
 }

@@ -11,11 +11,14 @@ import (
 )
 
 // Description is an application as plain data: everything Assemble needs
-// to build its runtime, with no function, interface or runtime object in
-// it. aidgen fills it by lowering an app file (internal/lower); a generated
-// service holds it as a Go literal and calls the same Assemble, so the
-// interpreter and the generated service cannot wire an application
-// differently, and a service never parses CUE at start-up.
+// to build its runtime, with no function or runtime object in it. The only
+// interfaces are the fields holding a kind's configuration (Provider.Kind,
+// Tool.Kind, retrieval.StoreConfig.Kind, kind.Resource.Kind), whose values
+// are plain data of the kind's own type. aidgen fills it by lowering an app
+// file (internal/lower); a generated service holds it as a Go literal and
+// calls the same Assemble, so the interpreter and the generated service
+// cannot wire an application differently, and a service never parses CUE
+// at start-up.
 //
 // References between sections (an agent's model alias, a tool an agent
 // lists, the store of a retriever) are names, resolved by Assemble. Files

@@ -403,11 +403,9 @@ func (a *App) checkJudgements(e Eval, ds *eval.Dataset) error {
 	if !ok {
 		return fmt.Errorf("unknown retriever %q", e.Target.Retriever)
 	}
-	src := cfg.Source
-	src.Dir = a.desc.sourceDir(src)
-	// Load only reads local files; it takes a context for sources that
-	// would not, which are not built.
-	docs, err := src.Load(context.Background())
+	// LoadFiles only reads the application's files; it takes a context for
+	// sources that would not, which are not built.
+	docs, err := cfg.Source.LoadFiles(context.Background(), a.files)
 	if err != nil {
 		return fmt.Errorf("reading the sources of retriever %q: %w", cfg.Name, err)
 	}

@@ -31,7 +31,7 @@ func kbApp(t *testing.T, cases string) app.Description {
 		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{Seed: 1}}},
 		Models: []gateway.PinnedModel{{Alias: "embed", Spec: gateway.ModelSpec{ID: "fake-embed-1", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: 128,
 			Cost: gateway.CostProfile{InputPer1kUSD: 0.001}}}},
-		Stores: []retrieval.StoreConfig{{Name: "kb", Kind: retrieval.StoreMemory}},
+		Stores: []retrieval.StoreConfig{{Name: "kb"}},
 		Retrievers: []retrieval.Config{{Name: "kb", Source: retrieval.Source{Files: []string{"docs/*.md"}},
 			ChunkSize: 200, ChunkOverlap: 20, EmbedModel: "embed", Store: "kb", TopK: 2}},
 		Evals: []app.Eval{{Name: "kb", Dataset: "kb.jsonl", Target: app.EvalTarget{Retriever: "kb"}, Runs: 2, Concurrency: 3,

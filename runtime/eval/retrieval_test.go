@@ -31,8 +31,8 @@ func supportDeskRetriever(t *testing.T) *retrieval.Retriever {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := retrieval.Build(gw,
-		[]retrieval.StoreConfig{{Name: "kb", Kind: retrieval.StoreMemory}},
+	rs, err := retrieval.Build(t.Context(), gw,
+		[]retrieval.StoreConfig{{Name: "kb"}},
 		[]retrieval.Config{{
 			Name:      "kb",
 			Source:    retrieval.Source{Dir: filepath.Join("..", "..", "examples", "support-desk"), Files: []string{"docs/**/*.md"}},

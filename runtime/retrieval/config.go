@@ -1,17 +1,13 @@
 package retrieval
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/aidgen/aid/runtime/gateway"
-)
-
-// Store kinds, as the IR spells them.
-const (
-	StoreMemory   = "memory"
-	StorePGVector = "pgvector"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Config is the IR-free description of one retriever: the IR's retriever
@@ -45,61 +41,92 @@ type Config struct {
 type StoreConfig struct {
 	// Name is the store's name, as retrievers refer to it.
 	Name string
-	// Kind is StoreMemory, StorePGVector, or a kind with an opener in
-	// BuildOptions.Openers; a kind of DeferredStoreKinds without one fails
-	// with a *gateway.DeferredError naming it.
-	Kind string
-	// Distance is the similarity measure.
+	// Distance is the similarity measure; empty means DistanceCosine.
 	Distance Distance
-	// DSNEnv names the environment variable with the PostgreSQL DSN.
-	DSNEnv string
-	// Table is the PostgreSQL table.
-	Table string
+	// Kind is the configuration of the store's kind (pgvector.Kind, under
+	// runtime/retrieval); nil means MemoryKind, the store in the process.
+	Kind StoreKind
 }
 
-// InMemory reports whether the store keeps its vectors in this process
-// only (kind StoreMemory, or no kind), so that it starts empty in every
-// process and must be ingested before it is searched.
-func (c StoreConfig) InMemory() bool { return c.Kind == "" || c.Kind == StoreMemory }
+// StoreKind is the typed configuration of a store kind: where a store's
+// vectors live and how to reach them. Each kind is a package under
+// runtime/retrieval (the memory kind, MemoryKind, is built in) whose
+// configuration, plain data with the IR's JSON field names, implements it;
+// an application description holds it as a store's Kind. A kind that can
+// also hold agents' user and global memory implements
+// agents.MemoryStoreKind.
+type StoreKind interface {
+	// StoreKind returns the kind's name, as the IR spells it
+	// (kind.StorePGVector).
+	StoreKind() string
+	// OpenVectorStore opens the store called name, searching by distance
+	// d, for vectors of width dims. What it opens for the application's
+	// lifetime (a connection pool) goes into env.Scope, which closes it.
+	OpenVectorStore(ctx context.Context, env kind.Env, name string, d Distance, dims int) (VectorStore, error)
+	// InMemory reports whether the store keeps its vectors in this process
+	// only, so that it starts empty in every process and must be ingested
+	// before it is searched.
+	InMemory() bool
+}
 
-// StoreOpener opens a store of a kind with the width its retrievers embed
-// with. A program that uses the pgvector store passes the opener of that
-// package to Build, so that programs that do not use it do not link pgx.
-type StoreOpener func(cfg StoreConfig, dims int) (VectorStore, error)
+// MemoryKind is the store kind memory: a MemoryStore in the process, lost
+// on exit. It has no configuration.
+type MemoryKind struct{}
+
+// StoreKind implements StoreKind.
+func (MemoryKind) StoreKind() string { return kind.StoreMemory }
+
+// InMemory implements StoreKind: a memory store is.
+func (MemoryKind) InMemory() bool { return true }
+
+// OpenVectorStore implements StoreKind: a new, empty MemoryStore.
+func (MemoryKind) OpenVectorStore(_ context.Context, _ kind.Env, _ string, d Distance, dims int) (VectorStore, error) {
+	return NewMemoryStore(dims, d)
+}
+
+// kindOf is the store's kind, MemoryKind when it names none.
+func (c StoreConfig) kindOf() StoreKind {
+	if c.Kind == nil {
+		return MemoryKind{}
+	}
+	return c.Kind
+}
+
+// KindName is the name of the store's kind.
+func (c StoreConfig) KindName() string { return c.kindOf().StoreKind() }
+
+// InMemory reports whether the store keeps its vectors in this process
+// only (its kind's InMemory), so that it starts empty in every process and
+// must be ingested before it is searched.
+func (c StoreConfig) InMemory() bool { return c.kindOf().InMemory() }
 
 // BuildOptions adjusts Build.
 type BuildOptions struct {
-	// Openers maps store kinds to openers; StoreMemory is built in.
-	Openers map[string]StoreOpener
+	// Env is what the stores' kinds are lent (kind.Env): the
+	// environment, where connections are kept; and the application's files,
+	// which the retrievers' sources are read from, relative to the
+	// application's directory.
+	Env kind.Env
 	// EmbedOptions are passed to every embedding call (budgets).
 	EmbedOptions []gateway.CallOption
 }
 
 // Build assembles retrievers from their configuration: each embedding alias
-// becomes a GatewayEmbedder, each store is opened once with the width of
-// the embedding models of the retrievers that use it (they must agree),
-// and each retriever is bound. A store kind without an opener fails with a
-// *gateway.DeferredError naming it. Every problem is reported, joined.
-func Build(gw *gateway.Gateway, stores []StoreConfig, retrievers []Config, opts BuildOptions) (map[string]*Retriever, error) {
+// becomes a GatewayEmbedder, each store is opened once, by its kind, with
+// the width of the embedding models of the retrievers that use it (they
+// must agree), and each retriever is bound, reading its source through
+// opts.Env.Files. Every problem is reported, joined.
+func Build(ctx context.Context, gw *gateway.Gateway, stores []StoreConfig, retrievers []Config, opts BuildOptions) (map[string]*Retriever, error) {
 	var errs []error
 	embedders := make(map[string]*GatewayEmbedder)
 	widths := make(map[string]int)       // store → width
 	widthFrom := make(map[string]string) // store → retriever that set the width
 	byName := make(map[string]StoreConfig)
-	unbuilt := make(map[string]bool) // stores of a deferred kind, reported once here
 	for _, s := range stores {
 		if _, dup := byName[s.Name]; dup {
 			errs = append(errs, fmt.Errorf("store %q is declared twice", s.Name))
 		}
 		byName[s.Name] = s
-		// A store of a kind that is not built fails even when no retriever
-		// uses it yet: the application declared it.
-		if _, ok := opts.Openers[s.Kind]; !ok {
-			if err := deferredKind(DeferredStoreKinds(), "store kind", s.Kind); err != nil {
-				errs = append(errs, fmt.Errorf("opening store %q: %w", s.Name, err))
-				unbuilt[s.Name] = true
-			}
-		}
 	}
 	for _, c := range retrievers {
 		if _, ok := byName[c.Store]; !ok {
@@ -128,10 +155,7 @@ func Build(gw *gateway.Gateway, stores []StoreConfig, retrievers []Config, opts 
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		if unbuilt[n] {
-			continue // reported above
-		}
-		s, err := OpenStore(byName[n], widths[n], opts.Openers)
+		s, err := OpenStore(ctx, opts.Env, byName[n], widths[n])
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -159,7 +183,7 @@ func Build(gw *gateway.Gateway, stores []StoreConfig, retrievers []Config, opts 
 			errs = append(errs, fmt.Errorf("retriever %q is declared twice", c.Name))
 			continue
 		}
-		r, err := New(Binding{Name: c.Name, Source: c.Source, Chunker: chunker, Embedder: e, Store: s, Reranker: rr, TopK: c.TopK})
+		r, err := New(Binding{Name: c.Name, Source: c.Source, Files: opts.Env.Files, Chunker: chunker, Embedder: e, Store: s, Reranker: rr, TopK: c.TopK})
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -172,35 +196,17 @@ func Build(gw *gateway.Gateway, stores []StoreConfig, retrievers []Config, opts 
 	return out, nil
 }
 
-// OpenStore opens one store of the given width: a MemoryStore for
-// StoreMemory, or the opener registered for its kind. A kind with no
-// opener, such as StorePGVector when its package is not linked, fails with
-// a *gateway.DeferredError naming it.
-func OpenStore(cfg StoreConfig, dims int, openers map[string]StoreOpener) (VectorStore, error) {
+// OpenStore opens one store of the given width through its kind (a
+// MemoryStore when it names none), searching by its distance
+// (DistanceCosine when it names none).
+func OpenStore(ctx context.Context, env kind.Env, cfg StoreConfig, dims int) (VectorStore, error) {
 	d := cfg.Distance
 	if d == "" {
 		d = DistanceCosine
 	}
-	cfg.Distance = d
-	if open, ok := openers[cfg.Kind]; ok {
-		s, err := open(cfg, dims)
-		if err != nil {
-			return nil, fmt.Errorf("opening store %q: %w", cfg.Name, err)
-		}
-		return s, nil
-	}
-	switch cfg.Kind {
-	case "", StoreMemory:
-		s, err := NewMemoryStore(dims, d)
-		if err != nil {
-			return nil, fmt.Errorf("opening store %q: %w", cfg.Name, err)
-		}
-		return s, nil
-	case StorePGVector:
-		return nil, fmt.Errorf("opening store %q: %w", cfg.Name, &gateway.DeferredError{Feature: "pgvector store (no opener for it in BuildOptions.Openers)"})
-	}
-	if err := deferredKind(DeferredStoreKinds(), "store kind", cfg.Kind); err != nil {
+	s, err := cfg.kindOf().OpenVectorStore(ctx, env, cfg.Name, d, dims)
+	if err != nil {
 		return nil, fmt.Errorf("opening store %q: %w", cfg.Name, err)
 	}
-	return nil, fmt.Errorf("opening store %q: unknown kind %q; use %q or %q", cfg.Name, cfg.Kind, StoreMemory, StorePGVector)
+	return s, nil
 }

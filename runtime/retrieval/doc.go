@@ -16,17 +16,27 @@
 // IR-free Config and StoreConfig values an application description holds;
 // the runtime never reads the IR itself.
 //
+// This package is the stores' extension point. A store kind is a package
+// under runtime/retrieval whose configuration, plain data with the IR's
+// JSON field names, implements StoreKind (pgvector.Kind); the memory kind,
+// MemoryKind, is built in. A StoreConfig holds a store's name, its
+// distance (every store's) and its kind's configuration, which opens the
+// store through a kind.Env: the environment its DSN is read from, and the
+// scope where a pool shared by the stores of an application is kept and
+// closed. Sources are read through the application's files (kind.Files),
+// on disk or embedded in a generated service.
+//
 // Ingest is incremental and idempotent. A chunk's id is a content hash of
 // the retriever, the embedding model, the source path, the offsets, the
 // heading trail and the text (ChunkID), so ingesting the same input twice
 // is a no-op diff that embeds nothing, and an edit re-embeds only the
 // chunks it changed; chunks of changed or vanished files are deleted.
-// What is not built (the source kinds, store kinds, chunking strategies and
-// rerankers of DeferredSourceKinds, DeferredStoreKinds,
-// DeferredChunkingStrategies and DeferredRerankKinds, PDF and other
-// non-text files, a pgvector store without its opener) fails with a
-// *gateway.DeferredError naming itself, in the words `aidgen vet` uses; a
-// misspelt kind is a plain error.
+// What is not built (the source kinds, chunking strategies and rerankers of
+// DeferredSourceKinds, DeferredChunkingStrategies and DeferredRerankKinds,
+// PDF and other non-text files) fails with a *gateway.DeferredError naming
+// itself, in the words `aidgen vet` uses; a misspelt kind is a plain
+// error. The store kinds that are not built are runtime/kind's list, which
+// lowering refuses in the same way.
 //
 // Stores keep one contract, checked by package storetest against every
 // implementation: the width is fixed at creation and a vector of another

@@ -36,8 +36,8 @@ func exampleGateway() *gateway.Gateway {
 // and searches it.
 func Example() {
 	ctx := context.Background()
-	rs, err := retrieval.Build(exampleGateway(),
-		[]retrieval.StoreConfig{{Name: "kb", Kind: retrieval.StoreMemory, Distance: retrieval.DistanceCosine}},
+	rs, err := retrieval.Build(context.Background(), exampleGateway(),
+		[]retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine}},
 		[]retrieval.Config{{
 			Name:      "kb",
 			Source:    retrieval.Source{Dir: filepath.Join("..", "..", "examples", "support-desk"), Files: []string{"docs/**/*.md"}},

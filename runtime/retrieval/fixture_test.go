@@ -28,8 +28,8 @@ func supportDesk(t testing.TB, rerank string) *retrieval.Retriever {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := retrieval.Build(gw,
-		[]retrieval.StoreConfig{{Name: "kb", Kind: retrieval.StoreMemory, Distance: retrieval.DistanceCosine}},
+	rs, err := retrieval.Build(t.Context(), gw,
+		[]retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine}},
 		[]retrieval.Config{{
 			Name:      "kb",
 			Source:    retrieval.Source{Dir: filepath.Join("..", "..", "examples", "support-desk"), Files: []string{"docs/**/*.md"}},

@@ -11,16 +11,11 @@ import (
 // and that are not built. Asking for one fails with a
 // *gateway.DeferredError naming it (Principle 3), never with "unknown
 // kind", which would suggest a typo. The IR schema accepts the same kinds
-// (#DeferredStoreKind, #DeferredSourceKind, #DeferredChunkingStrategy,
-// #DeferredRerankKind) so that `aidgen vet` reports them in the same
-// words; a test in the module root keeps the lists equal. Each function
-// returns a new, sorted slice, so that no caller can change the list
-// another sees.
-
-// DeferredStoreKinds returns the vector store kinds that are not built.
-// A StoreOpener registered for one of them in BuildOptions.Openers is used
-// all the same: a team may bring its own.
-func DeferredStoreKinds() []string { return []string{"pinecone", "qdrant", "weaviate"} }
+// (#DeferredSourceKind, #DeferredChunkingStrategy, #DeferredRerankKind)
+// so that `aidgen vet` reports them in the same words; a test in the
+// module root keeps the lists equal. Each function returns a new, sorted
+// slice, so that no caller can change the list another sees. The store
+// kinds that are not built are runtime/kind's, as every extension point's.
 
 // DeferredSourceKinds returns the retriever source kinds that are not
 // built: web pages, object-storage buckets and database queries.

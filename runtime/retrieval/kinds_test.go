@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -25,10 +26,6 @@ func TestDeferredKinds(t *testing.T) {
 		ctor
 		kinds []string
 	}{
-		{ctor{"store kind", func(k string) error {
-			_, err := retrieval.OpenStore(retrieval.StoreConfig{Name: "kb", Kind: k}, 8, nil)
-			return err
-		}}, retrieval.DeferredStoreKinds()},
 		{ctor{"retriever source kind", func(k string) error {
 			_, err := retrieval.Source{Kind: k, Dir: t.TempDir(), Files: []string{"*.md"}}.Load(t.Context())
 			return err
@@ -81,17 +78,17 @@ func TestDeferredKinds(t *testing.T) {
 }
 
 // TestBuildReportsEveryDeferredKind builds an application that asks for a
-// store, a source, a chunking strategy and a reranker that are not built:
-// Build reports all four in one error, each a *gateway.DeferredError, and
-// a store of a deferred kind fails even when no retriever uses it.
+// source, a chunking strategy and a reranker that are not built: Build
+// reports all three in one error, each a *gateway.DeferredError. (A store
+// kind that is not built cannot be named in a description: lowering
+// refuses it.)
 func TestBuildReportsEveryDeferredKind(t *testing.T) {
 	gw := newGateway(t)
-	stores := []retrieval.StoreConfig{{Name: "kb", Kind: retrieval.StoreMemory}, {Name: "vec", Kind: "qdrant"}, {Name: "idle", Kind: "pinecone"}}
+	stores := []retrieval.StoreConfig{{Name: "kb"}}
 	retrievers := []retrieval.Config{
 		{Name: "a", Source: retrieval.Source{Kind: "web"}, Chunking: "semantic", ChunkSize: 100, EmbedModel: "embed", Store: "kb", TopK: 1, Rerank: "cohere"},
-		{Name: "b", Source: retrieval.Source{Dir: t.TempDir(), Files: []string{"*.md"}}, ChunkSize: 100, EmbedModel: "embed", Store: "vec", TopK: 1},
 	}
-	_, err := retrieval.Build(gw, stores, retrievers, retrieval.BuildOptions{})
+	_, err := retrieval.Build(t.Context(), gw, stores, retrievers, retrieval.BuildOptions{})
 	if err == nil {
 		t.Fatal("Build succeeded")
 	}
@@ -99,8 +96,6 @@ func TestBuildReportsEveryDeferredKind(t *testing.T) {
 		`retriever "a": retriever source kind "web" is not built yet`,
 		`retriever "a": chunking strategy "semantic" is not built yet`,
 		`retriever "a": rerank kind "cohere" is not built yet`,
-		`opening store "vec": store kind "qdrant" is not built yet`,
-		`opening store "idle": store kind "pinecone" is not built yet`,
 	} {
 		if strings.Count(err.Error(), want) != 1 {
 			t.Errorf("error does not say %q once:\n%v", want, err)
@@ -110,39 +105,31 @@ func TestBuildReportsEveryDeferredKind(t *testing.T) {
 	if !errors.As(err, &de) {
 		t.Errorf("errors.As finds no *gateway.DeferredError in %v", err)
 	}
-
-	// A team's own opener for a deferred kind is used.
-	opened := false
-	open := func(cfg retrieval.StoreConfig, dims int) (retrieval.VectorStore, error) {
-		opened = true
-		return retrieval.NewMemoryStore(dims, cfg.Distance)
-	}
-	if _, err := retrieval.Build(gw, stores[1:2], retrievers[1:], retrieval.BuildOptions{Openers: map[string]retrieval.StoreOpener{"qdrant": open}}); err != nil || !opened {
-		t.Fatalf("Build with a qdrant opener: %v, opened %v", err, opened)
-	}
 }
 
-// TestStoreInMemory holds StoreConfig.InMemory to what OpenStore builds
-// without an opener: a memory store for no kind and for StoreMemory, and
-// nothing in this process for the others.
+// TestStoreInMemory holds StoreConfig.InMemory to what OpenStore builds:
+// a memory store for no kind and for MemoryKind, and nothing in this
+// process for a kind that keeps its vectors elsewhere.
 func TestStoreInMemory(t *testing.T) {
+	var opened []string
 	for _, tt := range []struct {
-		kind string
+		kind retrieval.StoreKind
 		want bool
 	}{
-		{"", true},
-		{retrieval.StoreMemory, true},
-		{retrieval.StorePGVector, false},
-		{"Memory", false},
-		{"qdrant", false},
+		{nil, true},
+		{retrieval.MemoryKind{}, true},
+		{recordingKind{&opened}, false},
 	} {
 		cfg := retrieval.StoreConfig{Name: "kb", Kind: tt.kind}
 		if got := cfg.InMemory(); got != tt.want {
-			t.Errorf("StoreConfig{Kind: %q}.InMemory() = %v, want %v", tt.kind, got, tt.want)
+			t.Errorf("StoreConfig{Kind: %#v}.InMemory() = %v, want %v", tt.kind, got, tt.want)
 		}
-		s, err := retrieval.OpenStore(cfg, 8, nil)
-		if _, mem := s.(*retrieval.MemoryStore); tt.want != (err == nil && mem) {
-			t.Errorf("kind %q: OpenStore gave %T, %v; InMemory says %v", tt.kind, s, err, tt.want)
+		s, err := retrieval.OpenStore(t.Context(), kind.Env{}, cfg, 8)
+		if _, mem := s.(*retrieval.MemoryStore); err != nil || (tt.want && !mem) {
+			t.Errorf("kind %#v: OpenStore gave %T, %v; InMemory says %v", tt.kind, s, err, tt.want)
 		}
+	}
+	if (retrieval.StoreConfig{}).KindName() != kind.StoreMemory {
+		t.Errorf("a store without a kind is of kind %q", retrieval.StoreConfig{}.KindName())
 	}
 }

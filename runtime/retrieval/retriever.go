@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Binding is everything a Retriever ingests and searches through: the
@@ -21,6 +23,10 @@ type Binding struct {
 	Name string
 	// Source says which documents are ingested.
 	Source Source
+	// Files reads the source's files, Source.Dir being relative to their
+	// application's directory; the zero value reads them from disk, relative
+	// to the working directory.
+	Files kind.Files
 	// Chunker cuts documents into chunks.
 	Chunker Chunker
 	// Embedder embeds chunks and queries; its width must be the store's.
@@ -129,7 +135,7 @@ func (r *Retriever) IngestWith(ctx context.Context, opts IngestOptions) (IngestS
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	docs, err := r.b.Source.Load(ctx)
+	docs, err := r.b.Source.LoadFiles(ctx, r.b.Files)
 	if err != nil {
 		return IngestStats{}, fmt.Errorf("ingesting %s: %w", r.b.Name, err)
 	}

@@ -3,6 +3,7 @@ package retrieval_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -366,11 +368,6 @@ func TestIngestDeferred(t *testing.T) {
 			}
 		})
 	}
-	_, err := retrieval.OpenStore(retrieval.StoreConfig{Name: "pg", Kind: retrieval.StorePGVector}, 8, nil)
-	var de *gateway.DeferredError
-	if !errors.As(err, &de) || !strings.Contains(de.Feature, "pgvector") {
-		t.Errorf("pgvector without an opener: %v", err)
-	}
 }
 
 // TestIngestRefusals checks inputs that must fail without touching the
@@ -522,11 +519,31 @@ func TestHostileEmbedder(t *testing.T) {
 	}
 }
 
+// brokenKind is a store kind whose store cannot be opened.
+type brokenKind struct{}
+
+func (brokenKind) StoreKind() string { return "broken" }
+func (brokenKind) InMemory() bool    { return false }
+func (brokenKind) OpenVectorStore(context.Context, kind.Env, string, retrieval.Distance, int) (retrieval.VectorStore, error) {
+	return nil, errors.New("the broken kind never opens")
+}
+
+// recordingKind is a store kind that keeps what it was asked to open, in
+// memory.
+type recordingKind struct{ opened *[]string }
+
+func (recordingKind) StoreKind() string { return "recording" }
+func (recordingKind) InMemory() bool    { return false }
+func (k recordingKind) OpenVectorStore(_ context.Context, _ kind.Env, name string, d retrieval.Distance, dims int) (retrieval.VectorStore, error) {
+	*k.opened = append(*k.opened, fmt.Sprintf("%s %s %d", name, d, dims))
+	return retrieval.NewMemoryStore(dims, d)
+}
+
 func TestBuild(t *testing.T) {
 	gw := newGateway(t)
-	stores := []retrieval.StoreConfig{{Name: "kb", Kind: "memory", Distance: retrieval.DistanceCosine}, {Name: "pg", Kind: "pgvector"}, {Name: "x", Kind: "sqlite"}}
+	stores := []retrieval.StoreConfig{{Name: "kb", Kind: retrieval.MemoryKind{}, Distance: retrieval.DistanceCosine}, {Name: "x", Kind: brokenKind{}}}
 	good := retrieval.Config{Name: "kb", Source: retrieval.Source{Files: []string{"*.md"}}, ChunkSize: 100, ChunkOverlap: 10, EmbedModel: "embed", Store: "kb", TopK: 2, Rerank: "lexical"}
-	rs, err := retrieval.Build(gw, stores[:1], []retrieval.Config{good}, retrieval.BuildOptions{})
+	rs, err := retrieval.Build(t.Context(), gw, stores[:1], []retrieval.Config{good}, retrieval.BuildOptions{})
 	if err != nil || rs["kb"] == nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -535,33 +552,26 @@ func TestBuild(t *testing.T) {
 		{Name: "narrow", EmbedModel: "embed-small", Store: "kb", ChunkSize: 100, TopK: 1},
 		{Name: "chat", EmbedModel: "chat", Store: "kb", ChunkSize: 100, TopK: 1},
 		{Name: "nostore", EmbedModel: "embed", Store: "missing", ChunkSize: 100, TopK: 1},
-		{Name: "pg", EmbedModel: "embed", Store: "pg", ChunkSize: 100, TopK: 1},
 		{Name: "x", EmbedModel: "embed", Store: "x", ChunkSize: 100, TopK: 1},
 		{Name: "rr", EmbedModel: "embed", Store: "kb", ChunkSize: 100, TopK: 1, Rerank: "cross"},
 		{Name: "chunks", EmbedModel: "embed", Store: "kb", ChunkSize: 10, ChunkOverlap: 10, TopK: 1},
 	}
-	_, err = retrieval.Build(gw, stores, bad, retrieval.BuildOptions{})
-	for _, want := range []string{`"narrow" embeds with width 16`, "not an embedding model", `unknown store "missing"`, "pgvector store", `unknown kind "sqlite"`, `unknown rerank kind "cross"`, "overlap must be"} {
+	_, err = retrieval.Build(t.Context(), gw, stores, bad, retrieval.BuildOptions{})
+	for _, want := range []string{`"narrow" embeds with width 16`, "not an embedding model", `unknown store "missing"`, `opening store "x": the broken kind never opens`, `unknown rerank kind "cross"`, "overlap must be"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Build error %v does not report %q", err, want)
 		}
 	}
-	var de *gateway.DeferredError
-	if !errors.As(err, &de) {
-		t.Errorf("the pgvector store is not reported as deferred: %v", err)
+	// A team's own kind opens its store once, with the width its
+	// retrievers embed with and the default distance.
+	var opened []string
+	own := []retrieval.StoreConfig{{Name: "own", Kind: recordingKind{&opened}}}
+	two := []retrieval.Config{
+		{Name: "a", EmbedModel: "embed", Store: "own", ChunkSize: 100, TopK: 1},
+		{Name: "b", EmbedModel: "embed", Store: "own", ChunkSize: 100, TopK: 1},
 	}
-	opened := 0
-	_, err = retrieval.Build(gw, stores[1:2], []retrieval.Config{{Name: "pg", EmbedModel: "embed", Store: "pg", ChunkSize: 100, TopK: 1}}, retrieval.BuildOptions{
-		Openers: map[string]retrieval.StoreOpener{"pgvector": func(cfg retrieval.StoreConfig, dims int) (retrieval.VectorStore, error) {
-			opened++
-			if dims != embedWidth || cfg.Distance != retrieval.DistanceCosine {
-				t.Errorf("opener got width %d and distance %q", dims, cfg.Distance)
-			}
-			return retrieval.NewMemoryStore(dims, cfg.Distance)
-		}},
-	})
-	if err != nil || opened != 1 {
-		t.Errorf("Build with an opener: %v, opened %d", err, opened)
+	if _, err := retrieval.Build(t.Context(), gw, own, two, retrieval.BuildOptions{}); err != nil || !slices.Equal(opened, []string{fmt.Sprintf("own cosine %d", embedWidth)}) {
+		t.Errorf("Build with a kind of one's own: %v, opened %q", err, opened)
 	}
 }
 

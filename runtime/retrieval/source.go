@@ -1,16 +1,18 @@
 package retrieval
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path"
 	"path/filepath"
 	"strings"
 
 	"github.com/aidgen/aid/internal/fileglob"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // SourceFiles is the one source kind built: files matched by glob patterns.
@@ -23,8 +25,9 @@ type Source struct {
 	// fail with a *gateway.DeferredError naming the kind, at New and at
 	// Load.
 	Kind string
-	// Dir is the directory the patterns are relative to: the directory of
-	// the IR file.
+	// Dir is the directory the patterns are relative to, itself relative
+	// to the application's directory (empty for that directory, where an
+	// app file's patterns are), or absolute.
 	Dir string
 	// Files are the include patterns, in the syntax of internal/fileglob:
 	// slash-separated, "**" for any number of directories.
@@ -43,10 +46,18 @@ func textFile(name string) bool {
 	return false
 }
 
-// Load reads every document the source names, in path order. It refuses a
-// source that matches no file, because ingesting nothing would delete the
-// whole index of a retriever whose directory was mistyped.
+// Load reads every document the source names, in path order, from disk,
+// Dir being relative to the working directory. It refuses a source that
+// matches no file, because ingesting nothing would delete the whole index
+// of a retriever whose directory was mistyped.
 func (s Source) Load(ctx context.Context) ([]Document, error) {
+	return s.LoadFiles(ctx, kind.Files{})
+}
+
+// LoadFiles is Load through an application's files (on disk, or embedded
+// in a generated service), Dir being relative to the application's
+// directory.
+func (s Source) LoadFiles(ctx context.Context, files kind.Files) ([]Document, error) {
 	if err := s.checkKind(); err != nil {
 		return nil, err
 	}
@@ -58,12 +69,14 @@ func (s Source) Load(ctx context.Context) ([]Document, error) {
 			return nil, fmt.Errorf("loading source: %w", err)
 		}
 	}
-	names, err := fileglob.Expand(s.Dir, s.Files, s.Exclude)
+	names, err := fileglob.ExpandFunc(func(up string) (fs.FS, error) {
+		return files.Dir(path.Join(filepath.ToSlash(s.Dir), up))
+	}, s.Files, s.Exclude)
 	if err != nil {
 		return nil, fmt.Errorf("loading source: %w", err)
 	}
 	if len(names) == 0 {
-		return nil, fmt.Errorf("loading source: the patterns %q match no file under %s", s.Files, s.Dir)
+		return nil, fmt.Errorf("loading source: the patterns %q match no file under %s", s.Files, files.Name(cmp.Or(s.Dir, ".")))
 	}
 	docs := make([]Document, 0, len(names))
 	for _, name := range names {
@@ -73,7 +86,7 @@ func (s Source) Load(ctx context.Context) ([]Document, error) {
 		if !textFile(name) {
 			return nil, &gateway.DeferredError{Feature: fmt.Sprintf("ingesting %s files such as %s (only Markdown and plain text are built)", extOf(name), name)}
 		}
-		b, err := os.ReadFile(filepath.Join(s.Dir, filepath.FromSlash(name)))
+		b, err := files.ReadFile(path.Join(filepath.ToSlash(s.Dir), name))
 		if err != nil {
 			return nil, fmt.Errorf("loading source: %w", err)
 		}

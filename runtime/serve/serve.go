@@ -19,7 +19,6 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
-	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/service"
 	"github.com/aidgen/aid/runtime/telemetry"
 )
@@ -56,15 +55,6 @@ type Options struct {
 	// state is postgres (postgres.OpenState); nil otherwise, so that pgx is
 	// not linked.
 	OpenState func(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error)
-	// VectorStores opens the vector stores that live outside the process,
-	// by store kind (postgres.VectorStores); nil when every store is in
-	// memory. It is called once with the serving context; the function it
-	// returns is called when the service has stopped.
-	VectorStores func(ctx context.Context) (map[string]retrieval.StoreOpener, func())
-	// MemoryStores opens the agents' user and global memory kept outside
-	// the process, by store kind (postgres.MemoryStores); nil when every
-	// memory store is in memory. Called and closed like VectorStores.
-	MemoryStores func(ctx context.Context) (map[string]app.MemoryStoreOpener, func())
 }
 
 // Process is what Run takes from the process it runs in. Main fills it
@@ -171,20 +161,17 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 		WrapSearcher:    service.InstrumentSearcher,
 		WrapTool:        service.InstrumentTool,
 	}
-	if opts.VectorStores != nil {
-		openers, closeStores := opts.VectorStores(ctx)
-		defer closeStores()
-		ao.VectorStoreOpeners = openers
-	}
-	if opts.MemoryStores != nil {
-		openers, closeStores := opts.MemoryStores(ctx)
-		defer closeStores()
-		ao.MemoryStoreOpeners = openers
-	}
 	a, err := app.Assemble(ctx, desc, ao)
 	if err != nil {
 		return fmt.Errorf("assembling %s: %w", desc.Name, err)
 	}
+	// The pools and sessions the kinds opened close once the drain is
+	// over.
+	defer func() {
+		if err := a.Close(); err != nil {
+			logger.Error("closing the application", "error", err)
+		}
+	}()
 	if err := ingestInMemory(ctx, desc, a, logger); err != nil {
 		return err
 	}
@@ -228,12 +215,12 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 // store starts empty in every process. A PostgreSQL store is filled by
 // aidgen index, not at every start.
 func ingestInMemory(ctx context.Context, desc app.Description, a *app.App, logger *slog.Logger) error {
-	kind := map[string]string{}
+	inMemory := map[string]bool{}
 	for _, s := range desc.Stores {
-		kind[s.Name] = s.Kind
+		inMemory[s.Name] = s.InMemory()
 	}
 	for _, r := range desc.Retrievers {
-		if kind[r.Store] != retrieval.StoreMemory {
+		if !inMemory[r.Store] {
 			continue
 		}
 		ret, ok := a.Retrievers[r.Name]

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/serve"
 	"github.com/aidgen/aid/runtime/service"
@@ -80,7 +82,7 @@ func desk(dir string) app.Description {
 			{Alias: "embed", Spec: gateway.ModelSpec{ID: "fake-embed-1", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: 16}},
 		},
 		Agents:     []agents.Agent{{Name: "desk", Model: "m", Instructions: "Answer.", MaxSteps: 2}},
-		Stores:     []retrieval.StoreConfig{{Name: "kb", Kind: retrieval.StoreMemory, Distance: retrieval.DistanceCosine}},
+		Stores:     []retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine}},
 		Retrievers: []retrieval.Config{{Name: "kb", Source: retrieval.Source{Files: []string{"docs/*.md"}}, ChunkSize: 200, EmbedModel: "embed", Store: "kb", TopK: 2}},
 		Service:    app.Service{Listen: "127.0.0.1:0", Entry: "desk", Auth: app.Auth{Kind: "none"}},
 	}
@@ -387,49 +389,78 @@ func TestRunState(t *testing.T) {
 	}
 }
 
-// TestRunVectorStores checks that the openers of Options.VectorStores
-// open the stores of their kind, that such a store is not ingested at
-// start (aidgen index fills it), and that the stores are closed once the
-// service has stopped.
-func TestRunVectorStores(t *testing.T) {
+// outside is a store kind that keeps its vectors and memory "outside the
+// process" (in memory, for the test), records what it opens with which
+// DSN, and counts how often the application closes what it opened.
+type outside struct {
+	mu     *sync.Mutex
+	opened *[]string
+	closed *int
+}
+
+func newOutside() outside { return outside{&sync.Mutex{}, new([]string), new(int)} }
+
+func (outside) StoreKind() string { return "outside" }
+func (outside) InMemory() bool    { return false }
+
+func (o outside) open(env kind.Env, what string) error {
+	dsn, _ := env.Lookup("OUT_DSN")
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	*o.opened = append(*o.opened, what+"@"+dsn)
+	_, err := kind.Shared(env.Scope, what, func() (bool, func() error, error) {
+		return true, func() error {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			*o.closed++
+			return nil
+		}, nil
+	})
+	return err
+}
+
+func (o outside) OpenVectorStore(_ context.Context, env kind.Env, name string, d retrieval.Distance, dims int) (retrieval.VectorStore, error) {
+	if err := o.open(env, "vectors "+name); err != nil {
+		return nil, err
+	}
+	return retrieval.NewMemoryStore(dims, d)
+}
+
+func (o outside) OpenMemoryStore(_ context.Context, env kind.Env, store string) (agents.MemoryStore, error) {
+	if err := o.open(env, "memory "+store); err != nil {
+		return nil, err
+	}
+	return agents.NewInMemoryMemory(), nil
+}
+
+// TestRunStoresOutsideTheProcess checks that stores whose kind keeps them
+// outside the process are opened by their kind, with the environment the
+// service reads, for retrievers' vectors and agents' memory alike; that
+// such a store is not ingested at start (aidgen index fills it); and that
+// what the kind opened is closed once the service has stopped.
+func TestRunStoresOutsideTheProcess(t *testing.T) {
 	desc := desk(docsDir(t))
-	desc.Stores[0].Kind = retrieval.StorePGVector
-	var mu sync.Mutex
-	var opened, closed int
-	var runCtx context.Context
-	opts := serve.Options{VectorStores: func(ctx context.Context) (map[string]retrieval.StoreOpener, func()) {
-		runCtx = ctx
-		return map[string]retrieval.StoreOpener{retrieval.StorePGVector: func(cfg retrieval.StoreConfig, dims int) (retrieval.VectorStore, error) {
-				mu.Lock()
-				defer mu.Unlock()
-				opened++
-				return retrieval.NewMemoryStore(dims, cfg.Distance)
-			}}, func() {
-				mu.Lock()
-				defer mu.Unlock()
-				closed++
-			}
-	}}
-	r := start(t, desc, opts, nil, nil)
+	out := newOutside()
+	desc.Stores[0].Kind = out
+	desc.Stores = append(desc.Stores, retrieval.StoreConfig{Name: "mem", Kind: out})
+	desc.Agents[0].Memory = &agents.Memory{Global: &agents.StoredMemory{Store: "mem"}}
+	r := start(t, desc, serve.Options{}, nil, map[string]string{"OUT_DSN": "postgres://out"})
 	r.serving(t)
 	if _, ok := r.stderr.logLine("ingested"); ok {
 		t.Errorf("ingested a store that is not in memory:\n%s", r.stderr)
 	}
-	mu.Lock()
-	if opened != 1 || closed != 0 {
-		t.Errorf("while serving: opened %d, closed %d; want 1, 0", opened, closed)
+	out.mu.Lock()
+	if want := []string{"memory mem@postgres://out", "vectors kb@postgres://out"}; !slices.Equal(*out.opened, want) || *out.closed != 0 {
+		t.Errorf("while serving: opened %q, closed %d; want %q, 0", *out.opened, *out.closed, want)
 	}
-	mu.Unlock()
+	out.mu.Unlock()
 	if code := r.stop(t); code != serve.ExitOK {
 		t.Errorf("exit code %d, want 0", code)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if closed != 1 {
-		t.Errorf("closed the stores %d times after stopping, want 1", closed)
-	}
-	if runCtx == nil || runCtx.Err() == nil {
-		t.Error("VectorStores did not get the serving context")
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	if *out.closed != 2 {
+		t.Errorf("closed %d of the 2 things opened after stopping", *out.closed)
 	}
 }
 
@@ -461,39 +492,5 @@ func TestAuth(t *testing.T) {
 				t.Errorf("got %+v, want kind %s tokens %q", got, c.auth.Kind, c.want)
 			}
 		})
-	}
-}
-
-// TestRunMemoryStores checks that agents' memory in a store outside the
-// process is opened through Options.MemoryStores with the DSN its store
-// names, and closed once the service has stopped.
-func TestRunMemoryStores(t *testing.T) {
-	desc := desk(docsDir(t))
-	desc.Stores = append(desc.Stores, retrieval.StoreConfig{Name: "mem", Kind: retrieval.StorePGVector, DSNEnv: "MEM_DSN"})
-	desc.Agents[0].Memory = &agents.Memory{Global: &agents.StoredMemory{Store: "mem"}}
-	var mu sync.Mutex
-	var dsns []string
-	closed := 0
-	opts := serve.Options{MemoryStores: func(context.Context) (map[string]app.MemoryStoreOpener, func()) {
-		return map[string]app.MemoryStoreOpener{retrieval.StorePGVector: func(_ context.Context, cfg retrieval.StoreConfig, dsn string) (agents.MemoryStore, error) {
-				mu.Lock()
-				defer mu.Unlock()
-				dsns = append(dsns, cfg.Name+"@"+dsn)
-				return agents.NewInMemoryMemory(), nil
-			}}, func() {
-				mu.Lock()
-				defer mu.Unlock()
-				closed++
-			}
-	}}
-	r := start(t, desc, opts, nil, map[string]string{"MEM_DSN": "postgres://mem"})
-	r.serving(t)
-	if code := r.stop(t); code != serve.ExitOK {
-		t.Fatalf("exit code %d, want 0\n%s", code, r.stderr)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(dsns) != 1 || dsns[0] != "mem@postgres://mem" || closed != 1 {
-		t.Errorf("opened %v, closed %d times; want [mem@postgres://mem], 1", dsns, closed)
 	}
 }

@@ -325,8 +325,8 @@ func TestRunEventStream(t *testing.T) {
 // kb is the support-desk example's retriever over the fake embedder.
 func kb(t *testing.T, gw *gateway.Gateway) *retrieval.Retriever {
 	t.Helper()
-	rs, err := retrieval.Build(gw,
-		[]retrieval.StoreConfig{{Name: "kb", Kind: retrieval.StoreMemory, Distance: retrieval.DistanceCosine}},
+	rs, err := retrieval.Build(t.Context(), gw,
+		[]retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine}},
 		[]retrieval.Config{{
 			Name: "kb", Source: retrieval.Source{Dir: filepath.Join("..", "..", "examples", "support-desk"), Files: []string{"docs/**/*.md"}},
 			ChunkSize: 600, ChunkOverlap: 80, EmbedModel: "embed", Store: "kb", TopK: 2, Rerank: retrieval.RerankLexical,

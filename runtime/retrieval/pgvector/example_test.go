@@ -6,22 +6,24 @@ import (
 	"os"
 
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
-// A program that keeps its vectors in PostgreSQL passes the connector's
-// opener to retrieval.Build; the stores' DSNs come from the environment
-// variables their configuration names.
-func ExampleConnector() {
+// A program that keeps its vectors in PostgreSQL names the kind in its
+// stores' configuration; retrieval.Build opens them through it, with the
+// DSN from the environment variable it names, one pool per DSN kept in the
+// environment's scope, which the program closes when it is done.
+func ExampleKind() {
 	ctx := context.Background()
 	var gw *gateway.Gateway // the program's gateway
-	c := pgvector.NewConnector(ctx, 0)
-	defer c.Close()
-	_, err := retrieval.Build(gw,
-		[]retrieval.StoreConfig{{Name: "docs", Kind: retrieval.StorePGVector, DSNEnv: "DATABASE_URL", Table: "doc_chunks"}},
+	env := kind.Env{Scope: &kind.Scope{}}
+	defer env.Scope.Close()
+	_, err := retrieval.Build(ctx, gw,
+		[]retrieval.StoreConfig{{Name: "docs", Kind: pgvector.Kind{DSNEnv: "DATABASE_URL", Table: "doc_chunks"}}},
 		[]retrieval.Config{ /* the retrievers */ },
-		retrieval.BuildOptions{Openers: map[string]retrieval.StoreOpener{retrieval.StorePGVector: c.Open}})
+		retrieval.BuildOptions{Env: env})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -270,13 +270,13 @@ order when the customer gives an order id.`,
 		Stores: []retrieval.StoreConfig{
 			{
 				Name:     "kb",
-				Kind:     "memory",
 				Distance: "cosine",
+				Kind:     retrieval.MemoryKind{},
 			},
 			{
 				Name:     "memory",
-				Kind:     "memory",
 				Distance: "cosine",
+				Kind:     retrieval.MemoryKind{},
 			},
 		},
 		Retrievers: []retrieval.Config{

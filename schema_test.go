@@ -156,6 +156,23 @@ func TestKindsAgree(t *testing.T) {
 			}
 		})
 	}
+	// A resource kind is a top-level section of its own, whose entries
+	// are the kind's configuration.
+	t.Run(string(kind.Resources), func(t *testing.T) {
+		table := typesOf(lower.ResourceKinds)
+		if got := slices.Sorted(maps.Keys(table)); !slices.Equal(got, kind.Names(kind.Resources)) {
+			t.Errorf("internal/lower decodes %q; runtime/kind builds %q", got, kind.Names(kind.Resources))
+		}
+		for _, section := range kind.Names(kind.Resources) {
+			v := schema.LookupPath(cue.MakePath(cue.Def("App"), cue.Str(section)))
+			if !v.Exists() {
+				t.Errorf("#App has no section %s for the resource kind", section)
+				continue
+			}
+			entry := v.Unify(ctx.CompileString("x: {}")).LookupPath(cue.MakePath(cue.Str("x")))
+			sameFields(t, fmt.Sprintf("%s %q", kind.Resources, section), entry, table[section], nil)
+		}
+	})
 }
 
 // sameFields compares the fields of the schema value v, but skip, with the

@@ -17,6 +17,7 @@ import (
 	"cuelang.org/go/cue/token"
 
 	aid "github.com/aidgen/aid"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Load reads, validates and decodes the IR file at path. Relative file
@@ -45,10 +46,24 @@ func LoadBytes(name string, src []byte) (*Document, error) {
 	return newLoader(name, sc).load(src)
 }
 
+// kindTable is what the loader knows of the kinds: runtime/kind's lists,
+// which an internal test replaces to check a resource kind that is not
+// built yet.
+type kindTable struct {
+	lookup    func(kind.Point, string) (kind.Info, bool)
+	resources []string // the resource kinds: their sections
+}
+
+// kinds is runtime/kind's table.
+func kinds() kindTable {
+	return kindTable{lookup: kind.Lookup, resources: kind.Names(kind.Resources)}
+}
+
 func newLoader(name string, sc *compiledSchema) *loader {
 	return &loader{
 		name:     name,
 		dir:      filepath.Dir(name),
+		kinds:    kinds(),
 		sc:       sc,
 		ctx:      sc.ctx,
 		schema:   sc.schema,
@@ -101,8 +116,14 @@ func takeSchema() (*compiledSchema, error) {
 		return sc, nil
 	default:
 	}
+	return compileSchema(aid.Schema())
+}
+
+// compileSchema compiles the schema src, as takeSchema does the embedded
+// one.
+func compileSchema(src string) (*compiledSchema, error) {
 	ctx := cuecontext.New()
-	schema := ctx.CompileString(aid.Schema(), cue.Filename(aid.SchemaFilename))
+	schema := ctx.CompileString(src, cue.Filename(aid.SchemaFilename))
 	if err := schema.Err(); err != nil {
 		return nil, fmt.Errorf("compiling the embedded schema: %w", err)
 	}
@@ -174,13 +195,14 @@ func (sc *compiledSchema) release(n int) {
 
 // loader holds the state of one Load.
 type loader struct {
-	name string
-	dir  string
-	sc   *compiledSchema
-	ctx  *cue.Context
-	src  []byte
-	app  cue.Value // the user's file unified with #App
-	errs Errors
+	name  string
+	dir   string
+	kinds kindTable
+	sc    *compiledSchema
+	ctx   *cue.Context
+	src   []byte
+	app   cue.Value // the user's file unified with #App
+	errs  Errors
 
 	// literals are the JSON Schema documents written as plain data, by
 	// section and entry (dataLiterals), when the file was built inside #App.
@@ -346,7 +368,36 @@ func (l *loader) decode() (*Document, error) {
 		}
 		return nil, fmt.Errorf("decoding validated IR %s: %w", l.name, err)
 	}
-	return l.build(raw), nil
+	doc := l.build(raw)
+	doc.Resources = l.resources(false)
+	return doc, nil
+}
+
+// resources decodes the entries of every resource kind's section, sorted
+// by section and name, each as its block; leniently, for a value that
+// failed the schema, keeping what is valid in each block.
+func (l *loader) resources(lenient bool) []*Resource {
+	var out []*Resource
+	for _, section := range l.kinds.resources {
+		it, err := l.app.LookupPath(cue.MakePath(cue.Str(section))).Fields()
+		if err != nil {
+			continue
+		}
+		var entries []*Resource
+		for it.Next() {
+			b, err := it.Value().MarshalJSON()
+			if err != nil {
+				if !lenient {
+					continue // a valid document marshals; CUE reports it
+				}
+				b = lenientJSON(it.Value())
+			}
+			entries = append(entries, &Resource{Kind: section, Name: it.Selector().Unquoted(), Config: Config(b)})
+		}
+		slices.SortFunc(entries, func(a, b *Resource) int { return strings.Compare(a.Name, b.Name) })
+		out = append(out, entries...)
+	}
+	return out
 }
 
 // decodePartial decodes a document that failed schema validation,
@@ -357,7 +408,9 @@ func (l *loader) decodePartial() *Document {
 	for _, ne := range decodeLenient(l.app, &raw) {
 		l.numberErr(ne)
 	}
-	return l.build(raw)
+	doc := l.build(raw)
+	doc.Resources = l.resources(true)
+	return doc
 }
 
 // build turns the decoded sections into a Document of sorted slices.

@@ -45,6 +45,9 @@ type Document struct {
 	Evals []*Eval `json:"evals"`
 	// Service configures the generated HTTP service.
 	Service Service `json:"service"`
+	// Resources are the entries of the sections of the resource kinds
+	// (runtime/kind), sorted by kind and name.
+	Resources []*Resource `json:"resources,omitempty"`
 
 	// Path is the IR file as it was named to Load, used in messages.
 	Path string `json:"-"`
@@ -66,6 +69,37 @@ type Provider struct {
 
 // MarshalJSON writes the provider as its name and its block.
 func (p Provider) MarshalJSON() ([]byte, error) { return p.Config.object("name", p.Name) }
+
+// Resource is an entry of the section of a resource kind: a named
+// declaration that the elements of another kind share (runtime/kind).
+type Resource struct {
+	// Kind is the resource kind: the name of its section.
+	Kind string `json:"kind"`
+	// Name is the entry's key in its section.
+	Name string `json:"name"`
+	// Config is the entry's block, which lowering decodes into the kind's
+	// typed configuration.
+	Config Config `json:"-"`
+}
+
+// MarshalJSON writes the resource as its kind, its name and its block.
+func (r Resource) MarshalJSON() ([]byte, error) {
+	named, err := r.Config.object("name", r.Name)
+	if err != nil {
+		return nil, err
+	}
+	return Config(named).object("kind", r.Kind)
+}
+
+// Resource returns the resource of the given kind and name.
+func (d *Document) Resource(kind, name string) (*Resource, bool) {
+	for _, r := range d.Resources {
+		if r.Kind == kind && r.Name == name {
+			return r, true
+		}
+	}
+	return nil, false
+}
 
 // Model is one pinned model.
 type Model struct {

@@ -42,6 +42,8 @@ var (
 		kind.ToolHTTP:    toolhttp.Kind{},
 		kind.ToolFixture: fixture.Kind{},
 	}
+	// ResourceKinds are the resource kinds, by the name of their section.
+	ResourceKinds = map[string]kind.ResourceKind{}
 )
 
 // storeFields are the fields of a store's block that every store has,
@@ -60,6 +62,8 @@ func Decode(p kind.Point, name string, cfg ir.Config) (any, error) {
 		return decodeKind(ToolKinds, p, name, cfg)
 	case kind.Stores:
 		return decodeKind(StoreKinds, p, name, cfg, storeFields...)
+	case kind.Resources:
+		return decodeKind(ResourceKinds, p, name, cfg)
 	}
 	return nil, fmt.Errorf("unknown extension point %q", p)
 }

@@ -33,6 +33,9 @@ func TestKindsArePlainData(t *testing.T) {
 	for _, k := range lower.StoreKinds {
 		types = append(types, reflect.TypeOf(k))
 	}
+	for _, k := range lower.ResourceKinds {
+		types = append(types, reflect.TypeOf(k))
+	}
 	for _, rt := range types {
 		seen := map[reflect.Type]bool{}
 		var walk func(rt reflect.Type, path string)
@@ -98,5 +101,39 @@ func TestDecode(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) || errors.As(err, &de) {
 			t.Errorf("Decode(%s %s) = %v, want a plain error containing %q", tt.point, tt.name, err, tt.want)
 		}
+	}
+}
+
+// server is a resource kind that is not built, for the test below.
+type server struct {
+	Command string   `json:"command"`
+	Args    []string `json:"args,omitempty"`
+}
+
+func (server) ResourceKind() string { return "servers" }
+
+// TestResources lowers the entries of a resource kind's section through
+// ResourceKinds, as it lowers every kind, in the document's order.
+func TestResources(t *testing.T) {
+	lower.ResourceKinds["servers"] = server{}
+	defer delete(lower.ResourceKinds, "servers")
+	doc := &ir.Document{Name: "x", Resources: []*ir.Resource{
+		{Kind: "servers", Name: "db", Config: ir.Config(`{"command":"db-server"}`)},
+		{Kind: "servers", Name: "fs", Config: ir.Config(`{"command":"fs-server","args":["--root","/srv"]}`)},
+	}}
+	desc, err := lower.Document(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []kind.Resource{
+		{Name: "db", Kind: server{Command: "db-server"}},
+		{Name: "fs", Kind: server{Command: "fs-server", Args: []string{"--root", "/srv"}}},
+	}
+	if !reflect.DeepEqual(desc.Resources, want) {
+		t.Errorf("resources %#v, want %#v", desc.Resources, want)
+	}
+	doc.Resources[0].Config = ir.Config(`{"command":"db-server","port":5432}`)
+	if _, err := lower.Document(doc); err == nil || !strings.Contains(err.Error(), `servers "db"`) || !strings.Contains(err.Error(), `unknown field "port"`) {
+		t.Errorf("a field the kind lacks: %v", err)
 	}
 }

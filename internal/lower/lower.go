@@ -96,6 +96,14 @@ func Document(doc *ir.Document) (app.Description, error) {
 	for _, e := range doc.Evals {
 		d.Evals = append(d.Evals, evalSpec(e))
 	}
+	for _, r := range doc.Resources {
+		k, err := decodeKind(ResourceKinds, kind.Resources, r.Kind, r.Config)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", r.Kind, r.Name, err))
+			continue
+		}
+		d.Resources = append(d.Resources, kind.Resource{Name: r.Name, Kind: k})
+	}
 	if err := errors.Join(errs...); err != nil {
 		return app.Description{}, fmt.Errorf("lowering %s: %w", doc.Path, err)
 	}

@@ -437,6 +437,21 @@ func (r *Runtime) reachable(d *agentDef) []string {
 // Agents returns the configured agents' names, sorted.
 func (r *Runtime) Agents() []string { return slices.Clone(r.names) }
 
+// Tools returns the names of the tools the model is offered as the named
+// agent, in the order it is offered them: its declared tools, then its
+// handoffs, delegates and searches. It is nil for an unknown agent.
+func (r *Runtime) Tools(agent string) []string {
+	d, ok := r.agents[agent]
+	if !ok {
+		return nil
+	}
+	out := make([]string, len(d.defs))
+	for i, def := range d.defs {
+		out[i] = def.Name
+	}
+	return out
+}
+
 // Store returns the store holding the runtime's runs.
 func (r *Runtime) Store() Store { return r.store }
 

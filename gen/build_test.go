@@ -42,15 +42,16 @@ func TestGoldensBuild(t *testing.T) {
 	var checks strings.Builder
 	for i, c := range cases(t) {
 		doc := load(t, c.app)
+		desc := describe(t, c.app)
 		dir := filepath.Join(work, c.name)
 		opts := optionsFor(t, doc, c.want)
-		golden, err := gen.Generate(doc, opts)
+		golden, err := gen.Generate(desc, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// What aidgen build writes from this checkout into dir.
 		opts.Runtime, opts.RuntimeGoMod, opts.GoSum = root, goMod, goSum
-		files, err := gen.Generate(doc, opts)
+		files, err := gen.Generate(desc, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,8 +10,7 @@ import (
 
 	"github.com/dave/jennifer/jen"
 
-	"github.com/aidgen/aid/ir"
-	"github.com/aidgen/aid/runtime/kind"
+	"github.com/aidgen/aid/runtime/app"
 )
 
 // schema is the part of a JSON Schema the input types are made from.
@@ -269,32 +268,34 @@ func replaceWord(s, word, with string) string {
 
 // goTool is a tool whose code the team writes.
 type goTool struct {
-	tool  *ir.Tool
+	tool  app.Tool
 	fn    string // the function's name, LookupOrder
 	input string // its input type's name, LookupOrderInput
 	file  string // the stub's path, business/lookup_order_tool.go
 }
 
-// goTools lists the document's tools of kind go, sorted by name, with the
-// Go names they get; names that collide are an error.
-func goTools(doc *ir.Document) ([]goTool, error) {
+// goTools lists the description's tools implemented by Go code (no kind),
+// sorted by name, with the Go names they get; names that collide are an
+// error.
+func goTools(desc app.Description) ([]goTool, error) {
 	var out []goTool
 	byFn := map[string]string{}
-	for _, t := range doc.Tools {
-		if t.Implementation != nil && t.Implementation.Kind != kind.ToolGo {
+	for _, t := range desc.Tools {
+		if t.Kind != nil {
 			continue
 		}
-		fn := goName(t.Name)
+		name := t.Decl.Name
+		fn := goName(name)
 		if other, ok := byFn[fn]; ok {
-			return nil, fmt.Errorf("tools %q and %q both become the Go function %s; rename one", other, t.Name, fn)
+			return nil, fmt.Errorf("tools %q and %q both become the Go function %s; rename one", other, name, fn)
 		}
 		if fn == "Implementations" {
-			return nil, fmt.Errorf("tool %q becomes the Go function Implementations, which the business package already declares; rename it", t.Name)
+			return nil, fmt.Errorf("tool %q becomes the Go function Implementations, which the business package already declares; rename it", name)
 		}
-		byFn[fn] = t.Name
-		out = append(out, goTool{tool: t, fn: fn, input: fn + "Input", file: "business/" + fileName(t.Name) + "_tool.go"})
+		byFn[fn] = name
+		out = append(out, goTool{tool: t, fn: fn, input: fn + "Input", file: "business/" + fileName(name) + "_tool.go"})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].tool.Name < out[j].tool.Name })
+	sort.Slice(out, func(i, j int) bool { return out[i].tool.Decl.Name < out[j].tool.Decl.Name })
 	return out, nil
 }
 
@@ -321,13 +322,13 @@ func businessGen(tools []goTool) (*jen.File, error) {
 	it := &inputTypes{names: map[string]bool{}}
 	for _, t := range tools {
 		var s schema
-		if len(t.tool.Input) > 0 {
-			if err := json.Unmarshal(t.tool.Input, &s); err != nil {
-				return nil, fmt.Errorf("tool %q: reading its input schema: %w", t.tool.Name, err)
+		if len(t.tool.Decl.Input) > 0 {
+			if err := json.Unmarshal(t.tool.Decl.Input, &s); err != nil {
+				return nil, fmt.Errorf("tool %q: reading its input schema: %w", t.tool.Decl.Name, err)
 			}
 		}
-		doc := fmt.Sprintf("%s is the arguments of the %s tool, as its JSON Schema declares them.", t.input, t.tool.Name)
-		if err := it.declare(t.input, doc, &s, "tool "+t.tool.Name+" input"); err != nil {
+		doc := fmt.Sprintf("%s is the arguments of the %s tool, as its JSON Schema declares them.", t.input, t.tool.Decl.Name)
+		if err := it.declare(t.input, doc, &s, "tool "+t.tool.Decl.Name+" input"); err != nil {
 			return nil, err
 		}
 	}
@@ -340,7 +341,7 @@ func businessGen(tools []goTool) (*jen.File, error) {
 		jen.Return(jen.Map(jen.String()).Qual(pkgAgents, "Implementation").Add(block(func() []jen.Code {
 			var items []jen.Code
 			for _, t := range tools {
-				items = append(items, jen.Lit(t.tool.Name).Op(":").Qual(pkgAgents, "Typed").Call(jen.Id(t.fn)))
+				items = append(items, jen.Lit(t.tool.Decl.Name).Op(":").Qual(pkgAgents, "Typed").Call(jen.Id(t.fn)))
 			}
 			return items
 		}()))),
@@ -353,10 +354,10 @@ func businessGen(tools []goTool) (*jen.File, error) {
 func stub(t goTool) *jen.File {
 	f := jen.NewFile("business")
 	importNames(f)
-	f.HeaderComment(fmt.Sprintf("Written once by aidgen build for the %s tool. This file is yours: aidgen", t.tool.Name))
+	f.HeaderComment(fmt.Sprintf("Written once by aidgen build for the %s tool. This file is yours: aidgen", t.tool.Decl.Name))
 	f.HeaderComment("never overwrites it.")
-	doc := fmt.Sprintf("%s implements the %s tool", t.fn, t.tool.Name)
-	if d := strings.TrimSpace(t.tool.Description); d != "" {
+	doc := fmt.Sprintf("%s implements the %s tool", t.fn, t.tool.Decl.Name)
+	if d := strings.TrimSpace(t.tool.Decl.Description); d != "" {
 		doc += ": " + d
 	} else {
 		doc += "."
@@ -365,7 +366,7 @@ func stub(t goTool) *jen.File {
 	comment(f, "Its result is the observation the model reads: a string as is, anything\nelse as JSON.")
 	f.Func().Id(t.fn).Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("in").Id(t.input)).Params(jen.String(), jen.Error()).Block(
 		jen.Return(jen.Lit(""), jen.Op("&").Qual(pkgGateway, "DeferredError").Values(jen.Dict{
-			jen.Id("Feature"): jen.Lit("tool " + t.tool.Name),
+			jen.Id("Feature"): jen.Lit("tool " + t.tool.Decl.Name),
 		})),
 	)
 	return f

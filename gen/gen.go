@@ -15,8 +15,6 @@ import (
 	"golang.org/x/mod/modfile"
 
 	aid "github.com/aidgen/aid"
-	"github.com/aidgen/aid/internal/lower"
-	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/app"
 )
 
@@ -54,7 +52,8 @@ const (
 	FileBusiness = "business/tools_gen.go"
 )
 
-// Options are what the document does not say about the service to emit.
+// Options are what the description does not say about the service to
+// emit.
 type Options struct {
 	// Module is the generated module's path; empty means the application's
 	// name.
@@ -106,43 +105,44 @@ func FileKind(path string) Kind {
 
 var modulePath = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._~/-]*$`)
 
-// Generate renders the Go service an application document describes, as
-// file contents by slash-separated path relative to the output directory.
-// It reads and writes nothing, and the same document and options always
-// give the same bytes. Stub files (FileKind Stub) are in the result too:
-// the caller writes them only where missing.
-func Generate(doc *ir.Document, opts Options) (map[string][]byte, error) {
-	desc, err := lower.Document(doc)
-	if err != nil {
-		return nil, err
-	}
+// Generate renders the Go service an application description describes,
+// as file contents by slash-separated path relative to the output
+// directory. It reads and writes nothing, and the same description and
+// options always give the same bytes. Stub files (FileKind Stub) are in the
+// result too: the caller writes them only where missing.
+//
+// It takes the description, not the IR: aidgen build lowers the app file
+// first (internal/lower), as aidgen eval and run do, so the generator links
+// neither the IR nor CUE, and a team may generate a service from a
+// description written by hand.
+func Generate(desc app.Description, opts Options) (map[string][]byte, error) {
 	module := opts.Module
 	if module == "" {
-		module = doc.Name
+		module = desc.Name
 	}
 	if !modulePath.MatchString(module) || strings.Contains(module, "//") || strings.HasSuffix(module, "/") {
-		return nil, fmt.Errorf("generating %s: %q is not a module path; name the module with -module", doc.Name, module)
+		return nil, fmt.Errorf("generating %s: %q is not a module path; name the module with -module", desc.Name, module)
 	}
 	version := opts.RuntimeVersion
 	if version == "" {
 		version = aid.Version
 	}
-	tools, err := goTools(doc)
+	tools, err := goTools(desc)
 	if err != nil {
-		return nil, fmt.Errorf("generating %s: %w", doc.Name, err)
+		return nil, fmt.Errorf("generating %s: %w", desc.Name, err)
 	}
 
 	files := map[string]*jen.File{}
 	descFile, err := DescriptionFile("main", desc, opts.AppDir)
 	if err != nil {
-		return nil, fmt.Errorf("generating %s: %w", doc.Name, err)
+		return nil, fmt.Errorf("generating %s: %w", desc.Name, err)
 	}
 	files[FileDesc] = descFile
 	files[FileMain] = mainFile(desc, module, len(tools) > 0)
 	if len(tools) > 0 {
 		bf, err := businessGen(tools)
 		if err != nil {
-			return nil, fmt.Errorf("generating %s: %w", doc.Name, err)
+			return nil, fmt.Errorf("generating %s: %w", desc.Name, err)
 		}
 		files[FileBusiness] = bf
 		for _, t := range tools {
@@ -161,13 +161,13 @@ func Generate(doc *ir.Document, opts Options) (map[string][]byte, error) {
 		// Render runs go/format over the file: a syntax error in what we
 		// emit fails here, not in the team's build.
 		if err := files[name].Render(&buf); err != nil {
-			return nil, fmt.Errorf("generating %s: rendering %s: %w", doc.Name, name, err)
+			return nil, fmt.Errorf("generating %s: rendering %s: %w", desc.Name, name, err)
 		}
 		out[name] = buf.Bytes()
 	}
 	mod, err := goMod(module, version, opts.Runtime, opts.RuntimeGoMod)
 	if err != nil {
-		return nil, fmt.Errorf("generating %s: %w", doc.Name, err)
+		return nil, fmt.Errorf("generating %s: %w", desc.Name, err)
 	}
 	out[FileGoMod] = mod
 	if opts.GoSum != nil {

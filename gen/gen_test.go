@@ -16,6 +16,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aidgen/aid/gen"
+	"github.com/aidgen/aid/internal/depcheck"
+	"github.com/aidgen/aid/internal/lower"
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -92,6 +94,17 @@ func load(t testing.TB, path string) *ir.Document {
 	return doc
 }
 
+// describe loads and lowers an app file, as aidgen build does before it
+// generates.
+func describe(t testing.TB, path string) app.Description {
+	t.Helper()
+	desc, err := lower.Document(load(t, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return desc
+}
+
 // TestGolden generates every case twice, checks the bytes are the same,
 // and compares them with the case's want/ folder (rewritten by -update).
 func TestGolden(t *testing.T) {
@@ -99,11 +112,11 @@ func TestGolden(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			doc := load(t, c.app)
 			opts := optionsFor(t, doc, c.want)
-			got, err := gen.Generate(doc, opts)
+			got, err := gen.Generate(describe(t, c.app), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, err := gen.Generate(load(t, c.app), opts)
+			again, err := gen.Generate(describe(t, c.app), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,6 +190,21 @@ func keys(m map[string][]byte) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestLinksNoCUE keeps the generator free of CUE and of the IR: it reads a
+// description, which aidgen build lowers first, so that generating a
+// service does not link the 96 packages of CUE's evaluator. Nor does it
+// link a kind: the description holds the kinds' values, and Literal spells
+// them by reflection.
+func TestLinksNoCUE(t *testing.T) {
+	for _, dep := range depcheck.Deps(t, "github.com/aidgen/aid/gen") {
+		switch {
+		case strings.HasPrefix(dep, "cuelang.org/"), dep == "github.com/aidgen/aid/ir", dep == "github.com/aidgen/aid/internal/lower",
+			strings.HasPrefix(dep, "github.com/openai/"), strings.HasPrefix(dep, "github.com/jackc/"):
+			t.Errorf("gen links %s", dep)
+		}
+	}
 }
 
 // TestLiteralRefuses checks that a value a literal cannot hold is an error

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aidgen/aid/gen"
+	"github.com/aidgen/aid/internal/lower"
 	"github.com/aidgen/aid/ir"
 )
 
@@ -69,6 +70,10 @@ difference, 2 on a usage error.`,
 				}
 				return usageErr(err)
 			}
+			desc, err := lower.Document(doc)
+			if err != nil {
+				return &exitError{code: ExitInvalid, err: err}
+			}
 			rt := runtimeDir
 			if rt == "" && !noReplace {
 				rt = sourceCheckout()
@@ -77,7 +82,7 @@ difference, 2 on a usage error.`,
 			if err != nil {
 				return usageErr(err)
 			}
-			files, err := gen.Generate(doc, opts)
+			files, err := gen.Generate(desc, opts)
 			if err != nil {
 				return &exitError{code: ExitInvalid, err: err}
 			}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aidgen/aid/internal/fileglob"
 	"github.com/aidgen/aid/runtime/kind"
+	"github.com/aidgen/aid/runtime/rules"
 )
 
 // passes are the semantic checks that run after the file matched the
@@ -202,21 +203,38 @@ func (c *checker) alias(p cue.Path, alias, kind string) {
 	}
 }
 
-// fallbacks checks a list of fallback aliases: each resolves to a chat
-// model, and none repeats or is the primary alias it stands in for, which
-// the gateway would only try again after it failed.
+// fallbacks checks a list of fallback aliases (at is its path): the
+// runtime's rules (none repeats or is the primary alias it stands in for),
+// then each of the others resolves to a chat model.
 func (c *checker) fallbacks(at []any, list []string, primary, primaryWords string) {
+	field := at[len(at)-1].(string)
+	bad := c.report(at[:len(at)-1], rules.Fallbacks(field, list, primary, primaryWords))
 	for i, f := range list {
-		p := pathOf(append(slices.Clip(at), i)...)
-		switch {
-		case f == primary:
-			c.errAt(p, "fallback %q is %s, which the fallbacks stand in for when it fails; remove it or name another alias", f, primaryWords)
-		case slices.Index(list, f) < i:
-			c.errAt(p, "fallback %q is listed twice; remove this entry", f)
-		default:
-			c.alias(p, f, KindChat)
+		if !bad[i] {
+			c.alias(pathOf(append(slices.Clip(at), i)...), f, KindChat)
 		}
 	}
+}
+
+// report records, each at its place, the problems a rule of runtime/rules
+// found in the element at at, and returns the indices of list entries it
+// reported, which the caller need not check further.
+func (c *checker) report(at []any, probs []rules.Problem) map[int]bool {
+	bad := map[int]bool{}
+	for _, p := range probs {
+		var parts []any
+		for _, part := range p.Path {
+			switch part := part.(type) {
+			case string:
+				parts = append(parts, fieldPath(part)...)
+			case int:
+				parts = append(parts, part)
+				bad[part] = true
+			}
+		}
+		c.errAt(pathOf(append(slices.Clip(at), parts...)...), "%s", p.Msg)
+	}
+	return bad
 }
 
 func article(word string) string {
@@ -234,20 +252,16 @@ func (c *checker) ref(p cue.Path, what, name string, known []string) bool {
 	return false
 }
 
-// list checks a list of references: each resolves, none repeats, and none
-// names self (an agent handing off to or delegating to itself).
+// list checks a list of references (at is its path): the runtime's rules
+// (none repeats, none names self, the agent the list belongs to), then
+// each of the others resolves.
 func (c *checker) list(at []any, refs []string, what string, known []string, self string) {
+	field := at[len(at)-1].(string)
+	bad := c.report(at[:len(at)-1], rules.List(field, refs, what, self))
 	for i, r := range refs {
-		p := pathOf(append(slices.Clip(at), i)...)
-		if self != "" && r == self {
-			c.errAt(p, "agent %q cannot name itself: an agent on the path is never re-entered; remove %q", self, r)
-			continue
+		if !bad[i] {
+			c.ref(pathOf(append(slices.Clip(at), i)...), what, r, known)
 		}
-		if j := slices.Index(refs, r); j < i {
-			c.errAt(p, "%s %q is listed twice; remove this entry", what, r)
-			continue
-		}
-		c.ref(p, what, r, known)
 	}
 }
 
@@ -275,9 +289,7 @@ func (c *checker) check() {
 		}
 	}
 	for _, t := range d.Tools {
-		if len(t.Name) > maxToolName {
-			c.errAt(pathOf("tools", t.Name), "tool name %q has %d characters; the model API accepts function names of at most %d: shorten it", t.Name, len(t.Name), maxToolName)
-		}
+		c.report([]any{"tools", t.Name}, rules.ToolName(t.Name))
 		c.schema(pathOf("tools", t.Name, "input"), t.Input, true)
 	}
 	for _, a := range d.Agents {
@@ -323,49 +335,33 @@ func (c *checker) storeWidths() {
 	}
 }
 
-// maxToolName is the longest tool name the model API accepts: OpenAI's
-// function names match ^[a-zA-Z0-9_-]{1,64}$, whose characters #Name
-// already keeps to. The rule lives here, once, for declared tools and for
-// the tools the runtime generates from agent and retriever names.
-const maxToolName = 64
-
-// The tools the agent runtime generates for an agent, named after what
-// they reach: the contract with runtime/agents, stated in schema.cue.
-const (
-	transferPrefix = "transfer_to_" // one per handoff: transfer_to_<agent>
-	delegatePrefix = "delegate_to_" // one per delegate: delegate_to_<agent>
-	searchPrefix   = "search_"      // one per retriever: search_<retriever>
-)
-
-// generatedTools checks the tools the runtime generates for an agent: each
-// name fits maxToolName, and no declared tool the agent lists takes one
-// of them, which would leave the model two tools of one name.
-func (c *checker) generatedTools(a *Agent) {
-	generated := map[string]string{} // tool name → what the runtime generates it for
-	gen := func(field string, refs []string, prefix, what, kind string, known func(string) bool) {
-		for i, r := range refs {
-			if slices.Index(refs, r) != i || r == a.Name || !known(r) {
-				continue // reported by resolve
-			}
-			name := prefix + r
-			generated[name] = fmt.Sprintf("%s %q", what, r)
-			if len(name) > maxToolName {
-				c.errAt(pathOf("agents", a.Name, field, i), "the runtime offers %s %q to the model as tool %q, %d characters, but the model API accepts function names of at most %d: shorten the %s's name to at most %d characters", what, r, name, len(name), maxToolName, kind, maxToolName-len(prefix))
-			}
-		}
+// agentRules is what runtime/rules reads of an agent, and what it needs to
+// know of the document: the chat model behind each alias, and which names
+// are declared.
+func (c *checker) agentRules(a *Agent) (rules.Agent, rules.Known) {
+	ra := rules.Agent{
+		Name: a.Name, Model: a.Model, Ladder: a.Ladder, Fallbacks: a.Fallbacks,
+		Degrade: a.OnBudgetExhausted == OnBudgetDegrade, Budget: a.Budget,
+		Tools: a.Tools, Handoffs: a.Handoffs, Delegates: a.Delegates, Retrievers: a.Retrievers,
+		Output: len(a.Output) > 0,
 	}
-	isAgent := func(n string) bool { _, ok := c.doc.Agent(n); return ok }
-	isRetriever := func(n string) bool { _, ok := find(c.doc.Retrievers, n); return ok }
-	gen("handoffs", a.Handoffs, transferPrefix, "the handoff to agent", "agent", isAgent)
-	gen("delegates", a.Delegates, delegatePrefix, "the delegate", "agent", isAgent)
-	gen("retrievers", a.Retrievers, searchPrefix, "the search of retriever", "retriever", isRetriever)
-	for i, t := range a.Tools {
-		if what, ok := generated[t]; ok {
-			if _, declared := find(c.doc.Tools, t); declared {
-				c.errAt(pathOf("agents", a.Name, "tools", i), "tool %q has the name the runtime gives the tool for %s, so the model would see two tools of one name; rename the declared tool", t, what)
-			}
-		}
+	if a.Memory != nil && a.Memory.Thread != nil {
+		ra.ThreadTokenBudget = a.Memory.Thread.TokenBudget
 	}
+	d := c.doc
+	known := rules.Known{
+		Model: func(alias string) (rules.Model, bool) {
+			m := c.model(alias)
+			if m == nil || m.Kind != KindChat {
+				return rules.Model{}, false // reported by resolve
+			}
+			return rules.Model{ID: m.ID, Price: rules.Price{Input: m.Cost.InputPer1kUSD, Output: m.Cost.OutputPer1kUSD}, ContextWindow: m.ContextWindow, MaxOutputTokens: m.MaxOutputTokens}, true
+		},
+		Tool:      func(n string) bool { _, ok := d.Tool(n); return ok },
+		Agent:     func(n string) bool { _, ok := d.Agent(n); return ok },
+		Retriever: func(n string) bool { _, ok := d.Retriever(n); return ok },
+	}
+	return ra, known
 }
 
 func (c *checker) agent(a *Agent) {
@@ -377,46 +373,12 @@ func (c *checker) agent(a *Agent) {
 		c.errAt(at("instructionsFile"), "set either instructions or instructionsFile, not both")
 	}
 
-	// The ladder: the model is on it, rungs resolve once, and each rung is
-	// strictly cheaper than the one above, so stepping down saves money.
-	if len(a.Ladder) > 0 && !slices.Contains(a.Ladder, a.Model) {
-		c.errAt(at("ladder"), "the ladder must contain the agent's model %q; add it at its rung", a.Model)
-	}
-	for i, r := range a.Ladder {
-		if j := slices.Index(a.Ladder, r); j < i {
-			c.errAt(at("ladder", i), "alias %q is on the ladder twice; each rung is one alias", r)
-			continue
-		}
-		if i == 0 {
-			continue
-		}
-		above, below := c.model(a.Ladder[i-1]), c.model(r)
-		if above == nil || below == nil || cheaper(below.Cost, above.Cost) {
-			continue
-		}
-		// Say what can fix it: swapping works only when the rung above is
-		// the cheaper one; equal or crossed prices need another model.
-		var fix string
-		switch {
-		case cheaper(above.Cost, below.Cost):
-			fix = fmt.Sprintf("order the ladder from most to least expensive: put %q above %q", r, a.Ladder[i-1])
-		case below.Cost.InputPer1kUSD == above.Cost.InputPer1kUSD && below.Cost.OutputPer1kUSD == above.Cost.OutputPer1kUSD:
-			fix = fmt.Sprintf("the two cost the same, so stepping down saves nothing in either order: remove one of them, or make this rung an alias of a model cheaper than %q", a.Ladder[i-1])
-		default:
-			fix = fmt.Sprintf("one is cheaper on input and the other on output, so neither order makes a step down cheaper: remove this rung, or make it an alias of a model cheaper than %q on both prices", a.Ladder[i-1])
-		}
-		c.errAt(at("ladder", i), "rung %q (%s) is not strictly cheaper than the rung above it, %q (%s); %s", r, price(below.Cost), a.Ladder[i-1], price(above.Cost), fix)
-	}
-	if a.OnBudgetExhausted == OnBudgetDegrade {
-		if a.Budget == "" {
-			c.errAt(at("onBudgetExhausted"), "onBudgetExhausted \"degrade\" reacts to a budget breach, but the agent has no budget; set budget or use \"fail\"")
-		}
-		if i := slices.Index(a.Ladder, a.Model); i >= 0 && i == len(a.Ladder)-1 {
-			c.errAt(at("onBudgetExhausted"), "onBudgetExhausted \"degrade\" needs a strictly cheaper alias below %q on the ladder, but %q is its last rung", a.Model, a.Model)
-		} else if len(a.Ladder) == 0 {
-			c.errAt(at("onBudgetExhausted"), "onBudgetExhausted \"degrade\" needs a ladder with a strictly cheaper alias below %q; add ladder: [%q, \"<cheaper alias>\"]", a.Model, a.Model)
-		}
-	}
+	// The runtime's rules between the agent's values: the ladder, degrade,
+	// the thread's fit in every window, the tools it generates. (Repeats,
+	// self-references and fallbacks are checked by resolve, with the
+	// references.)
+	ra, known := c.agentRules(a)
+	c.report([]any{"agents", a.Name}, slices.Concat(rules.Ladder(ra, known), rules.Degrade(ra), rules.ThreadBudget(ra, known), rules.GeneratedTools(ra, known)))
 
 	// Capabilities: every model the agent may run on, its fallbacks
 	// included, must support what the agent asks of it. Each alias is
@@ -437,17 +399,10 @@ func (c *checker) agent(a *Agent) {
 	for i, r := range a.Ladder {
 		add(r, at("ladder", i))
 	}
-	rungs := len(places) // the first rungs places are the model and its ladder
 	for i, f := range a.Fallbacks {
 		add(f, at("fallbacks", i))
 	}
-	needs := []string{}
-	if len(a.Tools)+len(a.Handoffs)+len(a.Delegates)+len(a.Retrievers) > 0 {
-		needs = append(needs, "tools")
-	}
-	if len(a.Output) > 0 {
-		needs = append(needs, "json")
-	}
+	needs := rules.Needs(ra)
 	for _, pl := range places {
 		m := c.model(pl.alias)
 		if m == nil || m.Kind != KindChat {
@@ -455,47 +410,14 @@ func (c *checker) agent(a *Agent) {
 		}
 		for _, capability := range needs {
 			if !m.Has(capability) {
-				c.errAt(pl.path, "alias %q (model %q) lacks capability %q, which the agent needs (%s); pick a model that has it or add it to the model's capabilities", pl.alias, m.ID, capability, why(capability))
+				c.errAt(pl.path, "alias %q (model %q) lacks capability %q, which the agent needs (%s); pick a model that has it or add it to the model's capabilities", pl.alias, m.ID, capability, rules.Why(capability))
 			}
 		}
 	}
 
-	// The thread's history and the longest answer must fit together in the
-	// context window of every model the agent may run on. A rung that does
-	// not is reported at the budget, which fixes them all; a fallback at
-	// itself, since another fallback may fit.
-	if a.Memory != nil && a.Memory.Thread != nil {
-		tb := a.Memory.Thread.TokenBudget
-		for i, pl := range places {
-			m := c.model(pl.alias)
-			if m == nil || m.Kind != KindChat || tb+m.MaxOutputTokens <= m.ContextWindow {
-				continue
-			}
-			fix := fmt.Sprintf("lower tokenBudget to at most %d", m.ContextWindow-m.MaxOutputTokens)
-			if m.ContextWindow <= m.MaxOutputTokens {
-				fix = fmt.Sprintf("lower %q's maxOutputTokens, which fills its whole context window", m.ID)
-			}
-			if i >= rungs {
-				c.errAt(pl.path, "fallback %q (model %q) cannot take the thread: tokenBudget %d plus the %d output tokens it may answer with is %d tokens, more than its context window of %d; pick a fallback with a larger window, or %s", pl.alias, m.ID, tb, m.MaxOutputTokens, tb+m.MaxOutputTokens, m.ContextWindow, fix)
-				continue
-			}
-			c.errAt(at("memory", "thread", "tokenBudget"), "thread tokenBudget %d plus the %d output tokens %q may answer with is %d tokens, more than its context window of %d; %s", tb, m.MaxOutputTokens, m.ID, tb+m.MaxOutputTokens, m.ContextWindow, fix)
-		}
-	}
-	c.generatedTools(a)
 	if len(a.Output) > 0 {
 		c.schema(at("output"), a.Output, false)
 	}
-}
-
-func why(capability string) string {
-	switch capability {
-	case "tools":
-		return "it has tools, handoffs, delegates or retrievers"
-	case "json":
-		return "it has an output schema"
-	}
-	return capability
 }
 
 func (c *checker) eval(e *Eval) {
@@ -842,17 +764,6 @@ type PromptData struct {
 func (c *checker) model(alias string) *Model {
 	m, _ := c.doc.Resolve(alias)
 	return m
-}
-
-// cheaper reports whether a is strictly cheaper than b: no price higher and
-// at least one lower.
-func cheaper(a, b Cost) bool {
-	return a.InputPer1kUSD <= b.InputPer1kUSD && a.OutputPer1kUSD <= b.OutputPer1kUSD &&
-		(a.InputPer1kUSD < b.InputPer1kUSD || a.OutputPer1kUSD < b.OutputPer1kUSD)
-}
-
-func price(c Cost) string {
-	return fmt.Sprintf("$%g in / $%g out per 1k", c.InputPer1kUSD, c.OutputPer1kUSD)
 }
 
 // --- deferred: kinds the schema accepts but that are not built.

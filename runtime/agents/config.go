@@ -2,14 +2,15 @@ package agents
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/rules"
 )
 
 // Effects says whether a tool only reads or also changes the world. It
@@ -49,16 +50,16 @@ const (
 	BudgetDegrade OnBudgetExhausted = "degrade"
 )
 
-// Reserved tool name prefixes: the model sees handoffs, delegates and
-// retrievers as tools with these prefixes, so declared tools may not use
-// them.
+// The prefixes of the tools the runtime offers the model for an agent's
+// handoffs, delegates and retrievers (runtime/rules): a declared tool an
+// agent lists may not take the name of one of them.
 const (
 	// TransferPrefix names a handoff tool: transfer_to_<agent>.
-	TransferPrefix = "transfer_to_"
+	TransferPrefix = rules.TransferPrefix
 	// DelegatePrefix names a delegation tool: delegate_to_<agent>.
-	DelegatePrefix = "delegate_to_"
+	DelegatePrefix = rules.DelegatePrefix
 	// SearchPrefix names a retriever tool: search_<retriever>.
-	SearchPrefix = "search_"
+	SearchPrefix = rules.SearchPrefix
 )
 
 // Defaults applied to zero fields of Config, Agent and Tool.
@@ -213,18 +214,12 @@ type Tool struct {
 	Timeout time.Duration
 }
 
-// isReserved reports whether name uses a prefix the runtime gives its own
-// tools.
-func isReserved(name string) bool {
-	return strings.HasPrefix(name, TransferPrefix) || strings.HasPrefix(name, DelegatePrefix) || strings.HasPrefix(name, SearchPrefix)
-}
-
 func (t Tool) validate() error {
 	if t.Name == "" {
 		return fmt.Errorf("a tool has no name")
 	}
-	if isReserved(t.Name) {
-		return fmt.Errorf("tool %q: names starting with %q, %q or %q are reserved for handoffs, delegates and retrievers", t.Name, TransferPrefix, DelegatePrefix, SearchPrefix)
+	if p := rules.ToolName(t.Name); len(p) > 0 {
+		return errors.New(p[0].Msg)
 	}
 	switch t.Effects {
 	case "", EffectsRead, EffectsWrite:

@@ -9,7 +9,12 @@
 // everything it can before any run: every tool an agent offers has an
 // Implementation (*MissingToolImplementationError otherwise), every alias
 // resolves and can serve tools or JSON output, every schema compiles, every
-// retriever an agent names is configured. A feature that is not built
+// retriever an agent names is configured, and the rules between an
+// agent's values hold (a ladder descending in price, degrade only with a
+// budget and a cheaper rung, no self-reference, no repeats, fallbacks
+// other than the model, a thread that fits every window, no two tools of
+// one name). Those rules are runtime/rules', which `aidgen vet` applies
+// too, so that the two never disagree. A feature that is not built
 // (approval inside a delegated run) is a *gateway.DeferredError at New,
 // never an approximation.
 //

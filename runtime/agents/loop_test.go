@@ -36,6 +36,15 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	if _, err := agents.New(base()); err != nil {
 		t.Fatalf("base config refused: %v", err)
 	}
+	// A declared tool may take a reserved prefix when the agents listing
+	// it generate no tool of that name, as vet allows it.
+	own := base()
+	own.Tools = append(own.Tools, agents.Tool{Name: "search_web"})
+	own.Implementations["search_web"] = echoTool
+	own.Agents[0].Tools = append(own.Agents[0].Tools, "search_web")
+	if _, err := agents.New(own); err != nil {
+		t.Fatalf("a tool named search_web without a retriever web: %v", err)
+	}
 	tests := []struct {
 		name   string
 		change func(*agents.Config)
@@ -46,15 +55,30 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"missing implementation", func(c *agents.Config) { c.Implementations = nil }, `tool "lookup" (used by agent triage) has no implementation`, new(*agents.MissingToolImplementationError)},
 		{"undeclared tool", func(c *agents.Config) { c.Agents[0].Tools = []string{"nope"} }, `tool "nope" is not declared`, nil},
 		{"unknown handoff", func(c *agents.Config) { c.Agents[0].Handoffs = []string{"ghost"} }, `unknown agent "ghost"`, new(*agents.UnknownAgentError)},
-		{"self delegate", func(c *agents.Config) { c.Agents[0].Delegates = []string{"triage"} }, "names itself", nil},
-		{"reserved name", func(c *agents.Config) {
-			c.Tools = append(c.Tools, agents.Tool{Name: "transfer_to_x"})
-		}, "reserved", nil},
+		{"self delegate", func(c *agents.Config) { c.Agents[0].Delegates = []string{"triage"} }, `agent "triage": delegates[0]: agent "triage" cannot name itself`, nil},
+		{"a tool named like a handoff", func(c *agents.Config) {
+			c.Tools = append(c.Tools, agents.Tool{Name: "transfer_to_billing"})
+			c.Implementations["transfer_to_billing"] = echoTool
+			c.Agents[0].Tools = append(c.Agents[0].Tools, "transfer_to_billing")
+			c.Agents[0].Handoffs = []string{"billing"}
+		}, `tool "transfer_to_billing" has the name the runtime gives the tool for the handoff to agent "billing"`, nil},
+		{"a tool name too long", func(c *agents.Config) {
+			c.Tools = append(c.Tools, agents.Tool{Name: strings.Repeat("x", 65)})
+		}, "has 65 characters; the model API accepts function names of at most 64", nil},
+		{"a tool listed twice", func(c *agents.Config) { c.Agents[0].Tools = []string{"lookup", "lookup"} }, `tools[1]: tool "lookup" is listed twice`, nil},
 		{"unconfigured retriever", func(c *agents.Config) { c.Agents[0].Retrievers = []string{"kb"} }, `retriever "kb" is not in Config.Retrievers`, nil},
 		{"degrade without lower rung", func(c *agents.Config) {
-			c.Agents[0].Ladder, c.Agents[0].OnBudgetExhausted = []string{"large", "small"}, agents.BudgetDegrade
-		}, "no rung below", nil},
-		{"ladder without model", func(c *agents.Config) { c.Agents[0].Ladder = []string{"large"} }, "does not contain its model", nil},
+			c.Agents[0].Ladder, c.Agents[0].OnBudgetExhausted, c.Agents[0].Budget = []string{"large", "small"}, agents.BudgetDegrade, "nightly"
+		}, `needs a strictly cheaper alias below "small" on the ladder, but "small" is its last rung`, nil},
+		{"degrade without budget", func(c *agents.Config) {
+			c.Agents[0].Ladder, c.Agents[0].OnBudgetExhausted = []string{"small", "tiny"}, agents.BudgetDegrade
+		}, `onBudgetExhausted "degrade" reacts to a budget breach, but the agent has no budget`, nil},
+		{"ladder without model", func(c *agents.Config) { c.Agents[0].Ladder = []string{"large"} }, `the ladder must contain the agent's model "small"`, nil},
+		{"ladder up in price", func(c *agents.Config) { c.Agents[0].Ladder = []string{"small", "large"} }, `rung "large" ($0.01 in / $0.03 out per 1k) is not strictly cheaper than the rung above it, "small"`, nil},
+		{"falling back to itself", func(c *agents.Config) { c.Agents[0].Fallbacks = []string{"small"} }, `fallback "small" is the agent's model`, nil},
+		{"a thread that does not fit", func(c *agents.Config) {
+			c.Agents[0].Memory = &agents.Memory{ThreadTokenBudget: 7950}
+		}, `thread tokenBudget 7950 plus the 100 output tokens "m-small" may answer with is 8050 tokens, more than its context window of 8000`, nil},
 		{"unknown alias", func(c *agents.Config) { c.Agents[1].Model = "huge" }, `unknown model alias "huge"`, new(*gateway.UnknownModelAliasError)},
 		{"unknown budget", func(c *agents.Config) { c.Agents[0].Budget = "weekly" }, `budget "weekly" is not in Config.Budgets`, nil},
 		{"unknown memory store", func(c *agents.Config) {

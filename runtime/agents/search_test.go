@@ -306,7 +306,7 @@ func TestNewRefusesBadRetrievers(t *testing.T) {
 		{"not configured", []string{"kb", "faq"}, map[string]agents.Searcher{"kb": kb}, `agent "a": retriever "faq" is not in Config.Retrievers`},
 		{"no retrievers at all", []string{"kb"}, nil, `agent "a": retriever "kb" is not in Config.Retrievers`},
 		{"nil searcher", []string{"kb"}, map[string]agents.Searcher{"kb": nil}, `agent "a": retriever "kb" is not in Config.Retrievers`},
-		{"named twice", []string{"kb", "kb"}, map[string]agents.Searcher{"kb": kb}, `agent "a" names retriever "kb" twice`},
+		{"named twice", []string{"kb", "kb"}, map[string]agents.Searcher{"kb": kb}, `agent "a": retrievers[1]: retriever "kb" is listed twice`},
 		{"empty name", []string{""}, map[string]agents.Searcher{"": kb}, `agent "a" names a retriever without a name`},
 	}
 	for _, tt := range tests {

@@ -44,7 +44,7 @@ func TestGoldensBuild(t *testing.T) {
 		doc := load(t, c.app)
 		desc := describe(t, c.app)
 		dir := filepath.Join(work, c.name)
-		opts := optionsFor(t, doc, c.want)
+		opts := optionsFor(t, doc, desc)
 		golden, err := gen.Generate(desc, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -69,7 +69,7 @@ func TestGoldensBuild(t *testing.T) {
 		writeFile(t, filepath.Join(work, "drift", pkg, "aid_gen.go"), []byte(lit))
 		writeFile(t, filepath.Join(work, "drift", pkg, "export.go"), []byte("package "+pkg+"\n\nimport \"github.com/aidgen/aid/runtime/app\"\n\n// Description exports the literal.\nfunc Description() app.Description { return description() }\n"))
 		fmt.Fprintf(&drift, "\t%s \"github.com/aidgen/aid/gen/drift/%s\"\n", pkg, pkg)
-		fmt.Fprintf(&checks, "\tcheck(%q, %q, %q, %s.Description())\n", c.name, c.app, opts.AppDir, pkg)
+		fmt.Fprintf(&checks, "\tcheck(%q, %q, %q, %s.Description())\n", c.name, c.app, descDir(opts), pkg)
 	}
 	drift.WriteString(")\n\nvar failed bool\n\nfunc main() {\n" + checks.String() + "\tif failed {\n\t\tos.Exit(1)\n\t}\n}\n\n")
 	drift.WriteString(`func check(name, path, dir string, got app.Description) {

@@ -2,7 +2,9 @@ package gen
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"path"
 	"reflect"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/dave/jennifer/jen"
 	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
 
 	aid "github.com/aidgen/aid"
 	"github.com/aidgen/aid/runtime/app"
@@ -62,10 +65,11 @@ type Options struct {
 	// leading v; empty means the generator's own (aid.Version), since the
 	// generator and the runtime are versioned together.
 	RuntimeVersion string
-	// Runtime, when set, is the slash-separated path of an aid checkout,
-	// relative to the output directory, that go.mod replaces the runtime
-	// with, so that the service builds offline against the runtime the
-	// generator came from.
+	// Runtime, when set, is the slash-separated path of an aid checkout
+	// that go.mod replaces the runtime with, so that the service builds
+	// offline against the runtime the generator came from. aidgen build
+	// gives it absolute, so that the service still builds after its
+	// directory is moved.
 	Runtime string
 	// GoSum, when set, is the runtime's go.sum, emitted as the service's:
 	// the service's dependencies are the runtime's, so their checksums are
@@ -76,10 +80,16 @@ type Options struct {
 	// that provides a package it builds, and the service builds the
 	// runtime's dependencies.
 	RuntimeGoMod []byte
-	// AppDir is the slash-separated path of the app file's directory
-	// relative to the output directory: the generated description's Dir,
-	// against which the service resolves the files the application names
-	// (fixtures, datasets, documents). Empty means the output directory.
+	// Files are the files the application reads when it serves
+	// (app.Description.ReadFiles: scripts, fixtures, answer keys,
+	// documents), by slash-separated path in a tree whose root holds them
+	// all. Generate copies them under app/ and the service embeds that
+	// tree, so that it runs from any directory without its sources.
+	Files map[string][]byte
+	// AppDir is the application's directory in the tree of Files
+	// (slash-separated, empty for its root): the generated description's
+	// Dir is app/AppDir, against which the service resolves the names the
+	// application gives its files, leading "../" included.
 	AppDir string
 }
 
@@ -92,12 +102,24 @@ const (
 	Owned Kind = iota
 	// Stub files are the team's: written when missing, never overwritten.
 	Stub
+	// Copied files are the application's own files under DirFiles, which
+	// the service embeds: rewritten on every build, compared by --check,
+	// and deleted when the application no longer reads them. They carry no
+	// header: their bytes are the application's.
+	Copied
 )
+
+// DirFiles is the directory of the output, embedded by the service, that
+// holds copies of the application's files (Options.Files).
+const DirFiles = "app"
 
 // FileKind says who owns the generated file at path (a key of Generate's
 // result).
 func FileKind(path string) Kind {
-	if strings.HasPrefix(path, "business/") && strings.HasSuffix(path, "_tool.go") {
+	switch {
+	case strings.HasPrefix(path, DirFiles+"/"):
+		return Copied
+	case strings.HasPrefix(path, "business/") && strings.HasSuffix(path, "_tool.go"):
 		return Stub
 	}
 	return Owned
@@ -132,13 +154,21 @@ func Generate(desc app.Description, opts Options) (map[string][]byte, error) {
 		return nil, fmt.Errorf("generating %s: %w", desc.Name, err)
 	}
 
+	copies, err := appFiles(opts.Files)
+	if err != nil {
+		return nil, fmt.Errorf("generating %s: %w", desc.Name, err)
+	}
+	dir := ""
+	if len(copies) > 0 {
+		dir = path.Join(DirFiles, opts.AppDir)
+	}
 	files := map[string]*jen.File{}
-	descFile, err := DescriptionFile("main", desc, opts.AppDir)
+	descFile, err := DescriptionFile("main", desc, dir)
 	if err != nil {
 		return nil, fmt.Errorf("generating %s: %w", desc.Name, err)
 	}
 	files[FileDesc] = descFile
-	files[FileMain] = mainFile(desc, module, len(tools) > 0)
+	files[FileMain] = mainFile(desc, module, len(tools) > 0, len(copies) > 0)
 	if len(tools) > 0 {
 		bf, err := businessGen(tools)
 		if err != nil {
@@ -173,13 +203,68 @@ func Generate(desc app.Description, opts Options) (map[string][]byte, error) {
 	if opts.GoSum != nil {
 		out[FileGoSum] = bytes.Clone(opts.GoSum)
 	}
+	maps.Copy(out, copies)
 	return out, nil
+}
+
+// LayOut places the application's files, named as its description names
+// them (slash-separated, relative to its directory, leading "../"
+// included), in a tree rooted as high above that directory as the names
+// reach, and returns them by path in the tree, with the directory's path
+// in it: Options.Files and Options.AppDir. dir is the directory's
+// slash-separated path, of which only as many last elements are used as
+// the names climb, so that no absolute path reaches the output.
+func LayOut(files map[string][]byte, dir string) (map[string][]byte, string, error) {
+	up := 0
+	for name := range files {
+		if path.IsAbs(name) {
+			return nil, "", fmt.Errorf("file %q is absolute; name it relative to the application's directory", name)
+		}
+		n := 0
+		for rest := path.Clean(name); rest == ".." || strings.HasPrefix(rest, "../"); rest = strings.TrimPrefix(strings.TrimPrefix(rest, ".."), "/") {
+			n++
+		}
+		up = max(up, n)
+	}
+	parts := slices.DeleteFunc(strings.Split(dir, "/"), func(p string) bool { return p == "" })
+	if up > len(parts) {
+		return nil, "", fmt.Errorf("the application's files reach %d directories above %s, which has %d", up, dir, len(parts))
+	}
+	appDir := path.Join(parts[len(parts)-up:]...)
+	out := make(map[string][]byte, len(files))
+	for name, b := range files {
+		out[path.Join(appDir, name)] = b
+	}
+	return out, appDir, nil
+}
+
+// appFiles lays the application's files out under DirFiles, refusing a
+// name the go command cannot embed, or one that would make the tree a Go
+// package or a module of its own.
+func appFiles(files map[string][]byte) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(files))
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		p := path.Join(DirFiles, name)
+		switch base := path.Base(p); {
+		case !fs.ValidPath(name) || name == "." || strings.HasPrefix(p, "../"):
+			errs = append(errs, fmt.Errorf("file %q is outside the tree of the application's files", name))
+		case module.CheckFilePath(p) != nil:
+			errs = append(errs, fmt.Errorf("file %q cannot be embedded in the service: %v; rename it", name, module.CheckFilePath(p)))
+		case strings.HasSuffix(base, ".go") || base == "go.mod" || slices.ContainsFunc(strings.Split(name, "/"), func(seg string) bool { return seg == ".git" || seg == ".hg" || seg == ".svn" || seg == ".bzr" }):
+			errs = append(errs, fmt.Errorf("file %q cannot be embedded in the service: the go command treats a Go file, a go.mod or a version-control directory apart; rename it", name))
+		default:
+			out[p] = bytes.Clone(files[name])
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // DescriptionFile renders the file holding desc as a Go literal, in
 // package pkg: the function description() returning it, with Dir set to
-// dir. Generate uses it for aid_gen.go; tests use it to compile the literal
-// beside lowering and compare the two.
+// dir (the directory of the application's files in the embedded tree, or
+// empty when it embeds none). Generate uses it for aid_gen.go; tests use
+// it to compile the literal beside lowering and compare the two.
 func DescriptionFile(pkg string, desc app.Description, dir string) (*jen.File, error) {
 	desc.Dir = dir
 	lit, err := Literal(desc)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/gen")
@@ -65,24 +67,39 @@ func repoRoot(t testing.TB) string {
 	return root
 }
 
-// optionsFor are the options aidgen build would use writing into dir from
-// a source checkout at the repository root, without the runtime's module
-// files (which the build test adds), so that a dependency bump of the
-// runtime does not rewrite every golden.
-func optionsFor(t testing.TB, doc *ir.Document, dir string) gen.Options {
+// goldenRuntime stands, in the goldens, for the absolute path of the aid
+// checkout that aidgen build writes into go.mod's replace; TestGoldensBuild
+// builds with the real one.
+const goldenRuntime = "/src/aid"
+
+// optionsFor are the options aidgen build would use from a source checkout
+// (the application's files read and laid out, go.mod's replace), without
+// the runtime's module files (which the build test adds), so that a
+// dependency bump of the runtime does not rewrite every golden.
+func optionsFor(t testing.TB, doc *ir.Document, desc app.Description) gen.Options {
 	t.Helper()
-	rel := func(target string) string {
-		r, err := filepath.Rel(dir, target)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return filepath.ToSlash(r)
-	}
-	appDir, err := filepath.Abs(doc.Dir)
+	files, err := desc.ReadFiles(kind.DirFiles(doc.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return gen.Options{AppDir: rel(appDir), Runtime: rel(repoRoot(t))}
+	abs, err := filepath.Abs(doc.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := gen.Options{Runtime: goldenRuntime}
+	if opts.Files, opts.AppDir, err = gen.LayOut(files, filepath.ToSlash(abs)); err != nil {
+		t.Fatal(err)
+	}
+	return opts
+}
+
+// descDir is the Dir the generated literal holds: the application's
+// directory in the embedded tree.
+func descDir(opts gen.Options) string {
+	if len(opts.Files) == 0 {
+		return ""
+	}
+	return path.Join(gen.DirFiles, opts.AppDir)
 }
 
 func load(t testing.TB, path string) *ir.Document {
@@ -111,7 +128,7 @@ func TestGolden(t *testing.T) {
 	for _, c := range cases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			doc := load(t, c.app)
-			opts := optionsFor(t, doc, c.want)
+			opts := optionsFor(t, doc, describe(t, c.app))
 			got, err := gen.Generate(describe(t, c.app), opts)
 			if err != nil {
 				t.Fatal(err)
@@ -124,6 +141,9 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("two builds of the same file differ (-first +second):\n%s", diff)
 			}
 			for p, b := range got {
+				if gen.FileKind(p) == gen.Copied {
+					continue // the application's bytes
+				}
 				if !bytes.HasPrefix(b, []byte("// ")) {
 					t.Errorf("%s does not open with a comment header", p)
 				}

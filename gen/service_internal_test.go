@@ -22,6 +22,7 @@ func TestMainFileOptions(t *testing.T) {
 		name     string
 		desc     app.Description
 		tools    bool
+		files    bool
 		want     []string
 		wantNone []string
 	}{
@@ -30,10 +31,11 @@ func TestMainFileOptions(t *testing.T) {
 		{name: "pg state", desc: app.Description{Service: pgState}, want: []string{"OpenState: postgres.OpenState", `"github.com/aidgen/aid/runtime/serve/postgres"`}, wantNone: []string{"VectorStores", "business"}},
 		{name: "pgvector", desc: app.Description{Stores: pgStore}, want: []string{"serve.Options{}"}, wantNone: []string{"postgres"}},
 		{name: "both", desc: app.Description{Stores: pgStore, Service: pgState}, tools: true, want: []string{"OpenState:       postgres.OpenState", "Implementations: business.Implementations()"}},
+		{name: "files", desc: app.Description{}, files: true, want: []string{"//go:embed all:app\nvar appFiles embed.FS", "Files: appFiles"}, wantNone: []string{"postgres"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.desc.Name, c.desc.Version = "x", "0.1.0"
-			got := fmt.Sprintf("%#v", mainFile(c.desc, "x", c.tools))
+			got := fmt.Sprintf("%#v", mainFile(c.desc, "x", c.tools, c.files))
 			for _, w := range c.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("main.go lacks %q:\n%s", w, got)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,13 +18,15 @@ import (
 	"github.com/aidgen/aid/gen"
 	"github.com/aidgen/aid/internal/lower"
 	"github.com/aidgen/aid/ir"
+	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 func newBuild(s *streams) *cobra.Command {
 	var (
-		out, runtimeDir, module string
-		check, noReplace        bool
-		tags                    []string
+		out, runtimeDir, module, runtimeVersion string
+		check, noReplace                        bool
+		tags                                    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "build FILE -o DIR",
@@ -38,10 +41,15 @@ Every file is rendered before any is written, and each is written atomically
 (a temporary file renamed over it), so a failed build leaves DIR as it was.
 The same application always gives the same bytes.
 
+The files the application reads when it serves (agent scripts, fixtures,
+answer keys, the documents its retrievers ingest) are copied under DIR/app,
+which the service embeds: it runs from any directory, without its sources.
+
 go.mod requires the runtime at aidgen's own version. With --runtime, or by
 default when aidgen runs from a source checkout, it also replaces the runtime
-with that checkout and go.sum copies the checkout's, so the service builds
-offline.
+with that checkout, by its absolute path, and go.sum copies the checkout's, so
+the service builds offline, wherever DIR is moved on this machine.
+--runtime-version requires a published version instead, without a replace.
 
 --check writes nothing: it prints a unified diff of every generated file that
 differs from DIR and exits 1 when there is one, for CI.
@@ -75,13 +83,20 @@ difference, 2 on a usage error.`,
 			if err != nil {
 				return &exitError{code: ExitInvalid, err: err}
 			}
+			if runtimeVersion != "" && (runtimeDir != "" || noReplace) {
+				return usageErr(errors.New("--runtime-version requires a published runtime; it goes with neither --runtime nor --no-replace"))
+			}
 			rt := runtimeDir
-			if rt == "" && !noReplace {
+			if rt == "" && !noReplace && runtimeVersion == "" {
 				rt = sourceCheckout()
 			}
-			opts, err := buildOptions(doc, out, rt, module)
+			opts, err := buildOptions(doc.Dir, rt, module)
 			if err != nil {
 				return usageErr(err)
+			}
+			opts.RuntimeVersion = runtimeVersion
+			if opts.Files, opts.AppDir, err = appFiles(desc, doc.Dir); err != nil {
+				return &exitError{code: ExitInvalid, err: err}
 			}
 			files, err := gen.Generate(desc, opts)
 			if err != nil {
@@ -97,27 +112,17 @@ difference, 2 on a usage error.`,
 	cmd.Flags().StringVarP(&out, "out", "o", "", "the `directory` to write the service into")
 	cmd.Flags().StringVar(&runtimeDir, "runtime", "", "an aid checkout (`path`) to replace the runtime with; default: the checkout aidgen was built from, if any")
 	cmd.Flags().BoolVar(&noReplace, "no-replace", false, "require the runtime by version only, without a replace, even from a source checkout")
+	cmd.Flags().StringVar(&runtimeVersion, "runtime-version", "", "require the runtime at this published `version` (v0.2.0), without a replace")
 	cmd.Flags().StringVar(&module, "module", "", "the service's module `path`; default: the application's name")
 	cmd.Flags().BoolVar(&check, "check", false, "write nothing; print a diff and exit 1 when DIR differs from what the file generates")
 	return cmd
 }
 
-// buildOptions says where things are relative to the output directory, so
-// that the generated files name no absolute path, and reads the runtime's
-// module files when the service replaces the runtime with a checkout.
-func buildOptions(doc *ir.Document, out, runtimeDir, module string) (gen.Options, error) {
+// buildOptions reads the runtime's module files when the service replaces
+// the runtime with a checkout, and names the checkout by its absolute
+// path, so that the service builds wherever its directory is moved.
+func buildOptions(appDir, runtimeDir, module string) (gen.Options, error) {
 	opts := gen.Options{Module: module}
-	absOut, err := filepath.Abs(out)
-	if err != nil {
-		return opts, fmt.Errorf("resolving the output directory: %w", err)
-	}
-	absApp, err := filepath.Abs(doc.Dir)
-	if err != nil {
-		return opts, fmt.Errorf("resolving the application's directory: %w", err)
-	}
-	if opts.AppDir, err = relSlash(absOut, absApp); err != nil {
-		return opts, err
-	}
 	if runtimeDir == "" {
 		return opts, nil
 	}
@@ -136,21 +141,22 @@ func buildOptions(doc *ir.Document, out, runtimeDir, module string) (gen.Options
 	if err != nil {
 		return opts, fmt.Errorf("reading the runtime's go.sum: %w", err)
 	}
-	opts.RuntimeGoMod, opts.GoSum = mod, sum
-	if opts.Runtime, err = relSlash(absOut, absRT); err != nil {
-		return opts, err
-	}
+	opts.RuntimeGoMod, opts.GoSum, opts.Runtime = mod, sum, filepath.ToSlash(absRT)
 	return opts, nil
 }
 
-// relSlash is target relative to base, with forward slashes, so that the
-// generated files are the same on every machine.
-func relSlash(base, target string) (string, error) {
-	rel, err := filepath.Rel(base, target)
+// appFiles reads the files the application reads when it serves, from
+// the app file's directory dir, laid out for gen.
+func appFiles(desc app.Description, dir string) (map[string][]byte, string, error) {
+	files, err := desc.ReadFiles(kind.DirFiles(dir))
 	if err != nil {
-		return "", fmt.Errorf("naming %s relative to %s: %w", target, base, err)
+		return nil, "", fmt.Errorf("reading the application's files: %w", err)
 	}
-	return filepath.ToSlash(rel), nil
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, "", fmt.Errorf("resolving the application's directory: %w", err)
+	}
+	return gen.LayOut(files, filepath.ToSlash(abs))
 }
 
 // sourceCheckout is the aid checkout this binary was built from, when it
@@ -213,7 +219,61 @@ func writeFiles(s *streams, dir string, files map[string][]byte) error {
 	for _, orphan := range orphanStubs(dir, files) {
 		fmt.Fprintf(s.err, "aidgen: %s implements a tool the application no longer declares; delete it\n", orphan)
 	}
+	stale, err := staleCopies(dir, files)
+	if err != nil {
+		return &exitError{code: ExitUsage, err: err}
+	}
+	for _, p := range stale {
+		if err := os.Remove(p); err != nil {
+			return &exitError{code: ExitUsage, err: fmt.Errorf("removing %s: %w", p, err)}
+		}
+		fmt.Fprintf(s.out, "removed %s\n", p)
+	}
+	removeEmptyDirs(filepath.Join(dir, gen.DirFiles))
 	return nil
+}
+
+// staleCopies lists the files under dir's copy of the application's files
+// (gen.DirFiles) that the application no longer reads: the tree is the
+// generator's, and a stale copy would still be embedded.
+func staleCopies(dir string, files map[string][]byte) ([]string, error) {
+	root := filepath.Join(dir, gen.DirFiles)
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) && p == root {
+			return fs.SkipDir
+		}
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		if _, ok := files[filepath.ToSlash(rel)]; !ok {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", root, err)
+	}
+	return out, nil
+}
+
+// removeEmptyDirs removes the empty directories under root, root included,
+// deepest first; it leaves anything it cannot remove.
+func removeEmptyDirs(root string) {
+	var dirs []string
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for _, d := range slices.Backward(dirs) {
+		_ = os.Remove(d) // fails, as it should, on a directory that is not empty
+	}
 }
 
 // orphanStubs lists the stub files in dir/business whose tool is gone.
@@ -309,6 +369,25 @@ func checkFiles(s *streams, dir string, files map[string][]byte) error {
 		})
 		if derr != nil {
 			return &exitError{code: ExitUsage, err: fmt.Errorf("diffing %s: %w", target, derr)}
+		}
+		if !strings.HasSuffix(diff, "\n") {
+			diff += "\n"
+		}
+		fmt.Fprint(s.out, diff)
+		stale++
+	}
+	extra, err := staleCopies(dir, files)
+	if err != nil {
+		return &exitError{code: ExitUsage, err: err}
+	}
+	for _, p := range extra {
+		old, err := os.ReadFile(p)
+		if err != nil {
+			return &exitError{code: ExitUsage, err: fmt.Errorf("reading %s: %w", p, err)}
+		}
+		diff, derr := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: difflib.SplitLines(string(old)), FromFile: p, ToFile: "/dev/null", Context: 3})
+		if derr != nil {
+			return &exitError{code: ExitUsage, err: fmt.Errorf("diffing %s: %w", p, derr)}
 		}
 		if !strings.HasSuffix(diff, "\n") {
 			diff += "\n"

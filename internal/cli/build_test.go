@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,8 +79,12 @@ func TestBuildWritesAndKeeps(t *testing.T) {
 			t.Errorf("stdout does not name %s:\n%s", want, stdout)
 		}
 	}
-	if !strings.Contains(first["go.mod"], "replace github.com/aidgen/aid => ../../") || strings.Contains(first["go.mod"], dir) {
-		t.Errorf("go.mod does not replace the runtime with a relative path to this checkout:\n%s", first["go.mod"])
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(first["go.mod"], "replace github.com/aidgen/aid => "+filepath.ToSlash(root)+"\n") || strings.Contains(first["go.mod"], dir) {
+		t.Errorf("go.mod does not replace the runtime with this checkout's absolute path:\n%s", first["go.mod"])
 	}
 	if strings.Contains(first["aid_gen.go"], dir) {
 		t.Errorf("aid_gen.go names the absolute path %s", dir)
@@ -178,6 +183,116 @@ func TestBuildCheck(t *testing.T) {
 	}
 }
 
+// deskApp writes an application that reads files when it serves: an agent
+// script, a fixture tool and documents, one of them in a sibling directory.
+func deskApp(t *testing.T, dir string) string {
+	t.Helper()
+	files := map[string]string{
+		"app/app.cue": `name: "desk"
+version: "0.1.0"
+providers: fake: {kind: "fake", script: "script.json"}
+models: {
+	"fake-2024-01-01": {provider: "fake", contextWindow: 4096, maxOutputTokens: 256, cost: inputPer1kUSD: 0, capabilities: ["tools"]}
+	"fake-embed-2024-01-01": {provider: "fake", kind: "embedding", dimensions: 16, cost: inputPer1kUSD: 0}
+}
+aliases: {m: "fake-2024-01-01", embed: "fake-embed-2024-01-01"}
+tools: lookup: {description: "Look up.", implementation: {kind: "fixture", file: "fixtures/lookup.json"}}
+stores: kb: {}
+retrievers: kb: {source: files: ["docs/*.md", "../shared/*.md"], embedModel: "embed", store: "kb"}
+agents: desk: {model: "m", instructions: "Help.", tools: ["lookup"], retrievers: ["kb"]}
+`,
+		"app/script.json":          `{"agents": {"desk": [{"text": "hello"}]}}`,
+		"app/fixtures/lookup.json": `[{"args": {}, "result": "found"}]`,
+		"app/docs/a.md":            "# A\n\nAlpha.\n",
+		"app/docs/b.md":            "# B\n\nBeta.\n",
+		"shared/c.md":              "# C\n\nGamma.\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "app", "app.cue")
+}
+
+// TestBuildCopiesFiles checks the copies of the application's files under
+// app/, which the service embeds: every file it reads when it serves, laid
+// out so that a name reaching above the app file's directory stays inside
+// the tree (the description's Dir is the app file's directory in it), a
+// copy the application no longer reads removed by the next build and
+// reported by --check, and nothing else copied.
+func TestBuildCopiesFiles(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "svc")
+	app := deskApp(t, dir)
+	if code, _, stderr := run(t, "build", app, "-o", out); code != cli.ExitOK {
+		t.Fatalf("build: exit %d, stderr %q", code, stderr)
+	}
+	got := readAll(t, out)
+	var copies []string
+	for p := range got {
+		if strings.HasPrefix(p, "app/") {
+			copies = append(copies, p)
+		}
+	}
+	slices.Sort(copies)
+	want := []string{"app/app/docs/a.md", "app/app/docs/b.md", "app/app/fixtures/lookup.json", "app/app/script.json", "app/shared/c.md"}
+	if diff := cmp.Diff(want, copies); diff != "" {
+		t.Errorf("copies (-want +got):\n%s", diff)
+	}
+	if got["app/shared/c.md"] != "# C\n\nGamma.\n" {
+		t.Errorf("the copy of shared/c.md holds %q", got["app/shared/c.md"])
+	}
+	if !strings.Contains(got["aid_gen.go"], `Dir:     "app/app",`) || !strings.Contains(got["main.go"], "//go:embed all:app") {
+		t.Errorf("the service does not read its embedded copies:\n%s\n%s", got["aid_gen.go"], got["main.go"])
+	}
+
+	if err := os.Remove(filepath.Join(dir, "app", "docs", "b.md")); err != nil {
+		t.Fatal(err)
+	}
+	stray := filepath.Join(out, "app", "stray.txt")
+	if err := os.WriteFile(stray, []byte("not the application's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ := run(t, "build", app, "-o", out, "--check")
+	if code != cli.ExitInvalid || !strings.Contains(stdout, "--- "+filepath.Join(out, "app", "app", "docs", "b.md")) || !strings.Contains(stdout, "--- "+stray) {
+		t.Errorf("--check with a stale and a stray copy: exit %d, stdout:\n%s", code, stdout)
+	}
+	code, stdout, stderr := run(t, "build", app, "-o", out)
+	if code != cli.ExitOK || !strings.Contains(stdout, "removed "+stray) {
+		t.Fatalf("rebuild: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for _, gone := range []string{stray, filepath.Join(out, "app", "app", "docs", "b.md")} {
+		if _, err := os.Stat(gone); err == nil {
+			t.Errorf("%s is still there", gone)
+		}
+	}
+	if code, stdout, _ := run(t, "build", app, "-o", out, "--check"); code != cli.ExitOK {
+		t.Errorf("--check after the rebuild: exit %d:\n%s", code, stdout)
+	}
+}
+
+// TestBuildRuntimeVersion: a published version is required without a
+// replace and without the checkout's go.sum.
+func TestBuildRuntimeVersion(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "svc")
+	if code, _, stderr := run(t, "build", writeShopApp(t, dir), "-o", out, "--runtime-version", "v0.2.0"); code != cli.ExitOK {
+		t.Fatalf("build: exit %d, stderr %q", code, stderr)
+	}
+	got := readAll(t, out)
+	if !strings.Contains(got["go.mod"], "require github.com/aidgen/aid v0.2.0\n") || strings.Contains(got["go.mod"], "replace") {
+		t.Errorf("go.mod:\n%s", got["go.mod"])
+	}
+	if _, ok := got["go.sum"]; ok {
+		t.Error("go.sum copies a checkout's, which the service does not build against")
+	}
+}
+
 func TestBuildErrors(t *testing.T) {
 	dir := t.TempDir()
 	app := writeShopApp(t, dir)
@@ -195,6 +310,7 @@ func TestBuildErrors(t *testing.T) {
 		{"no file", []string{"build", "-o", dir}, cli.ExitUsage, "needs one application file"},
 		{"invalid app", []string{"build", bad, "-o", filepath.Join(dir, "x")}, cli.ExitInvalid, "bad.cue:7:"},
 		{"not a checkout", []string{"build", app, "-o", filepath.Join(dir, "y"), "--runtime", dir}, cli.ExitUsage, "is not an aid checkout"},
+		{"a version and a checkout", []string{"build", app, "-o", filepath.Join(dir, "z"), "--runtime-version", "v0.2.0", "--runtime", dir}, cli.ExitUsage, "--runtime-version requires a published runtime"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -58,6 +58,31 @@ func (s Source) Load(ctx context.Context) ([]Document, error) {
 // in a generated service), Dir being relative to the application's
 // directory.
 func (s Source) LoadFiles(ctx context.Context, files kind.Files) ([]Document, error) {
+	names, err := s.Names(files)
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]Document, 0, len(names))
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if !textFile(name) {
+			return nil, &gateway.DeferredError{Feature: fmt.Sprintf("ingesting %s files such as %s (only Markdown and plain text are built)", extOf(name), name)}
+		}
+		b, err := files.ReadFile(path.Join(filepath.ToSlash(s.Dir), name))
+		if err != nil {
+			return nil, fmt.Errorf("loading source: %w", err)
+		}
+		docs = append(docs, Document{Path: name, Text: string(b)})
+	}
+	return docs, nil
+}
+
+// Names returns the names of the files the source matches, relative to
+// Dir, sorted: what LoadFiles reads. It refuses a source that matches no
+// file.
+func (s Source) Names(files kind.Files) ([]string, error) {
 	if err := s.checkKind(); err != nil {
 		return nil, err
 	}
@@ -78,21 +103,7 @@ func (s Source) LoadFiles(ctx context.Context, files kind.Files) ([]Document, er
 	if len(names) == 0 {
 		return nil, fmt.Errorf("loading source: the patterns %q match no file under %s", s.Files, files.Name(cmp.Or(s.Dir, ".")))
 	}
-	docs := make([]Document, 0, len(names))
-	for _, name := range names {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if !textFile(name) {
-			return nil, &gateway.DeferredError{Feature: fmt.Sprintf("ingesting %s files such as %s (only Markdown and plain text are built)", extOf(name), name)}
-		}
-		b, err := files.ReadFile(path.Join(filepath.ToSlash(s.Dir), name))
-		if err != nil {
-			return nil, fmt.Errorf("loading source: %w", err)
-		}
-		docs = append(docs, Document{Path: name, Text: string(b)})
-	}
-	return docs, nil
+	return names, nil
 }
 
 // checkKind refuses a source kind that is not SourceFiles: with a

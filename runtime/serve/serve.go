@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -29,8 +30,8 @@ import (
 const (
 	// EnvListen is the address to listen on; the -listen flag wins.
 	EnvListen = "AID_LISTEN"
-	// EnvAppDir is the directory the application's files are resolved
-	// against; the -app-dir flag wins.
+	// EnvAppDir is a directory to read the application's files from instead
+	// of the copies built into the service; the -app-dir flag wins.
 	EnvAppDir = "AID_APP_DIR"
 )
 
@@ -55,6 +56,13 @@ type Options struct {
 	// state is postgres (postgres.OpenState); nil otherwise, so that pgx is
 	// not linked.
 	OpenState func(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error)
+	// Files holds copies of the files the application reads (agent
+	// scripts, fixtures, answer keys, documents), which a generated service
+	// embeds, with the description's Dir their directory inside it, so that
+	// the service runs from any directory; nil means the files are on disk,
+	// in the description's Dir. -app-dir (AID_APP_DIR) reads them from a
+	// directory instead.
+	Files fs.FS
 }
 
 // Process is what Run takes from the process it runs in. Main fills it
@@ -87,7 +95,10 @@ func Main(desc app.Description, opts Options) int {
 // Flags, each over an environment variable that is over the app file:
 // -listen (AID_LISTEN), -app-dir (AID_APP_DIR), -log-level, and, when the
 // service keeps its state in PostgreSQL, -state-dsn (over the variable the
-// app file's state names).
+// app file's state names). -app-dir reads the application's files from a
+// directory instead of opts.Files, the copies built into a generated
+// service: to serve documents or fixtures edited since the build without
+// rebuilding, or to mount them from a volume.
 func Run(ctx context.Context, desc app.Description, opts Options, p Process) int {
 	if p.LookupEnv == nil {
 		p.LookupEnv = os.LookupEnv
@@ -96,20 +107,30 @@ func Run(ctx context.Context, desc app.Description, opts Options, p Process) int
 		p.Stderr = os.Stderr
 	}
 	lookupEnv := p.LookupEnv
-	fs := flag.NewFlagSet(desc.Name, flag.ContinueOnError)
-	fs.SetOutput(p.Stderr)
-	listen := fs.String("listen", envOr(lookupEnv, EnvListen, desc.Service.Listen), "`address` to listen on (env "+EnvListen+")")
-	dir := fs.String("app-dir", envOr(lookupEnv, EnvAppDir, desc.Dir), "`directory` the application's files (fixtures, datasets, documents) are resolved against (env "+EnvAppDir+")")
+	flags := flag.NewFlagSet(desc.Name, flag.ContinueOnError)
+	flags.SetOutput(p.Stderr)
+	listen := flags.String("listen", envOr(lookupEnv, EnvListen, desc.Service.Listen), "`address` to listen on (env "+EnvListen+")")
+	dirUsage := "`directory` the application's files (fixtures, datasets, documents) are read from (env " + EnvAppDir + ")"
+	dirDefault := desc.Dir
+	if opts.Files != nil {
+		dirUsage = "`directory` to read the application's files (fixtures, datasets, documents) from instead of the copies built into the service (env " + EnvAppDir + ")"
+		dirDefault = ""
+	}
+	dir := flags.String("app-dir", envOr(lookupEnv, EnvAppDir, dirDefault), dirUsage)
 	level := slog.LevelInfo
-	fs.TextVar(&level, "log-level", level, "least `level` logged: debug, info, warn or error")
+	flags.TextVar(&level, "log-level", level, "least `level` logged: debug, info, warn or error")
 	var dsn *string
 	if desc.Service.State.Kind == app.StatePostgres {
-		dsn = fs.String("state-dsn", "", "PostgreSQL `DSN` of the service's state; empty means $"+desc.Service.State.DSNEnv)
+		dsn = flags.String("state-dsn", "", "PostgreSQL `DSN` of the service's state; empty means $"+desc.Service.State.DSNEnv)
 	}
-	if err := fs.Parse(p.Args); err != nil {
+	if err := flags.Parse(p.Args); err != nil {
 		return ExitUsage
 	}
-	desc.Dir = *dir
+	if opts.Files == nil || *dir != "" {
+		// The files are on disk: in the directory given, or the
+		// description's own.
+		desc.Dir, opts.Files = *dir, nil
+	}
 	logger := slog.New(slog.NewJSONHandler(p.Stderr, &slog.HandlerOptions{Level: level}))
 	if stateEnv := desc.Service.State.DSNEnv; dsn != nil && *dsn != "" && stateEnv != "" {
 		lookupEnv = overrideEnv(lookupEnv, stateEnv, *dsn)
@@ -152,6 +173,7 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	// spent waiting on providers, tools and searches: Assemble wraps every
 	// one of them with the service's instruments.
 	ao := app.Options{
+		Files:           opts.Files,
 		Implementations: opts.Implementations,
 		Logger:          logger,
 		LookupEnv:       lookupEnv,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
@@ -201,9 +203,12 @@ func search(t *testing.T, client *http.Client, addr, token string) int {
 func TestRunServesAndStops(t *testing.T) {
 	docs := docsDir(t)
 	empty := t.TempDir()
+	embedded := fstest.MapFS{"app/docs/refunds.md": {Data: []byte("# Refunds\n\nRefunds take five business days.\n")}}
+	inApp := func(d app.Description) app.Description { d.Dir = "app"; return d }
 	for _, c := range []struct {
 		name       string
 		desc       func(app.Description) app.Description
+		files      fs.FS
 		args       []string
 		vars       map[string]string
 		wantListen string
@@ -226,6 +231,9 @@ func TestRunServesAndStops(t *testing.T) {
 		{name: "otel disabled", vars: map[string]string{"OTEL_SDK_DISABLED": "TRUE", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, wantListen: "127.0.0.1:0"},
 		{name: "otel exporter none", vars: map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, wantListen: "127.0.0.1:0"},
 		{name: "otel console exporter", vars: map[string]string{"OTEL_TRACES_EXPORTER": "console"}, wantListen: "127.0.0.1:0", wantSpans: true},
+		{name: "embedded files", desc: inApp, files: embedded, wantListen: "127.0.0.1:0"},
+		{name: "app dir over embedded files", desc: inApp, files: fstest.MapFS{}, args: []string{"-app-dir", docs}, wantListen: "127.0.0.1:0"},
+		{name: "env app dir over embedded files", desc: inApp, files: fstest.MapFS{}, vars: map[string]string{"AID_APP_DIR": docs}, wantListen: "127.0.0.1:0"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
@@ -233,7 +241,7 @@ func TestRunServesAndStops(t *testing.T) {
 			if c.desc != nil {
 				desc = c.desc(desc)
 			}
-			r := start(t, desc, serve.Options{}, c.args, c.vars)
+			r := start(t, desc, serve.Options{Files: c.files}, c.args, c.vars)
 			line := r.serving(t)
 			if line["listen"] != c.wantListen {
 				t.Errorf("listen = %v, want %s", line["listen"], c.wantListen)

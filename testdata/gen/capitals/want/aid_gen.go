@@ -17,7 +17,7 @@ func description() app.Description {
 	return app.Description{
 		Name:    "capitals",
 		Version: "0.1.0",
-		Dir:     "../../../../examples/capitals",
+		Dir:     "app/examples/capitals",
 		Providers: []app.Provider{
 			{
 				Name: "fake",

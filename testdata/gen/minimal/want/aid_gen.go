@@ -16,7 +16,6 @@ func description() app.Description {
 	return app.Description{
 		Name:    "minimal",
 		Version: "0.1.0",
-		Dir:     "..",
 		Providers: []app.Provider{
 			{
 				Name: "fake",

@@ -20,7 +20,6 @@ func description() app.Description {
 	return app.Description{
 		Name:    "orders",
 		Version: "1.2.3",
-		Dir:     "..",
 		Providers: []app.Provider{
 			{
 				Name: "fake",

@@ -6,4 +6,4 @@ go 1.26.0
 
 require github.com/aidgen/aid v0.1.0-dev
 
-replace github.com/aidgen/aid => ../../../..
+replace github.com/aidgen/aid => /src/aid

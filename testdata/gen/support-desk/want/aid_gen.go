@@ -22,7 +22,7 @@ func description() app.Description {
 	return app.Description{
 		Name:    "support-desk",
 		Version: "0.1.0",
-		Dir:     "../../../../examples/support-desk",
+		Dir:     "app",
 		Providers: []app.Provider{
 			{
 				Name: "fake",

@@ -10,10 +10,19 @@
 package main
 
 import (
+	"embed"
 	"github.com/aidgen/aid/runtime/serve"
 	"os"
 )
 
+// appFiles are copies of the files the application reads when it serves
+// (scripts, fixtures, answer keys, documents), which aidgen build writes
+// under app/: built into the binary, so that it runs from any directory.
+// -app-dir reads them from a directory instead.
+//
+//go:embed all:app
+var appFiles embed.FS
+
 func main() {
-	os.Exit(serve.Main(description(), serve.Options{}))
+	os.Exit(serve.Main(description(), serve.Options{Files: appFiles}))
 }

@@ -21,7 +21,7 @@ func description() app.Description {
 	return app.Description{
 		Name:    "tools",
 		Version: "0.1.0",
-		Dir:     "../../../ir/valid",
+		Dir:     "app/valid",
 		Providers: []app.Provider{
 			{
 				Name: "fake",

@@ -2,6 +2,7 @@ package gen
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -378,4 +379,42 @@ func typeCode(rt reflect.Type, path string) (*jen.Statement, error) {
 		}
 	}
 	return nil, fmt.Errorf("%s has the unnamed type %s, which the generator does not spell", path, rt)
+}
+
+// Spellable reports every place in the type rt where a value could hold
+// what Literal refuses: a func, a channel, an unsafe pointer, an
+// unexported field, or an interface other than kinds, the interfaces a
+// kind's configuration implements (a description's Kind fields), whose
+// values Literal spells with their own types; check each kind's type apart.
+// A test holds the description and every kind's configuration to it, so
+// that a field that stops being plain data fails a test, not a build.
+func Spellable(rt reflect.Type, kinds ...reflect.Type) error {
+	var errs []error
+	seen := map[reflect.Type]bool{}
+	var walk func(rt reflect.Type, path string)
+	walk = func(rt reflect.Type, path string) {
+		if seen[rt] || slices.Contains(kinds, rt) {
+			return
+		}
+		seen[rt] = true
+		switch rt.Kind() {
+		case reflect.Func, reflect.Chan, reflect.Interface, reflect.UnsafePointer, reflect.Uintptr:
+			errs = append(errs, fmt.Errorf("%s is a %s, which a Go literal cannot hold as data", path, rt.Kind()))
+		case reflect.Pointer, reflect.Slice, reflect.Array:
+			walk(rt.Elem(), path+"[]")
+		case reflect.Map:
+			walk(rt.Key(), path+"{key}")
+			walk(rt.Elem(), path+"{}")
+		case reflect.Struct:
+			for i := range rt.NumField() {
+				f := rt.Field(i)
+				if !f.IsExported() {
+					errs = append(errs, fmt.Errorf("%s.%s is unexported, which a literal outside the package cannot set", path, f.Name))
+				}
+				walk(f.Type, path+"."+f.Name)
+			}
+		}
+	}
+	walk(rt, rt.String())
+	return errors.Join(errs...)
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Document is a loaded, validated IR file. Every reference in it resolves
@@ -491,23 +493,7 @@ type Config json.RawMessage
 
 // String returns the string at the dot-separated JSON path in the block,
 // and whether there is one.
-func (c Config) String(path string) (string, bool) {
-	var v any = map[string]any{}
-	if err := json.Unmarshal(c, &v); err != nil {
-		return "", false
-	}
-	for _, k := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return "", false
-		}
-		if v, ok = m[k]; !ok {
-			return "", false
-		}
-	}
-	s, ok := v.(string)
-	return s, ok
-}
+func (c Config) String(path string) (string, bool) { return kind.Field(c, path) }
 
 // object returns the block as a JSON object, its fields in the block's
 // order after a first field key (skipped when empty) of value val: how an

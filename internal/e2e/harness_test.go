@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aidgen/aid/internal/cli"
+	"github.com/aidgen/aid/internal/servicetest"
 )
 
 // work holds every variant's app copy, generated module and binary; TestMain
@@ -138,10 +138,7 @@ func doBuild(v variant) (string, string, error) {
 	// Built as a user builds it: no workspace, no network, no -race (the
 	// child is not what is under test for races; this process is).
 	bin := filepath.Join(work, v.name, "bin", v.name)
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = svcDir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOPROXY=off", "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local")
-	if b, err := cmd.CombinedOutput(); err != nil {
+	if b, err := servicetest.GoCommand(svcDir, "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("go build: %v\n%s", err, b)
 	}
 	return bin, svcDir, nil
@@ -151,27 +148,9 @@ func doBuild(v variant) (string, string, error) {
 type proc struct {
 	base   string
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *servicetest.Buffer
 	done   chan struct{}
 	err    error // the Wait result, once done is closed
-}
-
-// syncBuffer is a bytes.Buffer the child's log and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // freePort picks a loopback port the kernel has just handed out. The service
@@ -200,7 +179,7 @@ func start(t *testing.T, bin, dir string, env ...string) *proc {
 	cmd := exec.Command(bin, "-listen", addr)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	p := &proc{base: "http://" + addr, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{base: "http://" + addr, cmd: cmd, stderr: &servicetest.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -265,64 +244,21 @@ func (p *proc) stop(t *testing.T) {
 // the headers and the body.
 func (p *proc) do(t *testing.T, method, path, token string, body io.Reader) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, p.base+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading the body: %v", method, path, err)
-	}
-	return resp.StatusCode, resp.Header, b
+	return servicetest.Do(t, http.DefaultClient, method, p.base+path, token, body)
 }
 
 // doJSON sends a request and decodes a JSON answer of the wanted status
 // into out.
 func (p *proc) doJSON(t *testing.T, method, path, token, body string, want int, out any) {
 	t.Helper()
-	var r io.Reader
-	if body != "" {
-		r = strings.NewReader(body)
-	}
-	status, _, b := p.do(t, method, path, token, r)
-	if status != want {
-		t.Fatalf("%s %s: status %d, want %d: %s", method, path, status, want, b)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: decoding %s: %v", method, path, b, err)
-		}
-	}
-}
-
-// apiError is the OpenAI-shaped error body.
-type apiError struct {
-	Error struct {
-		Message string `json:"message"`
-		Type    string `json:"type"`
-		Code    string `json:"code"`
-	} `json:"error"`
+	servicetest.DoJSON(t, http.DefaultClient, method, p.base+path, token, body, want, out)
 }
 
 // errorCode decodes an error body's code.
 func errorCode(t *testing.T, b []byte) string {
 	t.Helper()
-	var e apiError
-	if err := json.Unmarshal(b, &e); err != nil {
-		t.Fatalf("not an error body: %s", b)
-	}
-	return e.Error.Code
+	code, _, _ := servicetest.APIError(t, b)
+	return code
 }
 
 // runRecord is what GET /v1/runs/{id} and POST /v1/runs/{id}/resume answer,
@@ -374,16 +310,7 @@ func metric(t *testing.T, p *proc, token, prefix string) (float64, bool) {
 	if status != http.StatusOK {
 		t.Fatalf("/metrics: status %d: %s", status, b)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, prefix+" "); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			if err != nil {
-				t.Fatalf("metric line %q: %v", line, err)
-			}
-			return v, true
-		}
-	}
-	return 0, false
+	return servicetest.Metric(string(b), prefix)
 }
 
 // withTimeout is a context for one client call.

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/aidgen/aid/internal/cli"
+	"github.com/aidgen/aid/internal/servicetest"
 )
 
 // TestMovedService builds support-desk into one directory, moves that
@@ -50,10 +50,7 @@ func TestMovedService(t *testing.T) {
 	}
 
 	bin := filepath.Join(work, "bin", "desk")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = moved
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOPROXY=off", "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local")
-	if b, err := cmd.CombinedOutput(); err != nil {
+	if b, err := servicetest.GoCommand(moved, "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build in the moved directory: %v\n%s", err, b)
 	}
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/aidgen/aid/internal/pgtest"
+	"github.com/aidgen/aid/internal/servicetest"
 )
 
 // tightUSD is budgets.tight.maxUSD in testdata/e2e/replicas.cue.
@@ -96,7 +97,7 @@ func TestReplicasSharePostgres(t *testing.T) {
 				}
 				results[i] = result{status: resp.StatusCode, runID: resp.Header.Get("X-Aid-Run-Id")}
 				if resp.StatusCode != http.StatusOK {
-					var e apiError
+					var e servicetest.ErrorBody
 					if err := json.Unmarshal(body, &e); err != nil {
 						results[i].err = fmt.Sprintf("status %d, not an error body: %s", resp.StatusCode, body)
 					}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aidgen/aid/gen"
 	"github.com/aidgen/aid/internal/lower"
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents/tools/http"
@@ -37,32 +38,9 @@ func TestKindsArePlainData(t *testing.T) {
 		types = append(types, reflect.TypeOf(k))
 	}
 	for _, rt := range types {
-		seen := map[reflect.Type]bool{}
-		var walk func(rt reflect.Type, path string)
-		walk = func(rt reflect.Type, path string) {
-			if seen[rt] {
-				return
-			}
-			seen[rt] = true
-			switch rt.Kind() {
-			case reflect.Func, reflect.Chan, reflect.Interface, reflect.UnsafePointer, reflect.Uintptr:
-				t.Errorf("%s is a %s, which a Go literal cannot hold as data", path, rt.Kind())
-			case reflect.Pointer, reflect.Slice, reflect.Array:
-				walk(rt.Elem(), path+"[]")
-			case reflect.Map:
-				walk(rt.Key(), path+"{key}")
-				walk(rt.Elem(), path+"{}")
-			case reflect.Struct:
-				for i := range rt.NumField() {
-					f := rt.Field(i)
-					if !f.IsExported() {
-						t.Errorf("%s.%s is unexported, which a literal outside the package cannot set", path, f.Name)
-					}
-					walk(f.Type, path+"."+f.Name)
-				}
-			}
+		if err := gen.Spellable(rt); err != nil {
+			t.Error(err)
 		}
-		walk(rt, rt.String())
 	}
 }
 

@@ -10,11 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/aidgen/aid/gen"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/tools/fixture"
 	toolhttp "github.com/aidgen/aid/runtime/agents/tools/http"
@@ -347,35 +347,12 @@ func TestUnknownEvalAndTarget(t *testing.T) {
 // Go literal, so it may hold no func, channel, interface or unsafe pointer,
 // and pointers only to plain values, anywhere inside, but for the
 // interfaces a kind's configuration implements, whose values gen spells
-// with their own types (internal/lower's test walks every kind's type).
+// with their own types (internal/lower's test checks every kind's type).
 func TestDescriptionIsPlainData(t *testing.T) {
 	kinds := []reflect.Type{reflect.TypeFor[gateway.ProviderKind](), reflect.TypeFor[agents.ToolKind](), reflect.TypeFor[retrieval.StoreKind](), reflect.TypeFor[kind.ResourceKind]()}
-	seen := map[reflect.Type]bool{}
-	var walk func(rt reflect.Type, path string)
-	walk = func(rt reflect.Type, path string) {
-		if seen[rt] || slices.Contains(kinds, rt) {
-			return
-		}
-		seen[rt] = true
-		switch rt.Kind() {
-		case reflect.Func, reflect.Chan, reflect.Interface, reflect.UnsafePointer, reflect.Uintptr:
-			t.Errorf("%s is a %s, which a Go literal cannot hold as data", path, rt.Kind())
-		case reflect.Pointer, reflect.Slice, reflect.Array:
-			walk(rt.Elem(), path+"[]")
-		case reflect.Map:
-			walk(rt.Key(), path+"{key}")
-			walk(rt.Elem(), path+"{}")
-		case reflect.Struct:
-			for i := range rt.NumField() {
-				f := rt.Field(i)
-				if !f.IsExported() {
-					t.Errorf("%s.%s is unexported, which a literal outside the package cannot set", path, f.Name)
-				}
-				walk(f.Type, path+"."+f.Name)
-			}
-		}
+	if err := gen.Spellable(reflect.TypeFor[app.Description](), kinds...); err != nil {
+		t.Error(err)
 	}
-	walk(reflect.TypeFor[app.Description](), "Description")
 }
 
 // countingProvider counts the calls that reach the adapter it wraps.

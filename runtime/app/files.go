@@ -7,7 +7,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/aidgen/aid/runtime/kind"
 )
@@ -30,12 +29,8 @@ func (d Description) ReadFiles(files kind.Files) (map[string][]byte, error) {
 		if err != nil {
 			return fmt.Errorf("reading the %s kind %q's configuration: %w", p, name, err)
 		}
-		var v any
-		if err := json.Unmarshal(b, &v); err != nil {
-			return err
-		}
 		for _, f := range info.Files {
-			if s, ok := stringAt(v, f); ok && s != "" {
+			if s, ok := kind.Field(b, f); ok && s != "" {
 				names = append(names, s)
 			}
 		}
@@ -85,19 +80,4 @@ func (d Description) ReadFiles(files kind.Files) (map[string][]byte, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// stringAt returns the string at the dot-separated JSON path in v.
-func stringAt(v any, field string) (string, bool) {
-	for _, k := range strings.Split(field, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return "", false
-		}
-		if v, ok = m[k]; !ok {
-			return "", false
-		}
-	}
-	s, ok := v.(string)
-	return s, ok
 }

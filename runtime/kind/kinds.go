@@ -1,7 +1,9 @@
 package kind
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 )
 
 // Point is an extension point: what a kind is a kind of.
@@ -149,4 +151,26 @@ func Lookup(p Point, name string) (Info, bool) {
 func IsDeferred(p Point, name string) bool {
 	k, ok := Lookup(p, name)
 	return ok && k.Deferred
+}
+
+// Field returns the string at the dot-separated JSON path field of the
+// JSON object data, and whether there is one: how the parts of aid that
+// cannot import a kind read the fields its Info names, in its
+// configuration or in its IR block alike, whose JSON names are the same.
+func Field(data []byte, field string) (string, bool) {
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return "", false
+	}
+	for _, k := range strings.Split(field, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		if v, ok = m[k]; !ok {
+			return "", false
+		}
+	}
+	s, ok := v.(string)
+	return s, ok
 }

@@ -1,7 +1,6 @@
 package serve_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
@@ -27,36 +27,6 @@ import (
 	"github.com/aidgen/aid/runtime/serve"
 	"github.com/aidgen/aid/runtime/service"
 )
-
-// syncBuffer is the stderr of a Run: written by its logger, read by the
-// test while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// logLine returns the first JSON log line whose msg is msg.
-func (s *syncBuffer) logLine(msg string) (map[string]any, bool) {
-	for _, l := range strings.Split(s.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == msg {
-			return m, true
-		}
-	}
-	return nil, false
-}
 
 // docsDir returns a directory holding the one document the test
 // application's retriever ingests.
@@ -100,7 +70,7 @@ func env(vars map[string]string) func(string) (string, bool) {
 
 // running is a Run in progress.
 type running struct {
-	stderr *syncBuffer
+	stderr *servicetest.Buffer
 	cancel context.CancelFunc
 	code   chan int
 }
@@ -108,7 +78,7 @@ type running struct {
 func start(t *testing.T, desc app.Description, opts serve.Options, args []string, vars map[string]string) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{stderr: &syncBuffer{}, cancel: cancel, code: make(chan int, 1)}
+	r := &running{stderr: &servicetest.Buffer{}, cancel: cancel, code: make(chan int, 1)}
 	go func() {
 		r.code <- serve.Run(ctx, desc, opts, serve.Process{Args: args, LookupEnv: env(vars), Stderr: r.stderr})
 	}()
@@ -128,7 +98,7 @@ func start(t *testing.T, desc app.Description, opts serve.Options, args []string
 func (r *running) serving(t *testing.T) map[string]any {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if m, ok := r.stderr.logLine("serving"); ok {
+		if m, ok := r.stderr.LogLine("serving"); ok {
 			return m
 		}
 		select {
@@ -246,7 +216,7 @@ func TestRunServesAndStops(t *testing.T) {
 			if line["listen"] != c.wantListen {
 				t.Errorf("listen = %v, want %s", line["listen"], c.wantListen)
 			}
-			ingested, ok := r.stderr.logLine("ingested")
+			ingested, ok := r.stderr.LogLine("ingested")
 			if !ok || ingested["retriever"] != "kb" || !strings.Contains(ingested["stats"].(string), "Files:1") {
 				t.Errorf("ingest at start: %v; want kb with its one file\n%s", ingested, r.stderr)
 			}
@@ -272,23 +242,9 @@ func TestRunServesAndStops(t *testing.T) {
 			if got := strings.Contains(r.stderr.String(), `"Name":"embeddings fake-embed`); got != c.wantSpans {
 				t.Errorf("embedding span exported = %v, want %v\n%s", got, c.wantSpans, r.stderr)
 			}
-			noLeak(t, before)
+			servicetest.NoLeak(t, before, 0)
 		})
 	}
-}
-
-// noLeak waits for the goroutines of a stopped Run to end: connections
-// and the server's goroutines finish shortly after Serve returns.
-func noLeak(t *testing.T, before int) {
-	t.Helper()
-	var n int
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if n = runtime.NumGoroutine(); n <= before {
-			return
-		}
-	}
-	buf := make([]byte, 1<<20)
-	t.Errorf("%d goroutines after the run stopped, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 }
 
 // TestRunFails checks that a service that cannot start exits by itself,
@@ -333,7 +289,7 @@ func TestRunFails(t *testing.T) {
 			if !strings.Contains(r.stderr.String(), c.wantLog) {
 				t.Errorf("stderr lacks %q:\n%s", c.wantLog, r.stderr)
 			}
-			if _, ok := r.stderr.logLine("serving"); ok {
+			if _, ok := r.stderr.LogLine("serving"); ok {
 				t.Errorf("logged serving for a service that did not start:\n%s", r.stderr)
 			}
 		})
@@ -352,7 +308,7 @@ func TestRunNonLoopbackIsInsecureListenError(t *testing.T) {
 	if code := r.exit(t); code != serve.ExitFailed {
 		t.Errorf("exit code %d, want 1", code)
 	}
-	if line, ok := r.stderr.logLine("service stopped"); !ok || line["error"] != insecure.Error() {
+	if line, ok := r.stderr.LogLine("service stopped"); !ok || line["error"] != insecure.Error() {
 		t.Errorf("logged %v, want the error %q", line, insecure.Error())
 	}
 }
@@ -454,7 +410,7 @@ func TestRunStoresOutsideTheProcess(t *testing.T) {
 	desc.Agents[0].Memory = &agents.Memory{Global: &agents.StoredMemory{Store: "mem"}}
 	r := start(t, desc, serve.Options{}, nil, map[string]string{"OUT_DSN": "postgres://out"})
 	r.serving(t)
-	if _, ok := r.stderr.logLine("ingested"); ok {
+	if _, ok := r.stderr.LogLine("ingested"); ok {
 		t.Errorf("ingested a store that is not in memory:\n%s", r.stderr)
 	}
 	out.mu.Lock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -201,7 +202,7 @@ func TestChatCompletionErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			status, hdr, body := e.do(t, "POST", "/v1/chat/completions", tt.body)
-			code, _, param := apiErr(t, body)
+			code, _, param := servicetest.APIError(t, body)
 			if status != tt.status || code != tt.code || param != tt.param {
 				t.Errorf("got %d %s param %q, want %d %s param %q: %s", status, code, param, tt.status, tt.code, tt.param, body)
 			}

@@ -1,18 +1,15 @@
 package service_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -23,24 +20,6 @@ import (
 
 const token = "sk-aid-test-7f3c9e1d2b"
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is a service over a fake provider, served by an httptest server.
 type env struct {
 	fake    *fake.Provider
@@ -48,7 +27,7 @@ type env struct {
 	runtime *agents.Runtime
 	svc     *service.Service
 	srv     *httptest.Server
-	logs    *syncBuffer
+	logs    *servicetest.Buffer
 }
 
 // options adjust newEnv.
@@ -100,7 +79,7 @@ func newEnv(t testing.TB, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &servicetest.Buffer{}
 	cfg := service.Config{
 		Gateway: gw, Agents: rt, Retrievers: searchers, Entry: o.agents[0].Name,
 		Auth:   service.Auth{Kind: service.AuthBearer, Tokens: []string{token}},
@@ -131,48 +110,7 @@ func (e *env) client(opts ...option.RequestOption) openai.Client {
 // body.
 func (e *env) do(t testing.TB, method, path, body string, hdr ...string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), method, e.srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, b
-}
-
-// apiErr decodes an error answer.
-func apiErr(t testing.TB, body []byte) (code, typ, param string) {
-	t.Helper()
-	var v struct {
-		Error struct {
-			Code    string  `json:"code"`
-			Type    string  `json:"type"`
-			Param   *string `json:"param"`
-			Message string  `json:"message"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(body, &v); err != nil {
-		t.Fatalf("error body %q: %v", body, err)
-	}
-	if v.Error.Message == "" {
-		t.Errorf("error without a message: %s", body)
-	}
-	if v.Error.Param != nil {
-		param = *v.Error.Param
-	}
-	return v.Error.Code, v.Error.Type, param
+	return servicetest.Do(t, e.srv.Client(), method, e.srv.URL+path, token, strings.NewReader(body), hdr...)
 }
 
 // spend is the ledger's settled spend.
@@ -199,5 +137,3 @@ func (e *env) clientPtr(opts ...option.RequestOption) *openai.Client {
 }
 
 type gatewayBudget = gateway.Budget
-
-func fmtSscan(s string, f *float64) (int, error) { return fmt.Sscan(s, f) }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -119,12 +120,12 @@ func TestApprovalPauseAndResumeThroughChatAndRuns(t *testing.T) {
 		{`{"action":"reject","arguments":{"order":"B"}}`, "arguments"},
 	} {
 		status, _, body := e.do(t, "POST", "/v1/runs/"+runID+"/resume", tt.body)
-		if code, _, param := apiErr(t, body); status != 400 || code != service.CodeInvalidRequest || param != tt.param {
+		if code, _, param := servicetest.APIError(t, body); status != 400 || code != service.CodeInvalidRequest || param != tt.param {
 			t.Errorf("%s: %d %s", tt.body, status, body)
 		}
 	}
 	status, _, body = e.do(t, "POST", "/v1/runs/"+runID+"/resume", `{"action":"approve","extra":1}`)
-	if code, _, _ := apiErr(t, body); status != 400 || code != service.CodeInvalidJSON {
+	if code, _, _ := servicetest.APIError(t, body); status != 400 || code != service.CodeInvalidJSON {
 		t.Errorf("unknown field: %d %s", status, body)
 	}
 
@@ -141,15 +142,15 @@ func TestApprovalPauseAndResumeThroughChatAndRuns(t *testing.T) {
 
 	// A second resume of the same pause loses.
 	status, _, body = e.do(t, "POST", "/v1/runs/"+runID+"/resume", `{"action":"approve"}`)
-	if code, _, _ := apiErr(t, body); status != http.StatusConflict || code != service.CodeRunNotPaused {
+	if code, _, _ := servicetest.APIError(t, body); status != http.StatusConflict || code != service.CodeRunNotPaused {
 		t.Errorf("second resume: %d %s", status, body)
 	}
 	status, _, body = e.do(t, "POST", "/v1/runs/run_nope/resume", `{"action":"approve"}`)
-	if code, _, _ := apiErr(t, body); status != 404 || code != service.CodeRunNotFound {
+	if code, _, _ := servicetest.APIError(t, body); status != 404 || code != service.CodeRunNotFound {
 		t.Errorf("unknown run: %d %s", status, body)
 	}
 	status, _, body = e.do(t, "GET", "/v1/runs/run_nope", "")
-	if code, _, _ := apiErr(t, body); status != 404 || code != service.CodeRunNotFound {
+	if code, _, _ := servicetest.APIError(t, body); status != 404 || code != service.CodeRunNotFound {
 		t.Errorf("GET unknown run: %d %s", status, body)
 	}
 }
@@ -267,7 +268,7 @@ func TestRunErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			status, _, body := e.do(t, "POST", tt.path, tt.body)
-			if code, _, _ := apiErr(t, body); status != tt.status || code != tt.code {
+			if code, _, _ := servicetest.APIError(t, body); status != tt.status || code != tt.code {
 				t.Errorf("got %d %s, want %d %s", status, body, tt.status, tt.code)
 			}
 		})
@@ -401,7 +402,7 @@ func TestRetrievalBackedAnswerAndSearchEndpoint(t *testing.T) {
 		{"/v1/retrievers/kb/search", `{"query":"q","k":-1}`, 400, service.CodeInvalidRequest},
 	} {
 		status, _, body := e.do(t, "POST", tt.path, tt.body)
-		if code, _, _ := apiErr(t, body); status != tt.status || code != tt.code {
+		if code, _, _ := servicetest.APIError(t, body); status != tt.status || code != tt.code {
 			t.Errorf("%s %s: %d %s", tt.path, tt.body, status, body)
 		}
 	}
@@ -417,7 +418,7 @@ func TestSearchBudgetExceeded(t *testing.T) {
 	// Ingest outside the budget, then search within it.
 	r.Store(kb(t, e.gw))
 	status, _, body := e.do(t, "POST", "/v1/retrievers/kb/search", `{"query":"return an item"}`)
-	if code, _, _ := apiErr(t, body); status != http.StatusPaymentRequired || code != service.CodeBudgetExceeded {
+	if code, _, _ := servicetest.APIError(t, body); status != http.StatusPaymentRequired || code != service.CodeBudgetExceeded {
 		t.Errorf("%d %s", status, body)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/service"
@@ -51,7 +52,7 @@ func TestAuthRefusals(t *testing.T) {
 				}
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				code, typ, _ := apiErr(t, b)
+				code, typ, _ := servicetest.APIError(t, b)
 				if resp.StatusCode != 401 || code != tt.code || typ != service.TypeAuthentication || resp.Header.Get("WWW-Authenticate") == "" {
 					t.Errorf("%s: %d %s", path, resp.StatusCode, b)
 				}
@@ -119,12 +120,12 @@ func TestOversizedBody(t *testing.T) {
 		status, _, body := e.do(t, "POST", path, big)
 		if path == "/v1/retrievers/kb/search" {
 			// The retriever is unknown: refused before the body is read.
-			if code, _, _ := apiErr(t, body); status != 404 || code != service.CodeRetrieverNotFound {
+			if code, _, _ := servicetest.APIError(t, body); status != 404 || code != service.CodeRetrieverNotFound {
 				t.Errorf("%s: %d %s", path, status, body)
 			}
 			continue
 		}
-		if code, _, _ := apiErr(t, body); status != http.StatusRequestEntityTooLarge || code != service.CodeBodyTooLarge {
+		if code, _, _ := servicetest.APIError(t, body); status != http.StatusRequestEntityTooLarge || code != service.CodeBodyTooLarge {
 			t.Errorf("%s: %d %s", path, status, body)
 		}
 	}
@@ -218,17 +219,11 @@ func TestMetrics(t *testing.T) {
 // sample reads one sample's value from a Prometheus text exposition.
 func sample(t *testing.T, exposition, series string) float64 {
 	t.Helper()
-	for _, l := range strings.Split(exposition, "\n") {
-		if v, ok := strings.CutPrefix(l, series+" "); ok {
-			var f float64
-			if _, err := fmtSscan(v, &f); err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
+	v, ok := servicetest.Metric(exposition, series)
+	if !ok {
+		t.Fatalf("no series %s", series)
 	}
-	t.Fatalf("no series %s", series)
-	return 0
+	return v
 }
 
 func TestPrivateRegistries(t *testing.T) {
@@ -260,7 +255,7 @@ func TestReadyz(t *testing.T) {
 	}
 	dbDown = errors.New("connection refused")
 	status, _, body = e.do(t, "GET", "/readyz", "")
-	if code, _, _ := apiErr(t, body); status != 503 || code != service.CodeNotReady || !strings.Contains(string(body), `"database":"failing"`) {
+	if code, _, _ := servicetest.APIError(t, body); status != 503 || code != service.CodeNotReady || !strings.Contains(string(body), `"database":"failing"`) {
 		t.Errorf("%d %s", status, body)
 	}
 	// The cause goes to the log, not to the unauthenticated answer.
@@ -385,7 +380,7 @@ func TestShutdownFinishesInFlightRuns(t *testing.T) {
 		resp.Body.Close()
 		got <- result{status: resp.StatusCode, body: string(b)}
 	}()
-	waitFor(t, func() bool { return inFlight(e) })
+	servicetest.WaitFor(t, func() bool { return inFlight(e) })
 	cancel()
 	if err := wait(); err != nil {
 		t.Fatalf("serve: %v", err)
@@ -435,7 +430,7 @@ func TestShutdownInterruptsRunsAfterDrainTimeout(t *testing.T) {
 		resp.Body.Close()
 		got <- result{status: resp.StatusCode, runID: resp.Header.Get("X-Aid-Run-Id"), body: string(b)}
 	}()
-	waitFor(t, func() bool { return inFlight(e) })
+	servicetest.WaitFor(t, func() bool { return inFlight(e) })
 	cancel()
 	if err := wait(); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("serve: %v, want the drain timeout", err)
@@ -500,10 +495,10 @@ func TestClientDisconnectFailsRun(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, func() bool { return inFlight(e) })
+	servicetest.WaitFor(t, func() bool { return inFlight(e) })
 	cancel()
 	<-done
-	waitFor(t, func() bool { return strings.Contains(e.logs.String(), `"run_id"`) })
+	servicetest.WaitFor(t, func() bool { return strings.Contains(e.logs.String(), `"run_id"`) })
 	id := between(e.logs.String(), `"run_id":"`, `"`)
 	rec, err := e.runtime.Store().LoadRun(context.Background(), id)
 	if err != nil || rec.Status != agents.StatusFailed {
@@ -515,34 +510,10 @@ func TestClientDisconnectFailsRun(t *testing.T) {
 // waiting on it).
 func inFlight(e *env) bool { return len(e.fake.Requests()) > 0 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // noLeak fails when goroutines of the service or its server outlive it.
 func noLeak(t *testing.T, before int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		buf := make([]byte, 1<<20)
-		stacks := string(buf[:runtime.Stack(buf, true)])
-		leaked := strings.Contains(stacks, "runtime/service.") || strings.Contains(stacks, "net/http.(*conn).serve") ||
-			strings.Contains(stacks, "net/http.(*Server).Serve")
-		if !leaked && runtime.NumGoroutine() <= before+2 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines leaked (%d before, %d now):\n%s", before, runtime.NumGoroutine(), stacks)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	servicetest.NoLeak(t, before, 2, "runtime/service.", "net/http.(*conn).serve", "net/http.(*Server).Serve")
 }
 
 func between(s, from, to string) string {

@@ -128,17 +128,9 @@ func (p *pools) pool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	if pool, ok := p.byDSN[dsn]; ok {
 		return pool, nil
 	}
-	pcfg, err := pgxpool.ParseConfig(dsn)
+	pool, err := connect(ctx, dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse dsn: %w", err) // pgx redacts the password
-	}
-	if err := ensureExtension(ctx, pcfg.ConnConfig); err != nil {
 		return nil, err
-	}
-	RegisterOnConnect(pcfg)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
 	}
 	p.byDSN[dsn] = pool
 	return pool, nil

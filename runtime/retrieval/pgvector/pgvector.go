@@ -69,6 +69,24 @@ type Store struct {
 	noExact   bool
 }
 
+// connect opens a pool on dsn, creating the vector extension if it is
+// missing, whose connections register pgvector-go's types.
+func connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse dsn: %w", err) // pgx redacts the password
+	}
+	if err := ensureExtension(ctx, pcfg.ConnConfig); err != nil {
+		return nil, err
+	}
+	RegisterOnConnect(pcfg)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return pool, nil
+}
+
 // registry is the table that records every store's width, distance and
 // schema version.
 const registry = "aid_vector_stores"
@@ -78,17 +96,9 @@ const registry = "aid_vector_stores"
 // opens a pool whose connections register pgvector-go's types, and returns
 // a store that owns the pool; Close closes it.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
-	pcfg, err := pgxpool.ParseConfig(dsn)
+	pool, err := connect(ctx, dsn)
 	if err != nil {
-		return nil, fmt.Errorf("pgvector: parse dsn: %w", err)
-	}
-	if err := ensureExtension(ctx, pcfg.ConnConfig); err != nil {
-		return nil, err
-	}
-	RegisterOnConnect(pcfg)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("pgvector: connect: %w", err)
+		return nil, fmt.Errorf("pgvector: %w", err)
 	}
 	s, err := New(ctx, pool, cfg)
 	if err != nil {

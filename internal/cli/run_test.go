@@ -315,7 +315,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"unknown agent", append([]string{supportDesk, "--agent", "nobody", "hi"}, sd...), `has no agent "nobody"; agents: billing, researcher, tech, triage`},
 		{"unknown run", append([]string{supportDesk, "--resume", "run_nobody", "--approve"}, sd...), "no run run_nobody in " + dir},
 		{"unknown run to recover", append([]string{supportDesk, "--recover", "run_nobody"}, sd...), "no run run_nobody in " + dir},
-		{"invalid application", append([]string{"testdata/ir/invalid/unknown-alias.cue", "hi"}, sd...), "not a valid application"},
+		{"invalid application", append([]string{"testdata/cases/unknown-alias/app.cue", "hi"}, sd...), "not a valid application"},
 		{"missing file", append([]string{"nope.cue", "hi"}, sd...), "no such file"},
 		{"state dir for a postgres application", append([]string{pgApp, "hi"}, sd...), "--state-dir applies to applications whose state is in memory"},
 		{"postgres without its DSN", []string{pgApp, "hi"}, "AID_RUN_TEST_UNSET_DSN is not set"},

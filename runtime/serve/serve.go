@@ -183,7 +183,7 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	}
 	a, err := app.Assemble(ctx, desc, ao)
 	if err != nil {
-		return fmt.Errorf("assembling %s: %w", desc.Name, err)
+		return err // Assemble's error names the application
 	}
 	if err := ingestInMemory(ctx, desc, a, logger); err != nil {
 		return err

@@ -49,6 +49,9 @@ const (
 	CodeRetrieverNotFound = "retriever_not_found"
 	// CodeRouteNotFound (404): no such route.
 	CodeRouteNotFound = "route_not_found"
+	// CodeMethodNotAllowed (405): the route exists under other methods,
+	// which the Allow header lists.
+	CodeMethodNotAllowed = "method_not_allowed"
 	// CodeRunNotPaused (409): a resume of a run that waits for no decision.
 	CodeRunNotPaused = "run_not_paused"
 	// CodeRunConflict (409): another resume of the run won.

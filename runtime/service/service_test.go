@@ -550,3 +550,30 @@ func between(s, from, to string) string {
 	out, _, _ := strings.Cut(rest, to)
 	return out
 }
+
+// TestWrongMethod checks that a known route asked with another method
+// answers 405 with the methods it takes in Allow, and that an unknown path
+// is still 404.
+func TestWrongMethod(t *testing.T) {
+	e := newEnv(t, options{})
+	for _, c := range []struct {
+		method, path, allow string
+	}{
+		{"GET", "/v1/chat/completions", "POST"},
+		{"DELETE", "/v1/runs/run_1", "GET, HEAD"},
+		{"GET", "/v1/runs/run_1/resume", "POST"},
+		{"PUT", "/v1/agents/triage/runs", "POST"},
+		{"POST", "/v1/models", "GET, HEAD"},
+		{"POST", "/healthz", "GET, HEAD"},
+	} {
+		status, hdr, body := e.do(t, c.method, c.path, "")
+		code, typ, _ := apiErr(t, body)
+		if status != http.StatusMethodNotAllowed || code != service.CodeMethodNotAllowed || typ != service.TypeInvalidRequest || hdr.Get("Allow") != c.allow {
+			t.Errorf("%s %s: %d Allow %q %s; want 405 Allow %q", c.method, c.path, status, hdr.Get("Allow"), body, c.allow)
+		}
+	}
+	status, hdr, body := e.do(t, "GET", "/v1/nowhere", "")
+	if code, _, _ := apiErr(t, body); status != http.StatusNotFound || code != service.CodeRouteNotFound || hdr.Get("Allow") != "" {
+		t.Errorf("unknown path: %d %s %s", status, hdr, body)
+	}
+}

@@ -30,6 +30,13 @@
 // answered, the rung it degraded from, the model call and every tool call
 // with its observation.
 //
+// Every observation is bounded in one place, whatever made it (a tool of
+// any kind, a search, a delegation, an error): at most the tool's
+// Tool.MaxObservationBytes (DefaultMaxObservationBytes for tools the
+// runtime makes), cut at a UTF-8 boundary with a marker saying how many
+// bytes were cut, before the model, the events, the call record or the
+// checkpoint see it.
+//
 // Tools are Go code registered by name (ToolFunc, Typed), or one of the
 // kinds an app names so that no code is needed: HTTPTool POSTs the arguments
 // to a URL and reads the body, FixtureTool answers from argument → result

@@ -467,6 +467,11 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 		// The run stops; the call still gets its one result.
 		c.observe("error: the run stopped during this call: "+err.Error(), KindToolFailed)
 	}
+	limit := DefaultMaxObservationBytes // a tool the agent does not have
+	if t != nil {
+		limit = t.maxObs
+	}
+	c.Observation = boundObservation(c.Observation, limit)
 	if c.ErrorKind != "" {
 		endSpanToolError(span, c)
 	}

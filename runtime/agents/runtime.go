@@ -59,6 +59,7 @@ type tool struct {
 	effects  Effects
 	approval Approval
 	timeout  time.Duration
+	maxObs   int // the bound of its observations (boundObservation)
 	schema   *jsonschema.Schema
 	impl     Implementation
 	target   *agentDef       // transfer and delegate
@@ -193,6 +194,7 @@ func New(cfg Config) (*Runtime, error) {
 			def:     gateway.ToolDef{Name: t.Name, Description: t.Description, Parameters: in},
 			effects: cmp.Or(t.Effects, EffectsRead), approval: cmp.Or(t.Approval, ApprovalNever),
 			timeout: cmp.Or(t.Timeout, DefaultToolTimeout),
+			maxObs:  cmp.Or(t.MaxObservationBytes, DefaultMaxObservationBytes),
 		}
 	}
 	for name := range cfg.Implementations {
@@ -293,7 +295,7 @@ func New(cfg Config) (*Runtime, error) {
 					continue
 				}
 				tn := list.prefix + target
-				t := &tool{name: tn, kind: list.kind, target: td, effects: EffectsWrite, approval: ApprovalNever, schema: nil}
+				t := &tool{name: tn, kind: list.kind, target: td, effects: EffectsWrite, approval: ApprovalNever, maxObs: DefaultMaxObservationBytes}
 				def := gateway.ToolDef{Name: tn}
 				if list.kind == kindTransfer {
 					def.Description = fmt.Sprintf("Hand the conversation over to agent %q for good; you will not get it back. %s", target, td.spec.Description)
@@ -327,7 +329,7 @@ func New(cfg Config) (*Runtime, error) {
 			tn := SearchPrefix + rn
 			d.tools[tn] = &tool{
 				name: tn, kind: kindSearch, effects: EffectsRead, approval: ApprovalNever,
-				timeout: DefaultToolTimeout, schema: searchToolSchema, searcher: s, source: rn,
+				timeout: DefaultToolTimeout, maxObs: DefaultMaxObservationBytes, schema: searchToolSchema, searcher: s, source: rn,
 			}
 			d.defs = append(d.defs, gateway.ToolDef{Name: tn, Description: searchDescription(rn, s), Parameters: searchSchema})
 		}

@@ -290,10 +290,18 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 				d.Arguments = json.RawMessage(f.arguments)
 			}
 		}
+		res, err = a.Agents.Resume(ctx, f.resume, d)
+		var invalid *agents.InvalidArgumentsError
+		var noAgent *agents.UnknownAgentError
+		var noTool *agents.UnknownToolError
+		if errors.As(err, &invalid) || errors.As(err, &noAgent) || errors.As(err, &noTool) {
+			// Refused before the run was claimed: it is still paused, and
+			// can be decided again.
+			return usageErr(err)
+		}
 		if !f.json {
 			p.resuming(before, d)
 		}
-		res, err = a.Agents.Resume(ctx, f.resume, d)
 	case f.recover != "":
 		if !f.json {
 			fmt.Fprintf(s.out, "recovering run %s on %s\n", f.recover, before.Agent)

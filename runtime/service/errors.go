@@ -56,6 +56,9 @@ const (
 	CodeRunNotPaused = "run_not_paused"
 	// CodeRunConflict (409): another resume of the run won.
 	CodeRunConflict = "run_conflict"
+	// CodeRunNotResumable (409): the paused run waits on a tool this
+	// service does not have; it stays paused for one that has it.
+	CodeRunNotResumable = "run_not_resumable"
 	// CodeBudgetExceeded (402): a budget refused the run's next call.
 	CodeBudgetExceeded = "budget_exceeded"
 	// CodeMaxSteps (500): the agent used its steps without an answer.
@@ -124,11 +127,17 @@ func classify(err error) *apiError {
 		invalidRq *gateway.InvalidRequestError
 		noUser    *agents.UserIDRequiredError
 		provider  *gateway.ProviderError
+		badEdit   *agents.InvalidArgumentsError
+		noTool    *agents.UnknownToolError
 	)
 	msg := err.Error()
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &badEdit):
+		return invalid(CodeInvalidRequest, "arguments", msg)
+	case errors.As(err, &noTool):
+		return newError(http.StatusConflict, TypeConflict, CodeRunNotResumable, msg)
 	case errors.As(err, &unknown):
 		e := newError(http.StatusNotFound, TypeNotFound, CodeModelNotFound, msg)
 		p := "model"

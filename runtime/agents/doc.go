@@ -103,7 +103,9 @@
 // The thread is the conversation: it lives in the checkpoint, never in a
 // store, and is trimmed per request to Memory.ThreadTokenBudget by dropping
 // the oldest whole turns (a tool call never loses its result), estimated
-// with the gateway's heuristic. User and global memory are read from a
+// with the gateway's heuristic. The current turn, from the run's input on
+// (Checkpoint.Turn), is never dropped: an output repair prompt starts no
+// turn, so the question and the answer under repair stay in its request. User and global memory are read from a
 // MemoryStore at every call and rendered as one extra system message after
 // the instructions, so the injection is visible in the request.
 //

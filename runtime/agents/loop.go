@@ -31,6 +31,7 @@ type runState struct {
 	threadID       string
 	userID         string
 	msgs           []gateway.Message
+	turn           int               // the index in msgs of the run's input (Checkpoint.Turn)
 	saved          []SavedMessage    // msgs as checkpointed, kept in step
 	req            []gateway.Message // reqAgent's system message and msgs, kept in step
 	reqAgent       *agentDef
@@ -65,7 +66,7 @@ func (st *runState) checkpoint() Checkpoint {
 		Version: CheckpointVersion, RunID: st.id, Agent: st.agent.spec.Name,
 		Path: slices.Clip(st.path), Alias: st.alias, Degraded: st.degraded,
 		ThreadID: st.threadID, UserID: st.userID,
-		Messages: slices.Clip(st.saved), Steps: slices.Clip(st.steps),
+		Messages: slices.Clip(st.saved), Turn: st.turn, Steps: slices.Clip(st.steps),
 		AgentSteps: st.agentSteps, Delegations: *st.delegations, Repaired: st.repaired,
 		Usage: st.usage, CostUSD: st.cost,
 	}
@@ -247,7 +248,7 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 		}
 		return gateway.Request{Messages: slices.Clip(st.req), Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature}, nil
 	}
-	thread := trimThread(st.msgs, d.spec.Memory.ThreadTokenBudget)
+	thread := trimThread(st.msgs, d.spec.Memory.ThreadTokenBudget, st.turn)
 	msgs := make([]gateway.Message, 0, len(thread)+2)
 	if d.spec.Instructions != "" {
 		msgs = append(msgs, gateway.Message{Role: gateway.RoleSystem, Content: d.spec.Instructions})

@@ -487,6 +487,7 @@ func (r *Runtime) start(ctx context.Context, agent, input string, opts RunOption
 		}
 		st.appendMsg(m)
 	}
+	st.turn = len(st.msgs)
 	st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: input})
 	rec, err := r.store.CreateRun(ctx, RunRecord{RunID: st.id, Agent: agent, Status: StatusRunning, Checkpoint: st.checkpoint()})
 	if err != nil {
@@ -797,7 +798,7 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 	}
 	st := &runState{
 		id: cp.RunID, agent: d, alias: cp.Alias, degraded: cp.Degraded,
-		threadID: cp.ThreadID, userID: cp.UserID, path: slices.Clone(cp.Path),
+		threadID: cp.ThreadID, userID: cp.UserID, path: slices.Clone(cp.Path), turn: cp.Turn,
 		steps: slices.Clip(cp.Steps), agentSteps: cp.AgentSteps, ownDelegations: cp.Delegations,
 		repaired: cp.Repaired, usage: cp.Usage, cost: cp.CostUSD,
 	}

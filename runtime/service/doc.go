@@ -32,7 +32,10 @@
 //
 // The last message must be a user message: it is the run's input. Earlier
 // user, assistant (with tool calls) and tool messages are the thread history
-// (agents.RunOptions.History), in order. System and developer messages are
+// (agents.RunOptions.History), in order, checked as OpenAI checks them: a
+// tool message answers a call of the assistant message before it, once,
+// and every call is answered before the next user or assistant message
+// (400 with param messages[i] otherwise). System and developer messages are
 // not sent to the model: the agent's instructions are its system prompt, and
 // a client may not replace them; the response says how many were left out
 // in the header X-Aid-Ignored-System-Messages. Client-side tools (tools,

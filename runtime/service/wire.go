@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/aidgen/aid/runtime/agents"
@@ -114,10 +115,20 @@ func toOutMessages(msgs []gateway.Message) []outMessage {
 // toHistory maps client messages to a thread: user, assistant and tool
 // messages in order; system and developer messages are counted and left out
 // (the agent's instructions are the system prompt). param names the field
-// for errors.
+// for errors. The thread must be one an OpenAI model accepts: a tool
+// message answers a call of the assistant message before it, once, and
+// every call of an assistant message is answered before the next user or
+// assistant message, or the end of the history (the run's input follows
+// it). Otherwise the provider would refuse the run's first call.
 func toHistory(param string, msgs []wireMessage) (history []gateway.Message, ignored int, err error) {
+	var calls toolCalls
 	for i, m := range msgs {
 		at := fmt.Sprintf("%s[%d]", param, i)
+		if m.Role == "user" || m.Role == "assistant" {
+			if err := calls.done(param); err != nil {
+				return nil, 0, err
+			}
+		}
 		switch m.Role {
 		case "system", "developer":
 			ignored++
@@ -128,10 +139,15 @@ func toHistory(param string, msgs []wireMessage) (history []gateway.Message, ign
 			history = append(history, gateway.Message{Role: gateway.RoleUser, Content: m.Content.text, Name: m.Name})
 		case "assistant":
 			gm := gateway.Message{Role: gateway.RoleAssistant, Content: m.Content.text, Name: m.Name}
+			calls = toolCalls{at: i}
 			for j, c := range m.ToolCalls {
 				if c.ID == "" || c.Function.Name == "" {
 					return nil, 0, invalid(CodeInvalidRequest, fmt.Sprintf("%s.tool_calls[%d]", at, j), "a tool call needs an id and a function name")
 				}
+				if slices.Contains(calls.ids, c.ID) {
+					return nil, 0, invalid(CodeInvalidRequest, fmt.Sprintf("%s.tool_calls[%d]", at, j), fmt.Sprintf("tool call id %q appears twice in this message", c.ID))
+				}
+				calls.ids = append(calls.ids, c.ID)
 				args := c.Function.Arguments
 				if args == "" {
 					args = "{}"
@@ -149,6 +165,12 @@ func toHistory(param string, msgs []wireMessage) (history []gateway.Message, ign
 			if m.ToolCallID == "" {
 				return nil, 0, invalid(CodeInvalidRequest, at+".tool_call_id", "a tool message needs the id of the call it answers")
 			}
+			if !m.Content.set {
+				return nil, 0, invalid(CodeInvalidRequest, at+".content", "a tool message needs content: the call's result")
+			}
+			if err := calls.answer(at, m.ToolCallID, param); err != nil {
+				return nil, 0, err
+			}
 			history = append(history, gateway.Message{Role: gateway.RoleTool, Content: m.Content.text, ToolCallID: m.ToolCallID, Name: m.Name})
 		case "":
 			return nil, 0, invalid(CodeInvalidRequest, at+".role", "a message needs a role")
@@ -156,7 +178,49 @@ func toHistory(param string, msgs []wireMessage) (history []gateway.Message, ign
 			return nil, 0, invalid(CodeInvalidRequest, at+".role", fmt.Sprintf("role %q is not supported: use system, developer, user, assistant or tool", m.Role))
 		}
 	}
+	if err := calls.done(param); err != nil {
+		return nil, 0, err
+	}
 	return history, ignored, nil
+}
+
+// toolCalls are the calls of the last assistant message of a thread, and
+// which of them tool messages have answered.
+type toolCalls struct {
+	at       int      // the assistant message's index
+	ids      []string // its calls' ids, in order
+	answered []string
+}
+
+// answer records the tool message at answering id.
+func (c *toolCalls) answer(at, id, param string) error {
+	switch {
+	case len(c.ids) == 0:
+		return invalid(CodeInvalidRequest, at, fmt.Sprintf("a tool message must answer a tool call of the assistant message before it; tool_call_id %q answers none", id))
+	case !slices.Contains(c.ids, id):
+		return invalid(CodeInvalidRequest, at, fmt.Sprintf("tool_call_id %q is not a call of the assistant message %s[%d] (its calls: %s)", id, param, c.at, strings.Join(c.ids, ", ")))
+	case slices.Contains(c.answered, id):
+		return invalid(CodeInvalidRequest, at, fmt.Sprintf("tool call %q is answered twice", id))
+	}
+	c.answered = append(c.answered, id)
+	return nil
+}
+
+// done refuses calls left unanswered, and forgets the calls.
+func (c *toolCalls) done(param string) error {
+	var missing []string
+	for _, id := range c.ids {
+		if !slices.Contains(c.answered, id) {
+			missing = append(missing, id)
+		}
+	}
+	at := c.at
+	*c = toolCalls{}
+	if len(missing) > 0 {
+		return invalid(CodeInvalidRequest, fmt.Sprintf("%s[%d]", param, at), fmt.Sprintf(
+			"every tool call of an assistant message must be answered by a tool message before the next user or assistant message; unanswered: %s", strings.Join(missing, ", ")))
+	}
+	return nil
 }
 
 // usageJSON is a run's usage.

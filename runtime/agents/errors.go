@@ -164,7 +164,7 @@ type OutputValidationError struct {
 
 // Error implements error.
 func (e *OutputValidationError) Error() string {
-	return fmt.Sprintf("agent %q: answer does not match the output schema after one repair attempt: %v", e.Agent, e.Err)
+	return fmt.Sprintf("agent %q: answer does not match the output schema after one repair attempt: %s", e.Agent, schemaProblem(e.Err))
 }
 
 // Unwrap returns the validation error.

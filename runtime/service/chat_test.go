@@ -191,7 +191,7 @@ func TestChatCompletionErrors(t *testing.T) {
 		{"unknown role", `{"model":"triage","messages":[{"role":"function","content":"q"},{"role":"user","content":"q"}]}`, 400, service.CodeInvalidRequest, "messages[0].role"},
 		{"tool without id", `{"model":"triage","messages":[{"role":"tool","content":"q"},{"role":"user","content":"q"}]}`, 400, service.CodeInvalidRequest, "messages[0].tool_call_id"},
 		{"bad tool arguments", `{"model":"triage","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{"}}]},{"role":"user","content":"q"}]}`, 400, service.CodeInvalidRequest, "messages[0].tool_calls[0].function.arguments"},
-		{"image part", `{"model":"triage","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, service.CodeInvalidJSON, ""},
+		{"image part", `{"model":"triage","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, service.CodeUnsupportedParameter, "messages[0].content"},
 		{"client tools", `{"model":"triage","tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"q"}]}`, 400, service.CodeUnsupportedParameter, "tools"},
 		{"n", `{"model":"triage","n":2,"messages":[{"role":"user","content":"q"}]}`, 400, service.CodeUnsupportedParameter, "n"},
 		{"tool_choice required", `{"model":"triage","tool_choice":"required","messages":[{"role":"user","content":"q"}]}`, 400, service.CodeUnsupportedParameter, "tool_choice"},

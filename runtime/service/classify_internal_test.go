@@ -23,7 +23,7 @@ func TestClassifyCallerErrors(t *testing.T) {
 		{&agents.InvalidArgumentsError{RunID: "r", Tool: "refund", Problem: "missing property 'id'"}, http.StatusBadRequest, "arguments"},
 		{&agents.UnknownToolError{RunID: "r", Agent: "a", Tool: "wire_money"}, http.StatusConflict, ""},
 	} {
-		e := classify(tt.err)
+		e := classify(tt.err, "req_1", "run_1")
 		if e.Status != tt.status || (tt.param == "") != (e.Param == nil) || (e.Param != nil && *e.Param != tt.param) {
 			t.Errorf("classify(%v) = status %d param %v, want %d %q", tt.err, e.Status, e.Param, tt.status, tt.param)
 		}

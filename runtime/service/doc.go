@@ -76,6 +76,18 @@
 // Required with code budget_exceeded: not 429, because OpenAI clients retry
 // 429 on their own and a spent budget does not refill in seconds.
 //
+// No Go internals reach a client. A body that does not fit its route names
+// the field as param (messages[1].role) and the type it must have in words
+// ("model must be a string, not a number"). A client reads the message of
+// the typed error it can act on, not the chain of errors wrapped around
+// it; a failure it cannot act on is 500 "internal error (request ID)",
+// and the request's log line, under the same request_id, holds the error
+// itself. A dependency that cannot be reached (the run store, the budget
+// ledger, memory, a vector store: any *gateway.UnavailableError) is 503
+// dependency_unavailable naming the dependency and no connection detail,
+// with Retry-After and X-Should-Retry: true; other errors say
+// X-Should-Retry: false.
+//
 // # Added latency
 //
 // The service measures its own cost: each request's duration minus the wall

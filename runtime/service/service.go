@@ -175,8 +175,15 @@ func (s *Service) observe(next http.Handler) http.Handler {
 		if ri.err != nil {
 			attrs = append(attrs, slog.String("code", ri.err.Code))
 			if status >= 500 {
+				// The log has what the answer leaves out: the error itself,
+				// connection details and all, under the request id the
+				// answer names.
 				level = slog.LevelError
-				attrs = append(attrs, slog.String("error", ri.err.Message))
+				detail := ri.err.Message
+				if ri.err.cause != nil {
+					detail = ri.err.cause.Error()
+				}
+				attrs = append(attrs, slog.String("error", detail))
 			}
 		}
 		s.logger.LogAttrs(ctx, level, "request", attrs...)

@@ -41,6 +41,11 @@ func toWireCalls(calls []gateway.ToolCall) []wireToolCall {
 type wireContent struct {
 	text string
 	set  bool
+	// refused says why the content cannot be read, for check to refuse
+	// with the message's param: an error of UnmarshalJSON would reach
+	// decodeBody without the place it came from.
+	refused     string
+	unsupported bool // refused is a kind of content the service does not take
 }
 
 // UnmarshalJSON accepts a string, null or an array of {"type":"text"} parts,
@@ -48,6 +53,7 @@ type wireContent struct {
 // the gateway can carry.
 func (c *wireContent) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
+	const want = "content must be a string, null or an array of text parts"
 	switch {
 	case bytes.Equal(b, []byte("null")):
 		return nil
@@ -60,8 +66,9 @@ func (c *wireContent) UnmarshalJSON(b []byte) error {
 			Text    *string `json:"text"`
 			Refusal *string `json:"refusal"`
 		}
-		if err := json.Unmarshal(b, &parts); err != nil {
-			return err
+		if json.Unmarshal(b, &parts) != nil {
+			c.refused = want
+			return nil
 		}
 		var sb strings.Builder
 		for i, p := range parts {
@@ -70,15 +77,32 @@ func (c *wireContent) UnmarshalJSON(b []byte) error {
 				sb.WriteString(*p.Text)
 			case p.Type == "refusal" && p.Refusal != nil:
 				sb.WriteString(*p.Refusal)
+			case p.Type == "text" || p.Type == "refusal":
+				c.refused = fmt.Sprintf("content part %d of type %q has no %s", i, p.Type, p.Type)
+				return nil
 			default:
-				return fmt.Errorf("content part %d has type %q: only text parts are supported", i, p.Type)
+				c.refused, c.unsupported = fmt.Sprintf("content part %d has type %q: only text parts are supported", i, p.Type), true
+				return nil
 			}
 		}
 		c.text, c.set = sb.String(), true
 		return nil
 	default:
-		return fmt.Errorf("content must be a string, null or an array of text parts")
+		c.refused = want
+		return nil
 	}
+}
+
+// check refuses content UnmarshalJSON could not read; at is the message's
+// param.
+func (c *wireContent) check(at string) error {
+	switch {
+	case c.refused == "":
+		return nil
+	case c.unsupported:
+		return invalid(CodeUnsupportedParameter, at+".content", c.refused)
+	}
+	return invalid(CodeInvalidRequest, at+".content", c.refused)
 }
 
 // wireMessage is a message as clients send it.
@@ -124,6 +148,9 @@ func toHistory(param string, msgs []wireMessage) (history []gateway.Message, ign
 	var calls toolCalls
 	for i, m := range msgs {
 		at := fmt.Sprintf("%s[%d]", param, i)
+		if err := m.Content.check(at); err != nil {
+			return nil, 0, err
+		}
 		if m.Role == "user" || m.Role == "assistant" {
 			if err := calls.done(param); err != nil {
 				return nil, 0, err
@@ -283,7 +310,7 @@ type runJSON struct {
 	Error    *apiError           `json:"error,omitempty"`
 }
 
-func runOf(res agents.RunResult, err error) runJSON {
+func runOf(res agents.RunResult, err error, reqID string) runJSON {
 	out := runJSON{
 		RunID: res.RunID, Agent: res.Agent, Path: res.Path, Status: string(res.Status), Answer: res.Answer,
 		Steps: res.Steps, CostUSD: res.CostUSD, Pending: pendingOf(res.Checkpoint), Messages: toOutMessages(res.Messages),
@@ -293,7 +320,7 @@ func runOf(res agents.RunResult, err error) runJSON {
 		out.Steps = []agents.StepRecord{}
 	}
 	if err != nil {
-		out.Error = classify(err)
+		out.Error = classify(err, reqID, res.RunID)
 	}
 	return out
 }

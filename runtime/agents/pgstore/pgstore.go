@@ -218,10 +218,18 @@ func (s *Store) Migrate(ctx context.Context) error {
 // store's own statements never deadlock; a database whose default isolation
 // is serializable can still abort one, and an aborted statement changed
 // nothing, so running it again is safe.
+//
+// A database that cannot be reached, or does not answer within the
+// timeout, gives a *gateway.UnavailableError (pgutil.Unavailable) naming
+// dependency, the store's part in a client's words.
 func (s *Store) do(ctx context.Context, fn func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return s.doAs(ctx, "run store", fn)
+}
+
+func (s *Store) doAs(ctx context.Context, dependency string, fn func(context.Context) error) error {
+	ctx, cancel := pgutil.WithOpTimeout(ctx, s.timeout)
 	defer cancel()
-	return pgutil.Retry(ctx, s.noRetry, func() error { return fn(ctx) })
+	return pgutil.Unavailable(ctx, dependency, pgutil.Retry(ctx, s.noRetry, func() error { return fn(ctx) }))
 }
 
 // codeUnique is the SQLSTATE code of a unique violation.

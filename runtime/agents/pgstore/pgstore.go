@@ -87,9 +87,14 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 // Open connects to dsn and returns a store that owns its pool; Close closes
-// it.
+// it. The pool has the DSN's pool_max_conns connections at most, or
+// pgutil.DefaultMaxConns.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
-	pool, err := pgxpool.New(ctx, dsn)
+	cfg, err := pgutil.PoolConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: connect: %w", err)
 	}

@@ -75,9 +75,14 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Ledger, error) {
 }
 
 // Open connects to dsn, creates the ledger's tables if they are missing and
-// returns a ledger that owns its pool; Close closes it.
+// returns a ledger that owns its pool; Close closes it. The pool has the
+// DSN's pool_max_conns connections at most, or pgutil.DefaultMaxConns.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Ledger, error) {
-	pool, err := pgxpool.New(ctx, dsn)
+	cfg, err := pgutil.PoolConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgledger: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgledger: connect: %w", err)
 	}

@@ -78,7 +78,7 @@ func TestServiceDatabaseOutage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- serve.Run(ctx, desc, serve.Options{OpenState: postgres.OpenState}, serve.Process{
+		done <- serve.Run(ctx, desc, serve.Options{Postgres: postgres.Open}, serve.Process{
 			LookupEnv: func(k string) (string, bool) {
 				if k == "DESK_DSN" {
 					return viaProxy, true

@@ -344,6 +344,81 @@ func (s *Store) UpdateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 	return rec, nil
 }
 
+// UpdateRunRecordCalls implements agents.StepStore: UpdateRun's
+// conditional UPDATE and the calls' INSERT are one statement, one round
+// trip, and the INSERT inserts only when the UPDATE wrote, so that a lost
+// claim records nothing; a call already recorded fails the statement, and
+// with it the update.
+func (s *Store) UpdateRunRecordCalls(ctx context.Context, rec agents.RunRecord, calls []agents.CallRecord) (agents.RunRecord, error) {
+	if len(calls) == 0 {
+		return s.UpdateRun(ctx, rec)
+	}
+	if !storable(rec.RunID) {
+		return agents.RunRecord{}, &agents.RunNotFoundError{RunID: rec.RunID}
+	}
+	if err := errors.Join(checkText("agent", rec.Agent), checkText("status", string(rec.Status))); err != nil {
+		return agents.RunRecord{}, err
+	}
+	keys := make([]string, len(calls))
+	ids := make([][]byte, len(calls))
+	tools := make([][]byte, len(calls))
+	effects := make([]string, len(calls))
+	args := make([][]byte, len(calls))
+	for i, c := range calls {
+		if c.RunID != rec.RunID {
+			return agents.RunRecord{}, fmt.Errorf("pgstore: update run %s: call %s is of run %s", rec.RunID, c.Key, c.RunID)
+		}
+		if err := errors.Join(checkText("call key", c.Key), checkText("effects", string(c.Effects))); err != nil {
+			return agents.RunRecord{}, err
+		}
+		keys[i], ids[i], tools[i], effects[i], args[i] = c.Key, []byte(c.CallID), []byte(c.Tool), string(c.Effects), []byte(c.Arguments)
+	}
+	cp, err := json.Marshal(rec.Checkpoint)
+	if err != nil {
+		return agents.RunRecord{}, fmt.Errorf("pgstore: update run %s: encode checkpoint: %w", rec.RunID, err)
+	}
+	var stored int64
+	var found bool
+	err = s.do(ctx, func(ctx context.Context) error {
+		stored, found = 0, false
+		err := s.pool.QueryRow(ctx, `WITH u AS (
+				UPDATE `+s.runs+`
+				SET agent = $3, status = $4, checkpoint = $5, version = version + 1, updated_at = clock_timestamp()
+				WHERE run_id = $1 AND version = $2
+				RETURNING version, updated_at
+			), c AS (
+				INSERT INTO `+s.calls+` (run_id, key, call_id, tool, effects, arguments)
+				SELECT $1, k.key, k.call_id, k.tool, k.effects, k.arguments
+				FROM unnest($6::text[], $7::bytea[], $8::bytea[], $9::text[], $10::bytea[]) WITH ORDINALITY AS k(key, call_id, tool, effects, arguments, n)
+				WHERE EXISTS (SELECT 1 FROM u)
+				ORDER BY k.n
+			)
+			SELECT version, updated_at FROM u`,
+			rec.RunID, rec.Version, rec.Agent, string(rec.Status), string(cp), keys, ids, tools, effects, args).Scan(&rec.Version, &rec.UpdatedAt)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			found = true
+			return err
+		}
+		err = s.pool.QueryRow(ctx, `SELECT version FROM `+s.runs+` WHERE run_id = $1`, rec.RunID).Scan(&stored)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = true
+		return err
+	})
+	switch {
+	case isUnique(err):
+		return agents.RunRecord{}, &agents.CallExistsError{RunID: rec.RunID, Key: strings.Join(keys, ",")}
+	case err != nil:
+		return agents.RunRecord{}, fmt.Errorf("pgstore: update run %s: %w", rec.RunID, err)
+	case !found:
+		return agents.RunRecord{}, &agents.RunNotFoundError{RunID: rec.RunID}
+	case stored != 0:
+		return agents.RunRecord{}, &agents.ConflictError{RunID: rec.RunID, Version: rec.Version, Stored: stored}
+	}
+	return rec, nil
+}
+
 // LoadRun implements agents.Store. The checkpoint is decoded as stored,
 // without UnmarshalCheckpoint's checks: the runtime checks it when it
 // resumes, and a store that refused to show an old checkpoint would hide
@@ -482,4 +557,4 @@ func (s *Store) queryCalls(ctx context.Context, where string, args ...any) ([]ag
 	})
 }
 
-var _ agents.Store = (*Store)(nil)
+var _ agents.StepStore = (*Store)(nil)

@@ -302,46 +302,7 @@ func (s *Store) CreateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 // (WHERE version = the caller's), so of two writers holding the same
 // version the database lets exactly one through.
 func (s *Store) UpdateRun(ctx context.Context, rec agents.RunRecord) (agents.RunRecord, error) {
-	if !storable(rec.RunID) {
-		return agents.RunRecord{}, &agents.RunNotFoundError{RunID: rec.RunID}
-	}
-	if err := errors.Join(checkText("agent", rec.Agent), checkText("status", string(rec.Status))); err != nil {
-		return agents.RunRecord{}, err
-	}
-	cp, err := json.Marshal(rec.Checkpoint)
-	if err != nil {
-		return agents.RunRecord{}, fmt.Errorf("pgstore: update run %s: encode checkpoint: %w", rec.RunID, err)
-	}
-	var stored int64
-	var found bool
-	err = s.do(ctx, func(ctx context.Context) error {
-		stored, found = 0, false
-		err := s.pool.QueryRow(ctx, `UPDATE `+s.runs+`
-			SET agent = $3, status = $4, checkpoint = $5, version = version + 1, updated_at = clock_timestamp()
-			WHERE run_id = $1 AND version = $2
-			RETURNING version, updated_at`,
-			rec.RunID, rec.Version, rec.Agent, string(rec.Status), string(cp)).Scan(&rec.Version, &rec.UpdatedAt)
-		if !errors.Is(err, pgx.ErrNoRows) {
-			found = true
-			return err
-		}
-		// Not written: say why, with the version stored now.
-		err = s.pool.QueryRow(ctx, `SELECT version FROM `+s.runs+` WHERE run_id = $1`, rec.RunID).Scan(&stored)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		found = true
-		return err
-	})
-	switch {
-	case err != nil:
-		return agents.RunRecord{}, fmt.Errorf("pgstore: update run %s: %w", rec.RunID, err)
-	case !found:
-		return agents.RunRecord{}, &agents.RunNotFoundError{RunID: rec.RunID}
-	case stored != 0:
-		return agents.RunRecord{}, &agents.ConflictError{RunID: rec.RunID, Version: rec.Version, Stored: stored}
-	}
-	return rec, nil
+	return s.UpdateRunRecordCalls(ctx, rec, nil)
 }
 
 // UpdateRunRecordCalls implements agents.StepStore: UpdateRun's
@@ -350,9 +311,6 @@ func (s *Store) UpdateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 // claim records nothing; a call already recorded fails the statement, and
 // with it the update.
 func (s *Store) UpdateRunRecordCalls(ctx context.Context, rec agents.RunRecord, calls []agents.CallRecord) (agents.RunRecord, error) {
-	if len(calls) == 0 {
-		return s.UpdateRun(ctx, rec)
-	}
 	if !storable(rec.RunID) {
 		return agents.RunRecord{}, &agents.RunNotFoundError{RunID: rec.RunID}
 	}
@@ -377,28 +335,32 @@ func (s *Store) UpdateRunRecordCalls(ctx context.Context, rec agents.RunRecord, 
 	if err != nil {
 		return agents.RunRecord{}, fmt.Errorf("pgstore: update run %s: encode checkpoint: %w", rec.RunID, err)
 	}
-	var stored int64
-	var found bool
-	err = s.do(ctx, func(ctx context.Context) error {
-		stored, found = 0, false
-		err := s.pool.QueryRow(ctx, `WITH u AS (
-				UPDATE `+s.runs+`
-				SET agent = $3, status = $4, checkpoint = $5, version = version + 1, updated_at = clock_timestamp()
-				WHERE run_id = $1 AND version = $2
-				RETURNING version, updated_at
-			), c AS (
-				INSERT INTO `+s.calls+` (run_id, key, call_id, tool, effects, arguments)
+	update := `UPDATE ` + s.runs + `
+		SET agent = $3, status = $4, checkpoint = $5, version = version + 1, updated_at = clock_timestamp()
+		WHERE run_id = $1 AND version = $2
+		RETURNING version, updated_at`
+	sql, params := update, []any{rec.RunID, rec.Version, rec.Agent, string(rec.Status), string(cp)}
+	if len(calls) > 0 {
+		sql = `WITH u AS (` + update + `), c AS (
+				INSERT INTO ` + s.calls + ` (run_id, key, call_id, tool, effects, arguments)
 				SELECT $1, k.key, k.call_id, k.tool, k.effects, k.arguments
 				FROM unnest($6::text[], $7::bytea[], $8::bytea[], $9::text[], $10::bytea[]) WITH ORDINALITY AS k(key, call_id, tool, effects, arguments, n)
 				WHERE EXISTS (SELECT 1 FROM u)
 				ORDER BY k.n
 			)
-			SELECT version, updated_at FROM u`,
-			rec.RunID, rec.Version, rec.Agent, string(rec.Status), string(cp), keys, ids, tools, effects, args).Scan(&rec.Version, &rec.UpdatedAt)
+			SELECT version, updated_at FROM u`
+		params = append(params, keys, ids, tools, effects, args)
+	}
+	var stored int64
+	var found bool
+	err = s.do(ctx, func(ctx context.Context) error {
+		stored, found = 0, false
+		err := s.pool.QueryRow(ctx, sql, params...).Scan(&rec.Version, &rec.UpdatedAt)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			found = true
 			return err
 		}
+		// Not written: say why, with the version stored now.
 		err = s.pool.QueryRow(ctx, `SELECT version FROM `+s.runs+` WHERE run_id = $1`, rec.RunID).Scan(&stored)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil

@@ -21,6 +21,7 @@ import (
 const memoryStoreNote = "memory stores are rebuilt on every command"
 
 type indexFlags struct {
+	tags       []string
 	retrievers []string
 	progress   string
 }
@@ -62,7 +63,7 @@ failure is kept; running index again completes it), 2 configuration error.`,
 			if err := checkProgressFlag(f.progress); err != nil {
 				return err
 			}
-			ra, err := openRetrievers(cmd.Context(), s, args[0], f.retrievers)
+			ra, err := openRetrievers(cmd.Context(), s, args[0], f.tags, f.retrievers)
 			if err != nil {
 				return err
 			}
@@ -71,6 +72,7 @@ failure is kept; running index again completes it), 2 configuration error.`,
 		},
 	}
 	fl := cmd.Flags()
+	tagFlag(cmd, &f.tags)
 	fl.StringSliceVar(&f.retrievers, "retriever", nil, "index only the named retrievers (repeatable or comma-separated)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, lines or none")
 	return cmd
@@ -98,8 +100,8 @@ type retrieverApp struct {
 
 // openRetrievers loads, lowers and assembles the retrieval part of an
 // application. only names the retrievers wanted; empty means all of them.
-func openRetrievers(ctx context.Context, s *streams, path string, only []string) (*retrieverApp, error) {
-	full, err := loadDescription(s, path)
+func openRetrievers(ctx context.Context, s *streams, path string, tags, only []string) (*retrieverApp, error) {
+	full, err := loadDescription(s, path, tags)
 	if err != nil {
 		return nil, err
 	}

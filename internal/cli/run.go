@@ -45,6 +45,7 @@ const RunStateDirEnv = "AID_STATE_DIR"
 const defaultRunUser = "local"
 
 type runFlags struct {
+	tags      []string
 	agent     string
 	resume    string
 	recover   string
@@ -148,6 +149,7 @@ error when the run failed. Fields are only ever added.`,
 		},
 	}
 	fl := cmd.Flags()
+	tagFlag(cmd, &f.tags)
 	fl.StringVar(&f.agent, "agent", "", "the agent that answers the message (default: the application's service.entry)")
 	fl.StringVar(&f.resume, "resume", "", "continue the paused run `RUN_ID` with --approve or --reject")
 	fl.StringVar(&f.recover, "recover", "", "continue the run `RUN_ID` whose process died")
@@ -213,7 +215,7 @@ func (f *runFlags) check(cmd *cobra.Command) error {
 
 func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 	path := args[0]
-	desc, err := loadDescription(s, path)
+	desc, err := loadDescription(s, path, f.tags)
 	if err != nil {
 		return err
 	}
@@ -349,8 +351,8 @@ func runExit(res agents.RunResult, err error) error {
 
 // loadDescription loads, validates and lowers an application file,
 // printing IR errors with their positions.
-func loadDescription(s *streams, path string) (app.Description, error) {
-	doc, err := ir.Load(path)
+func loadDescription(s *streams, path string, tags []string) (app.Description, error) {
+	doc, err := ir.Load(path, ir.Tags(tags...))
 	if err != nil {
 		if es, ok := ir.IsInvalid(err); ok {
 			fmt.Fprintln(s.err, es.Error())

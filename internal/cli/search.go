@@ -13,6 +13,7 @@ import (
 )
 
 type searchFlags struct {
+	tags     []string
 	k        int
 	progress string
 }
@@ -65,13 +66,14 @@ Exit status: 0 searched (even with no hits), 1 the search failed,
 		},
 	}
 	fl := cmd.Flags()
+	tagFlag(cmd, &f.tags)
 	fl.IntVarP(&f.k, "k", "k", 0, "how many hits, 1 to 100 (default: the retriever's topK)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress of ingesting a memory store: auto (a bar on a terminal), bar, lines or none")
 	return cmd
 }
 
 func runSearch(ctx context.Context, s *streams, path, name, query string, f searchFlags) error {
-	ra, err := openRetrievers(ctx, s, path, []string{name})
+	ra, err := openRetrievers(ctx, s, path, f.tags, []string{name})
 	if err != nil {
 		return err
 	}

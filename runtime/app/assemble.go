@@ -40,9 +40,12 @@ type Options struct {
 	RunStore agents.Store
 	// OpenState opens the durable state of a service whose State.Kind is
 	// postgres, from the DSN its DSNEnv names, for whichever of RunStore
-	// and Ledger is nil. It is an option (pgstore.Open and pgledger.New in
-	// a generated service) so that this package does not link pgx.
-	OpenState func(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error)
+	// and Ledger is nil, with what the application's kinds are lent (env:
+	// its scope, where a pool shared with the memory of its pgvector stores
+	// is kept and closed with the App). It is an option
+	// (serve/postgres.OpenState in a generated service) so that this
+	// package does not link pgx.
+	OpenState func(ctx context.Context, env kind.Env, dsn string) (agents.Store, gateway.Ledger, error)
 	// Tracer receives the gateway's and the agents' spans; nil means no
 	// tracing.
 	Tracer trace.Tracer
@@ -122,7 +125,7 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 	}()
 	var errs []error
 	// The state comes first: in PostgreSQL, it holds the gateway's ledger.
-	runs, err := runStore(ctx, &desc, &opts)
+	runs, err := runStore(ctx, &desc, &opts, env)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -368,7 +371,7 @@ func memoryStores(ctx context.Context, desc *Description, env kind.Env) (map[str
 
 // runStore picks where runs are kept, and fills opts.Ledger too when the
 // service keeps its state in PostgreSQL.
-func runStore(ctx context.Context, desc *Description, opts *Options) (agents.Store, error) {
+func runStore(ctx context.Context, desc *Description, opts *Options, env kind.Env) (agents.Store, error) {
 	switch desc.Service.State.Kind {
 	case "", StateMemory:
 		return opts.RunStore, nil // nil is the agents runtime's in-memory default
@@ -383,7 +386,7 @@ func runStore(ctx context.Context, desc *Description, opts *Options) (agents.Sto
 		if !ok {
 			return nil, fmt.Errorf("service state: environment variable %s is not set", desc.Service.State.DSNEnv)
 		}
-		store, ledger, err := opts.OpenState(ctx, dsn)
+		store, ledger, err := opts.OpenState(ctx, env, dsn)
 		if err != nil {
 			return nil, fmt.Errorf("opening the service state: %w", err)
 		}

@@ -82,12 +82,13 @@ func description() app.Description {
 			},
 			{
 				Decl: agents.Tool{
-					Name:        "notify",
-					Description: "Notify the customer.",
-					Input:       json.RawMessage(`{"type":"object","properties":{}}`),
-					Effects:     "write",
-					Approval:    "never",
-					Timeout:     30 * time.Second,
+					Name:                "notify",
+					Description:         "Notify the customer.",
+					Input:               json.RawMessage(`{"type":"object","properties":{}}`),
+					Effects:             "write",
+					Approval:            "never",
+					Timeout:             30 * time.Second,
+					MaxObservationBytes: 4096,
 				},
 				Kind: http.Kind{
 					URL: "https://hooks.example.com/notify",

@@ -225,6 +225,10 @@ func (c *checker) check() {
 				c.errAt(pathOf("retrievers", r.Name, "source", "exclude", i), "%v", err)
 			}
 		}
+		// The runtime owns the ranking's rules; vet reports them here.
+		if err := Ranking(r.Retrieval).Check(); err != nil {
+			c.errAt(pathOf("retrievers", r.Name, "retrieval"), "%v", err)
+		}
 	}
 	c.storeWidths()
 	for _, e := range d.Evals {

@@ -39,6 +39,10 @@ type Config struct {
 	// Rerank is RerankNone or RerankLexical; a kind of DeferredRerankKinds
 	// fails Build with a *gateway.DeferredError naming it.
 	Rerank string
+	// Ranking says how searches rank: mode, fusion, the depth of each
+	// stage, collapsing to documents, BM25. The zero value is the default,
+	// a hybrid search fused by reciprocal rank.
+	Ranking Ranking
 }
 
 // StoreConfig is the IR-free description of one store.
@@ -159,7 +163,7 @@ func Build(gw *gateway.Gateway, stores []StoreConfig, retrievers []Config, opts 
 			errs = append(errs, fmt.Errorf("retriever %q is declared twice", c.Name))
 			continue
 		}
-		r, err := New(Binding{Name: c.Name, Source: c.Source, Chunker: chunker, Embedder: e, Store: s, Reranker: rr, TopK: c.TopK})
+		r, err := New(Binding{Name: c.Name, Source: c.Source, Chunker: chunker, Embedder: e, Store: s, Reranker: rr, TopK: c.TopK, Ranking: c.Ranking})
 		if err != nil {
 			errs = append(errs, err)
 			continue

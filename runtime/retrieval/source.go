@@ -31,7 +31,19 @@ type Source struct {
 	Files []string
 	// Exclude are patterns of files to leave out.
 	Exclude []string
+	// OnInvalid is what Ingest does with a file it cannot read as text:
+	// OnInvalidFail (or empty) reports every such file at once in an
+	// *InvalidFilesError and changes nothing; OnInvalidSkip ingests the
+	// rest, lists the skipped files in IngestStats.Skipped and leaves what
+	// the store held of them as it was.
+	OnInvalid string
 }
+
+// What Ingest does with files it cannot read as text, as the IR spells it.
+const (
+	OnInvalidFail = "fail"
+	OnInvalidSkip = "skip"
+)
 
 // textExtensions are the file types ingestion reads. Everything else
 // (PDF, HTML, office documents) needs an extractor that is not built.

@@ -1,0 +1,139 @@
+package quality
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/retrieval"
+)
+
+// The keyless setup the harness measures: the fake embedding model at the
+// width the examples use, and the IR's default chunking.
+const (
+	Dims      = 256
+	ChunkSize = 800
+	Overlap   = 100
+	// K is how many hits each search asks for: enough for recall@100.
+	K = 100
+)
+
+// Config is one ranking the harness scores.
+type Config struct {
+	// Name names the row of the report.
+	Name string
+	// Ranking is the retriever's ranking; the harness collapses hits to
+	// documents so that recall@100 counts 100 documents.
+	Ranking retrieval.Ranking
+	// Rerank is the reranker kind.
+	Rerank string
+}
+
+// Configs are the rows of the report: the keyless default before hybrid
+// search (vector candidates, four per hit, reranked by BM25 over them),
+// each stage alone, and the two fusions.
+func Configs() []Config {
+	return []Config{
+		{Name: "before-vector+rerank", Ranking: retrieval.Ranking{Mode: retrieval.ModeVector, Depth: 4 * K}, Rerank: retrieval.RerankLexical},
+		{Name: "vector", Ranking: retrieval.Ranking{Mode: retrieval.ModeVector}},
+		{Name: "lexical", Ranking: retrieval.Ranking{Mode: retrieval.ModeLexical}},
+		{Name: "hybrid-rrf", Ranking: retrieval.Ranking{Mode: retrieval.ModeHybrid}},
+		{Name: "hybrid-weighted", Ranking: retrieval.Ranking{Mode: retrieval.ModeHybrid, Fusion: retrieval.FusionWeighted}},
+	}
+}
+
+// Gateway returns a gateway serving the fake embedding model as alias
+// "embed" at width Dims.
+func Gateway(tb testing.TB) *gateway.Gateway {
+	tb.Helper()
+	p, err := fake.New(fake.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Config{
+		Models: []gateway.PinnedModel{{Alias: "embed", Spec: gateway.ModelSpec{
+			ID: "fake-embed-2024-06-01", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: Dims,
+		}}},
+		Providers: map[string]gateway.Provider{"fake": p},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return gw
+}
+
+// Retriever binds a retriever named "godoc" over the documents in dir to
+// store with cfg's ranking.
+func Retriever(tb testing.TB, gw *gateway.Gateway, dir string, store retrieval.VectorStore, cfg Config) *retrieval.Retriever {
+	tb.Helper()
+	e, err := retrieval.NewGatewayEmbedder(gw, "embed")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ch, err := retrieval.NewTextChunker(ChunkSize, Overlap)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rr, err := retrieval.NewReranker(cfg.Rerank)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rk := cfg.Ranking
+	rk.Collapse = retrieval.CollapseDocument
+	r, err := retrieval.New(retrieval.Binding{
+		Name: "godoc", Source: retrieval.Source{Dir: dir, Files: []string{"**/*.md"}},
+		Chunker: ch, Embedder: e, Store: store, Reranker: rr, TopK: 10, Ranking: rk,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+// Bench runs every configuration of Configs over the GoDoc collection in a
+// store open returns (one store, ingested once: the rankings differ, the
+// index does not), reports nDCG@10, recall@100, MRR and the median and
+// 95th-percentile search latency of each as sub-benchmark metrics, and
+// returns the results by configuration name.
+func Bench(b *testing.B, open func(b *testing.B) retrieval.VectorStore) map[string]Result {
+	c, err := GoDoc()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	if err := c.WriteFiles(dir); err != nil {
+		b.Fatal(err)
+	}
+	gw := Gateway(b)
+	store := open(b)
+	st, err := Retriever(b, gw, dir, store, Configs()[0]).Ingest(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%s: %d documents, %d chunks, %d queries", c.Name, st.Files, st.Added, len(c.Queries))
+	out := map[string]Result{}
+	for _, cfg := range Configs() {
+		b.Run(cfg.Name, func(b *testing.B) {
+			r := Retriever(b, gw, dir, store, cfg)
+			var res Result
+			for b.Loop() {
+				if res, err = Evaluate(b.Context(), c, r, K); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(res.NDCG10, "ndcg@10")
+			b.ReportMetric(res.Recall100, "recall@100")
+			b.ReportMetric(res.MRR, "mrr")
+			b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50_ms")
+			b.ReportMetric(float64(res.P95.Microseconds())/1000, "p95_ms")
+			out[cfg.Name] = res
+		})
+	}
+	return out
+}
+
+// Report formats a result as one line.
+func Report(name string, r Result) string {
+	return fmt.Sprintf("%-22s nDCG@10 %.4f  recall@100 %.4f  MRR %.4f  p50 %v", name, r.NDCG10, r.Recall100, r.MRR, r.P50)
+}

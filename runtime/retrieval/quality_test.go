@@ -1,0 +1,24 @@
+package retrieval_test
+
+import (
+	"testing"
+
+	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/internal/quality"
+)
+
+// BenchmarkQuality scores every ranking of the quality harness on the
+// memory store: nDCG@10, recall@100 and MRR over the GoDoc collection, and
+// the median and 95th-percentile latency of a search for 100 hits. Run it
+// once per configuration:
+//
+//	go test -run '^$' -bench Quality -benchtime 1x ./runtime/retrieval/
+func BenchmarkQuality(b *testing.B) {
+	quality.Bench(b, func(b *testing.B) retrieval.VectorStore {
+		s, err := retrieval.NewMemoryStore(quality.Dims, retrieval.DistanceCosine)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	})
+}

@@ -137,3 +137,30 @@ func Bench(b *testing.B, open func(b *testing.B) retrieval.VectorStore) map[stri
 func Report(name string, r Result) string {
 	return fmt.Sprintf("%-22s nDCG@10 %.4f  recall@100 %.4f  MRR %.4f  p50 %v", name, r.NDCG10, r.Recall100, r.MRR, r.P50)
 }
+
+// EvaluateAll ingests the GoDoc collection into store and evaluates every
+// configuration of Configs on it once, for tests that compare stores.
+func EvaluateAll(tb testing.TB, store retrieval.VectorStore) map[string]Result {
+	tb.Helper()
+	c, err := GoDoc()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := tb.TempDir()
+	if err := c.WriteFiles(dir); err != nil {
+		tb.Fatal(err)
+	}
+	gw := Gateway(tb)
+	if _, err := Retriever(tb, gw, dir, store, Configs()[0]).Ingest(tb.Context()); err != nil {
+		tb.Fatal(err)
+	}
+	out := map[string]Result{}
+	for _, cfg := range Configs() {
+		res, err := Evaluate(tb.Context(), c, Retriever(tb, gw, dir, store, cfg), K)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out[cfg.Name] = res
+	}
+	return out
+}

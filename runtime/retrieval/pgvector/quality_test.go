@@ -1,7 +1,10 @@
 package pgvector_test
 
 import (
+	"context"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/aidgen/aid/internal/pgtest"
 	"github.com/aidgen/aid/runtime/retrieval"
@@ -46,4 +49,70 @@ func BenchmarkQuality(b *testing.B) {
 		}
 		return s
 	})
+}
+
+// ftsSearcher ranks a store's chunks with PostgreSQL full-text search
+// instead of the store's BM25 index: the query's words ORed in an English
+// tsquery, ranked by rank, a ts_rank or ts_rank_cd call.
+type ftsSearcher struct {
+	pool interface {
+		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	}
+	table, rank string
+}
+
+func (f ftsSearcher) Search(ctx context.Context, query string, k int) ([]retrieval.Hit, error) {
+	rows, err := f.pool.Query(ctx, `WITH q AS (SELECT replace(plainto_tsquery('english', $1)::text, '&', '|')::tsquery AS q),
+		d AS (SELECT id, source, to_tsvector('english', convert_from(heading, 'UTF8') || ' ' || convert_from(body, 'UTF8')) AS v FROM `+f.table+`)
+		SELECT id, source FROM d, q WHERE v @@ q.q ORDER BY `+f.rank+`(v, q.q) DESC, id LIMIT $2`, query, k)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (retrieval.Hit, error) {
+		var h retrieval.Hit
+		var source []byte
+		err := r.Scan(&h.ID, &source)
+		h.Source = string(source)
+		return h, err
+	})
+}
+
+// BenchmarkFullTextSearch scores PostgreSQL's own full-text ranking
+// (ts_rank and ts_rank_cd over an English tsvector, the query's words
+// ORed) on the quality harness, beside the store's BM25 (the "lexical"
+// row of BenchmarkQuality): the measurement behind keeping BM25 postings
+// rather than full-text search. Only quality is reported; the tsvectors
+// are computed per query, without an index.
+//
+//	go test -run '^$' -bench FullTextSearch -benchtime 1x ./runtime/retrieval/pgvector/
+func BenchmarkFullTextSearch(b *testing.B) {
+	pool := pgtest.NewPool(b)
+	s, err := pgvector.New(b.Context(), pool, pgvector.Config{Table: "godoc", Dimensions: quality.Dims})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := quality.GoDoc()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	if err := c.WriteFiles(dir); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := quality.Retriever(b, quality.Gateway(b), dir, s, quality.Configs()[0]).Ingest(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	for _, rank := range []string{"ts_rank", "ts_rank_cd"} {
+		b.Run(rank, func(b *testing.B) {
+			var res quality.Result
+			for b.Loop() {
+				if res, err = quality.Evaluate(b.Context(), c, ftsSearcher{pool: pool, table: "godoc", rank: rank}, quality.K); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(res.NDCG10, "ndcg@10")
+			b.ReportMetric(res.Recall100, "recall@100")
+			b.ReportMetric(res.MRR, "mrr")
+		})
+	}
 }

@@ -42,7 +42,7 @@ func TestSearchSupportDesk(t *testing.T) {
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	hit := regexp.MustCompile(`(?m)^(\d+)\. (\d+\.\d{4})  (\S+):(\d+)-(\d+)`)
+	hit := regexp.MustCompile(`(?m)^(\d+)\. (\d+\.\d{4})  lexical (?:\d+|-)  vector (?:\d+|-)  (\S+):(\d+)-(\d+)`)
 	hits := hit.FindAllStringSubmatch(out, -1)
 	if len(hits) != 4 { // the retriever's topK
 		t.Fatalf("%d hits, want the retriever's topK of 4:\n%s", len(hits), out)

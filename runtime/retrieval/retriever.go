@@ -89,6 +89,12 @@ func New(b Binding) (*Retriever, error) {
 // Name returns the retriever's name.
 func (r *Retriever) Name() string { return r.b.Name }
 
+// TopK returns how many chunks a search returns by default.
+func (r *Retriever) TopK() int { return r.b.TopK }
+
+// Ranking returns how the retriever ranks, with its defaults filled in.
+func (r *Retriever) Ranking() Ranking { return r.b.Ranking }
+
 // IngestStats says what an Ingest changed. Re-ingesting unchanged input
 // reports only Unchanged chunks.
 type IngestStats struct {
@@ -101,6 +107,10 @@ type IngestStats struct {
 	// Removed counts stored chunks that no longer exist in the source
 	// (their file changed or vanished) and were deleted.
 	Removed int
+	// Skipped are the files that could not be read as text and were left
+	// out, with Source.OnInvalid "skip"; what the store held of them is
+	// kept as it was.
+	Skipped []InvalidFile
 }
 
 // ingestBatch is how many new chunks are embedded and stored together, so
@@ -136,11 +146,14 @@ func (r *Retriever) IngestWith(ctx context.Context, opts IngestOptions) (IngestS
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	docs, err := r.b.Source.Load(ctx)
+	docs, invalid, err := r.b.Source.LoadValid(ctx)
 	if err != nil {
 		return IngestStats{}, fmt.Errorf("ingesting %s: %w", r.b.Name, err)
 	}
-	stats := IngestStats{Files: len(docs)}
+	if len(invalid) > 0 && r.b.Source.OnInvalid != OnInvalidSkip {
+		return IngestStats{}, fmt.Errorf("ingesting %s: %w", r.b.Name, &InvalidFilesError{Files: invalid})
+	}
+	stats := IngestStats{Files: len(docs), Skipped: invalid}
 	model := r.b.Embedder.Model()
 	var chunks []Chunk
 	seen := make(map[string]bool)
@@ -198,6 +211,17 @@ func (r *Retriever) IngestWith(ctx context.Context, opts IngestOptions) (IngestS
 		}
 		stats.Added += len(batch)
 		progress(stats.Added, len(added))
+	}
+	// The chunks of a skipped file are kept: it was not read, so nothing
+	// says they are gone.
+	for _, f := range invalid {
+		ids, err := r.b.Store.IDs(ctx, Filter{MetaRetriever: r.b.Name, MetaSource: f.Path})
+		if err != nil {
+			return stats, fmt.Errorf("ingesting %s: listing stored chunks: %w", r.b.Name, err)
+		}
+		for _, id := range ids {
+			seen[id] = true
+		}
 	}
 	var removed []string
 	for _, id := range existing {

@@ -52,6 +52,8 @@ ingest, which names every such file at once and stores nothing; with
 --skip-invalid (or onInvalid: "skip" on the retriever's source) the other
 files are indexed and the skipped ones listed on stderr.
 
+` + embeddingCacheNote + `
+
 Exit status: 0 indexed, 1 an ingest failed (what was stored before the
 failure is kept; running index again completes it), 2 configuration error.`,
 		Example: `  # Index every retriever of the support-desk example.
@@ -135,7 +137,7 @@ func openRetrievers(ctx context.Context, s *streams, path string, only []string,
 			desc.Retrievers[i].Source.OnInvalid = retrieval.OnInvalidSkip
 		}
 	}
-	opts, closeStores := commandOptions(ctx)
+	opts, closeStores := commandOptions(ctx, s, desc)
 	a, err := app.Assemble(ctx, desc, opts)
 	if err != nil {
 		closeStores()
@@ -147,15 +149,21 @@ func openRetrievers(ctx context.Context, s *streams, path string, only []string,
 // commandOptions are the options of a command that is not a replica of
 // the service: index, search and eval keep runs and spend in memory,
 // whatever the service's state says, while retrievers' pgvector stores
-// are the service's own, opened as the service opens them. closeStores
-// closes their pools.
-func commandOptions(ctx context.Context) (opts app.Options, closeStores func()) {
+// are the service's own, opened as the service opens them, and embeddings
+// are cached on disk (embeddingCache). closeAll closes the stores' pools
+// and bounds the cache.
+func commandOptions(ctx context.Context, s *streams, desc app.Description) (opts app.Options, closeAll func()) {
 	openers, closeStores := postgres.VectorStores(ctx)
+	cache, closeCache := embeddingCache(s, desc)
 	return app.Options{
-		Ledger:             gateway.NewMemoryLedger(),
-		RunStore:           agents.NewInMemoryStore(),
-		VectorStoreOpeners: openers,
-	}, closeStores
+			Ledger:             gateway.NewMemoryLedger(),
+			RunStore:           agents.NewInMemoryStore(),
+			VectorStoreOpeners: openers,
+			EmbeddingCache:     cache,
+		}, func() {
+			closeStores()
+			closeCache()
+		}
 }
 
 // retrievalOnly keeps of a description what the named retrievers need: the

@@ -223,7 +223,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 	if len(desc.Agents) == 0 {
 		return usageErr(fmt.Errorf("%s defines no agents", path))
 	}
-	st, err := openRunState(ctx, desc, f.stateDir)
+	st, err := openRunState(ctx, s, desc, f.stateDir)
 	if err != nil {
 		return usageErr(err)
 	}
@@ -377,11 +377,14 @@ func (st *runState) close() {
 // openRunState picks the run store of service.state: files for memory
 // state (a command does not outlive a pause), PostgreSQL for postgres, with
 // the database's ledger and memory, and pgvector stores for retrievers.
-func openRunState(ctx context.Context, desc app.Description, stateDir string) (*runState, error) {
+func openRunState(ctx context.Context, s *streams, desc app.Description, stateDir string) (*runState, error) {
 	st := &runState{}
 	openers, closeStores := postgres.VectorStores(ctx)
 	st.closers = append(st.closers, closeStores)
 	st.options.VectorStoreOpeners = openers
+	cache, closeCache := embeddingCache(s, desc)
+	st.options.EmbeddingCache = cache
+	st.closers = append(st.closers, closeCache)
 	pg := map[string]*pgstore.Store{} // one per DSN
 	openPG := func(ctx context.Context, dsn string) (*pgstore.Store, error) {
 		if s, ok := pg[dsn]; ok {

@@ -48,7 +48,10 @@ that list), and text (the whole chunk).
 
 A pgvector store is searched as aidgen index left it. A memory store starts
 empty in every process (` + memoryStoreNote + `), so search
-ingests its sources first, which embeds them all.
+ingests its sources first, embedding the chunks the embedding cache does
+not hold.
+
+` + embeddingCacheNote + `
 
 Scores are higher-is-better: the fused score in hybrid mode (reciprocal
 rank, or weighted), BM25 in lexical mode, the similarity (cosine for a

@@ -77,6 +77,9 @@ type BuildOptions struct {
 	Openers map[string]StoreOpener
 	// EmbedOptions are passed to every embedding call (budgets).
 	EmbedOptions []gateway.CallOption
+	// EmbeddingCache, when set, is the Cache of every embedder Build
+	// makes (see GatewayEmbedder.Cache).
+	EmbeddingCache EmbeddingCache
 }
 
 // Build assembles retrievers from their configuration: each embedding alias
@@ -117,6 +120,7 @@ func Build(gw *gateway.Gateway, stores []StoreConfig, retrievers []Config, opts 
 				errs = append(errs, fmt.Errorf("retriever %q: %w", c.Name, err))
 				continue
 			}
+			e.Cache = opts.EmbeddingCache
 			embedders[c.EmbedModel] = e
 		}
 		if w, ok := widths[c.Store]; ok && w != e.Dimensions() {

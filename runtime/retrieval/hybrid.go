@@ -185,31 +185,40 @@ func SearchStore(ctx context.Context, store VectorStore, q Query, k int, filter 
 	return finish(hits, k, r.WithDefaults()), nil
 }
 
-// candidates runs the stages at their depth (at least k) and fuses them;
-// r has its defaults.
+// candidates runs the stages at their depth (at least k), the two of a
+// hybrid search at the same time, and fuses them; r has its defaults.
 func candidates(ctx context.Context, store VectorStore, q Query, k int, filter Filter, r Ranking) ([]Hit, error) {
 	depth := max(r.Depth, k)
-	var vec, lex []Hit
-	if r.needsVector() {
-		if q.Vector == nil {
-			return nil, errors.New("search: the ranking searches vectors but the query has none")
-		}
-		var err error
-		if vec, err = store.Search(ctx, q.Vector, depth, filter); err != nil {
-			return nil, err
-		}
-	}
+	var ls LexicalSearcher
 	if r.needsLexical() {
-		ls, ok := store.(LexicalSearcher)
-		if !ok {
+		var ok bool
+		if ls, ok = store.(LexicalSearcher); !ok {
 			return nil, fmt.Errorf("search: mode %q needs a lexical index, and this store keeps none; use mode %q", r.Mode, ModeVector)
 		}
-		if len(q.Terms) > 0 {
-			var err error
-			if lex, err = ls.SearchLexical(ctx, q.Terms, depth, filter, r.BM25); err != nil {
-				return nil, fmt.Errorf("lexical search: %w", err)
+	}
+	if r.needsVector() && q.Vector == nil {
+		return nil, errors.New("search: the ranking searches vectors but the query has none")
+	}
+	var vec, lex []Hit
+	var lexErr error
+	done := make(chan struct{})
+	if ls != nil && len(q.Terms) > 0 {
+		go func() {
+			defer close(done)
+			if lex, lexErr = ls.SearchLexical(ctx, q.Terms, depth, filter, r.BM25); lexErr != nil {
+				lexErr = fmt.Errorf("lexical search: %w", lexErr)
 			}
-		}
+		}()
+	} else {
+		close(done)
+	}
+	var vecErr error
+	if r.needsVector() {
+		vec, vecErr = store.Search(ctx, q.Vector, depth, filter)
+	}
+	<-done
+	if err := errors.Join(vecErr, lexErr); err != nil {
+		return nil, err
 	}
 	switch r.Mode {
 	case ModeVector:

@@ -22,3 +22,17 @@ func BenchmarkQuality(b *testing.B) {
 		return s
 	})
 }
+
+// BenchmarkSearchLatency times a search for 100 hits in every ranking of
+// the quality harness on the memory store, over about 2,400 chunks:
+//
+//	go test -run '^$' -bench SearchLatency -benchtime 200x ./runtime/retrieval/
+func BenchmarkSearchLatency(b *testing.B) {
+	quality.Latency(b, func(b *testing.B) retrieval.VectorStore {
+		s, err := retrieval.NewMemoryStore(quality.Dims, retrieval.DistanceCosine)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	})
+}

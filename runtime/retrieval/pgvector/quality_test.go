@@ -116,3 +116,19 @@ func BenchmarkFullTextSearch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSearchLatency times a search for 100 hits in every ranking of
+// the quality harness on a pgvector store, over about 2,400 chunks. It
+// needs AID_TEST_DATABASE_URL:
+//
+//	go test -run '^$' -bench SearchLatency -benchtime 200x ./runtime/retrieval/pgvector/
+func BenchmarkSearchLatency(b *testing.B) {
+	pool := pgtest.NewPool(b)
+	quality.Latency(b, func(b *testing.B) retrieval.VectorStore {
+		s, err := pgvector.New(b.Context(), pool, pgvector.Config{Table: "godoc", Dimensions: quality.Dims})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	})
+}

@@ -2,7 +2,9 @@ package quality
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -163,4 +165,73 @@ func EvaluateAll(tb testing.TB, store retrieval.VectorStore) map[string]Result {
 		out[cfg.Name] = res
 	}
 	return out
+}
+
+// LatencyChunking is the chunking of Latency: the support-desk example's,
+// which cuts the collection into about 2,400 chunks.
+const (
+	LatencyChunkSize = 600
+	LatencyOverlap   = 80
+)
+
+// Latency measures one search for K hits in every configuration of
+// Configs, over the GoDoc collection chunked as the support-desk example
+// chunks (LatencyChunkSize), in a store open returns. Each iteration
+// takes the next question of the collection and searches it once in every
+// configuration, in a rotating order, so that the configurations are
+// timed under the same load (the machine may be shared); it reports each
+// one's median and 95th percentile as <name>_p50_ms and <name>_p95_ms.
+// Before-vector+rerank is the keyless default before hybrid search.
+func Latency(b *testing.B, open func(b *testing.B) retrieval.VectorStore) {
+	c, err := GoDoc()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	if err := c.WriteFiles(dir); err != nil {
+		b.Fatal(err)
+	}
+	gw := Gateway(b)
+	store := open(b)
+	cfgs := Configs()
+	rs := make([]*retrieval.Retriever, len(cfgs))
+	for i, cfg := range cfgs {
+		e, _ := retrieval.NewGatewayEmbedder(gw, "embed")
+		ch, _ := retrieval.NewTextChunker(LatencyChunkSize, LatencyOverlap)
+		rr, err := retrieval.NewReranker(cfg.Rerank)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rs[i], err = retrieval.New(retrieval.Binding{
+			Name: "godoc", Source: retrieval.Source{Dir: dir, Files: []string{"**/*.md"}},
+			Chunker: ch, Embedder: e, Store: store, Reranker: rr, TopK: 10, Ranking: cfg.Ranking,
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st, err := rs[0].Ingest(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	took := make([][]time.Duration, len(cfgs))
+	n := 0
+	for b.Loop() {
+		q := c.Queries[n%len(c.Queries)].Text
+		for j := range cfgs {
+			i := (j + n) % len(cfgs)
+			start := time.Now()
+			if _, err := rs[i].Search(b.Context(), q, K); err != nil {
+				b.Fatal(err)
+			}
+			took[i] = append(took[i], time.Since(start))
+		}
+		n++
+	}
+	b.ReportMetric(float64(st.Added), "chunks")
+	for i, cfg := range cfgs {
+		t := took[i]
+		slices.Sort(t)
+		b.ReportMetric(float64(t[len(t)/2].Microseconds())/1000, cfg.Name+"_p50_ms")
+		b.ReportMetric(float64(t[len(t)*95/100].Microseconds())/1000, cfg.Name+"_p95_ms")
+	}
 }

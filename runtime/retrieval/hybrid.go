@@ -113,44 +113,64 @@ func (r Ranking) WithDefaults() Ranking {
 // MaxDepth is the deepest a stage may search.
 const MaxDepth = 1000
 
+// RankingError is one problem of a Ranking: Field is the field as the
+// IR spells it ("mode", "fusion", "collapse", "rrfK", "weights", "depth",
+// "bm25"), so that `aidgen vet` can point at it.
+type RankingError struct {
+	// Field names the field.
+	Field string
+	// Err says what is wrong with it.
+	Err error
+}
+
+// Error implements error.
+func (e *RankingError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *RankingError) Unwrap() error { return e.Err }
+
 // Check refuses a ranking with an unknown mode, fusion or collapse, or a
-// number out of its range; zero fields are defaults and pass. It is the
-// one place these rules live: `aidgen vet` calls it.
+// number out of its range, with one *RankingError per problem (joined);
+// zero fields are defaults and pass. It is the one place these rules
+// live: `aidgen vet` calls it.
 func (r Ranking) Check() error {
 	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &RankingError{Field: field, Err: fmt.Errorf(format, args...)})
+	}
 	switch r.Mode {
 	case "", ModeHybrid, ModeVector, ModeLexical:
 	default:
-		errs = append(errs, fmt.Errorf("unknown mode %q; use %q, %q or %q", r.Mode, ModeHybrid, ModeVector, ModeLexical))
+		bad("mode", "unknown mode %q; use %q, %q or %q", r.Mode, ModeHybrid, ModeVector, ModeLexical)
 	}
 	switch r.Fusion {
 	case "", FusionRRF, FusionWeighted:
 	default:
-		errs = append(errs, fmt.Errorf("unknown fusion %q; use %q or %q", r.Fusion, FusionRRF, FusionWeighted))
+		bad("fusion", "unknown fusion %q; use %q or %q", r.Fusion, FusionRRF, FusionWeighted)
 	}
 	switch r.Collapse {
 	case "", CollapseNone, CollapseDocument:
 	default:
-		errs = append(errs, fmt.Errorf("unknown collapse %q; use %q or %q", r.Collapse, CollapseNone, CollapseDocument))
+		bad("collapse", "unknown collapse %q; use %q or %q", r.Collapse, CollapseNone, CollapseDocument)
 	}
-	if bad(r.RRFK) || r.RRFK < 0 {
-		errs = append(errs, fmt.Errorf("rrfK must be a positive number, got %v", r.RRFK))
+	if notFinite(r.RRFK) || r.RRFK < 0 {
+		bad("rrfK", "rrfK must be a positive number, got %v", r.RRFK)
 	}
-	if bad(r.VectorWeight) || bad(r.LexicalWeight) || r.VectorWeight < 0 || r.LexicalWeight < 0 {
-		errs = append(errs, fmt.Errorf("weights must be positive numbers, got vector %v and lexical %v", r.VectorWeight, r.LexicalWeight))
+	if notFinite(r.VectorWeight) || notFinite(r.LexicalWeight) || r.VectorWeight < 0 || r.LexicalWeight < 0 {
+		bad("weights", "weights must be positive numbers, got vector %v and lexical %v", r.VectorWeight, r.LexicalWeight)
 	}
 	if r.Depth < 0 || r.Depth > MaxDepth {
-		errs = append(errs, fmt.Errorf("depth must be from 1 to %d, got %d", MaxDepth, r.Depth))
+		bad("depth", "depth must be from 1 to %d, got %d", MaxDepth, r.Depth)
 	}
 	if r.BM25 != (BM25{}) {
 		if err := r.BM25.Check(); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, &RankingError{Field: "bm25", Err: err})
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func bad(f float64) bool { return math.IsNaN(f) || math.IsInf(f, 0) }
+func notFinite(f float64) bool { return math.IsNaN(f) || math.IsInf(f, 0) }
 
 // needsLexical reports whether the ranking searches a lexical index.
 func (r Ranking) needsLexical() bool { return r.Mode != ModeVector }

@@ -90,8 +90,8 @@ type BM25 struct {
 }
 
 // DefaultBM25 are the BM25 parameters of a retriever that sets none,
-// chosen on the retrieval quality harness (see bench_quality_test.go):
-// the values of Anserini's BM25 baselines, which ranked best there.
+// chosen on the retrieval quality harness (internal/quality): the values
+// of Anserini's BM25 baselines, which served hybrid search best there.
 var DefaultBM25 = BM25{K1: 0.9, B: 0.4}
 
 // Check refuses parameters outside their ranges.

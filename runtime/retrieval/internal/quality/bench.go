@@ -65,7 +65,7 @@ func Gateway(tb testing.TB) *gateway.Gateway {
 	return gw
 }
 
-// Retriever binds a retriever named "godoc" over the documents in dir to
+// Retriever binds a retriever named "quality" over the documents in dir to
 // store with cfg's ranking.
 func Retriever(tb testing.TB, gw *gateway.Gateway, dir string, store retrieval.VectorStore, cfg Config) *retrieval.Retriever {
 	tb.Helper()
@@ -84,7 +84,7 @@ func Retriever(tb testing.TB, gw *gateway.Gateway, dir string, store retrieval.V
 	rk := cfg.Ranking
 	rk.Collapse = retrieval.CollapseDocument
 	r, err := retrieval.New(retrieval.Binding{
-		Name: "godoc", Source: retrieval.Source{Dir: dir, Files: []string{"**/*.md"}},
+		Name: "quality", Source: retrieval.Source{Dir: dir, Files: []string{"**/*.md"}},
 		Chunker: ch, Embedder: e, Store: store, Reranker: rr, TopK: 10, Ranking: rk,
 	})
 	if err != nil {
@@ -93,44 +93,46 @@ func Retriever(tb testing.TB, gw *gateway.Gateway, dir string, store retrieval.V
 	return r
 }
 
-// Bench runs every configuration of Configs over the GoDoc collection in a
-// store open returns (one store, ingested once: the rankings differ, the
+// Bench runs every configuration of Configs over every collection, each in
+// a store open returns for it (ingested once: the rankings differ, the
 // index does not), reports nDCG@10, recall@100, MRR and the median and
-// 95th-percentile search latency of each as sub-benchmark metrics, and
-// returns the results by configuration name.
-func Bench(b *testing.B, open func(b *testing.B) retrieval.VectorStore) map[string]Result {
-	c, err := GoDoc()
+// 95th-percentile search latency of each as the metrics of sub-benchmark
+// <collection>/<configuration>, and returns the results by that name.
+func Bench(b *testing.B, open func(b *testing.B, name string) retrieval.VectorStore) map[string]Result {
+	cs, err := Collections()
 	if err != nil {
-		b.Fatal(err)
-	}
-	dir := b.TempDir()
-	if err := c.WriteFiles(dir); err != nil {
 		b.Fatal(err)
 	}
 	gw := Gateway(b)
-	store := open(b)
-	st, err := Retriever(b, gw, dir, store, Configs()[0]).Ingest(b.Context())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("%s: %d documents, %d chunks, %d queries", c.Name, st.Files, st.Added, len(c.Queries))
 	out := map[string]Result{}
-	for _, cfg := range Configs() {
-		b.Run(cfg.Name, func(b *testing.B) {
-			r := Retriever(b, gw, dir, store, cfg)
-			var res Result
-			for b.Loop() {
-				if res, err = Evaluate(b.Context(), c, r, K); err != nil {
-					b.Fatal(err)
+	for _, c := range cs {
+		dir := b.TempDir()
+		if err := c.WriteFiles(dir); err != nil {
+			b.Fatal(err)
+		}
+		store := open(b, c.Name)
+		st, err := Retriever(b, gw, dir, store, Configs()[0]).Ingest(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("%s: %d documents, %d chunks, %d queries", c.Name, st.Files, st.Added, len(c.Queries))
+		for _, cfg := range Configs() {
+			b.Run(c.Name+"/"+cfg.Name, func(b *testing.B) {
+				r := Retriever(b, gw, dir, store, cfg)
+				var res Result
+				for b.Loop() {
+					if res, err = Evaluate(b.Context(), c, r, K); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			b.ReportMetric(res.NDCG10, "ndcg@10")
-			b.ReportMetric(res.Recall100, "recall@100")
-			b.ReportMetric(res.MRR, "mrr")
-			b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50_ms")
-			b.ReportMetric(float64(res.P95.Microseconds())/1000, "p95_ms")
-			out[cfg.Name] = res
-		})
+				b.ReportMetric(res.NDCG10, "ndcg@10")
+				b.ReportMetric(res.Recall100, "recall@100")
+				b.ReportMetric(res.MRR, "mrr")
+				b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50_ms")
+				b.ReportMetric(float64(res.P95.Microseconds())/1000, "p95_ms")
+				out[c.Name+"/"+cfg.Name] = res
+			})
+		}
 	}
 	return out
 }
@@ -140,14 +142,10 @@ func Report(name string, r Result) string {
 	return fmt.Sprintf("%-22s nDCG@10 %.4f  recall@100 %.4f  MRR %.4f  p50 %v", name, r.NDCG10, r.Recall100, r.MRR, r.P50)
 }
 
-// EvaluateAll ingests the GoDoc collection into store and evaluates every
+// EvaluateAll ingests collection c into store and evaluates every
 // configuration of Configs on it once, for tests that compare stores.
-func EvaluateAll(tb testing.TB, store retrieval.VectorStore) map[string]Result {
+func EvaluateAll(tb testing.TB, c *Collection, store retrieval.VectorStore) map[string]Result {
 	tb.Helper()
-	c, err := GoDoc()
-	if err != nil {
-		tb.Fatal(err)
-	}
 	dir := tb.TempDir()
 	if err := c.WriteFiles(dir); err != nil {
 		tb.Fatal(err)
@@ -203,7 +201,7 @@ func Latency(b *testing.B, open func(b *testing.B) retrieval.VectorStore) {
 			b.Fatal(err)
 		}
 		if rs[i], err = retrieval.New(retrieval.Binding{
-			Name: "godoc", Source: retrieval.Source{Dir: dir, Files: []string{"**/*.md"}},
+			Name: "quality", Source: retrieval.Source{Dir: dir, Files: []string{"**/*.md"}},
 			Chunker: ch, Embedder: e, Store: store, Reranker: rr, TopK: 10, Ranking: cfg.Ranking,
 		}); err != nil {
 			b.Fatal(err)

@@ -5,12 +5,14 @@
 // stores (BenchmarkQuality in package retrieval and in package pgvector);
 // defaults are tuned here and nowhere else.
 //
-// The collection, GoDoc, is the documentation of 1,906 exported names (and
-// the overviews) of 41 Go standard library packages, one Markdown document
-// each, under the Go project's BSD-3-Clause licence (gocorpus/LICENSE),
-// with 100 questions a Go programmer asks, written for this harness in
-// their words rather than the documentation's, each judged against the
-// documents that answer it (grade 2) or help (grade 1). gocorpus/gen.go
+// Two collections, both under the Go project's BSD-3-Clause licence
+// (gocorpus/LICENSE), with questions written for this harness in a
+// programmer's words rather than the documents', each judged against the
+// documents that answer it (grade 2) or help (grade 1): GoDoc, the
+// documentation of 1,906 exported names (and the overviews) of 41 Go
+// standard library packages, one Markdown document each, with 100
+// questions; and GoSpec, the 153 sections of the Go language
+// specification, technical prose, with 45 questions. gocorpus/gen.go
 // regenerates the documents.
 //
 // It is test support: only tests and benchmarks import it.
@@ -37,6 +39,12 @@ var goCorpus []byte
 
 //go:embed gocorpus/queries.jsonl
 var goQueries []byte
+
+//go:embed gocorpus/spec.jsonl
+var specCorpus []byte
+
+//go:embed gocorpus/spec-queries.jsonl
+var specQueries []byte
 
 // Doc is one document of a collection.
 type Doc struct {
@@ -67,13 +75,32 @@ type Collection struct {
 }
 
 // GoDoc returns the Go documentation collection.
-func GoDoc() (*Collection, error) {
-	c := &Collection{Name: "godoc"}
-	if err := readJSONL(goCorpus, &c.Docs); err != nil {
-		return nil, fmt.Errorf("reading the godoc corpus: %w", err)
+func GoDoc() (*Collection, error) { return load("godoc", goCorpus, goQueries) }
+
+// GoSpec returns the Go specification collection: the 153 sections of
+// the language specification, technical prose, with 45 questions.
+func GoSpec() (*Collection, error) { return load("gospec", specCorpus, specQueries) }
+
+// Collections returns every collection of the harness.
+func Collections() ([]*Collection, error) {
+	doc, err := GoDoc()
+	if err != nil {
+		return nil, err
 	}
-	if err := readJSONL(goQueries, &c.Queries); err != nil {
-		return nil, fmt.Errorf("reading the godoc queries: %w", err)
+	spec, err := GoSpec()
+	if err != nil {
+		return nil, err
+	}
+	return []*Collection{doc, spec}, nil
+}
+
+func load(name string, corpus, queries []byte) (*Collection, error) {
+	c := &Collection{Name: name}
+	if err := readJSONL(corpus, &c.Docs); err != nil {
+		return nil, fmt.Errorf("reading the %s corpus: %w", name, err)
+	}
+	if err := readJSONL(queries, &c.Queries); err != nil {
+		return nil, fmt.Errorf("reading the %s queries: %w", name, err)
 	}
 	ids := make(map[string]bool, len(c.Docs))
 	for _, d := range c.Docs {

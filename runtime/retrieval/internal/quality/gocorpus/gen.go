@@ -1,13 +1,15 @@
 //go:build ignore
 
-// gen writes corpus.jsonl, the documents of the retrieval quality
-// collection: the documentation of exported functions, types and methods of
-// a fixed list of Go standard library packages, one document each, read
-// with go/doc from the Go tree this command runs with. The Go documentation
-// is under the BSD-3-Clause licence of the Go project (LICENSE beside this
-// file). The committed corpus.jsonl is what the harness measures; running
-// this again with another Go release changes the corpus, and the queries'
-// judgements must then be checked again.
+// gen writes the documents of the retrieval quality collections from the Go
+// tree this command runs with: corpus.jsonl, the documentation of exported
+// functions, types and methods of a fixed list of Go standard library
+// packages, one document each, read with go/doc; and spec.jsonl, the Go
+// language specification (doc/go_spec.html) cut at its section headings,
+// one section each, as plain text. The Go documentation is under the
+// BSD-3-Clause licence of the Go project (LICENSE beside this file). The
+// committed files are what the harness measures; running this again with
+// another Go release changes them, and the queries' judgements must then
+// be checked again.
 //
 //	go run ./runtime/retrieval/internal/quality/gocorpus/gen.go
 package main
@@ -22,9 +24,11 @@ import (
 	"go/format"
 	"go/parser"
 	"go/token"
+	"html"
 	"log"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -63,6 +67,51 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Printf("%d documents, %d bytes\n", len(docs), out.Len())
+	spec := specDocs(filepath.Join(runtime.GOROOT(), "doc", "go_spec.html"))
+	out.Reset()
+	for _, d := range spec {
+		if err := enc.Encode(d); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "spec.jsonl"), out.Bytes(), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d spec sections, %d bytes\n", len(spec), out.Len())
+}
+
+var (
+	headingRE = regexp.MustCompile(`(?s)<h[234] id="([^"]+)"[^>]*>(.*?)</h[234]>`)
+	tagRE     = regexp.MustCompile(`(?s)<[^>]*>`)
+	blankRE   = regexp.MustCompile(`\n{3,}`)
+)
+
+// specDocs cuts the specification at its h2, h3 and h4 headings: each
+// section is a Markdown document titled by its heading, holding its text
+// without tags, up to the next heading.
+func specDocs(path string) []document {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	page := string(b)
+	locs := headingRE.FindAllStringSubmatchIndex(page, -1)
+	var docs []document
+	for i, l := range locs {
+		id := page[l[2]:l[3]]
+		title := strings.TrimSpace(html.UnescapeString(tagRE.ReplaceAllString(page[l[4]:l[5]], "")))
+		end := len(page)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		body := html.UnescapeString(tagRE.ReplaceAllString(page[l[1]:end], ""))
+		body = strings.TrimSpace(blankRE.ReplaceAllString(body, "\n\n"))
+		if body == "" {
+			continue
+		}
+		docs = append(docs, document{ID: "spec/" + id, Text: "# " + title + "\n\n" + body + "\n"})
+	}
+	return docs
 }
 
 func pkgDocs(root, path string) []document {

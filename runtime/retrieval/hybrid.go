@@ -73,7 +73,9 @@ type Ranking struct {
 	// every k up to Depth.
 	Depth int
 	// Collapse is CollapseNone or CollapseDocument; empty means
-	// CollapseNone.
+	// CollapseNone. Collapsing to documents, the stages search deeper
+	// until the fused chunks hold Depth documents, so k hits are k
+	// documents.
 	Collapse string
 	// BM25 are the lexical stage's parameters; the zero value means
 	// DefaultBM25.
@@ -206,7 +208,12 @@ func SearchStore(ctx context.Context, store VectorStore, q Query, k int, filter 
 }
 
 // candidates runs the stages at their depth (at least k), the two of a
-// hybrid search at the same time, and fuses them; r has its defaults.
+// hybrid search at the same time, and fuses them, chunk by chunk; r has
+// its defaults. Collapsing to documents, the stages are searched twice as
+// deep, again and again, until the fused chunks hold Depth documents or
+// the stages have no more (or maxStageFetch times the depth was reached):
+// how deep depends on the query and the data, never on k, so the ranking
+// still does not depend on k, and k hits are k documents.
 func candidates(ctx context.Context, store VectorStore, q Query, k int, filter Filter, r Ranking) ([]Hit, error) {
 	depth := max(r.Depth, k)
 	var ls LexicalSearcher
@@ -219,13 +226,40 @@ func candidates(ctx context.Context, store VectorStore, q Query, k int, filter F
 	if r.needsVector() && q.Vector == nil {
 		return nil, errors.New("search: the ranking searches vectors but the query has none")
 	}
-	var vec, lex []Hit
+	for n := depth; ; n *= 2 {
+		vec, lex, err := stages(ctx, store, ls, q, n, filter, r)
+		if err != nil {
+			return nil, err
+		}
+		var hits []Hit
+		switch r.Mode {
+		case ModeVector:
+			hits = ranked(vec, func(h *Hit, i int) { h.VectorRank = i })
+		case ModeLexical:
+			hits = ranked(lex, func(h *Hit, i int) { h.LexicalRank = i })
+		default:
+			hits = Fuse(vec, lex, r)
+		}
+		if r.Collapse != CollapseDocument || len(vec) < n && len(lex) < n || n >= maxStageFetch*depth ||
+			len(collapsed(slices.Clone(hits))) >= depth {
+			return hits, nil
+		}
+	}
+}
+
+// maxStageFetch bounds how deep a search collapsing to documents searches
+// each stage, as a multiple of its depth.
+const maxStageFetch = 16
+
+// stages runs the vector and the lexical stage for n candidates each, the
+// lexical one in a goroutine of its own.
+func stages(ctx context.Context, store VectorStore, ls LexicalSearcher, q Query, n int, filter Filter, r Ranking) (vec, lex []Hit, err error) {
 	var lexErr error
 	done := make(chan struct{})
 	if ls != nil && len(q.Terms) > 0 {
 		go func() {
 			defer close(done)
-			if lex, lexErr = ls.SearchLexical(ctx, q.Terms, depth, filter, r.BM25); lexErr != nil {
+			if lex, lexErr = ls.SearchLexical(ctx, q.Terms, n, filter, r.BM25); lexErr != nil {
 				lexErr = fmt.Errorf("lexical search: %w", lexErr)
 			}
 		}()
@@ -234,19 +268,25 @@ func candidates(ctx context.Context, store VectorStore, q Query, k int, filter F
 	}
 	var vecErr error
 	if r.needsVector() {
-		vec, vecErr = store.Search(ctx, q.Vector, depth, filter)
+		vec, vecErr = store.Search(ctx, q.Vector, n, filter)
 	}
 	<-done
 	if err := errors.Join(vecErr, lexErr); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	switch r.Mode {
-	case ModeVector:
-		return ranked(vec, func(h *Hit, i int) { h.VectorRank = i }), nil
-	case ModeLexical:
-		return ranked(lex, func(h *Hit, i int) { h.LexicalRank = i }), nil
-	}
-	return Fuse(vec, lex, r), nil
+	return vec, lex, nil
+}
+
+// collapsed keeps the first (best) hit of each source, in order.
+func collapsed(hits []Hit) []Hit {
+	seen := make(map[string]bool, len(hits))
+	return slices.DeleteFunc(hits, func(h Hit) bool {
+		if seen[h.Source] {
+			return true
+		}
+		seen[h.Source] = true
+		return false
+	})
 }
 
 // ranked sets each hit's rank, from 1, with set.
@@ -324,14 +364,7 @@ func Fuse(vec, lex []Hit, r Ranking) []Hit {
 // the best k.
 func finish(hits []Hit, k int, r Ranking) []Hit {
 	if r.Collapse == CollapseDocument {
-		seen := make(map[string]bool, len(hits))
-		hits = slices.DeleteFunc(hits, func(h Hit) bool {
-			if seen[h.Source] {
-				return true
-			}
-			seen[h.Source] = true
-			return false
-		})
+		hits = collapsed(hits)
 	}
 	return hits[:min(k, len(hits))]
 }

@@ -77,4 +77,3 @@ func TestTopHitsIndependentOfK(t *testing.T) {
 		}
 	}
 }
-

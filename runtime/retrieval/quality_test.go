@@ -39,12 +39,13 @@ func BenchmarkSearchLatency(b *testing.B) {
 }
 
 // TestTopHitsIndependentOfK: a search's first ten hits are the same
-// whether it asks for 10 hits or 100, for every question of the harness,
+// whether it asks for 10 hits or 100, for every question of the harness's
+// gospec collection,
 // in the default ranking and with the lexical rerank; before hybrid search
 // the rerank saw 4×k vector candidates, so they changed with k. Collapsed
 // to documents, k hits are k distinct documents.
 func TestTopHitsIndependentOfK(t *testing.T) {
-	c, err := quality.GoDoc()
+	c, err := quality.GoSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

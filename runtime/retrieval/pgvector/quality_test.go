@@ -2,6 +2,7 @@ package pgvector_test
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -12,18 +13,26 @@ import (
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
-// TestRankingsMatchMemory searches the quality harness's collections
-// (2,059 documents, 145 questions, 100 hits each) in every ranking of the
+// TestRankingsMatchMemory searches the quality harness's gospec collection
+// (153 documents, 45 questions, 100 hits each) in every ranking of the
 // harness on the memory store and on pgvector: the chunk rankings must be
-// the same, hit for hit.
+// the same, hit for hit. With AID_QUALITY_ALL=1 it searches the godoc
+// collection too (1,906 documents, 100 questions; minutes under -race):
+//
+//	AID_QUALITY_ALL=1 go test -run RankingsMatchMemory ./runtime/retrieval/pgvector/
 func TestRankingsMatchMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("ingests 2,600 chunks twice")
-	}
 	pool := pgtest.NewPool(t)
-	cs, err := quality.Collections()
+	spec, err := quality.GoSpec()
 	if err != nil {
 		t.Fatal(err)
+	}
+	cs := []*quality.Collection{spec}
+	if os.Getenv("AID_QUALITY_ALL") == "1" {
+		doc, err := quality.GoDoc()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, doc)
 	}
 	for _, c := range cs {
 		pg, err := pgvector.New(t.Context(), pool, pgvector.Config{Table: c.Name, Dimensions: quality.Dims})

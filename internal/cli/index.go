@@ -21,6 +21,7 @@ import (
 const memoryStoreNote = "memory stores are rebuilt on every command"
 
 type indexFlags struct {
+	tags        []string
 	retrievers  []string
 	progress    string
 	skipInvalid bool
@@ -71,7 +72,7 @@ failure is kept; running index again completes it), 2 configuration error.`,
 			if err := checkProgressFlag(f.progress); err != nil {
 				return err
 			}
-			ra, err := openRetrievers(cmd.Context(), s, args[0], f.retrievers, f.skipInvalid)
+			ra, err := openRetrievers(cmd.Context(), s, args[0], f.tags, f.retrievers, f.skipInvalid)
 			if err != nil {
 				return err
 			}
@@ -80,6 +81,7 @@ failure is kept; running index again completes it), 2 configuration error.`,
 		},
 	}
 	fl := cmd.Flags()
+	tagFlag(cmd, &f.tags)
 	fl.StringSliceVar(&f.retrievers, "retriever", nil, "index only the named retrievers (repeatable or comma-separated)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, lines or none")
 	fl.BoolVar(&f.skipInvalid, "skip-invalid", false, "index the files that are text and list the others (not UTF-8, binary, PDF) instead of failing")
@@ -110,8 +112,8 @@ type retrieverApp struct {
 // application. only names the retrievers wanted; empty means all of them.
 // skipInvalid makes every retriever skip the files it cannot read as text,
 // as onInvalid: "skip" does.
-func openRetrievers(ctx context.Context, s *streams, path string, only []string, skipInvalid bool) (*retrieverApp, error) {
-	full, err := loadDescription(s, path)
+func openRetrievers(ctx context.Context, s *streams, path string, tags, only []string, skipInvalid bool) (*retrieverApp, error) {
+	full, err := loadDescription(s, path, tags)
 	if err != nil {
 		return nil, err
 	}
@@ -153,12 +155,13 @@ func openRetrievers(ctx context.Context, s *streams, path string, only []string,
 // are cached on disk (embeddingCache). closeAll closes the stores' pools
 // and bounds the cache.
 func commandOptions(ctx context.Context, s *streams, desc app.Description) (opts app.Options, closeAll func()) {
-	openers, closeStores := postgres.VectorStores(ctx)
+	var pg app.Options
+	closeStores := postgres.Open(ctx, &pg)
 	cache, closeCache := embeddingCache(s, desc)
 	return app.Options{
 			Ledger:             gateway.NewMemoryLedger(),
 			RunStore:           agents.NewInMemoryStore(),
-			VectorStoreOpeners: openers,
+			VectorStoreOpeners: pg.VectorStoreOpeners,
 			EmbeddingCache:     cache,
 		}, func() {
 			closeStores()

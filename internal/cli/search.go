@@ -16,6 +16,7 @@ import (
 )
 
 type searchFlags struct {
+	tags        []string
 	k           int
 	progress    string
 	json        bool
@@ -88,6 +89,7 @@ Exit status: 0 searched (even with no hits), 1 the search failed,
 		},
 	}
 	fl := cmd.Flags()
+	tagFlag(cmd, &f.tags)
 	fl.IntVarP(&f.k, "k", "k", 0, "how many hits, 1 to 100 (default: the retriever's topK)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress of ingesting a memory store: auto (a bar on a terminal), bar, lines or none")
 	fl.BoolVar(&f.json, "json", false, "print the hits as one JSON object")
@@ -96,7 +98,7 @@ Exit status: 0 searched (even with no hits), 1 the search failed,
 }
 
 func runSearch(ctx context.Context, s *streams, path, name, query string, f searchFlags) error {
-	ra, err := openRetrievers(ctx, s, path, []string{name}, f.skipInvalid)
+	ra, err := openRetrievers(ctx, s, path, f.tags, []string{name}, f.skipInvalid)
 	if err != nil {
 		return err
 	}

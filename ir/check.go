@@ -306,6 +306,9 @@ func (c *checker) check() {
 				c.errAt(pathOf("retrievers", r.Name, "source", "exclude", i), "%v", err)
 			}
 		}
+		// runtime/rules owns the ranking's rules, which the retriever
+		// applies too; vet reports each at its field.
+		c.report([]any{"retrievers", r.Name, "retrieval"}, rules.CheckRanking(r.Retrieval.rules()))
 	}
 	c.storeWidths()
 	for _, e := range d.Evals {

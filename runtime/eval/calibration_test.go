@@ -51,12 +51,15 @@ type scenario struct {
 	// hardest restricts the current run to the hardest cases of the dataset (lowest true
 	// mean): a non-random subset of the baseline's cases.
 	hardest int
-	// groupSize > 0 puts consecutive cases in groups of that size whose runs share noise
-	// (a Gaussian copula with correlation rho between the cases of a group in one run);
-	// declared says whether the cases carry their group.
-	groupSize int
-	rho       float64
-	declared  bool
+	// groups > 0 puts consecutive cases in that many groups whose runs share noise (a
+	// Gaussian copula with correlation rho, the intra-class correlation of a run's latent
+	// score, between the cases of a group in one run); declared says whether the cases
+	// carry their group. The groups are of equal size (±1), or, with dominant > 0, the
+	// first holds that share of the cases and the others split the rest.
+	groups   int
+	dominant float64
+	rho      float64
+	declared bool
 	// runs > 0 fixes the current run's number of runs for every figure: the scenario is
 	// too small for any advice to be feasible, and only its error rates are checked.
 	runs int
@@ -65,6 +68,9 @@ type scenario struct {
 	// and every figure follows each pilot's advice (RunsNeeded runs, or CasesNeeded cases
 	// at 2 runs).
 	fewCases bool
+	// deterministic marks a system whose runs never vary: with no change every gate must
+	// pass, by maxRegression.
+	deterministic bool
 	// showsProblem marks a scenario that demonstrates a miscalibration the gate cannot
 	// see (undeclared groups): its boundary rate must exceed alpha.
 	showsProblem bool
@@ -78,7 +84,7 @@ func calibrationScenarios() []scenario {
 		return func(*rand.Rand, rand.Source) float64 { return v }
 	}
 	clustered := scenario{name: "groups-declared", pop: population{difficulty: beta(5, 5)},
-		cases: 100, baseRuns: 10, delta: 0.05, alpha: 0.05, groupSize: 5, rho: 0.5, declared: true}
+		cases: 100, baseRuns: 10, delta: 0.05, alpha: 0.05, groups: 20, rho: 0.5, declared: true}
 	undeclared := clustered
 	undeclared.name, undeclared.declared, undeclared.showsProblem = "groups-undeclared", false, true
 	return []scenario{
@@ -120,6 +126,28 @@ func calibrationScenarios() []scenario {
 		// one case is nearly always wrong, so it barely moves.
 		{name: "uneven-5-cases", pop: population{binary: true, cycle: []float64{0.9, 0.8, 0.85, 0.75, 0.05}},
 			cases: 5, baseRuns: 200, delta: 0.1, alpha: 0.05, fewCases: true},
+		// A deterministic system identical to its baseline: every run of a case scores the
+		// same on both sides, 30 cases × 3 runs. It must pass, by maxRegression.
+		{name: "deterministic", pop: population{binary: true, difficulty: flips(0)},
+			cases: 30, baseRuns: 3, delta: 0.05, alpha: 0.05, runs: 3, deterministic: true},
+		// Nearly deterministic: each run flips a case's answer with probability 0.01–0.05.
+		{name: "flip-0.01", pop: population{binary: true, difficulty: flips(0.01)},
+			cases: 30, baseRuns: 3, delta: 0.05, alpha: 0.05, runs: 3},
+		{name: "flip-0.02", pop: population{binary: true, difficulty: flips(0.02)},
+			cases: 30, baseRuns: 3, delta: 0.05, alpha: 0.05, runs: 3},
+		{name: "flip-0.05", pop: population{binary: true, difficulty: flips(0.05)},
+			cases: 30, baseRuns: 3, delta: 0.05, alpha: 0.05, runs: 3},
+	}
+}
+
+// flips draws cases of a nearly deterministic system: 80% of the cases answer right and
+// the others wrong, and each run flips the answer with probability f.
+func flips(f float64) func(*rand.Rand, rand.Source) float64 {
+	return func(r *rand.Rand, _ rand.Source) float64 {
+		if r.Float64() < 0.8 {
+			return 1 - f
+		}
+		return f
 	}
 }
 
@@ -131,6 +159,7 @@ type simulator struct {
 	baseIDs, curIDs []string
 	baseMus, curMus []float64
 	groups          map[string]string
+	group           []int // the group of the case at each position, when the scenario has groups
 	// mean is the true mean the regression is relative to: the compared cases', or the
 	// population's when case sets are drawn afresh.
 	mean float64
@@ -176,13 +205,37 @@ func newSimulator(sc scenario, seed uint64) *simulator {
 	if sc.unpaired {
 		s.mean = sc.pop.mean
 	}
-	if sc.groupSize > 0 && sc.declared {
+	if sc.groups > 0 {
+		s.group = groupLayout(sc.cases, sc.groups, sc.dominant)
+	}
+	if sc.groups > 0 && sc.declared {
 		s.groups = map[string]string{}
 		for i, id := range s.baseIDs {
-			s.groups[id] = fmt.Sprintf("g%d", i/sc.groupSize)
+			s.groups[id] = fmt.Sprintf("g%d", s.group[i])
 		}
 	}
 	return s
+}
+
+// groupLayout assigns n consecutive cases to g groups: equal sizes (±1), or the first
+// group holding the share dominant of the cases and the others splitting the rest.
+func groupLayout(n, g int, dominant float64) []int {
+	out := make([]int, n)
+	first := 0
+	if dominant > 0 {
+		first = int(math.Round(dominant * float64(n)))
+		for i := range first {
+			out[i] = 0
+		}
+	}
+	rest, groups, offset := n-first, g, 0
+	if first > 0 {
+		groups, offset = g-1, 1
+	}
+	for i := range rest {
+		out[first+i] = offset + i*groups/rest
+	}
+	return out
 }
 
 func (s *simulator) drawCases() []float64 {
@@ -209,8 +262,8 @@ func (s *simulator) stats(side int, ids []string, mus []float64, runs int, shrin
 		s.bufs[side] = buf
 	}
 	var shared []float64 // one standard normal per group and run
-	if s.sc.groupSize > 0 {
-		shared = make([]float64, (len(mus)/s.sc.groupSize+1)*runs)
+	if s.sc.groups > 0 {
+		shared = make([]float64, s.sc.groups*runs)
 		for i := range shared {
 			shared[i] = s.r.NormFloat64()
 		}
@@ -221,7 +274,7 @@ func (s *simulator) stats(side int, ids []string, mus []float64, runs int, shrin
 		if shared != nil {
 			// Correlated runs: u is uniform on [0, 1] with a Gaussian copula shared by the
 			// cases of one group in one run.
-			g := i / s.sc.groupSize
+			g := s.group[i]
 			a := min(mu, 1-mu)
 			for k := range row {
 				z := math.Sqrt(s.sc.rho)*shared[g*runs+k] + math.Sqrt(1-s.sc.rho)*s.r.NormFloat64()
@@ -458,6 +511,9 @@ func TestCalibration(t *testing.T) {
 				t.Logf("no change, %d runs: %v", f.k0, f.null)
 				if f.null.regression > sc.alpha+tol {
 					t.Errorf("false-alarm rate %.4f > alpha %.2f + %.4f", f.null.regression, sc.alpha, tol)
+				}
+				if sc.deterministic && f.null.pass < 1 {
+					t.Errorf("a deterministic system identical to its baseline passes %.3f of the time, want always", f.null.pass)
 				}
 				// A gate that calls most no-change runs inconclusive would be useless.
 				if sc.runs == 0 && f.null.inconclusive > 0.10 {

@@ -183,7 +183,7 @@ func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Base
 		c, why := compare(cur, base)
 		r.MatchedCases, r.AddedCases, r.RemovedCases, r.Basis, r.Clusters = c.matched, c.added, c.removed, c.basis, c.clusters
 		if why != "" {
-			r.Reason = why
+			r.Reason, r.Advice = why, c.advice
 			continue
 		}
 		comps[i] = c
@@ -313,7 +313,9 @@ func decide(r *ThresholdResult) {
 	case !r.Tested:
 		r.Verdict = Inconclusive
 		r.Reason = fmt.Sprintf("cannot compare: %s", r.Reason)
-		r.Advice = "write a baseline with --update-baseline from a run with at least 2 cases"
+		if r.Advice == "" {
+			r.Advice = "write a baseline with --update-baseline from a run with at least 2 cases"
+		}
 	case !validP(r.PValue) || !validP(r.AdjustedPValue):
 		r.Verdict = Inconclusive
 		r.Reason = "the test produced no valid p-value"
@@ -353,6 +355,7 @@ type comparison struct {
 	added, removed []string
 	clusters       int
 	basis          string
+	advice         string // what would make a comparison possible, when none is
 
 	a, wc, wb     float64
 	aUpper        float64 // a with the variance of the true per-case change at its PlanningAssurance upper limit
@@ -417,23 +420,32 @@ func compare(cur, base MetricStats) (comparison, string) {
 		slices.Sort(curMeans)
 		slices.Sort(baseMeans)
 	}
-	wc, wb, unknown := within(cur, base, curMeans, baseMeans)
+	rn := within(cur, base, curMeans, baseMeans)
+	wc, wb := rn.wc, rn.wb
 	mean, v := meanVar(d)
 	nf := float64(n)
-	c.paired, c.n, c.withinUnknown, c.v = true, n, unknown, v
+	c.paired, c.n, c.withinUnknown, c.v = true, n, rn.unknown, v
 	c.regression, c.df = mean, nf-1
 	se2 := v / nf
-	if g, cr2, ok := clustered(ids, d, mean, cur.Groups, base.Groups); ok {
-		if g < 2 {
-			c.basis += fmt.Sprintf("; standard error clustered over %d group", g)
-			return c, "the matched cases form a single group; a clustered comparison needs at least 2 groups"
+	if fit, ok := clustered(ids, d, mean, cur.Groups, base.Groups); ok {
+		c.clusters = fit.g
+		if fit.g < MinClusters {
+			c.basis += fmt.Sprintf("; standard error clustered over %s", plural(fit.g, "group", "groups"))
+			c.advice = fmt.Sprintf("add cases from at least %s, so that the comparison spans %d or more groups, or record cases without a group if their scores do not move together",
+				plural(MinClusters-fit.g, "more group", "more groups"), MinClusters)
+			return c, fmt.Sprintf("the matched cases form %s; a clustered comparison needs at least %d groups",
+				plural(fit.g, "group", "groups"), MinClusters)
 		}
-		c.clusters, c.df = g, float64(g-1)
-		c.basis += fmt.Sprintf("; standard error clustered over %d groups", g)
+		c.df = fit.df
+		c.basis += fmt.Sprintf("; standard error clustered over %d groups (CR2, %.1f degrees of freedom", fit.g, fit.df)
+		if fit.largest >= 0.5 {
+			c.basis += fmt.Sprintf("; the largest group holds %.0f%% of the cases", 100*fit.largest)
+		}
+		c.basis += ")"
 		if se2 > 0 {
-			c.deff = max(1, cr2/se2)
+			c.deff = max(1, fit.v/se2)
 		}
-		se2 = cr2
+		se2 = fit.v
 	}
 	// The run-to-run floor: the differences cannot vary less than the runs' own noise
 	// says they must, Var(d_i) ≥ σ²_c/K_c + σ²_b/K_b. Equal differences with discrete
@@ -442,6 +454,10 @@ func compare(cur, base MetricStats) (comparison, string) {
 	if floor > se2 {
 		se2 = floor
 		c.basis += "; standard error raised to the run-to-run noise"
+		if rn.quiet > 0 {
+			c.basis += fmt.Sprintf(", bounded jointly: no run varied in any of %d case-sides, so a run's variance is at most %.4f (%g%% upper bound)",
+				rn.quiet, rn.bound, 100*DeterminismAssurance)
+		}
 	}
 	c.se = math.Sqrt(se2)
 	tau2 := excessVariance(v, wc/c.kc+wb/c.kb, nf-1) // variance of the true per-case change
@@ -463,8 +479,9 @@ func compareUnpaired(c comparison, cur, base MetricStats) (comparison, string) {
 	if cur.Cases < 2 || base.Cases < 2 {
 		return c, "an unpaired comparison needs at least 2 cases on each side"
 	}
-	wc, wb, unknown := within(cur, base, nil, nil)
-	c.withinUnknown = unknown
+	rn := within(cur, base, nil, nil)
+	wc, wb := rn.wc, rn.wb
+	c.withinUnknown = rn.unknown
 	nc, nb := float64(cur.Cases), float64(base.Cases)
 	sec2 := max(cur.StdDev*cur.StdDev, wc/c.kc) / nc // each side floored at its run-to-run noise
 	seb2 := max(base.StdDev*base.StdDev, wb/c.kb) / nb
@@ -480,17 +497,43 @@ func compareUnpaired(c comparison, cur, base MetricStats) (comparison, string) {
 	return c, ""
 }
 
-// within returns the run-to-run (within-case) variances of one run of the current side
-// and of the baseline, and whether neither side could measure it. A side with at least 2
-// runs that varied uses its own estimate; a side with one run borrows the other side's;
-// a side whose runs never varied, or two sides with one run each, use the bound of a
-// metric in [0, 1]: a case with mean μ has a run-to-run variance of at most μ(1−μ)
-// (Bhatia–Davis), evaluated at μ̃ = (K·x̄ + ½)/(K + 1), the case mean shrunk by half a
-// pseudo-run towards ½ so that a case that scored 1 on all K runs still has the
+// DeterminismAssurance is the confidence of the bound on the run-to-run variance that
+// the gate uses when no case's runs varied: 1 − DeterminismAssurance is the probability
+// that so many quiet cases are seen although the runs vary more often than the bound
+// assumes.
+const DeterminismAssurance = 0.99
+
+// runNoise is the run-to-run (within-case) variance of one run of each side, as the floor
+// and the plan use it.
+type runNoise struct {
+	wc, wb float64
+	// unknown is set when neither side could measure it (one run each).
+	unknown bool
+	// quiet is the number of case-sides whose runs never varied behind a joint bound
+	// (0 when none was used), and bound the variance that bound allows.
+	quiet int
+	bound float64
+}
+
+// within returns the run-to-run variances of the current side and the baseline over the
+// compared cases (nc and nb of them). A side with at least 2 runs that varied uses its own
+// estimate; a side with one run borrows the other side's.
+//
+// A side whose runs never varied is bounded jointly over all the quiet case-sides: if a
+// case-side's K runs differ with probability π_j, the chance that none of m case-sides
+// varied is Π(1 − π_j) ≤ (1 − π̄)^m, so π̄ ≤ π̄_U = 1 − (1 − DeterminismAssurance)^{1/m}
+// with that confidence; and a score in [0, 1] whose K runs differ with probability π
+// has a variance of at most s_K·π, s_K = 1/(4(1 − 2^{1−K})) (tight for binary scores:
+// π = 1 − p^K − (1−p)^K). The bound is on the mean over case-sides, which is what the
+// floor needs. Two sides with one run each, or a bound looser than the case-by-case one,
+// use the bound of a metric in [0, 1]: a case with mean μ has a run-to-run variance of at
+// most μ(1−μ) (Bhatia–Davis), evaluated at μ̃ = (K·x̄ + ½)/(K + 1), the case mean shrunk
+// by half a pseudo-run towards ½ so that a case that scored 1 on all K runs still has the
 // uncertainty K runs leave. The means are the compared cases' means (nil: use the side's
 // overall mean).
-func within(cur, base MetricStats, curMeans, baseMeans []float64) (wc, wb float64, unknown bool) {
+func within(cur, base MetricStats, curMeans, baseMeans []float64) runNoise {
 	measured := func(st MetricStats) bool { return st.Runs >= 2 && st.WithinCaseVariance > 0 }
+	quiet := func(st MetricStats) bool { return st.Runs >= 2 && st.WithinCaseVariance == 0 }
 	bound := func(st MetricStats, means []float64) float64 {
 		if means == nil {
 			means = []float64{st.Mean}
@@ -503,64 +546,73 @@ func within(cur, base MetricStats, curMeans, baseMeans []float64) (wc, wb float6
 		}
 		return sum / float64(len(means))
 	}
-	wc, wb = cur.WithinCaseVariance, base.WithinCaseVariance
-	switch {
-	case measured(cur) && measured(base):
-	case measured(cur) && base.Runs < 2:
-		wb = wc // the baseline has one run: assume it was as noisy as the current run
-	case measured(base) && cur.Runs < 2:
-		wc = wb
-	default:
-		if !measured(cur) {
-			wc = bound(cur, curMeans)
+	count := func(st MetricStats, means []float64) int {
+		if means == nil {
+			return st.Cases
 		}
-		if !measured(base) {
-			wb = bound(base, baseMeans)
+		return len(means)
+	}
+	rn := runNoise{wc: cur.WithinCaseVariance, wb: base.WithinCaseVariance, unknown: cur.Runs < 2 && base.Runs < 2}
+	kc, kb := float64(cur.Runs), float64(base.Runs)
+	switch {
+	case rn.unknown:
+		rn.wc, rn.wb = bound(cur, curMeans), bound(base, baseMeans)
+		return rn
+	case measured(cur) && measured(base):
+		return rn
+	case measured(cur) && base.Runs < 2:
+		rn.wb = rn.wc // the baseline has one run: assume it was as noisy as the current run
+		return rn
+	case measured(base) && cur.Runs < 2:
+		rn.wc = rn.wb
+		return rn
+	}
+	// At least one side is quiet. The joint bound covers the quiet sides together:
+	// a_j = s_K/K per case-side, and the sum Σ σ²_j/K_j over them is at most
+	// max(a)·Σπ_j ≤ max(a)·m·π̄_U.
+	var m int
+	var a float64
+	if quiet(cur) {
+		m += count(cur, curMeans)
+		a = max(a, quietFactor(cur.Runs)/kc)
+	}
+	if quiet(base) {
+		m += count(base, baseMeans)
+		a = max(a, quietFactor(base.Runs)/kb)
+	}
+	piU := 1 - math.Pow(1-DeterminismAssurance, 1/float64(m))
+	jc, jb := kc*a*piU, kb*a*piU // each side's share, as a variance of one run
+	bc, bb := bound(cur, curMeans), bound(base, baseMeans)
+	switch {
+	case quiet(cur) && quiet(base):
+		if jc/kc+jb/kb < bc/kc+bb/kb {
+			rn.wc, rn.wb, rn.quiet, rn.bound = jc, jb, m, jc
+		} else {
+			rn.wc, rn.wb = bc, bb
+		}
+	case quiet(cur):
+		rn.wc = min(jc, bc)
+		if jc < bc {
+			rn.quiet, rn.bound = m, jc
+		}
+		if base.Runs < 2 {
+			rn.wb = rn.wc // one baseline run borrows the current run's
+		}
+	default: // quiet(base)
+		rn.wb = min(jb, bb)
+		if jb < bb {
+			rn.quiet, rn.bound = m, jb
+		}
+		if cur.Runs < 2 {
+			rn.wc = rn.wb
 		}
 	}
-	return wc, wb, cur.Runs < 2 && base.Runs < 2
+	return rn
 }
 
-// clustered returns the number of clusters G and the cluster-robust (CR1) variance of
-// the mean of d, V = G/(G−1)·Σ_g (Σ_{i∈g} (d_i − mean))² / n², when any of the cases
-// (ids, sorted) declares a group; ok is false otherwise. A case's group is the current
-// run's, else the baseline's; a case without one is its own cluster.
-func clustered(ids []string, d []float64, mean float64, cur, base map[string]string) (g int, v float64, ok bool) {
-	if len(cur) == 0 && len(base) == 0 {
-		return 0, 0, false
-	}
-	sums := map[string]float64{}
-	var order []string
-	for i, id := range ids {
-		key, has := cur[id]
-		if !has {
-			key, has = base[id]
-		}
-		if has {
-			key = "g:" + key
-			ok = true
-		} else {
-			key = "c:" + id // its own cluster; the prefixes keep case ids and group names apart
-		}
-		if _, seen := sums[key]; !seen {
-			order = append(order, key)
-		}
-		sums[key] += d[i] - mean
-	}
-	if !ok {
-		return 0, 0, false
-	}
-	g = len(order)
-	if g < 2 {
-		return g, 0, true
-	}
-	var ss float64
-	for _, key := range order { // first-seen order over sorted ids: deterministic sums
-		ss += sums[key] * sums[key]
-	}
-	n := float64(len(ids))
-	return g, float64(g) / float64(g-1) * ss / (n * n), true
-}
+// quietFactor returns s_K = 1/(4(1 − 2^{1−K})), the largest ratio of the variance of a
+// score in [0, 1] to the probability that K of its runs are not all equal (k ≥ 2).
+func quietFactor(k int) float64 { return 1 / (4 * (1 - math.Pow(2, float64(1-k)))) }
 
 // excessVariance estimates the part of an observed variance v (with df degrees of
 // freedom) not explained by run-to-run noise of expected size e: v − e, but 0 unless v
@@ -697,9 +749,12 @@ func tSurvival(x, df float64) float64 {
 }
 
 // nRuns writes a number of runs as English: "1 run", "3 runs".
-func nRuns(n int) string {
+func nRuns(n int) string { return plural(n, "run", "runs") }
+
+// plural writes n with the singular or plural noun: "1 group", "2 groups".
+func plural(n int, one, many string) string {
 	if n == 1 {
-		return "1 run"
+		return "1 " + one
 	}
-	return fmt.Sprintf("%d runs", n)
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -173,6 +173,88 @@ func TestGatePairedStatistic(t *testing.T) {
 	}
 }
 
+// deterministic returns the statistics of a system whose runs never vary: n cases, case i
+// right on every one of its runs when right(i).
+func deterministic(n, runs int, right func(i int) bool) eval.MetricStats {
+	ids := make([]string, n)
+	scores := make([][]float64, n)
+	for i := range n {
+		ids[i] = fmt.Sprintf("c%03d", i)
+		scores[i] = make([]float64, runs)
+		if right(i) {
+			for k := range scores[i] {
+				scores[i][k] = 1
+			}
+		}
+	}
+	st, err := eval.NewMetricStats(ids, scores)
+	if err != nil {
+		panic(err)
+	}
+	return st
+}
+
+// TestGateDeterministic: a deterministic system identical to its baseline, 30 cases × 3
+// runs with every run equal on both sides, passes by maxRegression: 180 runs that never
+// varied bound the run-to-run variance jointly (no case-side of 60 varied: π̄ ≤ 0.074 at
+// 99%, a run's variance ≤ 0.025), where the case-by-case bound (SE 0.067 against δ = 0.05)
+// left it inconclusive.
+func TestGateDeterministic(t *testing.T) {
+	th := eval.Threshold{Metric: "m", MaxRegression: 0.05, Alpha: 0.05}
+	right := func(i int) bool { return i%5 != 0 }
+	st := deterministic(30, 3, right)
+	r := gateOne(t, th, st, st)
+	piU := 1 - math.Pow(0.01, 1.0/60)
+	wantSE := math.Sqrt(2 * piU / 3 / 3 / 30) // w ≤ s_3·π̄_U = π̄_U/3 on each side, K = 3, n = 30
+	if r.Verdict != eval.Pass || !strings.Contains(r.Reason, "within maxRegression") || math.Abs(r.SE-wantSE) > 1e-12 ||
+		!strings.Contains(r.Basis, "bounded jointly: no run varied in any of 60 case-sides") {
+		t.Errorf("verdict %v, SE %v (want %v): %s; basis %q", r.Verdict, r.SE, wantSE, r.Reason, r.Basis)
+	}
+	// A real change on a deterministic system is still seen.
+	worse := deterministic(30, 3, func(i int) bool { return right(i) && i%3 != 0 })
+	if r := gateOne(t, th, worse, st); r.Verdict != eval.Regression {
+		t.Errorf("a drop of 0.27: verdict %v: %s", r.Verdict, r.Reason)
+	}
+	// The bound rests on the quiet side alone when the other side varied: fewer case-sides,
+	// a looser bound, and the measured side keeps its own estimate.
+	noisy := synth(3, "c", 30, 3, func(i int) float64 {
+		if right(i) {
+			return 0.97
+		}
+		return 0.03
+	})
+	if noisy.WithinCaseVariance == 0 {
+		t.Fatal("the noisy side did not vary")
+	}
+	r = gateOne(t, th, noisy, st)
+	wb := (1 - math.Pow(0.01, 1.0/30)) / 3
+	if want := math.Sqrt((noisy.WithinCaseVariance/3 + wb/3) / 30); math.Abs(r.SE-want) > 1e-12 ||
+		!strings.Contains(r.Basis, "no run varied in any of 30 case-sides, so a run's variance is at most 0.0474") {
+		t.Errorf("one quiet side: SE %v, want %v; basis %q", r.SE, want, r.Basis)
+	}
+	// Five cases that never varied are too few to bound anything tightly: still inconclusive.
+	few := deterministic(5, 3, right)
+	if r := gateOne(t, th, few, few); r.Verdict != eval.Inconclusive {
+		t.Errorf("5 deterministic cases: verdict %v: %s", r.Verdict, r.Reason)
+	}
+}
+
+// TestGateNoData: statistics without cases never reach a verdict, on either side.
+func TestGateNoData(t *testing.T) {
+	th := []eval.Threshold{{Metric: "m", MaxRegression: 0.05, Alpha: 0.05, MinMean: ptr(0)}}
+	some := synth(1, "c", 10, 3, constant(0.5))
+	for name, tc := range map[string]struct{ cur, base eval.MetricStats }{
+		"current without cases":  {eval.MetricStats{Runs: 3}, some},
+		"baseline without cases": {some, eval.MetricStats{Runs: 3}},
+		"empty case means":       {eval.MetricStats{Runs: 3, CaseMeans: map[string]float64{}}, some},
+	} {
+		rep, err := eval.Gate(th, map[string]eval.MetricStats{"m": tc.cur}, &eval.Baseline{Metrics: map[string]eval.MetricStats{"m": tc.base}})
+		if err == nil || !strings.Contains(err.Error(), "cases 0 must be at least 1") {
+			t.Errorf("%s: report %+v, err %v", name, rep, err)
+		}
+	}
+}
+
 func TestGateAdvice(t *testing.T) {
 	th := []eval.Threshold{{Metric: "m", MaxRegression: 0.05, Alpha: 0.05}}
 	gate := func(cur, base eval.MetricStats) eval.ThresholdResult {

@@ -18,7 +18,9 @@ import (
 // G = 3…40 groups, of equal sizes or with one group holding 60% of the cases, runs that
 // share noise within a group with intra-class correlation 0.1, 0.5 or 0.9, binary and
 // continuous scores. Every cell holds the false-alarm rate at the boundary (a true
-// regression of exactly maxRegression) to α + 2 Monte-Carlo standard errors.
+// regression of exactly maxRegression) to α + 2 Monte-Carlo standard errors, and at a
+// true regression of 2×maxRegression, following each pilot's advice, fails at least 80%
+// of the gates or is honestly inconclusive (passes at most 20%).
 //
 // The whole grid (60 cells) takes minutes under -race, so only a subset that the CR1
 // gate failed runs by default; the whole grid runs with
@@ -89,14 +91,62 @@ func groupGrid(full bool) []groupCell {
 	return out
 }
 
+// followed is one pilot's advice, as a simulator and the current run's runs.
+type followed struct {
+	sim  *simulator
+	runs int
+}
+
+// follow returns the setting a user following the advice of pilot result r gets, read
+// from the advice's first sentence as a user would: the advised runs, a baseline
+// regenerated at the advised runs, or the advised cases (and groups: the largest keeps
+// its cases, the new ones share the rest) at the pilot's runs.
+func follow(sc scenario, s *simulator, r eval.ThresholdResult, pilotRuns int, seed uint64) (followed, string) {
+	switch {
+	case r.Verdict != eval.Inconclusive:
+		return followed{s, pilotRuns}, "none"
+	case strings.HasPrefix(r.Advice, "run at least"):
+		return followed{s, r.RunsNeeded}, "runs"
+	case strings.HasPrefix(r.Advice, "the baseline's own noise"):
+		more := sc
+		more.baseRuns = r.RunsNeededNewBaseline
+		return followed{newSimulator(more, seed), r.RunsNeededNewBaseline}, "baseline"
+	}
+	more := sc
+	more.cases = max(sc.cases, r.CasesNeeded)
+	if sc.groups > 0 {
+		more.groups = max(sc.groups, r.GroupsNeeded)
+		more.cases = max(more.cases, more.groups)
+		if sc.dominant > 0 {
+			more.dominant = math.Round(sc.dominant*float64(sc.cases)) / float64(more.cases)
+		}
+	}
+	return followed{newSimulator(more, seed), pilotRuns}, "cases"
+}
+
+// followRates gates n times, an equal share at each followed advice.
+func followRates(n int, fs []followed, regression float64) rates {
+	var out rates
+	per := n / len(fs)
+	for _, f := range fs {
+		r := f.sim.rates(per, f.runs, regression)
+		out.pass += math.Round(r.pass * float64(per))
+		out.regression += math.Round(r.regression * float64(per))
+		out.inconclusive += math.Round(r.inconclusive * float64(per))
+	}
+	total := float64(per * len(fs))
+	return rates{out.pass / total, out.regression / total, out.inconclusive / total}
+}
+
 func TestCalibrationGroups(t *testing.T) {
 	t.Parallel()
 	const n, pilots = gatesPerFigure, 25
 	full := calibrationFull()
 	cells := groupGrid(full)
 	type row struct {
-		k0   int
-		edge rates
+		k0, k2      int
+		edge, power rates
+		advice      string
 	}
 	var mu sync.Mutex
 	rows := make([]row, len(cells))
@@ -122,6 +172,25 @@ func TestCalibrationGroups(t *testing.T) {
 				if rw.edge.regression > lim {
 					t.Errorf("boundary false alarms %.4f > α + 2 MC-SE = %.4f (%d runs)", rw.edge.regression, lim, rw.k0)
 				}
+				if full {
+					// Power: follow each pilot's advice at a true regression of 2δ.
+					var fs []followed
+					kinds := map[string]int{}
+					var ks []int
+					for p := range pilots {
+						r := s.gate(2, 2*sc.delta)
+						f, kind := follow(sc, s, r, 2, uint64(100000*i+p))
+						fs = append(fs, f)
+						ks = append(ks, f.runs)
+						kinds[kind]++
+					}
+					rw.k2 = median(ks)
+					rw.advice = fmt.Sprintf("runs %d, baseline %d, cases %d, none %d", kinds["runs"], kinds["baseline"], kinds["cases"], kinds["none"])
+					rw.power = followRates(n, fs, 2*sc.delta)
+					if rw.power.regression < 0.8 && rw.power.pass > 0.2 {
+						t.Errorf("following the advice (%s), a regression of 2δ fails %.3f and passes %.3f of the time", rw.advice, rw.power.regression, rw.power.pass)
+					}
+				}
 				mu.Lock()
 				rows[i], done[i] = rw, true
 				mu.Unlock()
@@ -129,11 +198,17 @@ func TestCalibrationGroups(t *testing.T) {
 		}
 	})
 	t.Logf("%d gates per rate; 120 cases, 10 baseline runs, maxRegression 0.1, α = 0.05; k = runs per case", n)
-	t.Logf("%-28s %4s %10s", "cell", "k", "R=δ alarm")
+	t.Logf("%-28s %4s %10s %4s %9s %9s %9s  %s", "cell", "k", "R=δ alarm", "k", "R=2δ fail", "pass", "inconc", "pilots' advice at 2δ")
 	for i, c := range cells {
-		if done[i] {
-			t.Logf("%-28s %4d %10.4f", c, rows[i].k0, rows[i].edge.regression)
+		if !done[i] {
+			continue
 		}
+		r := rows[i]
+		if !full {
+			t.Logf("%-28s %4d %10.4f", c, r.k0, r.edge.regression)
+			continue
+		}
+		t.Logf("%-28s %4d %10.4f %4d %9.3f %9.3f %9.3f  %s", c, r.k0, r.edge.regression, r.k2, r.power.regression, r.power.pass, r.power.inconclusive, r.advice)
 	}
 }
 
@@ -158,4 +233,16 @@ func TestCalibrationTwoGroups(t *testing.T) {
 			}
 		})
 	}
+}
+
+func median(xs []int) int {
+	s := append([]int(nil), xs...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s[len(s)/2]
 }

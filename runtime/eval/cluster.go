@@ -19,6 +19,8 @@ type clusterFit struct {
 	rho float64
 	// largest is the share of the cases in the largest cluster.
 	largest float64
+	// sizes are the clusters' numbers of cases.
+	sizes []float64
 }
 
 // clustered fits the cluster-robust variance of the mean of d when any of the cases
@@ -88,11 +90,11 @@ func clustered(ids []string, d []float64, mean float64, cur, base map[string]str
 	if ss > 0 && pairs > 0 {
 		fit.rho = min(1, max(0, cross/pairs/(ss/n)))
 	}
-	sizes := make([]float64, len(cs))
+	fit.sizes = make([]float64, len(cs))
 	for i, c := range cs {
-		sizes[i] = c.n
+		fit.sizes[i] = c.n
 	}
-	fit.df = bellMcCaffreyDF(sizes, fit.rho)
+	fit.df = bellMcCaffreyDF(fit.sizes, fit.rho)
 	return fit, true
 }
 
@@ -135,4 +137,26 @@ func bellMcCaffreyDF(sizes []float64, rho float64) float64 {
 		return float64(len(sizes) - 1)
 	}
 	return tr * tr / tr2
+}
+
+// varianceDF returns the Satterthwaite degrees of freedom of the sample variance of n
+// cases in clusters of the given sizes under the same working model as
+// [bellMcCaffreyDF] (cases of a cluster equicorrelated with correlation rho):
+// (tr MΩ)² / tr(MΩMΩ), M = I − 11ᵀ/n. It is n − 1 for independent cases and G − 1 for
+// equal clusters whose cases are perfectly correlated.
+func varianceDF(sizes []float64, rho float64) float64 {
+	var n, Q, trO2, o2 float64
+	for _, m := range sizes {
+		q := m * (1 - rho + rho*m) // 1ᵀΩ_g 1
+		n += m
+		Q += q
+		trO2 += m * (1 - rho*rho + rho*rho*m) // tr(Ω_g²)
+		o2 += q * q / m                       // 1ᵀΩ_g² 1
+	}
+	num := n - Q/n
+	den := trO2 - 2*o2/n + Q*Q/(n*n)
+	if !(den > 0) {
+		return float64(len(sizes) - 1)
+	}
+	return num * num / den
 }

@@ -84,9 +84,12 @@ func TestBellMcCaffreyDF(t *testing.T) {
 			f[i] = float64(m)
 		}
 		for _, rho := range []float64{0, 0.1, 0.5, 0.9, 1} {
-			wantBM, _ := denseDFs(sizes, rho)
+			wantBM, wantV := denseDFs(sizes, rho)
 			if got := bellMcCaffreyDF(f, rho); math.Abs(got-wantBM) > 1e-9*wantBM {
 				t.Errorf("sizes %v, rho %v: Bell–McCaffrey df %v, dense %v", sizes, rho, got, wantBM)
+			}
+			if got := varianceDF(f, rho); math.Abs(got-wantV) > 1e-9*wantV {
+				t.Errorf("sizes %v, rho %v: variance df %v, dense %v", sizes, rho, got, wantV)
 			}
 		}
 	}
@@ -95,6 +98,12 @@ func TestBellMcCaffreyDF(t *testing.T) {
 		if got := bellMcCaffreyDF([]float64{4, 4, 4, 4, 4}, rho); math.Abs(got-4) > 1e-12 {
 			t.Errorf("equal sizes, rho %v: df %v, want 4", rho, got)
 		}
+	}
+	if got := varianceDF([]float64{3, 1, 6}, 0); math.Abs(got-9) > 1e-12 {
+		t.Errorf("independent cases: variance df %v, want 9", got)
+	}
+	if got := varianceDF([]float64{3, 3, 3}, 1); math.Abs(got-2) > 1e-12 {
+		t.Errorf("perfectly correlated equal groups: variance df %v, want 2", got)
 	}
 	// One group holding 60% of the cases leaves few degrees of freedom, however many groups.
 	if got := bellMcCaffreyDF([]float64{72, 12, 12, 12, 12}, 0); got > 2.5 {

@@ -184,25 +184,47 @@
 //	          SE²(K) = (τ̂_c² + ŵ_c/K)/n_c + (τ̂_b² + ŵ_b/K_b)/n_b
 //
 // Each τ̂² is set to 0 unless the observed variance exceeds the run-to-run part
-// significantly (one-sided χ² test with n − 1 degrees of freedom at 5%): a difference of
-// variance estimates is noisy, and noise alone must not make the plan claim that no
-// number of runs can suffice.
+// significantly (one-sided χ² test at 5%): a difference of variance estimates is noisy,
+// and noise alone must not make the plan claim that no number of runs can suffice. The
+// test's degrees of freedom ν are n − 1, or with groups the Satterthwaite degrees of
+// freedom of the sample variance under the clusters' working model,
+// ν = (tr MΩ̂)²/tr (MΩ̂)², M = I − 11ᵀ/n (n − 1 for independent cases, G − 1 when the
+// cases of equal groups move as one): the advice's variance test, like its power
+// computation, uses the groups' information, not the cases' count.
 //
-// RunsNeeded is the smallest K with λ²·f·SE²(K) ≤ δ², λ = t_{1−α/m} + t_{0.8}, where
-// f = df/χ²_{0.2}(df) is the one-sided 80% upper confidence factor of a variance estimate
-// (Browne, 1995): a plan made from a lucky low variance estimate would otherwise fall
-// short of its power on the next run. When the baseline's own noise or the between-case
-// part already exceeds the budget, no number of current runs suffices: RunsNeeded is 0,
-// RunsNeededNewBaseline says how many runs both a regenerated baseline and the current
-// run need, and when even that is 0, only more cases help (CasesNeeded, the number of
-// cases at which the planned MDE reaches δ at the current runs).
+// RunsNeeded is the smallest K with λ²·f·SE²(K) ≤ δ², λ = t_{1−α/m, df} + t_{0.8, df}
+// with the test's own df (Bell–McCaffrey's with groups), where f = df/χ²_{0.2}(df) is the
+// one-sided 80% upper confidence factor of a variance estimate (Browne, 1995): a plan
+// made from a lucky low variance estimate would otherwise fall short of its power on the
+// next run. When the baseline's own noise or the between-case part already exceeds the
+// budget, no number of current runs suffices: RunsNeeded is 0, RunsNeededNewBaseline says
+// how many runs both a regenerated baseline and the current run need, and when even that
+// is 0, only more cases help (CasesNeeded, the number of cases at which the planned MDE
+// reaches δ at the current runs).
+//
+// With groups, more cases means more groups (GroupsNeeded): groups of the median size are
+// added to the ones compared until the planned MDE, at the degrees of freedom of the new
+// sizes (same working correlation) and SE² shrunk in proportion to the cases, is within
+// δ. When the sizes rather than the number of groups limit the test (its df below half of
+// G − 1, as when one group holds most cases) and the groups cost fewer samples than the
+// runs, the advice leads with the groups and says that cases added to the largest group
+// do not help.
 //
 // Runs shrink only the run-to-run part; the spread of the change from case to case stays.
 // With few cases that spread is barely estimated (five cases whose change is uneven got
 // advice of 130–200 runs, at which the spread dominates the MDE and a true regression of
-// 2δ failed only 32% of the time). So runs are advised only if, with τ² at its 80% upper confidence limit
-// τ²_U = var(d_i)·(n − 1)/χ²_{0.2}(n − 1) − (ŵ_c/K_c + ŵ_b/K_b), infinitely many runs
-// would bring the MDE within δ, λ²·deff·τ²_U/n ≤ δ² (the level is [SpreadAssurance]); otherwise RunsNeeded and
+// 2δ failed only 32% of the time). So runs are advised only if, with τ² at its 80% upper
+// confidence limit ([SpreadAssurance]), infinitely many runs would bring the MDE within
+// δ, λ²·deff·τ²_U/n ≤ δ². The limit is the larger of what the observed variance allows
+// and what the runs' own noise can hide,
+//
+//	τ²_U = max( var(d_i)·F − N,  N·(F − 1) ),   N = ŵ_c/K_c + ŵ_b/K_b,   F = ν/χ²_{0.2}(ν):
+//
+// the second term is the limit the same data would give if the change were even, so a
+// lucky low variance cannot make the spread look measured when the runs' noise left no
+// resolution to measure it (with only the first term, 17% of pilots over five uneven
+// cases still advised runs that could never reach the MDE, and following them reached a
+// power of 0.755; now every pilot advises cases). Otherwise RunsNeeded and
 // RunsNeededNewBaseline are 0 and the advice says that more runs cannot be relied on and
 // how many cases to use; when only the runs' own noise hides the spread (τ̂² = 0), it
 // also says how many runs would show whether the spread is that large.
@@ -221,9 +243,8 @@
 // current run over the 50 hardest of 100 cases, 20 groups of 5 cases sharing run noise
 // (declared, and undeclared to show the problem), two binary cases, ten easy binary
 // cases at one run on each side (where all differences are 0 with probability 0.13),
-// five cases with an uneven change, where at least two thirds of the pilots must advise
-// more cases rather than runs and every figure follows each pilot's own advice (power
-// 0.80, held to 0.75: pilots whose run noise hides the spread still advise runs), a
+// five cases with an uneven change, where every pilot must advise more cases rather than
+// runs and every figure follows each pilot's own advice (power at least 0.80), a
 // deterministic system identical to its baseline (30 cases × 3 runs, every run equal on
 // both sides), which must pass every time, and nearly deterministic ones whose runs flip
 // a case's answer with probability 0.01, 0.02 and 0.05. Holm's correction holds three
@@ -237,7 +258,9 @@
 // cases, of equal sizes or with one group holding 60% of them, runs sharing noise within
 // a group with intra-class correlation 0.1, 0.5 and 0.9, binary and continuous scores. In
 // every cell the false-alarm rate at the boundary is at most α + 2 Monte-Carlo standard
-// errors (0.0597). Two groups are always inconclusive. The grid takes minutes, so by default only the three
+// errors (0.0597), and a true regression of 2δ, following each of 25 pilots' advice,
+// fails at least 80% of the time or is honestly inconclusive (passes at most 20%). Two
+// groups are always inconclusive. The grid takes minutes, so by default only the three
 // dominated cells where CR1 failed run (boundary rates 0.027, 0.036 and 0.015; CR1:
 // 0.109, 0.197 and 0.299); the whole grid runs with
 //

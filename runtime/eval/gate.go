@@ -117,6 +117,10 @@ type ThresholdResult struct {
 	// CasesNeeded is the number of cases at which the planned MDE is at most
 	// MaxRegression at the current numbers of runs (a new baseline over the new cases).
 	CasesNeeded int `json:"casesNeeded"`
+	// GroupsNeeded is, when the cases are grouped, the number of groups CasesNeeded
+	// spans at the current cases per group: the cases of one group move together, so
+	// more groups, not more cases in the same groups, shrink the standard error.
+	GroupsNeeded int `json:"groupsNeeded,omitempty"`
 	// Advice says what to change when the verdict is inconclusive.
 	Advice string `json:"advice"`
 	// MatchedCases is the number of case ids present in both the baseline and the current run.
@@ -360,9 +364,19 @@ type comparison struct {
 	a, wc, wb     float64
 	aUpper        float64 // a with the variance of the true per-case change at its PlanningAssurance upper limit
 	kc, kb        float64
-	deff          float64 // design effect of the clustering, ≥ 1
-	v             float64 // observed variance of the per-case differences (paired)
+	deff          float64   // design effect of the clustering, ≥ 1
+	sizes         []float64 // the clusters' sizes, when clustered
+	rho           float64   // the clusters' working correlation
+	largest       float64   // the largest cluster's share of the cases
+	v             float64   // observed variance of the per-case differences (paired)
 	withinUnknown bool
+}
+
+// unbalanced reports whether the groups' sizes, not their number, limit a clustered
+// comparison: its degrees of freedom are below half of G − 1, as when one group holds
+// most of the cases.
+func (c comparison) unbalanced() bool {
+	return c.clusters > 0 && c.df < float64(c.clusters-1)/2
 }
 
 // compare estimates the regression of cur against base. When both sides have per-case
@@ -436,7 +450,7 @@ func compare(cur, base MetricStats) (comparison, string) {
 			return c, fmt.Sprintf("the matched cases form %s; a clustered comparison needs at least %d groups",
 				plural(fit.g, "group", "groups"), MinClusters)
 		}
-		c.df = fit.df
+		c.df, c.sizes, c.rho, c.largest = fit.df, fit.sizes, fit.rho, fit.largest
 		c.basis += fmt.Sprintf("; standard error clustered over %d groups (CR2, %.1f degrees of freedom", fit.g, fit.df)
 		if fit.largest >= 0.5 {
 			c.basis += fmt.Sprintf("; the largest group holds %.0f%% of the cases", 100*fit.largest)
@@ -460,10 +474,23 @@ func compare(cur, base MetricStats) (comparison, string) {
 		}
 	}
 	c.se = math.Sqrt(se2)
-	tau2 := excessVariance(v, wc/c.kc+wb/c.kb, nf-1) // variance of the true per-case change
+	// The variance of the differences rests on n − 1 degrees of freedom, or fewer when
+	// the cases of a group move together: Satterthwaite's under the clusters' working
+	// model, G − 1 when they move as one.
+	vdf := nf - 1
+	if c.clusters > 0 {
+		vdf = varianceDF(c.sizes, c.rho)
+	}
+	tau2 := excessVariance(v, wc/c.kc+wb/c.kb, vdf) // variance of the true per-case change
 	// Its upper limit: a few cases cannot tell a change that varies from case to case from
-	// run-to-run noise, and runs do nothing against the former.
-	tau2Upper := max(tau2, v*upperFactor(nf-1, SpreadAssurance)-(wc/c.kc+wb/c.kb))
+	// run-to-run noise, and runs do nothing against the former. The limit is the larger
+	// of what the observed variance allows and what the runs' own noise can hide: the
+	// limit the same data would give if the change were even (v equal to the noise), so
+	// that a lucky low variance does not make the spread look measured when the noise
+	// left no resolution to measure it.
+	noise := wc/c.kc + wb/c.kb
+	f := upperFactor(vdf, SpreadAssurance)
+	tau2Upper := max(tau2, v*f-noise, noise*(f-1))
 	c.a, c.wc, c.wb, c.aUpper = c.deff*tau2/nf, c.deff*wc/nf, c.deff*wb/nf, c.deff*tau2Upper/nf
 	return c, ""
 }
@@ -647,10 +674,20 @@ func plan(r *ThresholdResult, c comparison, m int) {
 	// of its power on the next run.
 	target := (delta / lambda) * (delta / lambda) / assurance(df)
 
-	// Cases: SE² scales as 1/n at fixed runs.
+	// Cases: SE² scales as 1/n at fixed runs. Grouped cases need more groups, whose
+	// number also sets the degrees of freedom.
 	r.CasesNeeded = max(2, ceilInt(float64(r.Cases)*c.se*c.se/target))
+	cases := fmt.Sprintf("at least %d cases", r.CasesNeeded)
+	if c.clusters > 0 {
+		r.GroupsNeeded, r.CasesNeeded = groupsFor(c, delta, th.Alpha/float64(m))
+		cases = fmt.Sprintf("at least %d cases in at least %d groups", r.CasesNeeded, r.GroupsNeeded)
+		if c.unbalanced() {
+			cases += fmt.Sprintf(" (the largest group holds %.0f%% of the cases, so the test rests on %.1f degrees of freedom: add groups, not cases to it)",
+				100*c.largest, c.df)
+		}
+	}
 	if c.withinUnknown {
-		r.Advice = fmt.Sprintf("use at least 2 runs per case so that run-to-run noise can be told from case-to-case spread, or at least %d cases", r.CasesNeeded)
+		r.Advice = fmt.Sprintf("use at least 2 runs per case so that run-to-run noise can be told from case-to-case spread, or %s", cases)
 		return
 	}
 	r.RunsNeeded = runsFor(target-c.a-c.wb/c.kb, c.wc)
@@ -665,27 +702,82 @@ func plan(r *ThresholdResult, c comparison, m int) {
 	if spreadBound {
 		r.RunsNeeded, r.RunsNeededNewBaseline = 0, 0
 	}
+	// Grouped cases: when a few large groups carry most of the variance the test has few
+	// degrees of freedom, and more groups may reach the MDE with fewer samples than more
+	// runs; otherwise runs, which cost no new cases, come first.
+	groupsFirst := c.unbalanced() && (measure == 0 || r.CasesNeeded*int(c.kc) < measure*c.n)
 	switch {
 	case spreadBound:
-		r.Advice = fmt.Sprintf("more runs cannot be relied on: with %d cases the change may vary from case to case by up to %.4f (standard deviation, %g%% upper limit), which no number of runs averages out; use at least %d cases at %s, or raise maxRegression above %.4f",
-			c.n, math.Sqrt(c.aUpper*float64(c.n)/c.deff), 100*PlanningAssurance, r.CasesNeeded, nRuns(int(c.kc)), r.MDE)
+		r.Advice = fmt.Sprintf("more runs cannot be relied on: with %d cases the change may vary from case to case by up to %.4f (standard deviation, %g%% upper limit), which no number of runs averages out; use %s at %s, or raise maxRegression above %.4f",
+			c.n, math.Sqrt(c.aUpper*float64(c.n)/c.deff), 100*SpreadAssurance, cases, nRuns(int(c.kc)), r.MDE)
 		if c.a == 0 {
 			// Nothing shows such a spread yet; only the runs' own noise hides it.
 			r.Advice += fmt.Sprintf(" (%s per case would show whether the spread is that large)", nRuns(measure))
 		}
+	case groupsFirst:
+		r.Advice = fmt.Sprintf("use %s at %s (MDE now: %.4f; needed: ≤ %.4f)", cases, nRuns(int(c.kc)), r.MDE, delta)
+		if r.RunsNeeded > 0 {
+			r.Advice += fmt.Sprintf(", or run at least %s per case", nRuns(r.RunsNeeded))
+		} else if r.RunsNeededNewBaseline > 0 {
+			r.Advice += fmt.Sprintf(", or regenerate the baseline and run, both with at least %s per case", nRuns(r.RunsNeededNewBaseline))
+		}
 	case r.RunsNeeded > 0:
 		r.Advice = fmt.Sprintf("run at least %s per case (MDE at %s: %.4f; needed: ≤ %.4f)", nRuns(r.RunsNeeded), nRuns(int(c.kc)), r.MDE, delta)
 	case r.RunsNeededNewBaseline > 0:
-		r.Advice = fmt.Sprintf("the baseline's own noise (%s per case) leaves no room: regenerate it and run, both with at least %s per case, or use at least %d cases",
-			nRuns(int(c.kb)), nRuns(r.RunsNeededNewBaseline), r.CasesNeeded)
+		r.Advice = fmt.Sprintf("the baseline's own noise (%s per case) leaves no room: regenerate it and run, both with at least %s per case, or use %s",
+			nRuns(int(c.kb)), nRuns(r.RunsNeededNewBaseline), cases)
 	default:
 		what := "the change varies too much from case to case"
 		if !c.paired {
 			what = "cases differ too much from each other"
 		}
-		r.Advice = fmt.Sprintf("no number of runs suffices (%s): use at least %d cases at %s, or raise maxRegression above %.4f",
-			what, r.CasesNeeded, nRuns(int(c.kc)), r.MDE)
+		r.Advice = fmt.Sprintf("no number of runs suffices (%s): use %s at %s, or raise maxRegression above %.4f",
+			what, cases, nRuns(int(c.kc)), r.MDE)
 	}
+}
+
+// groupsFor returns the number of groups, and of cases, at which the planned MDE of a
+// clustered comparison is within delta at level alpha: groups of the median size are
+// added to the ones compared, which raises the degrees of freedom (computed for the new
+// sizes with the same working correlation) and shrinks SE² in proportion to the cases.
+// The largest group's share falls as groups are added, which shrinks SE² faster than
+// that, so the plan errs towards more groups.
+func groupsFor(c comparison, delta, alpha float64) (groups, cases int) {
+	sizes := slices.Clone(c.sizes)
+	slices.Sort(sizes)
+	typical := max(1, sizes[len(sizes)/2])
+	n := float64(c.n)
+	ok := func(extra int) bool {
+		grown := slices.Grow(slices.Clone(sizes), extra)
+		for range extra {
+			grown = append(grown, typical)
+		}
+		n2 := n + float64(extra)*typical
+		df := max(1, bellMcCaffreyDF(grown, c.rho))
+		lambda := tQuantile(1-alpha, df) + tQuantile(GatePower, df)
+		return lambda*lambda*assurance(df)*c.se*c.se*n/n2 <= delta*delta
+	}
+	g := len(sizes)
+	lo := max(0, MinClusters-g)
+	if ok(lo) {
+		return g + lo, ceilInt(n + float64(lo)*typical)
+	}
+	hi := max(1, 2*lo)
+	for !ok(hi) {
+		if hi >= 1<<20 {
+			return g + hi, ceilInt(n + float64(hi)*typical)
+		}
+		lo, hi = hi, 2*hi
+	}
+	for hi-lo > 1 { // ok(hi) and not ok(lo)
+		if mid := lo + (hi-lo)/2; ok(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	extra := hi
+	return g + extra, ceilInt(n + float64(extra)*typical)
 }
 
 // PlanningAssurance is the confidence with which RunsNeeded and CasesNeeded reach the

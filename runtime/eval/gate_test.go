@@ -284,6 +284,22 @@ func TestGateAdvice(t *testing.T) {
 		!strings.Contains(r.Advice, "more runs cannot be relied on") || !strings.Contains(r.Advice, fmt.Sprintf("use at least %d cases", r.CasesNeeded)) {
 		t.Errorf("30 cases: verdict %v, runs %d/%d, cases %d, advice %q", r.Verdict, r.RunsNeeded, r.RunsNeededNewBaseline, r.CasesNeeded, r.Advice)
 	}
+	// Grouped, with one group holding 60% of 120 cases: the test rests on under 2 degrees
+	// of freedom, so the advice is more groups, and not more cases in the largest one.
+	sc := groupCell{groups: 5, dominated: true, icc: 0.5, binary: true}.scenario()
+	r = newSimulator(sc, 3).gate(2, 2*sc.delta)
+	if r.Verdict != eval.Inconclusive || r.GroupsNeeded <= 5 || r.CasesNeeded <= 120 || r.DF > 2 ||
+		!strings.Contains(r.Advice, fmt.Sprintf("use at least %d cases in at least %d groups (the largest group holds 60%% of the cases", r.CasesNeeded, r.GroupsNeeded)) ||
+		!strings.Contains(r.Advice, "add groups, not cases to it") {
+		t.Errorf("dominated groups: verdict %v, df %v, groups %d, cases %d, advice %q", r.Verdict, r.DF, r.GroupsNeeded, r.CasesNeeded, r.Advice)
+	}
+	// Equal groups: runs come first, and the cases advice names groups too.
+	sc = groupCell{groups: 20, icc: 0.5}.scenario()
+	sc.delta = 0.04
+	r = newSimulator(sc, 5).gate(2, 0)
+	if r.Verdict != eval.Inconclusive || !strings.HasPrefix(r.Advice, "run at least") || r.GroupsNeeded <= 20 || math.Abs(r.DF-19) > 1e-9 {
+		t.Errorf("equal groups: verdict %v, df %v, groups %d, advice %q", r.Verdict, r.DF, r.GroupsNeeded, r.Advice)
+	}
 	// Unpaired, with cases that differ a lot: only more cases help.
 	r = gate(synth(5, "new", 30, 10, spread(0.5)), noCaseMeans(synth(6, "old", 30, 10, spread(0.5))))
 	if r.Verdict != eval.Inconclusive || r.RunsNeeded != 0 || r.RunsNeededNewBaseline != 0 || !strings.Contains(r.Advice, "no number of runs suffices") {

@@ -33,6 +33,7 @@ type evalFlags struct {
 	jsonFile       string
 	junitFile      string
 	onInconclusive string
+	allowFailures  bool
 	seed           int64
 	seedSet        bool
 	progress       string
@@ -70,7 +71,10 @@ baseline or dataset, a feature that is not built), 3 inconclusive (see
 schemaVersion field changes only when a field is removed or changes meaning.
 
 --update-baseline writes each eval's baseline instead of gating (atomically,
-beside the old one) and prints what changed. When GITHUB_STEP_SUMMARY is set,
+beside the old one) and prints what changed. A run whose samples or scores
+failed would record each failure as a score of 0 in the reference, so it is
+refused (exit 1, the baseline untouched, the failed samples named) unless
+--allow-failures is given. When GITHUB_STEP_SUMMARY is set,
 a markdown summary is appended to that file.`,
 		Example: `  # Gate every eval against its baseline.
   aidgen eval examples/capitals/app.cue
@@ -107,6 +111,7 @@ a markdown summary is appended to that file.`,
 	fl.IntVar(&f.runs, "runs", 0, "samples per case, at least 1 (default: the eval's runs)")
 	fl.IntVar(&f.concurrency, "concurrency", 0, "samples in flight, at least 1 (default: the eval's concurrency)")
 	fl.BoolVar(&f.updateBaseline, "update-baseline", false, "write the baselines from this run instead of gating")
+	fl.BoolVar(&f.allowFailures, "allow-failures", false, "with --update-baseline: write a baseline even from a run whose samples or scores failed (each recorded as 0)")
 	fl.StringVar(&f.note, "note", "", "note recorded in baselines written by --update-baseline")
 	fl.StringVar(&f.jsonFile, "json", "", "write the full results as JSON to `FILE`")
 	fl.StringVar(&f.junitFile, "junit", "", "write one JUnit test case per threshold to `FILE`")
@@ -155,6 +160,9 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 	}
 	if err := checkProgressFlag(f.progress); err != nil {
 		return err
+	}
+	if f.allowFailures && !f.updateBaseline {
+		return usageErr(errors.New("--allow-failures only applies with --update-baseline"))
 	}
 
 	desc, err := loadDescription(s, path)
@@ -346,6 +354,9 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	}
 
 	if f.updateBaseline {
+		if len(o.Errors) > 0 && !f.allowFailures {
+			return nil, &exitError{code: ExitRegression, err: failedBaselineError(name, o)}
+		}
 		nb, err := eval.NewBaseline(res, aid.Version, f.note)
 		if err != nil {
 			return nil, &exitError{code: ExitUsage, err: err}
@@ -370,4 +381,16 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	o.Drops = gateDrops(gate, stats, baseline)
 	printTable(s, o)
 	return o, nil
+}
+
+// failedBaselineError is why --update-baseline refuses a run whose samples
+// or scores failed: each would be a 0 in the reference every later gate
+// compares with. It names the cases and the first failures.
+func failedBaselineError(name string, o *evalOutcome) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "eval %q: not writing baseline %s: %s; each would be recorded as a score of 0 in the reference. Fix the failures, or pass --allow-failures to write it anyway", name, o.Baseline, failureSummary(o))
+	for _, l := range failureLines(o, "") {
+		fmt.Fprintf(&b, "\n  %s", l)
+	}
+	return errors.New(b.String())
 }

@@ -27,7 +27,7 @@ import (
 // into every report as schemaVersion. It changes only when a field is
 // removed or changes meaning; the report is described by the JSON Schema
 // schemas/eval-report.schema.json.
-const ReportSchemaVersion = 1
+const ReportSchemaVersion = 2
 
 // ReportSchemaPath is where the JSON report's schema lives in the
 // repository, as the help text tells users.
@@ -353,13 +353,20 @@ func printFailures(s *streams, o *evalOutcome) {
 		return
 	}
 	fmt.Fprintln(s.out, failureSummary(o))
-	for i, e := range o.Errors {
-		if i == 5 {
-			fmt.Fprintf(s.out, "  ... and %d more (see --json)\n", len(o.Errors)-5)
-			break
-		}
-		fmt.Fprintf(s.out, "  %s\n", e)
+	for _, l := range failureLines(o, " (see --json)") {
+		fmt.Fprintf(s.out, "  %s\n", l)
 	}
+}
+
+// failureLines are the first failed samples or scores, one a line, and how
+// many more there are, followed by where.
+func failureLines(o *evalOutcome, where string) []string {
+	const shown = 5
+	out := slices.Clone(o.Errors[:min(shown, len(o.Errors))])
+	if len(o.Errors) > shown {
+		out = append(out, fmt.Sprintf("... and %d more%s", len(o.Errors)-shown, where))
+	}
+	return out
 }
 
 func printBaselineUpdate(s *streams, o *evalOutcome, created bool) {

@@ -157,18 +157,25 @@
 // conservative. The gate is adequately powered when MDE ≤ δ, that is, when a regression
 // of 2δ would be caught at least 80% of the time. The verdict is, in order:
 //
-//  1. Pass if MinMean is set and the current mean is at least MinMean.
-//  2. Without a usable baseline: Regression if MinMean is set (the mean is below it),
+//  1. Regression if FailBelow is set and the current mean is below it: a floor that
+//     fails, whatever the baseline says (the reason keeps what the other rules found).
+//  2. Pass if MinMean is set and the current mean is at least MinMean: it passes
+//     outright.
+//  3. Without a usable baseline: Regression if MinMean is set (the mean is below it),
 //     otherwise Inconclusive.
-//  3. Regression if p̃ ≤ α.
-//  4. Pass if U ≤ δ: the data show the regression is within δ, whatever the power.
-//  5. Pass if MDE ≤ δ: no significant regression, and a harmful one would have been seen.
-//  6. Otherwise Inconclusive, with the MDE and what would be needed.
+//  4. Regression if p̃ ≤ α.
+//  5. Pass if U ≤ δ: the data show the regression is within δ, whatever the power.
+//  6. Pass if MDE ≤ δ: no significant regression, and a harmful one would have been seen.
+//  7. Otherwise Inconclusive, with the MDE and what would be needed.
+//
+// FailBelow and MinMean compare the observed mean with a fixed value; they are business
+// rules, not tests, so a mean within a few standard errors of either may fall on both
+// sides from run to run. FailBelow is at most MinMean when both are set.
 //
 // A no-change run with low power is therefore Inconclusive (exit code 3), not Pass: with
 // that little data it cannot be told apart from a regression of 2δ, and passing it is the
 // silent pass the gate exists to prevent (unless its own upper bound already excludes a
-// regression beyond δ, rule 4). At the recommended number of runs a no-change run is
+// regression beyond δ, rule 5). At the recommended number of runs a no-change run is
 // rarely inconclusive; the calibration tests require at most 10% and measure 0–2.4%. A CLI
 // may map Inconclusive to pass or fail by flag.
 //

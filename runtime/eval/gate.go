@@ -18,9 +18,16 @@ const GatePower = 0.8
 type Threshold struct {
 	// Metric names a measured, non-model-derived metric.
 	Metric string `json:"metric"`
-	// MinMean, when set, passes the threshold whenever the current mean is at least this
-	// value, whatever the baseline says. It is compared with the observed mean, not tested.
+	// MinMean, when set, passes the threshold outright whenever the current mean is at
+	// least this value, whatever the baseline says (unless the mean is below FailBelow).
+	// It is compared with the observed mean, not tested.
 	MinMean *float64 `json:"minMean,omitempty"`
+	// FailBelow, when set, fails the threshold (a Regression) whenever the current mean
+	// is below this value, whatever the baseline and the test say: a floor, as promptfoo's
+	// and deepeval's thresholds are. It is compared with the observed mean, not tested, so
+	// a mean within a few standard errors of it may fall either side from run to run. It is
+	// in (0, 1], and at most MinMean when both are set.
+	FailBelow *float64 `json:"failBelow,omitempty"`
 	// MaxRegression is the allowed drop of the mean below the baseline, in (0, 1). It is
 	// both the allowance and the size of excess regression the gate must be able to see.
 	MaxRegression float64 `json:"maxRegression"`
@@ -303,8 +310,23 @@ func holm(results []ThresholdResult, tested []int) {
 	}
 }
 
-// decide applies the decision rule of the package documentation.
+// decide applies the decision rule of the package documentation: a mean below FailBelow
+// fails whatever the rest says, and the reason keeps what the rest said.
 func decide(r *ThresholdResult) {
+	decideRest(r)
+	th := r.Threshold
+	if th.FailBelow == nil || !(r.CurrentMean < *th.FailBelow-TieTolerance) {
+		return
+	}
+	reason := fmt.Sprintf("mean %.4f is below failBelow %.4f", r.CurrentMean, *th.FailBelow)
+	if r.Tested || r.Verdict != Pass {
+		reason += fmt.Sprintf(" (without failBelow: %s, %s)", r.Verdict, r.Reason)
+	}
+	r.Verdict, r.Reason, r.Advice = Regression, reason, ""
+}
+
+// decideRest applies the rules that follow FailBelow.
+func decideRest(r *ThresholdResult) {
 	th := r.Threshold
 	delta := th.MaxRegression
 	switch {

@@ -52,6 +52,12 @@ func noCaseMeans(st eval.MetricStats) eval.MetricStats {
 	return st
 }
 
+// withFloor returns th with FailBelow (and MinMean, when not nil) set.
+func withFloor(th eval.Threshold, failBelow float64, minMean *float64) eval.Threshold {
+	th.FailBelow, th.MinMean = &failBelow, minMean
+	return th
+}
+
 func TestGateVerdicts(t *testing.T) {
 	th := eval.Threshold{Metric: "m", MaxRegression: 0.05, Alpha: 0.05}
 	withMin := th
@@ -79,6 +85,19 @@ func TestGateVerdicts(t *testing.T) {
 			want: eval.Regression, reason: "below minMean 0.7000 and there is no baseline"},
 		{name: "no baseline", th: th, cur: synth(1, "c", 100, 10, constant(0.5)), noBaseline: true,
 			want: eval.Inconclusive, reason: "no baseline"},
+		// A floor that fails: the deterministic retriever, mean 0.733 under a floor
+		// of 0.9, was inconclusive with advice to add runs.
+		{name: "below failBelow, otherwise inconclusive", th: withFloor(th, 0.9, nil), cur: deterministic(15, 3, func(i int) bool { return i%15 < 11 }),
+			base: deterministic(15, 3, func(i int) bool { return i%15 < 11 }),
+			want: eval.Regression, paired: true, reason: "mean 0.7333 is below failBelow 0.9000 (without failBelow: inconclusive,"},
+		{name: "below failBelow, otherwise pass", th: withFloor(th, 0.7, nil), cur: synth(3, "c", 200, 10, spread(0.6)), base: synth(4, "c", 200, 10, spread(0.6)),
+			want: eval.Regression, paired: true, reason: "is below failBelow 0.7000 (without failBelow: pass, regression"},
+		{name: "below failBelow without baseline", th: withFloor(th, 0.7, nil), cur: synth(1, "c", 100, 10, constant(0.5)), noBaseline: true,
+			want: eval.Regression, reason: "is below failBelow 0.7000 (without failBelow: inconclusive, cannot compare"},
+		{name: "at failBelow and minMean", th: withFloor(th, 0.5, ptr(0.5)), cur: deterministic(10, 2, func(i int) bool { return i%2 == 0 }), noBaseline: true,
+			want: eval.Pass, reason: "mean 0.5000 clears minMean 0.5000"},
+		{name: "above failBelow, large regression", th: withFloor(th, 0.3, nil), cur: synth(1, "c", 100, 10, spread(0.5)), base: synth(2, "c", 100, 10, spread(0.8)),
+			want: eval.Regression, paired: true, reason: "exceeds maxRegression"},
 		// Identical runs are not certainty: with discrete scores equal differences are a
 		// chance event, and 30 cases × 5 runs cannot see a drop of 2×0.05 (before the
 		// run-to-run floor this passed with MDE 0 and p 1).

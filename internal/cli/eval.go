@@ -32,6 +32,7 @@ type evalFlags struct {
 	note           string
 	jsonFile       string
 	junitFile      string
+	htmlFile       string
 	onInconclusive string
 	allowFailures  bool
 	seed           int64
@@ -65,6 +66,14 @@ samples failed.
 Exit status: 0 pass, 1 regression, 2 configuration error (invalid IR, missing
 baseline or dataset, a feature that is not built), 3 inconclusive (see
 --on-inconclusive).
+
+--html writes one self-contained HTML file (no network; figures are inline
+SVG): per threshold the means with their intervals, the regression against
+maxRegression with its one-sided bound, and the paired per-case differences,
+with the cases that moved most and the errored ones linked to their inputs and
+answers; then the advice, model changes, fallbacks and cost. It reads on a
+phone and prints. With GITHUB_STEP_SUMMARY set, the summary names it (upload
+it as an artifact).
 
 --json writes the same results for tools: its shape is the JSON Schema
 ` + ReportSchemaPath + ` in the aid repository (draft 2020-12), and its
@@ -115,6 +124,7 @@ a markdown summary is appended to that file.`,
 	fl.StringVar(&f.note, "note", "", "note recorded in baselines written by --update-baseline")
 	fl.StringVar(&f.jsonFile, "json", "", "write the full results as JSON to `FILE`")
 	fl.StringVar(&f.junitFile, "junit", "", "write one JUnit test case per threshold to `FILE`")
+	fl.StringVar(&f.htmlFile, "html", "", "write a self-contained HTML report (figures, advice, the cases that moved most) to `FILE`")
 	fl.StringVar(&f.onInconclusive, "on-inconclusive", "inconclusive", "what an inconclusive gate exits as: inconclusive (3), pass (0) or fail (1)")
 	fl.Int64Var(&f.seed, "seed", 0, "replace the seed of every fake provider, to draw a fresh sample")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, lines or none")
@@ -150,6 +160,7 @@ type evalOutcome struct {
 	modelReport               // pinnedModels, modelChanges, baselineModelsUnrecorded
 
 	baseline *eval.Baseline // the baseline gated against, for the reported metrics' column
+	details  []caseDetail   // every case's input and answers, for the HTML report
 }
 
 func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
@@ -204,8 +215,13 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 			return &exitError{code: ExitUsage, err: err}
 		}
 	}
+	if f.htmlFile != "" {
+		if err := writeHTMLReport(f.htmlFile, path, outcomes, f.updateBaseline); err != nil {
+			return &exitError{code: ExitUsage, err: err}
+		}
+	}
 	if summary := os.Getenv("GITHUB_STEP_SUMMARY"); summary != "" {
-		if err := appendMarkdownSummary(summary, path, outcomes, f.updateBaseline); err != nil {
+		if err := appendMarkdownSummary(summary, path, outcomes, f.updateBaseline, htmlSummaryLine(f.htmlFile)); err != nil {
 			fmt.Fprintf(s.err, "aidgen: writing GITHUB_STEP_SUMMARY: %v\n", err)
 		}
 	}
@@ -327,6 +343,9 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		Fallbacks: res.FallbackAnswers,
 		Baseline:  e.Baseline,
 		baseline:  baseline,
+	}
+	if f.htmlFile != "" {
+		o.details = caseDetails(e.Dataset, res)
 	}
 	o.pinModels(res.Pins, baseline)
 	for _, m := range e.Metrics {

@@ -182,7 +182,7 @@ func TestRenderHandBuilt(t *testing.T) {
 	var out bytes.Buffer
 	printTable(&streams{out: &out}, o)
 	golden(t, "hand-built.txt", out.Bytes())
-	golden(t, "hand-built.md", []byte(markdownSummary("app.cue", []*evalOutcome{o}, false)))
+	golden(t, "hand-built.md", []byte(markdownSummary("app.cue", []*evalOutcome{o}, false, "")))
 	dir := t.TempDir()
 	if err := writeJUnitReport(filepath.Join(dir, "r.xml"), []*evalOutcome{o}); err != nil {
 		t.Fatal(err)
@@ -200,7 +200,7 @@ func TestRenderHandBuilt(t *testing.T) {
 		t.Errorf("JUnit failure text reads back as\n%s\nwant\n%s", got, want)
 	}
 
-	for format, text := range map[string]string{"text": out.String(), "markdown": markdownSummary("app.cue", []*evalOutcome{o}, false), "junit": string(junit)} {
+	for format, text := range map[string]string{"text": out.String(), "markdown": markdownSummary("app.cue", []*evalOutcome{o}, false, ""), "junit": string(junit)} {
 		for _, want := range []string{
 			"paired over 5 matched cases; 7 added and 1 removed cases not compared",
 			"7 added cases not in the baseline: n1, n2, n3, n4, n5 and 2 more",
@@ -262,7 +262,7 @@ func TestRenderModelNotes(t *testing.T) {
 			o.pinModels(tt.current, o.baseline)
 			var out bytes.Buffer
 			printTable(&streams{out: &out}, o)
-			md := markdownSummary("app.cue", []*evalOutcome{o}, false)
+			md := markdownSummary("app.cue", []*evalOutcome{o}, false, "")
 			path := filepath.Join(t.TempDir(), "r.xml")
 			if err := writeJUnitReport(path, []*evalOutcome{o}); err != nil {
 				t.Fatal(err)

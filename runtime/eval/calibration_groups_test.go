@@ -101,16 +101,28 @@ type followed struct {
 // from the advice's first sentence as a user would: the advised runs, a baseline
 // regenerated at the advised runs, or the advised cases (and groups: the largest keeps
 // its cases, the new ones share the rest) at the pilot's runs.
+//
+// Advice beyond what a simulation can follow in reasonable time (more than
+// followLimit runs or cases) is not followed: those pilots' gates are drawn at
+// the pilot's own setting, where they must still be honestly inconclusive.
 func follow(sc scenario, s *simulator, r eval.ThresholdResult, pilotRuns int, seed uint64) (followed, string) {
 	switch {
 	case r.Verdict != eval.Inconclusive:
 		return followed{s, pilotRuns}, "none"
 	case strings.HasPrefix(r.Advice, "run at least"):
+		if r.RunsNeeded > followLimit/10 {
+			return followed{s, pilotRuns}, "beyond"
+		}
 		return followed{s, r.RunsNeeded}, "runs"
 	case strings.HasPrefix(r.Advice, "the baseline's own noise"):
+		if r.RunsNeededNewBaseline > followLimit/10 {
+			return followed{s, pilotRuns}, "beyond"
+		}
 		more := sc
 		more.baseRuns = r.RunsNeededNewBaseline
 		return followed{newSimulator(more, seed), r.RunsNeededNewBaseline}, "baseline"
+	case r.CasesNeeded > followLimit:
+		return followed{s, pilotRuns}, "beyond"
 	}
 	more := sc
 	more.cases = max(sc.cases, r.CasesNeeded)
@@ -124,7 +136,12 @@ func follow(sc scenario, s *simulator, r eval.ThresholdResult, pilotRuns int, se
 	return followed{newSimulator(more, seed), pilotRuns}, "cases"
 }
 
-// followRates gates n times, an equal share at each followed advice.
+// followLimit is the most cases (a tenth of it, runs) a followed advice is
+// simulated with.
+const followLimit = 2000
+
+// followRates gates n times, an equal share at each followed advice; it
+// counts, so that the rates are exact fractions.
 func followRates(n int, fs []followed, regression float64) rates {
 	var out rates
 	per := n / len(fs)
@@ -185,7 +202,7 @@ func TestCalibrationGroups(t *testing.T) {
 						kinds[kind]++
 					}
 					rw.k2 = median(ks)
-					rw.advice = fmt.Sprintf("runs %d, baseline %d, cases %d, none %d", kinds["runs"], kinds["baseline"], kinds["cases"], kinds["none"])
+					rw.advice = fmt.Sprintf("runs %d, baseline %d, cases %d, beyond %d, none %d", kinds["runs"], kinds["baseline"], kinds["cases"], kinds["beyond"], kinds["none"])
 					rw.power = followRates(n, fs, 2*sc.delta)
 					if rw.power.regression < 0.8 && rw.power.pass > 0.2 {
 						t.Errorf("following the advice (%s), a regression of 2δ fails %.3f and passes %.3f of the time", rw.advice, rw.power.regression, rw.power.pass)

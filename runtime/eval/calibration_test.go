@@ -445,11 +445,7 @@ func TestCalibration(t *testing.T) {
 				f := &got[i]
 				tol := tolerance(sc.alpha, n)
 
-				type advice struct {
-					sim  *simulator
-					runs int
-				}
-				var follow []advice // the advice of each pilot, when the scenario follows it
+				var follow []followed // the advice of each pilot, when the scenario follows it
 				switch {
 				case sc.fewCases:
 					// Pilots at 2 runs with a true regression of 2δ: runs cannot reach the MDE
@@ -462,10 +458,10 @@ func TestCalibration(t *testing.T) {
 						switch {
 						case r.RunsNeeded > 0:
 							advisedRuns++
-							follow = append(follow, advice{s, r.RunsNeeded})
+							follow = append(follow, followed{s, r.RunsNeeded})
 							continue
 						case r.Verdict != eval.Inconclusive:
-							follow = append(follow, advice{s, 2}) // nothing to follow
+							follow = append(follow, followed{s, 2}) // nothing to follow
 							continue
 						case !strings.Contains(r.Advice, fmt.Sprintf("use at least %d cases", r.CasesNeeded)):
 							t.Errorf("advice %q does not name the %d cases needed", r.Advice, r.CasesNeeded)
@@ -474,7 +470,7 @@ func TestCalibration(t *testing.T) {
 						}
 						more := sc
 						more.cases = r.CasesNeeded
-						follow = append(follow, advice{newSimulator(more, uint64(1000*i+p)), 2})
+						follow = append(follow, followed{newSimulator(more, uint64(1000*i+p)), 2})
 						cases = append(cases, r.CasesNeeded)
 					}
 					f.noRuns = 1 - float64(advisedRuns)/float64(len(follow))
@@ -496,16 +492,7 @@ func TestCalibration(t *testing.T) {
 					if follow == nil {
 						return s.rates(n, runs, regression)
 					}
-					var out rates
-					per := n / len(follow)
-					for _, a := range follow { // counts, so that the rates are exact fractions
-						r := a.sim.rates(per, a.runs, regression)
-						out.pass += math.Round(r.pass * float64(per))
-						out.regression += math.Round(r.regression * float64(per))
-						out.inconclusive += math.Round(r.inconclusive * float64(per))
-					}
-					total := float64(per * len(follow))
-					return rates{out.pass / total, out.regression / total, out.inconclusive / total}
+					return followRates(n, follow, regression)
 				}
 				f.null = rate(f.k0, 0)
 				t.Logf("no change, %d runs: %v", f.k0, f.null)

@@ -51,11 +51,13 @@ and each threshold is decided against the eval's committed baseline with a
 paired test on per-case means (see the runtime/eval package documentation for
 the statistics).
 
-A threshold passes when the mean clears minMean, or the drop from the baseline
-is within maxRegression, or the drop beyond maxRegression is within sampling
-noise at level alpha. When the runs and cases are too few to tell a drop of
-maxRegression from noise, the verdict is inconclusive: the table shows the
-minimum detectable effect and the advice says how many runs would do.
+A threshold fails when the mean is below failBelow (a floor, whatever the
+baseline says) and passes outright when the mean reaches minMean; otherwise it
+passes when the drop from the baseline is within maxRegression, or the drop
+beyond maxRegression is within sampling noise at level alpha. When the runs and
+cases are too few to tell a drop of maxRegression from noise, the verdict is
+inconclusive: the table shows the minimum detectable effect and the advice says
+what would do (more runs, more cases, or more groups of cases).
 
 The table's "regression" is baseline − current: positive when the metric got
 worse, negative when it improved. Every ± is one standard error. Under the

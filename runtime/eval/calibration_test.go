@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/aidgen/aid/runtime/eval"
@@ -268,24 +269,32 @@ func (s *simulator) stats(side int, ids []string, mus []float64, runs int, shrin
 			shared[i] = s.r.NormFloat64()
 		}
 	}
+	sr, sn := math.Sqrt(s.sc.rho), math.Sqrt(1-s.sc.rho)
+	// A binary baseline of hundreds of runs is summarised from its counts of successes,
+	// as NewMetricStats would from the scores (laying out and reading 200 scores per case
+	// is most of the cost of the five-case scenario under -race).
+	var counts []int
+	if s.sc.pop.binary && shared == nil && runs > 50 {
+		counts = make([]int, len(mus))
+	}
 	for i, mu := range mus {
 		mu *= 1 - shrink
 		row := buf[i]
 		if shared != nil {
-			// Correlated runs: u is uniform on [0, 1] with a Gaussian copula shared by the
-			// cases of one group in one run.
+			// Correlated runs: u = Φ(z) is uniform on [0, 1] with a Gaussian copula shared
+			// by the cases of one group in one run; a binary score is u < μ, that is z < Φ⁻¹(μ).
 			g := s.group[i]
 			a := min(mu, 1-mu)
+			q := distuv.UnitNormal.Quantile(min(max(mu, 0), 1))
 			for k := range row {
-				z := math.Sqrt(s.sc.rho)*shared[g*runs+k] + math.Sqrt(1-s.sc.rho)*s.r.NormFloat64()
-				u := 0.5 * math.Erfc(-z/math.Sqrt2)
+				z := sr*shared[g*runs+k] + sn*s.r.NormFloat64()
 				if s.sc.pop.binary {
 					row[k] = 0
-					if u < mu {
+					if z < q {
 						row[k] = 1
 					}
 				} else {
-					row[k] = mu + a*(2*u-1)
+					row[k] = mu + a*(2*(0.5*math.Erfc(-z/math.Sqrt2))-1)
 				}
 			}
 			continue
@@ -293,12 +302,11 @@ func (s *simulator) stats(side int, ids []string, mus []float64, runs int, shrin
 		if s.sc.pop.binary {
 			// One uniform per case: invert the binomial CDF, then lay out the successes.
 			// Inversion costs O(runs); a baseline of hundreds of runs draws directly.
-			var k int
-			if runs > 50 {
-				k = int(distuv.Binomial{N: float64(runs), P: mu, Src: s.src}.Rand())
-			} else {
-				k = binomial(s.r.Float64(), runs, mu)
+			if counts != nil {
+				counts[i] = int(distuv.Binomial{N: float64(runs), P: mu, Src: s.src}.Rand())
+				continue
 			}
+			k := binomial(s.r.Float64(), runs, mu)
 			for j := range row {
 				row[j] = 0
 				if j < k {
@@ -312,9 +320,14 @@ func (s *simulator) stats(side int, ids []string, mus []float64, runs int, shrin
 			row[j] = mu + a*(2*s.r.Float64()-1)
 		}
 	}
-	st, err := eval.NewMetricStats(ids, buf)
-	if err != nil {
-		panic(err)
+	var st eval.MetricStats
+	if counts != nil {
+		st = countStats(ids, counts, runs)
+	} else {
+		var err error
+		if st, err = eval.NewMetricStats(ids, buf); err != nil {
+			panic(err)
+		}
 	}
 	if s.groups != nil {
 		st.Groups = make(map[string]string, len(ids))
@@ -322,6 +335,29 @@ func (s *simulator) stats(side int, ids []string, mus []float64, runs int, shrin
 			st.Groups[id] = s.groups[id]
 		}
 	}
+	return st
+}
+
+// countStats is NewMetricStats for binary scores given as counts of successes: case
+// i scored 1 on counts[i] of its runs. Its sample variance is k(R − k)/(R(R − 1)).
+func countStats(ids []string, counts []int, runs int) eval.MetricStats {
+	st := eval.MetricStats{Runs: runs, Cases: len(ids), CaseMeans: make(map[string]float64, len(ids))}
+	r := float64(runs)
+	means := make([]float64, len(ids))
+	var within float64
+	for i, k := range counts {
+		kf := float64(k)
+		means[i] = kf / r
+		st.CaseMeans[ids[i]] = means[i]
+		within += kf * (r - kf) / (r * (r - 1))
+	}
+	st.WithinCaseVariance = within / float64(len(ids))
+	m, v := stat.MeanVariance(means, nil)
+	if len(means) < 2 {
+		v = 0
+	}
+	st.Mean, st.StdDev = m, math.Sqrt(max(0, v))
+	st.StdErr = st.StdDev / math.Sqrt(float64(len(ids)))
 	return st
 }
 
@@ -669,5 +705,31 @@ func TestNaiveTestIsMiscalibrated(t *testing.T) {
 	}
 	if naive <= sc.alpha+tol {
 		t.Errorf("naive rate %.4f is within alpha: the scenario no longer shows the clustering problem", naive)
+	}
+}
+
+// TestCountStats checks the simulator's shortcut against NewMetricStats.
+func TestCountStats(t *testing.T) {
+	ids := []string{"a", "b", "c"}
+	counts := []int{0, 37, 60}
+	rows := make([][]float64, len(ids))
+	for i, k := range counts {
+		rows[i] = make([]float64, 60)
+		for j := range k {
+			rows[i][j] = 1
+		}
+	}
+	want, err := eval.NewMetricStats(ids, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := countStats(ids, counts, 60)
+	for _, f := range []struct {
+		name string
+		a, b float64
+	}{{"mean", got.Mean, want.Mean}, {"stdDev", got.StdDev, want.StdDev}, {"stdErr", got.StdErr, want.StdErr}, {"within", got.WithinCaseVariance, want.WithinCaseVariance}, {"b", got.CaseMeans["b"], want.CaseMeans["b"]}} {
+		if math.Abs(f.a-f.b) > 1e-12 {
+			t.Errorf("%s: %v, NewMetricStats %v", f.name, f.a, f.b)
+		}
 	}
 }

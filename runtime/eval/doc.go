@@ -273,8 +273,8 @@
 // a simulation can follow, and those gates stay honestly inconclusive. Where every
 // inconclusive pilot's advice is followed, following it fails at least 80% of the gates.
 // Two groups are always inconclusive. The grid takes minutes, so by default only the
-// boundary of three dominated cells where CR1 failed runs (0.027, 0.036 and 0.015; CR1:
-// 0.109, 0.197 and 0.299); the whole grid runs with
+// boundary of two dominated cells where CR1 failed runs, at 5 runs (0.0185 and 0.0155;
+// CR1: 0.175 and 0.285); the whole grid runs with
 //
 //	AID_CALIBRATION=full go test -run TestCalibrationGroups -v ./runtime/eval/
 //

@@ -456,8 +456,12 @@ type Judge struct {
 type Threshold struct {
 	// Metric names the gated metric.
 	Metric string `json:"metric"`
-	// MinMean passes the gate outright when reached; nil means no floor.
+	// MinMean passes the threshold outright when the current mean reaches it (unless
+	// it is below FailBelow); nil means no such rule.
 	MinMean *float64 `json:"minMean,omitempty"`
+	// FailBelow fails the threshold whenever the current mean is below it, whatever
+	// the baseline says: a floor; nil means no floor.
+	FailBelow *float64 `json:"failBelow,omitempty"`
 	// MaxRegression is the largest accepted drop from the baseline mean.
 	MaxRegression float64 `json:"maxRegression"`
 	// Alpha is the false-alarm rate of the regression test.

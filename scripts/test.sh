@@ -8,9 +8,11 @@
 # When arguments name no package (nothing starting with "."), ./... is added, so
 # `bash scripts/test.sh -run X` still tests the whole module.
 #
-# Unless AID_TEST_DATABASE_URL is already set, it installs PostgreSQL 15 + pgvector (only when
-# run as root; otherwise they must already be installed), starts a throwaway cluster with
-# scripts/postgres.sh, and stops it on exit, also after a failure or an interrupt.
+# Run as root, it installs Debian's chromium (the HTML report's test renders in it headless)
+# when /usr/bin/chromium is missing. Unless AID_TEST_DATABASE_URL is already set, it installs
+# PostgreSQL 15 + pgvector (only when run as root; otherwise they must already be installed),
+# starts a throwaway cluster with scripts/postgres.sh, and stops it on exit, also after a
+# failure or an interrupt.
 # It leaves CI as it finds it: with CI set, a test that needs the database fails instead of
 # skipping when it has none.
 #
@@ -91,6 +93,15 @@ phase "licences (go run ./internal/tools/licenses)"
 go mod download
 GOPROXY=off go run ./internal/tools/licenses -allow scripts/licenses-allow.txt
 done_phase
+
+# The HTML report's test renders real reports in Debian's headless Chromium; it skips without
+# /usr/bin/chromium, unless CI is set, when it fails. As root (CI), install it like PostgreSQL.
+if [[ $EUID -eq 0 && ! -x /usr/bin/chromium ]] && command -v apt-get >/dev/null; then
+	phase "apt-get install chromium"
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >&2
+	done_phase
+fi
 
 if [[ -z "${AID_TEST_DATABASE_URL:-}" ]]; then
 	if [[ $EUID -eq 0 ]]; then

@@ -33,7 +33,9 @@ type evalFlags struct {
 	note           string
 	jsonFile       string
 	junitFile      string
+	htmlFile       string
 	onInconclusive string
+	allowFailures  bool
 	seed           int64
 	seedSet        bool
 	progress       string
@@ -50,11 +52,13 @@ and each threshold is decided against the eval's committed baseline with a
 paired test on per-case means (see the runtime/eval package documentation for
 the statistics).
 
-A threshold passes when the mean clears minMean, or the drop from the baseline
-is within maxRegression, or the drop beyond maxRegression is within sampling
-noise at level alpha. When the runs and cases are too few to tell a drop of
-maxRegression from noise, the verdict is inconclusive: the table shows the
-minimum detectable effect and the advice says how many runs would do.
+A threshold fails when the mean is below failBelow (a floor, whatever the
+baseline says) and passes outright when the mean reaches minMean; otherwise it
+passes when the drop from the baseline is within maxRegression, or the drop
+beyond maxRegression is within sampling noise at level alpha. When the runs and
+cases are too few to tell a drop of maxRegression from noise, the verdict is
+inconclusive: the table shows the minimum detectable effect and the advice says
+what would do (more runs, more cases, or more groups of cases).
 
 The table's "regression" is baseline − current: positive when the metric got
 worse, negative when it improved. Every ± is one standard error. Under the
@@ -66,12 +70,23 @@ Exit status: 0 pass, 1 regression, 2 configuration error (invalid IR, missing
 baseline or dataset, a feature that is not built), 3 inconclusive (see
 --on-inconclusive).
 
+--html writes one self-contained HTML file (no network; figures are inline
+SVG): per threshold the means with their intervals, the regression against
+maxRegression with its one-sided bound, and the paired per-case differences,
+with the cases that moved most and the errored ones linked to their inputs and
+answers; then the advice, model changes, fallbacks and cost. It reads on a
+phone and prints. With GITHUB_STEP_SUMMARY set, the summary names it (upload
+it as an artifact).
+
 --json writes the same results for tools: its shape is the JSON Schema
 ` + ReportSchemaPath + ` in the aid repository (draft 2020-12), and its
 schemaVersion field changes only when a field is removed or changes meaning.
 
 --update-baseline writes each eval's baseline instead of gating (atomically,
-beside the old one) and prints what changed. When GITHUB_STEP_SUMMARY is set,
+beside the old one) and prints what changed. A run whose samples or scores
+failed would record each failure as a score of 0 in the reference, so it is
+refused (exit 1, the baseline untouched, the failed samples named) unless
+--allow-failures is given. When GITHUB_STEP_SUMMARY is set,
 a markdown summary is appended to that file.`,
 		Example: `  # Gate every eval against its baseline.
   aidgen eval examples/capitals/app.cue
@@ -109,9 +124,11 @@ a markdown summary is appended to that file.`,
 	fl.IntVar(&f.runs, "runs", 0, "samples per case, at least 1 (default: the eval's runs)")
 	fl.IntVar(&f.concurrency, "concurrency", 0, "samples in flight, at least 1 (default: the eval's concurrency)")
 	fl.BoolVar(&f.updateBaseline, "update-baseline", false, "write the baselines from this run instead of gating")
+	fl.BoolVar(&f.allowFailures, "allow-failures", false, "with --update-baseline: write a baseline even from a run whose samples or scores failed (each recorded as 0)")
 	fl.StringVar(&f.note, "note", "", "note recorded in baselines written by --update-baseline")
 	fl.StringVar(&f.jsonFile, "json", "", "write the full results as JSON to `FILE`")
 	fl.StringVar(&f.junitFile, "junit", "", "write one JUnit test case per threshold to `FILE`")
+	fl.StringVar(&f.htmlFile, "html", "", "write a self-contained HTML report (figures, advice, the cases that moved most) to `FILE`")
 	fl.StringVar(&f.onInconclusive, "on-inconclusive", "inconclusive", "what an inconclusive gate exits as: inconclusive (3), pass (0) or fail (1)")
 	fl.Int64Var(&f.seed, "seed", 0, "replace the seed of every fake provider, to draw a fresh sample")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, lines or none")
@@ -147,6 +164,7 @@ type evalOutcome struct {
 	modelReport               // pinnedModels, modelChanges, baselineModelsUnrecorded
 
 	baseline *eval.Baseline // the baseline gated against, for the reported metrics' column
+	details  []caseDetail   // every case's input and answers, for the HTML report
 }
 
 func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
@@ -157,6 +175,9 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 	}
 	if err := checkProgressFlag(f.progress); err != nil {
 		return err
+	}
+	if f.allowFailures && !f.updateBaseline {
+		return usageErr(errors.New("--allow-failures only applies with --update-baseline"))
 	}
 
 	desc, err := loadDescription(s, path, f.tags)
@@ -198,8 +219,13 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 			return &exitError{code: ExitUsage, err: err}
 		}
 	}
+	if f.htmlFile != "" {
+		if err := writeHTMLReport(f.htmlFile, path, outcomes, f.updateBaseline); err != nil {
+			return &exitError{code: ExitUsage, err: err}
+		}
+	}
 	if summary := os.Getenv("GITHUB_STEP_SUMMARY"); summary != "" {
-		if err := appendMarkdownSummary(summary, path, outcomes, f.updateBaseline); err != nil {
+		if err := appendMarkdownSummary(summary, path, outcomes, f.updateBaseline, htmlSummaryLine(f.htmlFile)); err != nil {
 			fmt.Fprintf(s.err, "aidgen: writing GITHUB_STEP_SUMMARY: %v\n", err)
 		}
 	}
@@ -323,6 +349,9 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		Baseline:  e.Baseline,
 		baseline:  baseline,
 	}
+	if f.htmlFile != "" {
+		o.details = caseDetails(e.Dataset, res)
+	}
 	o.pinModels(res.Pins, baseline)
 	for _, m := range e.Metrics {
 		o.Metrics = append(o.Metrics, m.Name())
@@ -349,6 +378,9 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	}
 
 	if f.updateBaseline {
+		if len(o.Errors) > 0 && !f.allowFailures {
+			return nil, &exitError{code: ExitRegression, err: failedBaselineError(name, o)}
+		}
 		nb, err := eval.NewBaseline(res, aid.Version, f.note)
 		if err != nil {
 			return nil, &exitError{code: ExitUsage, err: err}
@@ -373,4 +405,16 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	o.Drops = gateDrops(gate, stats, baseline)
 	printTable(s, o)
 	return o, nil
+}
+
+// failedBaselineError is why --update-baseline refuses a run whose samples
+// or scores failed: each would be a 0 in the reference every later gate
+// compares with. It names the cases and the first failures.
+func failedBaselineError(name string, o *evalOutcome) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "eval %q: not writing baseline %s: %s; each would be recorded as a score of 0 in the reference. Fix the failures, or pass --allow-failures to write it anyway", name, o.Baseline, failureSummary(o))
+	for _, l := range failureLines(o, "") {
+		fmt.Fprintf(&b, "\n  %s", l)
+	}
+	return errors.New(b.String())
 }

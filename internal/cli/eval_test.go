@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -237,5 +238,54 @@ func TestEvalReports(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(md), "# earlier step\n") || !strings.Contains(string(md), "| `exact_match` |") || !strings.Contains(string(md), "regression") {
 		t.Errorf("step summary was not appended:\n%s", md)
+	}
+}
+
+// TestEvalUpdateBaselineRefusesFailures: a baseline written from a run
+// whose samples failed recorded each failure as a 0 (mean 0.000, exit 0).
+// --update-baseline now refuses such a run, names the failed samples and
+// leaves the old baseline as it was, unless --allow-failures is given.
+func TestEvalUpdateBaselineRefusesFailures(t *testing.T) {
+	chdirRoot(t)
+	dir := t.TempDir()
+	app := writeApp(t, dir, "baseline.json")
+	baseline := filepath.Join(dir, "baseline.json")
+	if code, out, errOut := run(t, "eval", "--progress", "none", "--update-baseline", app); code != cli.ExitOK {
+		t.Fatalf("first update: exit %d\n%s%s", code, out, errOut)
+	}
+	before, err := os.ReadFile(baseline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A budget of a millionth of a dollar: most samples fail before their call.
+	src, err := os.ReadFile(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broke := strings.Replace(string(src), "evals: capitals: {", "budgets: tiny: {maxUSD: 0.000001, scope: \"run\"}\nevals: capitals: {\n\tbudget: \"tiny\"", 1)
+	if err := os.WriteFile(app, []byte(broke), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut := run(t, "eval", "--progress", "none", "--update-baseline", app)
+	if code != cli.ExitRegression || !strings.Contains(errOut, "not writing baseline "+baseline) ||
+		!regexp.MustCompile(`\d+ failed samples or scores \(each scored 0\) in \d+ cases: `).MatchString(errOut) ||
+		!strings.Contains(errOut, "--allow-failures") || !strings.Contains(errOut, `case "`) {
+		t.Errorf("failed samples: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if after, _ := os.ReadFile(baseline); string(after) != string(before) {
+		t.Error("the refused run changed the baseline")
+	}
+
+	code, out, errOut = run(t, "eval", "--progress", "none", "--update-baseline", "--allow-failures", app)
+	if code != cli.ExitOK || !strings.Contains(out, "failed samples or scores") {
+		t.Errorf("--allow-failures: exit %d\n%s%s", code, out, errOut)
+	}
+	if after, _ := os.ReadFile(baseline); string(after) == string(before) {
+		t.Error("--allow-failures did not write the baseline")
+	}
+
+	if code, _, errOut := run(t, "eval", "--progress", "none", "--allow-failures", app); code != cli.ExitUsage || !strings.Contains(errOut, "--allow-failures only applies with --update-baseline") {
+		t.Errorf("--allow-failures without --update-baseline: exit %d\n%s", code, errOut)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,7 +29,7 @@ import (
 // into every report as schemaVersion. It changes only when a field is
 // removed or changes meaning; the report is described by the JSON Schema
 // schemas/eval-report.schema.json.
-const ReportSchemaVersion = 1
+const ReportSchemaVersion = 2
 
 // ReportSchemaPath is where the JSON report's schema lives in the
 // repository, as the help text tells users.
@@ -353,13 +355,20 @@ func printFailures(s *streams, o *evalOutcome) {
 		return
 	}
 	fmt.Fprintln(s.out, failureSummary(o))
-	for i, e := range o.Errors {
-		if i == 5 {
-			fmt.Fprintf(s.out, "  ... and %d more (see --json)\n", len(o.Errors)-5)
-			break
-		}
-		fmt.Fprintf(s.out, "  %s\n", e)
+	for _, l := range failureLines(o, " (see --json)") {
+		fmt.Fprintf(s.out, "  %s\n", l)
 	}
+}
+
+// failureLines are the first failed samples or scores, one a line, and how
+// many more there are, followed by where.
+func failureLines(o *evalOutcome, where string) []string {
+	const shown = 5
+	out := slices.Clone(o.Errors[:min(shown, len(o.Errors))])
+	if len(o.Errors) > shown {
+		out = append(out, fmt.Sprintf("... and %d more%s", len(o.Errors)-shown, where))
+	}
+	return out
 }
 
 func printBaselineUpdate(s *streams, o *evalOutcome, created bool) {
@@ -533,10 +542,14 @@ func mdCode(s string) string {
 	return fence + s + fence
 }
 
-// markdownSummary renders the outcomes for GitHub's step summary.
-func markdownSummary(app string, outcomes []*evalOutcome, update bool) string {
+// markdownSummary renders the outcomes for GitHub's step summary; html,
+// when not empty, is the line that points to the HTML report.
+func markdownSummary(app string, outcomes []*evalOutcome, update bool, html string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## aidgen eval %s\n\n", mdCode(app))
+	if html != "" {
+		fmt.Fprintf(&b, "%s\n\n", html)
+	}
 	for _, o := range outcomes {
 		fmt.Fprintf(&b, "### %s: %s × %s, $%.4f\n\n", mdEscape(o.Name), plural(o.Cases, "case", "cases"), plural(o.Runs, "run", "runs"), o.CostUSD)
 		if update || o.Gate == nil {
@@ -584,13 +597,30 @@ func markdownSummary(app string, outcomes []*evalOutcome, update bool) string {
 	return b.String()
 }
 
+// htmlSummaryLine is the step summary's line about the HTML report at path: its
+// name, and in a GitHub Actions run a link to the run's page, whose
+// artifacts hold it when the workflow uploads it. Empty without a report.
+func htmlSummaryLine(path string) string {
+	if path == "" {
+		return ""
+	}
+	line := fmt.Sprintf("HTML report: %s", mdCode(filepath.Base(path)))
+	server, repo, id := os.Getenv("GITHUB_SERVER_URL"), os.Getenv("GITHUB_REPOSITORY"), os.Getenv("GITHUB_RUN_ID")
+	if server != "" && repo != "" && id != "" {
+		line += fmt.Sprintf(" — in the [artifacts of this run](%s/%s/actions/runs/%s#artifacts) when the workflow uploads it", server, repo, url.PathEscape(id))
+	} else {
+		line += " — upload it as an artifact to keep it with the run"
+	}
+	return line
+}
+
 // appendMarkdownSummary appends a summary to GitHub's step summary file.
-func appendMarkdownSummary(path, app string, outcomes []*evalOutcome, update bool) error {
+func appendMarkdownSummary(path, app string, outcomes []*evalOutcome, update bool, html string) error {
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
-	if _, err := io.WriteString(f, markdownSummary(app, outcomes, update)); err != nil {
+	if _, err := io.WriteString(f, markdownSummary(app, outcomes, update, html)); err != nil {
 		f.Close()
 		return err
 	}

@@ -219,6 +219,10 @@ func evalSpec(e *ir.Eval) app.Eval {
 			m := *t.MinMean
 			th.MinMean = &m
 		}
+		if t.FailBelow != nil {
+			f := *t.FailBelow
+			th.FailBelow = &f
+		}
 		out.Thresholds = append(out.Thresholds, th)
 	}
 	return out

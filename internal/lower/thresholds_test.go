@@ -15,7 +15,7 @@ import (
 )
 
 // TestThresholdBoundsAgree feeds thresholds at, inside and outside every
-// bound of minMean, maxRegression and alpha through ir (what aidgen vet
+// bound of minMean, failBelow, maxRegression and alpha through ir (what aidgen vet
 // runs) and through lower.Document and app.Assemble (what aidgen eval runs, ending in the eval
 // runtime's ValidateThresholds), and requires them to agree.
 //
@@ -28,33 +28,19 @@ import (
 // as 0.50000000000000001 for alpha, may be refused by ir alone: ir compares
 // what the user wrote.)
 func TestThresholdBoundsAgree(t *testing.T) {
-	dir := t.TempDir()
-	dataset := `{"name": "d", "version": "1", "cases": [{"id": "a", "input": "q", "expected": "a"}]}`
-	if err := os.WriteFile(filepath.Join(dir, "dataset.json"), []byte(dataset), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := datasetDir(t)
 	values := []string{
 		"-1", "-1e-400", "0", "1e-400", "5e-324", "1e-300", "0.05",
 		"0.49999999999999999999", "0.5", "0.5000000000000001", "0.50000000000000001",
 		"0.9999999999999999", "0.99999999999999999999", "1", "1.0", "1.0000000000000002", "1.5", "1e400",
 	}
-	for _, field := range []string{"minMean", "maxRegression", "alpha"} {
+	for _, field := range []string{"minMean", "failBelow", "maxRegression", "alpha"} {
 		for _, value := range values {
 			t.Run(field+"="+value, func(t *testing.T) {
 				th := map[string]string{"maxRegression": "0.05", "alpha": "0.05"}
 				th[field] = value
-				src := fmt.Sprintf(`name: "x", version: "1.0.0"
-providers: p: kind: "fake"
-models: "m-1": {provider: "p", contextWindow: 1000, maxOutputTokens: 10, cost: inputPer1kUSD: 0}
-aliases: m: "m-1"
-evals: e: {
-	dataset: "dataset.json"
-	target: {model: "m", prompt: "{{.Input}}"}
-	metrics: ["exact_match"]
-	baseline: "baseline.json"
-	thresholds: [{metric: "exact_match", maxRegression: %s, alpha: %s%s}]
-}
-`, th["maxRegression"], th["alpha"], map[bool]string{true: ", minMean: " + value}[field == "minMean"])
+				src := thresholdApp(fmt.Sprintf(`maxRegression: %s, alpha: %s%s`,
+					th["maxRegression"], th["alpha"], map[string]string{"minMean": ", minMean: " + value, "failBelow": ", failBelow: " + value}[field]))
 				doc, err := ir.LoadBytes(filepath.Join(dir, "app.cue"), []byte(src))
 				if err != nil {
 					if _, invalid := ir.IsInvalid(err); !invalid {
@@ -70,6 +56,8 @@ evals: e: {
 					switch field {
 					case "minMean":
 						thr.MinMean = &f
+					case "failBelow":
+						thr.FailBelow = &f
 					case "maxRegression":
 						thr.MaxRegression = f
 					case "alpha":
@@ -90,6 +78,56 @@ evals: e: {
 			})
 		}
 	}
+}
+
+// TestFailBelowAtMostMinMean: ir and the runtime agree that failBelow may
+// not exceed minMean (a mean between them would both pass and fail).
+func TestFailBelowAtMostMinMean(t *testing.T) {
+	dir := datasetDir(t)
+	for _, tc := range []struct {
+		failBelow, minMean string
+		ok                 bool
+	}{{"0.8", "0.8", true}, {"0.7", "0.8", true}, {"0.9", "0.8", false}, {"0.8000000000000001", "0.8", false}} {
+		src := thresholdApp(fmt.Sprintf("maxRegression: 0.05, failBelow: %s, minMean: %s", tc.failBelow, tc.minMean))
+		_, err := ir.LoadBytes(filepath.Join(dir, "app.cue"), []byte(src))
+		if (err == nil) != tc.ok {
+			t.Errorf("failBelow %s, minMean %s: ir says %v, want ok %v", tc.failBelow, tc.minMean, err, tc.ok)
+		}
+		fb, _ := float(tc.failBelow)
+		mm, _ := float(tc.minMean)
+		rerr := eval.ValidateThresholds([]eval.Threshold{{Metric: "exact_match", MaxRegression: 0.05, Alpha: 0.05, FailBelow: &fb, MinMean: &mm}},
+			[]eval.Metric{eval.ExactMatch{}})
+		if (rerr == nil) != tc.ok {
+			t.Errorf("failBelow %s, minMean %s: the runtime says %v, want ok %v", tc.failBelow, tc.minMean, rerr, tc.ok)
+		}
+	}
+}
+
+// datasetDir is a directory holding the one-case dataset thresholdApp reads.
+func datasetDir(t *testing.T) string {
+	dir := t.TempDir()
+	dataset := `{"name": "d", "version": "1", "cases": [{"id": "a", "input": "q", "expected": "a"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "dataset.json"), []byte(dataset), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// thresholdApp is an application whose one eval has one threshold on
+// exact_match with the given fields (CUE, after the metric).
+func thresholdApp(fields string) string {
+	return `name: "x", version: "1.0.0"
+providers: p: kind: "fake"
+models: "m-1": {provider: "p", contextWindow: 1000, maxOutputTokens: 10, cost: inputPer1kUSD: 0}
+aliases: m: "m-1"
+evals: e: {
+	dataset: "dataset.json"
+	target: {model: "m", prompt: "{{.Input}}"}
+	metrics: ["exact_match"]
+	baseline: "baseline.json"
+	thresholds: [{metric: "exact_match", ` + fields + `}]
+}
+`
 }
 
 // float is the float64 nearest to the decimal s, and whether it is s

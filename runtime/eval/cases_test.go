@@ -102,10 +102,14 @@ func TestGateClustersOnGroups(t *testing.T) {
 		CaseMeans: map[string]float64{"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5, "e": 0.0}}
 	cur.Groups = map[string]string{"a": "g1", "b": "g1", "c": "g2", "d": "g2"}
 	r := gateOne(t, eval.Threshold{MaxRegression: 0.05, Alpha: 0.05}, cur, base)
-	// d̄ = 0.2; cluster sums of residuals: 0.2, −0.2, 0; G = 3.
-	want := math.Sqrt(3.0 / 2 * (0.04 + 0.04) / 25)
-	if r.Clusters != 3 || r.DF != 2 || math.Abs(r.SE-want) > 1e-12 || math.Abs(r.Regression-0.2) > 1e-12 ||
-		!strings.Contains(r.Basis, "clustered over 3 groups") {
+	// d̄ = 0.2; cluster sums of residuals: 0.2, −0.2, 0 over 2, 2 and 1 of 5 cases; G = 3.
+	// CR2 divides each squared sum by 1 − n_g/n (CR1 would multiply all by G/(G−1)).
+	want := math.Sqrt((0.04/(1-0.4) + 0.04/(1-0.4)) / 25)
+	// The residuals within each group are equal, so the working correlation is 1 and the
+	// Bell–McCaffrey degrees of freedom for sizes {2, 2, 1} are 1.5505 (checked against
+	// the dense matrices in TestBellMcCaffreyDF), below G − 1 = 2.
+	if r.Clusters != 3 || math.Abs(r.DF-1.550458715596331) > 1e-9 || math.Abs(r.SE-want) > 1e-12 || math.Abs(r.Regression-0.2) > 1e-12 ||
+		!strings.Contains(r.Basis, "clustered over 3 groups (CR2, 1.6 degrees of freedom)") {
 		t.Errorf("clusters %d, df %v, SE %v (want %v), regression %v, basis %q", r.Clusters, r.DF, r.SE, want, r.Regression, r.Basis)
 	}
 	// The baseline's groups serve when the current run has none.
@@ -114,12 +118,21 @@ func TestGateClustersOnGroups(t *testing.T) {
 	if r2 := gateOne(t, eval.Threshold{MaxRegression: 0.05, Alpha: 0.05}, cur2, base); r2.Clusters != 3 || r2.SE != r.SE {
 		t.Errorf("groups from the baseline: clusters %d, SE %v", r2.Clusters, r2.SE)
 	}
-	// One group for every matched case: no clustered comparison is possible.
-	all := map[string]string{"a": "g", "b": "g", "c": "g", "d": "g", "e": "g"}
-	cur.Groups, base.Groups = all, nil
-	r = gateOne(t, eval.Threshold{MaxRegression: 0.05, Alpha: 0.05}, cur, base)
-	if r.Verdict != eval.Inconclusive || r.Tested || !strings.Contains(r.Reason, "single group") {
-		t.Errorf("one group: verdict %v, tested %v: %s", r.Verdict, r.Tested, r.Reason)
+	// One group for every matched case, or two: no clustered comparison is made, and the
+	// advice names the groups needed.
+	for _, tc := range []struct {
+		groups        map[string]string
+		reason, extra string
+	}{
+		{map[string]string{"a": "g", "b": "g", "c": "g", "d": "g", "e": "g"}, "form 1 group;", "2 more groups"},
+		{map[string]string{"a": "g", "b": "g", "c": "g", "d": "h", "e": "h"}, "form 2 groups;", "1 more group,"},
+	} {
+		cur.Groups, base.Groups = tc.groups, nil
+		r = gateOne(t, eval.Threshold{MaxRegression: 0.05, Alpha: 0.05}, cur, base)
+		if r.Verdict != eval.Inconclusive || r.Tested || !strings.Contains(r.Reason, tc.reason) || !strings.Contains(r.Reason, "needs at least 3 groups") ||
+			!strings.Contains(r.Advice, "add cases from at least "+tc.extra) {
+			t.Errorf("%s: verdict %v, tested %v: %s; advice %q", tc.reason, r.Verdict, r.Tested, r.Reason, r.Advice)
+		}
 	}
 	// Groups must name known cases.
 	bad := cur

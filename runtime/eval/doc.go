@@ -65,27 +65,59 @@
 // discrete scores all d_i can be equal by chance (ten easy binary cases at one run: all
 // differences 0 with probability 0.13 under a true drop of 2δ), and reading that as
 // certainty passed such drops with "upper bound 0". w̃ is a side's within-case variance
-// ŵ when it has at least 2 runs that varied; a side with one run borrows the other's;
-// when neither side measured any (one run each, or runs that never varied) w̃ is the
-// largest variance a [0, 1] metric allows at its case means, μ̃(1 − μ̃) averaged over the
-// cases (Bhatia–Davis), with μ̃ = (K·x̄_i + ½)/(K + 1) shrunk by half a pseudo-run
-// towards ½ so that a case that scored 1 on all K runs keeps the uncertainty K runs
-// leave. The floor is conservative (it only raises SE), so α still holds; Basis says when
-// it decided.
+// ŵ when it has at least 2 runs that varied; a side with one run borrows the other's.
+//
+// A side whose runs never varied (a deterministic system) is bounded jointly over all
+// its quiet case-sides, not case by case: if a case-side's K runs differ with
+// probability π_j, the chance that none of m case-sides varied is Π(1 − π_j) ≤ (1 − π̄)^m,
+// so with confidence [DeterminismAssurance] the mean π̄ is at most
+//
+//	π̄_U = 1 − (1 − DeterminismAssurance)^{1/m},
+//
+// and a score in [0, 1] whose K runs differ with probability π has a run-to-run variance
+// of at most s_K·π, s_K = 1/(4(1 − 2^{1−K})) (s_2 = ½, s_3 = ⅓; tight for binary scores,
+// whose runs differ with probability 1 − p^K − (1−p)^K). So w̃ ≤ s_K·π̄_U on average over
+// the quiet case-sides (both sides together when both are quiet, m = 2n; with different
+// K the larger s_K/K is charged to both). 30 cases × 3 runs that never varied on either
+// side give π̄_U = 0.074 and w̃ = 0.025, SE = 0.023: a deterministic system identical to
+// its baseline passes a maxRegression of 0.05 by its upper bound, where the bound below
+// (SE 0.067) left it inconclusive. When neither side could measure anything (one run
+// each), or the joint bound is looser, w̃ is the largest variance a [0, 1] metric allows
+// at its case means, μ̃(1 − μ̃) averaged over the cases (Bhatia–Davis), with
+// μ̃ = (K·x̄_i + ½)/(K + 1) shrunk by half a pseudo-run towards ½ so that a case that
+// scored 1 on all K runs keeps the uncertainty K runs leave. The floor is conservative
+// (it only raises SE), so α still holds; Basis says when it decided and whether the
+// joint bound did.
 //
 // Clusters. Cases often come in groups (several questions on one document, paraphrases
 // of one question) whose scores move together; treating them as independent
 // underestimates SE (groups of 5 sharing run noise with correlation 0.5 gave 0.13 false
 // alarms at α = 0.05). A dataset case may carry a group ([Case.Group], stored in
-// baselines); when any matched case has one, SE is cluster-robust (CR1) with the groups
-// as clusters and cases without a group as their own cluster (Miller 2024; inspect_ai's
-// stderr(cluster=…)):
+// baselines); when any matched case has one, SE is cluster-robust with the groups as
+// clusters and cases without a group as their own cluster (Miller 2024; inspect_ai's
+// stderr(cluster=…)). The estimator is CR2, the bias-reduced linearization of Bell and
+// McCaffrey (2002), which for a mean is
 //
-//	e_i = d_i − d̄,   SE² = G/(G − 1) · Σ_g (Σ_{i∈g} e_i)² / n²,   df = G − 1,
+//	e_i = d_i − d̄,   SE² = Σ_g (Σ_{i∈g} e_i)² / (1 − n_g/n) / n²,
 //
-// over the G clusters, with the run-to-run floor scaled by the design effect
-// deff = max(1, SE²_CR / (sd(d_i)²/n)). A case's group is the current run's, else the
-// baseline's. With fewer than 2 clusters the threshold is Inconclusive.
+// over the G clusters of n_g cases, exactly unbiased for independent cases of equal
+// variance whatever the sizes. The degrees of freedom are Satterthwaite's for that
+// variance under a working model in which the cases of a group are equicorrelated with
+// the correlation ρ̂ of the residuals (clamped to [0, 1]; Imbens and Kolesár 2016,
+// Pustejovsky and Tipton 2018):
+//
+//	df = (tr K)² / tr K²,   K = Gᵀ Ω̂ G,   G_g = (I − 11ᵀ/n) 1_g / (n √(1 − n_g/n)),
+//
+// computed in O(G) (a diagonal plus a rank-two matrix). They are G − 1 for equal sizes
+// and fall towards 1 when one group dominates: with 60% of the cases in one group they
+// are about 1.1–2.7 whatever G, which is the information such a layout holds. CR1
+// (G/(G−1) instead of 1/(1 − n_g/n), df = G − 1) raised false alarms at the boundary of
+// 0.11–0.30 against α = 0.05 when one group held 60% of the cases. The run-to-run floor
+// is scaled by the design effect deff = max(1, SE²_CR2 / (sd(d_i)²/n)). A case's group
+// is the current run's, else the baseline's. With fewer than [MinClusters] = 3 clusters
+// the threshold is Inconclusive, and the advice names the groups to add: with two
+// groups the variance rests on one degree of freedom or less, and CR1 passed a true
+// regression of 2δ in up to 5% of gates.
 //
 // Unpaired (a side without per-case means): the two means are independent, with
 // clustered standard errors, each floored at its run-to-run noise, and Welch's degrees
@@ -125,18 +157,25 @@
 // conservative. The gate is adequately powered when MDE ≤ δ, that is, when a regression
 // of 2δ would be caught at least 80% of the time. The verdict is, in order:
 //
-//  1. Pass if MinMean is set and the current mean is at least MinMean.
-//  2. Without a usable baseline: Regression if MinMean is set (the mean is below it),
+//  1. Regression if FailBelow is set and the current mean is below it: a floor that
+//     fails, whatever the baseline says (the reason keeps what the other rules found).
+//  2. Pass if MinMean is set and the current mean is at least MinMean: it passes
+//     outright.
+//  3. Without a usable baseline: Regression if MinMean is set (the mean is below it),
 //     otherwise Inconclusive.
-//  3. Regression if p̃ ≤ α.
-//  4. Pass if U ≤ δ: the data show the regression is within δ, whatever the power.
-//  5. Pass if MDE ≤ δ: no significant regression, and a harmful one would have been seen.
-//  6. Otherwise Inconclusive, with the MDE and what would be needed.
+//  4. Regression if p̃ ≤ α.
+//  5. Pass if U ≤ δ: the data show the regression is within δ, whatever the power.
+//  6. Pass if MDE ≤ δ: no significant regression, and a harmful one would have been seen.
+//  7. Otherwise Inconclusive, with the MDE and what would be needed.
+//
+// FailBelow and MinMean compare the observed mean with a fixed value; they are business
+// rules, not tests, so a mean within a few standard errors of either may fall on both
+// sides from run to run. FailBelow is at most MinMean when both are set.
 //
 // A no-change run with low power is therefore Inconclusive (exit code 3), not Pass: with
 // that little data it cannot be told apart from a regression of 2δ, and passing it is the
 // silent pass the gate exists to prevent (unless its own upper bound already excludes a
-// regression beyond δ, rule 4). At the recommended number of runs a no-change run is
+// regression beyond δ, rule 5). At the recommended number of runs a no-change run is
 // rarely inconclusive; the calibration tests require at most 10% and measure 0–2.4%. A CLI
 // may map Inconclusive to pass or fail by flag.
 //
@@ -152,25 +191,47 @@
 //	          SE²(K) = (τ̂_c² + ŵ_c/K)/n_c + (τ̂_b² + ŵ_b/K_b)/n_b
 //
 // Each τ̂² is set to 0 unless the observed variance exceeds the run-to-run part
-// significantly (one-sided χ² test with n − 1 degrees of freedom at 5%): a difference of
-// variance estimates is noisy, and noise alone must not make the plan claim that no
-// number of runs can suffice.
+// significantly (one-sided χ² test at 5%): a difference of variance estimates is noisy,
+// and noise alone must not make the plan claim that no number of runs can suffice. The
+// test's degrees of freedom ν are n − 1, or with groups the Satterthwaite degrees of
+// freedom of the sample variance under the clusters' working model,
+// ν = (tr MΩ̂)²/tr (MΩ̂)², M = I − 11ᵀ/n (n − 1 for independent cases, G − 1 when the
+// cases of equal groups move as one): the advice's variance test, like its power
+// computation, uses the groups' information, not the cases' count.
 //
-// RunsNeeded is the smallest K with λ²·f·SE²(K) ≤ δ², λ = t_{1−α/m} + t_{0.8}, where
-// f = df/χ²_{0.2}(df) is the one-sided 80% upper confidence factor of a variance estimate
-// (Browne, 1995): a plan made from a lucky low variance estimate would otherwise fall
-// short of its power on the next run. When the baseline's own noise or the between-case
-// part already exceeds the budget, no number of current runs suffices: RunsNeeded is 0,
-// RunsNeededNewBaseline says how many runs both a regenerated baseline and the current
-// run need, and when even that is 0, only more cases help (CasesNeeded, the number of
-// cases at which the planned MDE reaches δ at the current runs).
+// RunsNeeded is the smallest K with λ²·f·SE²(K) ≤ δ², λ = t_{1−α/m, df} + t_{0.8, df}
+// with the test's own df (Bell–McCaffrey's with groups), where f = df/χ²_{0.2}(df) is the
+// one-sided 80% upper confidence factor of a variance estimate (Browne, 1995): a plan
+// made from a lucky low variance estimate would otherwise fall short of its power on the
+// next run. When the baseline's own noise or the between-case part already exceeds the
+// budget, no number of current runs suffices: RunsNeeded is 0, RunsNeededNewBaseline says
+// how many runs both a regenerated baseline and the current run need, and when even that
+// is 0, only more cases help (CasesNeeded, the number of cases at which the planned MDE
+// reaches δ at the current runs).
+//
+// With groups, more cases means more groups (GroupsNeeded): groups of the median size are
+// added to the ones compared until the planned MDE, at the degrees of freedom of the new
+// sizes (same working correlation) and SE² shrunk in proportion to the cases, is within
+// δ. When the sizes rather than the number of groups limit the test (its df below half of
+// G − 1, as when one group holds most cases) and the groups cost fewer samples than the
+// runs, the advice leads with the groups and says that cases added to the largest group
+// do not help.
 //
 // Runs shrink only the run-to-run part; the spread of the change from case to case stays.
 // With few cases that spread is barely estimated (five cases whose change is uneven got
 // advice of 130–200 runs, at which the spread dominates the MDE and a true regression of
-// 2δ failed only 32% of the time). So runs are advised only if, with τ² at its 80% upper confidence limit
-// τ²_U = var(d_i)·(n − 1)/χ²_{0.2}(n − 1) − (ŵ_c/K_c + ŵ_b/K_b), infinitely many runs
-// would bring the MDE within δ, λ²·deff·τ²_U/n ≤ δ² (the level is [SpreadAssurance]); otherwise RunsNeeded and
+// 2δ failed only 32% of the time). So runs are advised only if, with τ² at its 80% upper
+// confidence limit ([SpreadAssurance]), infinitely many runs would bring the MDE within
+// δ, λ²·deff·τ²_U/n ≤ δ². The limit is the larger of what the observed variance allows
+// and what the runs' own noise can hide,
+//
+//	τ²_U = max( var(d_i)·F − N,  N·(F − 1) ),   N = ŵ_c/K_c + ŵ_b/K_b,   F = ν/χ²_{0.2}(ν):
+//
+// the second term is the limit the same data would give if the change were even, so a
+// lucky low variance cannot make the spread look measured when the runs' noise left no
+// resolution to measure it (with only the first term, 17% of pilots over five uneven
+// cases still advised runs that could never reach the MDE, and following them reached a
+// power of 0.755; now every pilot advises cases). Otherwise RunsNeeded and
 // RunsNeededNewBaseline are 0 and the advice says that more runs cannot be relied on and
 // how many cases to use; when only the runs' own noise hides the spread (τ̂² = 0), it
 // also says how many runs would show whether the spread is that large.
@@ -186,18 +247,36 @@
 // runs the gate recommends, at least 80% fail; with 1 run per case, at most 5% of such
 // regressions pass. The scenarios are binary accuracy, continuous scores, cases bimodal
 // in difficulty, an explicit unpaired (Welch) comparison, 10 of 100 case ids renamed, a
-// current run over the 50 hardest of 100 cases, groups of 5 cases sharing run noise
+// current run over the 50 hardest of 100 cases, 20 groups of 5 cases sharing run noise
 // (declared, and undeclared to show the problem), two binary cases, ten easy binary
-// cases at one run on each side (where all differences are 0 with probability 0.13), and
-// five cases with an uneven change, where at least two thirds of the pilots must advise
-// more cases rather than runs (73% do; before, 25% did) and every figure follows each
-// pilot's own advice (power 0.80, held to 0.75: pilots whose run noise hides the spread
-// still advise runs, and the gate advises cases at that run). Holm's correction holds three boundary metrics to
-// α together where uncorrected tests exceed it; and a naive test that treats runs as
-// independent trials exceeds α where the gate does not. "The runs the gate recommends" is
-// the median RunsNeeded of pilot gates at 2 runs per case drawn from the same truth,
-// which is what a user following the advice of an inconclusive run gets. go test -run
-// Calibration -v prints the table of measured rates.
+// cases at one run on each side (where all differences are 0 with probability 0.13),
+// five cases with an uneven change, where every pilot must advise more cases rather than
+// runs and every figure follows each pilot's own advice (power at least 0.80), a
+// deterministic system identical to its baseline (30 cases × 3 runs, every run equal on
+// both sides), which must pass every time, and nearly deterministic ones whose runs flip
+// a case's answer with probability 0.01, 0.02 and 0.05. Holm's correction holds three
+// boundary metrics to α together where uncorrected tests exceed it; and a naive test
+// that treats runs as independent trials exceeds α where the gate does not. "The runs the
+// gate recommends" is the median RunsNeeded of pilot gates at 2 runs per case drawn from
+// the same truth, which is what a user following the advice of an inconclusive run gets.
+// go test -run Calibration -v prints the tables of measured rates.
+//
+// Grouped cases are calibrated over a grid: G = 3, 5, 10, 20 and 40 groups over 120
+// cases, of equal sizes or with one group holding 60% of them, runs sharing noise within
+// a group with intra-class correlation 0.1, 0.5 and 0.9, binary and continuous scores,
+// maxRegression 0.1. In every cell the false-alarm rate at the boundary is at most α + 2
+// Monte-Carlo standard errors (0.0597; measured at most 0.0495). A true regression of
+// 2δ, gated by a pilot at 2 runs and, when that is inconclusive, by following its
+// advice, passes at most 20% of the time (measured at most 0.103) and fails at least 80%
+// of the time in 47 of the 60 cells; in the other 13 (few groups or one dominant group,
+// binary scores, intra-class correlation 0.5 or 0.9) some pilots advise more cases than
+// a simulation can follow, and those gates stay honestly inconclusive. Where every
+// inconclusive pilot's advice is followed, following it fails at least 80% of the gates.
+// Two groups are always inconclusive. The grid takes minutes, so by default only the
+// boundary of two dominated cells where CR1 failed runs, at 5 runs (0.0185 and 0.0155;
+// CR1: 0.175 and 0.285); the whole grid runs with
+//
+//	AID_CALIBRATION=full go test -run TestCalibrationGroups -v ./runtime/eval/
 //
 // The guarantee is over the joint draw of the baseline and the current run. A committed
 // baseline is one draw: conditional on it, the false-alarm rate of later runs varies with

@@ -18,9 +18,16 @@ const GatePower = 0.8
 type Threshold struct {
 	// Metric names a measured, non-model-derived metric.
 	Metric string `json:"metric"`
-	// MinMean, when set, passes the threshold whenever the current mean is at least this
-	// value, whatever the baseline says. It is compared with the observed mean, not tested.
+	// MinMean, when set, passes the threshold outright whenever the current mean is at
+	// least this value, whatever the baseline says (unless the mean is below FailBelow).
+	// It is compared with the observed mean, not tested.
 	MinMean *float64 `json:"minMean,omitempty"`
+	// FailBelow, when set, fails the threshold (a Regression) whenever the current mean
+	// is below this value, whatever the baseline and the test say: a floor, as promptfoo's
+	// and deepeval's thresholds are. It is compared with the observed mean, not tested, so
+	// a mean within a few standard errors of it may fall either side from run to run. It is
+	// in (0, 1], and at most MinMean when both are set.
+	FailBelow *float64 `json:"failBelow,omitempty"`
 	// MaxRegression is the allowed drop of the mean below the baseline, in (0, 1). It is
 	// both the allowance and the size of excess regression the gate must be able to see.
 	MaxRegression float64 `json:"maxRegression"`
@@ -117,6 +124,10 @@ type ThresholdResult struct {
 	// CasesNeeded is the number of cases at which the planned MDE is at most
 	// MaxRegression at the current numbers of runs (a new baseline over the new cases).
 	CasesNeeded int `json:"casesNeeded"`
+	// GroupsNeeded is, when the cases are grouped, the number of groups CasesNeeded
+	// spans at the current cases per group: the cases of one group move together, so
+	// more groups, not more cases in the same groups, shrink the standard error.
+	GroupsNeeded int `json:"groupsNeeded,omitempty"`
 	// Advice says what to change when the verdict is inconclusive.
 	Advice string `json:"advice"`
 	// MatchedCases is the number of case ids present in both the baseline and the current run.
@@ -183,7 +194,7 @@ func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Base
 		c, why := compare(cur, base)
 		r.MatchedCases, r.AddedCases, r.RemovedCases, r.Basis, r.Clusters = c.matched, c.added, c.removed, c.basis, c.clusters
 		if why != "" {
-			r.Reason = why
+			r.Reason, r.Advice = why, c.advice
 			continue
 		}
 		comps[i] = c
@@ -299,8 +310,23 @@ func holm(results []ThresholdResult, tested []int) {
 	}
 }
 
-// decide applies the decision rule of the package documentation.
+// decide applies the decision rule of the package documentation: a mean below FailBelow
+// fails whatever the rest says, and the reason keeps what the rest said.
 func decide(r *ThresholdResult) {
+	decideRest(r)
+	th := r.Threshold
+	if th.FailBelow == nil || !(r.CurrentMean < *th.FailBelow-TieTolerance) {
+		return
+	}
+	reason := fmt.Sprintf("mean %.4f is below failBelow %.4f", r.CurrentMean, *th.FailBelow)
+	if r.Tested || r.Verdict != Pass {
+		reason += fmt.Sprintf(" (without failBelow: %s, %s)", r.Verdict, r.Reason)
+	}
+	r.Verdict, r.Reason, r.Advice = Regression, reason, ""
+}
+
+// decideRest applies the rules that follow FailBelow.
+func decideRest(r *ThresholdResult) {
 	th := r.Threshold
 	delta := th.MaxRegression
 	switch {
@@ -313,7 +339,9 @@ func decide(r *ThresholdResult) {
 	case !r.Tested:
 		r.Verdict = Inconclusive
 		r.Reason = fmt.Sprintf("cannot compare: %s", r.Reason)
-		r.Advice = "write a baseline with --update-baseline from a run with at least 2 cases"
+		if r.Advice == "" {
+			r.Advice = "write a baseline with --update-baseline from a run with at least 2 cases"
+		}
 	case !validP(r.PValue) || !validP(r.AdjustedPValue):
 		r.Verdict = Inconclusive
 		r.Reason = "the test produced no valid p-value"
@@ -353,13 +381,24 @@ type comparison struct {
 	added, removed []string
 	clusters       int
 	basis          string
+	advice         string // what would make a comparison possible, when none is
 
 	a, wc, wb     float64
 	aUpper        float64 // a with the variance of the true per-case change at its PlanningAssurance upper limit
 	kc, kb        float64
-	deff          float64 // design effect of the clustering, ≥ 1
-	v             float64 // observed variance of the per-case differences (paired)
+	deff          float64   // design effect of the clustering, ≥ 1
+	sizes         []float64 // the clusters' sizes, when clustered
+	rho           float64   // the clusters' working correlation
+	largest       float64   // the largest cluster's share of the cases
+	v             float64   // observed variance of the per-case differences (paired)
 	withinUnknown bool
+}
+
+// unbalanced reports whether the groups' sizes, not their number, limit a clustered
+// comparison: its degrees of freedom are below half of G − 1, as when one group holds
+// most of the cases.
+func (c comparison) unbalanced() bool {
+	return c.clusters > 0 && c.df < float64(c.clusters-1)/2
 }
 
 // compare estimates the regression of cur against base. When both sides have per-case
@@ -417,23 +456,32 @@ func compare(cur, base MetricStats) (comparison, string) {
 		slices.Sort(curMeans)
 		slices.Sort(baseMeans)
 	}
-	wc, wb, unknown := within(cur, base, curMeans, baseMeans)
+	rn := within(cur, base, curMeans, baseMeans)
+	wc, wb := rn.wc, rn.wb
 	mean, v := meanVar(d)
 	nf := float64(n)
-	c.paired, c.n, c.withinUnknown, c.v = true, n, unknown, v
+	c.paired, c.n, c.withinUnknown, c.v = true, n, rn.unknown, v
 	c.regression, c.df = mean, nf-1
 	se2 := v / nf
-	if g, cr2, ok := clustered(ids, d, mean, cur.Groups, base.Groups); ok {
-		if g < 2 {
-			c.basis += fmt.Sprintf("; standard error clustered over %d group", g)
-			return c, "the matched cases form a single group; a clustered comparison needs at least 2 groups"
+	if fit, ok := clustered(ids, d, mean, cur.Groups, base.Groups); ok {
+		c.clusters = fit.g
+		if fit.g < MinClusters {
+			c.basis += fmt.Sprintf("; standard error clustered over %s", plural(fit.g, "group", "groups"))
+			c.advice = fmt.Sprintf("add cases from at least %s, so that the comparison spans %d or more groups, or record cases without a group if their scores do not move together",
+				plural(MinClusters-fit.g, "more group", "more groups"), MinClusters)
+			return c, fmt.Sprintf("the matched cases form %s; a clustered comparison needs at least %d groups",
+				plural(fit.g, "group", "groups"), MinClusters)
 		}
-		c.clusters, c.df = g, float64(g-1)
-		c.basis += fmt.Sprintf("; standard error clustered over %d groups", g)
+		c.df, c.sizes, c.rho, c.largest = fit.df, fit.sizes, fit.rho, fit.largest
+		c.basis += fmt.Sprintf("; standard error clustered over %d groups (CR2, %.1f degrees of freedom", fit.g, fit.df)
+		if fit.largest >= 0.5 {
+			c.basis += fmt.Sprintf("; the largest group holds %.0f%% of the cases", 100*fit.largest)
+		}
+		c.basis += ")"
 		if se2 > 0 {
-			c.deff = max(1, cr2/se2)
+			c.deff = max(1, fit.v/se2)
 		}
-		se2 = cr2
+		se2 = fit.v
 	}
 	// The run-to-run floor: the differences cannot vary less than the runs' own noise
 	// says they must, Var(d_i) ≥ σ²_c/K_c + σ²_b/K_b. Equal differences with discrete
@@ -442,12 +490,29 @@ func compare(cur, base MetricStats) (comparison, string) {
 	if floor > se2 {
 		se2 = floor
 		c.basis += "; standard error raised to the run-to-run noise"
+		if rn.quiet > 0 {
+			c.basis += fmt.Sprintf(", bounded jointly: no run varied in any of %d case-sides, so a run's variance is at most %.4f (%g%% upper bound)",
+				rn.quiet, rn.bound, 100*DeterminismAssurance)
+		}
 	}
 	c.se = math.Sqrt(se2)
-	tau2 := excessVariance(v, wc/c.kc+wb/c.kb, nf-1) // variance of the true per-case change
+	// The variance of the differences rests on n − 1 degrees of freedom, or fewer when
+	// the cases of a group move together: Satterthwaite's under the clusters' working
+	// model, G − 1 when they move as one.
+	vdf := nf - 1
+	if c.clusters > 0 {
+		vdf = varianceDF(c.sizes, c.rho)
+	}
+	tau2 := excessVariance(v, wc/c.kc+wb/c.kb, vdf) // variance of the true per-case change
 	// Its upper limit: a few cases cannot tell a change that varies from case to case from
-	// run-to-run noise, and runs do nothing against the former.
-	tau2Upper := max(tau2, v*upperFactor(nf-1, SpreadAssurance)-(wc/c.kc+wb/c.kb))
+	// run-to-run noise, and runs do nothing against the former. The limit is the larger
+	// of what the observed variance allows and what the runs' own noise can hide: the
+	// limit the same data would give if the change were even (v equal to the noise), so
+	// that a lucky low variance does not make the spread look measured when the noise
+	// left no resolution to measure it.
+	noise := wc/c.kc + wb/c.kb
+	f := upperFactor(vdf, SpreadAssurance)
+	tau2Upper := max(tau2, v*f-noise, noise*(f-1))
 	c.a, c.wc, c.wb, c.aUpper = c.deff*tau2/nf, c.deff*wc/nf, c.deff*wb/nf, c.deff*tau2Upper/nf
 	return c, ""
 }
@@ -463,8 +528,9 @@ func compareUnpaired(c comparison, cur, base MetricStats) (comparison, string) {
 	if cur.Cases < 2 || base.Cases < 2 {
 		return c, "an unpaired comparison needs at least 2 cases on each side"
 	}
-	wc, wb, unknown := within(cur, base, nil, nil)
-	c.withinUnknown = unknown
+	rn := within(cur, base, nil, nil)
+	wc, wb := rn.wc, rn.wb
+	c.withinUnknown = rn.unknown
 	nc, nb := float64(cur.Cases), float64(base.Cases)
 	sec2 := max(cur.StdDev*cur.StdDev, wc/c.kc) / nc // each side floored at its run-to-run noise
 	seb2 := max(base.StdDev*base.StdDev, wb/c.kb) / nb
@@ -480,17 +546,43 @@ func compareUnpaired(c comparison, cur, base MetricStats) (comparison, string) {
 	return c, ""
 }
 
-// within returns the run-to-run (within-case) variances of one run of the current side
-// and of the baseline, and whether neither side could measure it. A side with at least 2
-// runs that varied uses its own estimate; a side with one run borrows the other side's;
-// a side whose runs never varied, or two sides with one run each, use the bound of a
-// metric in [0, 1]: a case with mean μ has a run-to-run variance of at most μ(1−μ)
-// (Bhatia–Davis), evaluated at μ̃ = (K·x̄ + ½)/(K + 1), the case mean shrunk by half a
-// pseudo-run towards ½ so that a case that scored 1 on all K runs still has the
+// DeterminismAssurance is the confidence of the bound on the run-to-run variance that
+// the gate uses when no case's runs varied: 1 − DeterminismAssurance is the probability
+// that so many quiet cases are seen although the runs vary more often than the bound
+// assumes.
+const DeterminismAssurance = 0.99
+
+// runNoise is the run-to-run (within-case) variance of one run of each side, as the floor
+// and the plan use it.
+type runNoise struct {
+	wc, wb float64
+	// unknown is set when neither side could measure it (one run each).
+	unknown bool
+	// quiet is the number of case-sides whose runs never varied behind a joint bound
+	// (0 when none was used), and bound the variance that bound allows.
+	quiet int
+	bound float64
+}
+
+// within returns the run-to-run variances of the current side and the baseline over the
+// compared cases (nc and nb of them). A side with at least 2 runs that varied uses its own
+// estimate; a side with one run borrows the other side's.
+//
+// A side whose runs never varied is bounded jointly over all the quiet case-sides: if a
+// case-side's K runs differ with probability π_j, the chance that none of m case-sides
+// varied is Π(1 − π_j) ≤ (1 − π̄)^m, so π̄ ≤ π̄_U = 1 − (1 − DeterminismAssurance)^{1/m}
+// with that confidence; and a score in [0, 1] whose K runs differ with probability π
+// has a variance of at most s_K·π, s_K = 1/(4(1 − 2^{1−K})) (tight for binary scores:
+// π = 1 − p^K − (1−p)^K). The bound is on the mean over case-sides, which is what the
+// floor needs. Two sides with one run each, or a bound looser than the case-by-case one,
+// use the bound of a metric in [0, 1]: a case with mean μ has a run-to-run variance of at
+// most μ(1−μ) (Bhatia–Davis), evaluated at μ̃ = (K·x̄ + ½)/(K + 1), the case mean shrunk
+// by half a pseudo-run towards ½ so that a case that scored 1 on all K runs still has the
 // uncertainty K runs leave. The means are the compared cases' means (nil: use the side's
 // overall mean).
-func within(cur, base MetricStats, curMeans, baseMeans []float64) (wc, wb float64, unknown bool) {
+func within(cur, base MetricStats, curMeans, baseMeans []float64) runNoise {
 	measured := func(st MetricStats) bool { return st.Runs >= 2 && st.WithinCaseVariance > 0 }
+	quiet := func(st MetricStats) bool { return st.Runs >= 2 && st.WithinCaseVariance == 0 }
 	bound := func(st MetricStats, means []float64) float64 {
 		if means == nil {
 			means = []float64{st.Mean}
@@ -503,64 +595,73 @@ func within(cur, base MetricStats, curMeans, baseMeans []float64) (wc, wb float6
 		}
 		return sum / float64(len(means))
 	}
-	wc, wb = cur.WithinCaseVariance, base.WithinCaseVariance
-	switch {
-	case measured(cur) && measured(base):
-	case measured(cur) && base.Runs < 2:
-		wb = wc // the baseline has one run: assume it was as noisy as the current run
-	case measured(base) && cur.Runs < 2:
-		wc = wb
-	default:
-		if !measured(cur) {
-			wc = bound(cur, curMeans)
+	count := func(st MetricStats, means []float64) int {
+		if means == nil {
+			return st.Cases
 		}
-		if !measured(base) {
-			wb = bound(base, baseMeans)
+		return len(means)
+	}
+	rn := runNoise{wc: cur.WithinCaseVariance, wb: base.WithinCaseVariance, unknown: cur.Runs < 2 && base.Runs < 2}
+	kc, kb := float64(cur.Runs), float64(base.Runs)
+	switch {
+	case rn.unknown:
+		rn.wc, rn.wb = bound(cur, curMeans), bound(base, baseMeans)
+		return rn
+	case measured(cur) && measured(base):
+		return rn
+	case measured(cur) && base.Runs < 2:
+		rn.wb = rn.wc // the baseline has one run: assume it was as noisy as the current run
+		return rn
+	case measured(base) && cur.Runs < 2:
+		rn.wc = rn.wb
+		return rn
+	}
+	// At least one side is quiet. The joint bound covers the quiet sides together:
+	// a_j = s_K/K per case-side, and the sum Σ σ²_j/K_j over them is at most
+	// max(a)·Σπ_j ≤ max(a)·m·π̄_U.
+	var m int
+	var a float64
+	if quiet(cur) {
+		m += count(cur, curMeans)
+		a = max(a, quietFactor(cur.Runs)/kc)
+	}
+	if quiet(base) {
+		m += count(base, baseMeans)
+		a = max(a, quietFactor(base.Runs)/kb)
+	}
+	piU := 1 - math.Pow(1-DeterminismAssurance, 1/float64(m))
+	jc, jb := kc*a*piU, kb*a*piU // each side's share, as a variance of one run
+	bc, bb := bound(cur, curMeans), bound(base, baseMeans)
+	switch {
+	case quiet(cur) && quiet(base):
+		if jc/kc+jb/kb < bc/kc+bb/kb {
+			rn.wc, rn.wb, rn.quiet, rn.bound = jc, jb, m, jc
+		} else {
+			rn.wc, rn.wb = bc, bb
+		}
+	case quiet(cur):
+		rn.wc = min(jc, bc)
+		if jc < bc {
+			rn.quiet, rn.bound = m, jc
+		}
+		if base.Runs < 2 {
+			rn.wb = rn.wc // one baseline run borrows the current run's
+		}
+	default: // quiet(base)
+		rn.wb = min(jb, bb)
+		if jb < bb {
+			rn.quiet, rn.bound = m, jb
+		}
+		if cur.Runs < 2 {
+			rn.wc = rn.wb
 		}
 	}
-	return wc, wb, cur.Runs < 2 && base.Runs < 2
+	return rn
 }
 
-// clustered returns the number of clusters G and the cluster-robust (CR1) variance of
-// the mean of d, V = G/(G−1)·Σ_g (Σ_{i∈g} (d_i − mean))² / n², when any of the cases
-// (ids, sorted) declares a group; ok is false otherwise. A case's group is the current
-// run's, else the baseline's; a case without one is its own cluster.
-func clustered(ids []string, d []float64, mean float64, cur, base map[string]string) (g int, v float64, ok bool) {
-	if len(cur) == 0 && len(base) == 0 {
-		return 0, 0, false
-	}
-	sums := map[string]float64{}
-	var order []string
-	for i, id := range ids {
-		key, has := cur[id]
-		if !has {
-			key, has = base[id]
-		}
-		if has {
-			key = "g:" + key
-			ok = true
-		} else {
-			key = "c:" + id // its own cluster; the prefixes keep case ids and group names apart
-		}
-		if _, seen := sums[key]; !seen {
-			order = append(order, key)
-		}
-		sums[key] += d[i] - mean
-	}
-	if !ok {
-		return 0, 0, false
-	}
-	g = len(order)
-	if g < 2 {
-		return g, 0, true
-	}
-	var ss float64
-	for _, key := range order { // first-seen order over sorted ids: deterministic sums
-		ss += sums[key] * sums[key]
-	}
-	n := float64(len(ids))
-	return g, float64(g) / float64(g-1) * ss / (n * n), true
-}
+// quietFactor returns s_K = 1/(4(1 − 2^{1−K})), the largest ratio of the variance of a
+// score in [0, 1] to the probability that K of its runs are not all equal (k ≥ 2).
+func quietFactor(k int) float64 { return 1 / (4 * (1 - math.Pow(2, float64(1-k)))) }
 
 // excessVariance estimates the part of an observed variance v (with df degrees of
 // freedom) not explained by run-to-run noise of expected size e: v − e, but 0 unless v
@@ -595,10 +696,20 @@ func plan(r *ThresholdResult, c comparison, m int) {
 	// of its power on the next run.
 	target := (delta / lambda) * (delta / lambda) / assurance(df)
 
-	// Cases: SE² scales as 1/n at fixed runs.
+	// Cases: SE² scales as 1/n at fixed runs. Grouped cases need more groups, whose
+	// number also sets the degrees of freedom.
 	r.CasesNeeded = max(2, ceilInt(float64(r.Cases)*c.se*c.se/target))
+	cases := fmt.Sprintf("at least %d cases", r.CasesNeeded)
+	if c.clusters > 0 {
+		r.GroupsNeeded, r.CasesNeeded = groupsFor(c, delta, th.Alpha/float64(m))
+		cases = fmt.Sprintf("at least %d cases in at least %d groups", r.CasesNeeded, r.GroupsNeeded)
+		if c.unbalanced() {
+			cases += fmt.Sprintf(" (the largest group holds %.0f%% of the cases, so the test rests on %.1f degrees of freedom: add groups, not cases to it)",
+				100*c.largest, c.df)
+		}
+	}
 	if c.withinUnknown {
-		r.Advice = fmt.Sprintf("use at least 2 runs per case so that run-to-run noise can be told from case-to-case spread, or at least %d cases", r.CasesNeeded)
+		r.Advice = fmt.Sprintf("use at least 2 runs per case so that run-to-run noise can be told from case-to-case spread, or %s", cases)
 		return
 	}
 	r.RunsNeeded = runsFor(target-c.a-c.wb/c.kb, c.wc)
@@ -613,27 +724,82 @@ func plan(r *ThresholdResult, c comparison, m int) {
 	if spreadBound {
 		r.RunsNeeded, r.RunsNeededNewBaseline = 0, 0
 	}
+	// Grouped cases: when a few large groups carry most of the variance the test has few
+	// degrees of freedom, and more groups may reach the MDE with fewer samples than more
+	// runs; otherwise runs, which cost no new cases, come first.
+	groupsFirst := c.unbalanced() && (measure == 0 || r.CasesNeeded*int(c.kc) < measure*c.n)
 	switch {
 	case spreadBound:
-		r.Advice = fmt.Sprintf("more runs cannot be relied on: with %d cases the change may vary from case to case by up to %.4f (standard deviation, %g%% upper limit), which no number of runs averages out; use at least %d cases at %s, or raise maxRegression above %.4f",
-			c.n, math.Sqrt(c.aUpper*float64(c.n)/c.deff), 100*PlanningAssurance, r.CasesNeeded, nRuns(int(c.kc)), r.MDE)
+		r.Advice = fmt.Sprintf("more runs cannot be relied on: with %d cases the change may vary from case to case by up to %.4f (standard deviation, %g%% upper limit), which no number of runs averages out; use %s at %s, or raise maxRegression above %.4f",
+			c.n, math.Sqrt(c.aUpper*float64(c.n)/c.deff), 100*SpreadAssurance, cases, nRuns(int(c.kc)), r.MDE)
 		if c.a == 0 {
 			// Nothing shows such a spread yet; only the runs' own noise hides it.
 			r.Advice += fmt.Sprintf(" (%s per case would show whether the spread is that large)", nRuns(measure))
 		}
+	case groupsFirst:
+		r.Advice = fmt.Sprintf("use %s at %s (MDE now: %.4f; needed: ≤ %.4f)", cases, nRuns(int(c.kc)), r.MDE, delta)
+		if r.RunsNeeded > 0 {
+			r.Advice += fmt.Sprintf(", or run at least %s per case", nRuns(r.RunsNeeded))
+		} else if r.RunsNeededNewBaseline > 0 {
+			r.Advice += fmt.Sprintf(", or regenerate the baseline and run, both with at least %s per case", nRuns(r.RunsNeededNewBaseline))
+		}
 	case r.RunsNeeded > 0:
 		r.Advice = fmt.Sprintf("run at least %s per case (MDE at %s: %.4f; needed: ≤ %.4f)", nRuns(r.RunsNeeded), nRuns(int(c.kc)), r.MDE, delta)
 	case r.RunsNeededNewBaseline > 0:
-		r.Advice = fmt.Sprintf("the baseline's own noise (%s per case) leaves no room: regenerate it and run, both with at least %s per case, or use at least %d cases",
-			nRuns(int(c.kb)), nRuns(r.RunsNeededNewBaseline), r.CasesNeeded)
+		r.Advice = fmt.Sprintf("the baseline's own noise (%s per case) leaves no room: regenerate it and run, both with at least %s per case, or use %s",
+			nRuns(int(c.kb)), nRuns(r.RunsNeededNewBaseline), cases)
 	default:
 		what := "the change varies too much from case to case"
 		if !c.paired {
 			what = "cases differ too much from each other"
 		}
-		r.Advice = fmt.Sprintf("no number of runs suffices (%s): use at least %d cases at %s, or raise maxRegression above %.4f",
-			what, r.CasesNeeded, nRuns(int(c.kc)), r.MDE)
+		r.Advice = fmt.Sprintf("no number of runs suffices (%s): use %s at %s, or raise maxRegression above %.4f",
+			what, cases, nRuns(int(c.kc)), r.MDE)
 	}
+}
+
+// groupsFor returns the number of groups, and of cases, at which the planned MDE of a
+// clustered comparison is within delta at level alpha: groups of the median size are
+// added to the ones compared, which raises the degrees of freedom (computed for the new
+// sizes with the same working correlation) and shrinks SE² in proportion to the cases.
+// The largest group's share falls as groups are added, which shrinks SE² faster than
+// that, so the plan errs towards more groups.
+func groupsFor(c comparison, delta, alpha float64) (groups, cases int) {
+	sizes := slices.Clone(c.sizes)
+	slices.Sort(sizes)
+	typical := max(1, sizes[len(sizes)/2])
+	n := float64(c.n)
+	ok := func(extra int) bool {
+		grown := slices.Grow(slices.Clone(sizes), extra)
+		for range extra {
+			grown = append(grown, typical)
+		}
+		n2 := n + float64(extra)*typical
+		df := max(1, bellMcCaffreyDF(grown, c.rho))
+		lambda := tQuantile(1-alpha, df) + tQuantile(GatePower, df)
+		return lambda*lambda*assurance(df)*c.se*c.se*n/n2 <= delta*delta
+	}
+	g := len(sizes)
+	lo := max(0, MinClusters-g)
+	if ok(lo) {
+		return g + lo, ceilInt(n + float64(lo)*typical)
+	}
+	hi := max(1, 2*lo)
+	for !ok(hi) {
+		if hi >= 1<<20 {
+			return g + hi, ceilInt(n + float64(hi)*typical)
+		}
+		lo, hi = hi, 2*hi
+	}
+	for hi-lo > 1 { // ok(hi) and not ok(lo)
+		if mid := lo + (hi-lo)/2; ok(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	extra := hi
+	return g + extra, ceilInt(n + float64(extra)*typical)
 }
 
 // PlanningAssurance is the confidence with which RunsNeeded and CasesNeeded reach the
@@ -697,9 +863,12 @@ func tSurvival(x, df float64) float64 {
 }
 
 // nRuns writes a number of runs as English: "1 run", "3 runs".
-func nRuns(n int) string {
+func nRuns(n int) string { return plural(n, "run", "runs") }
+
+// plural writes n with the singular or plural noun: "1 group", "2 groups".
+func plural(n int, one, many string) string {
 	if n == 1 {
-		return "1 run"
+		return "1 " + one
 	}
-	return fmt.Sprintf("%d runs", n)
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -52,6 +52,12 @@ func noCaseMeans(st eval.MetricStats) eval.MetricStats {
 	return st
 }
 
+// withFloor returns th with FailBelow (and MinMean, when not nil) set.
+func withFloor(th eval.Threshold, failBelow float64, minMean *float64) eval.Threshold {
+	th.FailBelow, th.MinMean = &failBelow, minMean
+	return th
+}
+
 func TestGateVerdicts(t *testing.T) {
 	th := eval.Threshold{Metric: "m", MaxRegression: 0.05, Alpha: 0.05}
 	withMin := th
@@ -79,6 +85,19 @@ func TestGateVerdicts(t *testing.T) {
 			want: eval.Regression, reason: "below minMean 0.7000 and there is no baseline"},
 		{name: "no baseline", th: th, cur: synth(1, "c", 100, 10, constant(0.5)), noBaseline: true,
 			want: eval.Inconclusive, reason: "no baseline"},
+		// A floor that fails: the deterministic retriever, mean 0.733 under a floor
+		// of 0.9, was inconclusive with advice to add runs.
+		{name: "below failBelow, otherwise inconclusive", th: withFloor(th, 0.9, nil), cur: deterministic(15, 3, func(i int) bool { return i%15 < 11 }),
+			base: deterministic(15, 3, func(i int) bool { return i%15 < 11 }),
+			want: eval.Regression, paired: true, reason: "mean 0.7333 is below failBelow 0.9000 (without failBelow: inconclusive,"},
+		{name: "below failBelow, otherwise pass", th: withFloor(th, 0.7, nil), cur: synth(3, "c", 200, 10, spread(0.6)), base: synth(4, "c", 200, 10, spread(0.6)),
+			want: eval.Regression, paired: true, reason: "is below failBelow 0.7000 (without failBelow: pass, regression"},
+		{name: "below failBelow without baseline", th: withFloor(th, 0.7, nil), cur: synth(1, "c", 100, 10, constant(0.5)), noBaseline: true,
+			want: eval.Regression, reason: "is below failBelow 0.7000 (without failBelow: inconclusive, cannot compare"},
+		{name: "at failBelow and minMean", th: withFloor(th, 0.5, ptr(0.5)), cur: deterministic(10, 2, func(i int) bool { return i%2 == 0 }), noBaseline: true,
+			want: eval.Pass, reason: "mean 0.5000 clears minMean 0.5000"},
+		{name: "above failBelow, large regression", th: withFloor(th, 0.3, nil), cur: synth(1, "c", 100, 10, spread(0.5)), base: synth(2, "c", 100, 10, spread(0.8)),
+			want: eval.Regression, paired: true, reason: "exceeds maxRegression"},
 		// Identical runs are not certainty: with discrete scores equal differences are a
 		// chance event, and 30 cases × 5 runs cannot see a drop of 2×0.05 (before the
 		// run-to-run floor this passed with MDE 0 and p 1).
@@ -173,6 +192,88 @@ func TestGatePairedStatistic(t *testing.T) {
 	}
 }
 
+// deterministic returns the statistics of a system whose runs never vary: n cases, case i
+// right on every one of its runs when right(i).
+func deterministic(n, runs int, right func(i int) bool) eval.MetricStats {
+	ids := make([]string, n)
+	scores := make([][]float64, n)
+	for i := range n {
+		ids[i] = fmt.Sprintf("c%03d", i)
+		scores[i] = make([]float64, runs)
+		if right(i) {
+			for k := range scores[i] {
+				scores[i][k] = 1
+			}
+		}
+	}
+	st, err := eval.NewMetricStats(ids, scores)
+	if err != nil {
+		panic(err)
+	}
+	return st
+}
+
+// TestGateDeterministic: a deterministic system identical to its baseline, 30 cases × 3
+// runs with every run equal on both sides, passes by maxRegression: 180 runs that never
+// varied bound the run-to-run variance jointly (no case-side of 60 varied: π̄ ≤ 0.074 at
+// 99%, a run's variance ≤ 0.025), where the case-by-case bound (SE 0.067 against δ = 0.05)
+// left it inconclusive.
+func TestGateDeterministic(t *testing.T) {
+	th := eval.Threshold{Metric: "m", MaxRegression: 0.05, Alpha: 0.05}
+	right := func(i int) bool { return i%5 != 0 }
+	st := deterministic(30, 3, right)
+	r := gateOne(t, th, st, st)
+	piU := 1 - math.Pow(0.01, 1.0/60)
+	wantSE := math.Sqrt(2 * piU / 3 / 3 / 30) // w ≤ s_3·π̄_U = π̄_U/3 on each side, K = 3, n = 30
+	if r.Verdict != eval.Pass || !strings.Contains(r.Reason, "within maxRegression") || math.Abs(r.SE-wantSE) > 1e-12 ||
+		!strings.Contains(r.Basis, "bounded jointly: no run varied in any of 60 case-sides") {
+		t.Errorf("verdict %v, SE %v (want %v): %s; basis %q", r.Verdict, r.SE, wantSE, r.Reason, r.Basis)
+	}
+	// A real change on a deterministic system is still seen.
+	worse := deterministic(30, 3, func(i int) bool { return right(i) && i%3 != 0 })
+	if r := gateOne(t, th, worse, st); r.Verdict != eval.Regression {
+		t.Errorf("a drop of 0.27: verdict %v: %s", r.Verdict, r.Reason)
+	}
+	// The bound rests on the quiet side alone when the other side varied: fewer case-sides,
+	// a looser bound, and the measured side keeps its own estimate.
+	noisy := synth(3, "c", 30, 3, func(i int) float64 {
+		if right(i) {
+			return 0.97
+		}
+		return 0.03
+	})
+	if noisy.WithinCaseVariance == 0 {
+		t.Fatal("the noisy side did not vary")
+	}
+	r = gateOne(t, th, noisy, st)
+	wb := (1 - math.Pow(0.01, 1.0/30)) / 3
+	if want := math.Sqrt((noisy.WithinCaseVariance/3 + wb/3) / 30); math.Abs(r.SE-want) > 1e-12 ||
+		!strings.Contains(r.Basis, "no run varied in any of 30 case-sides, so a run's variance is at most 0.0474") {
+		t.Errorf("one quiet side: SE %v, want %v; basis %q", r.SE, want, r.Basis)
+	}
+	// Five cases that never varied are too few to bound anything tightly: still inconclusive.
+	few := deterministic(5, 3, right)
+	if r := gateOne(t, th, few, few); r.Verdict != eval.Inconclusive {
+		t.Errorf("5 deterministic cases: verdict %v: %s", r.Verdict, r.Reason)
+	}
+}
+
+// TestGateNoData: statistics without cases never reach a verdict, on either side.
+func TestGateNoData(t *testing.T) {
+	th := []eval.Threshold{{Metric: "m", MaxRegression: 0.05, Alpha: 0.05, MinMean: ptr(0)}}
+	some := synth(1, "c", 10, 3, constant(0.5))
+	for name, tc := range map[string]struct{ cur, base eval.MetricStats }{
+		"current without cases":  {eval.MetricStats{Runs: 3}, some},
+		"baseline without cases": {some, eval.MetricStats{Runs: 3}},
+		"empty case means":       {eval.MetricStats{Runs: 3, CaseMeans: map[string]float64{}}, some},
+	} {
+		rep, err := eval.Gate(th, map[string]eval.MetricStats{"m": tc.cur}, &eval.Baseline{Metrics: map[string]eval.MetricStats{"m": tc.base}})
+		if err == nil || !strings.Contains(err.Error(), "cases 0 must be at least 1") {
+			t.Errorf("%s: report %+v, err %v", name, rep, err)
+		}
+	}
+}
+
 func TestGateAdvice(t *testing.T) {
 	th := []eval.Threshold{{Metric: "m", MaxRegression: 0.05, Alpha: 0.05}}
 	gate := func(cur, base eval.MetricStats) eval.ThresholdResult {
@@ -201,6 +302,22 @@ func TestGateAdvice(t *testing.T) {
 	if r.Verdict != eval.Inconclusive || r.RunsNeeded != 0 || r.RunsNeededNewBaseline != 0 || r.CasesNeeded <= 30 ||
 		!strings.Contains(r.Advice, "more runs cannot be relied on") || !strings.Contains(r.Advice, fmt.Sprintf("use at least %d cases", r.CasesNeeded)) {
 		t.Errorf("30 cases: verdict %v, runs %d/%d, cases %d, advice %q", r.Verdict, r.RunsNeeded, r.RunsNeededNewBaseline, r.CasesNeeded, r.Advice)
+	}
+	// Grouped, with one group holding 60% of 120 cases: the test rests on under 2 degrees
+	// of freedom, so the advice is more groups, and not more cases in the largest one.
+	sc := groupCell{groups: 5, dominated: true, icc: 0.5, binary: true}.scenario()
+	r = newSimulator(sc, 3).gate(2, 2*sc.delta)
+	if r.Verdict != eval.Inconclusive || r.GroupsNeeded <= 5 || r.CasesNeeded <= 120 || r.DF > 2 ||
+		!strings.Contains(r.Advice, fmt.Sprintf("use at least %d cases in at least %d groups (the largest group holds 60%% of the cases", r.CasesNeeded, r.GroupsNeeded)) ||
+		!strings.Contains(r.Advice, "add groups, not cases to it") {
+		t.Errorf("dominated groups: verdict %v, df %v, groups %d, cases %d, advice %q", r.Verdict, r.DF, r.GroupsNeeded, r.CasesNeeded, r.Advice)
+	}
+	// Equal groups: runs come first, and the cases advice names groups too.
+	sc = groupCell{groups: 20, icc: 0.5}.scenario()
+	sc.delta = 0.04
+	r = newSimulator(sc, 5).gate(2, 0)
+	if r.Verdict != eval.Inconclusive || !strings.HasPrefix(r.Advice, "run at least") || r.GroupsNeeded <= 20 || math.Abs(r.DF-19) > 1e-9 {
+		t.Errorf("equal groups: verdict %v, df %v, groups %d, advice %q", r.Verdict, r.DF, r.GroupsNeeded, r.Advice)
 	}
 	// Unpaired, with cases that differ a lot: only more cases help.
 	r = gate(synth(5, "new", 30, 10, spread(0.5)), noCaseMeans(synth(6, "old", 30, 10, spread(0.5))))

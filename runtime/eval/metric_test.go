@@ -189,6 +189,8 @@ func TestValidateThresholds(t *testing.T) {
 		{Metric: "llm_judge", MaxRegression: 0.05, Alpha: 0.05},
 		{Metric: "normalized_contains", MaxRegression: 0.05, Alpha: 0.05},
 		{Metric: "exact_match", MaxRegression: 0, Alpha: 0, MinMean: &minMean},
+		{Metric: "a", MaxRegression: 0.05, Alpha: 0.05, FailBelow: new(0.0)},
+		{Metric: "b", MaxRegression: 0.05, Alpha: 0.05, FailBelow: new(0.9), MinMean: new(0.8)},
 	}, metrics)
 	var gce *eval.GateConfigurationError
 	if !errors.As(err, &gce) {
@@ -201,12 +203,15 @@ func TestValidateThresholds(t *testing.T) {
 		`alpha 0 must be in (0, 0.5]`,
 		`maxRegression 0 must be in (0, 1)`,
 		`minMean 1.5 must be in [0, 1]`,
+		`"a": metric is not measured`,
+		`failBelow 0 must be in (0, 1]`,
+		`failBelow 0.9 is above minMean 0.8`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	if err := eval.ValidateThresholds([]eval.Threshold{{Metric: "exact_match", MaxRegression: 0.05, Alpha: 0.05}}, metrics); err != nil {
+	if err := eval.ValidateThresholds([]eval.Threshold{{Metric: "exact_match", MaxRegression: 0.05, Alpha: 0.05, FailBelow: new(0.8), MinMean: new(0.8)}}, metrics); err != nil {
 		t.Error(err)
 	}
 }

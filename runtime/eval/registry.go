@@ -153,6 +153,12 @@ func checkThresholds(thresholds []Threshold, lookup func(string) (bool, bool)) e
 		if t.MinMean != nil && !(*t.MinMean >= 0 && *t.MinMean <= 1) {
 			bad(t.Metric, "minMean %v must be in [0, 1]", *t.MinMean)
 		}
+		if t.FailBelow != nil && !(*t.FailBelow > 0 && *t.FailBelow <= 1) {
+			bad(t.Metric, "failBelow %v must be in (0, 1]: a mean is never below 0", *t.FailBelow)
+		}
+		if t.MinMean != nil && t.FailBelow != nil && *t.FailBelow > *t.MinMean {
+			bad(t.Metric, "failBelow %v is above minMean %v: a mean between them would both pass outright and fail; lower failBelow or raise minMean", *t.FailBelow, *t.MinMean)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -243,6 +243,19 @@ type Agent struct {
 	Output json.RawMessage `json:"output,omitempty"`
 	// Temperature is the sampling temperature; nil means the provider's.
 	Temperature *float64 `json:"temperature,omitempty"`
+	// Timeouts bound the agent's runs and steps; nil means the service's
+	// defaults.
+	Timeouts *Timeouts `json:"timeouts,omitempty"`
+}
+
+// Timeouts bound the time a run takes; a zero field means no bound of its
+// own.
+type Timeouts struct {
+	// Run bounds one drive of a run, from its start, resume, recovery or
+	// continuation until it ends or pauses.
+	Run Duration `json:"run,omitempty"`
+	// Step bounds one step: a model call and the tool calls it asks for.
+	Step Duration `json:"step,omitempty"`
 }
 
 // Budget exhaustion policies.
@@ -468,6 +481,9 @@ type Service struct {
 	Auth Auth `json:"auth"`
 	// State says where checkpoints, memory and the ledger live.
 	State State `json:"state"`
+	// Timeouts are the run and step timeouts of every agent that sets
+	// none; nil means none.
+	Timeouts *Timeouts `json:"timeouts,omitempty"`
 }
 
 // Auth protects the service.

@@ -41,6 +41,7 @@ func Document(doc *ir.Document) (app.Description, error) {
 			State:  app.State{Kind: doc.Service.State.Kind, DSNEnv: doc.Service.State.DSNEnv},
 		},
 	}
+	d.Service.Timeouts = timeouts(doc.Service.Timeouts)
 	var errs []error
 	for _, p := range doc.Providers {
 		d.Providers = append(d.Providers, provider(p))
@@ -165,6 +166,7 @@ func agent(a *ir.Agent) agents.Agent {
 		t := *a.Temperature
 		out.Temperature = &t
 	}
+	out.Timeouts = timeouts(a.Timeouts)
 	if m := a.Memory; m != nil {
 		out.Memory = &agents.Memory{}
 		if m.Thread != nil {
@@ -178,6 +180,13 @@ func agent(a *ir.Agent) agents.Agent {
 		}
 	}
 	return out
+}
+
+func timeouts(t *ir.Timeouts) agents.Timeouts {
+	if t == nil {
+		return agents.Timeouts{}
+	}
+	return agents.Timeouts{Run: t.Run.Std(), Step: t.Step.Std()}
 }
 
 func evalSpec(e *ir.Eval) app.Eval {

@@ -36,6 +36,7 @@ func TestValidDocumentsAssemble(t *testing.T) {
 		{"evals", ir + "evals.cue", ""},
 		{"tools", ir + "tools.cue", ""},
 		{"openai", ir + "openai.cue", ""},
+		{"run-control", ir + "run-control.cue", ""},
 		{"capitals", capitals, ""},
 		{"support-desk", supportDesk, ""},
 	}

@@ -179,6 +179,12 @@ type ToolCallRecord struct {
 	Arguments string `json:"arguments"`
 	// Done is true once the call has its observation.
 	Done bool `json:"done,omitempty"`
+	// Interrupted is true for a call that started and was stopped before
+	// its result (a timeout, a cancellation, a shutdown): it is recorded
+	// without a result, never as done. Continue and Recover run an
+	// interrupted read again and ask a person about an interrupted write,
+	// which may or may not have happened.
+	Interrupted bool `json:"interrupted,omitempty"`
 	// Observation is what the model was told.
 	Observation string `json:"observation,omitempty"`
 	// ErrorKind classifies a failed call; empty on success.
@@ -217,6 +223,11 @@ const (
 	// KindNotRun is a call after a transfer in the same answer: the
 	// conversation had already moved on.
 	KindNotRun ErrorKind = "not_run"
+	// KindInterrupted marks, in a span, a call stopped before its result
+	// by a timeout, a cancellation or a shutdown; the call itself is
+	// recorded without a result (ToolCallRecord.Interrupted), not with
+	// this kind.
+	KindInterrupted ErrorKind = "interrupted"
 	// KindBudgetExceeded is a search_ call whose embedding the budget
 	// refused, by an agent that degrades rather than fail (see Searcher):
 	// the run goes on without the passages.

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -123,6 +124,37 @@ type Config struct {
 	// MaxDelegations bounds the delegations of one run, nested ones
 	// included; zero means DefaultMaxDelegations.
 	MaxDelegations int
+	// Timeouts are the run and step timeouts of every agent that does not
+	// set its own (Agent.Timeouts), field by field; zero fields mean no
+	// bound.
+	Timeouts Timeouts
+}
+
+// Timeouts bound the time a run takes. A run that exceeds one stops with
+// status timed_out and a *TimeoutError; it keeps its partial result (the
+// completed steps, the last text, the cost so far) and can be continued
+// (Runtime.Continue). A tool's own Timeout is separate: a call that exceeds
+// it is an error observation, and the run goes on.
+type Timeouts struct {
+	// Run bounds one drive of a run: from Run, Resume, Recover or Continue
+	// until the run ends or pauses, whatever agents it goes through. It is
+	// the timeout of the agent the drive starts on. Zero means no bound.
+	Run time.Duration
+	// Step bounds one step of the agent: its model call and the tool calls
+	// that call asks for (a delegation included). Zero means no bound.
+	Step time.Duration
+}
+
+func (t Timeouts) validate() error {
+	if t.Run < 0 || t.Step < 0 {
+		return fmt.Errorf("negative timeout (run %v, step %v)", t.Run, t.Step)
+	}
+	return nil
+}
+
+// or returns t with each zero field taken from d.
+func (t Timeouts) or(d Timeouts) Timeouts {
+	return Timeouts{Run: cmp.Or(t.Run, d.Run), Step: cmp.Or(t.Step, d.Step)}
 }
 
 // Agent is one model-driven loop.
@@ -170,6 +202,9 @@ type Agent struct {
 	Output json.RawMessage
 	// Temperature, when set, is the sampling temperature.
 	Temperature *float64
+	// Timeouts bound the agent's runs and steps; a zero field takes
+	// Config.Timeouts'.
+	Timeouts Timeouts
 }
 
 // Memory configures an agent's memory scopes.

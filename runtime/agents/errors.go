@@ -1,9 +1,11 @@
 package agents
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ErrInterrupted is the cancel cause (context.WithCancelCause) a process
@@ -14,6 +16,75 @@ import (
 // restart; Run, Resume and Recover then return StatusRunning and an error
 // wrapping ErrInterrupted. Any other cancellation fails the run.
 var ErrInterrupted = errors.New("agents: run interrupted by shutdown")
+
+// TimeoutScope says which timeout a *TimeoutError is.
+type TimeoutScope string
+
+// The timeout scopes.
+const (
+	// TimeoutRun is the run's timeout (Timeouts.Run).
+	TimeoutRun TimeoutScope = "run"
+	// TimeoutStep is a step's timeout (Timeouts.Step).
+	TimeoutStep TimeoutScope = "step"
+	// TimeoutDeadline is a deadline of whoever drives the run (a service's
+	// request timeout), given as the cancel cause of its context.
+	TimeoutDeadline TimeoutScope = "deadline"
+)
+
+// TimeoutError reports a run stopped by a timeout: status timed_out, with
+// the partial result kept and the run continuable (Runtime.Continue). A
+// caller that bounds a run with its own deadline gives a *TimeoutError
+// (Scope TimeoutDeadline) as the cause of its context
+// (context.WithTimeoutCause), so that the run ends timed out rather than
+// failed. It matches context.DeadlineExceeded with errors.Is.
+type TimeoutError struct {
+	// RunID is the run stopped.
+	RunID string
+	// Agent is the agent the run was on.
+	Agent string
+	// Scope says which timeout expired.
+	Scope TimeoutScope
+	// Step is the step that ran out of time, for TimeoutStep.
+	Step int
+	// Timeout is the bound that expired.
+	Timeout time.Duration
+}
+
+// Error implements error.
+func (e *TimeoutError) Error() string {
+	switch e.Scope {
+	case TimeoutStep:
+		return fmt.Sprintf("run %s: agent %q: step %d timed out after %v", e.RunID, e.Agent, e.Step, e.Timeout)
+	case TimeoutRun:
+		return fmt.Sprintf("run %s: agent %q: the run timed out after %v", e.RunID, e.Agent, e.Timeout)
+	}
+	return fmt.Sprintf("run %s: agent %q: the run's deadline (%v) passed", e.RunID, e.Agent, e.Timeout)
+}
+
+// Unwrap returns context.DeadlineExceeded.
+func (e *TimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// CancelledError reports a run stopped by Runtime.Cancel: status
+// cancelled, with the partial result kept and the run continuable
+// (Runtime.Continue). The run's context ends with it as the cause, also in
+// a process other than the one that called Cancel.
+type CancelledError struct {
+	// RunID is the run stopped.
+	RunID string
+	// By names who asked, as given to Cancel; empty when unknown.
+	By string
+}
+
+// Error implements error.
+func (e *CancelledError) Error() string {
+	if e.By != "" {
+		return fmt.Sprintf("run %s was cancelled by %s", e.RunID, e.By)
+	}
+	return fmt.Sprintf("run %s was cancelled", e.RunID)
+}
+
+// Unwrap returns context.Canceled.
+func (e *CancelledError) Unwrap() error { return context.Canceled }
 
 // UnknownAgentError reports a run, resume or reference naming an agent the
 // runtime was not built with.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
@@ -22,6 +24,10 @@ type shutdownDesk struct {
 	started chan string
 	lookups atomic.Int32
 	sends   atomic.Int32
+
+	timeouts    agents.Timeouts // the desk agent's
+	toolTimeout time.Duration   // both tools'
+	tracer      trace.Tracer
 }
 
 func newShutdownDesk(t *testing.T, script ...fake.Step) *shutdownDesk {
@@ -32,7 +38,10 @@ func (d *shutdownDesk) runtime(t *testing.T) *agents.Runtime {
 	impl := func(name string, n *atomic.Int32) agents.Implementation {
 		return agents.ToolFunc(func(ctx context.Context, args json.RawMessage) (string, error) {
 			if d.block.Load() {
-				d.started <- name
+				select {
+				case d.started <- name:
+				default: // nobody waits for it
+				}
 				<-ctx.Done()
 				return "", ctx.Err()
 			}
@@ -43,10 +52,11 @@ func (d *shutdownDesk) runtime(t *testing.T) *agents.Runtime {
 	return newRuntime(t, agents.Config{
 		Gateway: d.fx.gw,
 		Store:   d.store,
-		Agents:  []agents.Agent{{Name: "desk", Model: "small", Tools: []string{"lookup", "send"}}},
+		Tracer:  d.tracer,
+		Agents:  []agents.Agent{{Name: "desk", Model: "small", Tools: []string{"lookup", "send"}, Timeouts: d.timeouts}},
 		Tools: []agents.Tool{
-			{Name: "lookup", Description: "d", Input: lookupSchema},
-			{Name: "send", Description: "d", Input: lookupSchema, Effects: agents.EffectsWrite},
+			{Name: "lookup", Description: "d", Input: lookupSchema, Timeout: d.toolTimeout},
+			{Name: "send", Description: "d", Input: lookupSchema, Effects: agents.EffectsWrite, Timeout: d.toolTimeout},
 		},
 		Implementations: map[string]agents.Implementation{"lookup": impl("lookup", &d.lookups), "send": impl("send", &d.sends)},
 	})

@@ -86,21 +86,33 @@ func (c *ToolCallRecord) observe(obs string, kind ErrorKind) {
 	c.Observation, c.ErrorKind, c.Done = obs, kind, true
 }
 
-// drive runs the loop from st until the run ends or pauses.
+// drive runs the loop from st until the run ends, pauses or stops. A
+// top-level run is bounded by its agent's run timeout; each step by its
+// agent's step timeout, from its model call to the end of its tool calls.
 func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
+	if d := st.agent.timeouts.Run; d > 0 && !st.sub {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, d, &TimeoutError{Scope: TimeoutRun, Timeout: d})
+		defer cancel()
+	}
 	actx, span := r.startAgentSpan(ctx, st)
+	var clock stepClock
+	defer clock.end()
 	for {
 		if st.pending != nil {
-			paused, target, err := r.runCalls(actx, st, span)
+			sctx := clock.context(actx, st)
+			paused, target, err := r.runCalls(sctx, st, span)
 			switch {
-			case err != nil && interrupted(ctx):
-				return r.interrupt(ctx, st, span, err)
+			case err != nil && stopped(sctx):
+				return r.stop(ctx, sctx, st, span, err)
 			case err != nil:
 				st.stopPending()
 				return r.finish(ctx, st, span, statusOf(err), err)
 			case paused:
 				return r.finish(ctx, st, span, StatusPaused, nil)
-			case target != nil:
+			}
+			clock.end()
+			if target != nil {
 				if span.IsRecording() {
 					span.SetAttributes(AttrTransferredTo.String(target.spec.Name))
 				}
@@ -116,8 +128,8 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			if interrupted(ctx) {
-				return r.interrupt(ctx, st, span, err)
+			if stopped(ctx) {
+				return r.stop(ctx, ctx, st, span, err)
 			}
 			return r.finish(ctx, st, span, StatusFailed, fmt.Errorf("run %s: %w", st.id, err))
 		}
@@ -129,19 +141,20 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 		if st.agentSteps >= st.agent.maxSteps {
 			return r.finish(ctx, st, span, StatusMaxSteps, &MaxStepsError{RunID: st.id, Agent: st.agent.spec.Name, MaxSteps: st.agent.maxSteps})
 		}
-		req, err := r.request(actx, st)
+		sctx := clock.start(actx, st)
+		req, err := r.request(sctx, st)
 		if err != nil {
-			if interrupted(ctx) {
-				return r.interrupt(ctx, st, span, err)
+			if stopped(sctx) {
+				return r.stop(ctx, sctx, st, span, err)
 			}
 			return r.finish(ctx, st, span, StatusFailed, err)
 		}
-		res, from, err := r.callModel(actx, st, req)
+		res, from, err := r.callModel(sctx, st, req)
 		if err != nil {
-			if interrupted(ctx) {
-				// The answer never came: the call is made again on
-				// recovery, from the state saved now.
-				return r.interrupt(ctx, st, span, err)
+			if stopped(sctx) {
+				// The answer never came: the call is made again when the
+				// run is recovered or continued, from the state saved now.
+				return r.stop(ctx, sctx, st, span, err)
 			}
 			var be *gateway.BudgetExceededError
 			if errors.As(err, &be) {
@@ -161,6 +174,7 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 		}
 		st.appendMsg(gateway.Message{Role: gateway.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
 		if len(res.ToolCalls) == 0 {
+			clock.end()
 			st.steps = append(st.steps, step)
 			if out := st.agent.output; out != nil {
 				if verr := validateJSON(out, []byte(res.Text)); verr != nil {
@@ -193,6 +207,41 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			return r.finish(ctx, st, span, StatusFailed, err)
 		}
 	}
+}
+
+// stepClock is the context of the step in flight, bounded by the agent's
+// step timeout. A step starts with its model call, or with the calls of a
+// pending step when a run is resumed, and ends when its calls are done.
+type stepClock struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// start begins a new step on the parent context.
+func (c *stepClock) start(parent context.Context, st *runState) context.Context {
+	c.end()
+	c.ctx, c.cancel = parent, func() {}
+	if d := st.agent.timeouts.Step; d > 0 {
+		c.ctx, c.cancel = context.WithTimeoutCause(parent, d, &TimeoutError{Scope: TimeoutStep, Step: len(st.steps) + 1, Timeout: d})
+	}
+	return c.ctx
+}
+
+// context returns the step in flight, starting one when there is none (a
+// resumed run's pending step).
+func (c *stepClock) context(parent context.Context, st *runState) context.Context {
+	if c.ctx == nil {
+		return c.start(parent, st)
+	}
+	return c.ctx
+}
+
+// end ends the step in flight, if any.
+func (c *stepClock) end() {
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.ctx, c.cancel = nil, nil
 }
 
 // stopPending ends the pending step of a run that stopped during its tool
@@ -426,8 +475,9 @@ func (r *Runtime) parallel(d *agentDef, calls []ToolCallRecord) bool {
 // call recorded earlier (recovery of an interrupted step) is not recorded
 // again; one that already has a result is not run again.
 func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *ToolCallRecord) (*agentDef, error) {
-	if interrupted(ctx) {
-		// Not started, so not recorded: recovery runs it normally.
+	if stopped(ctx) {
+		// Not started, so not recorded: recovery or continuation runs it
+		// normally.
 		return nil, fmt.Errorf("run %s: tool call %s not started: %w", st.id, c.ID, context.Cause(ctx))
 	}
 	t := st.agent.tools[c.Name]
@@ -455,12 +505,16 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 		}
 	}
 	target, err := r.runTool(tctx, st, t, c)
-	if err != nil && !st.sub && interrupted(ctx) {
-		// A shutdown is not the call's result: the call stays recorded
-		// without one, so that Recover re-runs it (a read) or asks a human
-		// (a write, which may or may not have happened).
-		c.Delegate = nil
-		span.SetStatus(codes.Error, "interrupted by shutdown")
+	if err != nil && !st.sub && stopped(ctx) {
+		// A shutdown, a timeout or a cancellation is not the call's
+		// result: the call stays recorded without one, interrupted, never
+		// done, so that Recover or Continue re-runs it (a read) or asks a
+		// person (a write, which may or may not have happened).
+		c.Delegate, c.Interrupted = nil, true
+		span.SetStatus(codes.Error, "interrupted: "+context.Cause(ctx).Error())
+		if span.IsRecording() {
+			span.SetAttributes(AttrToolErrorKind.String(string(KindInterrupted)))
+		}
 		return nil, err
 	}
 	if err != nil {
@@ -621,6 +675,16 @@ func (r *Runtime) save(ctx context.Context, st *runState, status Status) error {
 	return nil
 }
 
+// lastText returns the text of the last step that has any.
+func lastText(steps []StepRecord) string {
+	for _, s := range slices.Backward(steps) {
+		if s.Text != "" {
+			return s.Text
+		}
+	}
+	return ""
+}
+
 // fellBack reports whether any step, or any step of a delegated run, was
 // answered by another alias than the one asked for.
 func fellBack(steps []StepRecord) bool {
@@ -642,6 +706,49 @@ func fellBack(steps []StepRecord) bool {
 // rather than failed.
 func interrupted(ctx context.Context) bool {
 	return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrInterrupted)
+}
+
+// stopped reports whether ctx ended with a cause that stops the run rather
+// than fail it: a shutdown (ErrInterrupted), a timeout (*TimeoutError) or a
+// cancellation (*CancelledError). The run keeps its checkpoint, pending
+// step included, and a call in flight is recorded without a result.
+func stopped(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	cause := context.Cause(ctx)
+	_, timeout := errors.AsType[*TimeoutError](cause)
+	_, cancelled := errors.AsType[*CancelledError](cause)
+	return timeout || cancelled || errors.Is(cause, ErrInterrupted)
+}
+
+// stop ends a run whose context (sctx, the step's, or ctx itself) ended
+// with a stop cause: a shutdown leaves it running for Recover; a timeout or
+// a cancellation ends it timed_out or cancelled, with its pending step kept
+// for Continue. cause is the error the stop surfaced as.
+func (r *Runtime) stop(ctx, sctx context.Context, st *runState, span trace.Span, cause error) (RunResult, error) {
+	why := context.Cause(sctx)
+	if errors.Is(why, ErrInterrupted) {
+		return r.interrupt(sctx, st, span, cause)
+	}
+	status, err := StatusCancelled, error(nil)
+	if te, ok := errors.AsType[*TimeoutError](why); ok {
+		e := *te
+		e.RunID, e.Agent = st.id, st.agent.spec.Name
+		status, err = StatusTimedOut, &e
+	} else if ce, ok := errors.AsType[*CancelledError](why); ok {
+		e := *ce
+		e.RunID = st.id
+		err = &e
+	}
+	if _, lost := errors.AsType[*ConflictError](cause); lost {
+		err = errors.Join(err, cause)
+	}
+	if span.IsRecording() {
+		span.AddEvent("aid.run.stopped", trace.WithAttributes(AttrRunStatus.String(string(status)), AttrStopReason.String(err.Error())))
+	}
+	r.logger.InfoContext(context.WithoutCancel(ctx), "run stopped", "run", st.id, "agent", st.agent.spec.Name, "status", status, "reason", err)
+	return r.finish(ctx, st, span, status, err)
 }
 
 // interrupt ends a run stopped by a shutdown. The record stays running,
@@ -668,10 +775,19 @@ func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, sta
 		Messages: slices.Clip(st.msgs),
 	}
 	res.FellBack = fellBack(st.steps) || (st.pending != nil && fellBack([]StepRecord{st.pending.Step}))
-	if status == StatusPaused {
+	switch status {
+	case StatusTimedOut, StatusCancelled:
+		// The partial result shows the step that stopped, as it stood.
+		if p := st.pending; p != nil {
+			res.Steps = append(slices.Clone(res.Steps), p.Step)
+			res.Steps[len(res.Steps)-1].ToolCalls = slices.Clone(p.Step.ToolCalls)
+		}
+		fallthrough
+	case StatusPaused, StatusMaxSteps:
 		cp := st.checkpoint()
 		res.Checkpoint = &cp
 	}
+	res.LastText = lastText(res.Steps)
 	var conflict *ConflictError
 	if !errors.As(err, &conflict) {
 		// A run that lost its record to another writer leaves it alone.

@@ -82,6 +82,7 @@ type agentDef struct {
 	globalMem    MemoryStore
 	globalBudget int
 	readOnly     bool // every tool reachable from it only reads
+	timeouts     Timeouts
 }
 
 // RunOptions adjusts one run.
@@ -116,10 +117,18 @@ type RunResult struct {
 	// Answer is the final answer; for an agent with an output schema, a
 	// JSON document that matches it.
 	Answer string
+	// LastText is the text of the last model call of the run's own agents
+	// that wrote any (delegated runs' text is theirs): the answer of a
+	// completed run, and what the model last said in a run that stopped
+	// early, which is part of its partial result.
+	LastText string
 	// Status is how the run ended; StatusRunning for a run interrupted by
 	// a shutdown (the error wraps ErrInterrupted), which Recover continues.
 	Status Status
-	// Steps are the run's steps.
+	// Steps are the run's steps. A run that stopped during a step's tool
+	// calls (timed_out, cancelled) lists that step too, its calls as they
+	// stood: done, interrupted (started and stopped before a result:
+	// ToolCallRecord.Interrupted), or not started.
 	Steps []StepRecord
 	// Usage is the run's usage, delegated runs included.
 	Usage gateway.Usage
@@ -131,8 +140,9 @@ type RunResult struct {
 	// answer that came partly from a fallback is not the configured
 	// model's alone, which a caller reporting on quality must know.
 	FellBack bool
-	// Checkpoint is set when the run paused: what Resume needs, also in
-	// another process.
+	// Checkpoint is set when the run paused (what Resume needs, also in
+	// another process) or stopped early (max_steps, timed_out, cancelled:
+	// what Continue starts from).
 	Checkpoint *Checkpoint
 	// Messages is the thread after the run, without system messages: the
 	// History of the thread's next run.
@@ -164,6 +174,9 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	if cfg.MaxParallelTools < 0 || cfg.MaxDelegationDepth < 0 || cfg.MaxDelegations < 0 {
 		return nil, errors.New("agents: MaxParallelTools, MaxDelegationDepth and MaxDelegations must not be negative")
+	}
+	if err := cfg.Timeouts.validate(); err != nil {
+		return nil, fmt.Errorf("agents: Config.Timeouts: %w", err)
 	}
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -240,6 +253,10 @@ func New(cfg Config) (*Runtime, error) {
 		if a.MaxSteps < 0 {
 			fail("agent %q: negative maxSteps %d", name, a.MaxSteps)
 		}
+		if err := a.Timeouts.validate(); err != nil {
+			fail("agent %q: %w", name, err)
+		}
+		d.timeouts = a.Timeouts.or(cfg.Timeouts)
 		if a.Model == "" {
 			fail("agent %q has no model", name)
 		}

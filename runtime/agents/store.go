@@ -11,8 +11,11 @@ import (
 type Status string
 
 // The run statuses. A RunResult ends in one of completed, paused, max_steps,
-// budget_exceeded or failed; running is only seen in a store, for a run in
-// flight or one whose process died (see Runtime.Recover).
+// timed_out, cancelled, budget_exceeded or failed; running is only seen in
+// a store, for a run in flight or one whose process died (see
+// Runtime.Recover). A run that stopped early (max_steps, timed_out,
+// cancelled) keeps its partial result and can be continued
+// (Runtime.Continue).
 const (
 	// StatusRunning is a run in flight, or one whose process died.
 	StatusRunning Status = "running"
@@ -26,6 +29,12 @@ const (
 	StatusBudgetExceeded Status = "budget_exceeded"
 	// StatusFailed is a run stopped by an error.
 	StatusFailed Status = "failed"
+	// StatusTimedOut is a run stopped by its run or step timeout
+	// (*TimeoutError).
+	StatusTimedOut Status = "timed_out"
+	// StatusCancelled is a run stopped by Runtime.Cancel, from this
+	// process or another sharing the store (*CancelledError).
+	StatusCancelled Status = "cancelled"
 )
 
 // RunRecord is a run as a Store keeps it: its status and its latest

@@ -26,6 +26,9 @@ const (
 	AttrPauseReason = attribute.Key("aid.pause.reason")
 	// AttrToolErrorKind classifies a tool call that failed.
 	AttrToolErrorKind = attribute.Key("aid.tool.error_kind")
+	// AttrStopReason says why a run stopped early (a timeout, a
+	// cancellation), on the aid.run.stopped event.
+	AttrStopReason = attribute.Key("aid.run.stop_reason")
 )
 
 func attrToolName(n string) attribute.KeyValue   { return semconv.GenAIToolName(n) }

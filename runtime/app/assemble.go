@@ -168,6 +168,7 @@ func Assemble(ctx context.Context, desc Description, opts Options) (*App, error)
 			Store:           runs,
 			Tracer:          opts.Tracer,
 			Logger:          opts.Logger,
+			Timeouts:        desc.Service.Timeouts,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("building the agents: %w", err))

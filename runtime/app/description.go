@@ -205,6 +205,9 @@ type Service struct {
 	Auth Auth
 	// State says where runs, checkpoints and memory live.
 	State State
+	// Timeouts are the run and step timeouts of every agent that sets
+	// none (agents.Config.Timeouts), wherever the application runs.
+	Timeouts agents.Timeouts
 }
 
 // Auth protects the service.

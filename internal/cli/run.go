@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -32,7 +34,7 @@ import (
 // error, including a resume of a run that is unknown or not paused.
 const (
 	// ExitRunFailed is a run that ended without an answer: failed,
-	// max_steps or budget_exceeded.
+	// max_steps, timed_out, cancelled or budget_exceeded.
 	ExitRunFailed = 1
 	// ExitPaused is a run waiting for a human decision; resume it with
 	// --resume. It is not 3, which eval uses for inconclusive.
@@ -52,6 +54,9 @@ type runFlags struct {
 	agent     string
 	resume    string
 	recover   string
+	cont      string
+	steps     int
+	timeout   time.Duration
 	approve   bool
 	reject    bool
 	feedback  string
@@ -66,7 +71,7 @@ type runFlags struct {
 func newRun(s *streams) *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run FILE [--agent NAME] MESSAGE | run FILE --resume RUN_ID --approve|--reject",
+		Use:   "run FILE [--agent NAME] MESSAGE | run FILE --resume RUN_ID --approve|--reject | run FILE --continue RUN_ID [--steps N]",
 		Short: "Run an agent of an application on one message, and resume paused runs",
 		Long: `Run runs one agent of an application on a message, on the application's
 own providers (the keyless fake of the examples, or real ones with their API
@@ -95,6 +100,15 @@ stopped) is continued with --recover RUN_ID: calls that finished are not
 repeated, an unfinished read is run again, an unfinished write pauses for a
 decision.
 
+A run that stopped early keeps its partial result: max_steps (the agent
+used its maxSteps), timed_out (its run or step timeout, see the agents'
+and the service's timeouts) or cancelled. --continue RUN_ID continues it
+as the same run, with a fresh allowance: --steps N more model calls
+(default: the agent's maxSteps) and, with --timeout D, a run timeout of D
+for this drive. A step that stopped during its tool calls is completed
+first: an interrupted read runs again, an interrupted write waits for a
+decision.
+
 Where runs are kept follows service.state. With "memory" (the default) a
 command is not a long-lived service, so runs are kept in files, one per run:
 in --state-dir, else $` + RunStateDirEnv + `, else $XDG_STATE_HOME/aid/runs/APP
@@ -107,16 +121,18 @@ the command's memory: a resumed run's run-scoped budget counts only what is
 spent after the resume.
 
 Exit status: 0 completed with an answer, 4 paused for a decision, 1 the run
-ended without an answer (failed, max_steps, budget_exceeded), 2 a usage or
-configuration error (invalid application, unknown agent, a resume of a run
-that is unknown, not paused, or resumed by another process first).
+ended without an answer (failed, max_steps, timed_out, cancelled,
+budget_exceeded), 2 a usage or configuration error (invalid application,
+unknown agent, a resume of a run that is unknown, not paused, or resumed by
+another process first; a continue of a run that did not stop early).
 
 --json prints one JSON object instead (stdout holds nothing else): run_id,
 status, agent, path, answer, steps (each as in a checkpoint: number, agent,
 alias, requested, model, degraded_from, text, usage, cost_usd, tool_calls
 with arguments, observation, error_kind, approval and delegate), usage,
-cost_usd, fell_back, messages (the thread, for a next run), pending (tool,
-arguments, reason and the resume commands) and checkpoint when paused, and
+cost_usd, fell_back, last_text, messages (the thread, for a next run),
+pending (tool, arguments, reason and the resume commands) and checkpoint
+when paused, checkpoint and continue_command when it stopped early, and
 error when the run failed. Fields are only ever added.`,
 		Example: `  # The support desk on its keyless fake: a lookup, a handoff to billing, a
   # delegation to the researcher, then a refund that waits for approval.
@@ -126,11 +142,14 @@ error when the run failed. Fields are only ever added.`,
   aidgen run examples/support-desk/app.cue --resume run_0123abcd... --approve
 
   # Or reject it, telling the model why.
-  aidgen run examples/support-desk/app.cue --resume run_0123abcd... --reject --feedback "store credit only"`,
+  aidgen run examples/support-desk/app.cue --resume run_0123abcd... --reject --feedback "store credit only"
+
+  # Continue a run that timed out or used its steps, with four more steps.
+  aidgen run examples/support-desk/app.cue --continue run_0123abcd... --steps 4`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if f.resume != "" || f.recover != "" {
+			if f.resume != "" || f.recover != "" || f.cont != "" {
 				if len(args) != 1 {
-					return usageErr(errors.New("a resume takes the application file only; usage: aidgen run FILE --resume RUN_ID --approve|--reject"))
+					return usageErr(errors.New("a resume, recovery or continuation takes the application file only; usage: aidgen run FILE --resume RUN_ID --approve|--reject"))
 				}
 				return nil
 			}
@@ -156,6 +175,9 @@ error when the run failed. Fields are only ever added.`,
 	fl.StringVar(&f.agent, "agent", "", "the agent that answers the message (default: the application's service.entry)")
 	fl.StringVar(&f.resume, "resume", "", "continue the paused run `RUN_ID` with --approve or --reject")
 	fl.StringVar(&f.recover, "recover", "", "continue the run `RUN_ID` whose process died")
+	fl.StringVar(&f.cont, "continue", "", "continue the run `RUN_ID` that stopped early (max_steps, timed_out, cancelled)")
+	fl.IntVar(&f.steps, "steps", 0, "with --continue: `N` more model calls (default: the agent's maxSteps)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "with --continue: the run timeout `D` of the continued drive (default: the agent's)")
 	fl.BoolVar(&f.approve, "approve", false, "with --resume: run the pending call")
 	fl.BoolVar(&f.reject, "reject", false, "with --resume: do not run the pending call; the model is told")
 	fl.StringVar(&f.feedback, "feedback", "", "with --resume: a note for the model (why, on a rejection)")
@@ -179,13 +201,26 @@ func (f *runFlags) check(cmd *cobra.Command) error {
 		}
 		return out
 	}
-	if f.resume != "" && f.recover != "" {
-		return errors.New("give --resume or --recover, not both")
+	if n := len(slices.DeleteFunc([]string{f.resume, f.recover, f.cont}, func(s string) bool { return s == "" })); n > 1 {
+		return errors.New("give one of --resume, --recover and --continue, not both")
 	}
-	if f.resume != "" || f.recover != "" {
+	if f.resume != "" || f.recover != "" || f.cont != "" {
 		if c := changed("agent", "user", "thread"); len(c) > 0 {
 			return fmt.Errorf("%s cannot change a run that has started; leave %s out", c[0], c[0])
 		}
+	}
+	if f.cont == "" {
+		if c := changed("steps", "timeout"); len(c) > 0 {
+			return fmt.Errorf("%s goes with --continue RUN_ID", c[0])
+		}
+	} else {
+		if f.steps < 0 || f.timeout < 0 {
+			return errors.New("--steps and --timeout cannot be negative")
+		}
+		if c := changed("approve", "reject", "feedback", "arguments"); len(c) > 0 {
+			return fmt.Errorf("%s goes with --resume, not --continue", c[0])
+		}
+		return nil
 	}
 	if f.recover != "" {
 		if c := changed("approve", "reject", "feedback", "arguments"); len(c) > 0 {
@@ -245,8 +280,8 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 	agent, input := f.agent, ""
 	var before *agents.RunRecord
 	switch {
-	case f.resume != "" || f.recover != "":
-		id := f.resume + f.recover
+	case f.resume != "" || f.recover != "" || f.cont != "":
+		id := f.resume + f.recover + f.cont
 		rec, err := a.Agents.Store().LoadRun(ctx, id)
 		var nf *agents.RunNotFoundError
 		if errors.As(err, &nf) {
@@ -255,12 +290,15 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 		if err != nil {
 			return usageErr(fmt.Errorf("reading run %s: %w", id, err))
 		}
-		want := agents.StatusPaused
-		if f.recover != "" {
-			want = agents.StatusRunning
-		}
-		if rec.Status != want {
-			return usageErr(fmt.Errorf("run %s is %s, not %s: nothing to %s", id, rec.Status, want, map[bool]string{true: "recover", false: "resume"}[f.recover != ""]))
+		switch {
+		case f.cont != "":
+			if !agents.Continuable(rec.Status) {
+				return usageErr(fmt.Errorf("run %s is %s: only a run that stopped early (max_steps, timed_out, cancelled) can be continued", id, rec.Status))
+			}
+		case f.recover != "" && rec.Status != agents.StatusRunning:
+			return usageErr(fmt.Errorf("run %s is %s, not %s: nothing to recover", id, rec.Status, agents.StatusRunning))
+		case f.resume != "" && rec.Status != agents.StatusPaused:
+			return usageErr(fmt.Errorf("run %s is %s, not %s: nothing to resume", id, rec.Status, agents.StatusPaused))
 		}
 		before, agent = &rec, rec.Agent
 	default:
@@ -301,13 +339,19 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 			fmt.Fprintf(s.out, "recovering run %s on %s\n", f.recover, before.Agent)
 		}
 		res, err = a.Agents.Recover(ctx, f.recover)
+	case f.cont != "":
+		if !f.json {
+			p.continuing(before, f.steps)
+		}
+		res, err = a.Agents.Continue(ctx, f.cont, agents.ContinueOptions{Steps: f.steps, Timeout: f.timeout, By: runBy()})
 	default:
 		res, err = a.Agents.Run(ctx, agent, input, agents.RunOptions{UserID: f.user, ThreadID: f.thread})
 	}
 	var np *agents.NotPausedError
+	var nc *agents.NotContinuableError
 	var ce *agents.ConflictError
 	switch {
-	case errors.As(err, &np):
+	case errors.As(err, &np), errors.As(err, &nc):
 		// Another process moved the run on between the check and the
 		// claim.
 		return usageErr(err)
@@ -342,6 +386,15 @@ func runExit(res agents.RunResult, err error) error {
 		return &exitError{code: ExitRunFailed, err: fmt.Errorf("run %s ended %s", res.RunID, res.Status)}
 	}
 	return &exitError{code: ExitRunFailed, err: err}
+}
+
+// runBy names the person running the command in a run's record: the
+// login name, when the system knows it.
+func runBy() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
 }
 
 // loadDescription loads, validates and lowers an application file,

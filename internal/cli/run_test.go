@@ -307,7 +307,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"feedback without resume", []string{supportDesk, "--feedback", "x", "hi"}, "--feedback decides a paused run"},
 		{"resume without decision", []string{supportDesk, "--resume", "run_1"}, "exactly one of --approve and --reject"},
 		{"resume with both decisions", []string{supportDesk, "--resume", "run_1", "--approve", "--reject"}, "exactly one of --approve and --reject"},
-		{"resume with a message", []string{supportDesk, "--resume", "run_1", "--approve", "hi"}, "a resume takes the application file only"},
+		{"resume with a message", []string{supportDesk, "--resume", "run_1", "--approve", "hi"}, "takes the application file only"},
 		{"resume changes the agent", []string{supportDesk, "--resume", "run_1", "--approve", "--agent", "tech"}, "--agent cannot change a run that has started"},
 		{"edited arguments are not JSON", []string{supportDesk, "--resume", "run_1", "--approve", "--arguments", "{nope"}, "--arguments is not valid JSON"},
 		{"edited arguments on a rejection", []string{supportDesk, "--resume", "run_1", "--reject", "--arguments", "{}"}, "a rejected call does not run"},

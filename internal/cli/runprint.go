@@ -45,6 +45,15 @@ func (p *runPrinter) resuming(rec *agents.RunRecord, d agents.Decision) {
 	fmt.Fprintf(p.w, "resuming run %s on %s: %s %s\n", rec.RunID, rec.Agent, verb, what)
 }
 
+// continuing says which stopped run a --continue takes up, and with what.
+func (p *runPrinter) continuing(rec *agents.RunRecord, steps int) {
+	more := "the agent's maxSteps"
+	if steps > 0 {
+		more = plural(steps, "more step", "more steps")
+	}
+	fmt.Fprintf(p.w, "continuing run %s on %s (%s after step %d) with %s\n", rec.RunID, rec.Agent, rec.Status, len(rec.Checkpoint.Steps), more)
+}
+
 // result prints a run's steps from the one numbered after skip (a resumed
 // run's earlier steps were printed by the command that ran them), then how
 // it ended.
@@ -64,7 +73,7 @@ func (p *runPrinter) result(res agents.RunResult, skip int, where string) {
 	}
 	fmt.Fprintln(p.w)
 	steps := len(res.Steps)
-	if cp != nil && cp.Pending != nil {
+	if res.Status == agents.StatusPaused && cp != nil && cp.Pending != nil {
 		steps++ // the step whose call waits
 	}
 	total := fmt.Sprintf("%s · %s · %s", plural(steps, "step", "steps"), plural(int(res.Usage.TotalTokens), "token", "tokens"), usd(res.CostUSD))
@@ -81,6 +90,12 @@ func (p *runPrinter) result(res agents.RunResult, skip int, where string) {
 	default:
 		if res.RunID == "" {
 			return
+		}
+		if agents.Continuable(res.Status) {
+			if res.LastText != "" {
+				fmt.Fprintf(p.w, "last text (%s):\n%s\n\n", res.Agent, p.cut(res.LastText, textWidth))
+			}
+			fmt.Fprintf(p.w, "continue it:  %s --continue %s [--steps N]\n\n", p.cmd, res.RunID)
 		}
 		fmt.Fprintf(p.w, "%s: %s (run %s)\n", res.Status, total, res.RunID)
 	}
@@ -178,6 +193,8 @@ func (p *runPrinter) call(in string, c agents.ToolCallRecord, waiting bool) {
 	switch {
 	case waiting:
 		fmt.Fprintf(p.w, "%s⏸ waiting for a decision\n", obs)
+	case c.Interrupted:
+		fmt.Fprintf(p.w, "%s⏹ interrupted: stopped before its result (a continuation runs a read again and asks about a write)\n", obs)
 	case !c.Done:
 		fmt.Fprintf(p.w, "%s(not run)\n", obs)
 	case c.ErrorKind == agents.KindRejected:
@@ -237,10 +254,13 @@ type runJSON struct {
 	Usage      runUsageJSON          `json:"usage"`
 	CostUSD    float64               `json:"cost_usd"`
 	FellBack   bool                  `json:"fell_back"`
+	LastText   string                `json:"last_text,omitempty"`
 	Messages   []agents.SavedMessage `json:"messages"`
 	Pending    *runPendingJSON       `json:"pending,omitempty"`
 	Checkpoint *agents.Checkpoint    `json:"checkpoint,omitempty"`
-	Error      string                `json:"error,omitempty"`
+	// Continue is the command that continues a run that stopped early.
+	Continue string `json:"continue_command,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 type runUsageJSON struct {
@@ -264,7 +284,7 @@ type runPendingJSON struct {
 func writeRunJSON(s *streams, res agents.RunResult, runErr error, cmd string) error {
 	out := runJSON{
 		RunID: res.RunID, Status: res.Status, Agent: res.Agent, Path: res.Path, Answer: res.Answer,
-		Steps: res.Steps, CostUSD: res.CostUSD, FellBack: res.FellBack, Checkpoint: res.Checkpoint,
+		Steps: res.Steps, CostUSD: res.CostUSD, FellBack: res.FellBack, Checkpoint: res.Checkpoint, LastText: res.LastText,
 		Usage: runUsageJSON{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens},
 	}
 	if out.Path == nil {
@@ -289,6 +309,9 @@ func writeRunJSON(s *streams, res agents.RunResult, runErr error, cmd string) er
 				Reject:  fmt.Sprintf("%s --resume %s --reject --feedback 'why'", cmd, res.RunID),
 			}
 		}
+	}
+	if agents.Continuable(res.Status) {
+		out.Continue = fmt.Sprintf("%s --continue %s", cmd, res.RunID)
 	}
 	if runErr != nil {
 		out.Error = runErr.Error()

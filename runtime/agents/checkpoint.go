@@ -3,6 +3,7 @@ package agents
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/aidgen/aid/runtime/gateway"
 )
@@ -42,6 +43,10 @@ type Checkpoint struct {
 	// AgentSteps counts the current agent's model calls, against its
 	// MaxSteps.
 	AgentSteps int `json:"agent_steps"`
+	// StepLimit is the current agent's bound on AgentSteps once Continue
+	// gave it a fresh allowance; zero means its MaxSteps. A transfer
+	// resets it.
+	StepLimit int `json:"step_limit,omitempty"`
 	// Delegations counts the run's delegations, against MaxDelegations.
 	Delegations int `json:"delegations,omitempty"`
 	// Repaired is true once the structured-output repair attempt was
@@ -54,6 +59,29 @@ type Checkpoint struct {
 	// Pending is the step whose tool calls are in flight or wait for a
 	// decision; nil between steps.
 	Pending *Pending `json:"pending,omitempty"`
+	// Continuations lists where the run was continued after stopping
+	// early, oldest first.
+	Continuations []Continuation `json:"continuations,omitempty"`
+}
+
+// Continuation records one Continue of a run: when, by whom, from which
+// status and step, and with what allowance.
+type Continuation struct {
+	// At is when the run was continued.
+	At time.Time `json:"at"`
+	// By names who continued it (ContinueOptions.By); empty when unknown.
+	By string `json:"by,omitempty"`
+	// From is the status the run had stopped with.
+	From Status `json:"from"`
+	// AfterStep is the number of the run's last completed step then: the
+	// continued run's first new step is numbered after it (a pending step
+	// that stopped during its tool calls is completed first).
+	AfterStep int `json:"after_step"`
+	// Steps is the fresh allowance of model calls the agent got.
+	Steps int `json:"steps"`
+	// Timeout is the run timeout of the continued drive; zero means the
+	// agent's.
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // Pending is a step whose tool calls have not all been answered.

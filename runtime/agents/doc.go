@@ -24,11 +24,27 @@
 // are read-only tools (at most Config.MaxParallelTools at a time); otherwise
 // one at a time; either way observations return in call order. The loop
 // ends with a final answer (completed), the agent's MaxSteps (max_steps,
-// *MaxStepsError), a budget breach (budget_exceeded, *BudgetExceededError
-// wrapping the gateway's), a pause (paused, with a Checkpoint) or a failure
-// (failed). A RunResult always carries the steps taken: the alias that
-// answered, the rung it degraded from, the model call and every tool call
-// with its observation.
+// *MaxStepsError), a timeout (timed_out, *TimeoutError), a cancellation
+// (cancelled, *CancelledError), a budget breach (budget_exceeded,
+// *BudgetExceededError wrapping the gateway's), a pause (paused, with a
+// Checkpoint) or a failure (failed). A RunResult always carries the steps
+// taken: the alias that answered, the rung it degraded from, the model call
+// and every tool call with its observation.
+//
+// # Timeouts and continuing
+//
+// An agent's Timeouts (with defaults in Config.Timeouts) bound a run: Run
+// one drive of it, from Run, Resume, Recover or Continue until it ends or
+// pauses; Step one model call with the tool calls it asks for. A caller's
+// own deadline ends a run the same way when the context's cause is a
+// *TimeoutError. A run that exceeds one stops timed_out and keeps its
+// partial result: its completed steps, RunResult.LastText, its cost so
+// far, and a tool call in flight recorded without a result, marked
+// Interrupted, never done. Continue takes up a run that stopped early
+// (max_steps, timed_out, cancelled) as the same run, with a fresh allowance
+// of steps and time; its checkpoint lists each Continuation. A pending step
+// is completed first, as Recover does: an interrupted read runs again, an
+// interrupted write pauses for a decision.
 //
 // Tools are Go code registered by name (ToolFunc, Typed), or one of the
 // kinds an app names so that no code is needed: HTTPTool POSTs the arguments

@@ -225,6 +225,21 @@ func (e *NotPausedError) Error() string {
 	return fmt.Sprintf("run %s is %s, not %s", e.RunID, e.Status, e.Want)
 }
 
+// NotContinuableError reports a Continue of a run that did not stop early:
+// only a run with status max_steps, timed_out or cancelled can be
+// continued (a paused run is resumed, a running one recovered).
+type NotContinuableError struct {
+	// RunID is the run.
+	RunID string
+	// Status is its status in the store.
+	Status Status
+}
+
+// Error implements error.
+func (e *NotContinuableError) Error() string {
+	return fmt.Sprintf("run %s is %s; only a run that stopped early (max_steps, timed_out, cancelled) can be continued", e.RunID, e.Status)
+}
+
 // ConflictError reports a write to a run record that another writer changed
 // first: two processes resumed the same run, or a run presumed dead is still
 // alive. The loser stops; the record is never overwritten blindly.

@@ -34,6 +34,13 @@ func newShutdownDesk(t *testing.T, script ...fake.Step) *shutdownDesk {
 	return &shutdownDesk{fx: newFixture(t, fake.Config{Script: script}), store: agents.NewInMemoryStore(), started: make(chan string, 4)}
 }
 
+// newAgentDesk is a shutdownDesk whose fake plays the desk agent's script
+// by step number, so that a model call made again (after a timeout, a
+// cancellation) gets the same answer.
+func newAgentDesk(t *testing.T, script ...fake.Step) *shutdownDesk {
+	return &shutdownDesk{fx: newFixture(t, fake.Config{Agents: map[string][]fake.Step{"desk": script}}), store: agents.NewInMemoryStore(), started: make(chan string, 4)}
+}
+
 func (d *shutdownDesk) runtime(t *testing.T) *agents.Runtime {
 	impl := func(name string, n *atomic.Int32) agents.Implementation {
 		return agents.ToolFunc(func(ctx context.Context, args json.RawMessage) (string, error) {

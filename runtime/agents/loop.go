@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -36,6 +38,9 @@ type runState struct {
 	reqAgent       *agentDef
 	steps          []StepRecord
 	agentSteps     int
+	stepLimit      int           // the current agent's bound when Continue raised it; 0 means its MaxSteps
+	runTimeout     time.Duration // this drive's run timeout when Continue set one; 0 means the agent's
+	continuations  []Continuation
 	delegations    *int // the top-level run's ownDelegations, shared with delegated runs
 	ownDelegations int
 	pathBuf        [2]string // the path's first elements, without an allocation
@@ -46,6 +51,11 @@ type runState struct {
 	version        int64
 	answer         string
 	events         *emitter // the run's hook, shared with delegated runs; nil without one
+}
+
+// maxSteps is the current agent's bound on its model calls in this run.
+func (st *runState) maxSteps() int {
+	return cmp.Or(st.stepLimit, st.agent.maxSteps)
 }
 
 func (st *runState) appendMsg(m gateway.Message) {
@@ -66,8 +76,8 @@ func (st *runState) checkpoint() Checkpoint {
 		Path: slices.Clip(st.path), Alias: st.alias, Degraded: st.degraded,
 		ThreadID: st.threadID, UserID: st.userID,
 		Messages: slices.Clip(st.saved), Steps: slices.Clip(st.steps),
-		AgentSteps: st.agentSteps, Delegations: *st.delegations, Repaired: st.repaired,
-		Usage: st.usage, CostUSD: st.cost,
+		AgentSteps: st.agentSteps, StepLimit: st.stepLimit, Delegations: *st.delegations, Repaired: st.repaired,
+		Usage: st.usage, CostUSD: st.cost, Continuations: slices.Clip(st.continuations),
 	}
 	if st.pending != nil {
 		p := *st.pending
@@ -90,7 +100,7 @@ func (c *ToolCallRecord) observe(obs string, kind ErrorKind) {
 // top-level run is bounded by its agent's run timeout; each step by its
 // agent's step timeout, from its model call to the end of its tool calls.
 func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
-	if d := st.agent.timeouts.Run; d > 0 && !st.sub {
+	if d := cmp.Or(st.runTimeout, st.agent.timeouts.Run); d > 0 && !st.sub {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d, &TimeoutError{Scope: TimeoutRun, Timeout: d})
 		defer cancel()
@@ -122,7 +132,7 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 				}
 				st.agent = target
 				st.path = append(st.path, target.spec.Name)
-				st.alias, st.degraded, st.agentSteps, st.repaired = target.spec.Model, false, 0, false
+				st.alias, st.degraded, st.agentSteps, st.stepLimit, st.repaired = target.spec.Model, false, 0, 0, false
 				actx, span = r.startAgentSpan(ctx, st)
 			}
 			continue
@@ -138,8 +148,8 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 				return r.finish(ctx, st, span, StatusFailed, fmt.Errorf("run %s: %w", st.id, err))
 			}
 		}
-		if st.agentSteps >= st.agent.maxSteps {
-			return r.finish(ctx, st, span, StatusMaxSteps, &MaxStepsError{RunID: st.id, Agent: st.agent.spec.Name, MaxSteps: st.agent.maxSteps})
+		if limit := st.maxSteps(); st.agentSteps >= limit {
+			return r.finish(ctx, st, span, StatusMaxSteps, &MaxStepsError{RunID: st.id, Agent: st.agent.spec.Name, MaxSteps: limit})
 		}
 		sctx := clock.start(actx, st)
 		req, err := r.request(sctx, st)
@@ -178,7 +188,7 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			st.steps = append(st.steps, step)
 			if out := st.agent.output; out != nil {
 				if verr := validateJSON(out, []byte(res.Text)); verr != nil {
-					if !st.repaired && st.agentSteps < st.agent.maxSteps {
+					if !st.repaired && st.agentSteps < st.maxSteps() {
 						st.repaired = true
 						st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: repairPrompt(verr)})
 						continue
@@ -675,8 +685,9 @@ func (r *Runtime) save(ctx context.Context, st *runState, status Status) error {
 	return nil
 }
 
-// lastText returns the text of the last step that has any.
-func lastText(steps []StepRecord) string {
+// LastText returns the text of the last of steps that has any: the answer
+// of a completed run, what the model last said in one that stopped early.
+func LastText(steps []StepRecord) string {
 	for _, s := range slices.Backward(steps) {
 		if s.Text != "" {
 			return s.Text
@@ -699,13 +710,6 @@ func fellBack(steps []StepRecord) bool {
 		}
 	}
 	return false
-}
-
-// interrupted reports whether ctx ended because the process is shutting
-// down (its cause is ErrInterrupted): the run is then left for Recover
-// rather than failed.
-func interrupted(ctx context.Context) bool {
-	return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrInterrupted)
 }
 
 // stopped reports whether ctx ended with a cause that stops the run rather
@@ -787,7 +791,7 @@ func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, sta
 		cp := st.checkpoint()
 		res.Checkpoint = &cp
 	}
-	res.LastText = lastText(res.Steps)
+	res.LastText = LastText(res.Steps)
 	var conflict *ConflictError
 	if !errors.As(err, &conflict) {
 		// A run that lost its record to another writer leaves it alone.

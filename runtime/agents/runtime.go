@@ -690,38 +690,117 @@ func (r *Runtime) Recover(ctx context.Context, runID string) (RunResult, error) 
 		return RunResult{RunID: runID, Status: StatusFailed}, fmt.Errorf("run %s: claim interrupted run: %w", runID, err)
 	}
 	st.version = rec.Version
-	if p := st.pending; p != nil {
-		calls, err := r.store.Calls(ctx, runID)
-		if err != nil {
-			return RunResult{RunID: runID, Status: StatusFailed}, fmt.Errorf("run %s: read tool calls: %w", runID, err)
+	if err := r.reconcile(ctx, st); err != nil {
+		return RunResult{RunID: runID, Status: StatusFailed}, err
+	}
+	return r.drive(ctx, st)
+}
+
+// reconcile brings the pending step of a run taken over after a crash, a
+// shutdown, a timeout or a cancellation up to date with the store: a call
+// with a result there is not run again; an interrupted read runs again; an
+// interrupted write is never re-run silently: the run pauses with reason
+// interrupted for a decision.
+func (r *Runtime) reconcile(ctx context.Context, st *runState) error {
+	p := st.pending
+	if p == nil {
+		return nil
+	}
+	calls, err := r.store.Calls(ctx, st.id)
+	if err != nil {
+		return fmt.Errorf("run %s: read tool calls: %w", st.id, err)
+	}
+	byKey := make(map[string]CallRecord, len(calls))
+	for _, c := range calls {
+		byKey[c.Key] = c
+	}
+	for i := range p.Step.ToolCalls {
+		c := &p.Step.ToolCalls[i]
+		if c.Done {
+			continue
 		}
-		byKey := make(map[string]CallRecord, len(calls))
-		for _, c := range calls {
-			byKey[c.Key] = c
-		}
-		for i := range p.Step.ToolCalls {
-			c := &p.Step.ToolCalls[i]
-			if c.Done {
-				continue
+		c.Interrupted = false
+		cr, recorded := byKey[callKey(p.Step.Number, i)]
+		switch {
+		case !recorded:
+			// Never started: it runs normally.
+		case cr.Result != nil:
+			c.observe(cr.Result.Observation, cr.Result.ErrorKind)
+		case !r.rerunnable(st.agent, c.Name):
+			r.logger.WarnContext(ctx, "interrupted write call waits for a decision", "run", st.id, "tool", c.Name, "call", c.ID)
+			if p.Reason == "" {
+				// An approval given before the crash was for the first
+				// attempt; whether to try again is a new decision.
+				p.Next, p.Reason = i, PauseInterrupted
+				c.Approval = nil
 			}
-			cr, recorded := byKey[callKey(p.Step.Number, i)]
-			switch {
-			case !recorded:
-				// Never started: it runs normally.
-			case cr.Result != nil:
-				c.observe(cr.Result.Observation, cr.Result.ErrorKind)
-			case !r.rerunnable(st.agent, c.Name):
-				r.logger.WarnContext(ctx, "interrupted write call waits for a decision", "run", runID, "tool", c.Name, "call", c.ID)
-				if p.Reason == "" {
-					// An approval given before the crash was for the first
-					// attempt; whether to try again is a new decision.
-					p.Next, p.Reason = i, PauseInterrupted
-					c.Approval = nil
-				}
-			default:
-				r.logger.InfoContext(ctx, "re-running interrupted read call", "run", runID, "tool", c.Name, "call", c.ID)
-			}
+		default:
+			r.logger.InfoContext(ctx, "re-running interrupted read call", "run", st.id, "tool", c.Name, "call", c.ID)
 		}
+	}
+	return nil
+}
+
+// Continuable reports whether a run with this status stopped early and
+// can be continued (Runtime.Continue): max_steps, timed_out or cancelled.
+func Continuable(s Status) bool {
+	return s == StatusMaxSteps || s == StatusTimedOut || s == StatusCancelled
+}
+
+// ContinueOptions adjusts a continuation.
+type ContinueOptions struct {
+	// Steps is the fresh allowance of model calls of the agent the run is
+	// on, counted from its calls so far; zero means its MaxSteps.
+	Steps int
+	// Timeout is the run timeout of the continued drive; zero means the
+	// agent's (Timeouts.Run), which starts afresh either way.
+	Timeout time.Duration
+	// By names who continues the run, for its record.
+	By string
+}
+
+// Continue continues a run that stopped early (max_steps, timed_out or
+// cancelled) with a fresh allowance of steps and time. It is the same run:
+// same id, agent, path, thread, user and budget scope keys, its messages
+// and steps kept, and its checkpoint lists the continuation
+// (Checkpoint.Continuations). A step that stopped during its tool calls is
+// completed first: calls with a result are not run again, an interrupted
+// read runs again, an interrupted write pauses for a decision (reason
+// interrupted), and a call that waited for approval still waits. Another
+// status is refused with a *NotContinuableError; two processes continuing
+// one run at once are told apart by the record's version (*ConflictError
+// for the loser, which runs nothing).
+func (r *Runtime) Continue(ctx context.Context, runID string, opts ContinueOptions) (RunResult, error) {
+	if opts.Steps < 0 || opts.Timeout < 0 {
+		return RunResult{RunID: runID, Status: StatusFailed}, fmt.Errorf("run %s: continue: negative steps %d or timeout %v", runID, opts.Steps, opts.Timeout)
+	}
+	rec, err := r.store.LoadRun(ctx, runID)
+	if err != nil {
+		return RunResult{RunID: runID, Status: StatusFailed}, err
+	}
+	if !Continuable(rec.Status) {
+		return RunResult{RunID: runID, Status: rec.Status}, &NotContinuableError{RunID: runID, Status: rec.Status}
+	}
+	st, err := r.restore(rec.Checkpoint)
+	if err != nil {
+		return RunResult{RunID: runID, Status: StatusFailed}, err
+	}
+	from, steps := rec.Status, cmp.Or(opts.Steps, st.agent.maxSteps)
+	st.stepLimit = st.agentSteps + steps
+	st.runTimeout = opts.Timeout
+	st.continuations = append(st.continuations, Continuation{
+		At: time.Now().UTC(), By: opts.By, From: from, AfterStep: len(st.steps), Steps: steps, Timeout: opts.Timeout,
+	})
+	rec.Status = StatusRunning
+	rec.Checkpoint = st.checkpoint()
+	rec, err = r.store.UpdateRun(ctx, rec)
+	if err != nil {
+		return RunResult{RunID: runID, Status: StatusFailed}, fmt.Errorf("run %s: claim stopped run: %w", runID, err)
+	}
+	st.version = rec.Version
+	r.logger.InfoContext(ctx, "run continued", "run", runID, "agent", st.agent.spec.Name, "from", from, "steps", steps)
+	if err := r.reconcile(ctx, st); err != nil {
+		return RunResult{RunID: runID, Status: StatusFailed}, err
 	}
 	return r.drive(ctx, st)
 }
@@ -766,6 +845,7 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 		threadID: cp.ThreadID, userID: cp.UserID, path: slices.Clone(cp.Path),
 		steps: slices.Clip(cp.Steps), agentSteps: cp.AgentSteps, ownDelegations: cp.Delegations,
 		repaired: cp.Repaired, usage: cp.Usage, cost: cp.CostUSD,
+		stepLimit: cp.StepLimit, continuations: slices.Clip(cp.Continuations),
 	}
 	st.delegations = &st.ownDelegations
 	st.msgs = make([]gateway.Message, 0, len(cp.Messages)+4)

@@ -51,12 +51,24 @@ const (
 	CodeRouteNotFound = "route_not_found"
 	// CodeRunNotPaused (409): a resume of a run that waits for no decision.
 	CodeRunNotPaused = "run_not_paused"
+	// CodeRunNotContinuable (409): a continue of a run that did not stop
+	// early (max_steps, timed_out, cancelled).
+	CodeRunNotContinuable = "run_not_continuable"
 	// CodeRunConflict (409): another resume of the run won.
 	CodeRunConflict = "run_conflict"
 	// CodeBudgetExceeded (402): a budget refused the run's next call.
 	CodeBudgetExceeded = "budget_exceeded"
-	// CodeMaxSteps (500): the agent used its steps without an answer.
+	// CodeMaxSteps (500): the agent used its steps without an answer; the
+	// run can be continued (POST /v1/runs/{id}/continue).
 	CodeMaxSteps = "max_steps_exceeded"
+	// CodeRunTimedOut (504): the run exceeded its run or step timeout, or
+	// the request's; the answer carries the partial result, and the run
+	// can be continued.
+	CodeRunTimedOut = "run_timed_out"
+	// CodeRunCancelled (409): the run was cancelled (POST
+	// /v1/runs/{id}/cancel, from any replica); the answer carries the
+	// partial result, and the run can be continued.
+	CodeRunCancelled = "run_cancelled"
 	// CodeInvalidOutput (502): the model's answer did not match the agent's
 	// output schema.
 	CodeInvalidOutput = "invalid_model_output"
@@ -112,11 +124,14 @@ func classify(err error) *apiError {
 		unknown   *agents.UnknownAgentError
 		notFound  *agents.RunNotFoundError
 		notPaused *agents.NotPausedError
+		notCont   *agents.NotContinuableError
 		conflict  *agents.ConflictError
 		stale     *agents.StaleCheckpointError
 		budget    *gateway.BudgetExceededError
 		window    *gateway.ContextWindowExceededError
 		maxSteps  *agents.MaxStepsError
+		timedOut  *agents.TimeoutError
+		cancelled *agents.CancelledError
 		output    *agents.OutputValidationError
 		invalidRq *gateway.InvalidRequestError
 		noUser    *agents.UserIDRequiredError
@@ -135,6 +150,8 @@ func classify(err error) *apiError {
 		return newError(http.StatusNotFound, TypeNotFound, CodeRunNotFound, msg)
 	case errors.As(err, &notPaused):
 		return newError(http.StatusConflict, TypeConflict, CodeRunNotPaused, msg)
+	case errors.As(err, &notCont):
+		return newError(http.StatusConflict, TypeConflict, CodeRunNotContinuable, msg)
 	case errors.As(err, &conflict), errors.As(err, &stale):
 		return newError(http.StatusConflict, TypeConflict, CodeRunConflict, msg)
 	case errors.As(err, &budget):
@@ -144,6 +161,10 @@ func classify(err error) *apiError {
 		return e
 	case errors.As(err, &maxSteps):
 		return newError(http.StatusInternalServerError, TypeServer, CodeMaxSteps, msg)
+	case errors.As(err, &timedOut):
+		return newError(http.StatusGatewayTimeout, TypeServer, CodeRunTimedOut, msg)
+	case errors.As(err, &cancelled):
+		return newError(http.StatusConflict, TypeConflict, CodeRunCancelled, msg)
 	case errors.As(err, &output):
 		return newError(http.StatusBadGateway, TypeServer, CodeInvalidOutput, msg)
 	case errors.As(err, &invalidRq):

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +65,49 @@ type decisionRequest struct {
 	Feedback string `json:"feedback"`
 	// Arguments, on approval, replace the call's arguments.
 	Arguments json.RawMessage `json:"arguments"`
+}
+
+// continueRequest is the body of POST /v1/runs/{id}/continue; every field
+// is optional.
+type continueRequest struct {
+	// Steps is the fresh allowance of model calls; zero means the agent's
+	// maxSteps.
+	Steps int `json:"steps"`
+	// Timeout is the continued run's run timeout, a Go duration ("90s");
+	// empty means the agent's.
+	Timeout string `json:"timeout"`
+	// By names who continues the run, for its record.
+	By string `json:"by"`
+}
+
+// maxContinueSteps bounds the steps a continuation may ask for, as the
+// schema bounds maxSteps.
+const maxContinueSteps = 100
+
+func (s *Service) continueRun(w http.ResponseWriter, r *http.Request) error {
+	var req continueRequest
+	if r.ContentLength != 0 {
+		if err := decodeBody(r, &req, true); err != nil {
+			return err
+		}
+	}
+	opts := agents.ContinueOptions{Steps: req.Steps, By: req.By}
+	if req.Steps < 0 || req.Steps > maxContinueSteps {
+		return invalid(CodeInvalidRequest, "steps", fmt.Sprintf("steps must be from 1 to %d, or 0 for the agent's maxSteps", maxContinueSteps))
+	}
+	if req.Timeout != "" {
+		d, err := time.ParseDuration(req.Timeout)
+		if err != nil || d <= 0 {
+			return invalid(CodeInvalidRequest, "timeout", fmt.Sprintf("timeout must be a positive Go duration such as \"90s\", not %q", req.Timeout))
+		}
+		opts.Timeout = d
+	}
+	id := r.PathValue("id")
+	info(r).runID = id
+	s.answerRun(w, r, "", func(func(agents.Event)) (agents.RunResult, error) {
+		return s.cfg.Agents.Continue(r.Context(), id, opts)
+	})
+	return nil
 }
 
 func (s *Service) startRun(w http.ResponseWriter, r *http.Request) error {
@@ -196,6 +240,13 @@ type runRecordJSON struct {
 	Usage     usageJSON           `json:"usage"`
 	CostUSD   float64             `json:"cost_usd"`
 	Pending   *pendingCall        `json:"pending,omitempty"`
+	// LastText is what the model last wrote, the partial result of a run
+	// that stopped early.
+	LastText string `json:"last_text,omitempty"`
+	// ContinueURL is set for a run that stopped early.
+	ContinueURL string `json:"continue_url,omitempty"`
+	// Continuations lists where the run was continued.
+	Continuations []agents.Continuation `json:"continuations,omitempty"`
 }
 
 func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
@@ -209,8 +260,14 @@ func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
 	out := runRecordJSON{
 		RunID: rec.RunID, Agent: rec.Agent, Status: string(rec.Status), Version: rec.Version, UpdatedAt: rec.UpdatedAt,
 		Path: cp.Path, Steps: cp.Steps, CostUSD: cp.CostUSD,
-		Usage: usageJSON{InputTokens: cp.Usage.InputTokens, OutputTokens: cp.Usage.OutputTokens, TotalTokens: cp.Usage.TotalTokens},
+		Usage:       usageJSON{InputTokens: cp.Usage.InputTokens, OutputTokens: cp.Usage.OutputTokens, TotalTokens: cp.Usage.TotalTokens},
+		ContinueURL: continueURL(rec.RunID, rec.Status), Continuations: cp.Continuations,
 	}
+	if cp.Pending != nil && agents.Continuable(rec.Status) {
+		// The step that stopped during its calls, as it stood.
+		out.Steps = append(slices.Clone(out.Steps), cp.Pending.Step)
+	}
+	out.LastText = agents.LastText(out.Steps)
 	if out.Steps == nil {
 		out.Steps = []agents.StepRecord{}
 	}

@@ -1,0 +1,194 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aidgen/aid/internal/cli"
+	"github.com/aidgen/aid/internal/filestore"
+	"github.com/aidgen/aid/runtime/agents"
+)
+
+var continueID = regexp.MustCompile(`--continue (run_[0-9a-f]+)`)
+
+// writeAppFiles writes files into dir and returns the path of its app.cue.
+func writeAppFiles(t *testing.T, dir string, files map[string]string) string {
+	t.Helper()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "app.cue")
+}
+
+// hang holds a request until its client goes away. The body is read
+// first: the server notices a closed connection only once it has.
+func hang(r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	select {
+	case <-r.Context().Done():
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// TestRunContinueAfterMaxSteps stops a run at its two steps and continues
+// it from another process with one more: the same run completes, its file
+// lists the continuation, and a run that did not stop early is refused.
+func TestRunContinueAfterMaxSteps(t *testing.T) {
+	dir := t.TempDir()
+	app := writeAppFiles(t, dir, map[string]string{
+		"script.json": `{"agents": {"looper": [{"text": "Pinging.", "toolCalls": [{"name": "ping", "arguments": {}}]}, {"toolCalls": [{"name": "ping", "arguments": {}}]}, {"text": "pong twice"}]}}`,
+		"ping.json":   `[{"args": {}, "result": "pong"}]`,
+		"app.cue": `name: "looper"
+version: "0.1.0"
+providers: fake: {kind: "fake", script: "script.json"}
+models: "fake-chat-2024-06-01": {provider: "fake", contextWindow: 8192, maxOutputTokens: 64, cost: {inputPer1kUSD: 0.001, outputPer1kUSD: 0.002}, capabilities: ["tools"]}
+aliases: small: "fake-chat-2024-06-01"
+tools: ping: {description: "Ping.", implementation: {kind: "fixture", file: "ping.json"}, input: {type: "object"}}
+agents: looper: {model: "small", instructions: "Ping twice.", tools: ["ping"], maxSteps: 2}
+`,
+	})
+	state := filepath.Join(dir, "runs")
+	code, out, errOut := run(t, "run", app, "--state-dir", state, "hello")
+	m := continueID.FindStringSubmatch(out)
+	if code != cli.ExitRunFailed || m == nil || !strings.Contains(out, "max_steps: 2 steps") || !strings.Contains(out, "last text (looper):\nPinging.") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	id := m[1]
+	code, out, errOut = runProcess(t, "run", app, "--state-dir", state, "--continue", id, "--steps", "1")
+	if code != cli.ExitOK {
+		t.Fatalf("continue: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"continuing run " + id + " on looper (max_steps after step 2) with 1 more step", "step 3 · looper", "answer (looper):\npong twice", "completed: 3 steps"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("continue's stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "step 2 ·") {
+		t.Errorf("the continuation printed the steps the first run printed:\n%s", out)
+	}
+	fs, err := filestore.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := fs.LoadRun(t.Context(), id)
+	if err != nil || len(rec.Checkpoint.Continuations) != 1 || rec.Checkpoint.Continuations[0].Steps != 1 || rec.Checkpoint.Continuations[0].From != agents.StatusMaxSteps {
+		t.Fatalf("stored run: %+v %v", rec.Checkpoint.Continuations, err)
+	}
+	code, _, errOut = run(t, "run", app, "--state-dir", state, "--continue", id)
+	if code != cli.ExitUsage || !strings.Contains(errOut, "is completed: only a run that stopped early") {
+		t.Fatalf("continue of a completed run: exit %d %s", code, errOut)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--steps", "2", "hi"}, "--steps goes with --continue RUN_ID"},
+		{[]string{"--continue", id, "--resume", id, "--approve"}, "give one of --resume, --recover and --continue"},
+		{[]string{"--continue", id, "--approve"}, "--approve goes with --resume, not --continue"},
+		{[]string{"--continue", id, "--steps", "-1"}, "cannot be negative"},
+		{[]string{"--continue", id, "hi"}, "takes the application file only"},
+		{[]string{"--continue", "run_nobody"}, "no run run_nobody in"},
+	} {
+		code, _, errOut := run(t, append([]string{"run", app, "--state-dir", state}, tt.args...)...)
+		if code != cli.ExitUsage || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", tt.args, code, errOut, tt.want)
+		}
+	}
+}
+
+// TestRunTimeoutAndContinue gives an agent a step timeout that an http
+// tool outlasts the first time: the run ends timed_out with the call
+// marked interrupted and its partial result; --continue runs the read
+// again and completes the run. --json reports the same.
+func TestRunTimeoutAndContinue(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			hang(r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"shipped"}`))
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	app := writeAppFiles(t, dir, map[string]string{
+		"script.json": `{"agents": {"desk": [{"text": "Checking.", "toolCalls": [{"name": "track", "arguments": {"id": "A1"}}]}, {"text": "A1 has shipped."}]}}`,
+		"app.cue": `name: "desk"
+version: "0.1.0"
+providers: fake: {kind: "fake", script: "script.json"}
+models: "fake-chat-2024-06-01": {provider: "fake", contextWindow: 8192, maxOutputTokens: 64, cost: {inputPer1kUSD: 0.001, outputPer1kUSD: 0.002}, capabilities: ["tools"]}
+aliases: small: "fake-chat-2024-06-01"
+tools: track: {description: "Track a parcel.", implementation: {kind: "http", url: "` + srv.URL + `"}, input: {type: "object", properties: id: type: "string"}}
+agents: desk: {model: "small", instructions: "Track parcels.", tools: ["track"], timeouts: step: "200ms"}
+`,
+	})
+	state := filepath.Join(dir, "runs")
+	code, out, errOut := run(t, "run", app, "--state-dir", state, "--json", "where is A1?")
+	var res struct {
+		RunID    string              `json:"run_id"`
+		Status   agents.Status       `json:"status"`
+		LastText string              `json:"last_text"`
+		CostUSD  float64             `json:"cost_usd"`
+		Steps    []agents.StepRecord `json:"steps"`
+		Continue string              `json:"continue_command"`
+		Error    string              `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != cli.ExitRunFailed {
+		t.Fatalf("exit %d %v\nstdout:\n%s\nstderr:\n%s", code, err, out, errOut)
+	}
+	if res.Status != agents.StatusTimedOut || res.LastText != "Checking." || res.CostUSD <= 0 || len(res.Steps) != 1 ||
+		!res.Steps[0].ToolCalls[0].Interrupted || !strings.Contains(res.Continue, "--continue "+res.RunID) || !strings.Contains(res.Error, "step 1 timed out after 200ms") {
+		t.Fatalf("timed-out run:\n%s", out)
+	}
+	code, out, errOut = run(t, "run", app, "--state-dir", state, "--continue", res.RunID)
+	if code != cli.ExitOK || !strings.Contains(out, "continuing run "+res.RunID+" on desk (timed_out after step 0)") ||
+		!strings.Contains(out, `↳ {"status":"shipped"}`) || !strings.Contains(out, "A1 has shipped.") {
+		t.Fatalf("continue: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("the tool was called %d times, want 2 (the interrupted read runs again)", calls.Load())
+	}
+}
+
+// TestRunPrintsAnInterruptedCall prints a timed-out run for a person: the
+// call in flight is marked interrupted, and the continue command follows.
+func TestRunPrintsAnInterruptedCall(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hang(r) }))
+	defer srv.Close()
+	dir := t.TempDir()
+	app := writeAppFiles(t, dir, map[string]string{
+		"script.json": `{"agents": {"desk": [{"toolCalls": [{"name": "track", "arguments": {"id": "A1"}}]}]}}`,
+		"app.cue": `name: "desk"
+version: "0.1.0"
+providers: fake: {kind: "fake", script: "script.json"}
+models: "fake-chat-2024-06-01": {provider: "fake", contextWindow: 8192, maxOutputTokens: 64, cost: {inputPer1kUSD: 0.001, outputPer1kUSD: 0.002}, capabilities: ["tools"]}
+aliases: small: "fake-chat-2024-06-01"
+tools: track: {description: "Track a parcel.", effects: "write", implementation: {kind: "http", url: "` + srv.URL + `"}}
+agents: desk: {model: "small", instructions: "Track parcels.", tools: ["track"]}
+service: timeouts: run: "150ms"
+`,
+	})
+	code, out, errOut := run(t, "run", app, "--state-dir", filepath.Join(dir, "runs"), "where is A1?")
+	for _, want := range []string{"track {\"id\":\"A1\"}", "⏹ interrupted", "continue it:", "timed_out: 1 step"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if code != cli.ExitRunFailed || !strings.Contains(errOut, "the run timed out after 150ms") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s", out)
+	}
+}

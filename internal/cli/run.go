@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,7 @@ type runFlags struct {
 	resume    string
 	recover   string
 	cont      string
+	cancel    string
 	steps     int
 	timeout   time.Duration
 	approve   bool
@@ -71,7 +73,7 @@ type runFlags struct {
 func newRun(s *streams) *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run FILE [--agent NAME] MESSAGE | run FILE --resume RUN_ID --approve|--reject | run FILE --continue RUN_ID [--steps N]",
+		Use:   "run FILE [--agent NAME] MESSAGE | run FILE --resume RUN_ID --approve|--reject | run FILE --continue|--cancel RUN_ID",
 		Short: "Run an agent of an application on one message, and resume paused runs",
 		Long: `Run runs one agent of an application on a message, on the application's
 own providers (the keyless fake of the examples, or real ones with their API
@@ -109,6 +111,15 @@ for this drive. A step that stopped during its tool calls is completed
 first: an interrupted read runs again, an interrupted write waits for a
 decision.
 
+--cancel RUN_ID stops a run that another process drives (another aidgen
+run, or a replica of the application's service on the same PostgreSQL
+state): the process sees the request (at once through PostgreSQL, within
+a tenth of a second through the state directory), cancels the call in
+flight, recording a write stopped mid-call as interrupted, never done, and
+saves the run cancelled with its partial result; a paused run is cancelled
+by the command itself. It waits for the run to stop, up to --timeout
+(default 30s), and prints it; a cancelled run can be continued.
+
 Where runs are kept follows service.state. With "memory" (the default) a
 command is not a long-lived service, so runs are kept in files, one per run:
 in --state-dir, else $` + RunStateDirEnv + `, else $XDG_STATE_HOME/aid/runs/APP
@@ -124,7 +135,10 @@ Exit status: 0 completed with an answer, 4 paused for a decision, 1 the run
 ended without an answer (failed, max_steps, timed_out, cancelled,
 budget_exceeded), 2 a usage or configuration error (invalid application,
 unknown agent, a resume of a run that is unknown, not paused, or resumed by
-another process first; a continue of a run that did not stop early).
+another process first; a continue of a run that did not stop early; a
+cancel of a run that is neither running nor paused). --cancel exits 0 once
+the run is cancelled, 1 when it had not stopped within --timeout (the
+request stays recorded).
 
 --json prints one JSON object instead (stdout holds nothing else): run_id,
 status, agent, path, answer, steps (each as in a checkpoint: number, agent,
@@ -145,11 +159,14 @@ error when the run failed. Fields are only ever added.`,
   aidgen run examples/support-desk/app.cue --resume run_0123abcd... --reject --feedback "store credit only"
 
   # Continue a run that timed out or used its steps, with four more steps.
-  aidgen run examples/support-desk/app.cue --continue run_0123abcd... --steps 4`,
+  aidgen run examples/support-desk/app.cue --continue run_0123abcd... --steps 4
+
+  # Stop a run another process drives.
+  aidgen run examples/support-desk/app.cue --cancel run_0123abcd...`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if f.resume != "" || f.recover != "" || f.cont != "" {
+			if f.resume != "" || f.recover != "" || f.cont != "" || f.cancel != "" {
 				if len(args) != 1 {
-					return usageErr(errors.New("a resume, recovery or continuation takes the application file only; usage: aidgen run FILE --resume RUN_ID --approve|--reject"))
+					return usageErr(errors.New("a resume, recovery, continuation or cancellation takes the application file only; usage: aidgen run FILE --resume RUN_ID --approve|--reject"))
 				}
 				return nil
 			}
@@ -176,8 +193,9 @@ error when the run failed. Fields are only ever added.`,
 	fl.StringVar(&f.resume, "resume", "", "continue the paused run `RUN_ID` with --approve or --reject")
 	fl.StringVar(&f.recover, "recover", "", "continue the run `RUN_ID` whose process died")
 	fl.StringVar(&f.cont, "continue", "", "continue the run `RUN_ID` that stopped early (max_steps, timed_out, cancelled)")
+	fl.StringVar(&f.cancel, "cancel", "", "stop the run `RUN_ID`, wherever it is driven")
 	fl.IntVar(&f.steps, "steps", 0, "with --continue: `N` more model calls (default: the agent's maxSteps)")
-	fl.DurationVar(&f.timeout, "timeout", 0, "with --continue: the run timeout `D` of the continued drive (default: the agent's)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "with --continue: the run timeout `D` of the continued drive (default: the agent's); with --cancel: how long to wait for the run to stop (default 30s)")
 	fl.BoolVar(&f.approve, "approve", false, "with --resume: run the pending call")
 	fl.BoolVar(&f.reject, "reject", false, "with --resume: do not run the pending call; the model is told")
 	fl.StringVar(&f.feedback, "feedback", "", "with --resume: a note for the model (why, on a rejection)")
@@ -201,13 +219,22 @@ func (f *runFlags) check(cmd *cobra.Command) error {
 		}
 		return out
 	}
-	if n := len(slices.DeleteFunc([]string{f.resume, f.recover, f.cont}, func(s string) bool { return s == "" })); n > 1 {
-		return errors.New("give one of --resume, --recover and --continue, not both")
+	if n := len(slices.DeleteFunc([]string{f.resume, f.recover, f.cont, f.cancel}, func(s string) bool { return s == "" })); n > 1 {
+		return errors.New("give one of --resume, --recover, --continue and --cancel, not both")
 	}
-	if f.resume != "" || f.recover != "" || f.cont != "" {
+	if f.resume != "" || f.recover != "" || f.cont != "" || f.cancel != "" {
 		if c := changed("agent", "user", "thread"); len(c) > 0 {
 			return fmt.Errorf("%s cannot change a run that has started; leave %s out", c[0], c[0])
 		}
+	}
+	if f.cancel != "" {
+		if c := changed("approve", "reject", "feedback", "arguments", "steps"); len(c) > 0 {
+			return fmt.Errorf("%s does not go with --cancel", c[0])
+		}
+		if f.timeout < 0 {
+			return errors.New("--timeout cannot be negative")
+		}
+		return nil
 	}
 	if f.cont == "" {
 		if c := changed("steps", "timeout"); len(c) > 0 {
@@ -274,6 +301,9 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 		return usageErr(err)
 	}
 	p := &runPrinter{w: s.out, verbose: f.verbose, cmd: resumeCommand(path, f.stateDir)}
+	if f.cancel != "" {
+		return cancelRun(ctx, s, a, p, f, st.where)
+	}
 
 	// What the run starts from, to ingest the retrievers it can reach and,
 	// on a resume, to print only the steps that are new.
@@ -373,6 +403,51 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 		p.result(res, from, st.where)
 	}
 	return runExit(res, err)
+}
+
+// cancelWait is how long --cancel waits for the run to stop by default.
+const cancelWait = 30 * time.Second
+
+// cancelRun is aidgen run --cancel: it asks whoever drives the run to stop
+// it, waits, and prints the cancelled run.
+func cancelRun(ctx context.Context, s *streams, a *app.App, p *runPrinter, f runFlags, where string) error {
+	wctx, stop := context.WithTimeout(ctx, cmp.Or(f.timeout, cancelWait))
+	defer stop()
+	rec, err := a.Agents.Cancel(wctx, f.cancel, agents.CancelOptions{By: runBy()})
+	var nf *agents.RunNotFoundError
+	var nc *agents.NotCancellableError
+	var pending *agents.CancelPendingError
+	switch {
+	case errors.As(err, &nf):
+		return usageErr(fmt.Errorf("no run %s in %s (was it started with another --state-dir, or another application?)", f.cancel, where))
+	case errors.As(err, &nc):
+		return usageErr(err)
+	case errors.As(err, &pending):
+		return &exitError{code: ExitRunFailed, err: fmt.Errorf("run %s has not stopped within %v; the request stays recorded: the process driving it stops it when it sees the request (a run whose process is gone stops when it is recovered)", f.cancel, cmp.Or(f.timeout, cancelWait))}
+	case err != nil:
+		return &exitError{code: ExitRunFailed, err: err}
+	}
+	res := agents.RunResult{
+		RunID: rec.RunID, Agent: rec.Agent, Path: rec.Checkpoint.Path, Status: rec.Status, Steps: rec.Checkpoint.Steps,
+		Usage: rec.Checkpoint.Usage.Usage(), CostUSD: rec.Checkpoint.CostUSD, Checkpoint: &rec.Checkpoint,
+	}
+	if p := rec.Checkpoint.Pending; p != nil {
+		res.Steps = append(slices.Clone(res.Steps), p.Step)
+	}
+	res.LastText = agents.LastText(res.Steps)
+	if f.json {
+		if err := writeRunJSON(s, res, nil, p.cmd); err != nil {
+			return &exitError{code: ExitRunFailed, err: err}
+		}
+		return nil
+	}
+	who := ""
+	if c := rec.Checkpoint.Cancel; c != nil && c.By != "" {
+		who = " by " + c.By
+	}
+	fmt.Fprintf(s.out, "cancelled run %s on %s%s\n", rec.RunID, rec.Agent, who)
+	p.result(res, 0, where)
+	return nil
 }
 
 // runExit is the one place a run's outcome becomes an exit status.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -94,7 +95,7 @@ agents: looper: {model: "small", instructions: "Ping twice.", tools: ["ping"], m
 		want string
 	}{
 		{[]string{"--steps", "2", "hi"}, "--steps goes with --continue RUN_ID"},
-		{[]string{"--continue", id, "--resume", id, "--approve"}, "give one of --resume, --recover and --continue"},
+		{[]string{"--continue", id, "--resume", id, "--approve"}, "give one of --resume, --recover, --continue and --cancel"},
 		{[]string{"--continue", id, "--approve"}, "--approve goes with --resume, not --continue"},
 		{[]string{"--continue", id, "--steps", "-1"}, "cannot be negative"},
 		{[]string{"--continue", id, "hi"}, "takes the application file only"},
@@ -190,5 +191,86 @@ service: timeouts: run: "150ms"
 	}
 	if t.Failed() {
 		t.Logf("stdout:\n%s", out)
+	}
+}
+
+// TestRunCancelFromAnotherProcess starts a run in one process whose write
+// tool (an http endpoint) hangs, and cancels it from another through the
+// state directory: the first process's call is cancelled, its run ends
+// cancelled with the call interrupted (exit 1, the continue command
+// printed), and --continue then asks about the interrupted write.
+func TestRunCancelFromAnotherProcess(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		hang(r)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	app := writeAppFiles(t, dir, map[string]string{
+		"script.json": `{"agents": {"desk": [{"text": "Sending.", "toolCalls": [{"name": "send", "arguments": {"id": "A1"}}]}, {"text": "Sent."}]}}`,
+		"app.cue": `name: "desk"
+version: "0.1.0"
+providers: fake: {kind: "fake", script: "script.json"}
+models: "fake-chat-2024-06-01": {provider: "fake", contextWindow: 8192, maxOutputTokens: 64, cost: {inputPer1kUSD: 0.001, outputPer1kUSD: 0.002}, capabilities: ["tools"]}
+aliases: small: "fake-chat-2024-06-01"
+tools: send: {description: "Send a parcel.", effects: "write", implementation: {kind: "http", url: "` + srv.URL + `"}, input: {type: "object", properties: id: type: "string"}}
+agents: desk: {model: "small", instructions: "Send parcels.", tools: ["send"]}
+`,
+	})
+	state := filepath.Join(dir, "runs")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRunHelperProcess$")
+	cmd.Env = append(os.Environ(), "AIDGEN_TEST_ARGS="+strings.Join([]string{"run", app, "--state-dir", state, "send A1"}, "\x1f"))
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for calls.Load() == 0 {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("the tool was never called\nstderr:\n%s", errb.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	files, _ := filepath.Glob(filepath.Join(state, "run_*.json"))
+	if len(files) != 1 {
+		t.Fatalf("run files %v", files)
+	}
+	id := strings.TrimSuffix(filepath.Base(files[0]), ".json")
+	code, cout, cerr := run(t, "run", app, "--state-dir", state, "--cancel", id)
+	if code != cli.ExitOK || !strings.Contains(cout, "cancelled run "+id+" on desk by ") || !strings.Contains(cout, "⏹ interrupted") || !strings.Contains(cout, "cancelled: 1 step") {
+		t.Fatalf("cancel: exit %d\nstdout:\n%s\nstderr:\n%s", code, cout, cerr)
+	}
+	err := cmd.Wait()
+	if cmd.ProcessState.ExitCode() != cli.ExitRunFailed || !strings.Contains(out.String(), "--continue "+id) || !strings.Contains(errb.String(), "was cancelled by") {
+		t.Fatalf("the cancelled process: %v, exit %d\nstdout:\n%s\nstderr:\n%s", err, cmd.ProcessState.ExitCode(), out.String(), errb.String())
+	}
+	// The write may or may not have happened: continuing asks.
+	code, cout, _ = run(t, "run", app, "--state-dir", state, "--continue", id)
+	if code != cli.ExitPaused || !strings.Contains(cout, "is waiting for a decision (its process died during the call") {
+		t.Fatalf("continue: exit %d\n%s", code, cout)
+	}
+	// A paused run is cancelled by the command itself; a cancelled one is
+	// not cancelled again but shown; unknown runs and wrong flags are
+	// usage errors.
+	code, cout, _ = run(t, "run", app, "--state-dir", state, "--cancel", id)
+	if code != cli.ExitOK || !strings.Contains(cout, "cancelled run "+id) {
+		t.Fatalf("cancel of a paused run: exit %d\n%s", code, cout)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cancel", "run_nobody"}, "no run run_nobody in"},
+		{[]string{"--cancel", id, "--steps", "1"}, "--steps does not go with --cancel"},
+		{[]string{"--cancel", id, "--continue", id}, "give one of --resume, --recover, --continue and --cancel"},
+		{[]string{"--cancel", id, "hello"}, "takes the application file only"},
+	} {
+		code, _, errOut := run(t, append([]string{"run", app, "--state-dir", state}, tt.args...)...)
+		if code != cli.ExitUsage || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", tt.args, code, errOut, tt.want)
+		}
 	}
 }

@@ -29,9 +29,16 @@ const lockName = ".lock"
 // safe for concurrent use, by goroutines and by processes sharing the
 // directory.
 type Store struct {
-	dir string
-	now func() time.Time
+	dir     string
+	now     func() time.Time
+	cancels agents.Cancels
+	poll    time.Duration
 }
+
+// CancelPoll is how often a watch (WatchCancel) looks at its run's file
+// for a request made by another process: the delay within which one
+// reaches it. A request made in this process reaches it at once.
+const CancelPoll = 100 * time.Millisecond
 
 var _ agents.Store = (*Store)(nil)
 
@@ -56,7 +63,7 @@ func Open(dir string) (*Store, error) {
 	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("open run store: %w", err)
 	}
-	return &Store{dir: dir, now: time.Now}, nil
+	return &Store{dir: dir, now: time.Now, poll: CancelPoll}, nil
 }
 
 // Dir returns the directory the store keeps its runs in.
@@ -98,7 +105,21 @@ type storedRun struct {
 	Status     agents.Status     `json:"status"`
 	Version    int64             `json:"version"`
 	UpdatedAt  time.Time         `json:"updated_at"`
+	Cancel     *storedCancel     `json:"cancel,omitempty"`
 	Checkpoint agents.Checkpoint `json:"checkpoint"`
+}
+
+// storedCancel is a pending cancel request (agents.RunRecord.Cancel).
+type storedCancel struct {
+	By text      `json:"by,omitempty"`
+	At time.Time `json:"at"`
+}
+
+func (c *storedCancel) request() *agents.CancelRequest {
+	if c == nil {
+		return nil
+	}
+	return &agents.CancelRequest{By: string(c.By), At: c.At}
 }
 
 type storedCall struct {
@@ -151,7 +172,7 @@ func (t *text) UnmarshalJSON(b []byte) error {
 }
 
 func (r *storedRun) record(runID string) agents.RunRecord {
-	return agents.RunRecord{RunID: runID, Agent: string(r.Agent), Status: r.Status, Version: r.Version, Checkpoint: r.Checkpoint, UpdatedAt: r.UpdatedAt}
+	return agents.RunRecord{RunID: runID, Agent: string(r.Agent), Status: r.Status, Version: r.Version, Checkpoint: r.Checkpoint, UpdatedAt: r.UpdatedAt, Cancel: r.Cancel.request()}
 }
 
 func (c *storedCall) record(runID string) agents.CallRecord {
@@ -297,7 +318,7 @@ func (s *Store) CreateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 		if f.Run != nil {
 			return &agents.RunExistsError{RunID: rec.RunID}
 		}
-		rec.Version = 1
+		rec.Version, rec.Cancel = 1, nil
 		rec.UpdatedAt = s.stamp(time.Time{})
 		f.Run = &storedRun{Agent: text(rec.Agent), Status: rec.Status, Version: rec.Version, UpdatedAt: rec.UpdatedAt, Checkpoint: rec.Checkpoint}
 		return nil
@@ -320,7 +341,12 @@ func (s *Store) UpdateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 		}
 		rec.Version++
 		rec.UpdatedAt = s.stamp(cur.UpdatedAt)
-		f.Run = &storedRun{Agent: text(rec.Agent), Status: rec.Status, Version: rec.Version, UpdatedAt: rec.UpdatedAt, Checkpoint: rec.Checkpoint}
+		next := &storedRun{Agent: text(rec.Agent), Status: rec.Status, Version: rec.Version, UpdatedAt: rec.UpdatedAt, Checkpoint: rec.Checkpoint}
+		if rec.Status == agents.StatusRunning {
+			next.Cancel = cur.Cancel // a request outlives the steps, not the run
+		}
+		f.Run = next
+		rec.Cancel = next.Cancel.request()
 		return nil
 	})
 	if err != nil {
@@ -343,6 +369,89 @@ func (s *Store) LoadRun(ctx context.Context, runID string) (agents.RunRecord, er
 	}
 	return f.Run.record(runID), nil
 }
+
+// RequestCancel implements agents.Store.
+func (s *Store) RequestCancel(ctx context.Context, runID string, req agents.CancelRequest) (agents.Status, error) {
+	var status agents.Status
+	var pending *agents.CancelRequest
+	err := s.update(ctx, runID, func(f *runFile) error {
+		if f.Run == nil {
+			return &agents.RunNotFoundError{RunID: runID}
+		}
+		status = f.Run.Status
+		if status != agents.StatusRunning {
+			return errNoWrite
+		}
+		if f.Run.Cancel == nil {
+			f.Run.Cancel = &storedCancel{By: text(req.By), At: req.At.Round(0)}
+		}
+		pending = f.Run.Cancel.request()
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNoWrite) {
+		return "", err
+	}
+	if pending != nil {
+		s.cancels.Notify(runID, *pending)
+	}
+	return status, nil
+}
+
+// WatchCancel implements agents.Store. A request made by this process
+// reaches the watch at once; one made by another process sharing the
+// directory within CancelPoll, the time between two looks at the run's
+// file.
+func (s *Store) WatchCancel(ctx context.Context, runID string) (<-chan agents.CancelRequest, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rec, err := s.pendingCancel(runID)
+	if err != nil {
+		return nil, err
+	}
+	ch := s.cancels.Watch(ctx, runID, rec)
+	if rec == nil {
+		go s.pollCancel(ctx, runID)
+	}
+	return ch, nil
+}
+
+// pendingCancel returns the run's pending request, if it runs and has one.
+func (s *Store) pendingCancel(runID string) (*agents.CancelRequest, error) {
+	f, err := s.read(runID)
+	if err != nil || f == nil || f.Run == nil || f.Run.Status != agents.StatusRunning {
+		return nil, err
+	}
+	return f.Run.Cancel.request(), nil
+}
+
+// pollCancel looks at the run's file every s.poll until ctx ends, and
+// hands a request it finds to the run's watchers. It reads the file only
+// when its size or time changed.
+func (s *Store) pollCancel(ctx context.Context, runID string) {
+	t := time.NewTicker(s.poll)
+	defer t.Stop()
+	var last os.FileInfo
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fi, err := os.Stat(s.Path(runID))
+		if err != nil || (last != nil && fi.ModTime().Equal(last.ModTime()) && fi.Size() == last.Size()) {
+			continue
+		}
+		last = fi
+		if req, err := s.pendingCancel(runID); err == nil && req != nil {
+			s.cancels.Notify(runID, *req)
+			return
+		}
+	}
+}
+
+// errNoWrite ends an update without writing anything.
+var errNoWrite = errors.New("nothing to write")
 
 // RecordCall implements agents.Store.
 func (s *Store) RecordCall(ctx context.Context, rec agents.CallRecord) error {

@@ -62,6 +62,9 @@ type Checkpoint struct {
 	// Continuations lists where the run was continued after stopping
 	// early, oldest first.
 	Continuations []Continuation `json:"continuations,omitempty"`
+	// Cancel is the request that last cancelled the run (Runtime.Cancel):
+	// who asked and when.
+	Cancel *CancelRequest `json:"cancel,omitempty"`
 }
 
 // Continuation records one Continue of a run: when, by whom, from which

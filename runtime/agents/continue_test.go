@@ -30,8 +30,8 @@ func TestContinueAfterMaxSteps(t *testing.T) {
 	store := agents.NewInMemoryStore()
 	cfg := agents.Config{
 		Gateway: fx.gw, Store: store, Budgets: []gateway.Budget{b},
-		Agents: []agents.Agent{{Name: "desk", Model: "small", MaxSteps: 2, Tools: []string{"lookup"}, Budget: "b"}},
-		Tools:  []agents.Tool{{Name: "lookup", Description: "d", Input: lookupSchema}},
+		Agents:          []agents.Agent{{Name: "desk", Model: "small", MaxSteps: 2, Tools: []string{"lookup"}, Budget: "b"}},
+		Tools:           []agents.Tool{{Name: "lookup", Description: "d", Input: lookupSchema}},
 		Implementations: map[string]agents.Implementation{"lookup": echoTool},
 	}
 	res, err := newRuntime(t, cfg).Run(context.Background(), "desk", "find", agents.RunOptions{ThreadID: "th", UserID: "u"})

@@ -46,6 +46,13 @@
 // is completed first, as Recover does: an interrupted read runs again, an
 // interrupted write pauses for a decision.
 //
+// Cancel stops a run by id wherever it is driven: through the Store
+// (RequestCancel, WatchCancel), the process driving the run hears of it
+// (in process for the in-memory store, by LISTEN/NOTIFY for pgstore) and
+// cancels the run's context, so that the call in flight ends; the run is
+// saved cancelled with its partial result and who asked
+// (Checkpoint.Cancel). A paused run is cancelled by Cancel itself.
+//
 // Tools are Go code registered by name (ToolFunc, Typed), or one of the
 // kinds an app names so that no code is needed: HTTPTool POSTs the arguments
 // to a URL and reads the body, FixtureTool answers from argument → result

@@ -73,6 +73,8 @@ type CancelledError struct {
 	RunID string
 	// By names who asked, as given to Cancel; empty when unknown.
 	By string
+	// At is when it was asked.
+	At time.Time
 }
 
 // Error implements error.
@@ -239,6 +241,66 @@ type NotContinuableError struct {
 func (e *NotContinuableError) Error() string {
 	return fmt.Sprintf("run %s is %s; only a run that stopped early (max_steps, timed_out, cancelled) can be continued", e.RunID, e.Status)
 }
+
+// InvalidOptionError reports an option of Continue or Cancel that cannot
+// be used: a negative allowance, a name too long to record.
+type InvalidOptionError struct {
+	// Option names the option, as its JSON field is spelt (steps,
+	// timeout, by).
+	Option string
+	// Problem says what is wrong with it.
+	Problem string
+}
+
+// Error implements error.
+func (e *InvalidOptionError) Error() string {
+	return fmt.Sprintf("invalid option %s: %s", e.Option, e.Problem)
+}
+
+// MaxByBytes bounds the name of who continues or cancels a run
+// (ContinueOptions.By, CancelOptions.By), which the run's record keeps and
+// a store may send to other processes.
+const MaxByBytes = 256
+
+func checkBy(by string) error {
+	if len(by) > MaxByBytes {
+		return &InvalidOptionError{Option: "by", Problem: fmt.Sprintf("%d bytes, more than %d", len(by), MaxByBytes)}
+	}
+	return nil
+}
+
+// NotCancellableError reports a Cancel of a run that is neither running
+// nor paused: it ended already (completed, failed, budget_exceeded) or
+// stopped early (max_steps, timed_out), so there is nothing to stop.
+type NotCancellableError struct {
+	// RunID is the run.
+	RunID string
+	// Status is its status in the store.
+	Status Status
+}
+
+// Error implements error.
+func (e *NotCancellableError) Error() string {
+	return fmt.Sprintf("run %s is %s: only a running or paused run can be cancelled", e.RunID, e.Status)
+}
+
+// CancelPendingError reports a Cancel whose context ended before the run
+// stopped: the request is recorded and the process driving the run stops
+// it when it sees it (or Recover does, if that process is gone).
+type CancelPendingError struct {
+	// RunID is the run.
+	RunID string
+	// Err is why the wait ended.
+	Err error
+}
+
+// Error implements error.
+func (e *CancelPendingError) Error() string {
+	return fmt.Sprintf("run %s: cancellation requested; the run has not stopped yet: %v", e.RunID, e.Err)
+}
+
+// Unwrap returns why the wait ended.
+func (e *CancelPendingError) Unwrap() error { return e.Err }
 
 // ConflictError reports a write to a run record that another writer changed
 // first: two processes resumed the same run, or a run presumed dead is still

@@ -41,6 +41,7 @@ type runState struct {
 	stepLimit      int           // the current agent's bound when Continue raised it; 0 means its MaxSteps
 	runTimeout     time.Duration // this drive's run timeout when Continue set one; 0 means the agent's
 	continuations  []Continuation
+	cancel         *CancelRequest
 	delegations    *int // the top-level run's ownDelegations, shared with delegated runs
 	ownDelegations int
 	pathBuf        [2]string // the path's first elements, without an allocation
@@ -77,7 +78,7 @@ func (st *runState) checkpoint() Checkpoint {
 		ThreadID: st.threadID, UserID: st.userID,
 		Messages: slices.Clip(st.saved), Steps: slices.Clip(st.steps),
 		AgentSteps: st.agentSteps, StepLimit: st.stepLimit, Delegations: *st.delegations, Repaired: st.repaired,
-		Usage: st.usage, CostUSD: st.cost, Continuations: slices.Clip(st.continuations),
+		Usage: st.usage, CostUSD: st.cost, Continuations: slices.Clip(st.continuations), Cancel: st.cancel,
 	}
 	if st.pending != nil {
 		p := *st.pending
@@ -100,6 +101,11 @@ func (c *ToolCallRecord) observe(obs string, kind ErrorKind) {
 // top-level run is bounded by its agent's run timeout; each step by its
 // agent's step timeout, from its model call to the end of its tool calls.
 func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
+	if !st.sub {
+		var unwatch func()
+		ctx, unwatch = r.watchCancel(ctx, st)
+		defer unwatch()
+	}
 	if d := cmp.Or(st.runTimeout, st.agent.timeouts.Run); d > 0 && !st.sub {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d, &TimeoutError{Scope: TimeoutRun, Timeout: d})
@@ -217,6 +223,37 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			return r.finish(ctx, st, span, StatusFailed, err)
 		}
 	}
+}
+
+// watchCancel returns a context that ends with a *CancelledError as soon as
+// the store hands over a cancel request for the run, made in this process
+// or another (Runtime.Cancel), and the function that ends the watch. A
+// store that cannot watch is logged: the run then stops only when its own
+// context ends.
+func (r *Runtime) watchCancel(ctx context.Context, st *runState) (context.Context, func()) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	wctx, unwatch := context.WithCancel(cctx)
+	stop := func(req CancelRequest) {
+		cancel(&CancelledError{RunID: st.id, By: req.By, At: req.At})
+	}
+	ch, err := r.store.WatchCancel(wctx, st.id)
+	if err != nil {
+		r.logger.WarnContext(ctx, "cannot watch for cancellation: the run can only be stopped by its own process", "run", st.id, "err", err)
+		return cctx, func() { unwatch(); cancel(nil) }
+	}
+	select {
+	case req := <-ch: // pending already: stop before the first call
+		stop(req)
+	default:
+		go func() {
+			select {
+			case req := <-ch:
+				stop(req)
+			case <-wctx.Done():
+			}
+		}()
+	}
+	return cctx, func() { unwatch(); cancel(nil) }
 }
 
 // stepClock is the context of the step in flight, bounded by the agent's
@@ -744,6 +781,7 @@ func (r *Runtime) stop(ctx, sctx context.Context, st *runState, span trace.Span,
 		e := *ce
 		e.RunID = st.id
 		err = &e
+		st.cancel = &CancelRequest{By: e.By, At: e.At}
 	}
 	if _, lost := errors.AsType[*ConflictError](cause); lost {
 		err = errors.Join(err, cause)

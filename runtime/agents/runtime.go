@@ -741,6 +741,86 @@ func (r *Runtime) reconcile(ctx context.Context, st *runState) error {
 	return nil
 }
 
+// CancelOptions adjusts a Cancel.
+type CancelOptions struct {
+	// By names who cancels the run, for its record.
+	By string
+}
+
+// cancelPoll bounds the wait between two looks at a run that was asked to
+// stop; the first looks are sooner, each wait a little longer than the
+// last, so that a run that stops at once is seen at once and one that
+// takes long costs few reads.
+const cancelPoll = 25 * time.Millisecond
+
+// Cancel stops a run by id, wherever it is driven: a running run, driven by
+// this process or any other sharing the store, is asked to stop through
+// the store (Store.RequestCancel); the process driving it cancels the
+// run's context, so that the model call or tool call in flight ends, and
+// saves it cancelled with its partial result (a call stopped in flight is
+// recorded interrupted, never done). A paused run, which nobody drives, is
+// cancelled here. Cancel waits until the run has stopped and returns its
+// record, status cancelled, with the checkpoint's partial result and who
+// asked (Checkpoint.Cancel); cancelling a cancelled run returns it as is.
+// When ctx ends first, the request stays recorded and the error is a
+// *CancelPendingError: the driving process stops the run when it sees the
+// request, and a run whose process is gone stops at once when it is
+// recovered (Recover). A run that ended or stopped otherwise is refused
+// with a *NotCancellableError. A cancelled run can be continued
+// (Continue).
+func (r *Runtime) Cancel(ctx context.Context, runID string, opts CancelOptions) (RunRecord, error) {
+	if err := checkBy(opts.By); err != nil {
+		return RunRecord{RunID: runID}, err
+	}
+	req := CancelRequest{By: opts.By, At: time.Now().UTC()}
+	wait := 2 * time.Millisecond
+	requested := false
+	for {
+		status, err := StatusRunning, error(nil)
+		if !requested {
+			if status, err = r.store.RequestCancel(ctx, runID, req); err != nil {
+				return RunRecord{RunID: runID}, fmt.Errorf("run %s: request cancellation: %w", runID, err)
+			}
+			requested = status == StatusRunning
+		}
+		rec, err := r.store.LoadRun(context.WithoutCancel(ctx), runID)
+		if err != nil {
+			return RunRecord{RunID: runID}, fmt.Errorf("run %s: read run: %w", runID, err)
+		}
+		switch rec.Status {
+		case StatusCancelled:
+			return rec, nil
+		case StatusPaused:
+			// Nobody drives a paused run: cancel it here, unless a
+			// resume claims it first (then look again).
+			rec.Status = StatusCancelled
+			rec.Checkpoint.Cancel = &req
+			upd, err := r.store.UpdateRun(ctx, rec)
+			if _, lost := errors.AsType[*ConflictError](err); lost {
+				requested = false
+				continue
+			}
+			if err != nil {
+				return rec, fmt.Errorf("run %s: cancel paused run: %w", runID, err)
+			}
+			r.logger.InfoContext(ctx, "paused run cancelled", "run", runID, "by", req.By)
+			return upd, nil
+		case StatusRunning:
+			if !requested {
+				continue // it started running again: ask again
+			}
+		default:
+			return rec, &NotCancellableError{RunID: runID, Status: rec.Status}
+		}
+		select {
+		case <-ctx.Done():
+			return rec, &CancelPendingError{RunID: runID, Err: context.Cause(ctx)}
+		case <-time.After(wait):
+		}
+		wait = min(wait+2*time.Millisecond, cancelPoll)
+	}
+}
+
 // Continuable reports whether a run with this status stopped early and
 // can be continued (Runtime.Continue): max_steps, timed_out or cancelled.
 func Continuable(s Status) bool {
@@ -771,8 +851,14 @@ type ContinueOptions struct {
 // one run at once are told apart by the record's version (*ConflictError
 // for the loser, which runs nothing).
 func (r *Runtime) Continue(ctx context.Context, runID string, opts ContinueOptions) (RunResult, error) {
-	if opts.Steps < 0 || opts.Timeout < 0 {
-		return RunResult{RunID: runID, Status: StatusFailed}, fmt.Errorf("run %s: continue: negative steps %d or timeout %v", runID, opts.Steps, opts.Timeout)
+	switch {
+	case opts.Steps < 0:
+		return RunResult{RunID: runID, Status: StatusFailed}, &InvalidOptionError{Option: "steps", Problem: fmt.Sprintf("negative: %d", opts.Steps)}
+	case opts.Timeout < 0:
+		return RunResult{RunID: runID, Status: StatusFailed}, &InvalidOptionError{Option: "timeout", Problem: fmt.Sprintf("negative: %v", opts.Timeout)}
+	}
+	if err := checkBy(opts.By); err != nil {
+		return RunResult{RunID: runID, Status: StatusFailed}, err
 	}
 	rec, err := r.store.LoadRun(ctx, runID)
 	if err != nil {
@@ -845,7 +931,7 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 		threadID: cp.ThreadID, userID: cp.UserID, path: slices.Clone(cp.Path),
 		steps: slices.Clip(cp.Steps), agentSteps: cp.AgentSteps, ownDelegations: cp.Delegations,
 		repaired: cp.Repaired, usage: cp.Usage, cost: cp.CostUSD,
-		stepLimit: cp.StepLimit, continuations: slices.Clip(cp.Continuations),
+		stepLimit: cp.StepLimit, continuations: slices.Clip(cp.Continuations), cancel: cp.Cancel,
 	}
 	st.delegations = &st.ownDelegations
 	st.msgs = make([]gateway.Message, 0, len(cp.Messages)+4)

@@ -19,6 +19,10 @@
 //   - POST /v1/runs/{id}/continue: continue a run that stopped early
 //     (max_steps, timed_out, cancelled) as the same run, with {"steps",
 //     "timeout", "by"}, all optional.
+//   - POST /v1/runs/{id}/cancel: stop a run wherever it is driven (any
+//     replica sharing the store), with {"by"}, optional; it waits up to 30s
+//     for the run to stop and answers with it, or 202 with the request
+//     recorded.
 //   - GET /v1/runs/{id}: a run as the store holds it.
 //   - POST /v1/retrievers/{name}/search: the best passages for a query.
 //   - GET /healthz: the process answers. GET /readyz: the run store and

@@ -54,6 +54,9 @@ const (
 	// CodeRunNotContinuable (409): a continue of a run that did not stop
 	// early (max_steps, timed_out, cancelled).
 	CodeRunNotContinuable = "run_not_continuable"
+	// CodeRunNotCancellable (409): a cancel of a run that is neither
+	// running nor paused.
+	CodeRunNotCancellable = "run_not_cancellable"
 	// CodeRunConflict (409): another resume of the run won.
 	CodeRunConflict = "run_conflict"
 	// CodeBudgetExceeded (402): a budget refused the run's next call.
@@ -125,6 +128,7 @@ func classify(err error) *apiError {
 		notFound  *agents.RunNotFoundError
 		notPaused *agents.NotPausedError
 		notCont   *agents.NotContinuableError
+		notCanc   *agents.NotCancellableError
 		conflict  *agents.ConflictError
 		stale     *agents.StaleCheckpointError
 		budget    *gateway.BudgetExceededError
@@ -135,6 +139,7 @@ func classify(err error) *apiError {
 		output    *agents.OutputValidationError
 		invalidRq *gateway.InvalidRequestError
 		noUser    *agents.UserIDRequiredError
+		badOption *agents.InvalidOptionError
 		provider  *gateway.ProviderError
 	)
 	msg := err.Error()
@@ -152,6 +157,8 @@ func classify(err error) *apiError {
 		return newError(http.StatusConflict, TypeConflict, CodeRunNotPaused, msg)
 	case errors.As(err, &notCont):
 		return newError(http.StatusConflict, TypeConflict, CodeRunNotContinuable, msg)
+	case errors.As(err, &notCanc):
+		return newError(http.StatusConflict, TypeConflict, CodeRunNotCancellable, msg)
 	case errors.As(err, &conflict), errors.As(err, &stale):
 		return newError(http.StatusConflict, TypeConflict, CodeRunConflict, msg)
 	case errors.As(err, &budget):
@@ -169,6 +176,8 @@ func classify(err error) *apiError {
 		return newError(http.StatusBadGateway, TypeServer, CodeInvalidOutput, msg)
 	case errors.As(err, &invalidRq):
 		return invalid(CodeInvalidRequest, invalidRq.Field, msg)
+	case errors.As(err, &badOption):
+		return invalid(CodeInvalidRequest, badOption.Option, msg)
 	case errors.As(err, &noUser):
 		return invalid(CodeInvalidRequest, "user", fmt.Sprintf("agent %q keeps memory per user: name the user (user in chat completions, user_id in runs)", noUser.Agent))
 	case errors.Is(err, agents.ErrInterrupted):

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,5 +131,101 @@ func TestChatCompletionTimedOutCarriesTheRun(t *testing.T) {
 	rec, err := e.runtime.Store().LoadRun(context.Background(), v.Aid.RunID)
 	if err != nil || rec.Status != agents.StatusTimedOut {
 		t.Fatalf("stored %s %v", rec.Status, err)
+	}
+}
+
+// TestCancelThroughTheService cancels, through one service, a run that
+// another service on the same store drives (two replicas), blocked in a
+// write tool: the cancel answers 200 with the cancelled run and who asked;
+// the request that started the run answers 409 run_cancelled with its
+// partial result. Cancelling a completed run is refused; a paused one is
+// cancelled by the cancel itself.
+func TestCancelThroughTheService(t *testing.T) {
+	store := agents.NewInMemoryStore()
+	started := make(chan string, 1)
+	opts := options{
+		fake:   fake.Config{Agents: map[string][]fake.Step{"triage": {calls(call("c1", "send", `{"id":"A1"}`)), answer("sent")}}},
+		agents: []agents.Agent{{Name: "triage", Model: "large", Instructions: "Send.", Tools: []string{"send"}}},
+		tools:  []agents.Tool{{Name: "send", Description: "Send a parcel.", Effects: agents.EffectsWrite}},
+		impls: map[string]agents.Implementation{"send": agents.ToolFunc(func(ctx context.Context, _ json.RawMessage) (string, error) {
+			ri, _ := agents.RunInfoFromContext(ctx)
+			started <- ri.RunID
+			<-ctx.Done()
+			return "", ctx.Err()
+		})},
+		store: store,
+	}
+	a, b := newEnv(t, opts), newEnv(t, opts)
+	type answer struct {
+		status int
+		body   []byte
+		id     string
+	}
+	done := make(chan answer, 1)
+	go func() {
+		status, hdr, body := a.do(t, "POST", "/v1/agents/triage/runs", `{"input":"Send A1"}`)
+		done <- answer{status, body, hdr.Get("X-Aid-Run-Id")}
+	}()
+	id := <-started
+	status, _, body := b.do(t, "POST", "/v1/runs/"+id+"/cancel", `{"by":"ops@example.com"}`)
+	var rec struct {
+		Status      string                `json:"status"`
+		CancelledBy *agents.CancelRequest `json:"cancelled_by"`
+		Steps       []agents.StepRecord   `json:"steps"`
+		ContinueURL string                `json:"continue_url"`
+	}
+	if err := json.Unmarshal(body, &rec); err != nil || status != 200 || rec.Status != "cancelled" || rec.CancelledBy == nil ||
+		rec.CancelledBy.By != "ops@example.com" || len(rec.Steps) != 1 || !rec.Steps[0].ToolCalls[0].Interrupted || rec.ContinueURL == "" {
+		t.Fatalf("cancel: %d %s", status, body)
+	}
+	got := <-done
+	var run stopped
+	if err := json.Unmarshal(got.body, &run); err != nil || got.status != http.StatusConflict || run.Error == nil || run.Error.Code != service.CodeRunCancelled ||
+		run.Status != "cancelled" || got.id != id || run.CostUSD <= 0 {
+		t.Fatalf("the run's own request: %d %s", got.status, got.body)
+	}
+	// Cancel again: the run has stopped, it says so.
+	if status, _, body := b.do(t, "POST", "/v1/runs/"+id+"/cancel", ""); status != 200 {
+		t.Fatalf("second cancel: %d %s", status, body)
+	}
+	for _, tt := range []struct {
+		path, body string
+		status     int
+		code       string
+	}{
+		{"/v1/runs/run_nope/cancel", "", 404, service.CodeRunNotFound},
+		{"/v1/runs/" + id + "/cancel", `{"by":"` + strings.Repeat("x", agents.MaxByBytes+1) + `"}`, 400, service.CodeInvalidRequest},
+		{"/v1/runs/" + id + "/cancel", `{"who":"x"}`, 400, service.CodeInvalidJSON},
+	} {
+		status, _, body := b.do(t, "POST", tt.path, tt.body)
+		if code, _, _ := apiErr(t, body); status != tt.status || code != tt.code {
+			t.Errorf("%s %s: %d %s", tt.path, tt.body, status, body)
+		}
+	}
+}
+
+// TestCancelAPausedRunThroughTheService cancels a run waiting for
+// approval, and refuses to cancel a completed one.
+func TestCancelAPausedRunThroughTheService(t *testing.T) {
+	var refunds atomic.Int32
+	e := approvalEnv(t, &refunds)
+	_, hdr, _ := e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":[{"role":"user","content":"Refund A1"}]}`)
+	id := hdr.Get("X-Aid-Run-Id")
+	status, _, body := e.do(t, "POST", "/v1/runs/"+id+"/cancel", "")
+	if status != 200 || !strings.Contains(string(body), `"status":"cancelled"`) {
+		t.Fatalf("cancel a paused run: %d %s", status, body)
+	}
+	status, _, body = e.do(t, "POST", "/v1/runs/"+id+"/resume", `{"action":"approve"}`)
+	if code, _, _ := apiErr(t, body); status != http.StatusConflict || code != service.CodeRunNotPaused || refunds.Load() != 0 {
+		t.Fatalf("resume of a cancelled run: %d %s", status, body)
+	}
+	_, hdr, _ = e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":[{"role":"user","content":"Refund A1"}]}`)
+	id = hdr.Get("X-Aid-Run-Id")
+	if status, _, body := e.do(t, "POST", "/v1/runs/"+id+"/resume", `{"action":"reject"}`); status != 200 {
+		t.Fatalf("reject: %d %s", status, body)
+	}
+	status, _, body = e.do(t, "POST", "/v1/runs/"+id+"/cancel", "")
+	if code, _, _ := apiErr(t, body); status != http.StatusConflict || code != service.CodeRunNotCancellable {
+		t.Fatalf("cancel of a completed run: %d %s", status, body)
 	}
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -247,6 +248,11 @@ type runRecordJSON struct {
 	ContinueURL string `json:"continue_url,omitempty"`
 	// Continuations lists where the run was continued.
 	Continuations []agents.Continuation `json:"continuations,omitempty"`
+	// CancelRequested is a cancellation asked for and not yet served by
+	// the replica driving the run.
+	CancelRequested *agents.CancelRequest `json:"cancel_requested,omitempty"`
+	// CancelledBy says who cancelled a cancelled run, and when.
+	CancelledBy *agents.CancelRequest `json:"cancelled_by,omitempty"`
 }
 
 func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
@@ -256,12 +262,22 @@ func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	writeJSON(w, http.StatusOK, recordOf(rec))
+	return nil
+}
+
+// recordOf renders a stored run.
+func recordOf(rec agents.RunRecord) runRecordJSON {
 	cp := rec.Checkpoint
 	out := runRecordJSON{
 		RunID: rec.RunID, Agent: rec.Agent, Status: string(rec.Status), Version: rec.Version, UpdatedAt: rec.UpdatedAt,
 		Path: cp.Path, Steps: cp.Steps, CostUSD: cp.CostUSD,
 		Usage:       usageJSON{InputTokens: cp.Usage.InputTokens, OutputTokens: cp.Usage.OutputTokens, TotalTokens: cp.Usage.TotalTokens},
 		ContinueURL: continueURL(rec.RunID, rec.Status), Continuations: cp.Continuations,
+		CancelRequested: rec.Cancel,
+	}
+	if rec.Status == agents.StatusCancelled {
+		out.CancelledBy = cp.Cancel
 	}
 	if cp.Pending != nil && agents.Continuable(rec.Status) {
 		// The step that stopped during its calls, as it stood.
@@ -274,7 +290,42 @@ func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
 	if rec.Status == agents.StatusPaused {
 		out.Pending = pendingOf(&cp)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
+}
+
+// cancelRunRequest is the body of POST /v1/runs/{id}/cancel; it is
+// optional.
+type cancelRunRequest struct {
+	// By names who cancels the run, for its record.
+	By string `json:"by"`
+}
+
+// cancelWait bounds how long POST /v1/runs/{id}/cancel waits for the run
+// to stop before it answers 202 with the request recorded.
+const cancelWait = 30 * time.Second
+
+func (s *Service) cancelRun(w http.ResponseWriter, r *http.Request) error {
+	var req cancelRunRequest
+	if r.ContentLength != 0 {
+		if err := decodeBody(r, &req, true); err != nil {
+			return err
+		}
+	}
+	id := r.PathValue("id")
+	info(r).runID = id
+	ctx, cancel := context.WithTimeout(r.Context(), cancelWait)
+	defer cancel()
+	rec, err := s.cfg.Agents.Cancel(ctx, id, agents.CancelOptions{By: req.By})
+	if _, pending := errors.AsType[*agents.CancelPendingError](err); pending {
+		// Recorded: the replica driving the run stops it when it sees the
+		// request, or Recover does if that replica is gone.
+		writeJSON(w, http.StatusAccepted, recordOf(rec))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, recordOf(rec))
 	return nil
 }
 

@@ -30,6 +30,12 @@ type Store struct {
 
 	// Quoted table names.
 	migrations, runs, calls, memory string
+	// channel is the notification channel of cancel requests, unquoted
+	// (pg_notify takes it as text) and quoted (for LISTEN).
+	channel, quotedChannel string
+
+	cancels agents.Cancels
+	listen  listener
 }
 
 // Option adjusts a Store.
@@ -80,6 +86,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	s.runs = pgx.Identifier{s.prefix + "_runs"}.Sanitize()
 	s.calls = pgx.Identifier{s.prefix + "_calls"}.Sanitize()
 	s.memory = pgx.Identifier{s.prefix + "_memory"}.Sanitize()
+	s.channel = s.prefix + "_cancel"
+	s.quotedChannel = pgx.Identifier{s.channel}.Sanitize()
 	if err := s.Migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -102,8 +110,10 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the pool if the store opened it.
+// Close stops the store's listener for cancel requests and closes the
+// pool if the store opened it.
 func (s *Store) Close() {
+	s.listen.close()
 	if s.ownsPool {
 		s.pool.Close()
 	}
@@ -163,11 +173,14 @@ var migrationSteps = []string{
 		CHECK ((scope = 'user') = (subject <> ''))
 	);
 	CREATE INDEX ON {memory} (store, scope, subject, id);`,
+	// 2: a run's pending cancel request (RequestCancel), kept apart from
+	// what UpdateRun writes.
+	`ALTER TABLE {runs} ADD COLUMN cancel_by text, ADD COLUMN cancel_at timestamptz;`,
 }
 
 // SchemaVersion is the schema version this code reads and writes: the
 // number of migration steps.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // SchemaTooNewError reports a database migrated by a newer release of this
 // package: this code does not know what the later steps changed, so it
@@ -267,6 +280,7 @@ func (s *Store) CreateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 	if err := errors.Join(checkText("run id", rec.RunID), checkText("agent", rec.Agent), checkText("status", string(rec.Status))); err != nil {
 		return agents.RunRecord{}, err
 	}
+	rec.Cancel = nil
 	cp, err := json.Marshal(rec.Checkpoint)
 	if err != nil {
 		return agents.RunRecord{}, fmt.Errorf("pgstore: create run %s: encode checkpoint: %w", rec.RunID, err)
@@ -303,11 +317,18 @@ func (s *Store) UpdateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 	var found bool
 	err = s.do(ctx, func(ctx context.Context) error {
 		stored, found = 0, false
+		var by *string
+		var at *time.Time
+		// A cancel request outlives the run's steps, not the run: it is
+		// kept while the status stays running.
 		err := s.pool.QueryRow(ctx, `UPDATE `+s.runs+`
-			SET agent = $3, status = $4, checkpoint = $5, version = version + 1, updated_at = clock_timestamp()
+			SET agent = $3, status = $4, checkpoint = $5, version = version + 1, updated_at = clock_timestamp(),
+				cancel_by = CASE WHEN $4 = 'running' THEN cancel_by END,
+				cancel_at = CASE WHEN $4 = 'running' THEN cancel_at END
 			WHERE run_id = $1 AND version = $2
-			RETURNING version, updated_at`,
-			rec.RunID, rec.Version, rec.Agent, string(rec.Status), string(cp)).Scan(&rec.Version, &rec.UpdatedAt)
+			RETURNING version, updated_at, cancel_by, cancel_at`,
+			rec.RunID, rec.Version, rec.Agent, string(rec.Status), string(cp)).Scan(&rec.Version, &rec.UpdatedAt, &by, &at)
+		rec.Cancel = cancelRequest(by, at)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			found = true
 			return err
@@ -343,8 +364,12 @@ func (s *Store) LoadRun(ctx context.Context, runID string) (agents.RunRecord, er
 	var status string
 	var cp []byte
 	err := s.do(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, `SELECT agent, status, version, checkpoint::text, updated_at FROM `+s.runs+` WHERE run_id = $1`, runID).
-			Scan(&rec.Agent, &status, &rec.Version, &cp, &rec.UpdatedAt)
+		var by *string
+		var at *time.Time
+		err := s.pool.QueryRow(ctx, `SELECT agent, status, version, checkpoint::text, updated_at, cancel_by, cancel_at FROM `+s.runs+` WHERE run_id = $1`, runID).
+			Scan(&rec.Agent, &status, &rec.Version, &cp, &rec.UpdatedAt, &by, &at)
+		rec.Cancel = cancelRequest(by, at)
+		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return agents.RunRecord{}, &agents.RunNotFoundError{RunID: runID}

@@ -44,6 +44,9 @@ type Document struct {
 	Evals []*Eval `json:"evals"`
 	// Service configures the generated HTTP service.
 	Service Service `json:"service"`
+	// Approvals is the approval policy of tool calls; nil means none (every
+	// call of a tool without an approval runs).
+	Approvals *Approvals `json:"approvals,omitempty"`
 
 	// Path is the IR file as it was named to Load, used in messages.
 	Path string `json:"-"`
@@ -171,13 +174,35 @@ type Tool struct {
 	Input json.RawMessage `json:"input"`
 	// Effects is "read" or "write".
 	Effects string `json:"effects"`
-	// Approval is "never" or "always".
-	Approval string `json:"approval"`
+	// Approval is the tool's shorthand in the approval policy, "never" or
+	// "always"; empty leaves its calls to the policy's default.
+	Approval string `json:"approval,omitempty"`
 	// Timeout bounds one call of the tool.
 	Timeout Duration `json:"timeout"`
 	// Implementation says where the code behind the tool comes from; nil
 	// means Go code registered under the tool's name.
 	Implementation *ToolImplementation `json:"implementation,omitempty"`
+}
+
+// Approvals is the approval policy of tool calls: ordered rules and a
+// default.
+type Approvals struct {
+	// Default is "allow", "deny" or "ask".
+	Default string `json:"default"`
+	// Rules are tried in order; the first that matches decides.
+	Rules []ApprovalRule `json:"rules"`
+}
+
+// ApprovalRule matches calls by tool and condition, and decides them.
+type ApprovalRule struct {
+	// Tool is a tool's name or a glob.
+	Tool string `json:"tool"`
+	// When is a CEL condition; empty means every call of the tool.
+	When string `json:"when,omitempty"`
+	// Action is "allow", "deny" or "ask".
+	Action string `json:"action"`
+	// Reason says why.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Tool implementation kinds.

@@ -63,6 +63,7 @@ type runFlags struct {
 	reject    bool
 	feedback  string
 	arguments string
+	scope     string
 	user      string
 	thread    string
 	stateDir  string
@@ -97,7 +98,10 @@ the commands that continue it, in this process or any later one:
 
 --arguments replaces the model's arguments on approval (they are checked
 against the tool's schema); --feedback is a note for the model, which on a
-rejection says why. A run whose process died mid-run (killed, or the machine
+rejection says why. --scope run approves the tool for the rest of the run,
+--scope thread for the run's thread (its later runs too), so that the
+approval policy does not ask again; the grant and who gave it (the login
+name) are kept with the run. A run whose process died mid-run (killed, or the machine
 stopped) is continued with --recover RUN_ID: calls that finished are not
 repeated, an unfinished read is run again, an unfinished write pauses for a
 decision.
@@ -200,6 +204,7 @@ error when the run failed. Fields are only ever added.`,
 	fl.BoolVar(&f.reject, "reject", false, "with --resume: do not run the pending call; the model is told")
 	fl.StringVar(&f.feedback, "feedback", "", "with --resume: a note for the model (why, on a rejection)")
 	fl.StringVar(&f.arguments, "arguments", "", "with --resume --approve: `JSON` arguments that replace the model's")
+	fl.StringVar(&f.scope, "scope", "", "with --resume --approve: how far the approval reaches: call (the default), run (the tool for the rest of the run) or thread (the tool in the run's thread)")
 	fl.StringVar(&f.user, "user", defaultRunUser, "the user `ID` the run is for: the subject of user memory")
 	fl.StringVar(&f.thread, "thread", "", "the conversation thread `ID`: the key of thread-scoped budgets")
 	fl.StringVar(&f.stateDir, "state-dir", "", "where runs are kept when the application's state is in memory (see above)")
@@ -249,6 +254,11 @@ func (f *runFlags) check(cmd *cobra.Command) error {
 		}
 		return nil
 	}
+	if f.resume == "" {
+		if c := changed("scope"); len(c) > 0 {
+			return errors.New("--scope decides how far an approval reaches: use it with --resume RUN_ID --approve")
+		}
+	}
 	if f.recover != "" {
 		if c := changed("approve", "reject", "feedback", "arguments"); len(c) > 0 {
 			return fmt.Errorf("%s goes with --resume, not --recover", c[0])
@@ -266,6 +276,14 @@ func (f *runFlags) check(cmd *cobra.Command) error {
 	}
 	if f.approve == f.reject {
 		return errors.New("--resume needs exactly one of --approve and --reject")
+	}
+	switch agents.GrantScope(f.scope) {
+	case "", agents.GrantCall, agents.GrantRun, agents.GrantThread:
+		if f.reject && f.scope != "" && f.scope != string(agents.GrantCall) {
+			return errors.New("--scope reaches beyond the call with --approve only; a rejection is for the call")
+		}
+	default:
+		return fmt.Errorf("--scope is call, run or thread, not %q", f.scope)
 	}
 	if f.arguments != "" {
 		if f.reject {
@@ -353,7 +371,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 	var res agents.RunResult
 	switch {
 	case f.resume != "":
-		d := agents.Decision{Action: agents.Reject, Feedback: f.feedback}
+		d := agents.Decision{Action: agents.Reject, Feedback: f.feedback, Scope: agents.GrantScope(f.scope), By: runBy()}
 		if f.approve {
 			d.Action = agents.Approve
 			if f.arguments != "" {

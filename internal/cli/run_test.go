@@ -82,7 +82,8 @@ func TestRunSupportDesk(t *testing.T) {
 	for _, want := range []string{
 		"resuming run " + id + " on billing: approved issue_refund",
 		"step 5 · billing",
-		"✓ approved by a person",
+		"✓ approved by ", // the login name
+
 		`"refund_id":"RF-0001"`,
 		"answer (billing):\n{\"answer\":\"I have refunded 59.90 USD",
 		"completed: 6 steps",
@@ -169,7 +170,7 @@ func TestRunApproveEditedArguments(t *testing.T) {
 	}
 	for _, want := range []string{
 		`issue_refund {"order_id":"AB-123456","amount_usd":10,"reason":"partial"}`,
-		`✓ approved with edited arguments (the model wrote {"order_id":"AB-123456","amount_usd":59.90,`,
+		`with edited arguments (the model wrote {"order_id":"AB-123456","amount_usd":59.90,`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)

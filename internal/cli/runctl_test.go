@@ -274,3 +274,68 @@ agents: desk: {model: "small", instructions: "Send parcels.", tools: ["send"]}
 		}
 	}
 }
+
+// TestRunApprovalPolicy runs an app whose approval policy denies large
+// refunds and asks about the rest: the denial and its reason are printed,
+// the pause names the rule, an approval for the thread is kept, and the
+// thread's next run does not ask.
+func TestRunApprovalPolicy(t *testing.T) {
+	dir := t.TempDir()
+	app := writeAppFiles(t, dir, map[string]string{
+		"script.json": `{"agents": {"desk": [
+			{"toolCalls": [{"name": "refund", "arguments": {"order": "A1", "amount_usd": 900}}, {"name": "refund", "arguments": {"order": "A2", "amount_usd": 30}}]},
+			{"text": "Refunded A2."}]}}`,
+		"refund.json": `[{"args": {"order": "A2", "amount_usd": 30}, "result": "refunded A2"}]`,
+		"app.cue": `name: "desk"
+version: "0.1.0"
+providers: fake: {kind: "fake", script: "script.json"}
+models: "fake-chat-2024-06-01": {provider: "fake", contextWindow: 8192, maxOutputTokens: 64, cost: {inputPer1kUSD: 0.001, outputPer1kUSD: 0.002}, capabilities: ["tools"]}
+aliases: small: "fake-chat-2024-06-01"
+tools: refund: {description: "Refund.", effects: "write", implementation: {kind: "fixture", file: "refund.json"}, input: {type: "object", properties: {order: type: "string", amount_usd: type: "number"}}}
+agents: desk: {model: "small", instructions: "Refund.", tools: ["refund"]}
+approvals: rules: [
+	{tool: "refund", when: "args.amount_usd > 500", action: "deny", reason: "refunds above 500 USD go through finance"},
+	{tool: "refund", action: "ask", reason: "refunds move money"},
+]
+`,
+	})
+	state := filepath.Join(dir, "runs")
+	code, out, errOut := run(t, "run", app, "--state-dir", state, "--thread", "th-1", "refund both")
+	m := resumeID.FindStringSubmatch(out)
+	if code != cli.ExitPaused || m == nil {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"error (denied): error: the approval policy denies this call (rule 1): refunds above 500 USD go through finance",
+		"is waiting for approval of desk's call (approval rule 2: refunds move money)",
+		"--scope run or thread approves refund",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("stdout:\n%s", out)
+	}
+	code, out, _ = run(t, "run", app, "--state-dir", state, "--resume", m[1], "--approve", "--scope", "thread")
+	if code != cli.ExitOK || !strings.Contains(out, "for the thread") {
+		t.Fatalf("resume: exit %d\n%s", code, out)
+	}
+	code, out, errOut = run(t, "run", app, "--state-dir", state, "--thread", "th-1", "refund both again")
+	if code != cli.ExitOK || !strings.Contains(out, "✓ allowed by ") || !strings.Contains(out, "grant for the thread (approval rule 2: refunds move money)") {
+		t.Fatalf("the thread's next run: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scope", "run", "hi"}, "use it with --resume RUN_ID --approve"},
+		{[]string{"--resume", m[1], "--approve", "--scope", "forever"}, "--scope is call, run or thread"},
+		{[]string{"--resume", m[1], "--reject", "--scope", "run"}, "a rejection is for the call"},
+	} {
+		code, _, errOut := run(t, append([]string{"run", app, "--state-dir", state}, tt.args...)...)
+		if code != cli.ExitUsage || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", tt.args, code, errOut, tt.want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/policy"
 )
 
 // Widths at which aidgen run cuts what it prints, unless --verbose.
@@ -112,11 +113,15 @@ func (p *runPrinter) paused(res agents.RunResult, where string) {
 	if res.Checkpoint.Pending.Reason == agents.PauseInterrupted {
 		reason = "a decision (its process died during the call, which may or may not have happened)"
 	}
-	fmt.Fprintf(p.w, "run %s is waiting for %s of %s's call:\n", res.RunID, reason, res.Agent)
+	why := ""
+	if pr := c.Policy; pr != nil && res.Checkpoint.Pending.Reason == agents.PauseApproval {
+		why = " (" + policyWhy(pr) + ")"
+	}
+	fmt.Fprintf(p.w, "run %s is waiting for %s of %s's call%s:\n", res.RunID, reason, res.Agent, why)
 	fmt.Fprintf(p.w, "  %s %s\n\n", c.Name, indentJSON(c.Arguments, "  "))
 	fmt.Fprintf(p.w, "approve it:  %s --resume %s --approve\n", p.cmd, res.RunID)
 	fmt.Fprintf(p.w, "reject it:   %s --resume %s --reject --feedback 'why'\n", p.cmd, res.RunID)
-	fmt.Fprintf(p.w, "(--approve --arguments JSON runs it with edited arguments; run state: %s)\n\n", where)
+	fmt.Fprintf(p.w, "(--approve --arguments JSON runs it with edited arguments, --scope run or thread approves %s for the run or its thread; run state: %s)\n\n", c.Name, where)
 }
 
 // step prints one step at indent; pending marks the step of a paused run,
@@ -179,16 +184,21 @@ func (p *runPrinter) call(in string, c agents.ToolCallRecord, waiting bool) {
 	if a := c.Approval; a != nil {
 		switch {
 		case !a.Approved:
-			fmt.Fprintf(p.w, "%s  ✗ rejected by a person", in)
+			fmt.Fprintf(p.w, "%s  ✗ rejected by %s", in, person(a.By))
 		case a.OriginalArguments != "":
-			fmt.Fprintf(p.w, "%s  ✓ approved with edited arguments (the model wrote %s)", in, p.cut(compactJSON(a.OriginalArguments), argsWidth))
+			fmt.Fprintf(p.w, "%s  ✓ approved by %s with edited arguments (the model wrote %s)", in, person(a.By), p.cut(compactJSON(a.OriginalArguments), argsWidth))
 		default:
-			fmt.Fprintf(p.w, "%s  ✓ approved by a person", in)
+			fmt.Fprintf(p.w, "%s  ✓ approved by %s", in, person(a.By))
+		}
+		if a.Scope == agents.GrantRun || a.Scope == agents.GrantThread {
+			fmt.Fprintf(p.w, " for the %s", a.Scope)
 		}
 		if a.Feedback != "" {
 			fmt.Fprintf(p.w, ": %q", a.Feedback)
 		}
 		fmt.Fprintln(p.w)
+	} else if pr := c.Policy; pr != nil && pr.Grant != nil {
+		fmt.Fprintf(p.w, "%s  ✓ allowed by %s's grant for the %s (%s)\n", in, person(pr.Grant.By), pr.Grant.Scope, policyWhy(pr))
 	}
 	switch {
 	case waiting:
@@ -204,6 +214,31 @@ func (p *runPrinter) call(in string, c agents.ToolCallRecord, waiting bool) {
 	default:
 		fmt.Fprintf(p.w, "%s%s\n", obs, p.cut(c.Observation, obsWidth))
 	}
+}
+
+// person names who decided, for a person to read.
+func person(by string) string {
+	if by == "" {
+		return "a person"
+	}
+	return by
+}
+
+// policyWhy says what in the approval policy decided a call.
+func policyWhy(pr *agents.PolicyRecord) string {
+	var why string
+	switch pr.Source {
+	case policy.SourceRule:
+		why = fmt.Sprintf("approval rule %d", pr.Rule)
+	case policy.SourceTool:
+		why = "the tool's approval"
+	default:
+		why = "the approval policy's default"
+	}
+	if pr.Reason != "" {
+		why += ": " + pr.Reason
+	}
+	return why
 }
 
 // cut puts text on one line and shortens it to width runes, unless

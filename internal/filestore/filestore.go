@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -237,13 +238,19 @@ func (s *Store) read(runID string) (*runFile, error) {
 // synced, renamed over the old one, and the directory synced, so that the
 // new version survives a crash whole or not at all.
 func (s *Store) write(runID string, f *runFile) error {
-	data, err := json.MarshalIndent(f, "", "  ")
+	return s.writeFile(s.Path(runID), "run "+strconv.Quote(runID), f)
+}
+
+// writeFile replaces the file at path with v as JSON, atomically; what
+// names the file's content in errors.
+func (s *Store) writeFile(path, what string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode run %q: %w", runID, err)
+		return fmt.Errorf("encode %s: %w", what, err)
 	}
 	tmp, err := os.CreateTemp(s.dir, ".tmp-*")
 	if err != nil {
-		return fmt.Errorf("write run %q: %w", runID, err)
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	defer os.Remove(tmp.Name()) // a no-op once renamed
 	_, err = tmp.Write(data)
@@ -254,13 +261,13 @@ func (s *Store) write(runID string, f *runFile) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), s.Path(runID))
+		err = os.Rename(tmp.Name(), path)
 	}
 	if err == nil {
 		err = syncDir(s.dir)
 	}
 	if err != nil {
-		return fmt.Errorf("write run %q: %w", runID, err)
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	return nil
 }
@@ -448,6 +455,90 @@ func (s *Store) pollCancel(ctx context.Context, runID string) {
 			return
 		}
 	}
+}
+
+// threadFile is what a thread's file holds: the grants people gave for
+// the thread (agents.Store.AddGrant).
+type threadFile struct {
+	Format   int           `json:"format"`
+	ThreadID text          `json:"thread_id"`
+	Grants   []storedGrant `json:"grants"`
+}
+
+type storedGrant struct {
+	Tool     text              `json:"tool"`
+	Scope    agents.GrantScope `json:"scope"`
+	By       text              `json:"by,omitempty"`
+	At       time.Time         `json:"at"`
+	RunID    text              `json:"run_id"`
+	ThreadID text              `json:"thread_id"`
+}
+
+// threadPath is the file of a thread's grants: a hash of its id, after a
+// prefix no run's file name has (a run's is its id, of letters, digits,
+// '_' and '-', or '~' and a hash).
+func (s *Store) threadPath(threadID string) string {
+	sum := sha256.Sum256([]byte(threadID))
+	return filepath.Join(s.dir, "thread~"+hex.EncodeToString(sum[:])+".json")
+}
+
+func (s *Store) readThread(threadID string) (*threadFile, error) {
+	path := s.threadPath(threadID)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &threadFile{Format: Format, ThreadID: text(threadID)}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read thread %q: %w", threadID, err)
+	}
+	var f threadFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, &CorruptFileError{Path: path, Err: err}
+	}
+	switch {
+	case f.Format != Format:
+		return nil, &CorruptFileError{Path: path, Err: fmt.Errorf("format %d, this aidgen reads format %d", f.Format, Format)}
+	case string(f.ThreadID) != threadID:
+		return nil, &CorruptFileError{Path: path, Err: fmt.Errorf("it holds thread %q, not %q", f.ThreadID, threadID)}
+	}
+	return &f, nil
+}
+
+// AddGrant implements agents.Store.
+func (s *Store) AddGrant(ctx context.Context, g agents.Grant) error {
+	if g.ThreadID == "" {
+		return fmt.Errorf("grant of %s in run %s: a thread grant needs a thread id", g.Tool, g.RunID)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	unlock, err := lock(ctx, filepath.Join(s.dir, lockName))
+	if err != nil {
+		return fmt.Errorf("lock run store %s: %w", s.dir, err)
+	}
+	defer unlock()
+	f, err := s.readThread(g.ThreadID)
+	if err != nil {
+		return err
+	}
+	f.Grants = append(f.Grants, storedGrant{Tool: text(g.Tool), Scope: g.Scope, By: text(g.By), At: g.At.Round(0), RunID: text(g.RunID), ThreadID: text(g.ThreadID)})
+	return s.writeFile(s.threadPath(g.ThreadID), "thread "+strconv.Quote(g.ThreadID), f)
+}
+
+// Grants implements agents.Store.
+func (s *Store) Grants(ctx context.Context, threadID string) ([]agents.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := s.readThread(threadID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agents.Grant, len(f.Grants))
+	for i, g := range f.Grants {
+		out[i] = agents.Grant{Tool: string(g.Tool), Scope: g.Scope, By: string(g.By), At: g.At, RunID: string(g.RunID), ThreadID: string(g.ThreadID)}
+	}
+	return out, nil
 }
 
 // errNoWrite ends an update without writing anything.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
@@ -42,6 +43,12 @@ func Document(doc *ir.Document) (app.Description, error) {
 		},
 	}
 	d.Service.Timeouts = timeouts(doc.Service.Timeouts)
+	if a := doc.Approvals; a != nil {
+		d.Approvals.Default = policy.Action(a.Default)
+		for _, r := range a.Rules {
+			d.Approvals.Rules = append(d.Approvals.Rules, policy.Rule{Tool: r.Tool, When: r.When, Action: policy.Action(r.Action), Reason: r.Reason})
+		}
+	}
 	var errs []error
 	for _, p := range doc.Providers {
 		d.Providers = append(d.Providers, provider(p))

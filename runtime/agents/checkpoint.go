@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
 )
 
@@ -65,6 +66,70 @@ type Checkpoint struct {
 	// Cancel is the request that last cancelled the run (Runtime.Cancel):
 	// who asked and when.
 	Cancel *CancelRequest `json:"cancel,omitempty"`
+	// Grants are the grants people gave in this run: a tool for the rest
+	// of the run, or for the thread (kept in the store too, for the
+	// thread's later runs). A resumed or continued run honours them.
+	Grants []Grant `json:"grants,omitempty"`
+}
+
+// GrantScope says how far a person's approval reaches.
+type GrantScope string
+
+// The grant scopes.
+const (
+	// GrantCall approves the one call; the default.
+	GrantCall GrantScope = "call"
+	// GrantRun approves the call and every later call of the tool in the
+	// run, that the policy would ask about.
+	GrantRun GrantScope = "run"
+	// GrantThread approves the call and every later call of the tool in
+	// the run's thread, in this run and the thread's later runs.
+	GrantThread GrantScope = "thread"
+)
+
+// Grant is a person's approval of a tool beyond one call: the calls of
+// Tool that the approval policy would ask about run without asking, for
+// the run (Scope run) or the thread (Scope thread). A denial is never
+// granted away.
+type Grant struct {
+	// Tool is the tool granted.
+	Tool string `json:"tool"`
+	// Scope is run or thread.
+	Scope GrantScope `json:"scope"`
+	// By names who granted it (Decision.By); empty when unknown.
+	By string `json:"by,omitempty"`
+	// At is when.
+	At time.Time `json:"at"`
+	// RunID is the run it was given in.
+	RunID string `json:"run_id"`
+	// ThreadID is the thread, for a thread grant.
+	ThreadID string `json:"thread_id,omitempty"`
+}
+
+func (g *Grant) checkThread() error {
+	if g.ThreadID == "" {
+		return fmt.Errorf("grant of %s in run %s: a thread grant needs a thread id", g.Tool, g.RunID)
+	}
+	return nil
+}
+
+// PolicyRecord is how the approval policy judged a call: what it decided,
+// on what (a rule, the tool's approval, the default), why, when, and the
+// grant that answered an ask in a person's place.
+type PolicyRecord struct {
+	// Action is allow, deny or ask.
+	Action policy.Action `json:"action"`
+	// Source is rule, tool or default.
+	Source policy.Source `json:"source"`
+	// Rule is the deciding rule's number, from 1, for Source rule.
+	Rule int `json:"rule,omitempty"`
+	// Reason is the rule's reason, or why its condition could not be
+	// judged.
+	Reason string `json:"reason,omitempty"`
+	// At is when the call was judged.
+	At time.Time `json:"at"`
+	// Grant is the grant that let an asked call run without asking.
+	Grant *Grant `json:"grant,omitempty"`
 }
 
 // Continuation records one Continue of a run: when, by whom, from which
@@ -220,6 +285,11 @@ type ToolCallRecord struct {
 	Observation string `json:"observation,omitempty"`
 	// ErrorKind classifies a failed call; empty on success.
 	ErrorKind ErrorKind `json:"error_kind,omitempty"`
+	// Policy is how the approval policy judged the call; nil for calls
+	// it does not govern (handoffs, delegations, searches), calls that
+	// were never judged (invalid arguments, not run), and runs recorded
+	// before policies.
+	Policy *PolicyRecord `json:"policy,omitempty"`
 	// Approval is the human decision on the call, when it needed one.
 	Approval *ApprovalRecord `json:"approval,omitempty"`
 	// Delegate is the delegated run, for a delegate_to_ call.
@@ -245,6 +315,9 @@ const (
 	KindToolFailed ErrorKind = "tool_error"
 	// KindRejected is a call a human rejected.
 	KindRejected ErrorKind = "rejected"
+	// KindDenied is a call the approval policy denied; the observation
+	// says which rule and why.
+	KindDenied ErrorKind = "denied"
 	// KindReentry is a transfer or delegation to an agent on the path.
 	KindReentry ErrorKind = "reentry"
 	// KindDelegationLimit is a delegation beyond the depth or count bound.
@@ -269,6 +342,13 @@ const (
 type ApprovalRecord struct {
 	// Approved says whether the call may run.
 	Approved bool `json:"approved"`
+	// By names who decided (Decision.By); empty when unknown.
+	By string `json:"by,omitempty"`
+	// At is when.
+	At time.Time `json:"at,omitzero"`
+	// Scope is how far an approval reaches: the call, the tool for the
+	// run, or the tool for the thread.
+	Scope GrantScope `json:"scope,omitempty"`
 	// Feedback is the human's note, shown to the model on rejection.
 	Feedback string `json:"feedback,omitempty"`
 	// OriginalArguments holds the model's arguments when the human edited

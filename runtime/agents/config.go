@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
 )
 
@@ -26,16 +27,18 @@ const (
 	EffectsWrite Effects = "write"
 )
 
-// Approval says whether a human must approve each call of a tool.
+// Approval is a tool's approval shorthand: what the approval policy
+// (Config.Approvals) decides about the tool's calls that none of its rules
+// decides.
 type Approval string
 
-// The approval policies.
+// The approval shorthands.
 const (
-	// ApprovalNever runs calls without asking; the default.
-	ApprovalNever Approval = "never"
+	// ApprovalNever runs the calls without asking.
+	ApprovalNever Approval = policy.ShorthandNever
 	// ApprovalAlways pauses the run before each call until Resume brings a
 	// decision.
-	ApprovalAlways Approval = "always"
+	ApprovalAlways Approval = policy.ShorthandAlways
 )
 
 // OnBudgetExhausted says what a budget breach does to an agent's run.
@@ -128,6 +131,12 @@ type Config struct {
 	// set its own (Agent.Timeouts), field by field; zero fields mean no
 	// bound.
 	Timeouts Timeouts
+	// Approvals is the approval policy of every call of a declared tool:
+	// allow, deny or ask, by rules matched on the tool and its arguments,
+	// then the tool's Approval, then the policy's default (see package
+	// policy). The zero policy allows every call of a tool without an
+	// Approval.
+	Approvals policy.Policy
 }
 
 // Timeouts bound the time a run takes. A run that exceeds one stops with
@@ -241,8 +250,9 @@ type Tool struct {
 	Input json.RawMessage
 	// Effects says whether the tool only reads; empty means EffectsRead.
 	Effects Effects
-	// Approval says whether each call needs a human decision; empty means
-	// ApprovalNever.
+	// Approval is the tool's approval shorthand: what the approval policy
+	// decides about calls none of its rules decides. Empty leaves them to
+	// the policy's default (allow unless Config.Approvals says otherwise).
 	Approval Approval
 	// Timeout bounds one call; zero means DefaultToolTimeout.
 	Timeout time.Duration
@@ -265,11 +275,6 @@ func (t Tool) validate() error {
 	case "", EffectsRead, EffectsWrite:
 	default:
 		return fmt.Errorf("tool %q: effects %q is not %q or %q", t.Name, t.Effects, EffectsRead, EffectsWrite)
-	}
-	switch t.Approval {
-	case "", ApprovalNever, ApprovalAlways:
-	default:
-		return fmt.Errorf("tool %q: approval %q is not %q or %q", t.Name, t.Approval, ApprovalNever, ApprovalAlways)
 	}
 	if t.Timeout < 0 {
 		return fmt.Errorf("tool %q: negative timeout %v", t.Name, t.Timeout)

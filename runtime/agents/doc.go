@@ -95,12 +95,23 @@
 //
 // # Approval, checkpoints and crashes
 //
-// A call of a tool with ApprovalAlways pauses the run: the result holds a
+// Every call of a declared tool is judged by the approval policy
+// (Config.Approvals, package policy): allow, deny or ask, by rules matched
+// on the tool's name or glob and a CEL condition on its arguments, then
+// the tool's Approval shorthand, then the policy's default. A denied call
+// gets an observation naming the rule and its reason. An asked call
+// pauses the run, unless a grant answers it: the result holds a
 // Checkpoint (completed steps, the pending call, the current alias; JSON
 // with a version) and the store holds the run. Resume (by run id) or
 // ResumeFrom (a checkpoint, in a process whose store may not know the run)
 // continues with a Decision: approve, possibly with edited arguments, or
-// reject with feedback the model reads. A run may pause again.
+// reject with feedback the model reads. An approval may reach further
+// (Decision.Scope): the tool for the rest of the run, or for the thread,
+// kept with the run (Checkpoint.Grants) and, for a thread, in the store
+// (Store.AddGrant), and honoured by resumed, continued and later runs. A
+// run may pause again. Every decision is recorded on its call
+// (ToolCallRecord.Policy, ToolCallRecord.Approval: the rule or the person,
+// who, when, the scope) and as an aid.approval.decision span event.
 //
 // Every tool call is recorded in the Store before it runs and gets exactly
 // one result after. The step is checkpointed before its calls, so Recover

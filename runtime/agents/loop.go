@@ -13,9 +13,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
 )
 
@@ -42,6 +44,7 @@ type runState struct {
 	runTimeout     time.Duration // this drive's run timeout when Continue set one; 0 means the agent's
 	continuations  []Continuation
 	cancel         *CancelRequest
+	grants         []Grant
 	delegations    *int // the top-level run's ownDelegations, shared with delegated runs
 	ownDelegations int
 	pathBuf        [2]string // the path's first elements, without an allocation
@@ -79,6 +82,7 @@ func (st *runState) checkpoint() Checkpoint {
 		Messages: slices.Clip(st.saved), Steps: slices.Clip(st.steps),
 		AgentSteps: st.agentSteps, StepLimit: st.stepLimit, Delegations: *st.delegations, Repaired: st.repaired,
 		Usage: st.usage, CostUSD: st.cost, Continuations: slices.Clip(st.continuations), Cancel: st.cancel,
+		Grants: slices.Clip(st.grants),
 	}
 	if st.pending != nil {
 		p := *st.pending
@@ -423,19 +427,25 @@ func fallbacksFor(fallbacks []string, alias string) []string {
 	return slices.DeleteFunc(slices.Clone(fallbacks), func(f string) bool { return f == alias })
 }
 
-// runCalls runs the pending step's calls that have no observation yet. It
+// runCalls runs the pending step's calls that have no observation yet,
+// each as the approval policy decides: a denied call is told why, an
+// asked one pauses the run unless a grant or a person answered. It
 // returns paused when a call waits for a decision, the target of a
 // transfer, or a fatal error (cancellation, a store failure, a budget
 // breach inside a delegated run).
 func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (paused bool, target *agentDef, err error) {
 	p := st.pending
 	calls := p.Step.ToolCalls
-	if p.Reason == "" && r.parallel(st.agent, calls) {
+	if p.Reason == "" && r.parallel(ctx, st, span, calls) {
 		errs := make([]error, len(calls))
 		sem := make(chan struct{}, r.maxParallel)
 		var wg sync.WaitGroup
 		for i := range calls {
 			if calls[i].Done {
+				continue
+			}
+			if denied(&calls[i]) {
+				r.deny(st, p.Step.Number, &calls[i])
 				continue
 			}
 			sem <- struct{}{}
@@ -465,9 +475,11 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 				c.observe(fmt.Sprintf("error: not run: the conversation was transferred to agent %q first", target.spec.Name), KindNotRun)
 				continue
 			}
-			t := st.agent.tools[c.Name]
-			needs := (t != nil && t.approval == ApprovalAlways) || (i == p.Next && p.Reason == PauseInterrupted)
-			if needs && c.Approval == nil {
+			if err := r.judge(ctx, st, span, c); err != nil {
+				return false, nil, err
+			}
+			asked := c.Policy != nil && c.Policy.Action == policy.Ask && c.Policy.Grant == nil
+			if (asked || (i == p.Next && p.Reason == PauseInterrupted)) && c.Approval == nil {
 				if st.sub {
 					return false, nil, &gateway.DeferredError{Feature: "human decisions inside a delegated run"}
 				}
@@ -483,6 +495,12 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 					st.event(Event{Kind: EventPause, Step: p.Step.Number, Reason: p.Reason, Calls: calls[i : i+1 : i+1]})
 				}
 				return true, nil, nil
+			}
+			if c.Approval != nil {
+				personDecided(span, c)
+			} else if denied(c) {
+				r.deny(st, p.Step.Number, c)
+				continue
 			}
 			tgt, err := r.execOne(ctx, st, p.Step.Number, i, c)
 			if err != nil {
@@ -503,19 +521,139 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 }
 
 // parallel reports whether a step's calls may run concurrently: more than
-// one, and every one a known read-only tool (searches included) that needs
-// no approval.
-func (r *Runtime) parallel(d *agentDef, calls []ToolCallRecord) bool {
+// one, every one a known read-only tool (searches included) that the
+// approval policy does not ask about.
+func (r *Runtime) parallel(ctx context.Context, st *runState, span trace.Span, calls []ToolCallRecord) bool {
 	if len(calls) < 2 || r.maxParallel < 2 {
 		return false
 	}
 	for _, c := range calls {
-		t := d.tools[c.Name]
-		if t == nil || (t.kind != kindPlain && t.kind != kindSearch) || t.effects != EffectsRead || t.approval != ApprovalNever {
+		t := st.agent.tools[c.Name]
+		if t == nil || (t.kind != kindPlain && t.kind != kindSearch) || t.effects != EffectsRead {
 			return false
 		}
 	}
+	for i := range calls {
+		c := &calls[i]
+		if r.judge(ctx, st, span, c) != nil || (c.Policy != nil && c.Policy.Action == policy.Ask && c.Policy.Grant == nil && c.Approval == nil) {
+			return false // the calls run one at a time, and the pause or the error happens there
+		}
+	}
 	return true
+}
+
+// judge applies the approval policy to a call of a declared tool that has
+// not been judged yet, records the decision on the call and in the span,
+// and finds the grant (of the run, or of its thread in the store) that
+// answers an ask. Calls the policy does not govern, calls a person decided
+// before policies were recorded, and calls whose arguments the tool would
+// refuse (runTool says why; nobody need be asked) are not judged.
+func (r *Runtime) judge(ctx context.Context, st *runState, span trace.Span, c *ToolCallRecord) error {
+	t := st.agent.tools[c.Name]
+	if c.Policy != nil || c.Approval != nil || t == nil || t.kind != kindPlain {
+		return nil
+	}
+	args := json.RawMessage(c.Arguments)
+	if len(strings.TrimSpace(c.Arguments)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if validateJSON(t.schema, args) != nil {
+		return nil
+	}
+	d := r.policy.Decide(policy.Input{Tool: c.Name, Arguments: args, Agent: st.agent.spec.Name, User: st.userID, Thread: st.threadID})
+	rec := &PolicyRecord{Action: d.Action, Source: d.Source, Rule: d.Rule, Reason: d.Reason, At: time.Now().UTC()}
+	if d.Action == policy.Ask {
+		g, err := r.grantFor(ctx, st, c.Name)
+		if err != nil {
+			return err
+		}
+		rec.Grant = g
+	}
+	c.Policy = rec
+	if span.IsRecording() {
+		attrs := []attribute.KeyValue{attrToolName(c.Name), attrToolCallID(c.ID), AttrApprovalAction.String(string(d.Action)), AttrApprovalSource.String(string(d.Source))}
+		if d.Rule > 0 {
+			attrs = append(attrs, AttrApprovalRule.Int(d.Rule))
+		}
+		if d.Reason != "" {
+			attrs = append(attrs, AttrApprovalReason.String(d.Reason))
+		}
+		if g := rec.Grant; g != nil {
+			attrs = append(attrs, AttrApprovalGrant.String(string(g.Scope)), AttrApprovalBy.String(g.By))
+		}
+		span.AddEvent(EventApprovalDecision, trace.WithAttributes(attrs...))
+	}
+	return nil
+}
+
+// grantFor returns a grant of the tool: one given in the run, or one kept
+// for the run's thread.
+func (r *Runtime) grantFor(ctx context.Context, st *runState, tool string) (*Grant, error) {
+	for _, g := range st.grants {
+		if g.Tool == tool {
+			return &g, nil
+		}
+	}
+	if st.threadID == "" {
+		return nil, nil
+	}
+	gs, err := r.store.Grants(ctx, st.threadID)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: read the grants of thread %s: %w", st.id, st.threadID, err)
+	}
+	for _, g := range gs {
+		if g.Tool == tool {
+			return &g, nil
+		}
+	}
+	return nil, nil
+}
+
+// denied reports whether the policy denied a call no person decided.
+func denied(c *ToolCallRecord) bool {
+	return c.Policy != nil && c.Policy.Action == policy.Deny && c.Approval == nil
+}
+
+// deny gives a denied call its observation: the rule and its reason. The
+// call never runs, so it is not recorded in the store.
+func (r *Runtime) deny(st *runState, step int, c *ToolCallRecord) {
+	obs := "error: the approval policy denies this call"
+	switch c.Policy.Source {
+	case policy.SourceRule:
+		obs += fmt.Sprintf(" (rule %d)", c.Policy.Rule)
+	case policy.SourceTool:
+		obs += " (the tool's approval)"
+	case policy.SourceDefault:
+		obs += " (the policy's default)"
+	}
+	if c.Policy.Reason != "" {
+		obs += ": " + c.Policy.Reason
+	}
+	c.observe(obs, KindDenied)
+	if st.events != nil {
+		st.event(Event{Kind: EventToolResult, Step: step, Calls: []ToolCallRecord{*c}})
+	}
+}
+
+// personDecided records a person's decision on a call in the span, as the
+// call it decided runs or is rejected.
+func personDecided(span trace.Span, c *ToolCallRecord) {
+	if !span.IsRecording() {
+		return
+	}
+	a := c.Approval
+	action := "reject"
+	if a.Approved {
+		action = "approve"
+	}
+	attrs := []attribute.KeyValue{attrToolName(c.Name), attrToolCallID(c.ID), AttrApprovalAction.String(action), AttrApprovalSource.String("person")}
+	if a.By != "" {
+		attrs = append(attrs, AttrApprovalBy.String(a.By))
+	}
+	if a.Scope != "" {
+		attrs = append(attrs, AttrApprovalGrant.String(string(a.Scope)))
+	}
+	span.AddEvent(EventApprovalDecision, trace.WithAttributes(attrs...))
 }
 
 // execOne records a call, runs it and records its result, exactly once. A

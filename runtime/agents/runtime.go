@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aidgen/aid/internal/jsonschemas"
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
 )
 
@@ -41,6 +42,7 @@ type Runtime struct {
 	maxParallel int
 	maxDepth    int
 	maxDeleg    int
+	policy      *policy.Compiled
 }
 
 type toolKind uint8
@@ -57,7 +59,6 @@ type tool struct {
 	name     string
 	kind     toolKind
 	effects  Effects
-	approval Approval
 	timeout  time.Duration
 	schema   *jsonschema.Schema
 	impl     Implementation
@@ -204,7 +205,7 @@ func New(cfg Config) (*Runtime, error) {
 		declared[t.Name] = &tool{
 			name: t.Name, kind: kindPlain, schema: s, impl: cfg.Implementations[t.Name],
 			def:     gateway.ToolDef{Name: t.Name, Description: t.Description, Parameters: in},
-			effects: cmp.Or(t.Effects, EffectsRead), approval: cmp.Or(t.Approval, ApprovalNever),
+			effects: cmp.Or(t.Effects, EffectsRead),
 			timeout: cmp.Or(t.Timeout, DefaultToolTimeout),
 		}
 	}
@@ -212,6 +213,15 @@ func New(cfg Config) (*Runtime, error) {
 		if _, ok := declared[name]; !ok && !slices.ContainsFunc(cfg.Tools, func(t Tool) bool { return t.Name == name }) {
 			fail("implementation %q matches no declared tool", name)
 		}
+	}
+	governed := make([]policy.Tool, 0, len(cfg.Tools))
+	for _, t := range cfg.Tools {
+		governed = append(governed, policy.Tool{Name: t.Name, Approval: string(t.Approval)})
+	}
+	if compiled, err := policy.Compile(cfg.Approvals, governed); err != nil {
+		errs = append(errs, err)
+	} else {
+		r.policy = compiled
 	}
 	scopes := make(map[string]gateway.Scope, len(cfg.Budgets))
 	for _, b := range cfg.Budgets {
@@ -310,7 +320,7 @@ func New(cfg Config) (*Runtime, error) {
 					continue
 				}
 				tn := list.prefix + target
-				t := &tool{name: tn, kind: list.kind, target: td, effects: EffectsWrite, approval: ApprovalNever, schema: nil}
+				t := &tool{name: tn, kind: list.kind, target: td, effects: EffectsWrite, schema: nil}
 				def := gateway.ToolDef{Name: tn}
 				if list.kind == kindTransfer {
 					def.Description = fmt.Sprintf("Hand the conversation over to agent %q for good; you will not get it back. %s", target, td.spec.Description)
@@ -343,7 +353,7 @@ func New(cfg Config) (*Runtime, error) {
 			}
 			tn := SearchPrefix + rn
 			d.tools[tn] = &tool{
-				name: tn, kind: kindSearch, effects: EffectsRead, approval: ApprovalNever,
+				name: tn, kind: kindSearch, effects: EffectsRead,
 				timeout: DefaultToolTimeout, schema: searchToolSchema, searcher: s, source: rn,
 			}
 			d.defs = append(d.defs, gateway.ToolDef{Name: tn, Description: searchDescription(rn, s), Parameters: searchSchema})
@@ -409,7 +419,7 @@ func New(cfg Config) (*Runtime, error) {
 			reach := r.reachable(r.agents[target])
 			for _, n := range reach {
 				for _, t := range r.agents[n].tools {
-					if t.kind == kindPlain && t.approval == ApprovalAlways {
+					if t.kind == kindPlain && r.policy.MayAsk(t.name) {
 						errs = append(errs, fmt.Errorf("agent %q delegates to %q, which reaches agent %q with approval tool %q: %w", name, target, n, t.name, &gateway.DeferredError{Feature: "human approval inside a delegated run"}))
 					}
 				}
@@ -558,6 +568,15 @@ type Decision struct {
 	// Arguments, when set on approval, replace the model's arguments; they
 	// are validated against the tool's schema like the model's.
 	Arguments json.RawMessage
+	// Scope is how far an approval reaches: GrantCall (or empty) this
+	// call only; GrantRun every later call of the tool in the run that the
+	// policy would ask about; GrantThread the same in the run's thread,
+	// this run and the thread's later runs. The grant is kept with the run
+	// (Checkpoint.Grants), and a thread grant in the store too. A
+	// rejection applies to the call only.
+	Scope GrantScope
+	// By names who decided, for the run's record; empty when unknown.
+	By string
 }
 
 func (d Decision) validate() error {
@@ -570,10 +589,18 @@ func (d Decision) validate() error {
 		if len(d.Arguments) > 0 {
 			return errors.New("decision: a rejection cannot edit arguments")
 		}
+		if d.Scope != "" && d.Scope != GrantCall {
+			return &InvalidOptionError{Option: "scope", Problem: fmt.Sprintf("a rejection applies to the call only, not the %s", d.Scope)}
+		}
 	default:
 		return fmt.Errorf("decision: action %q is not %q or %q", d.Action, Approve, Reject)
 	}
-	return nil
+	switch d.Scope {
+	case "", GrantCall, GrantRun, GrantThread:
+	default:
+		return &InvalidOptionError{Option: "scope", Problem: fmt.Sprintf("%q is not %q, %q or %q", d.Scope, GrantCall, GrantRun, GrantThread)}
+	}
+	return checkBy(d.By)
 }
 
 // Resume continues a paused run held in the store with a decision on its
@@ -642,10 +669,21 @@ func (r *Runtime) resume(ctx context.Context, rec RunRecord, d Decision) (RunRes
 	if !ok {
 		return RunResult{RunID: rec.RunID, Status: StatusFailed}, fmt.Errorf("run %s: paused without a call waiting for a decision", rec.RunID)
 	}
-	c.Approval = &ApprovalRecord{Approved: d.Action == Approve, Feedback: d.Feedback}
+	now := time.Now().UTC()
+	c.Approval = &ApprovalRecord{Approved: d.Action == Approve, Feedback: d.Feedback, By: d.By, At: now, Scope: cmp.Or(d.Scope, GrantCall)}
 	if d.Action == Approve && len(d.Arguments) > 0 {
 		c.Approval.OriginalArguments = c.Arguments
 		c.Arguments = string(d.Arguments)
+	}
+	var grant *Grant
+	if d.Action == Approve && (d.Scope == GrantRun || d.Scope == GrantThread) {
+		grant = &Grant{Tool: c.Name, Scope: d.Scope, By: d.By, At: now, RunID: st.id}
+		if d.Scope == GrantThread {
+			// A run without a thread is its own thread: the grant then
+			// reaches as far as the run.
+			grant.ThreadID = st.threadID
+		}
+		st.grants = append(st.grants, *grant)
 	}
 	p.Step.ToolCalls[p.Next] = c
 	p.Reason = ""
@@ -656,6 +694,14 @@ func (r *Runtime) resume(ctx context.Context, rec RunRecord, d Decision) (RunRes
 		return RunResult{RunID: st.id, Status: StatusFailed}, fmt.Errorf("run %s: claim paused run: %w", st.id, err)
 	}
 	st.version = rec.Version
+	if grant != nil && grant.ThreadID != "" {
+		// Kept for the thread's later runs once this resume has won. A
+		// failure only means they ask again; this run has it in its
+		// checkpoint.
+		if err := r.store.AddGrant(ctx, *grant); err != nil {
+			r.logger.WarnContext(ctx, "keeping a thread grant failed: the thread's later runs will ask again", "run", st.id, "tool", c.Name, "thread", st.threadID, "err", err)
+		}
+	}
 	return r.drive(ctx, st)
 }
 
@@ -932,6 +978,7 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 		steps: slices.Clip(cp.Steps), agentSteps: cp.AgentSteps, ownDelegations: cp.Delegations,
 		repaired: cp.Repaired, usage: cp.Usage, cost: cp.CostUSD,
 		stepLimit: cp.StepLimit, continuations: slices.Clip(cp.Continuations), cancel: cp.Cancel,
+		grants: slices.Clip(cp.Grants),
 	}
 	st.delegations = &st.ownDelegations
 	st.msgs = make([]gateway.Message, 0, len(cp.Messages)+4)

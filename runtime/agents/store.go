@@ -141,6 +141,13 @@ type Store interface {
 	// channel is then never sent to. A store shared by processes states the
 	// delay within which a request reaches a watcher in another one.
 	WatchCancel(ctx context.Context, runID string) (<-chan CancelRequest, error)
+	// AddGrant keeps a grant a person gave for a thread (GrantThread), so
+	// that the thread's later runs, in any process sharing the store,
+	// honour it; g.ThreadID names the thread and must not be empty.
+	AddGrant(ctx context.Context, g Grant) error
+	// Grants returns the grants kept for a thread, oldest first; none for
+	// a thread without any.
+	Grants(ctx context.Context, threadID string) ([]Grant, error)
 }
 
 // InMemoryStore is the default Store: runs held in this process's memory,
@@ -149,13 +156,14 @@ type InMemoryStore struct {
 	mu      sync.Mutex
 	runs    map[string]*RunRecord
 	calls   map[string][]CallRecord
+	grants  map[string][]Grant
 	now     func() time.Time
 	cancels Cancels
 }
 
 // NewInMemoryStore returns an empty in-memory store.
 func NewInMemoryStore() *InMemoryStore {
-	return &InMemoryStore{runs: make(map[string]*RunRecord), calls: make(map[string][]CallRecord), now: time.Now}
+	return &InMemoryStore{runs: make(map[string]*RunRecord), calls: make(map[string][]CallRecord), grants: make(map[string][]Grant), now: time.Now}
 }
 
 // CreateRun implements Store.
@@ -314,6 +322,30 @@ func (s *InMemoryStore) WatchCancel(ctx context.Context, runID string) (<-chan C
 		pending = cur.Cancel
 	}
 	return s.cancels.Watch(ctx, runID, pending), nil
+}
+
+// AddGrant implements Store.
+func (s *InMemoryStore) AddGrant(ctx context.Context, g Grant) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := g.checkThread(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.grants[g.ThreadID] = append(s.grants[g.ThreadID], g)
+	return nil
+}
+
+// Grants implements Store.
+func (s *InMemoryStore) Grants(ctx context.Context, threadID string) ([]Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.grants[threadID]), nil
 }
 
 // copyCall detaches a record's result from the store's.

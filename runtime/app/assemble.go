@@ -169,6 +169,7 @@ func Assemble(ctx context.Context, desc Description, opts Options) (*App, error)
 			Tracer:          opts.Tracer,
 			Logger:          opts.Logger,
 			Timeouts:        desc.Service.Timeouts,
+			Approvals:       desc.Approvals,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("building the agents: %w", err))

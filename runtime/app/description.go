@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/retrieval"
@@ -50,6 +51,9 @@ type Description struct {
 	Evals []Eval
 	// Service configures the HTTP service of a generated application.
 	Service Service
+	// Approvals is the approval policy of every call of a declared tool
+	// (agents.Config.Approvals).
+	Approvals policy.Policy
 }
 
 // Provider kinds.

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/service"
@@ -62,6 +63,7 @@ type options struct {
 	memory    map[string]agents.MemoryStore
 	store     agents.Store // the runtime's run store; a fresh in-memory one when nil
 	svc       func(*service.Config)
+	approvals policy.Policy
 }
 
 func catalog() []gateway.PinnedModel {
@@ -95,7 +97,7 @@ func newEnv(t testing.TB, o options) *env {
 	}
 	rt, err := agents.New(agents.Config{
 		Gateway: gw, Agents: o.agents, Tools: o.tools, Implementations: service.InstrumentTools(o.impls),
-		Retrievers: searchers, Budgets: o.budgets, MemoryStores: o.memory, Store: o.store,
+		Retrievers: searchers, Budgets: o.budgets, MemoryStores: o.memory, Store: o.store, Approvals: o.approvals,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/service"
 )
@@ -227,5 +228,74 @@ func TestCancelAPausedRunThroughTheService(t *testing.T) {
 	status, _, body = e.do(t, "POST", "/v1/runs/"+id+"/cancel", "")
 	if code, _, _ := apiErr(t, body); status != http.StatusConflict || code != service.CodeRunNotCancellable {
 		t.Fatalf("cancel of a completed run: %d %s", status, body)
+	}
+}
+
+// TestApprovalPolicyThroughTheService runs an agent under a policy that
+// denies large refunds and asks about the rest: the denial is an
+// observation with the rule's reason; the ask pauses with the rule in the
+// pending call; an approval for the thread is kept, and the thread's next
+// run does not ask. Bad scopes are refused without touching the run.
+func TestApprovalPolicyThroughTheService(t *testing.T) {
+	var refunds atomic.Int32
+	e := newEnv(t, options{
+		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {
+			calls(call("c1", "refund", `{"order":"A1","amount_usd":900}`), call("c2", "refund", `{"order":"A2","amount_usd":30}`)),
+			answer("Refunded A2."),
+		}}},
+		agents: []agents.Agent{{Name: "triage", Model: "large", Instructions: "Refund.", Tools: []string{"refund"}}},
+		tools:  []agents.Tool{{Name: "refund", Description: "Refund an order.", Input: json.RawMessage(`{"type":"object","properties":{"order":{"type":"string"},"amount_usd":{"type":"number"}}}`), Effects: agents.EffectsWrite}},
+		impls: map[string]agents.Implementation{"refund": agents.ToolFunc(func(_ context.Context, args json.RawMessage) (string, error) {
+			refunds.Add(1)
+			return "refunded " + string(args), nil
+		})},
+		approvals: policy.Policy{Rules: []policy.Rule{
+			{Tool: "refund", When: "args.amount_usd > 500", Action: policy.Deny, Reason: "refunds above 500 USD go through finance"},
+			{Tool: "refund", Action: policy.Ask, Reason: "refunds move money"},
+		}},
+	})
+	start := func() run {
+		status, _, body := e.do(t, "POST", "/v1/agents/triage/runs", `{"input":"refund","thread_id":"th-9"}`)
+		if status != 200 {
+			t.Fatalf("start: %d %s", status, body)
+		}
+		return decodeRun(t, body)
+	}
+	r := start()
+	var pend struct {
+		Pending struct {
+			Tool   string               `json:"tool"`
+			Policy *agents.PolicyRecord `json:"policy"`
+		} `json:"pending"`
+	}
+	_, _, body := e.do(t, "GET", "/v1/runs/"+r.RunID, "")
+	if err := json.Unmarshal(body, &pend); err != nil || r.Status != "paused" || pend.Pending.Policy == nil || pend.Pending.Policy.Rule != 2 || pend.Pending.Policy.Reason != "refunds move money" {
+		t.Fatalf("paused run %s: %s", r.Status, body)
+	}
+	for _, tt := range []struct{ body, param string }{
+		{`{"action":"approve","scope":"forever"}`, "scope"},
+		{`{"action":"reject","scope":"thread"}`, "scope"},
+	} {
+		status, _, body := e.do(t, "POST", "/v1/runs/"+r.RunID+"/resume", tt.body)
+		if code, _, param := apiErr(t, body); status != 400 || code != service.CodeInvalidRequest || param != tt.param {
+			t.Errorf("%s: %d %s", tt.body, status, body)
+		}
+	}
+	status, _, body := e.do(t, "POST", "/v1/runs/"+r.RunID+"/resume", `{"action":"approve","scope":"thread","by":"carol"}`)
+	done := decodeRun(t, body)
+	if status != 200 || done.Status != "completed" || refunds.Load() != 1 {
+		t.Fatalf("resume: %d %s", status, body)
+	}
+	denied, approved := done.Steps[0].ToolCalls[0], done.Steps[0].ToolCalls[1]
+	if denied.ErrorKind != agents.KindDenied || !strings.Contains(denied.Observation, "refunds above 500 USD go through finance") {
+		t.Fatalf("denied call %+v", denied)
+	}
+	if a := approved.Approval; a == nil || a.By != "carol" || a.Scope != agents.GrantThread {
+		t.Fatalf("approval %+v", approved.Approval)
+	}
+	// The thread's next run: the small refund runs on the thread grant.
+	r = start()
+	if r.Status != "completed" || refunds.Load() != 2 || r.Steps[0].ToolCalls[1].Policy.Grant == nil {
+		t.Fatalf("the thread's next run: %s, %d refunds", r.Status, refunds.Load())
 	}
 }

@@ -66,6 +66,12 @@ type decisionRequest struct {
 	Feedback string `json:"feedback"`
 	// Arguments, on approval, replace the call's arguments.
 	Arguments json.RawMessage `json:"arguments"`
+	// Scope is how far an approval reaches: call (the default), run (the
+	// tool for the rest of the run) or thread (the tool in the run's
+	// thread).
+	Scope string `json:"scope"`
+	// By names who decided, for the run's record.
+	By string `json:"by"`
 }
 
 // continueRequest is the body of POST /v1/runs/{id}/continue; every field
@@ -138,7 +144,8 @@ func (s *Service) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &req, true); err != nil {
 		return err
 	}
-	d := agents.Decision{Action: agents.DecisionAction(req.Action), Feedback: req.Feedback}
+	// The runtime checks the scope and the name (*agents.InvalidOptionError).
+	d := agents.Decision{Action: agents.DecisionAction(req.Action), Feedback: req.Feedback, Scope: agents.GrantScope(req.Scope), By: req.By}
 	switch d.Action {
 	case agents.Approve:
 		if present(req.Arguments) {
@@ -187,7 +194,7 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 		if res.RunID != "" {
 			w.Header().Set("X-Aid-Run-Id", res.RunID)
 		}
-		if err != nil && res.RunID == "" {
+		if err != nil && (res.RunID == "" || refused(err)) {
 			ri.err = writeError(w, err, nil)
 			return
 		}
@@ -208,7 +215,7 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 		}
 	})
 	s.recordRun(ri, agent, res, err)
-	if err != nil && res.RunID == "" {
+	if err != nil && (res.RunID == "" || refused(err)) {
 		ae := classify(err)
 		ri.err = ae
 		sse.event("error", errorBody{Error: ae})
@@ -218,6 +225,14 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 		sse.event("result", out)
 	}
 	sse.close()
+}
+
+// refused reports whether the runtime refused the request before it
+// touched the run (an option it cannot use): the answer is the error
+// alone, not the run.
+func refused(err error) bool {
+	_, bad := errors.AsType[*agents.InvalidOptionError](err)
+	return bad
 }
 
 func acceptsEventStream(r *http.Request) bool {

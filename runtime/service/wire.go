@@ -173,6 +173,9 @@ type pendingCall struct {
 	Arguments string `json:"arguments"`
 	Reason    string `json:"reason"`
 	ResumeURL string `json:"resume_url"`
+	// Policy is how the approval policy judged the call: the rule that
+	// asks, and its reason.
+	Policy *agents.PolicyRecord `json:"policy,omitempty"`
 }
 
 func pendingOf(cp *agents.Checkpoint) *pendingCall {
@@ -184,7 +187,7 @@ func pendingOf(cp *agents.Checkpoint) *pendingCall {
 		return nil
 	}
 	return &pendingCall{CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, Reason: string(cp.Pending.Reason),
-		ResumeURL: "/v1/runs/" + cp.RunID + "/resume"}
+		ResumeURL: "/v1/runs/" + cp.RunID + "/resume", Policy: c.Policy}
 }
 
 // aidExt is aid's extension object on chat-completion answers and errors:

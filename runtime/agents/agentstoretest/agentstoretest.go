@@ -30,6 +30,47 @@ func Run(t *testing.T, newStore func(t *testing.T) agents.Store) {
 	t.Run("CanceledContext", func(t *testing.T) { testCanceled(t, newStore(t)) })
 	t.Run("CancelRequests", func(t *testing.T) { testCancelRequests(t, newStore(t)) })
 	t.Run("WatchCancel", func(t *testing.T) { testWatchCancel(t, newStore(t)) })
+	t.Run("ThreadGrants", func(t *testing.T) { testGrants(t, newStore(t)) })
+}
+
+// testGrants checks that a thread's grants come back in the order given,
+// whole, and only for their thread.
+func testGrants(t *testing.T, s agents.Store) {
+	ctx := context.Background()
+	if gs, err := s.Grants(ctx, "th_none"); err != nil || len(gs) != 0 {
+		t.Fatalf("grants of an unknown thread: %v %v", gs, err)
+	}
+	at := time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.UTC)
+	want := []agents.Grant{
+		{Tool: "issue_refund", Scope: agents.GrantThread, By: "ops \u00e9", At: at, RunID: "run_g1", ThreadID: "th_1"},
+		{Tool: "update_ticket", Scope: agents.GrantThread, At: at.Add(time.Minute), RunID: "run_g2", ThreadID: "th_1"},
+	}
+	for _, g := range want {
+		if err := s.AddGrant(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AddGrant(ctx, agents.Grant{Tool: "issue_refund", Scope: agents.GrantThread, At: at, RunID: "run_g3", ThreadID: "th_2"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Grants(ctx, "th_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got, cmpopts.EquateApproxTime(time.Microsecond)); d != "" {
+		t.Fatalf("grants of th_1 (-want +got):\n%s", d)
+	}
+	if err := s.AddGrant(ctx, agents.Grant{Tool: "issue_refund", Scope: agents.GrantThread, RunID: "run_g4"}); err == nil {
+		t.Errorf("a thread grant without a thread was kept")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.AddGrant(cctx, want[0]); !errors.Is(err, context.Canceled) {
+		t.Errorf("AddGrant with a canceled context: %v", err)
+	}
+	if _, err := s.Grants(cctx, "th_1"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Grants with a canceled context: %v", err)
+	}
 }
 
 // RunReplicas runs the part of the Store contract that spans processes

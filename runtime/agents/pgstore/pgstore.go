@@ -29,7 +29,7 @@ type Store struct {
 	noRetry  bool // tests only: give up at the first abort
 
 	// Quoted table names.
-	migrations, runs, calls, memory string
+	migrations, runs, calls, memory, grants string
 	// channel is the notification channel of cancel requests, unquoted
 	// (pg_notify takes it as text) and quoted (for LISTEN).
 	channel, quotedChannel string
@@ -86,6 +86,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	s.runs = pgx.Identifier{s.prefix + "_runs"}.Sanitize()
 	s.calls = pgx.Identifier{s.prefix + "_calls"}.Sanitize()
 	s.memory = pgx.Identifier{s.prefix + "_memory"}.Sanitize()
+	s.grants = pgx.Identifier{s.prefix + "_grants"}.Sanitize()
 	s.channel = s.prefix + "_cancel"
 	s.quotedChannel = pgx.Identifier{s.channel}.Sanitize()
 	if err := s.Migrate(ctx); err != nil {
@@ -176,11 +177,23 @@ var migrationSteps = []string{
 	// 2: a run's pending cancel request (RequestCancel), kept apart from
 	// what UpdateRun writes.
 	`ALTER TABLE {runs} ADD COLUMN cancel_by text, ADD COLUMN cancel_at timestamptz;`,
+	// 3: the grants people gave for a thread (AddGrant), read by the
+	// thread's later runs when the policy asks about a call.
+	`CREATE TABLE {grants} (
+		id         bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		thread_id  text        NOT NULL,
+		tool       text        NOT NULL,
+		scope      text        NOT NULL,
+		granted_by text        NOT NULL,
+		granted_at timestamptz NOT NULL,
+		run_id     text        NOT NULL
+	);
+	CREATE INDEX ON {grants} (thread_id, id);`,
 }
 
 // SchemaVersion is the schema version this code reads and writes: the
 // number of migration steps.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // SchemaTooNewError reports a database migrated by a newer release of this
 // package: this code does not know what the later steps changed, so it
@@ -211,7 +224,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		// database do not wait for each other.
 		LockKey:  pgutil.LockKey("aid/pgstore:" + s.prefix),
 		Steps:    migrationSteps,
-		Names:    strings.NewReplacer("{runs}", s.runs, "{calls}", s.calls, "{memory}", s.memory),
+		Names:    strings.NewReplacer("{runs}", s.runs, "{calls}", s.calls, "{memory}", s.memory, "{grants}", s.grants),
 		Versions: pgutil.MigrationsTable{Name: s.migrations, Clock: "clock_timestamp()"},
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return pgutil.Migrate(ctx, tx, schema) })
@@ -492,6 +505,51 @@ func (s *Store) queryCalls(ctx context.Context, where string, args ...any) ([]ag
 		}
 		return c, nil
 	})
+}
+
+// AddGrant implements agents.Store.
+func (s *Store) AddGrant(ctx context.Context, g agents.Grant) error {
+	if g.ThreadID == "" {
+		return fmt.Errorf("pgstore: grant of %s in run %s: a thread grant needs a thread id", g.Tool, g.RunID)
+	}
+	if err := errors.Join(checkText("thread id", g.ThreadID), checkText("tool", g.Tool), checkText("granter", g.By), checkText("run id", g.RunID), checkText("scope", string(g.Scope))); err != nil {
+		return err
+	}
+	err := s.do(ctx, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, `INSERT INTO `+s.grants+` (thread_id, tool, scope, granted_by, granted_at, run_id) VALUES ($1, $2, $3, $4, $5, $6)`,
+			g.ThreadID, g.Tool, string(g.Scope), g.By, g.At, g.RunID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: add a grant to thread %s: %w", g.ThreadID, err)
+	}
+	return nil
+}
+
+// Grants implements agents.Store.
+func (s *Store) Grants(ctx context.Context, threadID string) ([]agents.Grant, error) {
+	if !storable(threadID) {
+		return nil, nil
+	}
+	var out []agents.Grant
+	err := s.do(ctx, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, `SELECT thread_id, tool, scope, granted_by, granted_at, run_id FROM `+s.grants+` WHERE thread_id = $1 ORDER BY id`, threadID)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (agents.Grant, error) {
+			var g agents.Grant
+			var scope string
+			err := row.Scan(&g.ThreadID, &g.Tool, &scope, &g.By, &g.At, &g.RunID)
+			g.Scope = agents.GrantScope(scope)
+			return g, err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: read the grants of thread %s: %w", threadID, err)
+	}
+	return out, nil
 }
 
 var _ agents.Store = (*Store)(nil)

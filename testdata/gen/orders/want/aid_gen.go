@@ -70,7 +70,6 @@ func description() app.Description {
 					Description: "Look an order up by id.",
 					Input:       json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string","description":"The order's id, such as AB-123456."},"include_items":{"type":"boolean"}},"required":["order_id"]}`),
 					Effects:     "read",
-					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
 				Implementation: app.ToolImplementation{
@@ -83,7 +82,6 @@ func description() app.Description {
 					Description: "Check that the order system answers.",
 					Input:       json.RawMessage(`{"type":"object","properties":{}}`),
 					Effects:     "read",
-					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
 				Implementation: app.ToolImplementation{

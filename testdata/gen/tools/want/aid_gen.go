@@ -49,7 +49,6 @@ func description() app.Description {
 					Description: "Escalate to a person.",
 					Input:       json.RawMessage(`{"type":"object","properties":{}}`),
 					Effects:     "read",
-					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
 				Implementation: app.ToolImplementation{
@@ -62,7 +61,6 @@ func description() app.Description {
 					Description: "Look an order up.",
 					Input:       json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`),
 					Effects:     "read",
-					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
 				Implementation: app.ToolImplementation{
@@ -76,7 +74,6 @@ func description() app.Description {
 					Description: "Add a note; Go code, by default.",
 					Input:       json.RawMessage(`{"type":"object","properties":{}}`),
 					Effects:     "read",
-					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
 				Implementation: app.ToolImplementation{
@@ -89,7 +86,6 @@ func description() app.Description {
 					Description: "Notify the customer.",
 					Input:       json.RawMessage(`{"type":"object","properties":{}}`),
 					Effects:     "write",
-					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
 				Implementation: app.ToolImplementation{

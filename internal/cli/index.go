@@ -137,11 +137,12 @@ func openRetrievers(ctx context.Context, s *streams, path string, tags, only []s
 // are the service's own, opened as the service opens them. closeStores
 // closes their pools.
 func commandOptions(ctx context.Context) (opts app.Options, closeStores func()) {
-	openers, closeStores := postgres.VectorStores(ctx)
+	var pg app.Options
+	closeStores = postgres.Open(ctx, &pg)
 	return app.Options{
 		Ledger:             gateway.NewMemoryLedger(),
 		RunStore:           agents.NewInMemoryStore(),
-		VectorStoreOpeners: openers,
+		VectorStoreOpeners: pg.VectorStoreOpeners,
 	}, closeStores
 }
 

@@ -22,10 +22,7 @@ import (
 	"github.com/aidgen/aid/internal/lower"
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
-	"github.com/aidgen/aid/runtime/agents/pgstore"
 	"github.com/aidgen/aid/runtime/app"
-	"github.com/aidgen/aid/runtime/gateway"
-	"github.com/aidgen/aid/runtime/gateway/pgledger"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/serve/postgres"
 )
@@ -378,10 +375,18 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 				d.Arguments = json.RawMessage(f.arguments)
 			}
 		}
+		res, err = a.Agents.Resume(ctx, f.resume, d)
+		var invalid *agents.InvalidArgumentsError
+		var noAgent *agents.UnknownAgentError
+		var noTool *agents.UnknownToolError
+		if errors.As(err, &invalid) || errors.As(err, &noAgent) || errors.As(err, &noTool) {
+			// Refused before the run was claimed: it is still paused, and
+			// can be decided again.
+			return usageErr(err)
+		}
 		if !f.json {
 			p.resuming(before, d)
 		}
-		res, err = a.Agents.Resume(ctx, f.resume, d)
 	case f.recover != "":
 		if !f.json {
 			fmt.Fprintf(s.out, "recovering run %s on %s\n", f.recover, before.Agent)
@@ -524,34 +529,11 @@ func (st *runState) close() {
 
 // openRunState picks the run store of service.state: files for memory
 // state (a command does not outlive a pause), PostgreSQL for postgres, with
-// the database's ledger and memory, and pgvector stores for retrievers.
+// the database's ledger and memory, and pgvector stores for retrievers,
+// opened by postgres.Open as the application's service opens them.
 func openRunState(ctx context.Context, desc app.Description, stateDir string) (*runState, error) {
 	st := &runState{}
-	openers, closeStores := postgres.VectorStores(ctx)
-	st.closers = append(st.closers, closeStores)
-	st.options.VectorStoreOpeners = openers
-	pg := map[string]*pgstore.Store{} // one per DSN
-	openPG := func(ctx context.Context, dsn string) (*pgstore.Store, error) {
-		if s, ok := pg[dsn]; ok {
-			return s, nil
-		}
-		s, err := pgstore.Open(ctx, dsn)
-		if err != nil {
-			return nil, err
-		}
-		pg[dsn] = s
-		st.closers = append(st.closers, s.Close)
-		return s, nil
-	}
-	st.options.MemoryStoreOpeners = map[string]app.MemoryStoreOpener{
-		retrieval.StorePGVector: func(ctx context.Context, cfg retrieval.StoreConfig, dsn string) (agents.MemoryStore, error) {
-			s, err := openPG(ctx, dsn)
-			if err != nil {
-				return nil, err
-			}
-			return s.Memory(cfg.Name)
-		},
-	}
+	st.closers = append(st.closers, postgres.Open(ctx, &st.options))
 	switch desc.Service.State.Kind {
 	case app.StatePostgres:
 		if stateDir != "" {
@@ -559,18 +541,6 @@ func openRunState(ctx context.Context, desc app.Description, stateDir string) (*
 			return nil, fmt.Errorf("--state-dir applies to applications whose state is in memory; %s keeps its runs in PostgreSQL (%s)", desc.Name, desc.Service.State.DSNEnv)
 		}
 		st.where = "PostgreSQL ($" + desc.Service.State.DSNEnv + ")"
-		st.options.OpenState = func(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error) {
-			s, err := openPG(ctx, dsn)
-			if err != nil {
-				return nil, nil, err
-			}
-			l, err := pgledger.Open(ctx, dsn)
-			if err != nil {
-				return nil, nil, err
-			}
-			st.closers = append(st.closers, l.Close)
-			return s, l, nil
-		}
 	default:
 		dir := stateDir
 		if dir == "" {

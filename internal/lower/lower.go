@@ -142,12 +142,13 @@ func tool(t *ir.Tool) app.Tool {
 	return app.Tool{
 		Implementation: impl,
 		Decl: agents.Tool{
-			Name:        t.Name,
-			Description: t.Description,
-			Input:       slices.Clone(t.Input),
-			Effects:     agents.Effects(t.Effects),
-			Approval:    agents.Approval(t.Approval),
-			Timeout:     t.Timeout.Std(),
+			Name:                t.Name,
+			Description:         t.Description,
+			Input:               slices.Clone(t.Input),
+			Effects:             agents.Effects(t.Effects),
+			Approval:            agents.Approval(t.Approval),
+			Timeout:             t.Timeout.Std(),
+			MaxObservationBytes: t.MaxObservationBytes,
 		},
 	}
 }

@@ -367,6 +367,27 @@ func (c *Compiled) Decide(in Input) Decision {
 	return Decision{Action: c.fallback, Source: SourceDefault}
 }
 
+// AlwaysAllows reports whether every call of the tool is allowed, whatever
+// its arguments: the rules that may match it all allow, up to one without
+// a condition, or leave it to a shorthand or default that allows.
+func (c *Compiled) AlwaysAllows(tool string) bool {
+	for _, r := range c.rules {
+		if ok, _ := path.Match(r.Tool, tool); !ok {
+			continue
+		}
+		if r.Action != Allow {
+			return false
+		}
+		if r.prg == nil {
+			return true
+		}
+	}
+	if a, ok := c.tools[tool]; ok {
+		return a == Allow
+	}
+	return c.fallback == Allow
+}
+
 // MayAsk reports whether some call of the tool could be decided Ask: a
 // rule that may match it asks, or the rules may leave it to a shorthand or
 // default that asks.

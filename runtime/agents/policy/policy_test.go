@@ -184,6 +184,13 @@ func TestMayAsk(t *testing.T) {
 			t.Errorf("MayAsk(%s) = %v, want %v", tool, got, want)
 		}
 	}
+	// lookup_order may be denied; issue_credit's unconditional allow
+	// decides every call; update_ticket's "never" allows the rest.
+	for tool, want := range map[string]bool{"issue_refund": false, "issue_credit": true, "lookup_order": false, "update_ticket": true} {
+		if got := c.AlwaysAllows(tool); got != want {
+			t.Errorf("AlwaysAllows(%s) = %v, want %v", tool, got, want)
+		}
+	}
 	c, err = policy.Compile(policy.Policy{Default: policy.Ask}, []policy.Tool{{Name: "a"}, {Name: "b", Approval: policy.ShorthandNever}})
 	if err != nil {
 		t.Fatal(err)

@@ -78,9 +78,9 @@ const registry = "aid_vector_stores"
 // opens a pool whose connections register pgvector-go's types, and returns
 // a store that owns the pool; Close closes it.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
-	pcfg, err := pgxpool.ParseConfig(dsn)
+	pcfg, err := pgutil.PoolConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("pgvector: parse dsn: %w", err)
+		return nil, fmt.Errorf("pgvector: %w", err)
 	}
 	if err := ensureExtension(ctx, pcfg.ConnConfig); err != nil {
 		return nil, err

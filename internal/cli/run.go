@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -56,6 +57,7 @@ type runFlags struct {
 	cancel    string
 	steps     int
 	timeout   time.Duration
+	record    string
 	approve   bool
 	reject    bool
 	feedback  string
@@ -120,6 +122,13 @@ flight, recording a write stopped mid-call as interrupted, never done, and
 saves the run cancelled with its partial result; a paused run is cancelled
 by the command itself. It waits for the run to stop, up to --timeout
 (default 30s), and prints it; a cancelled run can be continued.
+
+--record FILE writes the run's event log when the command ends, whatever it
+ended with: the run, every model request and answer with the pinned model
+that answered, every tool call with its arguments, observation and the
+approval decisions, delegated runs in place, as JSON Lines. aidgen replay
+FILE re-runs it offline against the application (see aidgen replay --help);
+record again after a resume or a continuation to log the whole run.
 
 Where runs are kept follows service.state. With "memory" (the default) a
 command is not a long-lived service, so runs are kept in files, one per run:
@@ -195,6 +204,7 @@ error when the run failed. Fields are only ever added.`,
 	fl.StringVar(&f.recover, "recover", "", "continue the run `RUN_ID` whose process died")
 	fl.StringVar(&f.cont, "continue", "", "continue the run `RUN_ID` that stopped early (max_steps, timed_out, cancelled)")
 	fl.StringVar(&f.cancel, "cancel", "", "stop the run `RUN_ID`, wherever it is driven")
+	fl.StringVar(&f.record, "record", "", "write the run's event log to `FILE` (JSON Lines) when the command ends, for aidgen replay")
 	fl.IntVar(&f.steps, "steps", 0, "with --continue: `N` more model calls (default: the agent's maxSteps)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "with --continue: the run timeout `D` of the continued drive (default: the agent's); with --cancel: how long to wait for the run to stop (default 30s)")
 	fl.BoolVar(&f.approve, "approve", false, "with --resume: run the pending call")
@@ -315,7 +325,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 	if err != nil {
 		return usageErr(err)
 	}
-	p := &runPrinter{w: s.out, verbose: f.verbose, cmd: resumeCommand(path, f.stateDir)}
+	p := &runPrinter{w: s.out, verbose: f.verbose, cmd: resumeCommand(path, f.stateDir), app: path}
 	if f.cancel != "" {
 		return cancelRun(ctx, s, a, p, f, st.where)
 	}
@@ -425,7 +435,30 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 		}
 		p.result(res, from, st.where)
 	}
+	if f.record != "" && res.RunID != "" {
+		if rerr := recordRun(ctx, a, res.RunID, f.record, path); rerr != nil {
+			return &exitError{code: ExitRunFailed, err: errors.Join(rerr, err)}
+		}
+	}
 	return runExit(res, err)
+}
+
+// recordRun writes the stored run's event log to file (agents.Record),
+// naming the application file for aidgen replay.
+func recordRun(ctx context.Context, a *app.App, runID, file, appFile string) error {
+	rec, err := a.Agents.Store().LoadRun(context.WithoutCancel(ctx), runID)
+	if err != nil {
+		return fmt.Errorf("recording run %s: %w", runID, err)
+	}
+	var b bytes.Buffer
+	d := a.Description()
+	if err := agents.Record(&b, rec, d.Name, d.Version, appFile); err != nil {
+		return err
+	}
+	if err := os.WriteFile(file, b.Bytes(), 0o600); err != nil {
+		return fmt.Errorf("recording run %s: %w", runID, err)
+	}
+	return nil
 }
 
 // cancelWait is how long --cancel waits for the run to stop by default.
@@ -470,6 +503,9 @@ func cancelRun(ctx context.Context, s *streams, a *app.App, p *runPrinter, f run
 	}
 	fmt.Fprintf(s.out, "cancelled run %s on %s%s\n", rec.RunID, rec.Agent, who)
 	p.result(res, 0, where)
+	if f.record != "" {
+		return recordRun(ctx, a, rec.RunID, f.record, p.app)
+	}
 	return nil
 }
 

@@ -339,3 +339,65 @@ approvals: rules: [
 		}
 	}
 }
+
+// TestRecordAndReplaySupportDesk records the README's refund with aidgen
+// run --record (paused, then resumed in another process), replays it
+// against the example (identical, exit 0), then against a copy whose
+// billing prompt changed: it diverges at step 3, billing's first, with a
+// diff of the prompt (exit 1).
+func TestRecordAndReplaySupportDesk(t *testing.T) {
+	chdirRoot(t)
+	dir := t.TempDir()
+	state, paused, done := filepath.Join(dir, "runs"), filepath.Join(dir, "paused.jsonl"), filepath.Join(dir, "done.jsonl")
+	id, _ := startRefund(t, state, "--record", paused)
+	code, out, errOut := runProcess(t, "run", supportDesk, "--state-dir", state, "--resume", id, "--approve", "--record", done)
+	if code != cli.ExitOK {
+		t.Fatalf("resume: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// The paused recording replays up to its pause.
+	code, out, errOut = run(t, "replay", paused)
+	if code != cli.ExitOK || !strings.Contains(out, "identical: 7 model calls, 4 tool calls, 0 decisions replayed, ending paused") {
+		t.Fatalf("replay of the paused run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = run(t, "replay", done)
+	if code != cli.ExitOK || !strings.Contains(out, "replaying run "+id+" (support-desk 0.1.0, recorded completed) against "+supportDesk) ||
+		!strings.Contains(out, "identical: 8 model calls, 5 tool calls, 1 decision replayed, ending completed") {
+		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// A copy of the example whose billing prompt changed.
+	changed := filepath.Join(dir, "desk")
+	if err := os.CopyFS(changed, os.DirFS(filepath.Dir(supportDesk))); err != nil {
+		t.Fatal(err)
+	}
+	prompt := filepath.Join(changed, "prompts", "billing.md")
+	b, err := os.ReadFile(prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prompt, append(b, "Always thank the customer first.\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = run(t, "replay", done, filepath.Join(changed, "app.cue"))
+	if code != cli.ExitDiverged || !strings.Contains(out, "diverged at step 3 (billing): request: the model request of step 3 differs from the recorded one") ||
+		!strings.Contains(out, "+    Always thank the customer first.") || !strings.Contains(out, "replayed as recorded before it: 2 model calls") {
+		t.Fatalf("replay of a changed prompt: exit %d\n%s", code, out)
+	}
+	code, out, _ = run(t, "replay", "--json", done, filepath.Join(changed, "app.cue"))
+	var rep agents.ReplayReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != cli.ExitDiverged || rep.Divergence == nil || rep.Divergence.Step != 3 || rep.Divergence.Kind != agents.DivergeRequest {
+		t.Fatalf("--json: exit %d %v\n%s", code, err, out)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay"}, "usage: aidgen replay FILE [APP]"},
+		{[]string{"replay", filepath.Join(dir, "nope.jsonl")}, "reading the recording"},
+		{[]string{"replay", supportDesk}, "event log line 1"},
+	} {
+		code, _, errOut := run(t, tt.args...)
+		if code != cli.ExitUsage || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", tt.args, code, errOut, tt.want)
+		}
+	}
+}

@@ -32,6 +32,7 @@ type runPrinter struct {
 	w       io.Writer
 	verbose bool
 	cmd     string // the command line a resume starts with
+	app     string // the application file
 }
 
 func (p *runPrinter) resuming(rec *agents.RunRecord, d agents.Decision) {

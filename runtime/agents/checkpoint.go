@@ -71,6 +71,10 @@ type Checkpoint struct {
 	// Cancel is the request that last cancelled the run (Runtime.Cancel):
 	// who asked and when.
 	Cancel *CancelRequest `json:"cancel,omitempty"`
+	// App and AppVersion are the application the run started in
+	// (Config.App, Config.AppVersion), for its event log.
+	App        string `json:"app,omitempty"`
+	AppVersion string `json:"app_version,omitempty"`
 	// Grants are the grants people gave in this run: a tool for the rest
 	// of the run, or for the thread (kept in the store too, for the
 	// thread's later runs). A resumed or continued run honours them.
@@ -152,6 +156,12 @@ type Continuation struct {
 	AfterStep int `json:"after_step"`
 	// Steps is the fresh allowance of model calls the agent got.
 	Steps int `json:"steps"`
+	// PendingStep is the number of the step the run had stopped in, during
+	// its tool calls; zero when it stopped between steps.
+	PendingStep int `json:"pending_step,omitempty"`
+	// Interrupted lists the positions of that step's calls that had
+	// started and were stopped before their result.
+	Interrupted []int `json:"interrupted,omitempty"`
 	// Timeout is the run timeout of the continued drive; zero means the
 	// agent's.
 	Timeout time.Duration `json:"timeout,omitempty"`
@@ -260,6 +270,9 @@ type StepRecord struct {
 	DegradedFrom string `json:"degraded_from,omitempty"`
 	// Text is the model's text.
 	Text string `json:"text,omitempty"`
+	// Request is the request the model answered, as a replay compares
+	// it; nil for steps recorded before requests were.
+	Request *RequestRecord `json:"request,omitempty"`
 	// Usage is the call's usage.
 	Usage UsageRecord `json:"usage"`
 	// CostUSD is the call's price.

@@ -131,6 +131,10 @@ type Config struct {
 	// set its own (Agent.Timeouts), field by field; zero fields mean no
 	// bound.
 	Timeouts Timeouts
+	// App and AppVersion name the application the runtime runs, for the
+	// runs' records and their event logs (Record); empty when unknown.
+	App        string
+	AppVersion string
 	// Approvals is the approval policy of every call of a declared tool:
 	// allow, deny or ask, by rules matched on the tool and its arguments,
 	// then the tool's Approval, then the policy's default (see package

@@ -169,6 +169,21 @@
 // *HookPanicError after the gateway settled the call. Resume and Recover
 // take no hook.
 //
+// # Record and replay
+//
+// Every step keeps the model request it answered (StepRecord.Request, as
+// the messages it adds to the step before), so a stored run is its own
+// event log: Record writes it as JSON Lines (the run, then each step and
+// each tool call, with the pinned model ids, the decisions and a delegated
+// run's steps in place), ReadRecording reads it back, and Replay re-runs
+// it offline on a Config: the recorded answers stand in for the gateway,
+// the recorded observations for the tools and searches, the recorded
+// memory for the stores, and the recorded decisions, stops and
+// continuations are applied where they happened. A replay calls nothing
+// outside the process, spends nothing and is deterministic; it reports
+// the first Divergence (a different request, a tool call with other
+// arguments or outcome, another decision, path or end) with a diff.
+//
 // What it is not: it does not read the IR (the runtime never imports ir or
 // CUE), it is not a model client (see runtime/gateway), and it does not
 // serve HTTP.

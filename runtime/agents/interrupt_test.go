@@ -42,6 +42,10 @@ func newAgentDesk(t *testing.T, script ...fake.Step) *shutdownDesk {
 }
 
 func (d *shutdownDesk) runtime(t *testing.T) *agents.Runtime {
+	return newRuntime(t, d.config())
+}
+
+func (d *shutdownDesk) config() agents.Config {
 	impl := func(name string, n *atomic.Int32) agents.Implementation {
 		return agents.ToolFunc(func(ctx context.Context, args json.RawMessage) (string, error) {
 			if d.block.Load() {
@@ -56,7 +60,7 @@ func (d *shutdownDesk) runtime(t *testing.T) *agents.Runtime {
 			return name + " " + string(args), nil
 		})
 	}
-	return newRuntime(t, agents.Config{
+	return agents.Config{
 		Gateway: d.fx.gw,
 		Store:   d.store,
 		Tracer:  d.tracer,
@@ -66,7 +70,7 @@ func (d *shutdownDesk) runtime(t *testing.T) *agents.Runtime {
 			{Name: "send", Description: "d", Input: lookupSchema, Effects: agents.EffectsWrite, Timeout: d.toolTimeout},
 		},
 		Implementations: map[string]agents.Implementation{"lookup": impl("lookup", &d.lookups), "send": impl("send", &d.sends)},
-	})
+	}
 }
 
 // TestShutdownLeavesRunRecoverable cancels a run with the cause

@@ -25,38 +25,43 @@ import (
 // only concurrent access is the parallel execution of read calls, each of
 // which writes its own ToolCallRecord.
 type runState struct {
-	id             string // the top-level run's id, shared by its delegated runs
-	sub            bool   // a delegated run: not stored, cannot pause
-	depth          int
-	agent          *agentDef
-	path           []string
-	alias          string
-	degraded       bool
-	threadID       string
-	userID         string
-	msgs           []gateway.Message
-	turn           int               // the index in msgs of the run's input (Checkpoint.Turn)
-	saved          []SavedMessage    // msgs as checkpointed, kept in step
-	req            []gateway.Message // reqAgent's system message and msgs, kept in step
-	reqAgent       *agentDef
-	steps          []StepRecord
-	agentSteps     int
-	stepLimit      int           // the current agent's bound when Continue raised it; 0 means its MaxSteps
-	runTimeout     time.Duration // this drive's run timeout when Continue set one; 0 means the agent's
-	continuations  []Continuation
-	cancel         *CancelRequest
-	grants         []Grant
-	delegations    *int // the top-level run's ownDelegations, shared with delegated runs
-	ownDelegations int
-	pathBuf        [2]string // the path's first elements, without an allocation
-	repaired       bool
-	usage          UsageRecord
-	cost           float64
-	pending        *Pending
-	prerecorded    int // the pending step's leading calls recorded with its checkpoint (saveStep)
-	version        int64
-	answer         string
-	events         *emitter // the run's hook, shared with delegated runs; nil without one
+	id              string // the top-level run's id, shared by its delegated runs
+	sub             bool   // a delegated run: not stored, cannot pause
+	depth           int
+	agent           *agentDef
+	path            []string
+	alias           string
+	degraded        bool
+	threadID        string
+	userID          string
+	msgs            []gateway.Message
+	turn            int               // the index in msgs of the run's input (Checkpoint.Turn)
+	saved           []SavedMessage    // msgs as checkpointed, kept in step
+	req             []gateway.Message // reqAgent's system message and msgs, kept in step
+	reqAgent        *agentDef
+	steps           []StepRecord
+	agentSteps      int
+	stepLimit       int           // the current agent's bound when Continue raised it; 0 means its MaxSteps
+	runTimeout      time.Duration // this drive's run timeout when Continue set one; 0 means the agent's
+	continuations   []Continuation
+	cancel          *CancelRequest
+	grants          []Grant
+	app, ver        string            // the application the run started in (Checkpoint.App, AppVersion)
+	lastReq         []gateway.Message // the request of the last step, whole (RequestRecord.Keep)
+	reqMemory       bool              // the request being built carries stored memory
+	lastFingerprint string            // the fingerprint of the last step's request
+	replaySteps     []StepRecord      // a delegated run's recorded steps, in a replay
+	delegations     *int              // the top-level run's ownDelegations, shared with delegated runs
+	ownDelegations  int
+	pathBuf         [2]string // the path's first elements, without an allocation
+	repaired        bool
+	usage           UsageRecord
+	cost            float64
+	pending         *Pending
+	prerecorded     int // the pending step's leading calls recorded with its checkpoint (saveStep)
+	version         int64
+	answer          string
+	events          *emitter // the run's hook, shared with delegated runs; nil without one
 }
 
 // maxSteps is the current agent's bound on its model calls in this run.
@@ -84,7 +89,7 @@ func (st *runState) checkpoint() Checkpoint {
 		Messages: slices.Clip(st.saved), Turn: st.turn, Steps: slices.Clip(st.steps),
 		AgentSteps: st.agentSteps, StepLimit: st.stepLimit, Delegations: *st.delegations, Repaired: st.repaired,
 		Usage: st.usage, CostUSD: st.cost, Continuations: slices.Clip(st.continuations), Cancel: st.cancel,
-		Grants: slices.Clip(st.grants),
+		Grants: slices.Clip(st.grants), App: st.app, AppVersion: st.ver,
 	}
 	if st.pending != nil {
 		p := *st.pending
@@ -193,6 +198,7 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 		step := StepRecord{
 			Number: len(st.steps) + 1, Agent: st.agent.spec.Name, Alias: res.Alias, Requested: st.alias,
 			Model: res.Model, DegradedFrom: from, Text: res.Text, Usage: u, CostUSD: res.CostUSD,
+			Request: st.recordRequest(req),
 		}
 		st.appendMsg(gateway.Message{Role: gateway.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
 		if len(res.ToolCalls) == 0 {
@@ -354,7 +360,15 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 	if d.spec.Instructions != "" {
 		msgs = append(msgs, gateway.Message{Role: gateway.RoleSystem, Content: d.spec.Instructions})
 	}
-	if d.userMem != nil || d.globalMem != nil {
+	st.reqMemory = false
+	switch {
+	case r.replay != nil && (d.userMem != nil || d.globalMem != nil):
+		// The memory the recorded step was given, not the store's today.
+		if m, ok := r.replay.memory(st); ok {
+			msgs = append(msgs, m)
+			st.reqMemory = true
+		}
+	case d.userMem != nil || d.globalMem != nil:
 		var user, global []MemoryEntry
 		var err error
 		if d.userMem != nil {
@@ -372,6 +386,7 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 		}
 		if m, ok := renderMemory(user, global, d.userBudget, d.globalBudget); ok {
 			msgs = append(msgs, m)
+			st.reqMemory = true
 		}
 	}
 	msgs = append(msgs, thread...)
@@ -513,6 +528,11 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 			}
 		}
 	}
+	if r.replay != nil {
+		if err := r.replay.checkStep(st, &p.Step); err != nil {
+			return false, nil, err
+		}
+	}
 	for i := range calls {
 		c := &calls[i]
 		st.appendMsg(gateway.Message{Role: gateway.RoleTool, Content: c.Observation, ToolCallID: c.ID, Name: c.Name})
@@ -577,7 +597,10 @@ func (r *Runtime) judge(ctx context.Context, st *runState, span trace.Span, c *T
 	if len(strings.TrimSpace(c.Arguments)) == 0 {
 		args = json.RawMessage("{}")
 	}
-	if validateJSON(t.schema, args) != nil {
+	if !t.allowed && validateJSON(t.schema, args) != nil {
+		// A call a person might be asked about is judged only once its
+		// arguments are known good; one the policy always allows is
+		// judged whatever they are, and runTool refuses it.
 		return nil
 	}
 	d := r.policy.Decide(policy.Input{Tool: c.Name, Arguments: args, Agent: st.agent.spec.Name, User: st.userID, Thread: st.threadID})
@@ -705,7 +728,7 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 			return nil, fmt.Errorf("run %s: record tool call %s: %w", st.id, key, err)
 		}
 	}
-	target, err := r.runTool(tctx, st, t, c)
+	target, err := r.runTool(tctx, st, t, step, i, c)
 	if err != nil && !st.sub && stopped(ctx) {
 		// A shutdown, a timeout or a cancellation is not the call's
 		// result: the call stays recorded without one, interrupted, never
@@ -751,7 +774,7 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 // wrong, and every failure of the tool, becomes an error observation; only
 // the run's own end (cancellation, a budget breach in a delegated run) is an
 // error.
-func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, c *ToolCallRecord) (*agentDef, error) {
+func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, step, i int, c *ToolCallRecord) (*agentDef, error) {
 	if c.Approval != nil && !c.Approval.Approved {
 		obs := "error: a human rejected this call"
 		if c.Approval.Feedback != "" {
@@ -783,7 +806,13 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, c *ToolCal
 	case kindDelegate:
 		return nil, r.delegate(ctx, st, t.target, args, c)
 	case kindSearch:
+		if r.replay != nil {
+			return nil, r.replay.tool(ctx, st, step, i, c)
+		}
 		return nil, r.search(ctx, st, t, args, c)
+	}
+	if r.replay != nil {
+		return nil, r.replay.tool(ctx, st, step, i, c)
 	}
 	tctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
@@ -847,6 +876,9 @@ func (r *Runtime) delegate(ctx context.Context, st *runState, target *agentDef, 
 		id: st.id, sub: true, depth: st.depth + 1, agent: target,
 		path: append(slices.Clone(st.path), name), alias: target.spec.Model,
 		threadID: st.threadID, userID: st.userID, delegations: st.delegations, events: st.events,
+	}
+	if r.replay != nil {
+		sub.replaySteps = r.replay.delegated(st, c)
 	}
 	if st.events != nil {
 		st.event(Event{Kind: EventDelegate, Step: len(st.steps) + 1, Target: name})

@@ -43,6 +43,8 @@ type Runtime struct {
 	maxDepth    int
 	maxDeleg    int
 	policy      *policy.Compiled
+	app, ver    string
+	replay      *replayer // set by Replay: recorded answers and observations in place of the gateway and the tools
 }
 
 type toolKind uint8
@@ -60,7 +62,8 @@ type tool struct {
 	kind     toolKind
 	effects  Effects
 	timeout  time.Duration
-	maxObs   int // the bound of its observations (boundObservation)
+	maxObs   int  // the bound of its observations (boundObservation)
+	allowed  bool // the approval policy allows every call of it, whatever the arguments
 	schema   *jsonschema.Schema
 	impl     Implementation
 	target   *agentDef       // transfer and delegate
@@ -85,6 +88,8 @@ type agentDef struct {
 	globalBudget int
 	readOnly     bool // every tool reachable from it only reads
 	timeouts     Timeouts
+	fingerprint  string   // what its requests ask besides messages (RequestRecord.Fingerprint)
+	toolNames    []string // its tools' names, in the order offered
 }
 
 // RunOptions adjusts one run.
@@ -167,6 +172,8 @@ func New(cfg Config) (*Runtime, error) {
 		maxParallel: cmp.Or(cfg.MaxParallelTools, DefaultMaxParallelTools),
 		maxDepth:    cmp.Or(cfg.MaxDelegationDepth, DefaultMaxDelegationDepth),
 		maxDeleg:    cmp.Or(cfg.MaxDelegations, DefaultMaxDelegations),
+		app:         cfg.App,
+		ver:         cfg.AppVersion,
 	}
 	if r.store == nil {
 		r.store = NewInMemoryStore()
@@ -224,6 +231,9 @@ func New(cfg Config) (*Runtime, error) {
 		errs = append(errs, err)
 	} else {
 		r.policy = compiled
+		for _, t := range declared {
+			t.allowed = compiled.AlwaysAllows(t.name)
+		}
 	}
 	scopes := make(map[string]gateway.Scope, len(cfg.Budgets))
 	for _, b := range cfg.Budgets {
@@ -390,6 +400,7 @@ func New(cfg Config) (*Runtime, error) {
 				d.format = &gateway.JSONSchema{Name: name + "_output", Schema: a.Output}
 			}
 		}
+		d.fingerprint, d.toolNames = fingerprint(d), toolNames(d)
 		for _, alias := range dedupe(aliases) {
 			if _, err := r.gw.Resolve(alias); err != nil {
 				fail("agent %q: %w", name, err)
@@ -505,6 +516,7 @@ func (r *Runtime) start(ctx context.Context, agent, input string, opts RunOption
 		return nil, &UserIDRequiredError{Agent: agent}
 	}
 	st := r.newRun(d, opts)
+	st.app, st.ver = r.app, r.ver
 	n := len(opts.History) + 1
 	st.msgs = make([]gateway.Message, 0, n)
 	st.saved = make([]SavedMessage, 0, n)
@@ -966,9 +978,16 @@ func (r *Runtime) Continue(ctx context.Context, runID string, opts ContinueOptio
 	from, steps := rec.Status, cmp.Or(opts.Steps, st.agent.maxSteps)
 	st.stepLimit = st.agentSteps + steps
 	st.runTimeout = opts.Timeout
-	st.continuations = append(st.continuations, Continuation{
-		At: time.Now().UTC(), By: opts.By, From: from, AfterStep: len(st.steps), Steps: steps, Timeout: opts.Timeout,
-	})
+	cont := Continuation{At: time.Now().UTC(), By: opts.By, From: from, AfterStep: len(st.steps), Steps: steps, Timeout: opts.Timeout}
+	if p := st.pending; p != nil {
+		cont.PendingStep = p.Step.Number
+		for i, c := range p.Step.ToolCalls {
+			if c.Interrupted {
+				cont.Interrupted = append(cont.Interrupted, i)
+			}
+		}
+	}
+	st.continuations = append(st.continuations, cont)
 	rec.Status = StatusRunning
 	rec.Checkpoint = st.checkpoint()
 	rec, err = r.store.UpdateRun(ctx, rec)
@@ -1030,7 +1049,7 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 		steps: slices.Clip(cp.Steps), agentSteps: cp.AgentSteps, ownDelegations: cp.Delegations,
 		repaired: cp.Repaired, usage: cp.Usage, cost: cp.CostUSD,
 		stepLimit: cp.StepLimit, continuations: slices.Clip(cp.Continuations), cancel: cp.Cancel,
-		grants: slices.Clip(cp.Grants),
+		grants: slices.Clip(cp.Grants), app: cp.App, ver: cp.AppVersion,
 	}
 	st.delegations = &st.ownDelegations
 	st.msgs = make([]gateway.Message, 0, len(cp.Messages)+4)

@@ -170,6 +170,8 @@ func Assemble(ctx context.Context, desc Description, opts Options) (*App, error)
 			Logger:          opts.Logger,
 			Timeouts:        desc.Service.Timeouts,
 			Approvals:       desc.Approvals,
+			App:             desc.Name,
+			AppVersion:      desc.Version,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("building the agents: %w", err))

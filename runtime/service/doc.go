@@ -24,6 +24,8 @@
 //     for the run to stop and answers with it, or 202 with the request
 //     recorded.
 //   - GET /v1/runs/{id}: a run as the store holds it.
+//   - GET /v1/runs/{id}/events?format=jsonl: the run's event log as JSON
+//     Lines (agents.Record), for aidgen replay.
 //   - POST /v1/retrievers/{name}/search: the best passages for a query.
 //   - GET /healthz: the process answers. GET /readyz: the run store and
 //     every Config.ReadyChecks answer, and the service is not draining; the

@@ -299,3 +299,40 @@ func TestApprovalPolicyThroughTheService(t *testing.T) {
 		t.Fatalf("the thread's next run: %s, %d refunds", r.Status, refunds.Load())
 	}
 }
+
+// TestRunEventsAsJSONLines exports a paused-then-resumed run's event log
+// and reads it back as a recording.
+func TestRunEventsAsJSONLines(t *testing.T) {
+	var refunds atomic.Int32
+	e := approvalEnv(t, &refunds)
+	_, hdr, _ := e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":[{"role":"user","content":"Refund A1"}]}`)
+	id := hdr.Get("X-Aid-Run-Id")
+	if status, _, body := e.do(t, "POST", "/v1/runs/"+id+"/resume", `{"action":"approve","by":"dana"}`); status != 200 {
+		t.Fatalf("resume: %d %s", status, body)
+	}
+	status, hdr, body := e.do(t, "GET", "/v1/runs/"+id+"/events?format=jsonl", "")
+	if status != 200 || hdr.Get("Content-Type") != "application/jsonl" {
+		t.Fatalf("events: %d %s %s", status, hdr.Get("Content-Type"), body)
+	}
+	rec, err := agents.ReadRecording(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatalf("read: %v\n%s", err, body)
+	}
+	if rec.Run.RunID != id || rec.Run.Input != "Refund A1" || rec.Run.Status != agents.StatusCompleted || len(rec.Steps) != 2 ||
+		rec.Steps[0].ToolCalls[0].Approval == nil || rec.Steps[0].ToolCalls[0].Approval.By != "dana" || rec.Steps[0].Model != "m-large" {
+		t.Fatalf("recording %+v %+v", rec.Run, rec.Steps)
+	}
+	for _, tt := range []struct {
+		path   string
+		status int
+		code   string
+	}{
+		{"/v1/runs/" + id + "/events?format=csv", 400, service.CodeInvalidRequest},
+		{"/v1/runs/run_nope/events", 404, service.CodeRunNotFound},
+	} {
+		status, _, body := e.do(t, "GET", tt.path, "")
+		if code, _, _ := apiErr(t, body); status != tt.status || code != tt.code {
+			t.Errorf("%s: %d %s", tt.path, status, body)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -306,6 +307,30 @@ func recordOf(rec agents.RunRecord) runRecordJSON {
 		out.Pending = pendingOf(&cp)
 	}
 	return out
+}
+
+// runEvents answers GET /v1/runs/{id}/events: the run's event log as JSON
+// Lines (agents.Record), for aidgen replay. format may be left out or
+// jsonl.
+func (s *Service) runEvents(w http.ResponseWriter, r *http.Request) error {
+	if f := r.URL.Query().Get("format"); f != "" && f != "jsonl" {
+		return invalid(CodeInvalidRequest, "format", fmt.Sprintf("format must be jsonl, not %q", f))
+	}
+	id := r.PathValue("id")
+	info(r).runID = id
+	rec, err := s.cfg.Agents.Store().LoadRun(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := agents.Record(&b, rec, "", "", ""); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/jsonl")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+id+`.jsonl"`)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b.Bytes()) // the client may be gone
+	return nil
 }
 
 // cancelRunRequest is the body of POST /v1/runs/{id}/cancel; it is

@@ -67,6 +67,7 @@ func New(cfg Config) (*Service, error) {
 	s.route("POST /v1/runs/{id}/resume", s.resumeRun)
 	s.route("POST /v1/runs/{id}/continue", s.continueRun)
 	s.route("POST /v1/runs/{id}/cancel", s.cancelRun)
+	s.route("GET /v1/runs/{id}/events", s.runEvents)
 	s.route("GET /v1/runs/{id}", s.getRun)
 	s.route("POST /v1/retrievers/{name}/search", s.search)
 	s.mux.Handle("GET /metrics", s.observe(s.authenticate(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))))

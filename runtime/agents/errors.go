@@ -284,10 +284,11 @@ func (e *NotContinuableError) Error() string {
 	return fmt.Sprintf("run %s is %s; only a run that stopped early (max_steps, timed_out, cancelled) can be continued", e.RunID, e.Status)
 }
 
-// InvalidOptionError reports an option of Continue or Cancel that cannot
-// be used: a negative allowance, a name too long to record.
+// InvalidOptionError reports an option of Run, Continue or Cancel that
+// cannot be used: a run id NewRunID cannot have made, a negative
+// allowance, a name too long to record.
 type InvalidOptionError struct {
-	// Option names the option, as its JSON field is spelt (steps,
+	// Option names the option, as its JSON field is spelt (run_id, steps,
 	// timeout, by).
 	Option string
 	// Problem says what is wrong with it.

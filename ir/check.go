@@ -19,6 +19,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/aidgen/aid/internal/fileglob"
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/rules"
 )
@@ -313,6 +314,35 @@ func (c *checker) check() {
 	c.storeWidths()
 	for _, e := range d.Evals {
 		c.eval(e)
+	}
+	c.approvals()
+}
+
+// approvals checks the approval policy with the runtime's own rule
+// (policy.Check) and reports each problem at the rule's field, or at the
+// tool's approval.
+func (c *checker) approvals() {
+	d := c.doc
+	var p policy.Policy
+	if a := d.Approvals; a != nil {
+		p.Default = policy.Action(a.Default)
+		for _, r := range a.Rules {
+			p.Rules = append(p.Rules, policy.Rule{Tool: r.Tool, When: r.When, Action: policy.Action(r.Action), Reason: r.Reason})
+		}
+	}
+	tools := make([]policy.Tool, len(d.Tools))
+	for i, t := range d.Tools {
+		tools[i] = policy.Tool{Name: t.Name, Approval: t.Approval}
+	}
+	for _, pr := range policy.Check(p, tools) {
+		switch {
+		case pr.Rule >= 0:
+			c.errAt(pathOf("approvals", "rules", pr.Rule, pr.Field), "approval rule %d: %s", pr.Rule+1, pr.Message)
+		case pr.Tool != "":
+			c.errAt(pathOf("tools", pr.Tool, "approval"), "%s", pr.Message)
+		default:
+			c.errAt(pathOf("approvals", pr.Field), "%s", pr.Message)
+		}
 	}
 }
 

@@ -392,6 +392,7 @@ type rawDocument struct {
 	Retrievers  map[string]*Retriever `json:"retrievers"`
 	Evals       map[string]*Eval      `json:"evals"`
 	Service     Service               `json:"service"`
+	Approvals   *Approvals            `json:"approvals"`
 }
 
 func (l *loader) decode() (*Document, error) {
@@ -454,6 +455,7 @@ func (l *loader) build(raw rawDocument) *Document {
 		Version:     raw.Version,
 		Description: raw.Description,
 		Service:     raw.Service,
+		Approvals:   raw.Approvals,
 		Path:        l.name,
 		Dir:         l.dir,
 	}

@@ -51,6 +51,9 @@ type Document struct {
 	// Resources are the entries of the sections of the resource kinds
 	// (runtime/kind), sorted by kind and name.
 	Resources []*Resource `json:"resources,omitempty"`
+	// Approvals is the approval policy of tool calls; nil means none (every
+	// call of a tool without an approval runs).
+	Approvals *Approvals `json:"approvals,omitempty"`
 
 	// Path is the IR file as it was named to Load, used in messages.
 	Path string `json:"-"`
@@ -181,8 +184,9 @@ type Tool struct {
 	Input json.RawMessage `json:"input"`
 	// Effects is "read" or "write".
 	Effects string `json:"effects"`
-	// Approval is "never" or "always".
-	Approval string `json:"approval"`
+	// Approval is the tool's shorthand in the approval policy, "never" or
+	// "always"; empty leaves its calls to the policy's default.
+	Approval string `json:"approval,omitempty"`
 	// Timeout bounds one call of the tool.
 	Timeout Duration `json:"timeout"`
 	// MaxObservationBytes bounds what the model reads of one call's
@@ -191,6 +195,27 @@ type Tool struct {
 	// Implementation says where the code behind the tool comes from; nil
 	// means Go code registered under the tool's name.
 	Implementation *ToolImplementation `json:"implementation,omitempty"`
+}
+
+// Approvals is the approval policy of tool calls: ordered rules and a
+// default.
+type Approvals struct {
+	// Default is "allow", "deny" or "ask".
+	Default string `json:"default"`
+	// Rules are tried in order; the first that matches decides.
+	Rules []ApprovalRule `json:"rules"`
+}
+
+// ApprovalRule matches calls by tool and condition, and decides them.
+type ApprovalRule struct {
+	// Tool is a tool's name or a glob.
+	Tool string `json:"tool"`
+	// When is a CEL condition; empty means every call of the tool.
+	When string `json:"when,omitempty"`
+	// Action is "allow", "deny" or "ask".
+	Action string `json:"action"`
+	// Reason says why.
+	Reason string `json:"reason,omitempty"`
 }
 
 // ToolImplementation is how a tool is implemented: Go code registered by
@@ -248,6 +273,19 @@ type Agent struct {
 	Output json.RawMessage `json:"output,omitempty"`
 	// Temperature is the sampling temperature; nil means the provider's.
 	Temperature *float64 `json:"temperature,omitempty"`
+	// Timeouts bound the agent's runs and steps; nil means the service's
+	// defaults.
+	Timeouts *Timeouts `json:"timeouts,omitempty"`
+}
+
+// Timeouts bound the time a run takes; a zero field means no bound of its
+// own.
+type Timeouts struct {
+	// Run bounds one drive of a run, from its start, resume, recovery or
+	// continuation until it ends or pauses.
+	Run Duration `json:"run,omitempty"`
+	// Step bounds one step: a model call and the tool calls it asks for.
+	Step Duration `json:"step,omitempty"`
 }
 
 // Budget exhaustion policies.
@@ -513,6 +551,9 @@ type Service struct {
 	Auth Auth `json:"auth"`
 	// State says where checkpoints, memory and the ledger live.
 	State State `json:"state"`
+	// Timeouts are the run and step timeouts of every agent that sets
+	// none; nil means none.
+	Timeouts *Timeouts `json:"timeouts,omitempty"`
 }
 
 // Auth protects the service.

@@ -357,7 +357,7 @@ func requests(t *testing.T, c testCase, desc app.Description) {
 // volatile are the answers' fields whose values differ between runs, and
 // the patterns of the values that do, wherever they are.
 var (
-	volatile   = map[string]bool{"created": true, "created_at": true, "updated_at": true}
+	volatile   = map[string]bool{"at": true, "created": true, "created_at": true, "updated_at": true}
 	volatileRe = regexp.MustCompile(`(run|chatcmpl|call)[_-][0-9a-zA-Z]{8,}`)
 )
 

@@ -1,17 +1,21 @@
 package cli
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,7 +33,7 @@ import (
 // error, including a resume of a run that is unknown or not paused.
 const (
 	// ExitRunFailed is a run that ended without an answer: failed,
-	// max_steps or budget_exceeded.
+	// max_steps, timed_out, cancelled or budget_exceeded.
 	ExitRunFailed = 1
 	// ExitPaused is a run waiting for a human decision; resume it with
 	// --resume. It is not 3, which eval uses for inconclusive.
@@ -49,10 +53,16 @@ type runFlags struct {
 	agent     string
 	resume    string
 	recover   string
+	cont      string
+	cancel    string
+	steps     int
+	timeout   time.Duration
+	record    string
 	approve   bool
 	reject    bool
 	feedback  string
 	arguments string
+	scope     string
 	user      string
 	thread    string
 	stateDir  string
@@ -63,7 +73,7 @@ type runFlags struct {
 func newRun(s *streams) *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run FILE [--agent NAME] MESSAGE | run FILE --resume RUN_ID --approve|--reject",
+		Use:   "run FILE [--agent NAME] MESSAGE | run FILE --resume RUN_ID --approve|--reject | run FILE --continue|--cancel RUN_ID",
 		Short: "Run an agent of an application on one message, and resume paused runs",
 		Long: `Run runs one agent of an application on a message, on the application's
 own providers (the keyless fake of the examples, or real ones with their API
@@ -87,10 +97,38 @@ the commands that continue it, in this process or any later one:
 
 --arguments replaces the model's arguments on approval (they are checked
 against the tool's schema); --feedback is a note for the model, which on a
-rejection says why. A run whose process died mid-run (killed, or the machine
+rejection says why. --scope run approves the tool for the rest of the run,
+--scope thread for the run's thread (its later runs too), so that the
+approval policy does not ask again; the grant and who gave it (the login
+name) are kept with the run. A run whose process died mid-run (killed, or the machine
 stopped) is continued with --recover RUN_ID: calls that finished are not
 repeated, an unfinished read is run again, an unfinished write pauses for a
 decision.
+
+A run that stopped early keeps its partial result: max_steps (the agent
+used its maxSteps), timed_out (its run or step timeout, see the agents'
+and the service's timeouts) or cancelled. --continue RUN_ID continues it
+as the same run, with a fresh allowance: --steps N more model calls
+(default: the agent's maxSteps) and, with --timeout D, a run timeout of D
+for this drive. A step that stopped during its tool calls is completed
+first: an interrupted read runs again, an interrupted write waits for a
+decision.
+
+--cancel RUN_ID stops a run that another process drives (another aidgen
+run, or a replica of the application's service on the same PostgreSQL
+state): the process sees the request (at once through PostgreSQL, within
+a tenth of a second through the state directory), cancels the call in
+flight, recording a write stopped mid-call as interrupted, never done, and
+saves the run cancelled with its partial result; a paused run is cancelled
+by the command itself. It waits for the run to stop, up to --timeout
+(default 30s), and prints it; a cancelled run can be continued.
+
+--record FILE writes the run's event log when the command ends, whatever it
+ended with: the run, every model request and answer with the pinned model
+that answered, every tool call with its arguments, observation and the
+approval decisions, delegated runs in place, as JSON Lines. aidgen replay
+FILE re-runs it offline against the application (see aidgen replay --help);
+record again after a resume or a continuation to log the whole run.
 
 Where runs are kept follows service.state. With "memory" (the default) a
 command is not a long-lived service, so runs are kept in files, one per run:
@@ -104,16 +142,21 @@ the command's memory: a resumed run's run-scoped budget counts only what is
 spent after the resume.
 
 Exit status: 0 completed with an answer, 4 paused for a decision, 1 the run
-ended without an answer (failed, max_steps, budget_exceeded), 2 a usage or
-configuration error (invalid application, unknown agent, a resume of a run
-that is unknown, not paused, or resumed by another process first).
+ended without an answer (failed, max_steps, timed_out, cancelled,
+budget_exceeded), 2 a usage or configuration error (invalid application,
+unknown agent, a resume of a run that is unknown, not paused, or resumed by
+another process first; a continue of a run that did not stop early; a
+cancel of a run that is neither running nor paused). --cancel exits 0 once
+the run is cancelled, 1 when it had not stopped within --timeout (the
+request stays recorded).
 
 --json prints one JSON object instead (stdout holds nothing else): run_id,
 status, agent, path, answer, steps (each as in a checkpoint: number, agent,
 alias, requested, model, degraded_from, text, usage, cost_usd, tool_calls
 with arguments, observation, error_kind, approval and delegate), usage,
-cost_usd, fell_back, messages (the thread, for a next run), pending (tool,
-arguments, reason and the resume commands) and checkpoint when paused, and
+cost_usd, fell_back, last_text, messages (the thread, for a next run),
+pending (tool, arguments, reason and the resume commands) and checkpoint
+when paused, checkpoint and continue_command when it stopped early, and
 error when the run failed. Fields are only ever added.`,
 		Example: `  # The support desk on its keyless fake: a lookup, a handoff to billing, a
   # delegation to the researcher, then a refund that waits for approval.
@@ -123,11 +166,17 @@ error when the run failed. Fields are only ever added.`,
   aidgen run examples/support-desk/app.cue --resume run_0123abcd... --approve
 
   # Or reject it, telling the model why.
-  aidgen run examples/support-desk/app.cue --resume run_0123abcd... --reject --feedback "store credit only"`,
+  aidgen run examples/support-desk/app.cue --resume run_0123abcd... --reject --feedback "store credit only"
+
+  # Continue a run that timed out or used its steps, with four more steps.
+  aidgen run examples/support-desk/app.cue --continue run_0123abcd... --steps 4
+
+  # Stop a run another process drives.
+  aidgen run examples/support-desk/app.cue --cancel run_0123abcd...`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if f.resume != "" || f.recover != "" {
+			if f.resume != "" || f.recover != "" || f.cont != "" || f.cancel != "" {
 				if len(args) != 1 {
-					return usageErr(errors.New("a resume takes the application file only; usage: aidgen run FILE --resume RUN_ID --approve|--reject"))
+					return usageErr(errors.New("a resume, recovery, continuation or cancellation takes the application file only; usage: aidgen run FILE --resume RUN_ID --approve|--reject"))
 				}
 				return nil
 			}
@@ -153,10 +202,16 @@ error when the run failed. Fields are only ever added.`,
 	fl.StringVar(&f.agent, "agent", "", "the agent that answers the message (default: the application's service.entry)")
 	fl.StringVar(&f.resume, "resume", "", "continue the paused run `RUN_ID` with --approve or --reject")
 	fl.StringVar(&f.recover, "recover", "", "continue the run `RUN_ID` whose process died")
+	fl.StringVar(&f.cont, "continue", "", "continue the run `RUN_ID` that stopped early (max_steps, timed_out, cancelled)")
+	fl.StringVar(&f.cancel, "cancel", "", "stop the run `RUN_ID`, wherever it is driven")
+	fl.StringVar(&f.record, "record", "", "write the run's event log to `FILE` (JSON Lines) when the command ends, for aidgen replay")
+	fl.IntVar(&f.steps, "steps", 0, "with --continue: `N` more model calls (default: the agent's maxSteps)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "with --continue: the run timeout `D` of the continued drive (default: the agent's); with --cancel: how long to wait for the run to stop (default 30s)")
 	fl.BoolVar(&f.approve, "approve", false, "with --resume: run the pending call")
 	fl.BoolVar(&f.reject, "reject", false, "with --resume: do not run the pending call; the model is told")
 	fl.StringVar(&f.feedback, "feedback", "", "with --resume: a note for the model (why, on a rejection)")
 	fl.StringVar(&f.arguments, "arguments", "", "with --resume --approve: `JSON` arguments that replace the model's")
+	fl.StringVar(&f.scope, "scope", "", "with --resume --approve: how far the approval reaches: call (the default), run (the tool for the rest of the run) or thread (the tool in the run's thread)")
 	fl.StringVar(&f.user, "user", defaultRunUser, "the user `ID` the run is for: the subject of user memory")
 	fl.StringVar(&f.thread, "thread", "", "the conversation thread `ID`: the key of thread-scoped budgets")
 	fl.StringVar(&f.stateDir, "state-dir", "", "where runs are kept when the application's state is in memory (see above)")
@@ -176,12 +231,39 @@ func (f *runFlags) check(cmd *cobra.Command) error {
 		}
 		return out
 	}
-	if f.resume != "" && f.recover != "" {
-		return errors.New("give --resume or --recover, not both")
+	if n := len(slices.DeleteFunc([]string{f.resume, f.recover, f.cont, f.cancel}, func(s string) bool { return s == "" })); n > 1 {
+		return errors.New("give one of --resume, --recover, --continue and --cancel, not both")
 	}
-	if f.resume != "" || f.recover != "" {
+	if f.resume != "" || f.recover != "" || f.cont != "" || f.cancel != "" {
 		if c := changed("agent", "user", "thread"); len(c) > 0 {
 			return fmt.Errorf("%s cannot change a run that has started; leave %s out", c[0], c[0])
+		}
+	}
+	if f.cancel != "" {
+		if c := changed("approve", "reject", "feedback", "arguments", "steps"); len(c) > 0 {
+			return fmt.Errorf("%s does not go with --cancel", c[0])
+		}
+		if f.timeout < 0 {
+			return errors.New("--timeout cannot be negative")
+		}
+		return nil
+	}
+	if f.cont == "" {
+		if c := changed("steps", "timeout"); len(c) > 0 {
+			return fmt.Errorf("%s goes with --continue RUN_ID", c[0])
+		}
+	} else {
+		if f.steps < 0 || f.timeout < 0 {
+			return errors.New("--steps and --timeout cannot be negative")
+		}
+		if c := changed("approve", "reject", "feedback", "arguments"); len(c) > 0 {
+			return fmt.Errorf("%s goes with --resume, not --continue", c[0])
+		}
+		return nil
+	}
+	if f.resume == "" {
+		if c := changed("scope"); len(c) > 0 {
+			return errors.New("--scope decides how far an approval reaches: use it with --resume RUN_ID --approve")
 		}
 	}
 	if f.recover != "" {
@@ -201,6 +283,14 @@ func (f *runFlags) check(cmd *cobra.Command) error {
 	}
 	if f.approve == f.reject {
 		return errors.New("--resume needs exactly one of --approve and --reject")
+	}
+	switch agents.GrantScope(f.scope) {
+	case "", agents.GrantCall, agents.GrantRun, agents.GrantThread:
+		if f.reject && f.scope != "" && f.scope != string(agents.GrantCall) {
+			return errors.New("--scope reaches beyond the call with --approve only; a rejection is for the call")
+		}
+	default:
+		return fmt.Errorf("--scope is call, run or thread, not %q", f.scope)
 	}
 	if f.arguments != "" {
 		if f.reject {
@@ -236,15 +326,18 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 		return usageErr(err)
 	}
 	defer a.Close()
-	p := &runPrinter{w: s.out, verbose: f.verbose, cmd: resumeCommand(path, f.stateDir)}
+	p := &runPrinter{w: s.out, verbose: f.verbose, cmd: resumeCommand(path, f.stateDir), app: path}
+	if f.cancel != "" {
+		return cancelRun(ctx, s, a, p, f, st.where)
+	}
 
 	// What the run starts from, to ingest the retrievers it can reach and,
 	// on a resume, to print only the steps that are new.
 	agent, input := f.agent, ""
 	var before *agents.RunRecord
 	switch {
-	case f.resume != "" || f.recover != "":
-		id := f.resume + f.recover
+	case f.resume != "" || f.recover != "" || f.cont != "":
+		id := f.resume + f.recover + f.cont
 		rec, err := a.Agents.Store().LoadRun(ctx, id)
 		var nf *agents.RunNotFoundError
 		if errors.As(err, &nf) {
@@ -253,12 +346,15 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 		if err != nil {
 			return usageErr(fmt.Errorf("reading run %s: %w", id, err))
 		}
-		want := agents.StatusPaused
-		if f.recover != "" {
-			want = agents.StatusRunning
-		}
-		if rec.Status != want {
-			return usageErr(fmt.Errorf("run %s is %s, not %s: nothing to %s", id, rec.Status, want, map[bool]string{true: "recover", false: "resume"}[f.recover != ""]))
+		switch {
+		case f.cont != "":
+			if !agents.Continuable(rec.Status) {
+				return usageErr(fmt.Errorf("run %s is %s: only a run that stopped early (max_steps, timed_out, cancelled) can be continued", id, rec.Status))
+			}
+		case f.recover != "" && rec.Status != agents.StatusRunning:
+			return usageErr(fmt.Errorf("run %s is %s, not %s: nothing to recover", id, rec.Status, agents.StatusRunning))
+		case f.resume != "" && rec.Status != agents.StatusPaused:
+			return usageErr(fmt.Errorf("run %s is %s, not %s: nothing to resume", id, rec.Status, agents.StatusPaused))
 		}
 		before, agent = &rec, rec.Agent
 	default:
@@ -283,7 +379,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 	var res agents.RunResult
 	switch {
 	case f.resume != "":
-		d := agents.Decision{Action: agents.Reject, Feedback: f.feedback}
+		d := agents.Decision{Action: agents.Reject, Feedback: f.feedback, Scope: agents.GrantScope(f.scope), By: runBy()}
 		if f.approve {
 			d.Action = agents.Approve
 			if f.arguments != "" {
@@ -307,13 +403,19 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 			fmt.Fprintf(s.out, "recovering run %s on %s\n", f.recover, before.Agent)
 		}
 		res, err = a.Agents.Recover(ctx, f.recover)
+	case f.cont != "":
+		if !f.json {
+			p.continuing(before, f.steps)
+		}
+		res, err = a.Agents.Continue(ctx, f.cont, agents.ContinueOptions{Steps: f.steps, Timeout: f.timeout, By: runBy()})
 	default:
 		res, err = a.Agents.Run(ctx, agent, input, agents.RunOptions{UserID: f.user, ThreadID: f.thread})
 	}
 	var np *agents.NotPausedError
+	var nc *agents.NotContinuableError
 	var ce *agents.ConflictError
 	switch {
-	case errors.As(err, &np):
+	case errors.As(err, &np), errors.As(err, &nc):
 		// Another process moved the run on between the check and the
 		// claim.
 		return usageErr(err)
@@ -334,7 +436,78 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 		}
 		p.result(res, from, st.where)
 	}
+	if f.record != "" && res.RunID != "" {
+		if rerr := recordRun(ctx, a, res.RunID, f.record, path); rerr != nil {
+			return &exitError{code: ExitRunFailed, err: errors.Join(rerr, err)}
+		}
+	}
 	return runExit(res, err)
+}
+
+// recordRun writes the stored run's event log to file (agents.Record),
+// naming the application file for aidgen replay.
+func recordRun(ctx context.Context, a *app.App, runID, file, appFile string) error {
+	rec, err := a.Agents.Store().LoadRun(context.WithoutCancel(ctx), runID)
+	if err != nil {
+		return fmt.Errorf("recording run %s: %w", runID, err)
+	}
+	var b bytes.Buffer
+	d := a.Description()
+	if err := agents.Record(&b, rec, d.Name, d.Version, appFile); err != nil {
+		return err
+	}
+	if err := os.WriteFile(file, b.Bytes(), 0o600); err != nil {
+		return fmt.Errorf("recording run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// cancelWait is how long --cancel waits for the run to stop by default.
+const cancelWait = 30 * time.Second
+
+// cancelRun is aidgen run --cancel: it asks whoever drives the run to stop
+// it, waits, and prints the cancelled run.
+func cancelRun(ctx context.Context, s *streams, a *app.App, p *runPrinter, f runFlags, where string) error {
+	wctx, stop := context.WithTimeout(ctx, cmp.Or(f.timeout, cancelWait))
+	defer stop()
+	rec, err := a.Agents.Cancel(wctx, f.cancel, agents.CancelOptions{By: runBy()})
+	var nf *agents.RunNotFoundError
+	var nc *agents.NotCancellableError
+	var pending *agents.CancelPendingError
+	switch {
+	case errors.As(err, &nf):
+		return usageErr(fmt.Errorf("no run %s in %s (was it started with another --state-dir, or another application?)", f.cancel, where))
+	case errors.As(err, &nc):
+		return usageErr(err)
+	case errors.As(err, &pending):
+		return &exitError{code: ExitRunFailed, err: fmt.Errorf("run %s has not stopped within %v; the request stays recorded: the process driving it stops it when it sees the request (a run whose process is gone stops when it is recovered)", f.cancel, cmp.Or(f.timeout, cancelWait))}
+	case err != nil:
+		return &exitError{code: ExitRunFailed, err: err}
+	}
+	res := agents.RunResult{
+		RunID: rec.RunID, Agent: rec.Agent, Path: rec.Checkpoint.Path, Status: rec.Status, Steps: rec.Checkpoint.Steps,
+		Usage: rec.Checkpoint.Usage.Usage(), CostUSD: rec.Checkpoint.CostUSD, Checkpoint: &rec.Checkpoint,
+	}
+	if p := rec.Checkpoint.Pending; p != nil {
+		res.Steps = append(slices.Clone(res.Steps), p.Step)
+	}
+	res.LastText = agents.LastText(res.Steps)
+	if f.json {
+		if err := writeRunJSON(s, res, nil, p.cmd); err != nil {
+			return &exitError{code: ExitRunFailed, err: err}
+		}
+		return nil
+	}
+	who := ""
+	if c := rec.Checkpoint.Cancel; c != nil && c.By != "" {
+		who = " by " + c.By
+	}
+	fmt.Fprintf(s.out, "cancelled run %s on %s%s\n", rec.RunID, rec.Agent, who)
+	p.result(res, 0, where)
+	if f.record != "" {
+		return recordRun(ctx, a, rec.RunID, f.record, p.app)
+	}
+	return nil
 }
 
 // runExit is the one place a run's outcome becomes an exit status.
@@ -348,6 +521,15 @@ func runExit(res agents.RunResult, err error) error {
 		return &exitError{code: ExitRunFailed, err: fmt.Errorf("run %s ended %s", res.RunID, res.Status)}
 	}
 	return &exitError{code: ExitRunFailed, err: err}
+}
+
+// runBy names the person running the command in a run's record: the
+// login name, when the system knows it.
+func runBy() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
 }
 
 // loadDescription loads, validates and lowers an application file,

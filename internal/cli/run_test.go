@@ -82,7 +82,8 @@ func TestRunSupportDesk(t *testing.T) {
 	for _, want := range []string{
 		"resuming run " + id + " on billing: approved issue_refund",
 		"step 5 · billing",
-		"✓ approved by a person",
+		"✓ approved by ", // the login name
+
 		`"refund_id":"RF-0001"`,
 		"answer (billing):\n{\"answer\":\"I have refunded 59.90 USD",
 		"completed: 6 steps",
@@ -169,7 +170,7 @@ func TestRunApproveEditedArguments(t *testing.T) {
 	}
 	for _, want := range []string{
 		`issue_refund {"order_id":"AB-123456","amount_usd":10,"reason":"partial"}`,
-		`✓ approved with edited arguments (the model wrote {"order_id":"AB-123456","amount_usd":59.90,`,
+		`with edited arguments (the model wrote {"order_id":"AB-123456","amount_usd":59.90,`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
@@ -325,7 +326,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"feedback without resume", []string{supportDesk, "--feedback", "x", "hi"}, "--feedback decides a paused run"},
 		{"resume without decision", []string{supportDesk, "--resume", "run_1"}, "exactly one of --approve and --reject"},
 		{"resume with both decisions", []string{supportDesk, "--resume", "run_1", "--approve", "--reject"}, "exactly one of --approve and --reject"},
-		{"resume with a message", []string{supportDesk, "--resume", "run_1", "--approve", "hi"}, "a resume takes the application file only"},
+		{"resume with a message", []string{supportDesk, "--resume", "run_1", "--approve", "hi"}, "takes the application file only"},
 		{"resume changes the agent", []string{supportDesk, "--resume", "run_1", "--approve", "--agent", "tech"}, "--agent cannot change a run that has started"},
 		{"edited arguments are not JSON", []string{supportDesk, "--resume", "run_1", "--approve", "--arguments", "{nope"}, "--arguments is not valid JSON"},
 		{"edited arguments on a rejection", []string{supportDesk, "--resume", "run_1", "--reject", "--arguments", "{}"}, "a rejected call does not run"},

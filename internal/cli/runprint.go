@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/policy"
 )
 
 // Widths at which aidgen run cuts what it prints, unless --verbose.
@@ -31,6 +32,7 @@ type runPrinter struct {
 	w       io.Writer
 	verbose bool
 	cmd     string // the command line a resume starts with
+	app     string // the application file
 }
 
 func (p *runPrinter) resuming(rec *agents.RunRecord, d agents.Decision) {
@@ -43,6 +45,15 @@ func (p *runPrinter) resuming(rec *agents.RunRecord, d agents.Decision) {
 		verb = "rejected"
 	}
 	fmt.Fprintf(p.w, "resuming run %s on %s: %s %s\n", rec.RunID, rec.Agent, verb, what)
+}
+
+// continuing says which stopped run a --continue takes up, and with what.
+func (p *runPrinter) continuing(rec *agents.RunRecord, steps int) {
+	more := "the agent's maxSteps"
+	if steps > 0 {
+		more = plural(steps, "more step", "more steps")
+	}
+	fmt.Fprintf(p.w, "continuing run %s on %s (%s after step %d) with %s\n", rec.RunID, rec.Agent, rec.Status, len(rec.Checkpoint.Steps), more)
 }
 
 // result prints a run's steps from the one numbered after skip (a resumed
@@ -64,7 +75,7 @@ func (p *runPrinter) result(res agents.RunResult, skip int, where string) {
 	}
 	fmt.Fprintln(p.w)
 	steps := len(res.Steps)
-	if cp != nil && cp.Pending != nil {
+	if res.Status == agents.StatusPaused && cp != nil && cp.Pending != nil {
 		steps++ // the step whose call waits
 	}
 	total := fmt.Sprintf("%s · %s · %s", plural(steps, "step", "steps"), plural(int(res.Usage.TotalTokens), "token", "tokens"), usd(res.CostUSD))
@@ -82,6 +93,12 @@ func (p *runPrinter) result(res agents.RunResult, skip int, where string) {
 		if res.RunID == "" {
 			return
 		}
+		if agents.Continuable(res.Status) {
+			if res.LastText != "" {
+				fmt.Fprintf(p.w, "last text (%s):\n%s\n\n", res.Agent, p.cut(res.LastText, textWidth))
+			}
+			fmt.Fprintf(p.w, "continue it:  %s --continue %s [--steps N]\n\n", p.cmd, res.RunID)
+		}
 		fmt.Fprintf(p.w, "%s: %s (run %s)\n", res.Status, total, res.RunID)
 	}
 }
@@ -97,11 +114,15 @@ func (p *runPrinter) paused(res agents.RunResult, where string) {
 	if res.Checkpoint.Pending.Reason == agents.PauseInterrupted {
 		reason = "a decision (its process died during the call, which may or may not have happened)"
 	}
-	fmt.Fprintf(p.w, "run %s is waiting for %s of %s's call:\n", res.RunID, reason, res.Agent)
+	why := ""
+	if pr := c.Policy; pr != nil && res.Checkpoint.Pending.Reason == agents.PauseApproval {
+		why = " (" + policyWhy(pr) + ")"
+	}
+	fmt.Fprintf(p.w, "run %s is waiting for %s of %s's call%s:\n", res.RunID, reason, res.Agent, why)
 	fmt.Fprintf(p.w, "  %s %s\n\n", c.Name, indentJSON(c.Arguments, "  "))
 	fmt.Fprintf(p.w, "approve it:  %s --resume %s --approve\n", p.cmd, res.RunID)
 	fmt.Fprintf(p.w, "reject it:   %s --resume %s --reject --feedback 'why'\n", p.cmd, res.RunID)
-	fmt.Fprintf(p.w, "(--approve --arguments JSON runs it with edited arguments; run state: %s)\n\n", where)
+	fmt.Fprintf(p.w, "(--approve --arguments JSON runs it with edited arguments, --scope run or thread approves %s for the run or its thread; run state: %s)\n\n", c.Name, where)
 }
 
 // step prints one step at indent; pending marks the step of a paused run,
@@ -164,20 +185,27 @@ func (p *runPrinter) call(in string, c agents.ToolCallRecord, waiting bool) {
 	if a := c.Approval; a != nil {
 		switch {
 		case !a.Approved:
-			fmt.Fprintf(p.w, "%s  ✗ rejected by a person", in)
+			fmt.Fprintf(p.w, "%s  ✗ rejected by %s", in, person(a.By))
 		case a.OriginalArguments != "":
-			fmt.Fprintf(p.w, "%s  ✓ approved with edited arguments (the model wrote %s)", in, p.cut(compactJSON(a.OriginalArguments), argsWidth))
+			fmt.Fprintf(p.w, "%s  ✓ approved by %s with edited arguments (the model wrote %s)", in, person(a.By), p.cut(compactJSON(a.OriginalArguments), argsWidth))
 		default:
-			fmt.Fprintf(p.w, "%s  ✓ approved by a person", in)
+			fmt.Fprintf(p.w, "%s  ✓ approved by %s", in, person(a.By))
+		}
+		if a.Scope == agents.GrantRun || a.Scope == agents.GrantThread {
+			fmt.Fprintf(p.w, " for the %s", a.Scope)
 		}
 		if a.Feedback != "" {
 			fmt.Fprintf(p.w, ": %q", a.Feedback)
 		}
 		fmt.Fprintln(p.w)
+	} else if pr := c.Policy; pr != nil && pr.Grant != nil {
+		fmt.Fprintf(p.w, "%s  ✓ allowed by %s's grant for the %s (%s)\n", in, person(pr.Grant.By), pr.Grant.Scope, policyWhy(pr))
 	}
 	switch {
 	case waiting:
 		fmt.Fprintf(p.w, "%s⏸ waiting for a decision\n", obs)
+	case c.Interrupted:
+		fmt.Fprintf(p.w, "%s⏹ interrupted: stopped before its result (a continuation runs a read again and asks about a write)\n", obs)
 	case !c.Done:
 		fmt.Fprintf(p.w, "%s(not run)\n", obs)
 	case c.ErrorKind == agents.KindRejected:
@@ -187,6 +215,31 @@ func (p *runPrinter) call(in string, c agents.ToolCallRecord, waiting bool) {
 	default:
 		fmt.Fprintf(p.w, "%s%s\n", obs, p.cut(c.Observation, obsWidth))
 	}
+}
+
+// person names who decided, for a person to read.
+func person(by string) string {
+	if by == "" {
+		return "a person"
+	}
+	return by
+}
+
+// policyWhy says what in the approval policy decided a call.
+func policyWhy(pr *agents.PolicyRecord) string {
+	var why string
+	switch pr.Source {
+	case policy.SourceRule:
+		why = fmt.Sprintf("approval rule %d", pr.Rule)
+	case policy.SourceTool:
+		why = "the tool's approval"
+	default:
+		why = "the approval policy's default"
+	}
+	if pr.Reason != "" {
+		why += ": " + pr.Reason
+	}
+	return why
 }
 
 // cut puts text on one line and shortens it to width runes, unless
@@ -237,10 +290,13 @@ type runJSON struct {
 	Usage      runUsageJSON          `json:"usage"`
 	CostUSD    float64               `json:"cost_usd"`
 	FellBack   bool                  `json:"fell_back"`
+	LastText   string                `json:"last_text,omitempty"`
 	Messages   []agents.SavedMessage `json:"messages"`
 	Pending    *runPendingJSON       `json:"pending,omitempty"`
 	Checkpoint *agents.Checkpoint    `json:"checkpoint,omitempty"`
-	Error      string                `json:"error,omitempty"`
+	// Continue is the command that continues a run that stopped early.
+	Continue string `json:"continue_command,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 type runUsageJSON struct {
@@ -264,7 +320,7 @@ type runPendingJSON struct {
 func writeRunJSON(s *streams, res agents.RunResult, runErr error, cmd string) error {
 	out := runJSON{
 		RunID: res.RunID, Status: res.Status, Agent: res.Agent, Path: res.Path, Answer: res.Answer,
-		Steps: res.Steps, CostUSD: res.CostUSD, FellBack: res.FellBack, Checkpoint: res.Checkpoint,
+		Steps: res.Steps, CostUSD: res.CostUSD, FellBack: res.FellBack, Checkpoint: res.Checkpoint, LastText: res.LastText,
 		Usage: runUsageJSON{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens},
 	}
 	if out.Path == nil {
@@ -289,6 +345,9 @@ func writeRunJSON(s *streams, res agents.RunResult, runErr error, cmd string) er
 				Reject:  fmt.Sprintf("%s --resume %s --reject --feedback 'why'", cmd, res.RunID),
 			}
 		}
+	}
+	if agents.Continuable(res.Status) {
+		out.Continue = fmt.Sprintf("%s --continue %s", cmd, res.RunID)
 	}
 	if runErr != nil {
 		out.Error = runErr.Error()

@@ -31,6 +31,10 @@ var work string
 // talks to; its URL is written into the app file before the build.
 var upstream *upstreamServer
 
+// hold is the endpoint of the replicas variant's hold tool: it holds every
+// request until its client goes away, and counts them.
+var hold *holdServer
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "aid-e2e-")
 	if err != nil {
@@ -39,8 +43,10 @@ func TestMain(m *testing.M) {
 	}
 	work = dir
 	upstream = newUpstream()
+	hold = newHoldServer()
 	code := m.Run()
 	upstream.Close()
+	hold.Close()
 	os.RemoveAll(work)
 	os.Exit(code)
 }

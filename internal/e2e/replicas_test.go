@@ -6,9 +6,13 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aidgen/aid/internal/pgtest"
 	"github.com/aidgen/aid/internal/servicetest"
@@ -20,7 +24,7 @@ const tightUSD = 0.5
 // replicas is examples/support-desk with its state in PostgreSQL and a
 // counter agent on a small global budget.
 func replicas() variant {
-	return variant{name: "replicas", overlay: "replicas.cue", extra: []string{"e2e-script.json"}}
+	return variant{name: "replicas", overlay: "replicas.cue", extra: []string{"e2e-script.json"}, replace: map[string]string{"@HOLD@": hold.URL}}
 }
 
 // TestReplicasSharePostgres runs two processes of one generated service on
@@ -145,6 +149,104 @@ func TestReplicasSharePostgres(t *testing.T) {
 		}
 	})
 
+	t.Run("cancel on one replica stops a run on the other", func(t *testing.T) {
+		type answer struct {
+			status int
+			hdr    http.Header
+			body   []byte
+		}
+		done := make(chan answer, 1)
+		before := hold.count()
+		go func() {
+			status, hdr, body := a.do(t, "POST", "/v1/agents/holder/runs", "", strings.NewReader(`{"input":"hold AB-123456"}`))
+			done <- answer{status, hdr, body}
+		}()
+		deadline := time.Now().Add(30 * time.Second)
+		for hold.count() == before {
+			if time.Now().After(deadline) {
+				t.Fatal("the hold tool was never called")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		runID := runningRun(t, dsn, "holder")
+		start := time.Now()
+		var rec struct {
+			Status      string `json:"status"`
+			CancelledBy *struct {
+				By string `json:"by"`
+			} `json:"cancelled_by"`
+			Steps []struct {
+				ToolCalls []struct {
+					Interrupted bool `json:"interrupted"`
+					Done        bool `json:"done"`
+				} `json:"tool_calls"`
+			} `json:"steps"`
+		}
+		b.doJSON(t, "POST", "/v1/runs/"+runID+"/cancel", "", `{"by":"replica-b-operator"}`, http.StatusOK, &rec)
+		t.Logf("cancel on B to cancelled: %v", time.Since(start))
+		if rec.Status != "cancelled" || rec.CancelledBy == nil || rec.CancelledBy.By != "replica-b-operator" ||
+			len(rec.Steps) != 1 || !rec.Steps[0].ToolCalls[0].Interrupted || rec.Steps[0].ToolCalls[0].Done {
+			t.Fatalf("cancelled run %+v", rec)
+		}
+		got := <-done
+		if got.status != http.StatusConflict || errorCode(t, got.body) != "run_cancelled" || got.hdr.Get("X-Aid-Run-Id") != runID {
+			t.Fatalf("replica A answered the run's request %d %s", got.status, got.body)
+		}
+	})
+
 	a.stop(t)
 	b.stop(t)
+}
+
+// runningRun returns the id of the one running run of agent in the
+// database, waiting for it to appear.
+func runningRun(t *testing.T, dsn, agent string) string {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var id string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := pool.QueryRow(t.Context(), `SELECT run_id FROM aid_agent_runs WHERE agent = $1 AND status = 'running'`, agent).Scan(&id)
+		if err == nil {
+			return id
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no running run of %s: %v", agent, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// holdServer holds every request until its client goes away.
+type holdServer struct {
+	*httptest.Server
+	mu sync.Mutex
+	n  int
+}
+
+func newHoldServer() *holdServer {
+	h := &holdServer{}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read first: the server sees a closed connection only once it
+		// has read the request.
+		_, _ = io.Copy(io.Discard, r.Body)
+		h.mu.Lock()
+		h.n++
+		h.mu.Unlock()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+	}))
+	return h
+}
+
+func (h *holdServer) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
 }

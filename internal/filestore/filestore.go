@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -29,9 +30,16 @@ const lockName = ".lock"
 // safe for concurrent use, by goroutines and by processes sharing the
 // directory.
 type Store struct {
-	dir string
-	now func() time.Time
+	dir     string
+	now     func() time.Time
+	cancels agents.Cancels
+	poll    time.Duration
 }
+
+// CancelPoll is how often a watch (WatchCancel) looks at its run's file
+// for a request made by another process: the delay within which one
+// reaches it. A request made in this process reaches it at once.
+const CancelPoll = 100 * time.Millisecond
 
 var _ agents.Store = (*Store)(nil)
 
@@ -56,7 +64,7 @@ func Open(dir string) (*Store, error) {
 	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("open run store: %w", err)
 	}
-	return &Store{dir: dir, now: time.Now}, nil
+	return &Store{dir: dir, now: time.Now, poll: CancelPoll}, nil
 }
 
 // Dir returns the directory the store keeps its runs in.
@@ -98,7 +106,21 @@ type storedRun struct {
 	Status     agents.Status     `json:"status"`
 	Version    int64             `json:"version"`
 	UpdatedAt  time.Time         `json:"updated_at"`
+	Cancel     *storedCancel     `json:"cancel,omitempty"`
 	Checkpoint agents.Checkpoint `json:"checkpoint"`
+}
+
+// storedCancel is a pending cancel request (agents.RunRecord.Cancel).
+type storedCancel struct {
+	By text      `json:"by,omitempty"`
+	At time.Time `json:"at"`
+}
+
+func (c *storedCancel) request() *agents.CancelRequest {
+	if c == nil {
+		return nil
+	}
+	return &agents.CancelRequest{By: string(c.By), At: c.At}
 }
 
 type storedCall struct {
@@ -151,7 +173,7 @@ func (t *text) UnmarshalJSON(b []byte) error {
 }
 
 func (r *storedRun) record(runID string) agents.RunRecord {
-	return agents.RunRecord{RunID: runID, Agent: string(r.Agent), Status: r.Status, Version: r.Version, Checkpoint: r.Checkpoint, UpdatedAt: r.UpdatedAt}
+	return agents.RunRecord{RunID: runID, Agent: string(r.Agent), Status: r.Status, Version: r.Version, Checkpoint: r.Checkpoint, UpdatedAt: r.UpdatedAt, Cancel: r.Cancel.request()}
 }
 
 func (c *storedCall) record(runID string) agents.CallRecord {
@@ -191,38 +213,62 @@ func safeID(id string) bool {
 // files are replaced whole by rename, so a reader sees one version or the
 // next, never a mix.
 func (s *Store) read(runID string) (*runFile, error) {
-	path := s.Path(runID)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read run %q: %w", runID, err)
-	}
 	var f runFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, &CorruptFileError{Path: path, Err: err}
-	}
-	switch {
-	case f.Format != Format:
-		return nil, &CorruptFileError{Path: path, Err: fmt.Errorf("format %d, this aidgen reads format %d", f.Format, Format)}
-	case string(f.RunID) != runID:
-		return nil, &CorruptFileError{Path: path, Err: fmt.Errorf("it holds run %q, not %q", f.RunID, runID)}
+	if ok, err := readOwned(s.Path(runID), "run", runID, &f); !ok {
+		return nil, err
 	}
 	return &f, nil
+}
+
+// owned is a file that belongs to one run or thread.
+type owned interface {
+	// owner returns the file's format and whose it is.
+	owner() (format int, id text)
+}
+
+func (f *runFile) owner() (int, text)    { return f.Format, f.RunID }
+func (f *threadFile) owner() (int, text) { return f.Format, f.ThreadID }
+
+// readOwned reads the file at path into f and checks that it is of this
+// aidgen's format and belongs to the kind's id. It reports false, with a
+// nil error, when there is no file.
+func readOwned(path, kind, id string, f owned) (bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s %q: %w", kind, id, err)
+	}
+	if err := json.Unmarshal(data, f); err != nil {
+		return false, &CorruptFileError{Path: path, Err: err}
+	}
+	switch format, owner := f.owner(); {
+	case format != Format:
+		return false, &CorruptFileError{Path: path, Err: fmt.Errorf("format %d, this aidgen reads format %d", format, Format)}
+	case string(owner) != id:
+		return false, &CorruptFileError{Path: path, Err: fmt.Errorf("it holds %s %q, not %q", kind, owner, id)}
+	}
+	return true, nil
 }
 
 // write replaces a run's file: a temporary file in the same directory,
 // synced, renamed over the old one, and the directory synced, so that the
 // new version survives a crash whole or not at all.
 func (s *Store) write(runID string, f *runFile) error {
-	data, err := json.MarshalIndent(f, "", "  ")
+	return s.writeFile(s.Path(runID), "run "+strconv.Quote(runID), f)
+}
+
+// writeFile replaces the file at path with v as JSON, atomically; what
+// names the file's content in errors.
+func (s *Store) writeFile(path, what string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode run %q: %w", runID, err)
+		return fmt.Errorf("encode %s: %w", what, err)
 	}
 	tmp, err := os.CreateTemp(s.dir, ".tmp-*")
 	if err != nil {
-		return fmt.Errorf("write run %q: %w", runID, err)
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	defer os.Remove(tmp.Name()) // a no-op once renamed
 	_, err = tmp.Write(data)
@@ -233,13 +279,13 @@ func (s *Store) write(runID string, f *runFile) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), s.Path(runID))
+		err = os.Rename(tmp.Name(), path)
 	}
 	if err == nil {
 		err = syncDir(s.dir)
 	}
 	if err != nil {
-		return fmt.Errorf("write run %q: %w", runID, err)
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	return nil
 }
@@ -297,7 +343,7 @@ func (s *Store) CreateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 		if f.Run != nil {
 			return &agents.RunExistsError{RunID: rec.RunID}
 		}
-		rec.Version = 1
+		rec.Version, rec.Cancel = 1, nil
 		rec.UpdatedAt = s.stamp(time.Time{})
 		f.Run = &storedRun{Agent: text(rec.Agent), Status: rec.Status, Version: rec.Version, UpdatedAt: rec.UpdatedAt, Checkpoint: rec.Checkpoint}
 		return nil
@@ -320,7 +366,12 @@ func (s *Store) UpdateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 		}
 		rec.Version++
 		rec.UpdatedAt = s.stamp(cur.UpdatedAt)
-		f.Run = &storedRun{Agent: text(rec.Agent), Status: rec.Status, Version: rec.Version, UpdatedAt: rec.UpdatedAt, Checkpoint: rec.Checkpoint}
+		next := &storedRun{Agent: text(rec.Agent), Status: rec.Status, Version: rec.Version, UpdatedAt: rec.UpdatedAt, Checkpoint: rec.Checkpoint}
+		if rec.Status == agents.StatusRunning {
+			next.Cancel = cur.Cancel // a request outlives the steps, not the run
+		}
+		f.Run = next
+		rec.Cancel = next.Cancel.request()
 		return nil
 	})
 	if err != nil {
@@ -343,6 +394,163 @@ func (s *Store) LoadRun(ctx context.Context, runID string) (agents.RunRecord, er
 	}
 	return f.Run.record(runID), nil
 }
+
+// RequestCancel implements agents.Store.
+func (s *Store) RequestCancel(ctx context.Context, runID string, req agents.CancelRequest) (agents.Status, error) {
+	var status agents.Status
+	var pending *agents.CancelRequest
+	err := s.update(ctx, runID, func(f *runFile) error {
+		if f.Run == nil {
+			return &agents.RunNotFoundError{RunID: runID}
+		}
+		status = f.Run.Status
+		if status != agents.StatusRunning {
+			return errNoWrite
+		}
+		if f.Run.Cancel == nil {
+			f.Run.Cancel = &storedCancel{By: text(req.By), At: req.At.Round(0)}
+		}
+		pending = f.Run.Cancel.request()
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNoWrite) {
+		return "", err
+	}
+	if pending != nil {
+		s.cancels.Notify(runID, *pending)
+	}
+	return status, nil
+}
+
+// WatchCancel implements agents.Store. A request made by this process
+// reaches the watch at once; one made by another process sharing the
+// directory within CancelPoll, the time between two looks at the run's
+// file.
+func (s *Store) WatchCancel(ctx context.Context, runID string) (<-chan agents.CancelRequest, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rec, err := s.pendingCancel(runID)
+	if err != nil {
+		return nil, err
+	}
+	ch := s.cancels.Watch(ctx, runID, rec)
+	if rec == nil {
+		go s.pollCancel(ctx, runID)
+	}
+	return ch, nil
+}
+
+// pendingCancel returns the run's pending request, if it runs and has one.
+func (s *Store) pendingCancel(runID string) (*agents.CancelRequest, error) {
+	f, err := s.read(runID)
+	if err != nil || f == nil || f.Run == nil || f.Run.Status != agents.StatusRunning {
+		return nil, err
+	}
+	return f.Run.Cancel.request(), nil
+}
+
+// pollCancel looks at the run's file every s.poll until ctx ends, and
+// hands a request it finds to the run's watchers. It reads the file only
+// when its size or time changed.
+func (s *Store) pollCancel(ctx context.Context, runID string) {
+	t := time.NewTicker(s.poll)
+	defer t.Stop()
+	var last os.FileInfo
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fi, err := os.Stat(s.Path(runID))
+		if err != nil || (last != nil && fi.ModTime().Equal(last.ModTime()) && fi.Size() == last.Size()) {
+			continue
+		}
+		last = fi
+		if req, err := s.pendingCancel(runID); err == nil && req != nil {
+			s.cancels.Notify(runID, *req)
+			return
+		}
+	}
+}
+
+// threadFile is what a thread's file holds: the grants people gave for
+// the thread (agents.Store.AddGrant).
+type threadFile struct {
+	Format   int           `json:"format"`
+	ThreadID text          `json:"thread_id"`
+	Grants   []storedGrant `json:"grants"`
+}
+
+type storedGrant struct {
+	Tool     text              `json:"tool"`
+	Scope    agents.GrantScope `json:"scope"`
+	By       text              `json:"by,omitempty"`
+	At       time.Time         `json:"at"`
+	RunID    text              `json:"run_id"`
+	ThreadID text              `json:"thread_id"`
+}
+
+// threadPath is the file of a thread's grants: a hash of its id, after a
+// prefix no run's file name has (a run's is its id, of letters, digits,
+// '_' and '-', or '~' and a hash).
+func (s *Store) threadPath(threadID string) string {
+	sum := sha256.Sum256([]byte(threadID))
+	return filepath.Join(s.dir, "thread~"+hex.EncodeToString(sum[:])+".json")
+}
+
+func (s *Store) readThread(threadID string) (*threadFile, error) {
+	var f threadFile
+	ok, err := readOwned(s.threadPath(threadID), "thread", threadID, &f)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return &threadFile{Format: Format, ThreadID: text(threadID)}, nil
+	}
+	return &f, nil
+}
+
+// AddGrant implements agents.Store.
+func (s *Store) AddGrant(ctx context.Context, g agents.Grant) error {
+	if g.ThreadID == "" {
+		return fmt.Errorf("grant of %s in run %s: a thread grant needs a thread id", g.Tool, g.RunID)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	unlock, err := lock(ctx, filepath.Join(s.dir, lockName))
+	if err != nil {
+		return fmt.Errorf("lock run store %s: %w", s.dir, err)
+	}
+	defer unlock()
+	f, err := s.readThread(g.ThreadID)
+	if err != nil {
+		return err
+	}
+	f.Grants = append(f.Grants, storedGrant{Tool: text(g.Tool), Scope: g.Scope, By: text(g.By), At: g.At.Round(0), RunID: text(g.RunID), ThreadID: text(g.ThreadID)})
+	return s.writeFile(s.threadPath(g.ThreadID), "thread "+strconv.Quote(g.ThreadID), f)
+}
+
+// Grants implements agents.Store.
+func (s *Store) Grants(ctx context.Context, threadID string) ([]agents.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := s.readThread(threadID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agents.Grant, len(f.Grants))
+	for i, g := range f.Grants {
+		out[i] = agents.Grant{Tool: string(g.Tool), Scope: g.Scope, By: string(g.By), At: g.At, RunID: string(g.RunID), ThreadID: string(g.ThreadID)}
+	}
+	return out, nil
+}
+
+// errNoWrite ends an update without writing anything.
+var errNoWrite = errors.New("nothing to write")
 
 // RecordCall implements agents.Store.
 func (s *Store) RecordCall(ctx context.Context, rec agents.CallRecord) error {

@@ -30,6 +30,13 @@ func TestContract(t *testing.T) {
 	agentstoretest.Run(t, func(t *testing.T) agents.Store { return open(t, t.TempDir()) })
 }
 
+func TestReplicasContract(t *testing.T) {
+	agentstoretest.RunReplicas(t, func(t *testing.T) (agents.Store, agents.Store) {
+		dir := t.TempDir()
+		return open(t, dir), open(t, dir)
+	})
+}
+
 // TestSecondHandle checks what the command line relies on: a store opened
 // again on the same directory (as a second process does) sees the runs
 // and calls the first wrote, and its writes obey the same versions.
@@ -62,6 +69,51 @@ func TestSecondHandle(t *testing.T) {
 	var fin *agents.CallFinishedError
 	if err := a.FinishCall(ctx, "run_1", "1.0", agents.CallResult{Observation: "again"}); !errors.As(err, &fin) {
 		t.Fatalf("second result through the first handle: %v, want *CallFinishedError", err)
+	}
+}
+
+// TestCancelAcrossHandles asks, through one handle (another process's),
+// a run watched through a second to stop: the request reaches the watch
+// within a few polls of the file.
+func TestCancelAcrossHandles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, b := open(t, dir), open(t, dir)
+	cp := agents.Checkpoint{Version: agents.CheckpointVersion, RunID: "run_1", Agent: "triage", Path: []string{"triage"}, Alias: "large"}
+	if _, err := a.CreateRun(ctx, agents.RunRecord{RunID: "run_1", Agent: "triage", Status: agents.StatusRunning, Checkpoint: cp}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ch, err := a.WatchCancel(wctx, "run_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another write first: the watch must not take any change of the file
+	// for a request.
+	if err := b.RecordCall(ctx, agents.CallRecord{RunID: "run_1", Key: "1.0", Tool: "lookup"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * filestore.CancelPoll)
+	select {
+	case req := <-ch:
+		t.Fatalf("a write that is no request reached the watch: %+v", req)
+	default:
+	}
+	start := time.Now()
+	if st, err := b.RequestCancel(ctx, "run_1", agents.CancelRequest{By: "other process", At: start}); err != nil || st != agents.StatusRunning {
+		t.Fatalf("request: %s %v", st, err)
+	}
+	select {
+	case req := <-ch:
+		if req.By != "other process" {
+			t.Fatalf("got %+v", req)
+		}
+		if d := time.Since(start); d > 10*filestore.CancelPoll {
+			t.Logf("the request took %v to arrive (poll %v)", d, filestore.CancelPoll)
+		}
+	case <-time.After(agentstoretest.CancelDelivery):
+		t.Fatal("the request never reached the other handle's watch")
 	}
 }
 

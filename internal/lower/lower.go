@@ -17,6 +17,7 @@ import (
 
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
@@ -40,6 +41,13 @@ func Document(doc *ir.Document) (app.Description, error) {
 			Auth:   app.Auth{Kind: doc.Service.Auth.Kind, TokenEnv: doc.Service.Auth.TokenEnv},
 			State:  app.State{Kind: doc.Service.State.Kind, DSNEnv: doc.Service.State.DSNEnv},
 		},
+	}
+	d.Service.Timeouts = timeouts(doc.Service.Timeouts)
+	if a := doc.Approvals; a != nil {
+		d.Approvals.Default = policy.Action(a.Default)
+		for _, r := range a.Rules {
+			d.Approvals.Rules = append(d.Approvals.Rules, policy.Rule{Tool: r.Tool, When: r.When, Action: policy.Action(r.Action), Reason: r.Reason})
+		}
 	}
 	var errs []error
 	for _, p := range doc.Providers {
@@ -175,6 +183,7 @@ func agent(a *ir.Agent) agents.Agent {
 		t := *a.Temperature
 		out.Temperature = &t
 	}
+	out.Timeouts = timeouts(a.Timeouts)
 	if m := a.Memory; m != nil {
 		out.Memory = &agents.Memory{}
 		if m.Thread != nil {
@@ -188,6 +197,13 @@ func agent(a *ir.Agent) agents.Agent {
 		}
 	}
 	return out
+}
+
+func timeouts(t *ir.Timeouts) agents.Timeouts {
+	if t == nil {
+		return agents.Timeouts{}
+	}
+	return agents.Timeouts{Run: t.Run.Std(), Step: t.Step.Std()}
 }
 
 func evalSpec(e *ir.Eval) app.Eval {

@@ -3,7 +3,9 @@ package agents
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
 )
 
@@ -47,6 +49,10 @@ type Checkpoint struct {
 	// AgentSteps counts the current agent's model calls, against its
 	// MaxSteps.
 	AgentSteps int `json:"agent_steps"`
+	// StepLimit is the current agent's bound on AgentSteps once Continue
+	// gave it a fresh allowance; zero means its MaxSteps. A transfer
+	// resets it.
+	StepLimit int `json:"step_limit,omitempty"`
 	// Delegations counts the run's delegations, against MaxDelegations.
 	Delegations int `json:"delegations,omitempty"`
 	// Repaired is true once the structured-output repair attempt was
@@ -59,6 +65,106 @@ type Checkpoint struct {
 	// Pending is the step whose tool calls are in flight or wait for a
 	// decision; nil between steps.
 	Pending *Pending `json:"pending,omitempty"`
+	// Continuations lists where the run was continued after stopping
+	// early, oldest first.
+	Continuations []Continuation `json:"continuations,omitempty"`
+	// Cancel is the request that last cancelled the run (Runtime.Cancel):
+	// who asked and when.
+	Cancel *CancelRequest `json:"cancel,omitempty"`
+	// App and AppVersion are the application the run started in
+	// (Config.App, Config.AppVersion), for its event log.
+	App        string `json:"app,omitempty"`
+	AppVersion string `json:"app_version,omitempty"`
+	// Grants are the grants people gave in this run: a tool for the rest
+	// of the run, or for the thread (kept in the store too, for the
+	// thread's later runs). A resumed or continued run honours them.
+	Grants []Grant `json:"grants,omitempty"`
+}
+
+// GrantScope says how far a person's approval reaches.
+type GrantScope string
+
+// The grant scopes.
+const (
+	// GrantCall approves the one call; the default.
+	GrantCall GrantScope = "call"
+	// GrantRun approves the call and every later call of the tool in the
+	// run, that the policy would ask about.
+	GrantRun GrantScope = "run"
+	// GrantThread approves the call and every later call of the tool in
+	// the run's thread, in this run and the thread's later runs.
+	GrantThread GrantScope = "thread"
+)
+
+// Grant is a person's approval of a tool beyond one call: the calls of
+// Tool that the approval policy would ask about run without asking, for
+// the run (Scope run) or the thread (Scope thread). A denial is never
+// granted away.
+type Grant struct {
+	// Tool is the tool granted.
+	Tool string `json:"tool"`
+	// Scope is run or thread.
+	Scope GrantScope `json:"scope"`
+	// By names who granted it (Decision.By); empty when unknown.
+	By string `json:"by,omitempty"`
+	// At is when.
+	At time.Time `json:"at"`
+	// RunID is the run it was given in.
+	RunID string `json:"run_id"`
+	// ThreadID is the thread, for a thread grant.
+	ThreadID string `json:"thread_id,omitempty"`
+}
+
+func (g *Grant) checkThread() error {
+	if g.ThreadID == "" {
+		return fmt.Errorf("grant of %s in run %s: a thread grant needs a thread id", g.Tool, g.RunID)
+	}
+	return nil
+}
+
+// PolicyRecord is how the approval policy judged a call: what it decided,
+// on what (a rule, the tool's approval, the default), why, when, and the
+// grant that answered an ask in a person's place.
+type PolicyRecord struct {
+	// Action is allow, deny or ask.
+	Action policy.Action `json:"action"`
+	// Source is rule, tool or default.
+	Source policy.Source `json:"source"`
+	// Rule is the deciding rule's number, from 1, for Source rule.
+	Rule int `json:"rule,omitempty"`
+	// Reason is the rule's reason, or why its condition could not be
+	// judged.
+	Reason string `json:"reason,omitempty"`
+	// At is when the call was judged.
+	At time.Time `json:"at"`
+	// Grant is the grant that let an asked call run without asking.
+	Grant *Grant `json:"grant,omitempty"`
+}
+
+// Continuation records one Continue of a run: when, by whom, from which
+// status and step, and with what allowance.
+type Continuation struct {
+	// At is when the run was continued.
+	At time.Time `json:"at"`
+	// By names who continued it (ContinueOptions.By); empty when unknown.
+	By string `json:"by,omitempty"`
+	// From is the status the run had stopped with.
+	From Status `json:"from"`
+	// AfterStep is the number of the run's last completed step then: the
+	// continued run's first new step is numbered after it (a pending step
+	// that stopped during its tool calls is completed first).
+	AfterStep int `json:"after_step"`
+	// Steps is the fresh allowance of model calls the agent got.
+	Steps int `json:"steps"`
+	// PendingStep is the number of the step the run had stopped in, during
+	// its tool calls; zero when it stopped between steps.
+	PendingStep int `json:"pending_step,omitempty"`
+	// Interrupted lists the positions of that step's calls that had
+	// started and were stopped before their result.
+	Interrupted []int `json:"interrupted,omitempty"`
+	// Timeout is the run timeout of the continued drive; zero means the
+	// agent's.
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // Pending is a step whose tool calls have not all been answered.
@@ -164,6 +270,9 @@ type StepRecord struct {
 	DegradedFrom string `json:"degraded_from,omitempty"`
 	// Text is the model's text.
 	Text string `json:"text,omitempty"`
+	// Request is the request the model answered, as a replay compares
+	// it; nil for steps recorded before requests were.
+	Request *RequestRecord `json:"request,omitempty"`
 	// Usage is the call's usage.
 	Usage UsageRecord `json:"usage"`
 	// CostUSD is the call's price.
@@ -184,10 +293,21 @@ type ToolCallRecord struct {
 	Arguments string `json:"arguments"`
 	// Done is true once the call has its observation.
 	Done bool `json:"done,omitempty"`
+	// Interrupted is true for a call that started and was stopped before
+	// its result (a timeout, a cancellation, a shutdown): it is recorded
+	// without a result, never as done. Continue and Recover run an
+	// interrupted read again and ask a person about an interrupted write,
+	// which may or may not have happened.
+	Interrupted bool `json:"interrupted,omitempty"`
 	// Observation is what the model was told.
 	Observation string `json:"observation,omitempty"`
 	// ErrorKind classifies a failed call; empty on success.
 	ErrorKind ErrorKind `json:"error_kind,omitempty"`
+	// Policy is how the approval policy judged the call; nil for calls
+	// it does not govern (handoffs, delegations, searches), calls that
+	// were never judged (invalid arguments, not run), and runs recorded
+	// before policies.
+	Policy *PolicyRecord `json:"policy,omitempty"`
 	// Approval is the human decision on the call, when it needed one.
 	Approval *ApprovalRecord `json:"approval,omitempty"`
 	// Delegate is the delegated run, for a delegate_to_ call.
@@ -213,6 +333,9 @@ const (
 	KindToolFailed ErrorKind = "tool_error"
 	// KindRejected is a call a human rejected.
 	KindRejected ErrorKind = "rejected"
+	// KindDenied is a call the approval policy denied; the observation
+	// says which rule and why.
+	KindDenied ErrorKind = "denied"
 	// KindReentry is a transfer or delegation to an agent on the path.
 	KindReentry ErrorKind = "reentry"
 	// KindDelegationLimit is a delegation beyond the depth or count bound.
@@ -222,6 +345,11 @@ const (
 	// KindNotRun is a call after a transfer in the same answer: the
 	// conversation had already moved on.
 	KindNotRun ErrorKind = "not_run"
+	// KindInterrupted marks, in a span, a call stopped before its result
+	// by a timeout, a cancellation or a shutdown; the call itself is
+	// recorded without a result (ToolCallRecord.Interrupted), not with
+	// this kind.
+	KindInterrupted ErrorKind = "interrupted"
 	// KindBudgetExceeded is a search_ call whose embedding the budget
 	// refused, by an agent that degrades rather than fail (see Searcher):
 	// the run goes on without the passages.
@@ -232,6 +360,13 @@ const (
 type ApprovalRecord struct {
 	// Approved says whether the call may run.
 	Approved bool `json:"approved"`
+	// By names who decided (Decision.By); empty when unknown.
+	By string `json:"by,omitempty"`
+	// At is when.
+	At time.Time `json:"at,omitzero"`
+	// Scope is how far an approval reaches: the call, the tool for the
+	// run, or the tool for the thread.
+	Scope GrantScope `json:"scope,omitempty"`
 	// Feedback is the human's note, shown to the model on rejection.
 	Feedback string `json:"feedback,omitempty"`
 	// OriginalArguments holds the model's arguments when the human edited

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/rules"
 )
@@ -26,16 +28,18 @@ const (
 	EffectsWrite Effects = "write"
 )
 
-// Approval says whether a human must approve each call of a tool.
+// Approval is a tool's approval shorthand: what the approval policy
+// (Config.Approvals) decides about the tool's calls that none of its rules
+// decides.
 type Approval string
 
-// The approval policies.
+// The approval shorthands.
 const (
-	// ApprovalNever runs calls without asking; the default.
-	ApprovalNever Approval = "never"
+	// ApprovalNever runs the calls without asking.
+	ApprovalNever Approval = policy.ShorthandNever
 	// ApprovalAlways pauses the run before each call until Resume brings a
 	// decision.
-	ApprovalAlways Approval = "always"
+	ApprovalAlways Approval = policy.ShorthandAlways
 )
 
 // OnBudgetExhausted says what a budget breach does to an agent's run.
@@ -124,6 +128,47 @@ type Config struct {
 	// MaxDelegations bounds the delegations of one run, nested ones
 	// included; zero means DefaultMaxDelegations.
 	MaxDelegations int
+	// Timeouts are the run and step timeouts of every agent that does not
+	// set its own (Agent.Timeouts), field by field; zero fields mean no
+	// bound.
+	Timeouts Timeouts
+	// App and AppVersion name the application the runtime runs, for the
+	// runs' records and their event logs (Record); empty when unknown.
+	App        string
+	AppVersion string
+	// Approvals is the approval policy of every call of a declared tool:
+	// allow, deny or ask, by rules matched on the tool and its arguments,
+	// then the tool's Approval, then the policy's default (see package
+	// policy). The zero policy allows every call of a tool without an
+	// Approval.
+	Approvals policy.Policy
+}
+
+// Timeouts bound the time a run takes. A run that exceeds one stops with
+// status timed_out and a *TimeoutError; it keeps its partial result (the
+// completed steps, the last text, the cost so far) and can be continued
+// (Runtime.Continue). A tool's own Timeout is separate: a call that exceeds
+// it is an error observation, and the run goes on.
+type Timeouts struct {
+	// Run bounds one drive of a run: from Run, Resume, Recover or Continue
+	// until the run ends or pauses, whatever agents it goes through. It is
+	// the timeout of the agent the drive starts on. Zero means no bound.
+	Run time.Duration
+	// Step bounds one step of the agent: its model call and the tool calls
+	// that call asks for (a delegation included). Zero means no bound.
+	Step time.Duration
+}
+
+func (t Timeouts) validate() error {
+	if t.Run < 0 || t.Step < 0 {
+		return fmt.Errorf("negative timeout (run %v, step %v)", t.Run, t.Step)
+	}
+	return nil
+}
+
+// or returns t with each zero field taken from d.
+func (t Timeouts) or(d Timeouts) Timeouts {
+	return Timeouts{Run: cmp.Or(t.Run, d.Run), Step: cmp.Or(t.Step, d.Step)}
 }
 
 // Agent is one model-driven loop.
@@ -171,6 +216,9 @@ type Agent struct {
 	Output json.RawMessage
 	// Temperature, when set, is the sampling temperature.
 	Temperature *float64
+	// Timeouts bound the agent's runs and steps; a zero field takes
+	// Config.Timeouts'.
+	Timeouts Timeouts
 }
 
 // Memory configures an agent's memory scopes.
@@ -207,8 +255,9 @@ type Tool struct {
 	Input json.RawMessage
 	// Effects says whether the tool only reads; empty means EffectsRead.
 	Effects Effects
-	// Approval says whether each call needs a human decision; empty means
-	// ApprovalNever.
+	// Approval is the tool's approval shorthand: what the approval policy
+	// decides about calls none of its rules decides. Empty leaves them to
+	// the policy's default (allow unless Config.Approvals says otherwise).
 	Approval Approval
 	// Timeout bounds one call; zero means DefaultToolTimeout.
 	Timeout time.Duration
@@ -232,11 +281,6 @@ func (t Tool) validate() error {
 	case "", EffectsRead, EffectsWrite:
 	default:
 		return fmt.Errorf("tool %q: effects %q is not %q or %q", t.Name, t.Effects, EffectsRead, EffectsWrite)
-	}
-	switch t.Approval {
-	case "", ApprovalNever, ApprovalAlways:
-	default:
-		return fmt.Errorf("tool %q: approval %q is not %q or %q", t.Name, t.Approval, ApprovalNever, ApprovalAlways)
 	}
 	if t.Timeout < 0 {
 		return fmt.Errorf("tool %q: negative timeout %v", t.Name, t.Timeout)

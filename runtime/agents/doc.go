@@ -29,11 +29,43 @@
 // are read-only tools (at most Config.MaxParallelTools at a time); otherwise
 // one at a time; either way observations return in call order. The loop
 // ends with a final answer (completed), the agent's MaxSteps (max_steps,
-// *MaxStepsError), a budget breach (budget_exceeded, *BudgetExceededError
-// wrapping the gateway's), a pause (paused, with a Checkpoint) or a failure
-// (failed). A RunResult always carries the steps taken: the alias that
-// answered, the rung it degraded from, the model call and every tool call
-// with its observation.
+// *MaxStepsError), a timeout (timed_out, *TimeoutError), a cancellation
+// (cancelled, *CancelledError), a budget breach (budget_exceeded,
+// *BudgetExceededError wrapping the gateway's), a pause (paused, with a
+// Checkpoint) or a failure (failed). A RunResult always carries the steps
+// taken: the alias that answered, the rung it degraded from, the model call
+// and every tool call with its observation.
+//
+// # Timeouts and continuing
+//
+// An agent's Timeouts (with defaults in Config.Timeouts) bound a run: Run
+// one drive of it, from Run, Resume, Recover or Continue until it ends or
+// pauses; Step one model call with the tool calls it asks for. A caller's
+// own deadline ends a run the same way when the context's cause is a
+// *TimeoutError. A run that exceeds one stops timed_out and keeps its
+// partial result: its completed steps, RunResult.LastText, its cost so
+// far, and a tool call in flight recorded without a result, marked
+// Interrupted, never done. Continue takes up a run that stopped early
+// (max_steps, timed_out, cancelled) as the same run, with a fresh allowance
+// of steps and time; its checkpoint lists each Continuation. A pending step
+// is completed first, as Recover does: an interrupted read runs again, an
+// interrupted write pauses for a decision.
+//
+// Cancel stops a run by id wherever it is driven: through the Store
+// (RequestCancel, WatchCancel), the process driving the run hears of it
+// (in process for the in-memory store, by LISTEN/NOTIFY for pgstore) and
+// cancels the run's context, so that the call in flight ends; the run is
+// saved cancelled with its partial result and who asked
+// (Checkpoint.Cancel). A paused run is cancelled by Cancel itself.
+//
+// A caller that runs agents for others, such as a job worker, needs only
+// run ids: it makes the id when the job is queued (NewRunID) and starts
+// the run with it (RunOptions.RunID), so that Cancel reaches the run by id
+// from any process; a start tried again after the worker died is refused
+// with *RunExistsError before any model call, and the worker takes the
+// run over by its status: Recover a run left running, Resume a paused
+// one with a decision, Continue one that stopped early. Nothing but the
+// store is shared.
 //
 // Every observation is bounded in one place, whatever made it (a tool of
 // any kind, a search, a delegation, an error): at most the tool's
@@ -88,12 +120,23 @@
 //
 // # Approval, checkpoints and crashes
 //
-// A call of a tool with ApprovalAlways pauses the run: the result holds a
+// Every call of a declared tool is judged by the approval policy
+// (Config.Approvals, package policy): allow, deny or ask, by rules matched
+// on the tool's name or glob and a CEL condition on its arguments, then
+// the tool's Approval shorthand, then the policy's default. A denied call
+// gets an observation naming the rule and its reason. An asked call
+// pauses the run, unless a grant answers it: the result holds a
 // Checkpoint (completed steps, the pending call, the current alias; JSON
 // with a version) and the store holds the run. Resume (by run id) or
 // ResumeFrom (a checkpoint, in a process whose store may not know the run)
 // continues with a Decision: approve, possibly with edited arguments, or
-// reject with feedback the model reads. A run may pause again.
+// reject with feedback the model reads. An approval may reach further
+// (Decision.Scope): the tool for the rest of the run, or for the thread,
+// kept with the run (Checkpoint.Grants) and, for a thread, in the store
+// (Store.AddGrant), and honoured by resumed, continued and later runs. A
+// run may pause again. Every decision is recorded on its call
+// (ToolCallRecord.Policy, ToolCallRecord.Approval: the rule or the person,
+// who, when, the scope) and as an aid.approval.decision span event.
 //
 // Every tool call is recorded in the Store before it runs and gets exactly
 // one result after. The step is checkpointed before its calls, so Recover
@@ -143,6 +186,21 @@
 // included) on the run's goroutines; a panic in it fails the run with
 // *HookPanicError after the gateway settled the call. Resume and Recover
 // take no hook.
+//
+// # Record and replay
+//
+// Every step keeps the model request it answered (StepRecord.Request, as
+// the messages it adds to the step before), so a stored run is its own
+// event log: Record writes it as JSON Lines (the run, then each step and
+// each tool call, with the pinned model ids, the decisions and a delegated
+// run's steps in place), ReadRecording reads it back, and Replay re-runs
+// it offline on a Config: the recorded answers stand in for the gateway,
+// the recorded observations for the tools and searches, the recorded
+// memory for the stores, and the recorded decisions, stops and
+// continuations are applied where they happened. A replay calls nothing
+// outside the process, spends nothing and is deterministic; it reports
+// the first Divergence (a different request, a tool call with other
+// arguments or outcome, another decision, path or end) with a diff.
 //
 // What it is not: it does not read the IR (the runtime never imports ir or
 // CUE), it is not a model client (see runtime/gateway), and it does not

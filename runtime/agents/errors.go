@@ -1,9 +1,11 @@
 package agents
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ErrInterrupted is the cancel cause (context.WithCancelCause) a process
@@ -14,6 +16,77 @@ import (
 // restart; Run, Resume and Recover then return StatusRunning and an error
 // wrapping ErrInterrupted. Any other cancellation fails the run.
 var ErrInterrupted = errors.New("agents: run interrupted by shutdown")
+
+// TimeoutScope says which timeout a *TimeoutError is.
+type TimeoutScope string
+
+// The timeout scopes.
+const (
+	// TimeoutRun is the run's timeout (Timeouts.Run).
+	TimeoutRun TimeoutScope = "run"
+	// TimeoutStep is a step's timeout (Timeouts.Step).
+	TimeoutStep TimeoutScope = "step"
+	// TimeoutDeadline is a deadline of whoever drives the run (a service's
+	// request timeout), given as the cancel cause of its context.
+	TimeoutDeadline TimeoutScope = "deadline"
+)
+
+// TimeoutError reports a run stopped by a timeout: status timed_out, with
+// the partial result kept and the run continuable (Runtime.Continue). A
+// caller that bounds a run with its own deadline gives a *TimeoutError
+// (Scope TimeoutDeadline) as the cause of its context
+// (context.WithTimeoutCause), so that the run ends timed out rather than
+// failed. It matches context.DeadlineExceeded with errors.Is.
+type TimeoutError struct {
+	// RunID is the run stopped.
+	RunID string
+	// Agent is the agent the run was on.
+	Agent string
+	// Scope says which timeout expired.
+	Scope TimeoutScope
+	// Step is the step that ran out of time, for TimeoutStep.
+	Step int
+	// Timeout is the bound that expired.
+	Timeout time.Duration
+}
+
+// Error implements error.
+func (e *TimeoutError) Error() string {
+	switch e.Scope {
+	case TimeoutStep:
+		return fmt.Sprintf("run %s: agent %q: step %d timed out after %v", e.RunID, e.Agent, e.Step, e.Timeout)
+	case TimeoutRun:
+		return fmt.Sprintf("run %s: agent %q: the run timed out after %v", e.RunID, e.Agent, e.Timeout)
+	}
+	return fmt.Sprintf("run %s: agent %q: the run's deadline (%v) passed", e.RunID, e.Agent, e.Timeout)
+}
+
+// Unwrap returns context.DeadlineExceeded.
+func (e *TimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// CancelledError reports a run stopped by Runtime.Cancel: status
+// cancelled, with the partial result kept and the run continuable
+// (Runtime.Continue). The run's context ends with it as the cause, also in
+// a process other than the one that called Cancel.
+type CancelledError struct {
+	// RunID is the run stopped.
+	RunID string
+	// By names who asked, as given to Cancel; empty when unknown.
+	By string
+	// At is when it was asked.
+	At time.Time
+}
+
+// Error implements error.
+func (e *CancelledError) Error() string {
+	if e.By != "" {
+		return fmt.Sprintf("run %s was cancelled by %s", e.RunID, e.By)
+	}
+	return fmt.Sprintf("run %s was cancelled", e.RunID)
+}
+
+// Unwrap returns context.Canceled.
+func (e *CancelledError) Unwrap() error { return context.Canceled }
 
 // UnknownAgentError reports a run, resume or reference naming an agent the
 // runtime was not built with.
@@ -195,6 +268,82 @@ type NotPausedError struct {
 func (e *NotPausedError) Error() string {
 	return fmt.Sprintf("run %s is %s, not %s", e.RunID, e.Status, e.Want)
 }
+
+// NotContinuableError reports a Continue of a run that did not stop early:
+// only a run with status max_steps, timed_out or cancelled can be
+// continued (a paused run is resumed, a running one recovered).
+type NotContinuableError struct {
+	// RunID is the run.
+	RunID string
+	// Status is its status in the store.
+	Status Status
+}
+
+// Error implements error.
+func (e *NotContinuableError) Error() string {
+	return fmt.Sprintf("run %s is %s; only a run that stopped early (max_steps, timed_out, cancelled) can be continued", e.RunID, e.Status)
+}
+
+// InvalidOptionError reports an option of Run, Continue or Cancel that
+// cannot be used: a run id NewRunID cannot have made, a negative
+// allowance, a name too long to record.
+type InvalidOptionError struct {
+	// Option names the option, as its JSON field is spelt (run_id, steps,
+	// timeout, by).
+	Option string
+	// Problem says what is wrong with it.
+	Problem string
+}
+
+// Error implements error.
+func (e *InvalidOptionError) Error() string {
+	return fmt.Sprintf("invalid option %s: %s", e.Option, e.Problem)
+}
+
+// MaxByBytes bounds the name of who continues or cancels a run
+// (ContinueOptions.By, CancelOptions.By), which the run's record keeps and
+// a store may send to other processes.
+const MaxByBytes = 256
+
+func checkBy(by string) error {
+	if len(by) > MaxByBytes {
+		return &InvalidOptionError{Option: "by", Problem: fmt.Sprintf("%d bytes, more than %d", len(by), MaxByBytes)}
+	}
+	return nil
+}
+
+// NotCancellableError reports a Cancel of a run that is neither running
+// nor paused: it ended already (completed, failed, budget_exceeded) or
+// stopped early (max_steps, timed_out), so there is nothing to stop.
+type NotCancellableError struct {
+	// RunID is the run.
+	RunID string
+	// Status is its status in the store.
+	Status Status
+}
+
+// Error implements error.
+func (e *NotCancellableError) Error() string {
+	return fmt.Sprintf("run %s is %s: only a running or paused run can be cancelled", e.RunID, e.Status)
+}
+
+// CancelPendingError reports a Cancel whose context ended before the run
+// stopped: the request is recorded and the process driving the run stops
+// it when it sees it (or Recover does, if that process is gone).
+type CancelPendingError struct {
+	// RunID is the run.
+	RunID string
+	// Err is why the wait ended.
+	Err error
+}
+
+// Error implements error.
+func (e *CancelPendingError) Error() string {
+	return fmt.Sprintf("run %s: cancellation requested; the run has not stopped yet: %v", e.RunID, e.Err)
+}
+
+// Unwrap returns why the wait ended.
+func (e *CancelPendingError) Unwrap() error { return e.Err }
 
 // ConflictError reports a write to a run record that another writer changed
 // first: two processes resumed the same run, or a run presumed dead is still

@@ -156,6 +156,9 @@ type streamer interface {
 // withheld until the answer validates (the loop reports it then), so that
 // a rejected answer never reaches the hook as text.
 func (r *Runtime) generate(ctx context.Context, st *runState, req gateway.Request, opts []gateway.CallOption) (gateway.Result, error) {
+	if r.replay != nil {
+		return r.replay.model(ctx, st, req)
+	}
 	ev := st.events
 	if ev == nil {
 		return r.gen.Generate(ctx, st.alias, req, opts...)

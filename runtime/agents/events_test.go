@@ -87,6 +87,7 @@ func holds(t *testing.T, gw *gateway.Gateway) []gateway.AccountSpend {
 // random ids only.
 var ignoreRunIDs = cmp.Options{
 	cmpopts.IgnoreFields(agents.RunResult{}, "RunID"),
+	cmpopts.IgnoreFields(agents.PolicyRecord{}, "At"),
 	cmpopts.EquateEmpty(),
 }
 

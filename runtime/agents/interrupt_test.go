@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
@@ -22,17 +24,35 @@ type shutdownDesk struct {
 	started chan string
 	lookups atomic.Int32
 	sends   atomic.Int32
+
+	timeouts    agents.Timeouts // the desk agent's
+	toolTimeout time.Duration   // both tools'
+	tracer      trace.Tracer
 }
 
 func newShutdownDesk(t *testing.T, script ...fake.Step) *shutdownDesk {
 	return &shutdownDesk{fx: newFixture(t, fake.Config{Script: script}), store: agents.NewInMemoryStore(), started: make(chan string, 4)}
 }
 
+// newAgentDesk is a shutdownDesk whose fake plays the desk agent's script
+// by step number, so that a model call made again (after a timeout, a
+// cancellation) gets the same answer.
+func newAgentDesk(t *testing.T, script ...fake.Step) *shutdownDesk {
+	return &shutdownDesk{fx: newFixture(t, fake.Config{Agents: map[string][]fake.Step{"desk": script}}), store: agents.NewInMemoryStore(), started: make(chan string, 4)}
+}
+
 func (d *shutdownDesk) runtime(t *testing.T) *agents.Runtime {
+	return newRuntime(t, d.config())
+}
+
+func (d *shutdownDesk) config() agents.Config {
 	impl := func(name string, n *atomic.Int32) agents.Implementation {
 		return agents.ToolFunc(func(ctx context.Context, args json.RawMessage) (string, error) {
 			if d.block.Load() {
-				d.started <- name
+				select {
+				case d.started <- name:
+				default: // nobody waits for it
+				}
 				<-ctx.Done()
 				return "", ctx.Err()
 			}
@@ -40,16 +60,17 @@ func (d *shutdownDesk) runtime(t *testing.T) *agents.Runtime {
 			return name + " " + string(args), nil
 		})
 	}
-	return newRuntime(t, agents.Config{
+	return agents.Config{
 		Gateway: d.fx.gw,
 		Store:   d.store,
-		Agents:  []agents.Agent{{Name: "desk", Model: "small", Tools: []string{"lookup", "send"}}},
+		Tracer:  d.tracer,
+		Agents:  []agents.Agent{{Name: "desk", Model: "small", Tools: []string{"lookup", "send"}, Timeouts: d.timeouts}},
 		Tools: []agents.Tool{
-			{Name: "lookup", Description: "d", Input: lookupSchema},
-			{Name: "send", Description: "d", Input: lookupSchema, Effects: agents.EffectsWrite},
+			{Name: "lookup", Description: "d", Input: lookupSchema, Timeout: d.toolTimeout},
+			{Name: "send", Description: "d", Input: lookupSchema, Effects: agents.EffectsWrite, Timeout: d.toolTimeout},
 		},
 		Implementations: map[string]agents.Implementation{"lookup": impl("lookup", &d.lookups), "send": impl("send", &d.sends)},
-	})
+	}
 }
 
 // TestShutdownLeavesRunRecoverable cancels a run with the cause

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,10 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
 )
 
@@ -21,33 +25,48 @@ import (
 // only concurrent access is the parallel execution of read calls, each of
 // which writes its own ToolCallRecord.
 type runState struct {
-	id             string // the top-level run's id, shared by its delegated runs
-	sub            bool   // a delegated run: not stored, cannot pause
-	depth          int
-	agent          *agentDef
-	path           []string
-	alias          string
-	degraded       bool
-	threadID       string
-	userID         string
-	msgs           []gateway.Message
-	turn           int               // the index in msgs of the run's input (Checkpoint.Turn)
-	saved          []SavedMessage    // msgs as checkpointed, kept in step
-	req            []gateway.Message // reqAgent's system message and msgs, kept in step
-	reqAgent       *agentDef
-	steps          []StepRecord
-	agentSteps     int
-	delegations    *int // the top-level run's ownDelegations, shared with delegated runs
-	ownDelegations int
-	pathBuf        [2]string // the path's first elements, without an allocation
-	repaired       bool
-	usage          UsageRecord
-	cost           float64
-	pending        *Pending
-	prerecorded    int // the pending step's leading calls recorded with its checkpoint (saveStep)
-	version        int64
-	answer         string
-	events         *emitter // the run's hook, shared with delegated runs; nil without one
+	id              string // the top-level run's id, shared by its delegated runs
+	sub             bool   // a delegated run: not stored, cannot pause
+	depth           int
+	agent           *agentDef
+	path            []string
+	alias           string
+	degraded        bool
+	threadID        string
+	userID          string
+	msgs            []gateway.Message
+	turn            int               // the index in msgs of the run's input (Checkpoint.Turn)
+	saved           []SavedMessage    // msgs as checkpointed, kept in step
+	req             []gateway.Message // reqAgent's system message and msgs, kept in step
+	reqAgent        *agentDef
+	steps           []StepRecord
+	agentSteps      int
+	stepLimit       int           // the current agent's bound when Continue raised it; 0 means its MaxSteps
+	runTimeout      time.Duration // this drive's run timeout when Continue set one; 0 means the agent's
+	continuations   []Continuation
+	cancel          *CancelRequest
+	grants          []Grant
+	app, ver        string            // the application the run started in (Checkpoint.App, AppVersion)
+	lastReq         []gateway.Message // the request of the last step, whole (RequestRecord.Keep)
+	reqMemory       bool              // the request being built carries stored memory
+	lastFingerprint string            // the fingerprint of the last step's request
+	replaySteps     []StepRecord      // a delegated run's recorded steps, in a replay
+	delegations     *int              // the top-level run's ownDelegations, shared with delegated runs
+	ownDelegations  int
+	pathBuf         [2]string // the path's first elements, without an allocation
+	repaired        bool
+	usage           UsageRecord
+	cost            float64
+	pending         *Pending
+	prerecorded     int // the pending step's leading calls recorded with its checkpoint (saveStep)
+	version         int64
+	answer          string
+	events          *emitter // the run's hook, shared with delegated runs; nil without one
+}
+
+// maxSteps is the current agent's bound on its model calls in this run.
+func (st *runState) maxSteps() int {
+	return cmp.Or(st.stepLimit, st.agent.maxSteps)
 }
 
 func (st *runState) appendMsg(m gateway.Message) {
@@ -68,8 +87,9 @@ func (st *runState) checkpoint() Checkpoint {
 		Path: slices.Clip(st.path), Alias: st.alias, Degraded: st.degraded,
 		ThreadID: st.threadID, UserID: st.userID,
 		Messages: slices.Clip(st.saved), Turn: st.turn, Steps: slices.Clip(st.steps),
-		AgentSteps: st.agentSteps, Delegations: *st.delegations, Repaired: st.repaired,
-		Usage: st.usage, CostUSD: st.cost,
+		AgentSteps: st.agentSteps, StepLimit: st.stepLimit, Delegations: *st.delegations, Repaired: st.repaired,
+		Usage: st.usage, CostUSD: st.cost, Continuations: slices.Clip(st.continuations), Cancel: st.cancel,
+		Grants: slices.Clip(st.grants), App: st.app, AppVersion: st.ver,
 	}
 	if st.pending != nil {
 		p := *st.pending
@@ -88,21 +108,38 @@ func (c *ToolCallRecord) observe(obs string, kind ErrorKind) {
 	c.Observation, c.ErrorKind, c.Done = obs, kind, true
 }
 
-// drive runs the loop from st until the run ends or pauses.
+// drive runs the loop from st until the run ends, pauses or stops. A
+// top-level run is bounded by its agent's run timeout; each step by its
+// agent's step timeout, from its model call to the end of its tool calls.
 func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
+	if !st.sub {
+		var unwatch func()
+		ctx, unwatch = r.watchCancel(ctx, st)
+		defer unwatch()
+	}
+	if d := cmp.Or(st.runTimeout, st.agent.timeouts.Run); d > 0 && !st.sub {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, d, &TimeoutError{Scope: TimeoutRun, Timeout: d})
+		defer cancel()
+	}
 	actx, span := r.startAgentSpan(ctx, st)
+	var clock stepClock
+	defer clock.end()
 	for {
 		if st.pending != nil {
-			paused, target, err := r.runCalls(actx, st, span)
+			sctx := clock.context(actx, st)
+			paused, target, err := r.runCalls(sctx, st, span)
 			switch {
-			case err != nil && interrupted(ctx):
-				return r.interrupt(ctx, st, span, err)
+			case err != nil && stopped(sctx):
+				return r.stop(ctx, sctx, st, span, err)
 			case err != nil:
 				st.stopPending()
 				return r.finish(ctx, st, span, statusOf(err), err)
 			case paused:
 				return r.finish(ctx, st, span, StatusPaused, nil)
-			case target != nil:
+			}
+			clock.end()
+			if target != nil {
 				if span.IsRecording() {
 					span.SetAttributes(AttrTransferredTo.String(target.spec.Name))
 				}
@@ -112,14 +149,14 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 				}
 				st.agent = target
 				st.path = append(st.path, target.spec.Name)
-				st.alias, st.degraded, st.agentSteps, st.repaired = target.spec.Model, false, 0, false
+				st.alias, st.degraded, st.agentSteps, st.stepLimit, st.repaired = target.spec.Model, false, 0, 0, false
 				actx, span = r.startAgentSpan(ctx, st)
 			}
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			if interrupted(ctx) {
-				return r.interrupt(ctx, st, span, err)
+			if stopped(ctx) {
+				return r.stop(ctx, ctx, st, span, err)
 			}
 			return r.finish(ctx, st, span, StatusFailed, fmt.Errorf("run %s: %w", st.id, err))
 		}
@@ -128,22 +165,23 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 				return r.finish(ctx, st, span, StatusFailed, fmt.Errorf("run %s: %w", st.id, err))
 			}
 		}
-		if st.agentSteps >= st.agent.maxSteps {
-			return r.finish(ctx, st, span, StatusMaxSteps, &MaxStepsError{RunID: st.id, Agent: st.agent.spec.Name, MaxSteps: st.agent.maxSteps})
+		if limit := st.maxSteps(); st.agentSteps >= limit {
+			return r.finish(ctx, st, span, StatusMaxSteps, &MaxStepsError{RunID: st.id, Agent: st.agent.spec.Name, MaxSteps: limit})
 		}
-		req, err := r.request(actx, st)
+		sctx := clock.start(actx, st)
+		req, err := r.request(sctx, st)
 		if err != nil {
-			if interrupted(ctx) {
-				return r.interrupt(ctx, st, span, err)
+			if stopped(sctx) {
+				return r.stop(ctx, sctx, st, span, err)
 			}
 			return r.finish(ctx, st, span, StatusFailed, err)
 		}
-		res, from, err := r.callModel(actx, st, req)
+		res, from, err := r.callModel(sctx, st, req)
 		if err != nil {
-			if interrupted(ctx) {
-				// The answer never came: the call is made again on
-				// recovery, from the state saved now.
-				return r.interrupt(ctx, st, span, err)
+			if stopped(sctx) {
+				// The answer never came: the call is made again when the
+				// run is recovered or continued, from the state saved now.
+				return r.stop(ctx, sctx, st, span, err)
 			}
 			var be *gateway.BudgetExceededError
 			if errors.As(err, &be) {
@@ -160,13 +198,15 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 		step := StepRecord{
 			Number: len(st.steps) + 1, Agent: st.agent.spec.Name, Alias: res.Alias, Requested: st.alias,
 			Model: res.Model, DegradedFrom: from, Text: res.Text, Usage: u, CostUSD: res.CostUSD,
+			Request: st.recordRequest(req),
 		}
 		st.appendMsg(gateway.Message{Role: gateway.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
 		if len(res.ToolCalls) == 0 {
+			clock.end()
 			st.steps = append(st.steps, step)
 			if out := st.agent.output; out != nil {
 				if verr := validateJSON(out, []byte(res.Text)); verr != nil {
-					if !st.repaired && st.agentSteps < st.agent.maxSteps {
+					if !st.repaired && st.agentSteps < st.maxSteps() {
 						st.repaired = true
 						st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: repairPrompt(verr)})
 						continue
@@ -195,6 +235,72 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			return r.finish(ctx, st, span, StatusFailed, err)
 		}
 	}
+}
+
+// watchCancel returns a context that ends with a *CancelledError as soon as
+// the store hands over a cancel request for the run, made in this process
+// or another (Runtime.Cancel), and the function that ends the watch. A
+// store that cannot watch is logged: the run then stops only when its own
+// context ends.
+func (r *Runtime) watchCancel(ctx context.Context, st *runState) (context.Context, func()) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	wctx, unwatch := context.WithCancel(cctx)
+	stop := func(req CancelRequest) {
+		cancel(&CancelledError{RunID: st.id, By: req.By, At: req.At})
+	}
+	ch, err := r.store.WatchCancel(wctx, st.id)
+	if err != nil {
+		r.logger.WarnContext(ctx, "cannot watch for cancellation: the run can only be stopped by its own process", "run", st.id, "err", err)
+		return cctx, func() { unwatch(); cancel(nil) }
+	}
+	select {
+	case req := <-ch: // pending already: stop before the first call
+		stop(req)
+	default:
+		go func() {
+			select {
+			case req := <-ch:
+				stop(req)
+			case <-wctx.Done():
+			}
+		}()
+	}
+	return cctx, func() { unwatch(); cancel(nil) }
+}
+
+// stepClock is the context of the step in flight, bounded by the agent's
+// step timeout. A step starts with its model call, or with the calls of a
+// pending step when a run is resumed, and ends when its calls are done.
+type stepClock struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// start begins a new step on the parent context.
+func (c *stepClock) start(parent context.Context, st *runState) context.Context {
+	c.end()
+	c.ctx, c.cancel = parent, func() {}
+	if d := st.agent.timeouts.Step; d > 0 {
+		c.ctx, c.cancel = context.WithTimeoutCause(parent, d, &TimeoutError{Scope: TimeoutStep, Step: len(st.steps) + 1, Timeout: d})
+	}
+	return c.ctx
+}
+
+// context returns the step in flight, starting one when there is none (a
+// resumed run's pending step).
+func (c *stepClock) context(parent context.Context, st *runState) context.Context {
+	if c.ctx == nil {
+		return c.start(parent, st)
+	}
+	return c.ctx
+}
+
+// end ends the step in flight, if any.
+func (c *stepClock) end() {
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.ctx, c.cancel = nil, nil
 }
 
 // stopPending ends the pending step of a run that stopped during its tool
@@ -254,7 +360,15 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 	if d.spec.Instructions != "" {
 		msgs = append(msgs, gateway.Message{Role: gateway.RoleSystem, Content: d.spec.Instructions})
 	}
-	if d.userMem != nil || d.globalMem != nil {
+	st.reqMemory = false
+	switch {
+	case r.replay != nil && (d.userMem != nil || d.globalMem != nil):
+		// The memory the recorded step was given, not the store's today.
+		if m, ok := r.replay.memory(st); ok {
+			msgs = append(msgs, m)
+			st.reqMemory = true
+		}
+	case d.userMem != nil || d.globalMem != nil:
 		var user, global []MemoryEntry
 		var err error
 		if d.userMem != nil {
@@ -272,6 +386,7 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 		}
 		if m, ok := renderMemory(user, global, d.userBudget, d.globalBudget); ok {
 			msgs = append(msgs, m)
+			st.reqMemory = true
 		}
 	}
 	msgs = append(msgs, thread...)
@@ -329,19 +444,25 @@ func fallbacksFor(fallbacks []string, alias string) []string {
 	return slices.DeleteFunc(slices.Clone(fallbacks), func(f string) bool { return f == alias })
 }
 
-// runCalls runs the pending step's calls that have no observation yet. It
+// runCalls runs the pending step's calls that have no observation yet,
+// each as the approval policy decides: a denied call is told why, an
+// asked one pauses the run unless a grant or a person answered. It
 // returns paused when a call waits for a decision, the target of a
 // transfer, or a fatal error (cancellation, a store failure, a budget
 // breach inside a delegated run).
 func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (paused bool, target *agentDef, err error) {
 	p := st.pending
 	calls := p.Step.ToolCalls
-	if p.Reason == "" && r.parallel(st.agent, calls) {
+	if p.Reason == "" && r.parallel(ctx, st, span, calls) {
 		errs := make([]error, len(calls))
 		sem := make(chan struct{}, r.maxParallel)
 		var wg sync.WaitGroup
 		for i := range calls {
 			if calls[i].Done {
+				continue
+			}
+			if denied(&calls[i]) {
+				r.deny(st, p.Step.Number, &calls[i])
 				continue
 			}
 			sem <- struct{}{}
@@ -371,9 +492,11 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 				c.observe(fmt.Sprintf("error: not run: the conversation was transferred to agent %q first", target.spec.Name), KindNotRun)
 				continue
 			}
-			t := st.agent.tools[c.Name]
-			needs := (t != nil && t.approval == ApprovalAlways) || (i == p.Next && p.Reason == PauseInterrupted)
-			if needs && c.Approval == nil {
+			if err := r.judge(ctx, st, span, c); err != nil {
+				return false, nil, err
+			}
+			asked := c.Policy != nil && c.Policy.Action == policy.Ask && c.Policy.Grant == nil
+			if (asked || (i == p.Next && p.Reason == PauseInterrupted)) && c.Approval == nil {
 				if st.sub {
 					return false, nil, &gateway.DeferredError{Feature: "human decisions inside a delegated run"}
 				}
@@ -390,6 +513,12 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 				}
 				return true, nil, nil
 			}
+			if c.Approval != nil {
+				personDecided(span, c)
+			} else if denied(c) {
+				r.deny(st, p.Step.Number, c)
+				continue
+			}
 			tgt, err := r.execOne(ctx, st, p.Step.Number, i, c)
 			if err != nil {
 				return false, nil, err
@@ -397,6 +526,11 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 			if tgt != nil {
 				target = tgt
 			}
+		}
+	}
+	if r.replay != nil {
+		if err := r.replay.checkStep(st, &p.Step); err != nil {
+			return false, nil, err
 		}
 	}
 	for i := range calls {
@@ -409,27 +543,169 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 }
 
 // parallel reports whether a step's calls may run concurrently: more than
-// one, and every one a known read-only tool (searches included) that needs
-// no approval.
-func (r *Runtime) parallel(d *agentDef, calls []ToolCallRecord) bool {
-	if len(calls) < 2 || r.maxParallel < 2 {
+// one, every one a known read-only tool (searches included) that the
+// approval policy does not ask about.
+func (r *Runtime) parallel(ctx context.Context, st *runState, span trace.Span, calls []ToolCallRecord) bool {
+	if len(calls) < 2 || r.maxParallel < 2 || !readOnly(st.agent, calls) {
 		return false
 	}
+	for i := range calls {
+		c := &calls[i]
+		if r.judge(ctx, st, span, c) != nil || (c.Policy != nil && c.Policy.Action == policy.Ask && c.Policy.Grant == nil && c.Approval == nil) {
+			return false // the calls run one at a time, and the pause or the error happens there
+		}
+	}
+	return true
+}
+
+// readOnly reports whether every call is of a known read-only tool
+// (searches included) that can run beside others.
+func readOnly(d *agentDef, calls []ToolCallRecord) bool {
 	for _, c := range calls {
 		t := d.tools[c.Name]
-		if t == nil || (t.kind != kindPlain && t.kind != kindSearch) || t.effects != EffectsRead || t.approval != ApprovalNever {
+		if t == nil || (t.kind != kindPlain && t.kind != kindSearch) || t.effects != EffectsRead {
 			return false
 		}
 	}
 	return true
 }
 
+// allowed reports whether the approval policy lets every one of the calls
+// run whatever its arguments: tools it does not govern, and declared tools
+// it always allows.
+func (r *Runtime) allowed(d *agentDef, calls ...ToolCallRecord) bool {
+	for _, c := range calls {
+		if t := d.tools[c.Name]; t != nil && t.kind == kindPlain && !r.policy.AlwaysAllows(c.Name) {
+			return false
+		}
+	}
+	return true
+}
+
+// judge applies the approval policy to a call of a declared tool that has
+// not been judged yet, records the decision on the call and in the span,
+// and finds the grant (of the run, or of its thread in the store) that
+// answers an ask. Calls the policy does not govern, calls a person decided
+// before policies were recorded, and calls whose arguments the tool would
+// refuse (runTool says why; nobody need be asked) are not judged.
+func (r *Runtime) judge(ctx context.Context, st *runState, span trace.Span, c *ToolCallRecord) error {
+	t := st.agent.tools[c.Name]
+	if c.Policy != nil || c.Approval != nil || t == nil || t.kind != kindPlain {
+		return nil
+	}
+	args := json.RawMessage(c.Arguments)
+	if len(strings.TrimSpace(c.Arguments)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if !t.allowed && validateJSON(t.schema, args) != nil {
+		// A call a person might be asked about is judged only once its
+		// arguments are known good; one the policy always allows is
+		// judged whatever they are, and runTool refuses it.
+		return nil
+	}
+	d := r.policy.Decide(policy.Input{Tool: c.Name, Arguments: args, Agent: st.agent.spec.Name, User: st.userID, Thread: st.threadID})
+	rec := &PolicyRecord{Action: d.Action, Source: d.Source, Rule: d.Rule, Reason: d.Reason, At: time.Now().UTC()}
+	if d.Action == policy.Ask {
+		g, err := r.grantFor(ctx, st, c.Name)
+		if err != nil {
+			return err
+		}
+		rec.Grant = g
+	}
+	c.Policy = rec
+	if span.IsRecording() {
+		attrs := []attribute.KeyValue{attrToolName(c.Name), attrToolCallID(c.ID), AttrApprovalAction.String(string(d.Action)), AttrApprovalSource.String(string(d.Source))}
+		if d.Rule > 0 {
+			attrs = append(attrs, AttrApprovalRule.Int(d.Rule))
+		}
+		if d.Reason != "" {
+			attrs = append(attrs, AttrApprovalReason.String(d.Reason))
+		}
+		if g := rec.Grant; g != nil {
+			attrs = append(attrs, AttrApprovalGrant.String(string(g.Scope)), AttrApprovalBy.String(g.By))
+		}
+		span.AddEvent(EventApprovalDecision, trace.WithAttributes(attrs...))
+	}
+	return nil
+}
+
+// grantFor returns a grant of the tool: one given in the run, or one kept
+// for the run's thread.
+func (r *Runtime) grantFor(ctx context.Context, st *runState, tool string) (*Grant, error) {
+	for _, g := range st.grants {
+		if g.Tool == tool {
+			return &g, nil
+		}
+	}
+	if st.threadID == "" {
+		return nil, nil
+	}
+	gs, err := r.store.Grants(ctx, st.threadID)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: read the grants of thread %s: %w", st.id, st.threadID, err)
+	}
+	for _, g := range gs {
+		if g.Tool == tool {
+			return &g, nil
+		}
+	}
+	return nil, nil
+}
+
+// denied reports whether the policy denied a call no person decided.
+func denied(c *ToolCallRecord) bool {
+	return c.Policy != nil && c.Policy.Action == policy.Deny && c.Approval == nil
+}
+
+// deny gives a denied call its observation: the rule and its reason. The
+// call never runs, so it is not recorded in the store.
+func (r *Runtime) deny(st *runState, step int, c *ToolCallRecord) {
+	obs := "error: the approval policy denies this call"
+	switch c.Policy.Source {
+	case policy.SourceRule:
+		obs += fmt.Sprintf(" (rule %d)", c.Policy.Rule)
+	case policy.SourceTool:
+		obs += " (the tool's approval)"
+	case policy.SourceDefault:
+		obs += " (the policy's default)"
+	}
+	if c.Policy.Reason != "" {
+		obs += ": " + c.Policy.Reason
+	}
+	c.observe(obs, KindDenied)
+	if st.events != nil {
+		st.event(Event{Kind: EventToolResult, Step: step, Calls: []ToolCallRecord{*c}})
+	}
+}
+
+// personDecided records a person's decision on a call in the span, as the
+// call it decided runs or is rejected.
+func personDecided(span trace.Span, c *ToolCallRecord) {
+	if !span.IsRecording() {
+		return
+	}
+	a := c.Approval
+	action := "reject"
+	if a.Approved {
+		action = "approve"
+	}
+	attrs := []attribute.KeyValue{attrToolName(c.Name), attrToolCallID(c.ID), AttrApprovalAction.String(action), AttrApprovalSource.String("person")}
+	if a.By != "" {
+		attrs = append(attrs, AttrApprovalBy.String(a.By))
+	}
+	if a.Scope != "" {
+		attrs = append(attrs, AttrApprovalGrant.String(string(a.Scope)))
+	}
+	span.AddEvent(EventApprovalDecision, trace.WithAttributes(attrs...))
+}
+
 // execOne records a call, runs it and records its result, exactly once. A
 // call recorded earlier (recovery of an interrupted step) is not recorded
 // again; one that already has a result is not run again.
 func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *ToolCallRecord) (*agentDef, error) {
-	if interrupted(ctx) {
-		// Not started, so not recorded: recovery runs it normally.
+	if stopped(ctx) {
+		// Not started, so not recorded: recovery or continuation runs it
+		// normally.
 		return nil, fmt.Errorf("run %s: tool call %s not started: %w", st.id, c.ID, context.Cause(ctx))
 	}
 	t := st.agent.tools[c.Name]
@@ -452,13 +728,17 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 			return nil, fmt.Errorf("run %s: record tool call %s: %w", st.id, key, err)
 		}
 	}
-	target, err := r.runTool(tctx, st, t, c)
-	if err != nil && !st.sub && interrupted(ctx) {
-		// A shutdown is not the call's result: the call stays recorded
-		// without one, so that Recover re-runs it (a read) or asks a human
-		// (a write, which may or may not have happened).
-		c.Delegate = nil
-		span.SetStatus(codes.Error, "interrupted by shutdown")
+	target, err := r.runTool(tctx, st, t, step, i, c)
+	if err != nil && !st.sub && stopped(ctx) {
+		// A shutdown, a timeout or a cancellation is not the call's
+		// result: the call stays recorded without one, interrupted, never
+		// done, so that Recover or Continue re-runs it (a read) or asks a
+		// person (a write, which may or may not have happened).
+		c.Delegate, c.Interrupted = nil, true
+		span.SetStatus(codes.Error, "interrupted: "+context.Cause(ctx).Error())
+		if span.IsRecording() {
+			span.SetAttributes(AttrToolErrorKind.String(string(KindInterrupted)))
+		}
 		return nil, err
 	}
 	if err != nil {
@@ -494,7 +774,7 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 // wrong, and every failure of the tool, becomes an error observation; only
 // the run's own end (cancellation, a budget breach in a delegated run) is an
 // error.
-func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, c *ToolCallRecord) (*agentDef, error) {
+func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, step, i int, c *ToolCallRecord) (*agentDef, error) {
 	if c.Approval != nil && !c.Approval.Approved {
 		obs := "error: a human rejected this call"
 		if c.Approval.Feedback != "" {
@@ -526,7 +806,13 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, c *ToolCal
 	case kindDelegate:
 		return nil, r.delegate(ctx, st, t.target, args, c)
 	case kindSearch:
+		if r.replay != nil {
+			return nil, r.replay.tool(ctx, st, step, i, c)
+		}
 		return nil, r.search(ctx, st, t, args, c)
+	}
+	if r.replay != nil {
+		return nil, r.replay.tool(ctx, st, step, i, c)
 	}
 	tctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
@@ -591,6 +877,9 @@ func (r *Runtime) delegate(ctx context.Context, st *runState, target *agentDef, 
 		path: append(slices.Clone(st.path), name), alias: target.spec.Model,
 		threadID: st.threadID, userID: st.userID, delegations: st.delegations, events: st.events,
 	}
+	if r.replay != nil {
+		sub.replaySteps = r.replay.delegated(st, c)
+	}
 	if st.events != nil {
 		st.event(Event{Kind: EventDelegate, Step: len(st.steps) + 1, Target: name})
 	}
@@ -633,13 +922,13 @@ func (r *Runtime) saveStep(ctx context.Context, st *runState) error {
 	p := st.pending
 	calls := p.Step.ToolCalls
 	n := 0
+	// Only calls the approval policy lets through whatever their arguments
+	// run at once: one it may deny never runs, one it may ask about waits.
 	switch {
-	case r.parallel(st.agent, calls):
+	case len(calls) > 1 && r.maxParallel > 1 && readOnly(st.agent, calls) && r.allowed(st.agent, calls...):
 		n = len(calls)
-	case len(calls) > 0 && r.rerunnable(st.agent, calls[0].Name):
-		if t := st.agent.tools[calls[0].Name]; t == nil || t.approval != ApprovalAlways {
-			n = 1
-		}
+	case len(calls) > 0 && r.rerunnable(st.agent, calls[0].Name) && r.allowed(st.agent, calls[0]):
+		n = 1
 	}
 	if n == 0 {
 		return r.save(ctx, st, StatusRunning)
@@ -669,6 +958,17 @@ func (r *Runtime) save(ctx context.Context, st *runState, status Status) error {
 	return nil
 }
 
+// LastText returns the text of the last of steps that has any: the answer
+// of a completed run, what the model last said in one that stopped early.
+func LastText(steps []StepRecord) string {
+	for _, s := range slices.Backward(steps) {
+		if s.Text != "" {
+			return s.Text
+		}
+	}
+	return ""
+}
+
 // fellBack reports whether any step, or any step of a delegated run, was
 // answered by another alias than the one asked for.
 func fellBack(steps []StepRecord) bool {
@@ -685,11 +985,48 @@ func fellBack(steps []StepRecord) bool {
 	return false
 }
 
-// interrupted reports whether ctx ended because the process is shutting
-// down (its cause is ErrInterrupted): the run is then left for Recover
-// rather than failed.
-func interrupted(ctx context.Context) bool {
-	return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrInterrupted)
+// stopped reports whether ctx ended with a cause that stops the run rather
+// than fail it: a shutdown (ErrInterrupted), a timeout (*TimeoutError) or a
+// cancellation (*CancelledError). The run keeps its checkpoint, pending
+// step included, and a call in flight is recorded without a result.
+func stopped(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	cause := context.Cause(ctx)
+	_, timeout := errors.AsType[*TimeoutError](cause)
+	_, cancelled := errors.AsType[*CancelledError](cause)
+	return timeout || cancelled || errors.Is(cause, ErrInterrupted)
+}
+
+// stop ends a run whose context (sctx, the step's, or ctx itself) ended
+// with a stop cause: a shutdown leaves it running for Recover; a timeout or
+// a cancellation ends it timed_out or cancelled, with its pending step kept
+// for Continue. cause is the error the stop surfaced as.
+func (r *Runtime) stop(ctx, sctx context.Context, st *runState, span trace.Span, cause error) (RunResult, error) {
+	why := context.Cause(sctx)
+	if errors.Is(why, ErrInterrupted) {
+		return r.interrupt(sctx, st, span, cause)
+	}
+	status, err := StatusCancelled, error(nil)
+	if te, ok := errors.AsType[*TimeoutError](why); ok {
+		e := *te
+		e.RunID, e.Agent = st.id, st.agent.spec.Name
+		status, err = StatusTimedOut, &e
+	} else if ce, ok := errors.AsType[*CancelledError](why); ok {
+		e := *ce
+		e.RunID = st.id
+		err = &e
+		st.cancel = &CancelRequest{By: e.By, At: e.At}
+	}
+	if _, lost := errors.AsType[*ConflictError](cause); lost {
+		err = errors.Join(err, cause)
+	}
+	if span.IsRecording() {
+		span.AddEvent("aid.run.stopped", trace.WithAttributes(AttrRunStatus.String(string(status)), AttrStopReason.String(err.Error())))
+	}
+	r.logger.InfoContext(context.WithoutCancel(ctx), "run stopped", "run", st.id, "agent", st.agent.spec.Name, "status", status, "reason", err)
+	return r.finish(ctx, st, span, status, err)
 }
 
 // interrupt ends a run stopped by a shutdown. The record stays running,
@@ -716,10 +1053,19 @@ func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, sta
 		Messages: slices.Clip(st.msgs),
 	}
 	res.FellBack = fellBack(st.steps) || (st.pending != nil && fellBack([]StepRecord{st.pending.Step}))
-	if status == StatusPaused {
+	switch status {
+	case StatusTimedOut, StatusCancelled:
+		// The partial result shows the step that stopped, as it stood.
+		if p := st.pending; p != nil {
+			res.Steps = append(slices.Clone(res.Steps), p.Step)
+			res.Steps[len(res.Steps)-1].ToolCalls = slices.Clone(p.Step.ToolCalls)
+		}
+		fallthrough
+	case StatusPaused, StatusMaxSteps:
 		cp := st.checkpoint()
 		res.Checkpoint = &cp
 	}
+	res.LastText = LastText(res.Steps)
 	var conflict *ConflictError
 	if !errors.As(err, &conflict) {
 		// A run that lost its record to another writer leaves it alone.

@@ -12,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/aidgen/aid/internal/jsonschemas"
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/rules"
 )
@@ -27,6 +28,7 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	declared, errs := declareTools(cfg)
+	errs = append(errs, r.compilePolicy(cfg, declared)...)
 	scopes, serrs := budgetScopes(cfg.Budgets)
 	errs = append(errs, serrs...)
 	// Every search_ tool takes the same arguments.
@@ -39,6 +41,7 @@ func New(cfg Config) (*Runtime, error) {
 	for _, name := range r.names {
 		d := r.agents[name]
 		errs = append(errs, r.agentRules(d, cfg, declared)...)
+		errs = append(errs, d.bindTimeouts(cfg.Timeouts)...)
 		errs = append(errs, d.bindBudget(scopes)...)
 		errs = append(errs, d.bindTools(declared, missing)...)
 		errs = append(errs, r.bindAgentTools(d)...)
@@ -46,6 +49,7 @@ func New(cfg Config) (*Runtime, error) {
 		errs = append(errs, d.bindMemory(cfg.MemoryStores)...)
 		errs = append(errs, d.compileOutput()...)
 		errs = append(errs, r.checkAliases(d)...)
+		d.fingerprint, d.toolNames = fingerprint(d), toolNames(d)
 	}
 	for _, tn := range slices.Sorted(maps.Keys(missing)) {
 		errs = append(errs, &MissingToolImplementationError{Tool: tn, Agents: missing[tn]})
@@ -79,9 +83,14 @@ func newRuntime(cfg Config) (*Runtime, error) {
 		maxParallel: cmp.Or(cfg.MaxParallelTools, DefaultMaxParallelTools),
 		maxDepth:    cmp.Or(cfg.MaxDelegationDepth, DefaultMaxDelegationDepth),
 		maxDeleg:    cmp.Or(cfg.MaxDelegations, DefaultMaxDelegations),
+		app:         cfg.App,
+		ver:         cfg.AppVersion,
 	}
 	if r.logger == nil {
 		r.logger = slog.New(slog.DiscardHandler)
+	}
+	if err := cfg.Timeouts.validate(); err != nil {
+		return nil, fmt.Errorf("agents: Config.Timeouts: %w", err)
 	}
 	return r, nil
 }
@@ -115,7 +124,7 @@ func declareTools(cfg Config) (map[string]*tool, []error) {
 		declared[t.Name] = &tool{
 			name: t.Name, kind: kindPlain, schema: s, impl: cfg.Implementations[t.Name],
 			def:     gateway.ToolDef{Name: t.Name, Description: t.Description, Parameters: in},
-			effects: cmp.Or(t.Effects, EffectsRead), approval: cmp.Or(t.Approval, ApprovalNever),
+			effects: cmp.Or(t.Effects, EffectsRead),
 			timeout: cmp.Or(t.Timeout, DefaultToolTimeout),
 			maxObs:  cmp.Or(t.MaxObservationBytes, DefaultMaxObservationBytes),
 		}
@@ -126,6 +135,34 @@ func declareTools(cfg Config) (map[string]*tool, []error) {
 		}
 	}
 	return declared, errs
+}
+
+// compilePolicy compiles the approval policy over the declared tools and
+// marks the tools it allows whatever their arguments.
+func (r *Runtime) compilePolicy(cfg Config, declared map[string]*tool) []error {
+	governed := make([]policy.Tool, 0, len(cfg.Tools))
+	for _, t := range cfg.Tools {
+		governed = append(governed, policy.Tool{Name: t.Name, Approval: string(t.Approval)})
+	}
+	compiled, err := policy.Compile(cfg.Approvals, governed)
+	if err != nil {
+		return []error{err}
+	}
+	r.policy = compiled
+	for _, t := range declared {
+		t.allowed = compiled.AlwaysAllows(t.name)
+	}
+	return nil
+}
+
+// bindTimeouts checks the agent's timeouts and fills them in from the
+// runtime's.
+func (d *agentDef) bindTimeouts(def Timeouts) []error {
+	if err := d.spec.Timeouts.validate(); err != nil {
+		return []error{fmt.Errorf("agent %q: %w", d.spec.Name, err)}
+	}
+	d.timeouts = d.spec.Timeouts.or(def)
+	return nil
 }
 
 // budgetScopes returns the scope of every budget, refusing a scope that is
@@ -276,7 +313,7 @@ func (r *Runtime) bindAgentTools(d *agentDef) []error {
 			case target == a.Name || d.tools[tn] != nil:
 				continue // itself, or listed twice: agentRules reports it
 			}
-			t := &tool{name: tn, kind: list.kind, target: td, effects: EffectsWrite, approval: ApprovalNever, maxObs: DefaultMaxObservationBytes}
+			t := &tool{name: tn, kind: list.kind, target: td, effects: EffectsWrite, maxObs: DefaultMaxObservationBytes}
 			def := gateway.ToolDef{Name: tn}
 			if list.kind == kindTransfer {
 				def.Description = fmt.Sprintf("Hand the conversation over to agent %q for good; you will not get it back. %s", target, td.spec.Description)
@@ -316,7 +353,7 @@ func (d *agentDef) bindSearch(searchers map[string]Searcher, schema *jsonschema.
 			continue // listed twice: agentRules reports it
 		}
 		d.tools[tn] = &tool{
-			name: tn, kind: kindSearch, effects: EffectsRead, approval: ApprovalNever,
+			name: tn, kind: kindSearch, effects: EffectsRead,
 			timeout: DefaultToolTimeout, maxObs: DefaultMaxObservationBytes, schema: schema, searcher: s, source: rn,
 		}
 		d.defs = append(d.defs, gateway.ToolDef{Name: tn, Description: searchDescription(rn, s), Parameters: searchSchema})
@@ -399,7 +436,7 @@ func (r *Runtime) checkDelegatedApproval() []error {
 		for _, target := range r.agents[name].spec.Delegates {
 			for _, n := range r.reachable(r.agents[target]) {
 				for _, t := range r.agents[n].tools {
-					if t.kind == kindPlain && t.approval == ApprovalAlways {
+					if t.kind == kindPlain && r.policy.MayAsk(t.name) {
 						errs = append(errs, fmt.Errorf("agent %q delegates to %q, which reaches agent %q with approval tool %q: %w", name, target, n, t.name, &gateway.DeferredError{Feature: "human approval inside a delegated run"}))
 					}
 				}

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,11 +11,13 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
 )
 
@@ -39,6 +42,9 @@ type Runtime struct {
 	maxParallel int
 	maxDepth    int
 	maxDeleg    int
+	policy      *policy.Compiled
+	app, ver    string
+	replay      *replayer // set by Replay: recorded answers and observations in place of the gateway and the tools
 }
 
 type toolKind uint8
@@ -55,9 +61,9 @@ type tool struct {
 	name     string
 	kind     toolKind
 	effects  Effects
-	approval Approval
 	timeout  time.Duration
-	maxObs   int // the bound of its observations (boundObservation)
+	maxObs   int  // the bound of its observations (boundObservation)
+	allowed  bool // the approval policy allows every call of it, whatever the arguments
 	schema   *jsonschema.Schema
 	impl     Implementation
 	target   *agentDef       // transfer and delegate
@@ -81,6 +87,9 @@ type agentDef struct {
 	globalMem    MemoryStore
 	globalBudget int
 	readOnly     bool // every tool reachable from it only reads
+	timeouts     Timeouts
+	fingerprint  string   // what its requests ask besides messages (RequestRecord.Fingerprint)
+	toolNames    []string // its tools' names, in the order offered
 }
 
 // RunOptions adjusts one run.
@@ -101,6 +110,17 @@ type RunOptions struct {
 	// hook that panics stops the run with a *HookPanicError. Runs without
 	// it make their model calls with Generate and pay nothing for events.
 	OnEvent func(Event)
+	// RunID, when set, is the new run's id, made beforehand with NewRunID,
+	// so that a caller that starts runs for others (a job worker) knows
+	// the id before the run starts: it can be cancelled by id (Cancel)
+	// from the moment its record exists, and a start that is tried again
+	// finds it. A run with this id already in the store is refused with a
+	// *RunExistsError before any model call; the caller then takes the
+	// run over instead (Recover for a run left running by a process that
+	// died, Continue for one that stopped early, Resume for a paused one).
+	// An id that NewRunID cannot have made is refused with an
+	// *InvalidOptionError. Empty means a fresh id.
+	RunID string
 }
 
 // RunResult is the outcome of Run, Resume or Recover.
@@ -115,10 +135,18 @@ type RunResult struct {
 	// Answer is the final answer; for an agent with an output schema, a
 	// JSON document that matches it.
 	Answer string
+	// LastText is the text of the last model call of the run's own agents
+	// that wrote any (delegated runs' text is theirs): the answer of a
+	// completed run, and what the model last said in a run that stopped
+	// early, which is part of its partial result.
+	LastText string
 	// Status is how the run ended; StatusRunning for a run interrupted by
 	// a shutdown (the error wraps ErrInterrupted), which Recover continues.
 	Status Status
-	// Steps are the run's steps.
+	// Steps are the run's steps. A run that stopped during a step's tool
+	// calls (timed_out, cancelled) lists that step too, its calls as they
+	// stood: done, interrupted (started and stopped before a result:
+	// ToolCallRecord.Interrupted), or not started.
 	Steps []StepRecord
 	// Usage is the run's usage, delegated runs included.
 	Usage gateway.Usage
@@ -130,8 +158,9 @@ type RunResult struct {
 	// answer that came partly from a fallback is not the configured
 	// model's alone, which a caller reporting on quality must know.
 	FellBack bool
-	// Checkpoint is set when the run paused: what Resume needs, also in
-	// another process.
+	// Checkpoint is set when the run paused (what Resume needs, also in
+	// another process) or stopped early (max_steps, timed_out, cancelled:
+	// what Continue starts from).
 	Checkpoint *Checkpoint
 	// Messages is the thread after the run, without system messages: the
 	// History of the thread's next run.
@@ -212,7 +241,11 @@ func (r *Runtime) start(ctx context.Context, agent, input string, opts RunOption
 	if d.userMem != nil && opts.UserID == "" {
 		return nil, &UserIDRequiredError{Agent: agent}
 	}
+	if opts.RunID != "" && !validRunID(opts.RunID) {
+		return nil, &InvalidOptionError{Option: "run_id", Problem: fmt.Sprintf("%.80q is not a run id: want run_ and 32 lower-case hex digits, as NewRunID makes", opts.RunID)}
+	}
 	st := r.newRun(d, opts)
+	st.app, st.ver = r.app, r.ver
 	n := len(opts.History) + 1
 	st.msgs = make([]gateway.Message, 0, n)
 	st.saved = make([]SavedMessage, 0, n)
@@ -234,7 +267,10 @@ func (r *Runtime) start(ctx context.Context, agent, input string, opts RunOption
 
 // newRun allocates the state of a new top-level run.
 func (r *Runtime) newRun(d *agentDef, opts RunOptions) *runState {
-	id := newRunID()
+	id := opts.RunID
+	if id == "" {
+		id = NewRunID()
+	}
 	st := &runState{
 		id: id, agent: d, alias: d.spec.Model,
 		threadID: opts.ThreadID, userID: opts.UserID,
@@ -248,14 +284,31 @@ func (r *Runtime) newRun(d *agentDef, opts RunOptions) *runState {
 	return st
 }
 
-// newRunID returns a random run id.
-func newRunID() string {
+// NewRunID returns a fresh random run id: run_ and 32 lower-case hex
+// digits. A caller that must know a run's id before it starts (a job
+// queue) makes one and passes it as RunOptions.RunID.
+func NewRunID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	var out [36]byte
 	copy(out[:], "run_")
 	hex.Encode(out[4:], b[:])
 	return string(out[:])
+}
+
+// validRunID reports whether id has the form NewRunID gives, which is safe
+// in a URL path, a file name and a database key.
+func validRunID(id string) bool {
+	const prefix = "run_"
+	if len(id) != len(prefix)+32 || !strings.HasPrefix(id, prefix) {
+		return false
+	}
+	for _, c := range []byte(id[len(prefix):]) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // DecisionAction is what a human decided about a paused call.
@@ -281,6 +334,15 @@ type Decision struct {
 	// claimed: invalid ones are an *InvalidArgumentsError and the run
 	// stays paused.
 	Arguments json.RawMessage
+	// Scope is how far an approval reaches: GrantCall (or empty) this
+	// call only; GrantRun every later call of the tool in the run that the
+	// policy would ask about; GrantThread the same in the run's thread,
+	// this run and the thread's later runs. The grant is kept with the run
+	// (Checkpoint.Grants), and a thread grant in the store too. A
+	// rejection applies to the call only.
+	Scope GrantScope
+	// By names who decided, for the run's record; empty when unknown.
+	By string
 }
 
 func (d Decision) validate(runID string) error {
@@ -293,10 +355,18 @@ func (d Decision) validate(runID string) error {
 		if len(d.Arguments) > 0 {
 			return errors.New("decision: a rejection cannot edit arguments")
 		}
+		if d.Scope != "" && d.Scope != GrantCall {
+			return &InvalidOptionError{Option: "scope", Problem: fmt.Sprintf("a rejection applies to the call only, not the %s", d.Scope)}
+		}
 	default:
 		return fmt.Errorf("decision: action %q is not %q or %q", d.Action, Approve, Reject)
 	}
-	return nil
+	switch d.Scope {
+	case "", GrantCall, GrantRun, GrantThread:
+	default:
+		return &InvalidOptionError{Option: "scope", Problem: fmt.Sprintf("%q is not %q, %q or %q", d.Scope, GrantCall, GrantRun, GrantThread)}
+	}
+	return checkBy(d.By)
 }
 
 // Resume continues a paused run held in the store with a decision on its
@@ -381,7 +451,8 @@ func (r *Runtime) decide(cp Checkpoint, d Decision) (*runState, error) {
 	if !ok {
 		return nil, &noCallError{runID: cp.RunID}
 	}
-	c.Approval = &ApprovalRecord{Approved: d.Action == Approve, Feedback: d.Feedback}
+	now := time.Now().UTC()
+	c.Approval = &ApprovalRecord{Approved: d.Action == Approve, Feedback: d.Feedback, By: d.By, At: now, Scope: cmp.Or(d.Scope, GrantCall)}
 	if d.Action == Approve && len(d.Arguments) > 0 {
 		// restore made sure the agent has the tool.
 		if err := validateJSON(st.agent.tools[c.Name].schema, d.Arguments); err != nil {
@@ -389,6 +460,15 @@ func (r *Runtime) decide(cp Checkpoint, d Decision) (*runState, error) {
 		}
 		c.Approval.OriginalArguments = c.Arguments
 		c.Arguments = string(d.Arguments)
+	}
+	if d.Action == Approve && (d.Scope == GrantRun || d.Scope == GrantThread) {
+		g := Grant{Tool: c.Name, Scope: d.Scope, By: d.By, At: now, RunID: st.id}
+		if d.Scope == GrantThread {
+			// A run without a thread is its own thread: the grant then
+			// reaches as far as the run.
+			g.ThreadID = st.threadID
+		}
+		st.grants = append(st.grants, g)
 	}
 	p.Step.ToolCalls[p.Next] = c
 	p.Reason = ""
@@ -420,6 +500,15 @@ func (r *Runtime) resume(ctx context.Context, rec RunRecord, d Decision) (RunRes
 		return RunResult{RunID: st.id, Status: StatusFailed}, fmt.Errorf("run %s: claim paused run: %w", st.id, err)
 	}
 	st.version = rec.Version
+	if n := len(st.grants); d.Action == Approve && d.Scope == GrantThread && n > 0 && st.grants[n-1].ThreadID != "" {
+		// Kept for the thread's later runs once this resume has won. A
+		// failure only means they ask again; this run has it in its
+		// checkpoint.
+		g := st.grants[n-1]
+		if err := r.store.AddGrant(ctx, g); err != nil {
+			r.logger.WarnContext(ctx, "keeping a thread grant failed: the thread's later runs will ask again", "run", st.id, "tool", g.Tool, "thread", g.ThreadID, "err", err)
+		}
+	}
 	return r.drive(ctx, st)
 }
 
@@ -454,38 +543,210 @@ func (r *Runtime) Recover(ctx context.Context, runID string) (RunResult, error) 
 		return RunResult{RunID: runID, Status: StatusFailed}, fmt.Errorf("run %s: claim interrupted run: %w", runID, err)
 	}
 	st.version = rec.Version
-	if p := st.pending; p != nil {
-		calls, err := r.store.Calls(ctx, runID)
+	if err := r.reconcile(ctx, st); err != nil {
+		return RunResult{RunID: runID, Status: StatusFailed}, err
+	}
+	return r.drive(ctx, st)
+}
+
+// reconcile brings the pending step of a run taken over after a crash, a
+// shutdown, a timeout or a cancellation up to date with the store: a call
+// with a result there is not run again; an interrupted read runs again; an
+// interrupted write is never re-run silently: the run pauses with reason
+// interrupted for a decision.
+func (r *Runtime) reconcile(ctx context.Context, st *runState) error {
+	p := st.pending
+	if p == nil {
+		return nil
+	}
+	calls, err := r.store.Calls(ctx, st.id)
+	if err != nil {
+		return fmt.Errorf("run %s: read tool calls: %w", st.id, err)
+	}
+	byKey := make(map[string]CallRecord, len(calls))
+	for _, c := range calls {
+		byKey[c.Key] = c
+	}
+	for i := range p.Step.ToolCalls {
+		c := &p.Step.ToolCalls[i]
+		if c.Done {
+			continue
+		}
+		c.Interrupted = false
+		cr, recorded := byKey[callKey(p.Step.Number, i)]
+		switch {
+		case !recorded:
+			// Never started: it runs normally.
+		case cr.Result != nil:
+			c.observe(cr.Result.Observation, cr.Result.ErrorKind)
+		case !r.rerunnable(st.agent, c.Name):
+			r.logger.WarnContext(ctx, "interrupted write call waits for a decision", "run", st.id, "tool", c.Name, "call", c.ID)
+			if p.Reason == "" {
+				// An approval given before the crash was for the first
+				// attempt; whether to try again is a new decision.
+				p.Next, p.Reason = i, PauseInterrupted
+				c.Approval = nil
+			}
+		default:
+			r.logger.InfoContext(ctx, "re-running interrupted read call", "run", st.id, "tool", c.Name, "call", c.ID)
+		}
+	}
+	return nil
+}
+
+// CancelOptions adjusts a Cancel.
+type CancelOptions struct {
+	// By names who cancels the run, for its record.
+	By string
+}
+
+// cancelPoll bounds the wait between two looks at a run that was asked to
+// stop; the first looks are sooner, each wait a little longer than the
+// last, so that a run that stops at once is seen at once and one that
+// takes long costs few reads.
+const cancelPoll = 25 * time.Millisecond
+
+// Cancel stops a run by id, wherever it is driven: a running run, driven by
+// this process or any other sharing the store, is asked to stop through
+// the store (Store.RequestCancel); the process driving it cancels the
+// run's context, so that the model call or tool call in flight ends, and
+// saves it cancelled with its partial result (a call stopped in flight is
+// recorded interrupted, never done). A paused run, which nobody drives, is
+// cancelled here. Cancel waits until the run has stopped and returns its
+// record, status cancelled, with the checkpoint's partial result and who
+// asked (Checkpoint.Cancel); cancelling a cancelled run returns it as is.
+// When ctx ends first, the request stays recorded and the error is a
+// *CancelPendingError: the driving process stops the run when it sees the
+// request, and a run whose process is gone stops at once when it is
+// recovered (Recover). A run that ended or stopped otherwise is refused
+// with a *NotCancellableError. A cancelled run can be continued
+// (Continue).
+func (r *Runtime) Cancel(ctx context.Context, runID string, opts CancelOptions) (RunRecord, error) {
+	if err := checkBy(opts.By); err != nil {
+		return RunRecord{RunID: runID}, err
+	}
+	req := CancelRequest{By: opts.By, At: time.Now().UTC()}
+	wait := 2 * time.Millisecond
+	requested := false
+	for {
+		status, err := StatusRunning, error(nil)
+		if !requested {
+			if status, err = r.store.RequestCancel(ctx, runID, req); err != nil {
+				return RunRecord{RunID: runID}, fmt.Errorf("run %s: request cancellation: %w", runID, err)
+			}
+			requested = status == StatusRunning
+		}
+		rec, err := r.store.LoadRun(context.WithoutCancel(ctx), runID)
 		if err != nil {
-			return RunResult{RunID: runID, Status: StatusFailed}, fmt.Errorf("run %s: read tool calls: %w", runID, err)
+			return RunRecord{RunID: runID}, fmt.Errorf("run %s: read run: %w", runID, err)
 		}
-		byKey := make(map[string]CallRecord, len(calls))
-		for _, c := range calls {
-			byKey[c.Key] = c
-		}
-		for i := range p.Step.ToolCalls {
-			c := &p.Step.ToolCalls[i]
-			if c.Done {
+		switch rec.Status {
+		case StatusCancelled:
+			return rec, nil
+		case StatusPaused:
+			// Nobody drives a paused run: cancel it here, unless a
+			// resume claims it first (then look again).
+			rec.Status = StatusCancelled
+			rec.Checkpoint.Cancel = &req
+			upd, err := r.store.UpdateRun(ctx, rec)
+			if _, lost := errors.AsType[*ConflictError](err); lost {
+				requested = false
 				continue
 			}
-			cr, recorded := byKey[callKey(p.Step.Number, i)]
-			switch {
-			case !recorded:
-				// Never started: it runs normally.
-			case cr.Result != nil:
-				c.observe(cr.Result.Observation, cr.Result.ErrorKind)
-			case !r.rerunnable(st.agent, c.Name):
-				r.logger.WarnContext(ctx, "interrupted write call waits for a decision", "run", runID, "tool", c.Name, "call", c.ID)
-				if p.Reason == "" {
-					// An approval given before the crash was for the first
-					// attempt; whether to try again is a new decision.
-					p.Next, p.Reason = i, PauseInterrupted
-					c.Approval = nil
-				}
-			default:
-				r.logger.InfoContext(ctx, "re-running interrupted read call", "run", runID, "tool", c.Name, "call", c.ID)
+			if err != nil {
+				return rec, fmt.Errorf("run %s: cancel paused run: %w", runID, err)
+			}
+			r.logger.InfoContext(ctx, "paused run cancelled", "run", runID, "by", req.By)
+			return upd, nil
+		case StatusRunning:
+			if !requested {
+				continue // it started running again: ask again
+			}
+		default:
+			return rec, &NotCancellableError{RunID: runID, Status: rec.Status}
+		}
+		select {
+		case <-ctx.Done():
+			return rec, &CancelPendingError{RunID: runID, Err: context.Cause(ctx)}
+		case <-time.After(wait):
+		}
+		wait = min(wait+2*time.Millisecond, cancelPoll)
+	}
+}
+
+// Continuable reports whether a run with this status stopped early and
+// can be continued (Runtime.Continue): max_steps, timed_out or cancelled.
+func Continuable(s Status) bool {
+	return s == StatusMaxSteps || s == StatusTimedOut || s == StatusCancelled
+}
+
+// ContinueOptions adjusts a continuation.
+type ContinueOptions struct {
+	// Steps is the fresh allowance of model calls of the agent the run is
+	// on, counted from its calls so far; zero means its MaxSteps.
+	Steps int
+	// Timeout is the run timeout of the continued drive; zero means the
+	// agent's (Timeouts.Run), which starts afresh either way.
+	Timeout time.Duration
+	// By names who continues the run, for its record.
+	By string
+}
+
+// Continue continues a run that stopped early (max_steps, timed_out or
+// cancelled) with a fresh allowance of steps and time. It is the same run:
+// same id, agent, path, thread, user and budget scope keys, its messages
+// and steps kept, and its checkpoint lists the continuation
+// (Checkpoint.Continuations). A step that stopped during its tool calls is
+// completed first: calls with a result are not run again, an interrupted
+// read runs again, an interrupted write pauses for a decision (reason
+// interrupted), and a call that waited for approval still waits. Another
+// status is refused with a *NotContinuableError; two processes continuing
+// one run at once are told apart by the record's version (*ConflictError
+// for the loser, which runs nothing).
+func (r *Runtime) Continue(ctx context.Context, runID string, opts ContinueOptions) (RunResult, error) {
+	switch {
+	case opts.Steps < 0:
+		return RunResult{RunID: runID, Status: StatusFailed}, &InvalidOptionError{Option: "steps", Problem: fmt.Sprintf("negative: %d", opts.Steps)}
+	case opts.Timeout < 0:
+		return RunResult{RunID: runID, Status: StatusFailed}, &InvalidOptionError{Option: "timeout", Problem: fmt.Sprintf("negative: %v", opts.Timeout)}
+	}
+	if err := checkBy(opts.By); err != nil {
+		return RunResult{RunID: runID, Status: StatusFailed}, err
+	}
+	rec, err := r.store.LoadRun(ctx, runID)
+	if err != nil {
+		return RunResult{RunID: runID, Status: StatusFailed}, err
+	}
+	if !Continuable(rec.Status) {
+		return RunResult{RunID: runID, Status: rec.Status}, &NotContinuableError{RunID: runID, Status: rec.Status}
+	}
+	st, err := r.restore(rec.Checkpoint)
+	if err != nil {
+		return RunResult{RunID: runID, Status: StatusFailed}, err
+	}
+	from, steps := rec.Status, cmp.Or(opts.Steps, st.agent.maxSteps)
+	st.stepLimit = st.agentSteps + steps
+	st.runTimeout = opts.Timeout
+	cont := Continuation{At: time.Now().UTC(), By: opts.By, From: from, AfterStep: len(st.steps), Steps: steps, Timeout: opts.Timeout}
+	if p := st.pending; p != nil {
+		cont.PendingStep = p.Step.Number
+		for i, c := range p.Step.ToolCalls {
+			if c.Interrupted {
+				cont.Interrupted = append(cont.Interrupted, i)
 			}
 		}
+	}
+	st.continuations = append(st.continuations, cont)
+	rec.Status = StatusRunning
+	rec.Checkpoint = st.checkpoint()
+	rec, err = r.store.UpdateRun(ctx, rec)
+	if err != nil {
+		return RunResult{RunID: runID, Status: StatusFailed}, fmt.Errorf("run %s: claim stopped run: %w", runID, err)
+	}
+	st.version = rec.Version
+	r.logger.InfoContext(ctx, "run continued", "run", runID, "agent", st.agent.spec.Name, "from", from, "steps", steps)
+	if err := r.reconcile(ctx, st); err != nil {
+		return RunResult{RunID: runID, Status: StatusFailed}, err
 	}
 	return r.drive(ctx, st)
 }
@@ -536,6 +797,8 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 		threadID: cp.ThreadID, userID: cp.UserID, path: slices.Clone(cp.Path), turn: cp.Turn,
 		steps: slices.Clip(cp.Steps), agentSteps: cp.AgentSteps, ownDelegations: cp.Delegations,
 		repaired: cp.Repaired, usage: cp.Usage, cost: cp.CostUSD,
+		stepLimit: cp.StepLimit, continuations: slices.Clip(cp.Continuations), cancel: cp.Cancel,
+		grants: slices.Clip(cp.Grants), app: cp.App, ver: cp.AppVersion,
 	}
 	st.delegations = &st.ownDelegations
 	st.msgs = make([]gateway.Message, 0, len(cp.Messages)+4)

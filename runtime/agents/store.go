@@ -11,8 +11,11 @@ import (
 type Status string
 
 // The run statuses. A RunResult ends in one of completed, paused, max_steps,
-// budget_exceeded or failed; running is only seen in a store, for a run in
-// flight or one whose process died (see Runtime.Recover).
+// timed_out, cancelled, budget_exceeded or failed; running is only seen in
+// a store, for a run in flight or one whose process died (see
+// Runtime.Recover). A run that stopped early (max_steps, timed_out,
+// cancelled) keeps its partial result and can be continued
+// (Runtime.Continue).
 const (
 	// StatusRunning is a run in flight, or one whose process died.
 	StatusRunning Status = "running"
@@ -26,6 +29,12 @@ const (
 	StatusBudgetExceeded Status = "budget_exceeded"
 	// StatusFailed is a run stopped by an error.
 	StatusFailed Status = "failed"
+	// StatusTimedOut is a run stopped by its run or step timeout
+	// (*TimeoutError).
+	StatusTimedOut Status = "timed_out"
+	// StatusCancelled is a run stopped by Runtime.Cancel, from this
+	// process or another sharing the store (*CancelledError).
+	StatusCancelled Status = "cancelled"
 )
 
 // RunRecord is a run as a Store keeps it: its status and its latest
@@ -45,6 +54,20 @@ type RunRecord struct {
 	Checkpoint Checkpoint
 	// UpdatedAt is when the record was last written; the store sets it.
 	UpdatedAt time.Time
+	// Cancel is a cancellation requested (RequestCancel) and not yet
+	// served: set while the run is running and whoever drives it has not
+	// stopped it. The store keeps it apart from what UpdateRun writes, and
+	// drops it when UpdateRun writes a status other than running.
+	Cancel *CancelRequest
+}
+
+// CancelRequest is a request to stop a running run (Runtime.Cancel), as a
+// Store keeps it and hands it to the process that drives the run.
+type CancelRequest struct {
+	// By names who asked, as given to Cancel; empty when unknown.
+	By string `json:"by,omitempty"`
+	// At is when it was asked.
+	At time.Time `json:"at"`
 }
 
 // CallRecord is a tool call as a Store keeps it: recorded before it runs,
@@ -104,20 +127,43 @@ type Store interface {
 	Call(ctx context.Context, runID, key string) (CallRecord, error)
 	// Calls returns a run's calls in the order they were recorded.
 	Calls(ctx context.Context, runID string) ([]CallRecord, error)
+	// RequestCancel asks whoever drives a running run to stop it, in this
+	// process or any other sharing the store: it records req on the run
+	// (RunRecord.Cancel, the first request kept) and wakes the run's
+	// watchers (WatchCancel). It does so only for a run whose status is
+	// running, and returns the status it found either way, so that a
+	// caller can stop a run that is not driven (a paused one) itself; an
+	// unknown run is a *RunNotFoundError.
+	RequestCancel(ctx context.Context, runID string, req CancelRequest) (Status, error)
+	// WatchCancel returns a channel that receives the run's cancel request
+	// once, as soon as one is made by any process sharing the store, or at
+	// once when one is pending already. The watch ends when ctx does; the
+	// channel is then never sent to. A store shared by processes states the
+	// delay within which a request reaches a watcher in another one.
+	WatchCancel(ctx context.Context, runID string) (<-chan CancelRequest, error)
+	// AddGrant keeps a grant a person gave for a thread (GrantThread), so
+	// that the thread's later runs, in any process sharing the store,
+	// honour it; g.ThreadID names the thread and must not be empty.
+	AddGrant(ctx context.Context, g Grant) error
+	// Grants returns the grants kept for a thread, oldest first; none for
+	// a thread without any.
+	Grants(ctx context.Context, threadID string) ([]Grant, error)
 }
 
 // InMemoryStore is the default Store: runs held in this process's memory,
 // lost when it exits. It is safe for concurrent use.
 type InMemoryStore struct {
-	mu    sync.Mutex
-	runs  map[string]*RunRecord
-	calls map[string][]CallRecord
-	now   func() time.Time
+	mu      sync.Mutex
+	runs    map[string]*RunRecord
+	calls   map[string][]CallRecord
+	grants  map[string][]Grant
+	now     func() time.Time
+	cancels Cancels
 }
 
 // NewInMemoryStore returns an empty in-memory store.
 func NewInMemoryStore() *InMemoryStore {
-	return &InMemoryStore{runs: make(map[string]*RunRecord), calls: make(map[string][]CallRecord), now: time.Now}
+	return &InMemoryStore{runs: make(map[string]*RunRecord), calls: make(map[string][]CallRecord), grants: make(map[string][]Grant), now: time.Now}
 }
 
 // CreateRun implements Store.
@@ -132,6 +178,7 @@ func (s *InMemoryStore) CreateRun(ctx context.Context, rec RunRecord) (RunRecord
 	}
 	rec.Version = 1
 	rec.UpdatedAt = s.now()
+	rec.Cancel = nil
 	s.runs[rec.RunID] = &rec
 	return rec, nil
 }
@@ -152,6 +199,10 @@ func (s *InMemoryStore) UpdateRun(ctx context.Context, rec RunRecord) (RunRecord
 	}
 	rec.Version++
 	rec.UpdatedAt = s.now()
+	rec.Cancel = nil
+	if rec.Status == StatusRunning {
+		rec.Cancel = cur.Cancel
+	}
 	*cur = rec
 	return rec, nil
 }
@@ -235,6 +286,66 @@ func (s *InMemoryStore) Calls(ctx context.Context, runID string) ([]CallRecord, 
 		out[i] = copyCall(out[i])
 	}
 	return out, nil
+}
+
+// RequestCancel implements Store.
+func (s *InMemoryStore) RequestCancel(ctx context.Context, runID string, req CancelRequest) (Status, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.runs[runID]
+	if !ok {
+		return "", &RunNotFoundError{RunID: runID}
+	}
+	if cur.Status != StatusRunning {
+		return cur.Status, nil
+	}
+	if cur.Cancel == nil {
+		cur.Cancel = &req
+	}
+	s.cancels.Notify(runID, *cur.Cancel)
+	return cur.Status, nil
+}
+
+// WatchCancel implements Store. A request reaches the watcher as
+// RequestCancel makes it: the store lives in one process.
+func (s *InMemoryStore) WatchCancel(ctx context.Context, runID string) (<-chan CancelRequest, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var pending *CancelRequest
+	if cur, ok := s.runs[runID]; ok && cur.Status == StatusRunning {
+		pending = cur.Cancel
+	}
+	return s.cancels.Watch(ctx, runID, pending), nil
+}
+
+// AddGrant implements Store.
+func (s *InMemoryStore) AddGrant(ctx context.Context, g Grant) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := g.checkThread(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.grants[g.ThreadID] = append(s.grants[g.ThreadID], g)
+	return nil
+}
+
+// Grants implements Store.
+func (s *InMemoryStore) Grants(ctx context.Context, threadID string) ([]Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.grants[threadID]), nil
 }
 
 // copyCall detaches a record's result from the store's.

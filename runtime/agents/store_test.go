@@ -14,3 +14,10 @@ func TestInMemoryStoreContract(t *testing.T) {
 func TestInMemoryMemoryContract(t *testing.T) {
 	agentstoretest.RunMemory(t, func(*testing.T) agents.MemoryStore { return agents.NewInMemoryMemory() })
 }
+
+func TestInMemoryStoreReplicasContract(t *testing.T) {
+	agentstoretest.RunReplicas(t, func(*testing.T) (agents.Store, agents.Store) {
+		s := agents.NewInMemoryStore()
+		return s, s
+	})
+}

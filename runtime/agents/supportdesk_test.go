@@ -27,6 +27,13 @@ const supportDesk = "../../examples/support-desk"
 
 func supportDeskRuntime(t *testing.T, fc fake.Config) (*agents.Runtime, *fake.Provider) {
 	t.Helper()
+	cfg, p := supportDeskConfig(t, fc)
+	return newRuntime(t, cfg), p
+}
+
+// supportDeskConfig is supportDeskRuntime's configuration.
+func supportDeskConfig(t *testing.T, fc fake.Config) (agents.Config, *fake.Provider) {
+	t.Helper()
 	p, err := fake.New(fc)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +85,7 @@ func supportDeskRuntime(t *testing.T, fc fake.Config) (*agents.Runtime, *fake.Pr
 		t.Fatal(err)
 	}
 	mem := &agents.StoredMemory{Store: "memory"}
-	return newRuntime(t, agents.Config{
+	return agents.Config{
 		Gateway: gw,
 		Budgets: budgets,
 		Tools: []agents.Tool{
@@ -109,7 +116,7 @@ func supportDeskRuntime(t *testing.T, fc fake.Config) (*agents.Runtime, *fake.Pr
 			{Name: "researcher", Description: "Searches the help centre and summarises what it says.", Model: "small", MaxSteps: 4,
 				Instructions: "Search the knowledge base and answer in at most five sentences, citing article titles.", Retrievers: []string{"kb"}},
 		},
-	}), p
+	}, p
 }
 
 func loadSupportDeskScript(t *testing.T) fake.Config {

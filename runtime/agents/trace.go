@@ -26,7 +26,30 @@ const (
 	AttrPauseReason = attribute.Key("aid.pause.reason")
 	// AttrToolErrorKind classifies a tool call that failed.
 	AttrToolErrorKind = attribute.Key("aid.tool.error_kind")
+	// AttrApprovalAction is what an approval decision decided: allow, deny
+	// or ask for the policy, approve or reject for a person.
+	AttrApprovalAction = attribute.Key("aid.approval.action")
+	// AttrApprovalSource says who decided: rule, tool (its approval
+	// shorthand), default, or person.
+	AttrApprovalSource = attribute.Key("aid.approval.source")
+	// AttrApprovalRule is the number of the deciding rule, from 1.
+	AttrApprovalRule = attribute.Key("aid.approval.rule")
+	// AttrApprovalReason is the deciding rule's reason.
+	AttrApprovalReason = attribute.Key("aid.approval.reason")
+	// AttrApprovalBy names who decided or granted.
+	AttrApprovalBy = attribute.Key("aid.approval.by")
+	// AttrApprovalGrant is the scope of a person's approval (call, run,
+	// thread), or of the grant that answered an ask.
+	AttrApprovalGrant = attribute.Key("aid.approval.scope")
+	// AttrStopReason says why a run stopped early (a timeout, a
+	// cancellation), on the aid.run.stopped event.
+	AttrStopReason = attribute.Key("aid.run.stop_reason")
 )
+
+// EventApprovalDecision is the span event of every approval decision on a
+// call: the policy's (with the rule or the grant that answered it) and a
+// person's.
+const EventApprovalDecision = "aid.approval.decision"
 
 func attrToolName(n string) attribute.KeyValue   { return semconv.GenAIToolName(n) }
 func attrToolCallID(n string) attribute.KeyValue { return semconv.GenAIToolCallID(n) }

@@ -178,6 +178,10 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 			Store:           runs,
 			Tracer:          opts.Tracer,
 			Logger:          opts.Logger,
+			Timeouts:        desc.Service.Timeouts,
+			Approvals:       desc.Approvals,
+			App:             desc.Name,
+			AppVersion:      desc.Version,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("building the agents: %w", err))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
@@ -57,6 +58,9 @@ type Description struct {
 	Resources []kind.Resource
 	// Service configures the HTTP service of a generated application.
 	Service Service
+	// Approvals is the approval policy of every call of a declared tool
+	// (agents.Config.Approvals).
+	Approvals policy.Policy
 }
 
 // Provider is an endpoint that serves models.
@@ -155,6 +159,9 @@ type Service struct {
 	Auth Auth
 	// State says where runs, checkpoints and memory live.
 	State State
+	// Timeouts are the run and step timeouts of every agent that sets
+	// none (agents.Config.Timeouts), wherever the application runs.
+	Timeouts agents.Timeouts
 }
 
 // Auth protects the service.

@@ -16,7 +16,16 @@
 //   - POST /v1/agents/{agent}/runs: start a run; the run as JSON, or, with
 //     Accept: text/event-stream, server-sent events as the run goes.
 //   - POST /v1/runs/{id}/resume: a decision on a paused run's pending call.
+//   - POST /v1/runs/{id}/continue: continue a run that stopped early
+//     (max_steps, timed_out, cancelled) as the same run, with {"steps",
+//     "timeout", "by"}, all optional.
+//   - POST /v1/runs/{id}/cancel: stop a run wherever it is driven (any
+//     replica sharing the store), with {"by"}, optional; it waits up to 30s
+//     for the run to stop and answers with it, or 202 with the request
+//     recorded.
 //   - GET /v1/runs/{id}: a run as the store holds it.
+//   - GET /v1/runs/{id}/events?format=jsonl: the run's event log as JSON
+//     Lines (agents.Record), for aidgen replay.
 //   - POST /v1/retrievers/{name}/search: the best passages for a query.
 //   - GET /healthz: the process answers. GET /readyz: the run store and
 //     every Config.ReadyChecks answer, and the service is not draining; the
@@ -72,7 +81,12 @@
 // # Errors
 //
 // Errors have the OpenAI shape {"error": {"message", "type", "param", "code"}}
-// with stable codes; see the Code constants. A budget breach is 402 Payment
+// with stable codes; see the Code constants. A run that stopped early
+// (run_timed_out, run_cancelled, max_steps_exceeded) answers with its
+// partial result: the runs API's body is the run, with its steps,
+// last_text, cost_usd and continue_url; a chat completion's error carries
+// them in its aid object. The request timeout (Limits.RequestTimeout) ends
+// a run timed_out, not failed, so that it can be continued. A budget breach is 402 Payment
 // Required with code budget_exceeded: not 429, because OpenAI clients retry
 // 429 on their own and a spent budget does not refill in seconds.
 //

@@ -55,6 +55,12 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	// CodeRunNotPaused (409): a resume of a run that waits for no decision.
 	CodeRunNotPaused = "run_not_paused"
+	// CodeRunNotContinuable (409): a continue of a run that did not stop
+	// early (max_steps, timed_out, cancelled).
+	CodeRunNotContinuable = "run_not_continuable"
+	// CodeRunNotCancellable (409): a cancel of a run that is neither
+	// running nor paused.
+	CodeRunNotCancellable = "run_not_cancellable"
 	// CodeRunConflict (409): another resume of the run won.
 	CodeRunConflict = "run_conflict"
 	// CodeRunNotResumable (409): the paused run waits on a tool this
@@ -62,8 +68,17 @@ const (
 	CodeRunNotResumable = "run_not_resumable"
 	// CodeBudgetExceeded (402): a budget refused the run's next call.
 	CodeBudgetExceeded = "budget_exceeded"
-	// CodeMaxSteps (500): the agent used its steps without an answer.
+	// CodeMaxSteps (500): the agent used its steps without an answer; the
+	// run can be continued (POST /v1/runs/{id}/continue).
 	CodeMaxSteps = "max_steps_exceeded"
+	// CodeRunTimedOut (504): the run exceeded its run or step timeout, or
+	// the request's; the answer carries the partial result, and the run
+	// can be continued.
+	CodeRunTimedOut = "run_timed_out"
+	// CodeRunCancelled (409): the run was cancelled (POST
+	// /v1/runs/{id}/cancel, from any replica); the answer carries the
+	// partial result, and the run can be continued.
+	CodeRunCancelled = "run_cancelled"
 	// CodeInvalidOutput (502): the model's answer did not match the agent's
 	// output schema.
 	CodeInvalidOutput = "invalid_model_output"
@@ -139,15 +154,20 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 		unknown     *agents.UnknownAgentError
 		notFound    *agents.RunNotFoundError
 		notPaused   *agents.NotPausedError
+		notCont     *agents.NotContinuableError
+		notCanc     *agents.NotCancellableError
 		conflict    *agents.ConflictError
 		stale       *agents.StaleCheckpointError
 		budget      *gateway.BudgetExceededError
 		runBudget   *agents.BudgetExceededError
 		window      *gateway.ContextWindowExceededError
 		maxSteps    *agents.MaxStepsError
+		timedOut    *agents.TimeoutError
+		cancelled   *agents.CancelledError
 		output      *agents.OutputValidationError
 		invalidRq   *gateway.InvalidRequestError
 		noUser      *agents.UserIDRequiredError
+		badOption   *agents.InvalidOptionError
 		provider    *gateway.ProviderError
 		badEdit     *agents.InvalidArgumentsError
 		noTool      *agents.UnknownToolError
@@ -174,6 +194,10 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 		return newError(http.StatusNotFound, TypeNotFound, CodeRunNotFound, notFound.Error())
 	case errors.As(err, &notPaused):
 		return newError(http.StatusConflict, TypeConflict, CodeRunNotPaused, notPaused.Error())
+	case errors.As(err, &notCont):
+		return newError(http.StatusConflict, TypeConflict, CodeRunNotContinuable, notCont.Error())
+	case errors.As(err, &notCanc):
+		return newError(http.StatusConflict, TypeConflict, CodeRunNotCancellable, notCanc.Error())
 	case errors.As(err, &conflict):
 		return newError(http.StatusConflict, TypeConflict, CodeRunConflict, conflict.Error())
 	case errors.As(err, &stale):
@@ -186,10 +210,16 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 		return invalid(CodeContextLengthExceeded, "messages", window.Error())
 	case errors.As(err, &maxSteps):
 		return newError(http.StatusInternalServerError, TypeServer, CodeMaxSteps, maxSteps.Error())
+	case errors.As(err, &timedOut):
+		return newError(http.StatusGatewayTimeout, TypeServer, CodeRunTimedOut, timedOut.Error())
+	case errors.As(err, &cancelled):
+		return newError(http.StatusConflict, TypeConflict, CodeRunCancelled, cancelled.Error())
 	case errors.As(err, &output):
 		return newError(http.StatusBadGateway, TypeServer, CodeInvalidOutput, output.Error())
 	case errors.As(err, &invalidRq):
 		return invalid(CodeInvalidRequest, invalidRq.Field, invalidRq.Error())
+	case errors.As(err, &badOption):
+		return invalid(CodeInvalidRequest, badOption.Option, badOption.Error())
 	case errors.As(err, &noUser):
 		return invalid(CodeInvalidRequest, "user", fmt.Sprintf("agent %q keeps memory per user: name the user (user in chat completions, user_id in runs)", noUser.Agent))
 	case errors.Is(err, agents.ErrInterrupted):

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/service"
@@ -41,6 +42,7 @@ type options struct {
 	memory    map[string]agents.MemoryStore
 	store     agents.Store // the runtime's run store; a fresh in-memory one when nil
 	svc       func(*service.Config)
+	approvals policy.Policy
 }
 
 func catalog() []gateway.PinnedModel {
@@ -74,7 +76,7 @@ func newEnv(t testing.TB, o options) *env {
 	}
 	rt, err := agents.New(agents.Config{
 		Gateway: gw, Agents: o.agents, Tools: o.tools, Implementations: service.InstrumentTools(o.impls),
-		Retrievers: searchers, Budgets: o.budgets, MemoryStores: o.memory, Store: o.store,
+		Retrievers: searchers, Budgets: o.budgets, MemoryStores: o.memory, Store: o.store, Approvals: o.approvals,
 	})
 	if err != nil {
 		t.Fatal(err)

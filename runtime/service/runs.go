@@ -1,11 +1,14 @@
 package service
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +67,55 @@ type decisionRequest struct {
 	Feedback string `json:"feedback"`
 	// Arguments, on approval, replace the call's arguments.
 	Arguments json.RawMessage `json:"arguments"`
+	// Scope is how far an approval reaches: call (the default), run (the
+	// tool for the rest of the run) or thread (the tool in the run's
+	// thread).
+	Scope string `json:"scope"`
+	// By names who decided, for the run's record.
+	By string `json:"by"`
+}
+
+// continueRequest is the body of POST /v1/runs/{id}/continue; every field
+// is optional.
+type continueRequest struct {
+	// Steps is the fresh allowance of model calls; zero means the agent's
+	// maxSteps.
+	Steps int `json:"steps"`
+	// Timeout is the continued run's run timeout, a Go duration ("90s");
+	// empty means the agent's.
+	Timeout string `json:"timeout"`
+	// By names who continues the run, for its record.
+	By string `json:"by"`
+}
+
+// maxContinueSteps bounds the steps a continuation may ask for, as the
+// schema bounds maxSteps.
+const maxContinueSteps = 100
+
+func (s *Service) continueRun(w http.ResponseWriter, r *http.Request) error {
+	var req continueRequest
+	if r.ContentLength != 0 {
+		if err := decodeBody(r, &req, true); err != nil {
+			return err
+		}
+	}
+	opts := agents.ContinueOptions{Steps: req.Steps, By: req.By}
+	if req.Steps < 0 || req.Steps > maxContinueSteps {
+		return invalid(CodeInvalidRequest, "steps", fmt.Sprintf("steps must be from 1 to %d, or 0 for the agent's maxSteps", maxContinueSteps))
+	}
+	if req.Timeout != "" {
+		d, err := time.ParseDuration(req.Timeout)
+		if err != nil || d <= 0 {
+			return invalid(CodeInvalidRequest, "timeout", fmt.Sprintf("timeout must be a positive Go duration such as \"90s\", not %q", req.Timeout))
+		}
+		opts.Timeout = d
+	}
+	id := r.PathValue("id")
+	info(r).runID = id
+	s.answerRun(w, r, "", func(func(agents.Event)) (agents.RunResult, error) {
+		return s.cfg.Agents.Continue(r.Context(), id, opts)
+	})
+	return nil
 }
 
 func (s *Service) startRun(w http.ResponseWriter, r *http.Request) error {
@@ -93,7 +145,8 @@ func (s *Service) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &req, true); err != nil {
 		return err
 	}
-	d := agents.Decision{Action: agents.DecisionAction(req.Action), Feedback: req.Feedback}
+	// The runtime checks the scope and the name (*agents.InvalidOptionError).
+	d := agents.Decision{Action: agents.DecisionAction(req.Action), Feedback: req.Feedback, Scope: agents.GrantScope(req.Scope), By: req.By}
 	switch d.Action {
 	case agents.Approve:
 		if present(req.Arguments) {
@@ -142,7 +195,7 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 		if res.RunID != "" {
 			w.Header().Set("X-Aid-Run-Id", res.RunID)
 		}
-		if err != nil && res.RunID == "" {
+		if err != nil && (res.RunID == "" || refused(err)) {
 			ri.err = writeError(w, err, nil)
 			return
 		}
@@ -163,7 +216,7 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 		}
 	})
 	s.recordRun(ri, agent, res, err)
-	if err != nil && res.RunID == "" {
+	if err != nil && (res.RunID == "" || refused(err)) {
 		ae := classify(err, ri.id, "")
 		ri.err = ae
 		sse.event("error", errorBody{Error: ae})
@@ -173,6 +226,14 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 		sse.event("result", out)
 	}
 	sse.close()
+}
+
+// refused reports whether the runtime refused the request before it
+// touched the run (an option it cannot use): the answer is the error
+// alone, not the run.
+func refused(err error) bool {
+	_, bad := errors.AsType[*agents.InvalidOptionError](err)
+	return bad
 }
 
 func acceptsEventStream(r *http.Request) bool {
@@ -196,6 +257,18 @@ type runRecordJSON struct {
 	Usage     usageJSON           `json:"usage"`
 	CostUSD   float64             `json:"cost_usd"`
 	Pending   *pendingCall        `json:"pending,omitempty"`
+	// LastText is what the model last wrote, the partial result of a run
+	// that stopped early.
+	LastText string `json:"last_text,omitempty"`
+	// ContinueURL is set for a run that stopped early.
+	ContinueURL string `json:"continue_url,omitempty"`
+	// Continuations lists where the run was continued.
+	Continuations []agents.Continuation `json:"continuations,omitempty"`
+	// CancelRequested is a cancellation asked for and not yet served by
+	// the replica driving the run.
+	CancelRequested *agents.CancelRequest `json:"cancel_requested,omitempty"`
+	// CancelledBy says who cancelled a cancelled run, and when.
+	CancelledBy *agents.CancelRequest `json:"cancelled_by,omitempty"`
 }
 
 func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
@@ -205,19 +278,94 @@ func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	writeJSON(w, http.StatusOK, recordOf(rec))
+	return nil
+}
+
+// recordOf renders a stored run.
+func recordOf(rec agents.RunRecord) runRecordJSON {
 	cp := rec.Checkpoint
 	out := runRecordJSON{
 		RunID: rec.RunID, Agent: rec.Agent, Status: string(rec.Status), Version: rec.Version, UpdatedAt: rec.UpdatedAt,
 		Path: cp.Path, Steps: cp.Steps, CostUSD: cp.CostUSD,
-		Usage: usageJSON{InputTokens: cp.Usage.InputTokens, OutputTokens: cp.Usage.OutputTokens, TotalTokens: cp.Usage.TotalTokens},
+		Usage:       usageJSON{InputTokens: cp.Usage.InputTokens, OutputTokens: cp.Usage.OutputTokens, TotalTokens: cp.Usage.TotalTokens},
+		ContinueURL: continueURL(rec.RunID, rec.Status), Continuations: cp.Continuations,
+		CancelRequested: rec.Cancel,
 	}
+	if rec.Status == agents.StatusCancelled {
+		out.CancelledBy = cp.Cancel
+	}
+	if cp.Pending != nil && agents.Continuable(rec.Status) {
+		// The step that stopped during its calls, as it stood.
+		out.Steps = append(slices.Clone(out.Steps), cp.Pending.Step)
+	}
+	out.LastText = agents.LastText(out.Steps)
 	if out.Steps == nil {
 		out.Steps = []agents.StepRecord{}
 	}
 	if rec.Status == agents.StatusPaused {
 		out.Pending = pendingOf(&cp)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
+}
+
+// runEvents answers GET /v1/runs/{id}/events: the run's event log as JSON
+// Lines (agents.Record), for aidgen replay. format may be left out or
+// jsonl.
+func (s *Service) runEvents(w http.ResponseWriter, r *http.Request) error {
+	if f := r.URL.Query().Get("format"); f != "" && f != "jsonl" {
+		return invalid(CodeInvalidRequest, "format", fmt.Sprintf("format must be jsonl, not %q", f))
+	}
+	id := r.PathValue("id")
+	info(r).runID = id
+	rec, err := s.cfg.Agents.Store().LoadRun(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := agents.Record(&b, rec, "", "", ""); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/jsonl")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+id+`.jsonl"`)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b.Bytes()) // the client may be gone
+	return nil
+}
+
+// cancelRunRequest is the body of POST /v1/runs/{id}/cancel; it is
+// optional.
+type cancelRunRequest struct {
+	// By names who cancels the run, for its record.
+	By string `json:"by"`
+}
+
+// cancelWait bounds how long POST /v1/runs/{id}/cancel waits for the run
+// to stop before it answers 202 with the request recorded.
+const cancelWait = 30 * time.Second
+
+func (s *Service) cancelRun(w http.ResponseWriter, r *http.Request) error {
+	var req cancelRunRequest
+	if r.ContentLength != 0 {
+		if err := decodeBody(r, &req, true); err != nil {
+			return err
+		}
+	}
+	id := r.PathValue("id")
+	info(r).runID = id
+	ctx, cancel := context.WithTimeout(r.Context(), cancelWait)
+	defer cancel()
+	rec, err := s.cfg.Agents.Cancel(ctx, id, agents.CancelOptions{By: req.By})
+	if _, pending := errors.AsType[*agents.CancelPendingError](err); pending {
+		// Recorded: the replica driving the run stops it when it sees the
+		// request, or Recover does if that replica is gone.
+		writeJSON(w, http.StatusAccepted, recordOf(rec))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, recordOf(rec))
 	return nil
 }
 

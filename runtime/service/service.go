@@ -65,6 +65,9 @@ func New(cfg Config) (*Service, error) {
 	s.route("GET /v1/models/{model}", s.getModel)
 	s.route("POST /v1/agents/{agent}/runs", s.startRun)
 	s.route("POST /v1/runs/{id}/resume", s.resumeRun)
+	s.route("POST /v1/runs/{id}/continue", s.continueRun)
+	s.route("POST /v1/runs/{id}/cancel", s.cancelRun)
+	s.route("GET /v1/runs/{id}/events", s.runEvents)
 	s.route("GET /v1/runs/{id}", s.getRun)
 	s.route("POST /v1/retrievers/{name}/search", s.search)
 	s.mux.Handle("GET /metrics", s.observe(s.authenticate(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))))
@@ -82,7 +85,10 @@ func (s *Service) route(pattern string, h func(w http.ResponseWriter, r *http.Re
 			w.Header().Set("Connection", "close")
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.limits.MaxBodyBytes)
-		ctx, cancel := context.WithTimeout(r.Context(), s.limits.RequestTimeout)
+		// A run cut by the request timeout ends timed_out, with its partial
+		// result, and can be continued; the cause says so to the runtime.
+		ctx, cancel := context.WithTimeoutCause(r.Context(), s.limits.RequestTimeout,
+			&agents.TimeoutError{Scope: agents.TimeoutDeadline, Timeout: s.limits.RequestTimeout})
 		defer cancel()
 		if err := h(w, r.WithContext(ctx)); err != nil {
 			info(r).err = writeError(w, err, nil)

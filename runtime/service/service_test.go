@@ -650,3 +650,13 @@ func (s failingStore) Call(context.Context, string, string) (agents.CallRecord, 
 	return agents.CallRecord{}, s.err
 }
 func (s failingStore) Calls(context.Context, string) ([]agents.CallRecord, error) { return nil, s.err }
+func (s failingStore) RequestCancel(context.Context, string, agents.CancelRequest) (agents.Status, error) {
+	return "", s.err
+}
+func (s failingStore) WatchCancel(context.Context, string) (<-chan agents.CancelRequest, error) {
+	return nil, s.err
+}
+func (s failingStore) AddGrant(context.Context, agents.Grant) error { return s.err }
+func (s failingStore) Grants(context.Context, string) ([]agents.Grant, error) {
+	return nil, s.err
+}

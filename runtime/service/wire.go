@@ -264,6 +264,9 @@ type pendingCall struct {
 	Arguments string `json:"arguments"`
 	Reason    string `json:"reason"`
 	ResumeURL string `json:"resume_url"`
+	// Policy is how the approval policy judged the call: the rule that
+	// asks, and its reason.
+	Policy *agents.PolicyRecord `json:"policy,omitempty"`
 }
 
 func pendingOf(cp *agents.Checkpoint) *pendingCall {
@@ -275,24 +278,43 @@ func pendingOf(cp *agents.Checkpoint) *pendingCall {
 		return nil
 	}
 	return &pendingCall{CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, Reason: string(cp.Pending.Reason),
-		ResumeURL: "/v1/runs/" + cp.RunID + "/resume"}
+		ResumeURL: "/v1/runs/" + cp.RunID + "/resume", Policy: c.Policy}
 }
 
 // aidExt is aid's extension object on chat-completion answers and errors:
-// the run behind them.
+// the run behind them, with the partial result of a run that stopped
+// early.
 type aidExt struct {
-	RunID   string       `json:"run_id"`
-	Status  string       `json:"status"`
-	Agent   string       `json:"agent,omitempty"`
-	Path    []string     `json:"path,omitempty"`
-	Pending *pendingCall `json:"pending,omitempty"`
+	RunID       string              `json:"run_id"`
+	Status      string              `json:"status"`
+	Agent       string              `json:"agent,omitempty"`
+	Path        []string            `json:"path,omitempty"`
+	Pending     *pendingCall        `json:"pending,omitempty"`
+	Steps       []agents.StepRecord `json:"steps,omitempty"`
+	LastText    string              `json:"last_text,omitempty"`
+	CostUSD     float64             `json:"cost_usd,omitempty"`
+	ContinueURL string              `json:"continue_url,omitempty"`
 }
 
 func extOf(res agents.RunResult) *aidExt {
 	if res.RunID == "" {
 		return nil
 	}
-	return &aidExt{RunID: res.RunID, Status: string(res.Status), Agent: res.Agent, Path: res.Path, Pending: pendingOf(res.Checkpoint)}
+	ext := &aidExt{RunID: res.RunID, Status: string(res.Status), Agent: res.Agent, Path: res.Path, Pending: pendingOf(res.Checkpoint)}
+	if agents.Continuable(res.Status) {
+		// The partial result of a run that stopped early.
+		ext.Steps, ext.LastText, ext.CostUSD, ext.ContinueURL = res.Steps, res.LastText, res.CostUSD, continueURL(res.RunID, res.Status)
+	}
+	return ext
+}
+
+// continueURL is where a run that stopped early is continued; empty for
+// any other status.
+func continueURL(runID string, status agents.Status) string {
+	if !agents.Continuable(status) {
+		return ""
+	}
+	return "/v1/runs/" + runID + "/continue"
 }
 
 // runJSON is a run as the runs API answers it.
@@ -302,19 +324,24 @@ type runJSON struct {
 	Path     []string            `json:"path"`
 	Status   string              `json:"status"`
 	Answer   string              `json:"answer,omitempty"`
+	LastText string              `json:"last_text,omitempty"`
 	Steps    []agents.StepRecord `json:"steps"`
 	Usage    usageJSON           `json:"usage"`
 	CostUSD  float64             `json:"cost_usd"`
 	Pending  *pendingCall        `json:"pending,omitempty"`
-	Messages []outMessage        `json:"messages,omitempty"`
-	Error    *apiError           `json:"error,omitempty"`
+	// ContinueURL is set for a run that stopped early (max_steps,
+	// timed_out, cancelled): POST it to continue the run.
+	ContinueURL string       `json:"continue_url,omitempty"`
+	Messages    []outMessage `json:"messages,omitempty"`
+	Error       *apiError    `json:"error,omitempty"`
 }
 
 func runOf(res agents.RunResult, err error, reqID string) runJSON {
 	out := runJSON{
-		RunID: res.RunID, Agent: res.Agent, Path: res.Path, Status: string(res.Status), Answer: res.Answer,
+		RunID: res.RunID, Agent: res.Agent, Path: res.Path, Status: string(res.Status), Answer: res.Answer, LastText: res.LastText,
 		Steps: res.Steps, CostUSD: res.CostUSD, Pending: pendingOf(res.Checkpoint), Messages: toOutMessages(res.Messages),
-		Usage: usageJSON{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens},
+		ContinueURL: continueURL(res.RunID, res.Status),
+		Usage:       usageJSON{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens},
 	}
 	if out.Steps == nil {
 		out.Steps = []agents.StepRecord{}

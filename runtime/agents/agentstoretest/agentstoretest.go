@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -27,6 +28,9 @@ func Run(t *testing.T, newStore func(t *testing.T) agents.Store) {
 	t.Run("UpdateReplacesEverything", func(t *testing.T) { testUpdateReplaces(t, newStore(t)) })
 	t.Run("HostileText", func(t *testing.T) { testHostileText(t, newStore(t)) })
 	t.Run("CanceledContext", func(t *testing.T) { testCanceled(t, newStore(t)) })
+	t.Run("CancelRequests", func(t *testing.T) { testCancelRequests(t, newStore(t)) })
+	t.Run("WatchCancel", func(t *testing.T) { testWatchCancel(t, newStore(t)) })
+	t.Run("ThreadGrants", func(t *testing.T) { testGrants(t, newStore(t)) })
 	t.Run("StepStore", func(t *testing.T) {
 		s, ok := newStore(t).(agents.StepStore)
 		if !ok {
@@ -34,6 +38,236 @@ func Run(t *testing.T, newStore func(t *testing.T) agents.Store) {
 		}
 		testStepStore(t, s)
 	})
+}
+
+// testGrants checks that a thread's grants come back in the order given,
+// whole, and only for their thread.
+func testGrants(t *testing.T, s agents.Store) {
+	ctx := context.Background()
+	if gs, err := s.Grants(ctx, "th_none"); err != nil || len(gs) != 0 {
+		t.Fatalf("grants of an unknown thread: %v %v", gs, err)
+	}
+	at := time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.UTC)
+	want := []agents.Grant{
+		{Tool: "issue_refund", Scope: agents.GrantThread, By: "ops \u00e9", At: at, RunID: "run_g1", ThreadID: "th_1"},
+		{Tool: "update_ticket", Scope: agents.GrantThread, At: at.Add(time.Minute), RunID: "run_g2", ThreadID: "th_1"},
+	}
+	for _, g := range want {
+		if err := s.AddGrant(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AddGrant(ctx, agents.Grant{Tool: "issue_refund", Scope: agents.GrantThread, At: at, RunID: "run_g3", ThreadID: "th_2"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Grants(ctx, "th_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got, cmpopts.EquateApproxTime(time.Microsecond)); d != "" {
+		t.Fatalf("grants of th_1 (-want +got):\n%s", d)
+	}
+	if err := s.AddGrant(ctx, agents.Grant{Tool: "issue_refund", Scope: agents.GrantThread, RunID: "run_g4"}); err == nil {
+		t.Errorf("a thread grant without a thread was kept")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.AddGrant(cctx, want[0]); !errors.Is(err, context.Canceled) {
+		t.Errorf("AddGrant with a canceled context: %v", err)
+	}
+	if _, err := s.Grants(cctx, "th_1"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Grants with a canceled context: %v", err)
+	}
+}
+
+// RunReplicas runs the part of the Store contract that spans processes
+// against pairs of stores made by newPair: two handles on one fresh, empty
+// store, as two replicas (processes) of a service hold them. A store kept
+// in one process's memory passes its one handle twice.
+func RunReplicas(t *testing.T, newPair func(t *testing.T) (a, b agents.Store)) {
+	t.Run("CancelReachesAnotherReplica", func(t *testing.T) {
+		a, b := newPair(t)
+		testCancelAcross(t, a, b)
+	})
+}
+
+// testCancelAcross watches a run through a and asks through b to stop it:
+// the request reaches a's watcher, and both see it recorded.
+func testCancelAcross(t *testing.T, a, b agents.Store) {
+	ctx := context.Background()
+	if _, err := a.CreateRun(ctx, agents.RunRecord{RunID: "run_r", Agent: "triage", Status: agents.StatusRunning, Checkpoint: checkpoint("run_r")}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ch, err := a.WatchCancel(wctx, "run_r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := agents.CancelRequest{By: "replica b", At: time.Now().UTC().Truncate(time.Microsecond)}
+	if st, err := b.RequestCancel(ctx, "run_r", req); err != nil || st != agents.StatusRunning {
+		t.Fatalf("request through b: %s %v", st, err)
+	}
+	select {
+	case got := <-ch:
+		if got.By != req.By || !got.At.Equal(req.At) {
+			t.Fatalf("a's watcher got %+v, want %+v", got, req)
+		}
+	case <-time.After(CancelDelivery):
+		t.Fatalf("a request made through b did not reach a's watcher within %v", CancelDelivery)
+	}
+	rec, err := a.LoadRun(ctx, "run_r")
+	if err != nil || rec.Cancel == nil || rec.Cancel.By != req.By {
+		t.Fatalf("a does not see b's request: %+v %v", rec.Cancel, err)
+	}
+}
+
+// CancelDelivery bounds, in the contract, the time a cancel request takes
+// to reach a watcher of the same store. It is generous for a loaded CI
+// machine; the delay a store states is its own.
+const CancelDelivery = 5 * time.Second
+
+// testCancelRequests checks what RequestCancel records: only on a running
+// run, the first request kept, kept across UpdateRun while the run runs
+// and dropped when it is written with another status.
+func testCancelRequests(t *testing.T, s agents.Store) {
+	ctx := context.Background()
+	var nf *agents.RunNotFoundError
+	if _, err := s.RequestCancel(ctx, "run_nobody", agents.CancelRequest{}); !errors.As(err, &nf) {
+		t.Fatalf("RequestCancel of a missing run: got %v, want *RunNotFoundError", err)
+	}
+	rec, err := s.CreateRun(ctx, agents.RunRecord{RunID: "run_cx", Agent: "triage", Status: agents.StatusRunning, Checkpoint: checkpoint("run_cx")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Cancel != nil {
+		t.Fatalf("a new run has a cancel request: %+v", rec.Cancel)
+	}
+	at := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	first := agents.CancelRequest{By: "ops é", At: at}
+	if st, err := s.RequestCancel(ctx, "run_cx", first); err != nil || st != agents.StatusRunning {
+		t.Fatalf("RequestCancel: %s %v", st, err)
+	}
+	if _, err := s.RequestCancel(ctx, "run_cx", agents.CancelRequest{By: "second", At: at.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LoadRun(ctx, "run_cx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Cancel == nil || got.Cancel.By != first.By || !got.Cancel.At.Equal(at) || got.Version != rec.Version {
+		t.Fatalf("recorded request %+v at version %d; want the first, %v, and no new version", got.Cancel, got.Version, first)
+	}
+	// A step saved while the run runs keeps the request.
+	got.Checkpoint.AgentSteps = 1
+	got.Cancel = nil
+	got, err = s.UpdateRun(ctx, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := s.LoadRun(ctx, "run_cx"); again.Cancel == nil || again.Cancel.By != first.By {
+		t.Fatalf("UpdateRun of a running run dropped the request: %+v", again.Cancel)
+	}
+	// The run's end serves it.
+	got.Status = agents.StatusCancelled
+	if _, err := s.UpdateRun(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := s.LoadRun(ctx, "run_cx"); again.Cancel != nil {
+		t.Fatalf("a cancelled run still has a request: %+v", again.Cancel)
+	}
+	// A run that does not run records nothing, and says what it is.
+	for _, status := range []agents.Status{agents.StatusPaused, agents.StatusCompleted} {
+		id := "run_c_" + string(status)
+		if _, err := s.CreateRun(ctx, agents.RunRecord{RunID: id, Agent: "triage", Status: status, Checkpoint: checkpoint(id)}); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := s.RequestCancel(ctx, id, first); err != nil || st != status {
+			t.Fatalf("RequestCancel of a %s run: %s %v", status, st, err)
+		}
+		if again, _ := s.LoadRun(ctx, id); again.Cancel != nil {
+			t.Fatalf("a %s run recorded a request", status)
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.RequestCancel(cctx, "run_cx", first); !errors.Is(err, context.Canceled) {
+		t.Errorf("RequestCancel with a canceled context: %v", err)
+	}
+	if _, err := s.WatchCancel(cctx, "run_cx"); !errors.Is(err, context.Canceled) {
+		t.Errorf("WatchCancel with a canceled context: %v", err)
+	}
+}
+
+// testWatchCancel checks that a request reaches every watcher of its run,
+// and only them; that a request pending when the watch starts arrives at
+// once; and that a watch ends with its context.
+func testWatchCancel(t *testing.T, s agents.Store) {
+	ctx := context.Background()
+	for _, id := range []string{"run_w1", "run_w2", "run_w3"} {
+		if _, err := s.CreateRun(ctx, agents.RunRecord{RunID: id, Agent: "triage", Status: agents.StatusRunning, Checkpoint: checkpoint(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	a, err := s.WatchCancel(wctx, "run_w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.WatchCancel(wctx, "run_w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.WatchCancel(wctx, "run_w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, endWatch := context.WithCancel(ctx)
+	gone, err := s.WatchCancel(ended, "run_w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endWatch()
+	req := agents.CancelRequest{By: "ops", At: time.Now().UTC().Truncate(time.Microsecond)}
+	if _, err := s.RequestCancel(ctx, "run_w1", req); err != nil {
+		t.Fatal(err)
+	}
+	for i, ch := range []<-chan agents.CancelRequest{a, b} {
+		select {
+		case got := <-ch:
+			if got.By != "ops" || !got.At.Equal(req.At) {
+				t.Fatalf("watcher %d got %+v, want %+v", i, got, req)
+			}
+		case <-time.After(CancelDelivery):
+			t.Fatalf("watcher %d: no request within %v", i, CancelDelivery)
+		}
+	}
+	// A watcher of another run, and one whose watch ended, get nothing.
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case got := <-other:
+		t.Fatalf("a watcher of run_w2 got run_w1's request %+v", got)
+	case got := <-gone:
+		t.Fatalf("an ended watch got a request %+v", got)
+	default:
+	}
+	// A request made before the watch arrives at once.
+	if _, err := s.RequestCancel(ctx, "run_w3", req); err != nil {
+		t.Fatal(err)
+	}
+	late, err := s.WatchCancel(wctx, "run_w3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-late:
+		if got.By != "ops" {
+			t.Fatalf("late watcher got %+v", got)
+		}
+	case <-time.After(CancelDelivery):
+		t.Fatalf("a pending request did not reach a new watcher")
+	}
 }
 
 // testStepStore checks UpdateRunRecordCalls: the update and the records

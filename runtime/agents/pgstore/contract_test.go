@@ -23,6 +23,22 @@ func TestStoreContract(t *testing.T) {
 	agentstoretest.Run(t, func(t *testing.T) agents.Store { return newStore(t) })
 }
 
+func TestStoreReplicasContract(t *testing.T) {
+	agentstoretest.RunReplicas(t, func(t *testing.T) (agents.Store, agents.Store) {
+		dsn := pgtest.NewDatabase(t)
+		var stores [2]agents.Store
+		for i := range stores {
+			s, err := pgstore.New(t.Context(), openPool(t, dsn))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Close)
+			stores[i] = s
+		}
+		return stores[0], stores[1]
+	})
+}
+
 func TestMemoryContract(t *testing.T) {
 	agentstoretest.RunMemory(t, func(t *testing.T) agents.MemoryStore {
 		m, err := newStore(t).Memory("notes")

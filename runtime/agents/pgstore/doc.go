@@ -19,6 +19,16 @@
 //     NULL, so a call has at most one result whoever writes it. After a
 //     crash between the two, Recover finds the call without a result: a read
 //     is run again, a write pauses the run for a decision.
+//   - A cancel request (RequestCancel) is recorded on the run's row and sent
+//     with pg_notify on the channel <prefix>_cancel in the same statement;
+//     each Store keeps one connection of its own LISTENing on it while it
+//     has runs to watch (application_name aid-pgstore-cancel-listener), so
+//     the replica driving a run stops it as soon as PostgreSQL delivers the
+//     notification: the time from Cancel on one replica to the run saved
+//     cancelled by another is a few milliseconds (BenchmarkCancelAcrossReplicas).
+//     After losing that connection the listener connects again and looks
+//     for the requests it may have missed; a run whose replica is gone keeps
+//     its request and stops when it is recovered.
 //   - Every write is a single statement on one row, so the store's own
 //     statements cannot deadlock; one the database aborts anyway (a
 //     serialization failure under a serializable default isolation) is run

@@ -30,7 +30,13 @@ type Store struct {
 	noRetry  bool // tests only: give up at the first abort
 
 	// Quoted table names.
-	migrations, runs, calls, memory string
+	migrations, runs, calls, memory, grants string
+	// channel is the notification channel of cancel requests, unquoted
+	// (pg_notify takes it as text) and quoted (for LISTEN).
+	channel, quotedChannel string
+
+	cancels agents.Cancels
+	listen  listener
 }
 
 // Option adjusts a Store.
@@ -81,6 +87,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	s.runs = pgx.Identifier{s.prefix + "_runs"}.Sanitize()
 	s.calls = pgx.Identifier{s.prefix + "_calls"}.Sanitize()
 	s.memory = pgx.Identifier{s.prefix + "_memory"}.Sanitize()
+	s.grants = pgx.Identifier{s.prefix + "_grants"}.Sanitize()
+	s.channel = s.prefix + "_cancel"
+	s.quotedChannel = pgx.Identifier{s.channel}.Sanitize()
 	if err := s.Migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -123,12 +132,18 @@ func Shared(ctx context.Context, scope *kind.Scope, dsn string) (*Store, error) 
 			return nil, nil, fmt.Errorf("pgstore: %w", err)
 		}
 		s, err := New(ctx, pool)
-		return s, nil, err
+		if err != nil {
+			return nil, nil, err
+		}
+		// Closing stops the cancel listener; the pool is the scope's.
+		return s, func() error { s.Close(); return nil }, nil
 	})
 }
 
-// Close closes the pool if the store opened it.
+// Close stops the store's listener for cancel requests and closes the
+// pool if the store opened it.
 func (s *Store) Close() {
+	s.listen.close()
 	if s.ownsPool {
 		s.pool.Close()
 	}
@@ -188,11 +203,26 @@ var migrationSteps = []string{
 		CHECK ((scope = 'user') = (subject <> ''))
 	);
 	CREATE INDEX ON {memory} (store, scope, subject, id);`,
+	// 2: a run's pending cancel request (RequestCancel), kept apart from
+	// what UpdateRun writes.
+	`ALTER TABLE {runs} ADD COLUMN cancel_by text, ADD COLUMN cancel_at timestamptz;`,
+	// 3: the grants people gave for a thread (AddGrant), read by the
+	// thread's later runs when the policy asks about a call.
+	`CREATE TABLE {grants} (
+		id         bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		thread_id  text        NOT NULL,
+		tool       text        NOT NULL,
+		scope      text        NOT NULL,
+		granted_by text        NOT NULL,
+		granted_at timestamptz NOT NULL,
+		run_id     text        NOT NULL
+	);
+	CREATE INDEX ON {grants} (thread_id, id);`,
 }
 
 // SchemaVersion is the schema version this code reads and writes: the
 // number of migration steps.
-const SchemaVersion = 1
+const SchemaVersion = 3
 
 // SchemaTooNewError reports a database migrated by a newer release of this
 // package: this code does not know what the later steps changed, so it
@@ -223,7 +253,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		// database do not wait for each other.
 		LockKey:  pgutil.LockKey("aid/pgstore:" + s.prefix),
 		Steps:    migrationSteps,
-		Names:    strings.NewReplacer("{runs}", s.runs, "{calls}", s.calls, "{memory}", s.memory),
+		Names:    strings.NewReplacer("{runs}", s.runs, "{calls}", s.calls, "{memory}", s.memory, "{grants}", s.grants),
 		Versions: pgutil.MigrationsTable{Name: s.migrations, Clock: "clock_timestamp()"},
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return pgutil.Migrate(ctx, tx, schema) })
@@ -300,6 +330,7 @@ func (s *Store) CreateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 	if err := errors.Join(checkText("run id", rec.RunID), checkText("agent", rec.Agent), checkText("status", string(rec.Status))); err != nil {
 		return agents.RunRecord{}, err
 	}
+	rec.Cancel = nil
 	cp, err := json.Marshal(rec.Checkpoint)
 	if err != nil {
 		return agents.RunRecord{}, fmt.Errorf("pgstore: create run %s: encode checkpoint: %w", rec.RunID, err)
@@ -355,10 +386,14 @@ func (s *Store) UpdateRunRecordCalls(ctx context.Context, rec agents.RunRecord, 
 	if err != nil {
 		return agents.RunRecord{}, fmt.Errorf("pgstore: update run %s: encode checkpoint: %w", rec.RunID, err)
 	}
+	// A cancel request outlives the run's steps, not the run: it is kept
+	// while the status stays running.
 	update := `UPDATE ` + s.runs + `
-		SET agent = $3, status = $4, checkpoint = $5, version = version + 1, updated_at = clock_timestamp()
+		SET agent = $3, status = $4, checkpoint = $5, version = version + 1, updated_at = clock_timestamp(),
+			cancel_by = CASE WHEN $4 = 'running' THEN cancel_by END,
+			cancel_at = CASE WHEN $4 = 'running' THEN cancel_at END
 		WHERE run_id = $1 AND version = $2
-		RETURNING version, updated_at`
+		RETURNING version, updated_at, cancel_by, cancel_at`
 	sql, params := update, []any{rec.RunID, rec.Version, rec.Agent, string(rec.Status), string(cp)}
 	if len(calls) > 0 {
 		sql = `WITH u AS (` + update + `), c AS (
@@ -368,14 +403,17 @@ func (s *Store) UpdateRunRecordCalls(ctx context.Context, rec agents.RunRecord, 
 				WHERE EXISTS (SELECT 1 FROM u)
 				ORDER BY k.n
 			)
-			SELECT version, updated_at FROM u`
+			SELECT version, updated_at, cancel_by, cancel_at FROM u`
 		params = append(params, keys, ids, tools, effects, args)
 	}
 	var stored int64
 	var found bool
 	err = s.do(ctx, func(ctx context.Context) error {
 		stored, found = 0, false
-		err := s.pool.QueryRow(ctx, sql, params...).Scan(&rec.Version, &rec.UpdatedAt)
+		var by *string
+		var at *time.Time
+		err := s.pool.QueryRow(ctx, sql, params...).Scan(&rec.Version, &rec.UpdatedAt, &by, &at)
+		rec.Cancel = cancelRequest(by, at)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			found = true
 			return err
@@ -413,8 +451,12 @@ func (s *Store) LoadRun(ctx context.Context, runID string) (agents.RunRecord, er
 	var status string
 	var cp []byte
 	err := s.do(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, `SELECT agent, status, version, checkpoint::text, updated_at FROM `+s.runs+` WHERE run_id = $1`, runID).
-			Scan(&rec.Agent, &status, &rec.Version, &cp, &rec.UpdatedAt)
+		var by *string
+		var at *time.Time
+		err := s.pool.QueryRow(ctx, `SELECT agent, status, version, checkpoint::text, updated_at, cancel_by, cancel_at FROM `+s.runs+` WHERE run_id = $1`, runID).
+			Scan(&rec.Agent, &status, &rec.Version, &cp, &rec.UpdatedAt, &by, &at)
+		rec.Cancel = cancelRequest(by, at)
+		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return agents.RunRecord{}, &agents.RunNotFoundError{RunID: runID}
@@ -537,6 +579,51 @@ func (s *Store) queryCalls(ctx context.Context, where string, args ...any) ([]ag
 		}
 		return c, nil
 	})
+}
+
+// AddGrant implements agents.Store.
+func (s *Store) AddGrant(ctx context.Context, g agents.Grant) error {
+	if g.ThreadID == "" {
+		return fmt.Errorf("pgstore: grant of %s in run %s: a thread grant needs a thread id", g.Tool, g.RunID)
+	}
+	if err := errors.Join(checkText("thread id", g.ThreadID), checkText("tool", g.Tool), checkText("granter", g.By), checkText("run id", g.RunID), checkText("scope", string(g.Scope))); err != nil {
+		return err
+	}
+	err := s.do(ctx, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, `INSERT INTO `+s.grants+` (thread_id, tool, scope, granted_by, granted_at, run_id) VALUES ($1, $2, $3, $4, $5, $6)`,
+			g.ThreadID, g.Tool, string(g.Scope), g.By, g.At, g.RunID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: add a grant to thread %s: %w", g.ThreadID, err)
+	}
+	return nil
+}
+
+// Grants implements agents.Store.
+func (s *Store) Grants(ctx context.Context, threadID string) ([]agents.Grant, error) {
+	if !storable(threadID) {
+		return nil, nil
+	}
+	var out []agents.Grant
+	err := s.do(ctx, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, `SELECT thread_id, tool, scope, granted_by, granted_at, run_id FROM `+s.grants+` WHERE thread_id = $1 ORDER BY id`, threadID)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (agents.Grant, error) {
+			var g agents.Grant
+			var scope string
+			err := row.Scan(&g.ThreadID, &g.Tool, &scope, &g.By, &g.At, &g.RunID)
+			g.Scope = agents.GrantScope(scope)
+			return g, err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: read the grants of thread %s: %w", threadID, err)
+	}
+	return out, nil
 }
 
 var _ agents.StepStore = (*Store)(nil)

@@ -103,7 +103,6 @@ func description() app.Description {
 					Description: "Look up an order by id.",
 					Input:       json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`),
 					Effects:     "read",
-					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
 			},

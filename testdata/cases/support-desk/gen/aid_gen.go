@@ -108,7 +108,6 @@ func description() app.Description {
 					Description: "Fetch the invoice of an order as plain text.",
 					Input:       json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}`),
 					Effects:     "read",
-					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
 				Kind: fixture.Kind{
@@ -134,7 +133,6 @@ func description() app.Description {
 					Description: "Look up an order by id: status, items, amount and shipping.",
 					Input:       json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string","pattern":"^[A-Z]{2}-[0-9]{6}$"}},"required":["order_id"],"additionalProperties":false}`),
 					Effects:     "read",
-					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
 				Kind: fixture.Kind{
@@ -147,7 +145,6 @@ func description() app.Description {
 					Description: "Add a note to the customer's support ticket and set its status.",
 					Input:       json.RawMessage(`{"type":"object","properties":{"note":{"type":"string"},"status":{"enum":["open","pending","solved"]}},"required":["note"]}`),
 					Effects:     "write",
-					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
 				Kind: fixture.Kind{

@@ -1,0 +1,410 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+
+	"cel.dev/cel-go/cel"
+)
+
+// Action is what a policy decides about a call.
+type Action string
+
+// The actions.
+const (
+	// Allow runs the call.
+	Allow Action = "allow"
+	// Deny does not run the call; the model reads why.
+	Deny Action = "deny"
+	// Ask pauses the run until a person decides.
+	Ask Action = "ask"
+)
+
+func (a Action) valid() bool { return a == Allow || a == Deny || a == Ask }
+
+// The approval shorthands a tool may carry, as the agents runtime and the
+// schema spell them.
+const (
+	// ShorthandNever allows the tool's calls that no rule decides.
+	ShorthandNever = "never"
+	// ShorthandAlways asks about the tool's calls that no rule decides.
+	ShorthandAlways = "always"
+)
+
+// Rule is one rule of a Policy.
+type Rule struct {
+	// Tool is a tool's name, or a glob matched against tool names
+	// (path.Match syntax: *, ?, [...]).
+	Tool string
+	// When, when set, is a CEL condition of type bool the call must meet
+	// for the rule to match (see the package documentation for its
+	// variables).
+	When string
+	// Action is what the rule decides: allow, deny or ask.
+	Action Action
+	// Reason says why: the model reads it with a denial, the person
+	// asked reads it with the pending call.
+	Reason string
+}
+
+// Policy is an ordered list of rules and a default; the first rule that
+// matches a call decides it.
+type Policy struct {
+	// Rules are tried in order.
+	Rules []Rule
+	// Default decides the calls of tools without an approval shorthand
+	// that no rule matches; empty means Allow.
+	Default Action
+}
+
+// Tool is a tool the policy governs.
+type Tool struct {
+	// Name is the tool's name.
+	Name string
+	// Approval is the tool's shorthand, ShorthandNever or ShorthandAlways;
+	// empty means none, so that the Default applies.
+	Approval string
+}
+
+// Source says what decided a call.
+type Source string
+
+// The sources of a decision.
+const (
+	// SourceRule is a rule of the policy (Decision.Rule says which).
+	SourceRule Source = "rule"
+	// SourceTool is the tool's approval shorthand.
+	SourceTool Source = "tool"
+	// SourceDefault is the policy's default.
+	SourceDefault Source = "default"
+)
+
+// Decision is what the policy decided about one call, and why.
+type Decision struct {
+	// Action is allow, deny or ask.
+	Action Action
+	// Source says what decided.
+	Source Source
+	// Rule is the number of the deciding rule, from 1; zero unless Source
+	// is SourceRule.
+	Rule int
+	// Reason is the deciding rule's reason, or why a condition could not
+	// be judged.
+	Reason string
+}
+
+// Input is a call as conditions see it.
+type Input struct {
+	// Tool is the tool's name.
+	Tool string
+	// Arguments is the call's JSON arguments, an object.
+	Arguments json.RawMessage
+	// Agent is the calling agent.
+	Agent string
+	// User is the run's user id; empty when it has none.
+	User string
+	// Thread is the run's thread id; empty when it has none.
+	Thread string
+}
+
+// Problem is one thing wrong with a policy, at a rule's field or at a
+// tool's approval shorthand.
+type Problem struct {
+	// Rule is the index of the rule, from 0; -1 for a problem of the
+	// default or of a tool.
+	Rule int
+	// Field is the field at fault: "tool", "when" or "action" of a rule,
+	// "default", or "approval" of Tool.
+	Field string
+	// Tool names the tool whose shorthand is at fault, for Field
+	// "approval".
+	Tool string
+	// Message says what is wrong and how to fix it.
+	Message string
+}
+
+// Error is a policy that cannot be used: every Problem found.
+type Error struct {
+	// Problems are the problems, in the order of the policy.
+	Problems []Problem
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	msgs := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		switch {
+		case p.Rule >= 0:
+			msgs[i] = fmt.Sprintf("approval rule %d: %s: %s", p.Rule+1, p.Field, p.Message)
+		case p.Tool != "":
+			msgs[i] = fmt.Sprintf("tool %q: approval: %s", p.Tool, p.Message)
+		default:
+			msgs[i] = fmt.Sprintf("approvals: %s: %s", p.Field, p.Message)
+		}
+	}
+	return "approval policy: " + strings.Join(msgs, "; ")
+}
+
+// Compiled is a checked policy, ready to decide calls. It is safe for
+// concurrent use.
+type Compiled struct {
+	rules    []compiledRule
+	tools    map[string]Action // each tool's shorthand, as an action
+	fallback Action
+}
+
+type compiledRule struct {
+	Rule
+	prg cel.Program // nil without a condition
+}
+
+// costLimit bounds the evaluation of one condition (cel.CostLimit): a
+// condition may iterate over arguments a model wrote.
+const costLimit = 100_000
+
+// env is the CEL environment of every condition, built once.
+var env = sync.OnceValues(func() (*cel.Env, error) {
+	return cel.NewEnv(
+		cel.Variable("tool", cel.StringType),
+		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("agent", cel.StringType),
+		cel.Variable("user", cel.StringType),
+		cel.Variable("thread", cel.StringType),
+		cel.CrossTypeNumericComparisons(true),
+	)
+})
+
+// Check returns every problem of p for the tools it governs, in the
+// order of the policy; none means Compile accepts it.
+func Check(p Policy, tools []Tool) []Problem {
+	_, problems := compile(p, tools)
+	return problems
+}
+
+// Compile checks p for the tools it governs and compiles its conditions.
+// A policy with problems is an *Error listing them.
+func Compile(p Policy, tools []Tool) (*Compiled, error) {
+	c, problems := compile(p, tools)
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	return c, nil
+}
+
+func compile(p Policy, tools []Tool) (*Compiled, []Problem) {
+	var problems []Problem
+	add := func(rule int, field, tool, format string, args ...any) {
+		problems = append(problems, Problem{Rule: rule, Field: field, Tool: tool, Message: fmt.Sprintf(format, args...)})
+	}
+	c := &Compiled{tools: make(map[string]Action, len(tools)), fallback: p.Default}
+	if c.fallback == "" {
+		c.fallback = Allow
+	}
+	if !c.fallback.valid() {
+		add(-1, "default", "", "%q is not allow, deny or ask", p.Default)
+	}
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
+		names = append(names, t.Name)
+		switch t.Approval {
+		case "":
+		case ShorthandNever:
+			c.tools[t.Name] = Allow
+		case ShorthandAlways:
+			c.tools[t.Name] = Ask
+		default:
+			add(-1, "approval", t.Name, "%q is not %q or %q", t.Approval, ShorthandNever, ShorthandAlways)
+		}
+	}
+	slices.Sort(names)
+	e, err := env()
+	if err != nil {
+		panic(fmt.Sprintf("policy: building the CEL environment: %v", err)) // a constant environment
+	}
+	matched := make([][]string, len(p.Rules)) // the tools each rule's glob matches
+	for i, r := range p.Rules {
+		cr := compiledRule{Rule: r}
+		if !r.Action.valid() {
+			add(i, "action", "", "%q is not allow, deny or ask", r.Action)
+		}
+		switch {
+		case r.Tool == "":
+			add(i, "tool", "", "names no tool: give a tool's name or a glob such as \"issue_*\"")
+		default:
+			if _, err := path.Match(r.Tool, ""); err != nil {
+				add(i, "tool", "", "%q is not a valid glob (%v); globs use *, ? and [...]", r.Tool, err)
+				break
+			}
+			for _, n := range names {
+				if ok, _ := path.Match(r.Tool, n); ok {
+					matched[i] = append(matched[i], n)
+				}
+			}
+			if len(matched[i]) == 0 {
+				if strings.ContainsAny(r.Tool, `*?[\`) {
+					add(i, "tool", "", "glob %q matches no tool; the tools are %s", r.Tool, strings.Join(names, ", "))
+				} else {
+					add(i, "tool", "", "there is no tool %q; the tools are %s", r.Tool, strings.Join(names, ", "))
+				}
+			}
+		}
+		if r.When != "" {
+			prg, err := compileCondition(e, r.When)
+			if err != nil {
+				add(i, "when", "", "%v", err)
+			}
+			cr.prg = prg
+		}
+		c.rules = append(c.rules, cr)
+	}
+	// A rule is unreachable when an earlier one with no condition (or the
+	// same condition) matches every tool it matches.
+	for j, r := range p.Rules {
+		if len(matched[j]) == 0 {
+			continue
+		}
+		for i := range j {
+			q := p.Rules[i]
+			if len(matched[i]) == 0 || (q.When != "" && q.When != r.When) {
+				continue
+			}
+			if covers(matched[i], matched[j]) {
+				add(j, "tool", "", "this rule can never decide: rule %d (%s) matches every call it matches; remove it, or move it above rule %d", i+1, describe(q), i+1)
+				break
+			}
+		}
+	}
+	// A shorthand is unreachable when a rule with no condition decides
+	// every call of its tool.
+	for _, t := range tools {
+		if t.Approval == "" {
+			continue
+		}
+		for i, q := range p.Rules {
+			if q.When == "" && slices.Contains(matched[i], t.Name) {
+				add(-1, "approval", t.Name, "approval %q is never used: approval rule %d (%s) decides every call of %s; remove approval or the rule", t.Approval, i+1, describe(q), t.Name)
+				break
+			}
+		}
+	}
+	return c, problems
+}
+
+// covers reports whether every name of b is in a (both sorted).
+func covers(a, b []string) bool {
+	for _, n := range b {
+		if _, ok := slices.BinarySearch(a, n); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func describe(r Rule) string {
+	if r.When == "" {
+		return fmt.Sprintf("%s %s", r.Action, r.Tool)
+	}
+	return fmt.Sprintf("%s %s when %s", r.Action, r.Tool, r.When)
+}
+
+// compileCondition compiles a condition, which must be a bool.
+func compileCondition(e *cel.Env, when string) (cel.Program, error) {
+	ast, iss := e.Compile(when)
+	if iss.Err() != nil {
+		var msgs []string
+		for _, ce := range iss.Errors() {
+			at := fmt.Sprintf("column %d", ce.Location.Column()+1)
+			if l := ce.Location.Line(); l > 1 {
+				at = fmt.Sprintf("line %d, %s", l, at)
+			}
+			msgs = append(msgs, at+": "+ce.Message)
+		}
+		return nil, fmt.Errorf("condition %q does not compile: %s", when, strings.Join(msgs, "; "))
+	}
+	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) {
+		return nil, fmt.Errorf("condition %q is a %s, not a bool; compare it (for example %s == true) so that it is true or false", when, t, when)
+	}
+	prg, err := e.Program(ast, cel.CostLimit(costLimit))
+	if err != nil {
+		return nil, fmt.Errorf("condition %q: %w", when, err)
+	}
+	return prg, nil
+}
+
+// Decide decides a call of a tool. Tools not given to Compile are decided
+// by the rules that match their names, then the default.
+func (c *Compiled) Decide(in Input) Decision {
+	var vars map[string]any // built at the first condition
+	for i, r := range c.rules {
+		if ok, _ := path.Match(r.Tool, in.Tool); !ok {
+			continue
+		}
+		if r.prg != nil {
+			if vars == nil {
+				var args map[string]any
+				if err := json.Unmarshal(in.Arguments, &args); err != nil || args == nil {
+					return Decision{Action: Deny, Source: SourceRule, Rule: i + 1, Reason: fmt.Sprintf("the condition of approval rule %d cannot judge arguments that are not a JSON object", i+1)}
+				}
+				vars = map[string]any{"tool": in.Tool, "args": args, "agent": in.Agent, "user": in.User, "thread": in.Thread}
+			}
+			out, _, err := r.prg.Eval(vars)
+			if err != nil {
+				return Decision{Action: Deny, Source: SourceRule, Rule: i + 1, Reason: fmt.Sprintf("the condition of approval rule %d (%s) could not be judged: %v", i+1, r.When, err)}
+			}
+			if hold, ok := out.Value().(bool); !ok || !hold {
+				continue
+			}
+		}
+		return Decision{Action: r.Action, Source: SourceRule, Rule: i + 1, Reason: r.Reason}
+	}
+	if a, ok := c.tools[in.Tool]; ok {
+		return Decision{Action: a, Source: SourceTool}
+	}
+	return Decision{Action: c.fallback, Source: SourceDefault}
+}
+
+// AlwaysAllows reports whether every call of the tool is allowed, whatever
+// its arguments: the rules that may match it all allow, up to one without
+// a condition, or leave it to a shorthand or default that allows.
+func (c *Compiled) AlwaysAllows(tool string) bool {
+	for _, r := range c.rules {
+		if ok, _ := path.Match(r.Tool, tool); !ok {
+			continue
+		}
+		if r.Action != Allow {
+			return false
+		}
+		if r.prg == nil {
+			return true
+		}
+	}
+	if a, ok := c.tools[tool]; ok {
+		return a == Allow
+	}
+	return c.fallback == Allow
+}
+
+// MayAsk reports whether some call of the tool could be decided Ask: a
+// rule that may match it asks, or the rules may leave it to a shorthand or
+// default that asks.
+func (c *Compiled) MayAsk(tool string) bool {
+	for _, r := range c.rules {
+		if ok, _ := path.Match(r.Tool, tool); !ok {
+			continue
+		}
+		if r.Action == Ask {
+			return true
+		}
+		if r.prg == nil {
+			return false // it decides every call of the tool
+		}
+	}
+	if a, ok := c.tools[tool]; ok {
+		return a == Ask
+	}
+	return c.fallback == Ask
+}

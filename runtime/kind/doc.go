@@ -24,6 +24,10 @@
 //   - which fields of a kind's configuration name files the application
 //     ships or refer to a resource (Info.Files, Info.Refs), so that vet
 //     checks them and aidgen build embeds them without knowing the kind;
+//   - the rules over several fields of a kind's configuration, such as
+//     exactly one of the http tool's url and urlEnv (Info.OneOf), stated
+//     once and checked by Info.CheckOneOf, which vet calls at the field's
+//     position and the kind's constructor on its configuration;
 //   - Env, what an extension point lends a kind's constructor: the
 //     application's files, the environment, an HTTP client, a logger and
 //     a Scope holding what kinds open once per application (connection

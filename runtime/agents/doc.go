@@ -64,8 +64,11 @@
 // from any process; a start tried again after the worker died is refused
 // with *RunExistsError before any model call, and the worker takes the
 // run over by its status: Recover a run left running, Resume a paused
-// one with a decision, Continue one that stopped early. Nothing but the
-// store is shared.
+// one with a decision, Continue one that stopped early. A queue that must
+// write the run's record with its job (one transaction) takes the record
+// from Prepare instead, and its worker drives it with Recover, the same
+// call for the first attempt and for the one after a crash. Nothing but
+// the store is shared.
 //
 // Every observation is bounded in one place, whatever made it (a tool of
 // any kind, a search, a delegation, an error): at most the tool's

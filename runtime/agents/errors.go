@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ErrInterrupted is the cancel cause (context.WithCancelCause) a process
@@ -300,14 +301,22 @@ func (e *InvalidOptionError) Error() string {
 	return fmt.Sprintf("invalid option %s: %s", e.Option, e.Problem)
 }
 
-// MaxByBytes bounds the name of who continues or cancels a run
-// (ContinueOptions.By, CancelOptions.By), which the run's record keeps and
-// a store may send to other processes.
+// MaxByBytes bounds the name of who decides, continues or cancels a run
+// (Decision.By, ContinueOptions.By, CancelOptions.By), which the run's
+// record keeps and a store may send to other processes.
 const MaxByBytes = 256
 
+// checkBy refuses a name the run's record cannot keep as given: too long,
+// not UTF-8 (a JSON checkpoint would replace the bad bytes), or with a NUL
+// byte (PostgreSQL text and jsonb hold none).
 func checkBy(by string) error {
-	if len(by) > MaxByBytes {
+	switch {
+	case len(by) > MaxByBytes:
 		return &InvalidOptionError{Option: "by", Problem: fmt.Sprintf("%d bytes, more than %d", len(by), MaxByBytes)}
+	case !utf8.ValidString(by):
+		return &InvalidOptionError{Option: "by", Problem: "not valid UTF-8"}
+	case strings.ContainsRune(by, 0):
+		return &InvalidOptionError{Option: "by", Problem: "it has a NUL character"}
 	}
 	return nil
 }

@@ -323,7 +323,7 @@ func TestPersonDecisionsInTheSpans(t *testing.T) {
 			}
 			m := map[string]string{}
 			for _, kv := range e.Attributes {
-				m[string(kv.Key)] = kv.Value.Emit()
+				m[string(kv.Key)] = kv.Value.String()
 			}
 			byCall[m["gen_ai.tool.call.id"]] = append(byCall[m["gen_ai.tool.call.id"]], m)
 		}

@@ -231,9 +231,44 @@ func (r *Runtime) Run(ctx context.Context, agent, input string, opts RunOptions)
 	return r.drive(ctx, st)
 }
 
+// Prepare returns the record of a new run as Run would create it (status
+// running, its checkpoint before the first model call), without storing it
+// or calling anything, for a caller that stores it itself, such as a job
+// queue that writes the record and the job in one transaction. Once the
+// record is in the store (Store.CreateRun, or the store's own write in the
+// caller's transaction), Recover drives the run from it, in any process
+// sharing the store, and again after the process driving it died; Cancel
+// reaches it by id from the moment it is stored, and a run cancelled
+// before any process drove it stops at once when it is recovered. It
+// refuses what Run refuses before the run starts (an unknown agent, a
+// missing user id, a bad RunOptions.RunID); RunOptions.OnEvent does not
+// apply.
+func (r *Runtime) Prepare(agent, input string, opts RunOptions) (RunRecord, error) {
+	opts.OnEvent = nil
+	st, err := r.prepare(agent, input, opts)
+	if err != nil {
+		return RunRecord{}, err
+	}
+	return RunRecord{RunID: st.id, Agent: agent, Status: StatusRunning, Checkpoint: st.checkpoint()}, nil
+}
+
 // start is everything Run does before the first model call: the run's
 // state and its record in the store.
 func (r *Runtime) start(ctx context.Context, agent, input string, opts RunOptions) (*runState, error) {
+	st, err := r.prepare(agent, input, opts)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := r.store.CreateRun(ctx, RunRecord{RunID: st.id, Agent: agent, Status: StatusRunning, Checkpoint: st.checkpoint()})
+	if err != nil {
+		return st, fmt.Errorf("run %s: create run record: %w", st.id, err)
+	}
+	st.version = rec.Version
+	return st, nil
+}
+
+// prepare is the state of a new run, before its record is stored.
+func (r *Runtime) prepare(agent, input string, opts RunOptions) (*runState, error) {
 	d, err := r.agent(agent)
 	if err != nil {
 		return nil, err
@@ -257,11 +292,6 @@ func (r *Runtime) start(ctx context.Context, agent, input string, opts RunOption
 	}
 	st.turn = len(st.msgs)
 	st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: input})
-	rec, err := r.store.CreateRun(ctx, RunRecord{RunID: st.id, Agent: agent, Status: StatusRunning, Checkpoint: st.checkpoint()})
-	if err != nil {
-		return st, fmt.Errorf("run %s: create run record: %w", st.id, err)
-	}
-	st.version = rec.Version
 	return st, nil
 }
 

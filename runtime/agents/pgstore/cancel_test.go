@@ -285,3 +285,41 @@ func TestCancelRacesAResume(t *testing.T) {
 	}
 	t.Logf("stories: %v", seen)
 }
+
+// TestPreparedRunDrivenByAnotherReplica is a queued run: replica A
+// prepares it and writes its record, replica B drives it with Recover and
+// it completes; a second prepared run is cancelled from A before anybody
+// drives it and stops when B recovers it, without a tool call.
+func TestPreparedRunDrivenByAnotherReplica(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	d := &desk{}
+	a := d.newReplica(t, dsn)
+	b := d.newReplica(t, dsn, calls(call("l", "lookup", `{"id":"A"}`)), answer("found it"))
+	rec, err := a.rt.Prepare("desk", "look A up", agents.RunOptions{RunID: agents.NewRunID(), ThreadID: "th"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.CreateRun(t.Context(), rec); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.rt.Recover(t.Context(), rec.RunID)
+	if err != nil || res.RunID != rec.RunID || res.Status != agents.StatusCompleted || res.Answer != "found it" || d.lookups.Load() != 1 {
+		t.Fatalf("recover on B: %s %q %v, %d lookups", res.Status, res.Answer, err, d.lookups.Load())
+	}
+	rec, err = a.rt.Prepare("desk", "look B up", agents.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.CreateRun(t.Context(), rec); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := a.rt.Cancel(ctx, rec.RunID, agents.CancelOptions{By: "ops"}); !errors.As(err, new(*agents.CancelPendingError)) {
+		t.Fatalf("cancel of a queued run: %v", err)
+	}
+	res, err = b.rt.Recover(t.Context(), rec.RunID)
+	if res.Status != agents.StatusCancelled || !errors.As(err, new(*agents.CancelledError)) || d.lookups.Load() != 1 {
+		t.Fatalf("recover of a run cancelled while queued: %s %v, %d lookups", res.Status, err, d.lookups.Load())
+	}
+}

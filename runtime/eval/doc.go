@@ -279,8 +279,7 @@
 // inconclusive pilot's advice is followed, following it fails at least 80% of the gates.
 // Two groups are always inconclusive. The grid takes minutes, so by default only the
 // boundary of two dominated cells where CR1 failed runs, at 5 runs and 800 gates (0.0225
-// and 0.0112;
-// CR1: 0.175 and 0.285); the whole grid runs with
+// and 0.0112; CR1 at 2,000 gates: 0.175 and 0.285); the whole grid runs with
 //
 //	AID_CALIBRATION=full go test -run TestCalibrationGroups -v ./runtime/eval/
 //

@@ -158,7 +158,7 @@ func followRates(n int, fs []followed, regression float64) rates {
 
 func TestCalibrationGroups(t *testing.T) {
 	t.Parallel()
-	const n, pilots = gatesPerFigure, 25
+	n, pilots := gatesPerFigure(), 25
 	full := calibrationFull()
 	cells := groupGrid(full)
 	type row struct {
@@ -188,7 +188,7 @@ func TestCalibrationGroups(t *testing.T) {
 					}
 				}
 				rw.edge = s.rates(n, rw.k0, sc.delta)
-				lim := sc.alpha + 2*math.Sqrt(sc.alpha*(1-sc.alpha)/n)
+				lim := sc.alpha + 2*math.Sqrt(sc.alpha*(1-sc.alpha)/float64(n))
 				if rw.edge.regression > lim {
 					t.Errorf("boundary false alarms %.4f > α + 2 MC-SE = %.4f (%d runs)", rw.edge.regression, lim, rw.k0)
 				}

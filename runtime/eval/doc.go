@@ -239,7 +239,8 @@
 // # Calibration
 //
 // The test suite simulates complete gates from seeded populations and fails unless, with
-// 2,000 simulated gates behind every rate: with no true change, at the runs the gate
+// 2,000 simulated gates behind every rate (800 in a default go test, enough to fail
+// every miscalibration the gate has had; AID_CALIBRATION=full runs 2,000): with no true change, at the runs the gate
 // recommends, the false-alarm rate is at most α plus three binomial standard errors and
 // at most 10% of runs are inconclusive; with a true regression of exactly δ, the boundary
 // of H0 and the sharp test of calibration, the rate is again at most α (per scenario
@@ -259,7 +260,11 @@
 // that treats runs as independent trials exceeds α where the gate does not. "The runs the
 // gate recommends" is the median RunsNeeded of pilot gates at 2 runs per case drawn from
 // the same truth, which is what a user following the advice of an inconclusive run gets.
-// go test -run Calibration -v prints the tables of measured rates.
+// go test -run Calibration -v prints the tables of measured rates;
+//
+//	AID_CALIBRATION=full go test -run Calibration -v -timeout 60m ./runtime/eval/
+//
+// prints them at 2,000 gates per rate, with the whole grid of groups below.
 //
 // Grouped cases are calibrated over a grid: G = 3, 5, 10, 20 and 40 groups over 120
 // cases, of equal sizes or with one group holding 60% of them, runs sharing noise within
@@ -273,8 +278,8 @@
 // a simulation can follow, and those gates stay honestly inconclusive. Where every
 // inconclusive pilot's advice is followed, following it fails at least 80% of the gates.
 // Two groups are always inconclusive. The grid takes minutes, so by default only the
-// boundary of two dominated cells where CR1 failed runs, at 5 runs (0.0185 and 0.0155;
-// CR1: 0.175 and 0.285); the whole grid runs with
+// boundary of two dominated cells where CR1 failed runs, at 5 runs and 800 gates (0.0225
+// and 0.0112; CR1 at 2,000 gates: 0.175 and 0.285); the whole grid runs with
 //
 //	AID_CALIBRATION=full go test -run TestCalibrationGroups -v ./runtime/eval/
 //

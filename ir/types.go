@@ -484,6 +484,21 @@ type State struct {
 	Kind string `json:"kind"`
 	// DSNEnv names the environment variable holding the PostgreSQL DSN.
 	DSNEnv string `json:"dsnEnv,omitempty"`
+	// Retention bounds the runs a memory-state service keeps; nil means
+	// the runtime's defaults.
+	Retention *Retention `json:"retention,omitempty"`
+}
+
+// Retention bounds the runs a memory-state service keeps. A zero field
+// means the runtime's default.
+type Retention struct {
+	// Finished is how long an ended run is kept after its last write.
+	Finished Duration `json:"finished,omitempty"`
+	// MaxFinished is the most ended runs kept.
+	MaxFinished int `json:"maxFinished,omitempty"`
+	// Paused is how long a paused or running run is kept after its last
+	// write.
+	Paused Duration `json:"paused,omitempty"`
 }
 
 // Duration is a time.Duration written in the IR as a Go duration string.

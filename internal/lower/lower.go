@@ -38,7 +38,7 @@ func Document(doc *ir.Document) (app.Description, error) {
 			Listen: doc.Service.Listen,
 			Entry:  doc.Service.Entry,
 			Auth:   app.Auth{Kind: doc.Service.Auth.Kind, TokenEnv: doc.Service.Auth.TokenEnv},
-			State:  app.State{Kind: doc.Service.State.Kind, DSNEnv: doc.Service.State.DSNEnv},
+			State:  state(doc.Service.State),
 		},
 	}
 	var errs []error
@@ -210,6 +210,15 @@ func evalSpec(e *ir.Eval) app.Eval {
 			th.MinMean = &m
 		}
 		out.Thresholds = append(out.Thresholds, th)
+	}
+	return out
+}
+
+// state lowers where a service keeps its state.
+func state(s ir.State) app.State {
+	out := app.State{Kind: s.Kind, DSNEnv: s.DSNEnv}
+	if r := s.Retention; r != nil {
+		out.Retention = agents.Retention{Finished: r.Finished.Std(), MaxFinished: r.MaxFinished, Paused: r.Paused.Std()}
 	}
 	return out
 }

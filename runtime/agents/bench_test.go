@@ -31,7 +31,7 @@ func (s stubModel) Generate(_ context.Context, alias string, req gateway.Request
 	return res, nil
 }
 
-func benchRuntime(b *testing.B) *Runtime {
+func benchRuntime(b testing.TB) *Runtime {
 	b.Helper()
 	p, err := fake.New(fake.Config{})
 	if err != nil {

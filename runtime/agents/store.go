@@ -1,7 +1,10 @@
 package agents
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -108,16 +111,199 @@ type Store interface {
 
 // InMemoryStore is the default Store: runs held in this process's memory,
 // lost when it exits. It is safe for concurrent use.
+//
+// It keeps what a long-lived process can afford (see Retention): a run that
+// ended is kept for Retention.Finished after its last write, and only the
+// Retention.MaxFinished most recent of them; a run waiting for a decision,
+// or still running, is kept for Retention.Paused after its last write. A
+// run past its retention is gone, with its tool calls: loading it is a
+// *RunNotFoundError, as for a run never stored. Expired runs are dropped by
+// the writes that follow, a few at a time, so no goroutine runs behind the
+// store.
 type InMemoryStore struct {
 	mu    sync.Mutex
-	runs  map[string]*RunRecord
+	keep  Retention
+	runs  map[string]*memRun
 	calls map[string][]CallRecord
-	now   func() time.Time
+	// done lists the ended runs, open the others, each from the least
+	// recently written; a write moves a run to the back of its list.
+	done, open runList
+	now        func() time.Time
 }
 
-// NewInMemoryStore returns an empty in-memory store.
+// memRun is a stored run and its place in its list.
+type memRun struct {
+	rec        RunRecord
+	list       *runList
+	prev, next *memRun
+}
+
+// runList is an intrusive doubly linked list of runs, oldest first.
+type runList struct {
+	head, tail *memRun
+	n          int
+}
+
+func (l *runList) push(r *memRun) {
+	r.list, r.prev, r.next = l, l.tail, nil
+	if l.tail != nil {
+		l.tail.next = r
+	} else {
+		l.head = r
+	}
+	l.tail = r
+	l.n++
+}
+
+func (l *runList) remove(r *memRun) {
+	if r.prev != nil {
+		r.prev.next = r.next
+	} else {
+		l.head = r.next
+	}
+	if r.next != nil {
+		r.next.prev = r.prev
+	} else {
+		l.tail = r.prev
+	}
+	r.list, r.prev, r.next = nil, nil, nil
+	l.n--
+}
+
+// Retention bounds what an InMemoryStore keeps. A zero field takes its
+// default.
+type Retention struct {
+	// Finished is how long a run that ended (completed, failed, max_steps,
+	// budget_exceeded) is kept after its last write; default
+	// DefaultRetainFinished.
+	Finished time.Duration
+	// MaxFinished is the most ended runs kept: past it, the least recently
+	// written goes first; default DefaultMaxFinished.
+	MaxFinished int
+	// Paused is how long a run waiting for a decision, or still running, is
+	// kept after its last write; default DefaultRetainPaused. A decision
+	// that comes later finds no run.
+	Paused time.Duration
+}
+
+// The defaults of Retention.
+const (
+	DefaultRetainFinished = time.Hour
+	DefaultMaxFinished    = 10_000
+	DefaultRetainPaused   = 7 * 24 * time.Hour
+)
+
+// Validate reports a Retention that cannot bound a store: a negative field.
+func (r Retention) Validate() error {
+	var errs []error
+	if r.Finished < 0 {
+		errs = append(errs, fmt.Errorf("retention of finished runs %v is negative", r.Finished))
+	}
+	if r.MaxFinished < 0 {
+		errs = append(errs, fmt.Errorf("maximum of finished runs %d is negative", r.MaxFinished))
+	}
+	if r.Paused < 0 {
+		errs = append(errs, fmt.Errorf("retention of paused runs %v is negative", r.Paused))
+	}
+	return errors.Join(errs...)
+}
+
+// WithDefaults returns r with every zero field set to its default.
+func (r Retention) WithDefaults() Retention {
+	return Retention{
+		Finished:    cmp.Or(r.Finished, DefaultRetainFinished),
+		MaxFinished: cmp.Or(r.MaxFinished, DefaultMaxFinished),
+		Paused:      cmp.Or(r.Paused, DefaultRetainPaused),
+	}
+}
+
+// NewInMemoryStore returns an empty in-memory store with the default
+// Retention.
 func NewInMemoryStore() *InMemoryStore {
-	return &InMemoryStore{runs: make(map[string]*RunRecord), calls: make(map[string][]CallRecord), now: time.Now}
+	s, _ := NewInMemoryStoreWith(Retention{}) // the defaults are valid
+	return s
+}
+
+// NewInMemoryStoreWith returns an empty in-memory store that keeps runs as
+// long as keep says, or an error when keep is not valid.
+func NewInMemoryStoreWith(keep Retention) (*InMemoryStore, error) {
+	if err := keep.Validate(); err != nil {
+		return nil, fmt.Errorf("in-memory run store: %w", err)
+	}
+	return &InMemoryStore{
+		keep: keep.WithDefaults(), runs: make(map[string]*memRun), calls: make(map[string][]CallRecord), now: time.Now,
+	}, nil
+}
+
+// Len returns how many runs the store holds, ended and not: what its
+// Retention bounds.
+func (s *InMemoryStore) Len() (finished, open int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done.n, s.open.n
+}
+
+// ended reports whether a status is a run's end.
+func ended(st Status) bool { return st != StatusRunning && st != StatusPaused }
+
+// expired reports whether a run is past its retention at now.
+func (s *InMemoryStore) expired(r *memRun, now time.Time) bool {
+	ttl := s.keep.Paused
+	if r.list == &s.done {
+		ttl = s.keep.Finished
+	}
+	return now.Sub(r.rec.UpdatedAt) >= ttl
+}
+
+// sweepBatch bounds the expired runs one write drops, so that a write after
+// a quiet hour does not pay for the whole hour at once; a run past its
+// retention is invisible whether or not it was dropped yet.
+const sweepBatch = 64
+
+// sweep drops expired runs from the front of both lists, and the oldest
+// ended runs beyond MaxFinished.
+func (s *InMemoryStore) sweep(now time.Time) {
+	for n := 0; s.done.head != nil && (s.done.n > s.keep.MaxFinished || (n < sweepBatch && s.expired(s.done.head, now))); n++ {
+		s.drop(s.done.head)
+	}
+	for n := 0; n < sweepBatch && s.open.head != nil && s.expired(s.open.head, now); n++ {
+		s.drop(s.open.head)
+	}
+}
+
+// drop forgets a run and its calls.
+func (s *InMemoryStore) drop(r *memRun) {
+	r.list.remove(r)
+	delete(s.runs, r.rec.RunID)
+	delete(s.calls, r.rec.RunID)
+}
+
+// put files a run written at now at the back of its status's list.
+func (s *InMemoryStore) put(r *memRun, now time.Time) {
+	if r.list != nil {
+		r.list.remove(r)
+	}
+	r.rec.UpdatedAt = now
+	if ended(r.rec.Status) {
+		s.done.push(r)
+	} else {
+		s.open.push(r)
+	}
+	s.sweep(now)
+}
+
+// live returns a stored run that is not past its retention, dropping it
+// when it is.
+func (s *InMemoryStore) live(runID string, now time.Time) (*memRun, bool) {
+	r, ok := s.runs[runID]
+	if !ok {
+		return nil, false
+	}
+	if s.expired(r, now) {
+		s.drop(r)
+		return nil, false
+	}
+	return r, true
 }
 
 // CreateRun implements Store.
@@ -127,13 +313,15 @@ func (s *InMemoryStore) CreateRun(ctx context.Context, rec RunRecord) (RunRecord
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.runs[rec.RunID]; ok {
+	now := s.now()
+	if _, ok := s.live(rec.RunID, now); ok {
 		return RunRecord{}, &RunExistsError{RunID: rec.RunID}
 	}
 	rec.Version = 1
-	rec.UpdatedAt = s.now()
-	s.runs[rec.RunID] = &rec
-	return rec, nil
+	r := &memRun{rec: rec}
+	s.runs[rec.RunID] = r
+	s.put(r, now)
+	return r.rec, nil
 }
 
 // UpdateRun implements Store.
@@ -143,17 +331,18 @@ func (s *InMemoryStore) UpdateRun(ctx context.Context, rec RunRecord) (RunRecord
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, ok := s.runs[rec.RunID]
+	now := s.now()
+	cur, ok := s.live(rec.RunID, now)
 	if !ok {
 		return RunRecord{}, &RunNotFoundError{RunID: rec.RunID}
 	}
-	if cur.Version != rec.Version {
-		return RunRecord{}, &ConflictError{RunID: rec.RunID, Version: rec.Version, Stored: cur.Version}
+	if cur.rec.Version != rec.Version {
+		return RunRecord{}, &ConflictError{RunID: rec.RunID, Version: rec.Version, Stored: cur.rec.Version}
 	}
 	rec.Version++
-	rec.UpdatedAt = s.now()
-	*cur = rec
-	return rec, nil
+	cur.rec = rec
+	s.put(cur, now)
+	return cur.rec, nil
 }
 
 // LoadRun implements Store.
@@ -163,11 +352,11 @@ func (s *InMemoryStore) LoadRun(ctx context.Context, runID string) (RunRecord, e
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, ok := s.runs[runID]
+	cur, ok := s.live(runID, s.now())
 	if !ok {
 		return RunRecord{}, &RunNotFoundError{RunID: runID}
 	}
-	return *cur, nil
+	return cur.rec, nil
 }
 
 // RecordCall implements Store.
@@ -215,6 +404,7 @@ func (s *InMemoryStore) Call(ctx context.Context, runID, key string) (CallRecord
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.live(runID, s.now()) // a run past its retention takes its calls with it
 	for _, c := range s.calls[runID] {
 		if c.Key == key {
 			return copyCall(c), nil
@@ -230,6 +420,7 @@ func (s *InMemoryStore) Calls(ctx context.Context, runID string) ([]CallRecord, 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.live(runID, s.now())
 	out := slices.Clone(s.calls[runID])
 	for i := range out {
 		out[i] = copyCall(out[i])

@@ -227,4 +227,7 @@ type State struct {
 	Kind string
 	// DSNEnv names the environment variable holding the PostgreSQL DSN.
 	DSNEnv string
+	// Retention bounds the runs kept in memory when Kind is StateMemory; a
+	// zero field takes agents' default.
+	Retention agents.Retention
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,17 @@ const (
 	// EnvAppDir is the directory the application's files are resolved
 	// against; the -app-dir flag wins.
 	EnvAppDir = "AID_APP_DIR"
+	// EnvRetainFinished is how long a memory-state service keeps a run
+	// that ended (agents.Retention.Finished), as a Go duration; the
+	// -retain-finished flag wins, and it wins over the app file.
+	EnvRetainFinished = "AID_RETAIN_FINISHED"
+	// EnvMaxFinished is the most ended runs a memory-state service keeps
+	// (agents.Retention.MaxFinished); the -max-finished flag wins.
+	EnvMaxFinished = "AID_MAX_FINISHED"
+	// EnvRetainPaused is how long a memory-state service keeps a run
+	// waiting for a decision (agents.Retention.Paused); the -retain-paused
+	// flag wins.
+	EnvRetainPaused = "AID_RETAIN_PAUSED"
 )
 
 // Exit codes Main returns.
@@ -95,9 +107,12 @@ func Main(desc app.Description, opts Options) int {
 // timeout has cancelled them).
 //
 // Flags, each over an environment variable that is over the app file:
-// -listen (AID_LISTEN), -app-dir (AID_APP_DIR), -log-level, and, when the
-// service keeps its state in PostgreSQL, -state-dsn (over the variable the
-// app file's state names).
+// -listen (AID_LISTEN), -app-dir (AID_APP_DIR), -log-level; when the
+// service keeps its state in memory, -retain-finished
+// (AID_RETAIN_FINISHED), -max-finished (AID_MAX_FINISHED) and
+// -retain-paused (AID_RETAIN_PAUSED), over the app file's
+// service.state.retention; and when it keeps it in PostgreSQL, -state-dsn
+// (over the variable the app file's state names).
 func Run(ctx context.Context, desc app.Description, opts Options, p Process) int {
 	if p.LookupEnv == nil {
 		p.LookupEnv = os.LookupEnv
@@ -113,11 +128,28 @@ func Run(ctx context.Context, desc app.Description, opts Options, p Process) int
 	level := slog.LevelInfo
 	fs.TextVar(&level, "log-level", level, "least `level` logged: debug, info, warn or error")
 	var dsn *string
-	if desc.Service.State.Kind == app.StatePostgres {
+	memory := desc.Service.State.Kind == "" || desc.Service.State.Kind == app.StateMemory
+	keep := &desc.Service.State.Retention
+	switch {
+	case desc.Service.State.Kind == app.StatePostgres:
 		dsn = fs.String("state-dsn", "", "PostgreSQL `DSN` of the service's state; empty means $"+desc.Service.State.DSNEnv)
+	case memory:
+		if err := retentionFromEnv(keep, lookupEnv); err != nil {
+			fmt.Fprintln(p.Stderr, err)
+			return ExitUsage
+		}
+		fs.DurationVar(&keep.Finished, "retain-finished", keep.Finished, "how long a run that ended is kept in memory, as a Go `duration`; 0 means "+agents.DefaultRetainFinished.String()+" (env "+EnvRetainFinished+")")
+		fs.IntVar(&keep.MaxFinished, "max-finished", keep.MaxFinished, "the most ended runs kept in memory; 0 means "+strconv.Itoa(agents.DefaultMaxFinished)+" (env "+EnvMaxFinished+")")
+		fs.DurationVar(&keep.Paused, "retain-paused", keep.Paused, "how long a run waiting for a decision is kept in memory, as a Go `duration`; 0 means "+agents.DefaultRetainPaused.String()+" (env "+EnvRetainPaused+")")
 	}
 	if err := fs.Parse(p.Args); err != nil {
 		return ExitUsage
+	}
+	if memory {
+		if err := keep.Validate(); err != nil {
+			fmt.Fprintf(p.Stderr, "run retention: %v\n", err)
+			return ExitUsage
+		}
 	}
 	desc.Dir = *dir
 	logger := slog.New(slog.NewJSONHandler(p.Stderr, &slog.HandlerOptions{Level: level}))
@@ -220,7 +252,12 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)
 	}
-	logger.Info("serving", "app", desc.Name, "version", desc.Version, "listen", listen, "addr", ln.Addr().String())
+	attrs := []any{"app", desc.Name, "version", desc.Version, "listen", listen, "addr", ln.Addr().String()}
+	if k := desc.Service.State.Kind; k == "" || k == app.StateMemory {
+		keep := desc.Service.State.Retention.WithDefaults()
+		attrs = append(attrs, slog.Group("retention", "finished", keep.Finished.String(), "max_finished", keep.MaxFinished, "paused", keep.Paused.String()))
+	}
+	logger.Info("serving", attrs...)
 	return svc.Serve(ctx, ln)
 }
 
@@ -284,6 +321,31 @@ func otelTracer(ctx context.Context, desc app.Description, lookupEnv func(string
 		return nil, shutdown, nil
 	}
 	return tp.Tracer("github.com/aidgen/aid/runtime/serve"), shutdown, nil
+}
+
+// retentionFromEnv overrides keep with the retention variables that are
+// set.
+func retentionFromEnv(keep *agents.Retention, lookupEnv func(string) (string, bool)) error {
+	for _, d := range []struct {
+		env string
+		to  *time.Duration
+	}{{EnvRetainFinished, &keep.Finished}, {EnvRetainPaused, &keep.Paused}} {
+		if v, ok := lookupEnv(d.env); ok {
+			dur, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a duration such as 30m or 168h", d.env, v)
+			}
+			*d.to = dur
+		}
+	}
+	if v, ok := lookupEnv(EnvMaxFinished); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a whole number", EnvMaxFinished, v)
+		}
+		keep.MaxFinished = n
+	}
+	return nil
 }
 
 // envOr returns the environment variable name, or def when it is unset.

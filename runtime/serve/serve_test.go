@@ -309,6 +309,15 @@ func TestRunFails(t *testing.T) {
 		{name: "unknown flag", args: []string{"-port", "8080"}, wantCode: serve.ExitUsage, wantLog: "flag provided but not defined: -port"},
 		{name: "bad log level", args: []string{"-log-level", "loud"}, wantCode: serve.ExitUsage, wantLog: "log-level"},
 		{name: "state-dsn without postgres state", args: []string{"-state-dsn", "postgres://x"}, wantCode: serve.ExitUsage, wantLog: "-state-dsn"},
+		{name: "retention env not a duration", vars: map[string]string{"AID_RETAIN_FINISHED": "an hour"}, wantCode: serve.ExitUsage, wantLog: "AID_RETAIN_FINISHED"},
+		{name: "max finished env not a number", vars: map[string]string{"AID_MAX_FINISHED": "many"}, wantCode: serve.ExitUsage, wantLog: "AID_MAX_FINISHED"},
+		{name: "negative retention", args: []string{"-retain-paused", "-1h"}, wantCode: serve.ExitUsage, wantLog: "retention of paused runs -1h0m0s is negative"},
+		{name: "retention with postgres state",
+			desc: func(d app.Description) app.Description {
+				d.Service.State = app.State{Kind: app.StatePostgres, DSNEnv: "DESK_DSN"}
+				return d
+			},
+			args: []string{"-max-finished", "10"}, wantCode: serve.ExitUsage, wantLog: "flag provided but not defined: -max-finished"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			desc := desk(docs)
@@ -324,6 +333,44 @@ func TestRunFails(t *testing.T) {
 			}
 			if _, ok := r.stderr.logLine("serving"); ok {
 				t.Errorf("logged serving for a service that did not start:\n%s", r.stderr)
+			}
+		})
+	}
+}
+
+// TestRunRetention checks where a memory-state service's run retention
+// comes from: each flag over its environment variable over the app file,
+// defaults for what none sets; the serving line says what won.
+func TestRunRetention(t *testing.T) {
+	docs := docsDir(t)
+	for _, c := range []struct {
+		name string
+		file agents.Retention
+		args []string
+		vars map[string]string
+		want map[string]any
+	}{
+		{name: "defaults", want: map[string]any{"finished": "1h0m0s", "max_finished": 10000.0, "paused": "168h0m0s"}},
+		{name: "app file", file: agents.Retention{Finished: time.Minute, MaxFinished: 50},
+			want: map[string]any{"finished": "1m0s", "max_finished": 50.0, "paused": "168h0m0s"}},
+		{name: "env over app file", file: agents.Retention{Finished: time.Minute, MaxFinished: 50},
+			vars: map[string]string{"AID_RETAIN_FINISHED": "2m", "AID_MAX_FINISHED": "70", "AID_RETAIN_PAUSED": "24h"},
+			want: map[string]any{"finished": "2m0s", "max_finished": 70.0, "paused": "24h0m0s"}},
+		{name: "flags over env", file: agents.Retention{Paused: time.Hour},
+			args: []string{"-retain-finished", "3m", "-max-finished", "90", "-retain-paused", "48h"},
+			vars: map[string]string{"AID_RETAIN_FINISHED": "2m", "AID_MAX_FINISHED": "70", "AID_RETAIN_PAUSED": "24h"},
+			want: map[string]any{"finished": "3m0s", "max_finished": 90.0, "paused": "48h0m0s"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			desc := desk(docs)
+			desc.Service.State.Retention = c.file
+			r := start(t, desc, serve.Options{}, c.args, c.vars)
+			line := r.serving(t)
+			if got := line["retention"]; !reflect.DeepEqual(got, c.want) {
+				t.Errorf("retention %v, want %v", got, c.want)
+			}
+			if code := r.stop(t); code != serve.ExitOK {
+				t.Errorf("exit code %d, want 0", code)
 			}
 		})
 	}

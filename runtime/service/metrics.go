@@ -88,29 +88,18 @@ func (c spendCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c spendCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	sum, err := c.gw.Spend(ctx)
+	// Spend by budget costs the number of budgets, not of the runs and
+	// threads ever charged.
+	spend, err := c.gw.SpendByBudget(ctx)
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(ledgerUpDesc, prometheus.GaugeValue, 0)
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(ledgerUpDesc, prometheus.GaugeValue, 1)
-	type key struct{ budget, scope string }
-	agg := map[key]gateway.AccountSpend{}
-	var order []key
-	for _, a := range sum.ByAccount {
-		k := key{a.Account.Budget, string(a.Account.Scope)}
-		cur, ok := agg[k]
-		if !ok {
-			order = append(order, k)
-		}
-		cur.Spent = cur.Spent.Add(a.Spent)
-		cur.Calls += a.Calls
-		agg[k] = cur
-	}
-	for _, k := range order {
-		a := agg[k]
-		ch <- prometheus.MustNewConstMetric(spendUSDDesc, prometheus.CounterValue, a.Spent.USD(), k.budget, k.scope)
-		ch <- prometheus.MustNewConstMetric(spendTokensDesc, prometheus.CounterValue, float64(a.Spent.Tokens), k.budget, k.scope)
-		ch <- prometheus.MustNewConstMetric(spendCallsDesc, prometheus.CounterValue, float64(a.Calls), k.budget, k.scope)
+	for _, b := range spend {
+		scope := string(b.Scope)
+		ch <- prometheus.MustNewConstMetric(spendUSDDesc, prometheus.CounterValue, b.Spent.USD(), b.Budget, scope)
+		ch <- prometheus.MustNewConstMetric(spendTokensDesc, prometheus.CounterValue, float64(b.Spent.Tokens), b.Budget, scope)
+		ch <- prometheus.MustNewConstMetric(spendCallsDesc, prometheus.CounterValue, float64(b.Calls), b.Budget, scope)
 	}
 }

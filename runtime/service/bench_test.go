@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,6 +128,66 @@ func BenchmarkAddedLatency(b *testing.B) {
 	slices.Sort(diffs)
 	b.ReportMetric(quantile(diffs, 0.5), "p50-added-ms")
 	b.ReportMetric(quantile(diffs, 0.99), "p99-added-ms")
+}
+
+// BenchmarkServiceCPU measures the CPU the service spends per chat
+// completion through an agent without tools, in process. Each iteration
+// sends 50 requests straight to the zero-latency mock upstream, then the
+// same 50 through the service (which calls the same upstream through the
+// openai-compatible adapter), and reads the process's CPU time (getrusage:
+// user and system, every goroutine and the garbage collector) around each
+// block. The direct block costs the benchmark's client and the mock; the
+// service block costs them and the service, so the difference per request
+// is the service's server side, its handler and its own client of the
+// upstream. Profile it with -cpuprofile: the mock and the benchmark's
+// client are in the profile too, under net/http's client and the
+// upstream's handler.
+func BenchmarkServiceCPU(b *testing.B) {
+	const block = 50
+	s := newBenchStack(b)
+	for range 500 { // warm connections and caches
+		s.post(b, s.upstream.URL+"/chat/completions", false)
+		s.post(b, s.svc.URL+"/v1/chat/completions", true)
+	}
+	type cost struct {
+		cpu            time.Duration
+		allocs, nbytes uint64
+	}
+	var ms runtime.MemStats
+	measure := func(url string, auth bool, c *cost) {
+		runtime.ReadMemStats(&ms)
+		allocs, nbytes := ms.Mallocs, ms.TotalAlloc
+		before := cpuTime(b)
+		for range block {
+			s.post(b, url, auth)
+		}
+		c.cpu += cpuTime(b) - before
+		runtime.ReadMemStats(&ms)
+		c.allocs += ms.Mallocs - allocs
+		c.nbytes += ms.TotalAlloc - nbytes
+	}
+	var direct, through cost
+	n := 0
+	for b.Loop() {
+		measure(s.upstream.URL+"/chat/completions", false, &direct)
+		measure(s.svc.URL+"/v1/chat/completions", true, &through)
+		n += block
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(n) / 1e3 }
+	b.ReportMetric(us(direct.cpu), "direct-cpu-µs/req")
+	b.ReportMetric(us(through.cpu), "through-cpu-µs/req")
+	b.ReportMetric(us(through.cpu-direct.cpu), "service-cpu-µs/req")
+	b.ReportMetric(float64(through.allocs-direct.allocs)/float64(n), "service-allocs/req")
+	b.ReportMetric(float64(through.nbytes-direct.nbytes)/float64(n), "service-B/req")
+}
+
+// cpuTime returns the process's user and system CPU time.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Skipf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // quantile reads a quantile of sorted values (nearest rank).

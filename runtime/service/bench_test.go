@@ -50,7 +50,19 @@ func newBenchStack(b *testing.B) benchStack {
 	b.Cleanup(upstream.Close)
 	transport := &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
 	b.Cleanup(transport.CloseIdleConnections)
-	p, err := openaicompat.New(openaicompat.Config{BaseURL: upstream.URL, HTTPClient: &http.Client{Transport: transport}})
+	front := httptest.NewServer(newBenchService(b, &http.Client{Transport: transport}, upstream.URL))
+	b.Cleanup(front.Close)
+	ct := &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
+	b.Cleanup(ct.CloseIdleConnections)
+	return benchStack{upstream: upstream, svc: front, client: &http.Client{Transport: ct}}
+}
+
+// newBenchService is the service of the benchmarks: one agent without
+// tools, on an openai-compatible provider at baseURL reached through hc,
+// charging a global budget, logging a line per request as in production.
+func newBenchService(b *testing.B, hc *http.Client, baseURL string) *service.Service {
+	b.Helper()
+	p, err := openaicompat.New(openaicompat.Config{BaseURL: baseURL, HTTPClient: hc})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,11 +89,7 @@ func newBenchStack(b *testing.B) benchStack {
 	if err != nil {
 		b.Fatal(err)
 	}
-	front := httptest.NewServer(svc)
-	b.Cleanup(front.Close)
-	ct := &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
-	b.Cleanup(ct.CloseIdleConnections)
-	return benchStack{upstream: upstream, svc: front, client: &http.Client{Transport: ct}}
+	return svc
 }
 
 // post sends benchBody and returns how long the answer took.
@@ -188,6 +196,50 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Skipf("getrusage: %v", err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cannedUpstream answers every request with upstreamCompletion, in
+// memory: the upstream of BenchmarkHandler, which costs next to nothing.
+type cannedUpstream struct{}
+
+func (cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_ = r.Body.Close()
+	}
+	return &http.Response{
+		StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:  http.Header{"Content-Type": {"application/json"}},
+		Body:    io.NopCloser(strings.NewReader(upstreamCompletion)),
+		Request: r, ContentLength: int64(len(upstreamCompletion)),
+	}, nil
+}
+
+// BenchmarkHandler is the service's own work on a chat completion through
+// an agent without tools, without the network: the request is handed to
+// the handler in memory and the openai-compatible adapter's HTTP client
+// answers from memory. What it reports is the handler (auth, decoding, the
+// run and its records, the gateway and its ledger, the adapter's encoding
+// and decoding, the answer, the log line and the metrics); the HTTP server
+// and the sockets come on top (BenchmarkServiceCPU).
+func BenchmarkHandler(b *testing.B) {
+	h := newBenchService(b, &http.Client{Transport: cannedUpstream{}}, "http://upstream.invalid/v1")
+	body := []byte(benchBody)
+	b.ReportAllocs()
+	start := cpuTime(b)
+	for b.Loop() {
+		req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+	// On a shared machine the wall time per operation says how often the
+	// process ran; its CPU time says what the handler costs.
+	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N)/1e3, "cpu-µs/op")
 }
 
 // quantile reads a quantile of sorted values (nearest rank).

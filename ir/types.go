@@ -464,10 +464,25 @@ type Service struct {
 	// Entry names the agent answering requests that name none; empty means
 	// requests must name one.
 	Entry string `json:"entry,omitempty"`
+	// Expose lists the aliases the service serves directly, without an
+	// agent; nil means none.
+	Expose *Expose `json:"expose,omitempty"`
 	// Auth protects the service.
 	Auth Auth `json:"auth"`
 	// State says where checkpoints, memory and the ledger live.
 	State State `json:"state"`
+}
+
+// Expose lists the aliases a service serves directly at
+// /v1/chat/completions, as an LLM gateway.
+type Expose struct {
+	// Aliases are the chat aliases served directly, in the order listed.
+	Aliases []string `json:"aliases"`
+	// Budget names the budget every direct call charges; empty means none.
+	Budget string `json:"budget,omitempty"`
+	// Fallbacks are, by exposed alias, the aliases tried in order when a
+	// call on it fails.
+	Fallbacks map[string][]string `json:"fallbacks,omitempty"`
 }
 
 // Auth protects the service.

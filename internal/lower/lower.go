@@ -39,6 +39,7 @@ func Document(doc *ir.Document) (app.Description, error) {
 			Entry:  doc.Service.Entry,
 			Auth:   app.Auth{Kind: doc.Service.Auth.Kind, TokenEnv: doc.Service.Auth.TokenEnv},
 			State:  state(doc.Service.State),
+			Expose: expose(doc.Service.Expose),
 		},
 	}
 	var errs []error
@@ -219,6 +220,18 @@ func state(s ir.State) app.State {
 	out := app.State{Kind: s.Kind, DSNEnv: s.DSNEnv}
 	if r := s.Retention; r != nil {
 		out.Retention = agents.Retention{Finished: r.Finished.Std(), MaxFinished: r.MaxFinished, Paused: r.Paused.Std()}
+	}
+	return out
+}
+
+// expose lowers the aliases a service serves directly, in the order listed.
+func expose(x *ir.Expose) app.Expose {
+	if x == nil {
+		return app.Expose{}
+	}
+	out := app.Expose{Budget: x.Budget, Aliases: make([]app.ExposedAlias, len(x.Aliases))}
+	for i, a := range x.Aliases {
+		out.Aliases[i] = app.ExposedAlias{Alias: a, Fallbacks: slices.Clone(x.Fallbacks[a])}
 	}
 	return out
 }

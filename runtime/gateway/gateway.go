@@ -226,6 +226,12 @@ func (g *Gateway) Spend(ctx context.Context) (SpendSummary, error) {
 	return g.ledger.Summary(ctx)
 }
 
+// Budget returns the configured budget of that name.
+func (g *Gateway) Budget(name string) (Budget, bool) {
+	b, ok := g.budgets[name]
+	return b.Budget, ok
+}
+
 // SpendByBudget returns the ledger's settled spend by budget and scope,
 // summed over scope keys: what a metrics scrape reads.
 func (g *Gateway) SpendByBudget(ctx context.Context) ([]BudgetSpend, error) {

@@ -228,14 +228,20 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	if err != nil {
 		return err
 	}
+	var aliases []service.Alias
+	for _, x := range desc.Service.Expose.Aliases {
+		aliases = append(aliases, service.Alias{Name: x.Alias, Fallbacks: x.Fallbacks})
+	}
 	svc, err := service.New(service.Config{
-		Agents:     a.Agents,
-		Auth:       auth,
-		Entry:      desc.Service.Entry,
-		Gateway:    a.Gateway,
-		Listen:     listen,
-		Logger:     logger,
-		Retrievers: searchers,
+		Agents:      a.Agents,
+		Aliases:     aliases,
+		AliasBudget: desc.Service.Expose.Budget,
+		Auth:        auth,
+		Entry:       desc.Service.Entry,
+		Gateway:     a.Gateway,
+		Listen:      listen,
+		Logger:      logger,
+		Retrievers:  searchers,
 	})
 	if err != nil {
 		return err

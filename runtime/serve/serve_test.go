@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -373,6 +374,55 @@ func TestRunRetention(t *testing.T) {
 				t.Errorf("exit code %d, want 0", code)
 			}
 		})
+	}
+}
+
+// TestRunExposesAliases: the app file's exposed aliases are served
+// directly and listed beside the agents, and the budget it names is
+// charged.
+func TestRunExposesAliases(t *testing.T) {
+	desc := desk(docsDir(t))
+	desc.Budgets = []gateway.Budget{{Name: "gw", MaxUSD: 1, Scope: gateway.ScopeGlobal}}
+	desc.Models[0].Spec.Cost = gateway.CostProfile{InputPer1kUSD: 0.001}
+	desc.Service.Expose = app.Expose{Aliases: []app.ExposedAlias{{Alias: "m"}}, Budget: "gw"}
+	r := start(t, desc, serve.Options{}, nil, nil)
+	addr := r.serving(t)["addr"].(string)
+	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hello"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cc struct {
+		Model   string `json:"model"`
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+		Aid struct{ Alias string } `json:"aid"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&cc); err != nil || resp.StatusCode != 200 || cc.Model != "fake-1" || cc.Aid.Alias != "m" || len(cc.Choices) != 1 {
+		t.Errorf("direct call: %d %+v %v", resp.StatusCode, cc, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `aid_budget_calls{budget="gw",scope="global"} 1`) || !strings.Contains(string(b), `aid_alias_requests_total{alias="m",code="200"} 1`) {
+		t.Errorf("metrics after a direct call:\n%s", b)
+	}
+	resp, err = http.Get("http://" + addr + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"id":"desk"`) || !strings.Contains(string(b), `"id":"m"`) {
+		t.Errorf("models: %s", b)
+	}
+	if code := r.stop(t); code != serve.ExitOK {
+		t.Errorf("exit code %d", code)
 	}
 }
 

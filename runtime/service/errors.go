@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
@@ -121,6 +122,7 @@ func classify(err error) *apiError {
 		invalidRq *gateway.InvalidRequestError
 		noUser    *agents.UserIDRequiredError
 		provider  *gateway.ProviderError
+		caps      *gateway.CapabilityMismatchError
 	)
 	msg := err.Error()
 	switch {
@@ -148,6 +150,9 @@ func classify(err error) *apiError {
 		return newError(http.StatusBadGateway, TypeServer, CodeInvalidOutput, msg)
 	case errors.As(err, &invalidRq):
 		return invalid(CodeInvalidRequest, invalidRq.Field, msg)
+	case errors.As(err, &caps):
+		// A call on an exposed alias asked for what its model cannot do.
+		return invalid(CodeUnsupportedParameter, capabilityParam(caps), msg)
 	case errors.As(err, &noUser):
 		return invalid(CodeInvalidRequest, "user", fmt.Sprintf("agent %q keeps memory per user: name the user (user in chat completions, user_id in runs)", noUser.Agent))
 	case errors.Is(err, agents.ErrInterrupted):
@@ -163,6 +168,23 @@ func classify(err error) *apiError {
 	default:
 		return newError(http.StatusInternalServerError, TypeServer, CodeServer, msg)
 	}
+}
+
+// capabilityParam names the request field that needs the first capability
+// a model lacks.
+func capabilityParam(e *gateway.CapabilityMismatchError) string {
+	missing := append(slices.Clone(e.MissingInModel), e.MissingInProvider...)
+	if len(missing) > 0 {
+		switch missing[0] {
+		case gateway.CapabilityTools:
+			return "tools"
+		case gateway.CapabilityJSON:
+			return "response_format"
+		case gateway.CapabilityStreaming:
+			return "stream"
+		}
+	}
+	return "model"
 }
 
 // writeJSON writes v with status.

@@ -16,6 +16,7 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	added    *prometheus.HistogramVec
 	runs     *prometheus.CounterVec
+	aliases  *prometheus.CounterVec
 }
 
 // latencyBuckets reach from 100µs, where the service's own added latency
@@ -41,7 +42,11 @@ func newMetrics(reg *prometheus.Registry, gw *gateway.Gateway) (*metrics, error)
 			Help: "Runs started or resumed through the service, by the agent they ended on and their status.",
 		}, []string{"agent", "status"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, spendCollector{gw}} {
+	m.aliases = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aid_alias_requests_total",
+		Help: "Chat completions answered directly by an exposed alias, by the alias asked for and status code.",
+	}, []string{"alias", "code"})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, spendCollector{gw}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -56,6 +61,10 @@ func (m *metrics) request(route, agent string, status int, total, added time.Dur
 		added = 0
 	}
 	m.added.WithLabelValues(route, agent).Observe(added.Seconds())
+}
+
+func (m *metrics) aliasRequest(alias string, status int) {
+	m.aliases.WithLabelValues(alias, strconv.Itoa(status)).Inc()
 }
 
 func (m *metrics) run(agent string, status agents.Status) {

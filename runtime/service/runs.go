@@ -75,7 +75,7 @@ func (s *Service) startRun(w http.ResponseWriter, r *http.Request) error {
 	if strings.TrimSpace(req.Input) == "" {
 		return invalid(CodeInvalidRequest, "input", "input is required")
 	}
-	history, _, err := toHistory("history", req.History)
+	history, _, err := toHistory("history", req.History, false)
 	if err != nil {
 		return err
 	}

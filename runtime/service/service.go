@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -31,6 +32,10 @@ type Service struct {
 	logger  *slog.Logger
 	mux     *http.ServeMux
 	metrics *metrics
+	// direct are the exposed aliases by name, and aliasScope the scope of
+	// the budget their calls charge.
+	direct     map[string]*directAlias
+	aliasScope gateway.Scope
 	// base is the parent of every request's context; cancelled with the
 	// cause agents.ErrInterrupted when the drain timeout expires, so that
 	// runs still going stop and stay recoverable rather than fail.
@@ -57,6 +62,10 @@ func New(cfg Config) (*Service, error) {
 	}
 	if s.metrics, err = newMetrics(reg, cfg.Gateway); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	s.direct = newDirect(&cfg)
+	if b, ok := cfg.Gateway.Budget(cfg.AliasBudget); ok {
+		s.aliasScope = b.Scope
 	}
 	s.base, s.cancel = context.WithCancelCause(context.Background())
 	s.mux = http.NewServeMux()
@@ -99,6 +108,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type reqInfo struct {
 	id    string
 	agent string
+	alias string // the exposed alias a chat completion named
 	runID string
 	err   *apiError
 	clock waitClock
@@ -161,12 +171,18 @@ func (s *Service) observe(next http.Handler) http.Handler {
 		}
 		waited := ri.clock.total()
 		s.metrics.request(route, ri.agent, status, total, total-waited)
+		if ri.alias != "" {
+			s.metrics.aliasRequest(ri.alias, status)
+		}
 		attrs := []slog.Attr{
 			slog.String("request_id", ri.id), slog.String("method", r.Method), slog.String("route", route),
 			slog.Int("status", status), slog.Duration("duration", total), slog.Duration("waited", waited),
 		}
 		if ri.agent != "" {
 			attrs = append(attrs, slog.String("agent", ri.agent))
+		}
+		if ri.alias != "" {
+			attrs = append(attrs, slog.String("alias", ri.alias))
 		}
 		if ri.runID != "" {
 			attrs = append(attrs, slog.String("run_id", ri.runID))

@@ -113,13 +113,18 @@ func toOutMessages(msgs []gateway.Message) []outMessage {
 
 // toHistory maps client messages to a thread: user, assistant and tool
 // messages in order; system and developer messages are counted and left out
-// (the agent's instructions are the system prompt). param names the field
-// for errors.
-func toHistory(param string, msgs []wireMessage) (history []gateway.Message, ignored int, err error) {
+// (the agent's instructions are the system prompt), unless system says to
+// keep them, as system messages (a call straight to an alias). param names
+// the field for errors.
+func toHistory(param string, msgs []wireMessage, system bool) (history []gateway.Message, ignored int, err error) {
 	for i, m := range msgs {
 		at := fmt.Sprintf("%s[%d]", param, i)
 		switch m.Role {
 		case "system", "developer":
+			if system {
+				history = append(history, gateway.Message{Role: gateway.RoleSystem, Content: m.Content.text, Name: m.Name})
+				continue
+			}
 			ignored++
 		case "user":
 			if !m.Content.set {

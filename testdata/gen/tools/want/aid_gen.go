@@ -127,6 +127,11 @@ func description() app.Description {
 			},
 			State: app.State{
 				Kind: "memory",
+				Retention: agents.Retention{
+					Finished:    30 * time.Minute,
+					MaxFinished: 2000,
+					Paused:      72 * time.Hour,
+				},
 			},
 		},
 	}

@@ -33,6 +33,13 @@ const upstreamCompletion = `{"id":"chatcmpl-1","object":"chat.completion","creat
 
 const benchBody = `{"model":"bench","messages":[{"role":"user","content":"What is the capital of France?"}]}`
 
+// benchBodies are the chat completions the CPU benchmarks send: through the
+// agent, and the same conversation straight to the exposed alias.
+var benchBodies = map[string]string{
+	"agent": benchBody,
+	"alias": `{"model":"small","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
+}
+
 // benchStack is a service in front of an openai-compatible mock upstream
 // with no latency, both on loopback.
 type benchStack struct {
@@ -84,6 +91,7 @@ func newBenchService(b *testing.B, hc *http.Client, baseURL string) *service.Ser
 	}
 	svc, err := service.New(service.Config{
 		Gateway: gw, Agents: rt, Auth: service.Auth{Kind: service.AuthBearer, Tokens: []string{token}},
+		Aliases: []service.Alias{{Name: "small"}}, AliasBudget: "bench",
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), // a log line per request, as in production
 	})
 	if err != nil {
@@ -94,7 +102,12 @@ func newBenchService(b *testing.B, hc *http.Client, baseURL string) *service.Ser
 
 // post sends benchBody and returns how long the answer took.
 func (s benchStack) post(b *testing.B, url string, auth bool) time.Duration {
-	req, err := http.NewRequest("POST", url, strings.NewReader(benchBody))
+	return s.postBody(b, url, benchBody, auth)
+}
+
+// postBody sends body and returns how long the answer took.
+func (s benchStack) postBody(b *testing.B, url, body string, auth bool) time.Duration {
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -107,11 +120,11 @@ func (s benchStack) post(b *testing.B, url string, auth bool) time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	d := time.Since(start)
-	if err != nil || resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"Paris"`)) {
-		b.Fatalf("%s: %d %s %v", url, resp.StatusCode, body, err)
+	if err != nil || resp.StatusCode != 200 || !bytes.Contains(answer, []byte(`"Paris"`)) {
+		b.Fatalf("%s: %d %s %v", url, resp.StatusCode, answer, err)
 	}
 	return d
 }
@@ -151,23 +164,29 @@ func BenchmarkAddedLatency(b *testing.B) {
 // client are in the profile too, under net/http's client and the
 // upstream's handler.
 func BenchmarkServiceCPU(b *testing.B) {
+	for _, kind := range []string{"agent", "alias"} {
+		b.Run(kind, func(b *testing.B) { benchServiceCPU(b, benchBodies[kind]) })
+	}
+}
+
+func benchServiceCPU(b *testing.B, body string) {
 	const block = 50
 	s := newBenchStack(b)
 	for range 500 { // warm connections and caches
 		s.post(b, s.upstream.URL+"/chat/completions", false)
-		s.post(b, s.svc.URL+"/v1/chat/completions", true)
+		s.postBody(b, s.svc.URL+"/v1/chat/completions", body, true)
 	}
 	type cost struct {
 		cpu            time.Duration
 		allocs, nbytes uint64
 	}
 	var ms runtime.MemStats
-	measure := func(url string, auth bool, c *cost) {
+	measure := func(url, body string, auth bool, c *cost) {
 		runtime.ReadMemStats(&ms)
 		allocs, nbytes := ms.Mallocs, ms.TotalAlloc
 		before := cpuTime(b)
 		for range block {
-			s.post(b, url, auth)
+			s.postBody(b, url, body, auth)
 		}
 		c.cpu += cpuTime(b) - before
 		runtime.ReadMemStats(&ms)
@@ -177,8 +196,8 @@ func BenchmarkServiceCPU(b *testing.B) {
 	var direct, through cost
 	n := 0
 	for b.Loop() {
-		measure(s.upstream.URL+"/chat/completions", false, &direct)
-		measure(s.svc.URL+"/v1/chat/completions", true, &through)
+		measure(s.upstream.URL+"/chat/completions", benchBody, false, &direct)
+		measure(s.svc.URL+"/v1/chat/completions", body, true, &through)
 		n += block
 	}
 	us := func(d time.Duration) float64 { return float64(d) / float64(n) / 1e3 }
@@ -223,8 +242,14 @@ func (cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 // and decoding, the answer, the log line and the metrics); the HTTP server
 // and the sockets come on top (BenchmarkServiceCPU).
 func BenchmarkHandler(b *testing.B) {
+	for _, kind := range []string{"agent", "alias"} {
+		b.Run(kind, func(b *testing.B) { benchHandler(b, benchBodies[kind]) })
+	}
+}
+
+func benchHandler(b *testing.B, payload string) {
 	h := newBenchService(b, &http.Client{Transport: cannedUpstream{}}, "http://upstream.invalid/v1")
-	body := []byte(benchBody)
+	body := []byte(payload)
 	b.ReportAllocs()
 	start := cpuTime(b)
 	for b.Loop() {

@@ -76,24 +76,22 @@ func New(cfg Config) (*Service, error) {
 	s.route("POST /v1/runs/{id}/resume", s.resumeRun)
 	s.route("GET /v1/runs/{id}", s.getRun)
 	s.route("POST /v1/retrievers/{name}/search", s.search)
-	s.mux.Handle("GET /metrics", s.observe(s.authenticate(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))))
-	s.mux.Handle("GET /healthz", s.observe(http.HandlerFunc(s.healthz)))
-	s.mux.Handle("GET /readyz", s.observe(http.HandlerFunc(s.readyz)))
-	s.mux.Handle("/", s.observe(http.HandlerFunc(s.notFound)))
+	s.mux.Handle("GET /metrics", s.observe(0, s.authenticate(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))))
+	s.mux.Handle("GET /healthz", s.observe(0, http.HandlerFunc(s.healthz)))
+	s.mux.Handle("GET /readyz", s.observe(0, http.HandlerFunc(s.readyz)))
+	s.mux.Handle("/", s.observe(0, http.HandlerFunc(s.notFound)))
 	return s, nil
 }
 
 // route mounts an API handler behind authentication, the body limit and the
 // request timeout.
 func (s *Service) route(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
-	s.mux.Handle(pattern, s.observe(s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.mux.Handle(pattern, s.observe(s.limits.RequestTimeout, s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.draining.Load() {
 			w.Header().Set("Connection", "close")
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.limits.MaxBodyBytes)
-		ctx, cancel := context.WithTimeout(r.Context(), s.limits.RequestTimeout)
-		defer cancel()
-		if err := h(w, r.WithContext(ctx)); err != nil {
+		if err := h(w, r); err != nil {
 			info(r).err = writeError(w, err, nil)
 		}
 	}))))
@@ -148,14 +146,21 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // observe logs and measures every request; the route label is the pattern
 // that matched, never the raw path, so that ids do not explode the series.
-func (s *Service) observe(next http.Handler) http.Handler {
+// A timeout other than zero bounds the request's work (Limits.RequestTimeout
+// of the API routes); the request's information and its deadline share one
+// copy of the request.
+func (s *Service) observe(timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.inflight.Add(1)
 		defer s.inflight.Done()
 		start := time.Now()
 		ri := &reqInfo{id: newRequestID()}
 		ctx := context.WithValue(r.Context(), infoKey{}, ri)
-		ctx = withWaitClock(ctx, &ri.clock)
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
 		sw := &statusWriter{ResponseWriter: w}
 		sw.Header().Set("X-Request-Id", ri.id)
 		r = r.WithContext(ctx)

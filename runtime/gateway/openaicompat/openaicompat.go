@@ -64,11 +64,13 @@ type Provider struct {
 	batch   int
 	cfg     Config
 	// The non-streaming chat call is made with net/http directly (see
-	// wire.go): hc is the configured client refusing redirects, chatURL
-	// the endpoint, auth the Authorization header's value (nil without a
-	// key).
+	// wire.go): hc is the configured client refusing redirects to another
+	// origin, rt its transport when a request may skip the client (see
+	// send), chatURL the endpoint, auth the Authorization header's value
+	// (nil without a key).
 	hc      *http.Client
-	chatURL string
+	rt      http.RoundTripper
+	chatURL *url.URL
 	auth    []string
 }
 
@@ -111,7 +113,7 @@ func New(cfg Config) (*Provider, error) {
 	if !strings.HasSuffix(base.Path, "/") {
 		base.Path += "/"
 	}
-	p.chatURL = base.JoinPath("chat/completions").String()
+	p.chatURL = base.JoinPath("chat/completions")
 	// A redirect to another origin is answered as an error, as openai-go's
 	// client answers one: the key must not follow it there.
 	direct := *hc
@@ -122,6 +124,12 @@ func New(cfg Config) (*Provider, error) {
 		return nil
 	}
 	p.hc = &direct
+	if hc.Jar == nil && hc.Timeout == 0 && hc.CheckRedirect == nil {
+		p.rt = hc.Transport
+		if p.rt == nil {
+			p.rt = http.DefaultTransport
+		}
+	}
 	if key != "" {
 		p.auth = []string{"Bearer " + key}
 	}
@@ -167,16 +175,7 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 	defer putBody(body)
 	actx, cancel := context.WithTimeoutCause(ctx, p.timeout, errAttemptTimeout)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, p.chatURL, bytes.NewReader(body.Bytes()))
-	if err != nil {
-		return gateway.Response{}, p.fail(model, err, false)
-	}
-	h := hreq.Header
-	h["Content-Type"], h["Accept"], h["User-Agent"] = jsonHeader, jsonHeader, userAgent
-	if p.auth != nil {
-		h["Authorization"] = p.auth
-	}
-	res, err := p.hc.Do(hreq)
+	res, err := p.send(actx, body.Bytes())
 	if err != nil {
 		return gateway.Response{}, p.classify(ctx, actx, model, err, nil)
 	}
@@ -185,15 +184,16 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 		b, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 		return gateway.Response{}, p.classify(ctx, actx, model, errErrorStatus, &errorAnswer{status: res.StatusCode, header: res.Header, body: b})
 	}
-	raw, err := io.ReadAll(io.LimitReader(res.Body, maxAnswerBody+1))
-	if err != nil {
+	answer := bodyPool.Get().(*bytes.Buffer)
+	defer putBody(answer)
+	if _, err := answer.ReadFrom(io.LimitReader(res.Body, maxAnswerBody+1)); err != nil {
 		return gateway.Response{}, p.classify(ctx, actx, model, err, nil)
 	}
-	if len(raw) > maxAnswerBody {
+	if answer.Len() > maxAnswerBody {
 		return gateway.Response{}, p.fail(model, fmt.Errorf("answer is longer than %d bytes", maxAnswerBody), false)
 	}
 	var cc wireAnswer
-	if err := json.Unmarshal(raw, &cc); err != nil {
+	if err := json.Unmarshal(answer.Bytes(), &cc); err != nil {
 		return gateway.Response{}, p.classify(ctx, actx, model, fmt.Errorf("error parsing response json: %w", err), nil)
 	}
 	if len(cc.Choices) == 0 {
@@ -216,6 +216,50 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 		}
 	}
 	return resp, nil
+}
+
+// send POSTs a chat request. Through a client that only sends (no cookie
+// jar, no timeout, no redirect policy of its own) it is handed to the
+// transport directly: http.Client copies every request's headers for the
+// redirects it might follow, which costs more than the rest of the send.
+// A redirect that keeps the method (307, 308) within the origin is then
+// followed here, as the client would; any other is the answer.
+func (p *Provider) send(ctx context.Context, body []byte) (*http.Response, error) {
+	u := *p.chatURL
+	req := (&http.Request{
+		Method: http.MethodPost, URL: &u, Host: u.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        make(http.Header, 4),
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		GetBody:       func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
+		ContentLength: int64(len(body)),
+	}).WithContext(ctx)
+	h := req.Header
+	h["Content-Type"], h["Accept"], h["User-Agent"] = jsonHeader, jsonHeader, userAgent
+	if p.auth != nil {
+		h["Authorization"] = p.auth
+	}
+	if p.rt == nil {
+		return p.hc.Do(req)
+	}
+	for hops := 0; ; hops++ {
+		res, err := p.rt.RoundTrip(req)
+		if err != nil {
+			return nil, &url.Error{Op: "Post", URL: req.URL.String(), Err: err}
+		}
+		if (res.StatusCode != http.StatusTemporaryRedirect && res.StatusCode != http.StatusPermanentRedirect) || hops == 10 {
+			return res, nil
+		}
+		next, err := req.URL.Parse(res.Header.Get("Location"))
+		if err != nil || next.Scheme != p.chatURL.Scheme || next.Host != p.chatURL.Host {
+			return res, nil // elsewhere: the key does not follow
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxErrorBody))
+		res.Body.Close()
+		req = req.Clone(ctx)
+		req.URL, req.Host = next, next.Host
+		req.Body, _ = req.GetBody()
+	}
 }
 
 // The headers of a chat request, shared by every request: net/http only

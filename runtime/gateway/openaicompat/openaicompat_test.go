@@ -791,29 +791,39 @@ func TestRedirectsAreNotFollowedElsewhere(t *testing.T) {
 		elsewhere = append(elsewhere, recorded{Path: r.URL.Path, Auth: r.Header.Get("Authorization")})
 		writeJSON(w, 200, completion(large, textMessage("followed"), "stop", 1, 1))
 	})
-	e := setup(t, func(w http.ResponseWriter, r *http.Request, body map[string]any, n int) {
-		if r.URL.Path == "/v1/moved/chat/completions" {
-			writeJSON(w, 200, completion(large, textMessage("followed"), "stop", 1, 1))
-			return
-		}
-		http.Redirect(w, r, "/v1/moved/chat/completions", http.StatusTemporaryRedirect)
-	})
-	if res, err := e.g.Generate(t.Context(), "large", ask("hi")); err != nil || res.Text != "followed" {
-		t.Errorf("redirect within the origin: %+v %v", res, err)
-	}
-	if got := e.srv.recorded(); len(got) != 2 || got[1].Auth != "Bearer "+sentinel || got[1].Body["model"] != large {
-		t.Errorf("redirect within the origin: requests %+v", got)
-	}
-	e = setup(t, func(w http.ResponseWriter, r *http.Request, body map[string]any, n int) {
-		http.Redirect(w, r, other.url()+"/chat/completions", http.StatusTemporaryRedirect)
-	})
-	_, err := e.g.Generate(t.Context(), "large", ask("hi"))
+	// A client with a policy of its own (here a timeout) sends through
+	// http.Client; one without, through its transport: both behave alike.
 	var pe *gateway.ProviderError
-	if !errors.As(err, &pe) || pe.StatusCode != http.StatusTemporaryRedirect || pe.Retryable {
-		t.Errorf("redirect to another origin: %v, want a provider error with status 307, not retryable", err)
-	}
-	if n := len(e.srv.recorded()); n != 1 {
-		t.Errorf("redirect to another origin: the upstream got %d requests, want 1", n)
+	for _, client := range []string{"transport", "client"} {
+		withClient := func(c *openaicompat.Config) {
+			if client == "client" {
+				c.HTTPClient = &http.Client{Timeout: time.Minute}
+			}
+		}
+		e := setup(t, func(w http.ResponseWriter, r *http.Request, body map[string]any, n int) {
+			switch r.URL.Path {
+			case "/v1/moved/chat/completions":
+				writeJSON(w, 200, completion(large, textMessage("followed"), "stop", 1, 1))
+			case "/v1/chat/completions":
+				http.Redirect(w, r, "/v1/moved/chat/completions", http.StatusTemporaryRedirect)
+			}
+		}, withClient)
+		if res, err := e.g.Generate(t.Context(), "large", ask("hi")); err != nil || res.Text != "followed" {
+			t.Errorf("%s: redirect within the origin: %+v %v", client, res, err)
+		}
+		if got := e.srv.recorded(); len(got) != 2 || got[1].Auth != "Bearer "+sentinel || got[1].Body["model"] != large {
+			t.Errorf("%s: redirect within the origin: requests %+v", client, got)
+		}
+		e = setup(t, func(w http.ResponseWriter, r *http.Request, body map[string]any, n int) {
+			http.Redirect(w, r, other.url()+"/chat/completions", http.StatusTemporaryRedirect)
+		}, withClient)
+		_, err := e.g.Generate(t.Context(), "large", ask("hi"))
+		if !errors.As(err, &pe) || pe.StatusCode != http.StatusTemporaryRedirect || pe.Retryable {
+			t.Errorf("%s: redirect to another origin: %v, want a provider error with status 307, not retryable", client, err)
+		}
+		if n := len(e.srv.recorded()); n != 1 {
+			t.Errorf("%s: redirect to another origin: the upstream got %d requests, want 1", client, n)
+		}
 	}
 	if len(elsewhere) != 0 {
 		t.Errorf("the redirect was followed to another origin: %+v", elsewhere)
@@ -830,7 +840,7 @@ func TestRedirectsAreNotFollowedElsewhere(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, `"}}]}`)
 	}, func(c *openaicompat.Config) { c.Timeout = time.Minute })
-	_, err = huge.g.Generate(t.Context(), "large", ask("hi"))
+	_, err := huge.g.Generate(t.Context(), "large", ask("hi"))
 	if !errors.As(err, &pe) || pe.Retryable || !strings.Contains(err.Error(), "longer than") {
 		t.Errorf("a 9 MiB answer: %v, want a provider error saying it is too long", err)
 	}

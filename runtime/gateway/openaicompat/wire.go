@@ -141,8 +141,7 @@ func putBody(b *bytes.Buffer) {
 // model into a pooled buffer (give it back with putBody once sent).
 func (p *Provider) chatBody(model gateway.ModelSpec, req gateway.Request, stream bool) (*bytes.Buffer, error) {
 	wr := wireRequest{Model: model.ID, Temperature: req.Temperature, TopP: req.TopP, Stop: req.Stop, Seed: req.Seed}
-	var msgBuf [8]wireMessage
-	wr.Messages = msgBuf[:0]
+	wr.Messages = make([]wireMessage, 0, len(req.Messages))
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		wm := wireMessage{Role: string(m.Role), Name: m.Name}

@@ -238,7 +238,9 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 		// every step. The provider gets a clipped slice, so later appends
 		// never reach what it holds.
 		if st.reqAgent != d {
-			st.req = make([]gateway.Message, 0, len(st.msgs)+8)
+			// Room for the system message and a step's answer and
+			// observation; appendMsg grows it when a step needs more.
+			st.req = make([]gateway.Message, 0, len(st.msgs)+3)
 			if d.spec.Instructions != "" {
 				st.req = append(st.req, gateway.Message{Role: gateway.RoleSystem, Content: d.spec.Instructions})
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aidgen/aid/runtime/agents"
@@ -117,8 +118,12 @@ func toOutMessages(msgs []gateway.Message) []outMessage {
 // keep them, as system messages (a call straight to an alias). param names
 // the field for errors.
 func toHistory(param string, msgs []wireMessage, system bool) (history []gateway.Message, ignored int, err error) {
+	if len(msgs) > 0 {
+		history = make([]gateway.Message, 0, len(msgs))
+	}
 	for i, m := range msgs {
-		at := fmt.Sprintf("%s[%d]", param, i)
+		// The field's name is built only for an error.
+		at := func() string { return param + "[" + strconv.Itoa(i) + "]" }
 		switch m.Role {
 		case "system", "developer":
 			if system {
@@ -128,37 +133,37 @@ func toHistory(param string, msgs []wireMessage, system bool) (history []gateway
 			ignored++
 		case "user":
 			if !m.Content.set {
-				return nil, 0, invalid(CodeInvalidRequest, at+".content", "a user message needs content")
+				return nil, 0, invalid(CodeInvalidRequest, at()+".content", "a user message needs content")
 			}
 			history = append(history, gateway.Message{Role: gateway.RoleUser, Content: m.Content.text, Name: m.Name})
 		case "assistant":
 			gm := gateway.Message{Role: gateway.RoleAssistant, Content: m.Content.text, Name: m.Name}
 			for j, c := range m.ToolCalls {
 				if c.ID == "" || c.Function.Name == "" {
-					return nil, 0, invalid(CodeInvalidRequest, fmt.Sprintf("%s.tool_calls[%d]", at, j), "a tool call needs an id and a function name")
+					return nil, 0, invalid(CodeInvalidRequest, fmt.Sprintf("%s.tool_calls[%d]", at(), j), "a tool call needs an id and a function name")
 				}
 				args := c.Function.Arguments
 				if args == "" {
 					args = "{}"
 				}
 				if !json.Valid([]byte(args)) {
-					return nil, 0, invalid(CodeInvalidRequest, fmt.Sprintf("%s.tool_calls[%d].function.arguments", at, j), "tool call arguments must be a JSON document")
+					return nil, 0, invalid(CodeInvalidRequest, fmt.Sprintf("%s.tool_calls[%d].function.arguments", at(), j), "tool call arguments must be a JSON document")
 				}
 				gm.ToolCalls = append(gm.ToolCalls, gateway.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: json.RawMessage(args)})
 			}
 			if !m.Content.set && len(gm.ToolCalls) == 0 {
-				return nil, 0, invalid(CodeInvalidRequest, at+".content", "an assistant message needs content or tool calls")
+				return nil, 0, invalid(CodeInvalidRequest, at()+".content", "an assistant message needs content or tool calls")
 			}
 			history = append(history, gm)
 		case "tool":
 			if m.ToolCallID == "" {
-				return nil, 0, invalid(CodeInvalidRequest, at+".tool_call_id", "a tool message needs the id of the call it answers")
+				return nil, 0, invalid(CodeInvalidRequest, at()+".tool_call_id", "a tool message needs the id of the call it answers")
 			}
 			history = append(history, gateway.Message{Role: gateway.RoleTool, Content: m.Content.text, ToolCallID: m.ToolCallID, Name: m.Name})
 		case "":
-			return nil, 0, invalid(CodeInvalidRequest, at+".role", "a message needs a role")
+			return nil, 0, invalid(CodeInvalidRequest, at()+".role", "a message needs a role")
 		default:
-			return nil, 0, invalid(CodeInvalidRequest, at+".role", fmt.Sprintf("role %q is not supported: use system, developer, user, assistant or tool", m.Role))
+			return nil, 0, invalid(CodeInvalidRequest, at()+".role", fmt.Sprintf("role %q is not supported: use system, developer, user, assistant or tool", m.Role))
 		}
 	}
 	return history, ignored, nil

@@ -192,8 +192,8 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 	if answer.Len() > maxAnswerBody {
 		return gateway.Response{}, p.fail(model, fmt.Errorf("answer is longer than %d bytes", maxAnswerBody), false)
 	}
-	var cc wireAnswer
-	if err := json.Unmarshal(answer.Bytes(), &cc); err != nil {
+	cc, err := decodeAnswer(answer.Bytes())
+	if err != nil {
 		return gateway.Response{}, p.classify(ctx, actx, model, fmt.Errorf("error parsing response json: %w", err), nil)
 	}
 	if len(cc.Choices) == 0 {

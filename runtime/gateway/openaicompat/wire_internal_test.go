@@ -1,9 +1,11 @@
 package openaicompat
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"testing"
+	"unicode"
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/openai/openai-go/v3"
@@ -224,8 +226,8 @@ func TestWireMatchesOpenAIGo(t *testing.T) {
 		if err := json.Unmarshal([]byte(a), &ref); err != nil {
 			t.Fatal(err)
 		}
-		var got wireAnswer
-		if err := json.Unmarshal([]byte(a), &got); err != nil {
+		got, err := decodeAnswer([]byte(a))
+		if err != nil {
 			t.Fatal(err)
 		}
 		type answer struct {
@@ -245,4 +247,92 @@ func TestWireMatchesOpenAIGo(t *testing.T) {
 			t.Errorf("answer %s decodes differently (-openai-go +wire):\n%s", a, diff)
 		}
 	}
+}
+
+// TestDecodeAnswerIsEncodingJSON: decodeAnswer reads what encoding/json
+// reads into a wireAnswer, and refuses what it refuses, wrong types and
+// nulls included.
+func TestDecodeAnswerIsEncodingJSON(t *testing.T) {
+	for _, a := range decodeCases {
+		got, gerr := decodeAnswer([]byte(a))
+		var want wireAnswer
+		werr := json.Unmarshal([]byte(a), &want)
+		if (gerr == nil) != (werr == nil) {
+			t.Errorf("%s: decodeAnswer error %v, encoding/json error %v", a, gerr, werr)
+			continue
+		}
+		if gerr != nil {
+			continue
+		}
+		if len(want.Choices) > 1 {
+			want.Choices = want.Choices[:1] // only the first is kept
+		}
+		if diff := gocmp.Diff(want, got, gocmp.Comparer(func(a, b []wireToolCall) bool { return gocmp.Equal(nilIfEmpty(a), nilIfEmpty(b)) }),
+			gocmp.Comparer(func(a, b []wireChoice) bool { return len(a) == len(b) && (len(a) == 0 || gocmp.Equal(a[0], b[0])) })); diff != "" {
+			t.Errorf("%s (-encoding/json +decodeAnswer):\n%s", a, diff)
+		}
+	}
+}
+
+func nilIfEmpty(s []wireToolCall) []wireToolCall {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// decodeCases are answers well and badly formed.
+var decodeCases = []string{
+	`{"model":"m","choices":[{"message":{"content":"a\u00e9\ud83d\ude00\n\"q\""},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`,
+	`{"model":null,"choices":null,"usage":null}`,
+	`{"choices":[null,{"message":null,"finish_reason":null}]}`,
+	`{"choices":[{"message":{"content":null,"tool_calls":null}}]}`,
+	`{"choices":[{"message":{"tool_calls":[null,{"id":null,"type":null,"function":null}]}}]}`,
+	`{"choices":[{"message":{"content":"a"}},{"message":{"content":5}}]}`,
+	`{"choices":[{"message":{"content":"a"}}],"choices":[{"message":{"content":"b"}}],"model":"x","model":"y"}`,
+	`{"usage":{"prompt_tokens_details":{"cached_tokens":7},"prompt_tokens":9223372036854775807}}`,
+	`{"usage":{"prompt_tokens":9223372036854775808}}`,
+	`{"usage":{"prompt_tokens":1.5}}`,
+	`{"usage":{"prompt_tokens":1e3}}`,
+	`{"usage":{"prompt_tokens":-2}}`,
+	`{"usage":{"prompt_tokens":"3"}}`,
+	`{"usage":[]}`,
+	`{"model":5}`,
+	`{"model":true}`,
+	`{"choices":{}}`,
+	`{"choices":"x"}`,
+	`{"choices":[1]}`,
+	`{"choices":[{"message":{"content":["a"]}}]}`,
+	`{"choices":[{"message":{"tool_calls":"x"}}]}`,
+	`{"choices":[{"message":{"tool_calls":[{"function":{"arguments":{}}}]}}]}`,
+	`{"choices":[{"finish_reason":1}]}`,
+	`{"extra":{"deep":[1,{"x":null}],"n":1e400},"model":"m"}`,
+	`[]`,
+	`null`,
+	`"x"`,
+	``,
+	`{"model":"m"`,
+	`{"model":"m"} {}`,
+	`{"model":"m",}`,
+	`{"model":"\x"}`,
+}
+
+// FuzzDecodeAnswer: on any input decodeAnswer does not panic, and what it
+// accepts encoding/json accepts too.
+func FuzzDecodeAnswer(f *testing.F) {
+	for _, c := range decodeCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		_, err := decodeAnswer(raw)
+		if err != nil {
+			return
+		}
+		var want wireAnswer
+		if werr := json.Unmarshal(raw, &want); werr != nil && !bytes.ContainsFunc(raw, unicode.IsUpper) {
+			// encoding/json also matches keys whatever their case, so an
+			// upper-case key can carry a value it refuses.
+			t.Errorf("decodeAnswer accepted %q, which encoding/json refuses: %v", raw, werr)
+		}
+	})
 }

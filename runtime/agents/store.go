@@ -3,6 +3,7 @@ package agents
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -131,11 +132,27 @@ type InMemoryStore struct {
 	now        func() time.Time
 }
 
-// memRun is a stored run and its place in its list.
+// memRun is a stored run and its place in its list. An ended run keeps its
+// checkpoint encoded (packed, rec.Checkpoint then zero): thousands of ended
+// runs held as pointer-free bytes cost the garbage collector nothing to
+// scan, where their checkpoints' messages and steps, held as Go values,
+// were most of what a busy service's collector did.
 type memRun struct {
 	rec        RunRecord
+	packed     []byte
 	list       *runList
 	prev, next *memRun
+}
+
+// record returns the stored run, its checkpoint decoded if packed.
+func (r *memRun) record() (RunRecord, error) {
+	rec := r.rec
+	if r.packed != nil {
+		if err := json.Unmarshal(r.packed, &rec.Checkpoint); err != nil {
+			return RunRecord{}, fmt.Errorf("run %s: decode stored checkpoint: %w", rec.RunID, err)
+		}
+	}
+	return rec, nil
 }
 
 // runList is an intrusive doubly linked list of runs, oldest first.
@@ -278,18 +295,27 @@ func (s *InMemoryStore) drop(r *memRun) {
 	delete(s.calls, r.rec.RunID)
 }
 
-// put files a run written at now at the back of its status's list.
-func (s *InMemoryStore) put(r *memRun, now time.Time) {
+// put files a run written at now at the back of its status's list and
+// returns the record as written; an ended run's checkpoint is packed.
+func (s *InMemoryStore) put(r *memRun, now time.Time) RunRecord {
 	if r.list != nil {
 		r.list.remove(r)
 	}
 	r.rec.UpdatedAt = now
+	out := r.rec
+	r.packed = nil
 	if ended(r.rec.Status) {
+		// A checkpoint that does not encode (a raw JSON field that is not
+		// JSON) is kept as it is.
+		if data, err := json.Marshal(&r.rec.Checkpoint); err == nil {
+			r.packed, r.rec.Checkpoint = data, Checkpoint{}
+		}
 		s.done.push(r)
 	} else {
 		s.open.push(r)
 	}
 	s.sweep(now)
+	return out
 }
 
 // live returns a stored run that is not past its retention, dropping it
@@ -320,8 +346,7 @@ func (s *InMemoryStore) CreateRun(ctx context.Context, rec RunRecord) (RunRecord
 	rec.Version = 1
 	r := &memRun{rec: rec}
 	s.runs[rec.RunID] = r
-	s.put(r, now)
-	return r.rec, nil
+	return s.put(r, now), nil
 }
 
 // UpdateRun implements Store.
@@ -341,8 +366,7 @@ func (s *InMemoryStore) UpdateRun(ctx context.Context, rec RunRecord) (RunRecord
 	}
 	rec.Version++
 	cur.rec = rec
-	s.put(cur, now)
-	return cur.rec, nil
+	return s.put(cur, now), nil
 }
 
 // LoadRun implements Store.
@@ -356,7 +380,7 @@ func (s *InMemoryStore) LoadRun(ctx context.Context, runID string) (RunRecord, e
 	if !ok {
 		return RunRecord{}, &RunNotFoundError{RunID: runID}
 	}
-	return cur.rec, nil
+	return cur.record()
 }
 
 // RecordCall implements Store.

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // clockStore is an in-memory store whose clock the test moves.
@@ -227,5 +230,47 @@ func TestRunsAtTheStoreBound(t *testing.T) {
 	defer s.mu.Unlock()
 	if len(s.calls) != 5 {
 		t.Errorf("calls of %d runs held, want 5", len(s.calls))
+	}
+}
+
+// lastWrite remembers the record a store last returned from a write.
+type lastWrite struct {
+	*InMemoryStore
+	rec RunRecord
+}
+
+func (l *lastWrite) UpdateRun(ctx context.Context, rec RunRecord) (RunRecord, error) {
+	out, err := l.InMemoryStore.UpdateRun(ctx, rec)
+	l.rec = out
+	return out, err
+}
+
+// TestInMemoryStorePacksEndedRuns: an ended run's checkpoint is held
+// encoded, out of the collector's way, and loads back as it was written.
+func TestInMemoryStorePacksEndedRuns(t *testing.T) {
+	r := benchRuntime(t)
+	s := &lastWrite{InMemoryStore: NewInMemoryStore()}
+	r.store = s
+	r.gen = stubModel{steps: 4}
+	res, err := r.Run(t.Context(), "a", "where is order A-1?", RunOptions{ThreadID: "t1", UserID: "u1"})
+	if err != nil || res.Status != StatusCompleted {
+		t.Fatalf("run: %v %v", res.Status, err)
+	}
+	s.mu.Lock()
+	held := s.runs[res.RunID]
+	packed, cp := held.packed != nil, held.rec.Checkpoint
+	s.mu.Unlock()
+	if !packed || cp.RunID != "" || len(cp.Messages) != 0 {
+		t.Errorf("an ended run's checkpoint is held unpacked (packed %v, checkpoint %+v)", packed, cp)
+	}
+	got, err := s.LoadRun(t.Context(), res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.rec.Checkpoint.Steps) != 4 || len(s.rec.Checkpoint.Messages) < 7 {
+		t.Fatalf("the run's last write is not the whole run: %+v", s.rec.Checkpoint)
+	}
+	if diff := cmp.Diff(s.rec, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("loaded ended run differs from the one written (-written +loaded):\n%s", diff)
 	}
 }

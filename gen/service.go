@@ -29,14 +29,10 @@ func mainFile(desc app.Description, module string, hasTools bool) *jen.File {
 	if hasTools {
 		opts[jen.Id("Implementations")] = jen.Qual(module+"/business", "Implementations").Call()
 	}
-	if desc.Service.State.Kind == app.StatePostgres {
-		opts[jen.Id("OpenState")] = jen.Qual(pkgServePG, "OpenState")
-	}
-	if pgVector {
-		// A pgvector store holds retrievers' vectors or agents' memory (or
-		// both); the openers of each are only called for what uses them.
-		opts[jen.Id("VectorStores")] = jen.Qual(pkgServePG, "VectorStores")
-		opts[jen.Id("MemoryStores")] = jen.Qual(pkgServePG, "MemoryStores")
+	if desc.Service.State.Kind == app.StatePostgres || pgVector {
+		// The state, or a pgvector store of retrievers' vectors or agents'
+		// memory: the openers of each are only called for what uses them.
+		opts[jen.Id("Postgres")] = jen.Qual(pkgServePG, "Open")
 	}
 	f.Func().Id("main").Params().Block(
 		jen.Qual("os", "Exit").Call(jen.Qual(pkgServe, "Main").Call(jen.Id("description").Call(), jen.Qual(pkgServe, "Options").Values(opts))),

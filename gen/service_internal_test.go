@@ -26,9 +26,9 @@ func TestMainFileOptions(t *testing.T) {
 	}{
 		{name: "memory", desc: app.Description{Stores: memStore}, want: []string{"serve.Options{}"}, wantNone: []string{"postgres", "business"}},
 		{name: "tools", desc: app.Description{}, tools: true, want: []string{"Implementations: business.Implementations()"}, wantNone: []string{"postgres"}},
-		{name: "pg state", desc: app.Description{Service: pgState}, want: []string{"OpenState: postgres.OpenState", `"github.com/aidgen/aid/runtime/serve/postgres"`}, wantNone: []string{"VectorStores", "business"}},
-		{name: "pgvector", desc: app.Description{Stores: pgStore}, want: []string{"VectorStores: postgres.VectorStores", "MemoryStores: postgres.MemoryStores"}, wantNone: []string{"OpenState"}},
-		{name: "both", desc: app.Description{Stores: pgStore, Service: pgState}, tools: true, want: []string{"OpenState:       postgres.OpenState", "VectorStores:    postgres.VectorStores", "MemoryStores:    postgres.MemoryStores", "Implementations: business.Implementations()"}},
+		{name: "pg state", desc: app.Description{Service: pgState}, want: []string{"Postgres: postgres.Open", `"github.com/aidgen/aid/runtime/serve/postgres"`}, wantNone: []string{"business"}},
+		{name: "pgvector", desc: app.Description{Stores: pgStore}, want: []string{"Postgres: postgres.Open"}, wantNone: []string{"business"}},
+		{name: "both", desc: app.Description{Stores: pgStore, Service: pgState}, tools: true, want: []string{"Postgres:        postgres.Open", "Implementations: business.Implementations()"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.desc.Name, c.desc.Version = "x", "0.1.0"

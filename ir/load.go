@@ -25,24 +25,32 @@ import (
 // When the file is not a valid IR, the error is an Errors value listing
 // every problem with its position; use errors.As to reach it. Any other
 // error (the file cannot be read) is returned wrapped as is.
-func Load(path string) (*Document, error) {
+//
+// Options such as Tags change how the file is read.
+func Load(path string, opts ...Option) (*Document, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading IR: %w", err)
 	}
-	return LoadBytes(path, src)
+	return LoadBytes(path, src, opts...)
 }
 
 // LoadBytes validates and decodes src as the IR file named name. The name
 // appears in positions, and its directory is where relative file names
 // inside the IR are resolved.
-func LoadBytes(name string, src []byte) (*Document, error) {
+func LoadBytes(name string, src []byte, opts ...Option) (*Document, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	sc, err := takeSchema()
 	if err != nil {
 		return nil, err
 	}
 	defer sc.release(len(src))
-	return newLoader(name, sc).load(src)
+	l := newLoader(name, sc)
+	l.tags = o.tags
+	return l.load(src)
 }
 
 func newLoader(name string, sc *compiledSchema) *loader {
@@ -179,6 +187,7 @@ type loader struct {
 	sc   *compiledSchema
 	ctx  *cue.Context
 	src  []byte
+	tags []string  // injection tags (Tags)
 	app  cue.Value // the user's file unified with #App
 	errs Errors
 
@@ -222,7 +231,14 @@ func (l *loader) load(src []byte) (*Document, error) {
 // alone is compiled only when there is a problem to report (userValue).
 func (l *loader) unify(src []byte) (bool, error) {
 	l.src = src
-	f, err := parser.ParseFile(l.name, src, parser.ParseComments)
+	f, err := l.parse()
+	if tagErr := (*TagError)(nil); errors.As(err, &tagErr) {
+		if tagErr.Tag != "" {
+			return false, err // the caller's -t, not the file, is wrong
+		}
+		l.errs = append(l.errs, &Error{Pos: tagErr.Pos, Msg: tagErr.Msg})
+		return false, l.errs
+	}
 	wrapped := err == nil && l.canWrap(f)
 	if wrapped {
 		if l.sc.plainJSONSchema {
@@ -290,10 +306,28 @@ func wrapInApp(f *ast.File) *ast.File {
 // schema added.
 func (l *loader) userValue() cue.Value {
 	if !l.userDone {
-		l.user = l.ctx.CompileBytes(l.src, cue.Filename(l.name))
+		if f, err := l.parse(); err == nil {
+			l.user = l.ctx.BuildFile(f)
+		} else {
+			// CUE reports a syntax error in its own words and positions.
+			l.user = l.ctx.CompileBytes(l.src, cue.Filename(l.name))
+		}
 		l.userDone = true
 	}
 	return l.user
+}
+
+// parse parses the file and injects its tags: a fresh AST on every call,
+// since building a file resolves its identifiers in place.
+func (l *loader) parse() (*ast.File, error) {
+	f, err := parser.ParseFile(l.name, l.src, parser.ParseComments)
+	if err != nil {
+		return nil, err
+	}
+	if err := injectTags(f, l.src, l.tags, l.tagAllowed); err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // check decodes the unified value and runs the semantic passes: ir's own

@@ -22,6 +22,7 @@ func newBuild(s *streams) *cobra.Command {
 	var (
 		out, runtimeDir, module string
 		check, noReplace        bool
+		tags                    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "build FILE -o DIR",
@@ -61,7 +62,7 @@ difference, 2 on a usage error.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			doc, err := ir.Load(args[0])
+			doc, err := ir.Load(args[0], ir.Tags(tags...))
 			if err != nil {
 				if es, ok := ir.IsInvalid(err); ok {
 					fmt.Fprintln(s.err, es.Error())
@@ -87,6 +88,7 @@ difference, 2 on a usage error.`,
 			return writeFiles(s, out, files)
 		},
 	}
+	tagFlag(cmd, &tags)
 	cmd.Flags().StringVarP(&out, "out", "o", "", "the `directory` to write the service into")
 	cmd.Flags().StringVar(&runtimeDir, "runtime", "", "an aid checkout (`path`) to replace the runtime with; default: the checkout aidgen was built from, if any")
 	cmd.Flags().BoolVar(&noReplace, "no-replace", false, "require the runtime by version only, without a replace, even from a source checkout")

@@ -25,6 +25,7 @@ const (
 )
 
 type evalFlags struct {
+	tags           []string
 	evals          []string
 	runs           int
 	concurrency    int
@@ -103,6 +104,7 @@ a markdown summary is appended to that file.`,
 		},
 	}
 	fl := cmd.Flags()
+	tagFlag(cmd, &f.tags)
 	fl.StringSliceVar(&f.evals, "eval", nil, "run only the named evals (repeatable or comma-separated)")
 	fl.IntVar(&f.runs, "runs", 0, "samples per case, at least 1 (default: the eval's runs)")
 	fl.IntVar(&f.concurrency, "concurrency", 0, "samples in flight, at least 1 (default: the eval's concurrency)")
@@ -157,7 +159,7 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 		return err
 	}
 
-	desc, err := loadDescription(s, path)
+	desc, err := loadDescription(s, path, f.tags)
 	if err != nil {
 		return err
 	}
@@ -250,7 +252,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	// state says: an eval is not a replica of the service.
 	// Retrievers' pgvector stores are the service's own: a retrieval eval
 	// searches the index aidgen index keeps there.
-	opts, closeStores := commandOptions(ctx)
+	opts, closeStores := commandOptions(ctx, s, desc)
 	defer closeStores()
 	if f.seedSet {
 		opts.Seed = &f.seed

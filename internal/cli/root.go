@@ -104,3 +104,10 @@ running Go service, and gates its quality in CI with sampled evaluations.`,
 	root.AddCommand(newVet(s), newEval(s), newRun(s), newIndex(s), newSearch(s), newBuild(s), newVersion(s))
 	return root
 }
+
+// tagFlag adds -t/--inject to a command that reads an app file: the CUE
+// injection tags (ir.Tags) that choose, for example, the dev or the prod
+// variant of one app file.
+func tagFlag(cmd *cobra.Command, tags *[]string) {
+	cmd.Flags().StringArrayVarP(tags, "inject", "t", nil, "set a `tag` of the app file: NAME=VALUE for the fields marked @tag(NAME), or a shorthand an attribute declares (repeatable)")
+}

@@ -19,10 +19,7 @@ import (
 	"github.com/aidgen/aid/internal/lower"
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
-	"github.com/aidgen/aid/runtime/agents/pgstore"
 	"github.com/aidgen/aid/runtime/app"
-	"github.com/aidgen/aid/runtime/gateway"
-	"github.com/aidgen/aid/runtime/gateway/pgledger"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/serve/postgres"
 )
@@ -48,6 +45,7 @@ const RunStateDirEnv = "AID_STATE_DIR"
 const defaultRunUser = "local"
 
 type runFlags struct {
+	tags      []string
 	agent     string
 	resume    string
 	recover   string
@@ -151,6 +149,7 @@ error when the run failed. Fields are only ever added.`,
 		},
 	}
 	fl := cmd.Flags()
+	tagFlag(cmd, &f.tags)
 	fl.StringVar(&f.agent, "agent", "", "the agent that answers the message (default: the application's service.entry)")
 	fl.StringVar(&f.resume, "resume", "", "continue the paused run `RUN_ID` with --approve or --reject")
 	fl.StringVar(&f.recover, "recover", "", "continue the run `RUN_ID` whose process died")
@@ -216,14 +215,14 @@ func (f *runFlags) check(cmd *cobra.Command) error {
 
 func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 	path := args[0]
-	desc, err := loadDescription(s, path)
+	desc, err := loadDescription(s, path, f.tags)
 	if err != nil {
 		return err
 	}
 	if len(desc.Agents) == 0 {
 		return usageErr(fmt.Errorf("%s defines no agents", path))
 	}
-	st, err := openRunState(ctx, desc, f.stateDir)
+	st, err := openRunState(ctx, s, desc, f.stateDir)
 	if err != nil {
 		return usageErr(err)
 	}
@@ -290,10 +289,18 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 				d.Arguments = json.RawMessage(f.arguments)
 			}
 		}
+		res, err = a.Agents.Resume(ctx, f.resume, d)
+		var invalid *agents.InvalidArgumentsError
+		var noAgent *agents.UnknownAgentError
+		var noTool *agents.UnknownToolError
+		if errors.As(err, &invalid) || errors.As(err, &noAgent) || errors.As(err, &noTool) {
+			// Refused before the run was claimed: it is still paused, and
+			// can be decided again.
+			return usageErr(err)
+		}
 		if !f.json {
 			p.resuming(before, d)
 		}
-		res, err = a.Agents.Resume(ctx, f.resume, d)
 	case f.recover != "":
 		if !f.json {
 			fmt.Fprintf(s.out, "recovering run %s on %s\n", f.recover, before.Agent)
@@ -344,8 +351,8 @@ func runExit(res agents.RunResult, err error) error {
 
 // loadDescription loads, validates and lowers an application file,
 // printing IR errors with their positions.
-func loadDescription(s *streams, path string) (app.Description, error) {
-	doc, err := ir.Load(path)
+func loadDescription(s *streams, path string, tags []string) (app.Description, error) {
+	doc, err := ir.Load(path, ir.Tags(tags...))
 	if err != nil {
 		if es, ok := ir.IsInvalid(err); ok {
 			fmt.Fprintln(s.err, es.Error())
@@ -376,34 +383,15 @@ func (st *runState) close() {
 
 // openRunState picks the run store of service.state: files for memory
 // state (a command does not outlive a pause), PostgreSQL for postgres, with
-// the database's ledger and memory, and pgvector stores for retrievers.
-func openRunState(ctx context.Context, desc app.Description, stateDir string) (*runState, error) {
+// the database's ledger and memory, and pgvector stores for retrievers,
+// opened by postgres.Open as the application's service opens them, and
+// the embedding cache.
+func openRunState(ctx context.Context, s *streams, desc app.Description, stateDir string) (*runState, error) {
 	st := &runState{}
-	openers, closeStores := postgres.VectorStores(ctx)
-	st.closers = append(st.closers, closeStores)
-	st.options.VectorStoreOpeners = openers
-	pg := map[string]*pgstore.Store{} // one per DSN
-	openPG := func(ctx context.Context, dsn string) (*pgstore.Store, error) {
-		if s, ok := pg[dsn]; ok {
-			return s, nil
-		}
-		s, err := pgstore.Open(ctx, dsn)
-		if err != nil {
-			return nil, err
-		}
-		pg[dsn] = s
-		st.closers = append(st.closers, s.Close)
-		return s, nil
-	}
-	st.options.MemoryStoreOpeners = map[string]app.MemoryStoreOpener{
-		retrieval.StorePGVector: func(ctx context.Context, cfg retrieval.StoreConfig, dsn string) (agents.MemoryStore, error) {
-			s, err := openPG(ctx, dsn)
-			if err != nil {
-				return nil, err
-			}
-			return s.Memory(cfg.Name)
-		},
-	}
+	st.closers = append(st.closers, postgres.Open(ctx, &st.options))
+	cache, closeCache := embeddingCache(s, desc)
+	st.options.EmbeddingCache = cache
+	st.closers = append(st.closers, closeCache)
 	switch desc.Service.State.Kind {
 	case app.StatePostgres:
 		if stateDir != "" {
@@ -411,18 +399,6 @@ func openRunState(ctx context.Context, desc app.Description, stateDir string) (*
 			return nil, fmt.Errorf("--state-dir applies to applications whose state is in memory; %s keeps its runs in PostgreSQL (%s)", desc.Name, desc.Service.State.DSNEnv)
 		}
 		st.where = "PostgreSQL ($" + desc.Service.State.DSNEnv + ")"
-		st.options.OpenState = func(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error) {
-			s, err := openPG(ctx, dsn)
-			if err != nil {
-				return nil, nil, err
-			}
-			l, err := pgledger.Open(ctx, dsn)
-			if err != nil {
-				return nil, nil, err
-			}
-			st.closers = append(st.closers, l.Close)
-			return s, l, nil
-		}
 	default:
 		dir := stateDir
 		if dir == "" {

@@ -177,6 +177,24 @@ func TestRunApproveEditedArguments(t *testing.T) {
 	}
 }
 
+// TestRunApproveInvalidArguments approves the refund with arguments its
+// schema refuses: exit 2 with the schema's complaint, nothing runs, and the
+// run is still paused for a decision that fits.
+func TestRunApproveInvalidArguments(t *testing.T) {
+	chdirRoot(t)
+	dir := t.TempDir()
+	id, _ := startRefund(t, dir)
+	code, out, errOut := run(t, "run", supportDesk, "--state-dir", dir, "--resume", id, "--approve", "--arguments", `{"order_id": "AB-123456", "amount_usd": "all of it"}`)
+	want := "run " + id + ": the edited arguments do not match the input schema of tool issue_refund: at /amount_usd: got string, want number; missing property 'reason'; the run is still paused and can be decided again"
+	if code != cli.ExitUsage || !strings.Contains(errOut, want) || out != "" {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s\nwant stderr %q", code, out, errOut, want)
+	}
+	code, out, errOut = run(t, "run", supportDesk, "--state-dir", dir, "--resume", id, "--reject", "--feedback", "no")
+	if code != cli.ExitOK {
+		t.Fatalf("the run was not left paused: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
 // TestRunJSON checks --json on a pause and on the resume: one object with
 // the run's fields, the pending call and the commands that decide it.
 func TestRunJSON(t *testing.T) {

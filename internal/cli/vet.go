@@ -11,7 +11,10 @@ import (
 )
 
 func newVet(s *streams) *cobra.Command {
-	var quiet bool
+	var (
+		quiet bool
+		tags  []string
+	)
 	cmd := &cobra.Command{
 		Use:   "vet FILE...",
 		Short: "Validate application files",
@@ -45,7 +48,7 @@ usage error (such as a file that cannot be read).`,
 			defer debug.SetGCPercent(debug.SetGCPercent(400))
 			code := ExitOK
 			for _, path := range args {
-				_, err := ir.Load(path)
+				_, err := ir.Load(path, ir.Tags(tags...))
 				if err == nil {
 					if !quiet {
 						fmt.Fprintf(s.out, "%s: ok\n", path)
@@ -66,6 +69,7 @@ usage error (such as a file that cannot be read).`,
 			return nil
 		},
 	}
+	tagFlag(cmd, &tags)
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only problems, not a line per valid file")
 	return cmd
 }

@@ -69,7 +69,7 @@ func Document(doc *ir.Document) (app.Description, error) {
 	for _, r := range doc.Retrievers {
 		d.Retrievers = append(d.Retrievers, retrieval.Config{
 			Name:         r.Name,
-			Source:       retrieval.Source{Kind: r.Source.Kind, Files: slices.Clone(r.Source.Files), Exclude: slices.Clone(r.Source.Exclude)},
+			Source:       retrieval.Source{Kind: r.Source.Kind, Files: slices.Clone(r.Source.Files), Exclude: slices.Clone(r.Source.Exclude), OnInvalid: r.Source.OnInvalid},
 			Chunking:     r.Chunking.Strategy,
 			ChunkSize:    r.Chunking.Size,
 			ChunkOverlap: r.Chunking.Overlap,
@@ -77,6 +77,7 @@ func Document(doc *ir.Document) (app.Description, error) {
 			Store:        r.Store,
 			TopK:         r.TopK,
 			Rerank:       r.Rerank,
+			Ranking:      ir.Ranking(r.Retrieval),
 		})
 	}
 	for _, e := range doc.Evals {
@@ -135,12 +136,13 @@ func tool(t *ir.Tool) app.Tool {
 	return app.Tool{
 		Implementation: impl,
 		Decl: agents.Tool{
-			Name:        t.Name,
-			Description: t.Description,
-			Input:       slices.Clone(t.Input),
-			Effects:     agents.Effects(t.Effects),
-			Approval:    agents.Approval(t.Approval),
-			Timeout:     t.Timeout.Std(),
+			Name:                t.Name,
+			Description:         t.Description,
+			Input:               slices.Clone(t.Input),
+			Effects:             agents.Effects(t.Effects),
+			Approval:            agents.Approval(t.Approval),
+			Timeout:             t.Timeout.Std(),
+			MaxObservationBytes: t.MaxObservationBytes,
 		},
 	}
 }

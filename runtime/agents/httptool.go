@@ -16,8 +16,9 @@ import (
 
 // Defaults of HTTPOptions.
 const (
-	// DefaultHTTPMaxResponseBytes bounds the body an http tool reads.
-	DefaultHTTPMaxResponseBytes = 1 << 20
+	// DefaultHTTPMaxResponseBytes bounds the body an http tool reads:
+	// MaxObservationBytesLimit, so that no tool's bound is cut short by it.
+	DefaultHTTPMaxResponseBytes = MaxObservationBytesLimit
 	// DefaultHTTPMaxRedirects bounds the same-host redirects an http tool
 	// follows.
 	DefaultHTTPMaxRedirects = 3
@@ -41,9 +42,12 @@ type HTTPOptions struct {
 	// variables are read once, by HTTPTool; an unset one is an error naming
 	// the variable.
 	HeadersFromEnv map[string]string
-	// MaxResponseBytes bounds the response body read; zero means
-	// DefaultHTTPMaxResponseBytes. A 2xx body beyond it is an error
-	// observation rather than a silently cut document.
+	// MaxResponseBytes bounds the response body read, to bound the
+	// memory a call holds; zero means DefaultHTTPMaxResponseBytes. The
+	// tool stops reading a 2xx body there and returns what it read; the
+	// runtime then cuts the observation to the tool's MaxObservationBytes
+	// like any other, with a marker counting the bytes it cut from what
+	// was read (the unread rest of a longer body is not counted).
 	MaxResponseBytes int64
 	// MaxRedirects bounds the redirects followed, which must stay on the
 	// URL's scheme and host; zero means DefaultHTTPMaxRedirects, negative
@@ -176,12 +180,11 @@ func (t *httpTool) Call(ctx context.Context, args json.RawMessage) (string, erro
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, httpErrorBodyBytes+1))
 		return "", &HTTPStatusError{StatusCode: resp.StatusCode, Status: resp.Status, Body: cut(string(body), httpErrorBodyBytes)}
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, t.max+1))
+	// The observation's bound is the loop's (boundObservation); this one
+	// only keeps a body of any size from being held in memory.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, t.max))
 	if err != nil {
 		return "", fmt.Errorf("read response from %s: %w", t.shown, err)
-	}
-	if int64(len(body)) > t.max {
-		return "", fmt.Errorf("response from %s is larger than %d bytes", t.shown, t.max)
 	}
 	return string(body), nil
 }

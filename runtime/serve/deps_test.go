@@ -10,7 +10,7 @@ import (
 // TestServeDoesNotLinkPgx guards why the PostgreSQL openers live in
 // runtime/serve/postgres: a generated service that keeps everything in
 // memory imports only this package and must not link pgx; the one that
-// passes postgres.OpenState does.
+// passes postgres.Open does.
 func TestServeDoesNotLinkPgx(t *testing.T) {
 	for pkg, wantPGX := range map[string]bool{
 		"github.com/aidgen/aid/runtime/serve":          false,

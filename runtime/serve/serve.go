@@ -19,7 +19,6 @@ import (
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
-	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/service"
 	"github.com/aidgen/aid/runtime/telemetry"
@@ -64,19 +63,13 @@ type Options struct {
 	// Implementations holds the Go code behind each tool of kind go, by
 	// tool name (business.Implementations() in a generated service).
 	Implementations map[string]agents.Implementation
-	// OpenState opens the durable state of an application whose service
-	// state is postgres (postgres.OpenState); nil otherwise, so that pgx is
-	// not linked.
-	OpenState func(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error)
-	// VectorStores opens the vector stores that live outside the process,
-	// by store kind (postgres.VectorStores); nil when every store is in
-	// memory. It is called once with the serving context; the function it
-	// returns is called when the service has stopped.
-	VectorStores func(ctx context.Context) (map[string]retrieval.StoreOpener, func())
-	// MemoryStores opens the agents' user and global memory kept outside
-	// the process, by store kind (postgres.MemoryStores); nil when every
-	// memory store is in memory. Called and closed like VectorStores.
-	MemoryStores func(ctx context.Context) (map[string]app.MemoryStoreOpener, func())
+	// Postgres sets the openers of what the application keeps in
+	// PostgreSQL (postgres.Open): its state when its service state is
+	// postgres, and the memory and vectors of its pgvector stores. nil
+	// when everything is in memory, so that pgx is not linked. It is
+	// called once with the serving context; the function it returns is
+	// called when the service has stopped.
+	Postgres func(ctx context.Context, o *app.Options) (close func())
 }
 
 // Process is what Run takes from the process it runs in. Main fills it
@@ -197,25 +190,18 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 		Implementations: opts.Implementations,
 		Logger:          logger,
 		LookupEnv:       lookupEnv,
-		OpenState:       opts.OpenState,
 		Tracer:          tracer,
 		WrapProvider:    service.InstrumentProvider,
 		WrapSearcher:    service.InstrumentSearcher,
 		WrapTool:        service.InstrumentTool,
 	}
-	if opts.VectorStores != nil {
-		openers, closeStores := opts.VectorStores(ctx)
+	if opts.Postgres != nil {
+		closeStores := opts.Postgres(ctx, &ao)
 		defer closeStores()
-		ao.VectorStoreOpeners = openers
-	}
-	if opts.MemoryStores != nil {
-		openers, closeStores := opts.MemoryStores(ctx)
-		defer closeStores()
-		ao.MemoryStoreOpeners = openers
 	}
 	a, err := app.Assemble(ctx, desc, ao)
 	if err != nil {
-		return fmt.Errorf("assembling %s: %w", desc.Name, err)
+		return err // Assemble's error names the application
 	}
 	if err := ingestInMemory(ctx, desc, a, logger); err != nil {
 		return err

@@ -319,6 +319,13 @@ func TestRunFails(t *testing.T) {
 				return d
 			},
 			args: []string{"-max-finished", "10"}, wantCode: serve.ExitUsage, wantLog: "flag provided but not defined: -max-finished"},
+		{name: "assembly fails",
+			desc: func(d app.Description) app.Description {
+				d.Agents[0].Tools = []string{"nowhere"}
+				return d
+			},
+			// Said once: Assemble's error names the application itself.
+			wantCode: serve.ExitFailed, wantLog: `"error":"assembling desk: building the agents: agent \"desk\": tool \"nowhere\" is not declared"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			desc := desk(docs)
@@ -463,11 +470,14 @@ func TestRunState(t *testing.T) {
 			desc.Service.State = app.State{Kind: app.StatePostgres, DSNEnv: "DESK_DSN"}
 			var mu sync.Mutex
 			var dsns []string
-			opts := serve.Options{OpenState: func(_ context.Context, dsn string) (agents.Store, gateway.Ledger, error) {
-				mu.Lock()
-				defer mu.Unlock()
-				dsns = append(dsns, dsn)
-				return agents.NewInMemoryStore(), gateway.NewMemoryLedger(), nil
+			opts := serve.Options{Postgres: func(_ context.Context, o *app.Options) func() {
+				o.OpenState = func(_ context.Context, dsn string) (agents.Store, gateway.Ledger, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					dsns = append(dsns, dsn)
+					return agents.NewInMemoryStore(), gateway.NewMemoryLedger(), nil
+				}
+				return func() {}
 			}}
 			r := start(t, desc, opts, c.args, c.vars)
 			r.serving(t)
@@ -483,8 +493,8 @@ func TestRunState(t *testing.T) {
 	}
 }
 
-// TestRunVectorStores checks that the openers of Options.VectorStores
-// open the stores of their kind, that such a store is not ingested at
+// TestRunVectorStores checks that the vector store openers Options.Postgres
+// sets open the stores of their kind, that such a store is not ingested at
 // start (aidgen index fills it), and that the stores are closed once the
 // service has stopped.
 func TestRunVectorStores(t *testing.T) {
@@ -493,18 +503,19 @@ func TestRunVectorStores(t *testing.T) {
 	var mu sync.Mutex
 	var opened, closed int
 	var runCtx context.Context
-	opts := serve.Options{VectorStores: func(ctx context.Context) (map[string]retrieval.StoreOpener, func()) {
+	opts := serve.Options{Postgres: func(ctx context.Context, o *app.Options) func() {
 		runCtx = ctx
-		return map[string]retrieval.StoreOpener{retrieval.StorePGVector: func(cfg retrieval.StoreConfig, dims int) (retrieval.VectorStore, error) {
-				mu.Lock()
-				defer mu.Unlock()
-				opened++
-				return retrieval.NewMemoryStore(dims, cfg.Distance)
-			}}, func() {
-				mu.Lock()
-				defer mu.Unlock()
-				closed++
-			}
+		o.VectorStoreOpeners = map[string]retrieval.StoreOpener{retrieval.StorePGVector: func(cfg retrieval.StoreConfig, dims int) (retrieval.VectorStore, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			opened++
+			return retrieval.NewMemoryStore(dims, cfg.Distance)
+		}}
+		return func() {
+			mu.Lock()
+			defer mu.Unlock()
+			closed++
+		}
 	}}
 	r := start(t, desc, opts, nil, nil)
 	r.serving(t)
@@ -561,7 +572,7 @@ func TestAuth(t *testing.T) {
 }
 
 // TestRunMemoryStores checks that agents' memory in a store outside the
-// process is opened through Options.MemoryStores with the DSN its store
+// process is opened through Options.Postgres with the DSN its store
 // names, and closed once the service has stopped.
 func TestRunMemoryStores(t *testing.T) {
 	desc := desk(docsDir(t))
@@ -570,17 +581,18 @@ func TestRunMemoryStores(t *testing.T) {
 	var mu sync.Mutex
 	var dsns []string
 	closed := 0
-	opts := serve.Options{MemoryStores: func(context.Context) (map[string]app.MemoryStoreOpener, func()) {
-		return map[string]app.MemoryStoreOpener{retrieval.StorePGVector: func(_ context.Context, cfg retrieval.StoreConfig, dsn string) (agents.MemoryStore, error) {
-				mu.Lock()
-				defer mu.Unlock()
-				dsns = append(dsns, cfg.Name+"@"+dsn)
-				return agents.NewInMemoryMemory(), nil
-			}}, func() {
-				mu.Lock()
-				defer mu.Unlock()
-				closed++
-			}
+	opts := serve.Options{Postgres: func(_ context.Context, o *app.Options) func() {
+		o.MemoryStoreOpeners = map[string]app.MemoryStoreOpener{retrieval.StorePGVector: func(_ context.Context, cfg retrieval.StoreConfig, dsn string) (agents.MemoryStore, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			dsns = append(dsns, cfg.Name+"@"+dsn)
+			return agents.NewInMemoryMemory(), nil
+		}}
+		return func() {
+			mu.Lock()
+			defer mu.Unlock()
+			closed++
+		}
 	}}
 	r := start(t, desc, opts, nil, map[string]string{"MEM_DSN": "postgres://mem"})
 	r.serving(t)

@@ -110,7 +110,7 @@ func directTools(raw json.RawMessage) ([]gateway.ToolDef, error) {
 		} `json:"function"`
 	}
 	if err := json.Unmarshal(raw, &tools); err != nil {
-		return nil, invalid(CodeInvalidRequest, "tools", "tools must be an array of function tools: "+err.Error())
+		return nil, fieldError("tools", raw, err, "an array of function tools")
 	}
 	out := make([]gateway.ToolDef, len(tools))
 	for i, t := range tools {
@@ -173,7 +173,7 @@ func directResponseFormat(raw json.RawMessage) (*gateway.JSONSchema, error) {
 		} `json:"json_schema"`
 	}
 	if err := json.Unmarshal(raw, &f); err != nil {
-		return nil, invalid(CodeInvalidRequest, "response_format", "response_format must be an object: "+err.Error())
+		return nil, fieldError("response_format", raw, err, "an object")
 	}
 	switch {
 	case f.Type == "text":
@@ -300,7 +300,7 @@ func (s *Service) directChat(w http.ResponseWriter, r *http.Request, req *chatRe
 		})
 		return nil
 	}
-	ri.err = s.directStream(w, ctx, id, a, greq, opts, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+	ri.err = s.directStream(w, ctx, ri.id, a, greq, opts, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 	return nil
 }
 
@@ -309,7 +309,8 @@ func (s *Service) directChat(w http.ResponseWriter, r *http.Request, req *chatRe
 // call refused before anything came (a budget, a provider down after
 // retries and fallbacks) still gets an HTTP error; a failure after that is
 // an error event, as OpenAI sends one.
-func (s *Service) directStream(w http.ResponseWriter, ctx context.Context, id string, a *directAlias, greq gateway.Request, opts []gateway.CallOption, usage bool) *apiError {
+func (s *Service) directStream(w http.ResponseWriter, ctx context.Context, reqID string, a *directAlias, greq gateway.Request, opts []gateway.CallOption, usage bool) *apiError {
+	id := "chatcmpl-" + reqID
 	created := time.Now().Unix()
 	model := ""
 	if pm, err := s.cfg.Gateway.Resolve(a.name); err == nil {
@@ -332,7 +333,7 @@ func (s *Service) directStream(w http.ResponseWriter, ctx context.Context, id st
 			if out == nil {
 				return writeError(w, err, nil)
 			}
-			ae := classify(err)
+			ae := classify(err, reqID, "")
 			out.data(errorBody{Error: ae})
 			out.close()
 			return ae

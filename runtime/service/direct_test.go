@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -229,6 +230,7 @@ func TestDirectAliasFallsBackAndFails(t *testing.T) {
 		status               int
 		code, typ, param     string
 		stream, streamStatus bool
+		msg                  string // the message, when given
 	}{
 		{name: "every alias down", body: `{"model":"large","messages":[{"role":"user","content":"hi"}]}`, status: 502, code: service.CodeUpstream, typ: service.TypeServer},
 		{name: "every alias down, streamed", body: `{"model":"small","stream":true,"messages":[{"role":"user","content":"hi"}]}`, status: 502, code: service.CodeUpstream, typ: service.TypeServer},
@@ -240,6 +242,9 @@ func TestDirectAliasFallsBackAndFails(t *testing.T) {
 		{name: "temperature", body: `{"model":"small","temperature":3,"messages":[{"role":"user","content":"hi"}]}`, status: 400, code: service.CodeInvalidRequest, typ: service.TypeInvalidRequest, param: "temperature"},
 		{name: "stop", body: `{"model":"small","stop":5,"messages":[{"role":"user","content":"hi"}]}`, status: 400, code: service.CodeInvalidRequest, typ: service.TypeInvalidRequest, param: "stop"},
 		{name: "tool without a name", body: `{"model":"small","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{}}]}`, status: 400, code: service.CodeInvalidRequest, typ: service.TypeInvalidRequest, param: "tools[0].function.name"},
+		{name: "tools not an array", body: `{"model":"small","messages":[{"role":"user","content":"hi"}],"tools":"all"}`, status: 400, code: service.CodeInvalidJSON, typ: service.TypeInvalidRequest, param: "tools", msg: "tools must be an array, not a string"},
+		{name: "tool name not a string", body: `{"model":"small","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":5}}]}`, status: 400, code: service.CodeInvalidJSON, typ: service.TypeInvalidRequest, param: "tools[0].function.name", msg: "tools[0].function.name must be a string, not a number"},
+		{name: "response_format not an object", body: `{"model":"small","messages":[{"role":"user","content":"hi"}],"response_format":"json"}`, status: 400, code: service.CodeInvalidJSON, typ: service.TypeInvalidRequest, param: "response_format", msg: "response_format must be an object, not a string"},
 		{name: "tool message without its call", body: `{"model":"small","messages":[{"role":"tool","content":"x"}]}`, status: 400, code: service.CodeInvalidRequest, typ: service.TypeInvalidRequest, param: "messages[0].tool_call_id"},
 		{name: "no messages", body: `{"model":"small","messages":[]}`, status: 400, code: service.CodeInvalidRequest, typ: service.TypeInvalidRequest, param: "messages"},
 		{name: "unknown model", body: `{"model":"medium","messages":[{"role":"user","content":"hi"}]}`, status: 404, code: service.CodeModelNotFound, typ: service.TypeNotFound, param: "model"},
@@ -250,6 +255,9 @@ func TestDirectAliasFallsBackAndFails(t *testing.T) {
 			code, typ, param := apiErr(t, body)
 			if status != tt.status || code != tt.code || typ != tt.typ || param != tt.param {
 				t.Errorf("%d %s, want %d %s %s param %q", status, body, tt.status, tt.code, tt.typ, tt.param)
+			}
+			if tt.msg != "" && !bytes.Contains(body, []byte(`"message":"`+tt.msg+`"`)) {
+				t.Errorf("message of %s, want %q", body, tt.msg)
 			}
 			if ct := hdr.Get("Content-Type"); ct != "application/json" {
 				t.Errorf("content type %q", ct)

@@ -177,6 +177,20 @@ func apiErr(t testing.TB, body []byte) (code, typ, param string) {
 	return v.Error.Code, v.Error.Type, param
 }
 
+// errMessage is the message of an error answer.
+func errMessage(t testing.TB, body []byte) string {
+	t.Helper()
+	var v struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("error body %q: %v", body, err)
+	}
+	return v.Error.Message
+}
+
 // spend is the ledger's settled spend.
 func (e *env) spend(t testing.TB) gateway.SpendSummary {
 	t.Helper()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -73,9 +74,9 @@ func (c *Connector) pool(dsn string) (*pgxpool.Pool, error) {
 	if p, ok := c.pools[dsn]; ok {
 		return p, nil
 	}
-	pcfg, err := pgxpool.ParseConfig(dsn)
+	pcfg, err := pgutil.PoolConfig(dsn) // pgx masks the password
 	if err != nil {
-		return nil, fmt.Errorf("parse dsn: %w", err) // pgx redacts the password
+		return nil, err
 	}
 	if err := ensureExtension(c.ctx, pcfg.ConnConfig); err != nil {
 		return nil, err

@@ -2,9 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/pgstore"
 	"github.com/aidgen/aid/runtime/app"
@@ -14,61 +18,129 @@ import (
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
-// OpenState opens the runs, checkpoints and budget ledger the service's
-// replicas share in the PostgreSQL database at dsn. It is an
-// app.Options.OpenState (and serve.Options.OpenState).
-func OpenState(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error) {
-	store, err := pgstore.Open(ctx, dsn)
+// Open sets the openers of o for everything an application keeps in
+// PostgreSQL: its state (runs, checkpoints and the budget ledger:
+// o.OpenState), agents' user and global memory in a pgvector store
+// (o.MemoryStoreOpeners) and retrievers' pgvector stores
+// (o.VectorStoreOpeners). It is the one place a process opens PostgreSQL,
+// used by generated services (serve.Options.Postgres) and by aidgen run
+// and index alike.
+//
+// Each DSN gets one pool for the state and memory on it, shared by the run
+// store, the ledger and the memory stores, and one for the vector stores
+// on it, whose connections register pgvector's types. A pool's size is the
+// DSN's pool_max_conns, or pgutil.DefaultMaxConns. ctx bounds connecting
+// and migrating. The returned function closes every pool; call it once
+// nothing uses the stores any more.
+func Open(ctx context.Context, o *app.Options) (close func()) {
+	s := &state{ctx: ctx, runs: map[string]*pgstore.Store{}, ledgers: map[string]*pgledger.Ledger{}, pools: map[string]*pgxpool.Pool{}}
+	vectors := pgvector.NewConnector(ctx, 0)
+	o.OpenState = s.openState
+	if o.VectorStoreOpeners == nil {
+		o.VectorStoreOpeners = map[string]retrieval.StoreOpener{}
+	}
+	o.VectorStoreOpeners[retrieval.StorePGVector] = vectors.Open
+	if o.MemoryStoreOpeners == nil {
+		o.MemoryStoreOpeners = map[string]app.MemoryStoreOpener{}
+	}
+	o.MemoryStoreOpeners[retrieval.StorePGVector] = s.openMemory
+	return func() {
+		vectors.Close()
+		s.close()
+	}
+}
+
+// state holds the pools of the state and memory, one per DSN.
+type state struct {
+	ctx     context.Context
+	mu      sync.Mutex
+	closed  bool
+	pools   map[string]*pgxpool.Pool
+	runs    map[string]*pgstore.Store
+	ledgers map[string]*pgledger.Ledger
+}
+
+// pool returns the pool of dsn, opening it on first use. s.mu is held.
+func (s *state) pool(dsn string) (*pgxpool.Pool, error) {
+	if s.closed {
+		return nil, errors.New("the PostgreSQL state is closed")
+	}
+	if p, ok := s.pools[dsn]; ok {
+		return p, nil
+	}
+	cfg, err := pgutil.PoolConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	p, err := pgxpool.NewWithConfig(s.ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	s.pools[dsn] = p
+	return p, nil
+}
+
+// store returns the run store of dsn, which also keeps memory. s.mu is
+// held.
+func (s *state) store(ctx context.Context, dsn string) (*pgstore.Store, error) {
+	if st, ok := s.runs[dsn]; ok {
+		return st, nil
+	}
+	p, err := s.pool(dsn)
+	if err != nil {
+		return nil, err
+	}
+	st, err := pgstore.New(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	s.runs[dsn] = st
+	return st, nil
+}
+
+// openState is an app.Options.OpenState.
+func (s *state) openState(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.store(ctx, dsn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the run store: %w", err)
 	}
-	ledger, err := pgledger.Open(ctx, dsn)
+	l, ok := s.ledgers[dsn]
+	if !ok {
+		p, err := s.pool(dsn)
+		if err != nil {
+			return nil, nil, fmt.Errorf("opening the budget ledger: %w", err)
+		}
+		if l, err = pgledger.New(p); err == nil {
+			err = l.Migrate(ctx)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("opening the budget ledger: %w", err)
+		}
+		s.ledgers[dsn] = l
+	}
+	return st, l, nil
+}
+
+// openMemory is an app.MemoryStoreOpener: the store's rows live in the
+// pgstore tables of the database its DSN names.
+func (s *state) openMemory(ctx context.Context, cfg retrieval.StoreConfig, dsn string) (agents.MemoryStore, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.store(ctx, dsn)
 	if err != nil {
-		store.Close()
-		return nil, nil, fmt.Errorf("opening the budget ledger: %w", err)
+		return nil, fmt.Errorf("opening memory store %s: %w", cfg.Name, err)
 	}
-	return store, ledger, nil
+	return st.Memory(cfg.Name)
 }
 
-// VectorStores opens the pgvector stores of the retrievers, each with the
-// DSN its store's DSNEnv names, sharing one pool per DSN; ctx bounds every
-// connection. The returned function closes the pools: serve.Main calls it
-// when the service has stopped. It is a serve.Options.VectorStores.
-func VectorStores(ctx context.Context) (map[string]retrieval.StoreOpener, func()) {
-	c := pgvector.NewConnector(ctx, 0)
-	return map[string]retrieval.StoreOpener{retrieval.StorePGVector: c.Open}, c.Close
-}
-
-// MemoryStores opens the user and global memory that agents keep in a
-// pgvector store: the store's rows live in the pgstore tables of the
-// database its DSNEnv names, one pool per DSN. The returned function
-// closes the pools: serve.Main calls it when the service has stopped. It is
-// a serve.Options.MemoryStores.
-func MemoryStores(ctx context.Context) (map[string]app.MemoryStoreOpener, func()) {
-	var (
-		mu    sync.Mutex
-		pools = map[string]*pgstore.Store{}
-	)
-	open := func(ctx context.Context, cfg retrieval.StoreConfig, dsn string) (agents.MemoryStore, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		s, ok := pools[dsn]
-		if !ok {
-			var err error
-			if s, err = pgstore.Open(ctx, dsn); err != nil {
-				return nil, fmt.Errorf("opening memory store %s: %w", cfg.Name, err)
-			}
-			pools[dsn] = s
-		}
-		return s.Memory(cfg.Name)
+// close closes every pool; the stores on them stop working.
+func (s *state) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pools {
+		p.Close()
 	}
-	closeAll := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for dsn, s := range pools {
-			s.Close()
-			delete(pools, dsn)
-		}
-	}
-	return map[string]app.MemoryStoreOpener{retrieval.StorePGVector: open}, closeAll
+	s.pools, s.runs, s.ledgers, s.closed = nil, nil, nil, true
 }

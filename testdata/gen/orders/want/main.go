@@ -19,6 +19,6 @@ import (
 func main() {
 	os.Exit(serve.Main(description(), serve.Options{
 		Implementations: business.Implementations(),
-		OpenState:       postgres.OpenState,
+		Postgres:        postgres.Open,
 	}))
 }

@@ -85,12 +85,13 @@ func description() app.Description {
 			},
 			{
 				Decl: agents.Tool{
-					Name:        "notify",
-					Description: "Notify the customer.",
-					Input:       json.RawMessage(`{"type":"object","properties":{}}`),
-					Effects:     "write",
-					Approval:    "never",
-					Timeout:     30 * time.Second,
+					Name:                "notify",
+					Description:         "Notify the customer.",
+					Input:               json.RawMessage(`{"type":"object","properties":{}}`),
+					Effects:             "write",
+					Approval:            "never",
+					Timeout:             30 * time.Second,
+					MaxObservationBytes: 4096,
 				},
 				Implementation: app.ToolImplementation{
 					Kind: "http",

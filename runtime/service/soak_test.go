@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -122,14 +123,19 @@ func BenchmarkSoak(b *testing.B) {
 		first := serve(window)
 		startRSS, startHeap := rssMiB(b), liveHeapMiB()
 		served := window
+		// The resident set over time, a point per window: bounded means
+		// it levels off once the run store holds its bound.
+		series := []string{fmt.Sprintf("%dk:%.0f", served/1000, startRSS)}
 		for served < total-window {
 			n := min(window, total-window-served)
 			serve(n)
 			served += n
+			series = append(series, fmt.Sprintf("%dk:%.0f", served/1000, rssMiB(b)))
 		}
 		last := serve(window)
 		endRSS, endHeap := rssMiB(b), liveHeapMiB()
-		b.Logf("%d requests in %v", total, time.Since(start).Round(time.Millisecond))
+		series = append(series, fmt.Sprintf("%dk:%.0f", total/1000, endRSS))
+		b.Logf("%d requests in %v; RSS MiB after each window: %s", total, time.Since(start).Round(time.Millisecond), strings.Join(series, " "))
 		b.ReportMetric(startRSS, "start-rss-MiB")
 		b.ReportMetric(endRSS, "end-rss-MiB")
 		b.ReportMetric(startHeap, "start-heap-MiB")

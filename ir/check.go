@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -119,6 +120,9 @@ func (c *checker) resolve() {
 	if d.Service.Entry != "" {
 		c.ref(pathOf("service", "entry"), "agent", d.Service.Entry, agents)
 	}
+	if x := d.Service.Expose; x != nil {
+		c.expose(x, agents, budgets)
+	}
 	for _, p := range d.Providers {
 		c.kindRefs(kind.Providers, p.Kind, p.Config, "providers", p.Name)
 	}
@@ -201,6 +205,36 @@ func (c *checker) sectionKeys(section string) []string {
 		}
 	}
 	return out
+}
+
+// expose checks the aliases a service serves directly: each is a chat
+// alias, listed once, whose name no agent has (a request's model would not
+// say which it means); the budget exists; fallbacks are given for exposed
+// aliases only, and are themselves sound fallbacks.
+func (c *checker) expose(x *Expose, agents, budgets []string) {
+	for i, a := range x.Aliases {
+		p := pathOf("service", "expose", "aliases", i)
+		switch {
+		case slices.Index(x.Aliases, a) < i:
+			c.errAt(p, "alias %q is listed twice; remove this entry", a)
+		case slices.Contains(agents, a):
+			c.errAt(p, "alias %q has the name of agent %q, so a request's model could not say which it means; expose another alias or rename the agent", a, a)
+		default:
+			c.alias(p, a, KindChat)
+		}
+	}
+	if x.Budget != "" {
+		c.ref(pathOf("service", "expose", "budget"), "budget", x.Budget, budgets)
+	}
+	exposed := slices.Sorted(slices.Values(x.Aliases))
+	exposed = slices.Compact(exposed)
+	for _, a := range slices.Sorted(maps.Keys(x.Fallbacks)) {
+		if !slices.Contains(exposed, a) {
+			c.errAt(pathOf("service", "expose", "fallbacks", a), "%s", unknownRef("exposed alias", a, exposed))
+			continue
+		}
+		c.fallbacks([]any{"service", "expose", "fallbacks", a}, x.Fallbacks[a], a, "the exposed alias")
+	}
 }
 
 // alias checks that an alias resolves to a model of the wanted kind.

@@ -547,6 +547,9 @@ type Service struct {
 	// Entry names the agent answering requests that name none; empty means
 	// requests must name one.
 	Entry string `json:"entry,omitempty"`
+	// Expose lists the aliases the service serves directly, without an
+	// agent; nil means none.
+	Expose *Expose `json:"expose,omitempty"`
 	// Auth protects the service.
 	Auth Auth `json:"auth"`
 	// State says where checkpoints, memory and the ledger live.
@@ -554,6 +557,18 @@ type Service struct {
 	// Timeouts are the run and step timeouts of every agent that sets
 	// none; nil means none.
 	Timeouts *Timeouts `json:"timeouts,omitempty"`
+}
+
+// Expose lists the aliases a service serves directly at
+// /v1/chat/completions, as an LLM gateway.
+type Expose struct {
+	// Aliases are the chat aliases served directly, in the order listed.
+	Aliases []string `json:"aliases"`
+	// Budget names the budget every direct call charges; empty means none.
+	Budget string `json:"budget,omitempty"`
+	// Fallbacks are, by exposed alias, the aliases tried in order when a
+	// call on it fails.
+	Fallbacks map[string][]string `json:"fallbacks,omitempty"`
 }
 
 // Auth protects the service.
@@ -570,6 +585,21 @@ type State struct {
 	Kind string `json:"kind"`
 	// DSNEnv names the environment variable holding the PostgreSQL DSN.
 	DSNEnv string `json:"dsnEnv,omitempty"`
+	// Retention bounds the runs a memory-state service keeps; nil means
+	// the runtime's defaults.
+	Retention *Retention `json:"retention,omitempty"`
+}
+
+// Retention bounds the runs a memory-state service keeps. A zero field
+// means the runtime's default.
+type Retention struct {
+	// Finished is how long an ended run is kept after its last write.
+	Finished Duration `json:"finished,omitempty"`
+	// MaxFinished is the most ended runs kept.
+	MaxFinished int `json:"maxFinished,omitempty"`
+	// Paused is how long a paused or running run is kept after its last
+	// write.
+	Paused Duration `json:"paused,omitempty"`
 }
 
 // Config is the block of an element of a kind (a provider, a store, a

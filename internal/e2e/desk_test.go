@@ -212,6 +212,51 @@ func TestSupportDesk(t *testing.T) {
 		}
 	})
 
+	t.Run("aliases served directly", func(t *testing.T) {
+		spentBefore, _ := metric(t, p, serviceToken, `aid_budget_calls{budget="daily",scope="global"}`)
+		var resp *http.Response
+		cc, err := client.Chat.Completions.New(withTimeout(t), openai.ChatCompletionNewParams{
+			Model:    "small",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("Be brief."), openai.UserMessage("How long do I have to ask for a refund?")},
+		}, option.WithResponseInto(&resp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cc.Model != "fake-small-2024-06-01" || cc.Choices[0].Message.Content == "" || cc.Usage.TotalTokens == 0 || resp.Header.Get("X-Aid-Run-Id") != "" {
+			t.Errorf("direct answer %+v (run id %q)", cc, resp.Header.Get("X-Aid-Run-Id"))
+		}
+		stream := client.Chat.Completions.NewStreaming(withTimeout(t), openai.ChatCompletionNewParams{
+			Model:         "large",
+			Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Can I get my money back for a gift card?")},
+			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		})
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(acc.Choices) != 1 || acc.Choices[0].Message.Content == "" || acc.Model != "fake-large-2024-06-01" || acc.Usage.TotalTokens == 0 {
+			t.Errorf("streamed direct answer %+v", acc.ChatCompletion)
+		}
+		calls, ok := metric(t, p, serviceToken, `aid_budget_calls{budget="daily",scope="global"}`)
+		if !ok || calls-spentBefore != 2 {
+			t.Errorf("daily budget calls went from %v to %v, want +2", spentBefore, calls)
+		}
+		var models struct {
+			Data []struct{ ID string } `json:"data"`
+		}
+		p.doJSON(t, "GET", "/v1/models", serviceToken, "", http.StatusOK, &models)
+		var ids []string
+		for _, m := range models.Data {
+			ids = append(ids, m.ID)
+		}
+		if !slices.Contains(ids, "triage") || !slices.Contains(ids, "small") || !slices.Contains(ids, "large") {
+			t.Errorf("models %v, want the agents and the exposed aliases", ids)
+		}
+	})
+
 	t.Run("oversized body", func(t *testing.T) {
 		big := `{"messages":[{"role":"user","content":"` + strings.Repeat("a", 2<<20) + `"}]}`
 		status, _, b := p.do(t, "POST", "/v1/chat/completions", serviceToken, bytes.NewReader([]byte(big)))

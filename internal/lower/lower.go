@@ -39,7 +39,8 @@ func Document(doc *ir.Document) (app.Description, error) {
 			Listen: doc.Service.Listen,
 			Entry:  doc.Service.Entry,
 			Auth:   app.Auth{Kind: doc.Service.Auth.Kind, TokenEnv: doc.Service.Auth.TokenEnv},
-			State:  app.State{Kind: doc.Service.State.Kind, DSNEnv: doc.Service.State.DSNEnv},
+			State:  state(doc.Service.State),
+			Expose: expose(doc.Service.Expose),
 		},
 	}
 	d.Service.Timeouts = timeouts(doc.Service.Timeouts)
@@ -252,4 +253,25 @@ func ranking(r ir.Retrieval) retrieval.Ranking {
 		Depth: r.Depth, Collapse: r.Collapse,
 		BM25: retrieval.BM25{K1: r.BM25.K1, B: r.BM25.B},
 	}
+}
+
+// state lowers where a service keeps its state.
+func state(s ir.State) app.State {
+	out := app.State{Kind: s.Kind, DSNEnv: s.DSNEnv}
+	if r := s.Retention; r != nil {
+		out.Retention = agents.Retention{Finished: r.Finished.Std(), MaxFinished: r.MaxFinished, Paused: r.Paused.Std()}
+	}
+	return out
+}
+
+// expose lowers the aliases a service serves directly, in the order listed.
+func expose(x *ir.Expose) app.Expose {
+	if x == nil {
+		return app.Expose{}
+	}
+	out := app.Expose{Budget: x.Budget, Aliases: make([]app.ExposedAlias, len(x.Aliases))}
+	for i, a := range x.Aliases {
+		out.Aliases[i] = app.ExposedAlias{Alias: a, Fallbacks: slices.Clone(x.Fallbacks[a])}
+	}
+	return out
 }

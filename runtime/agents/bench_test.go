@@ -3,7 +3,10 @@ package agents
 import (
 	"context"
 	"encoding/json"
+	"runtime"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -31,7 +34,7 @@ func (s stubModel) Generate(_ context.Context, alias string, req gateway.Request
 	return res, nil
 }
 
-func benchRuntime(b *testing.B) *Runtime {
+func benchRuntime(b testing.TB) *Runtime {
 	b.Helper()
 	p, err := fake.New(fake.Config{})
 	if err != nil {
@@ -152,4 +155,50 @@ func BenchmarkRunStart(b *testing.B) {
 		live[i%window] = st
 		i++
 	}
+}
+
+// BenchmarkLiveRunStack reports the goroutine stack a run holds while it
+// waits on its model, through the real gateway and a fake provider that
+// answers after a delay: 1,000 runs are started, each on its own goroutine,
+// and the stack in use is read while all of them wait.
+func BenchmarkLiveRunStack(b *testing.B) {
+	const runs = 1000
+	p, err := fake.New(fake.Config{Script: []fake.Step{{Text: "done"}}, Loop: true, Latency: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Config{
+		Models:    []gateway.PinnedModel{{Alias: "small", Spec: gateway.ModelSpec{ID: "m-small", Provider: "fake", ContextWindow: 100000, MaxOutputTokens: 100, Cost: gateway.CostProfile{InputPer1kUSD: 0.001}}}},
+		Providers: map[string]gateway.Provider{"fake": p},
+		Budgets:   []gateway.Budget{{Name: "per-run", MaxUSD: 1, Scope: gateway.ScopeRun}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := New(Config{Gateway: gw, Budgets: []gateway.Budget{{Name: "per-run", MaxUSD: 1, Scope: gateway.ScopeRun}},
+		Agents: []Agent{{Name: "a", Model: "small", Instructions: "Answer.", Budget: "per-run"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var perRun float64
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(context.Background())
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		before := ms.StackInuse
+		var wg sync.WaitGroup
+		target := p.Calls() + runs
+		for range runs {
+			wg.Go(func() { _, _ = r.Run(ctx, "a", "hi", RunOptions{}) })
+		}
+		for p.Calls() < target {
+			time.Sleep(time.Millisecond)
+		}
+		runtime.ReadMemStats(&ms)
+		perRun = float64(ms.StackInuse-before) / runs
+		cancel()
+		wg.Wait()
+	}
+	b.ReportMetric(perRun, "stack-B/run")
 }

@@ -159,10 +159,17 @@ func (r *Runtime) generate(ctx context.Context, st *runState, req gateway.Reques
 	if r.replay != nil {
 		return r.replay.model(ctx, st, req)
 	}
-	ev := st.events
-	if ev == nil {
+	if st.events == nil {
 		return r.gen.Generate(ctx, st.alias, req, opts...)
 	}
+	return r.generateEvents(ctx, st, req, opts)
+}
+
+// generateEvents is generate for a run with a hook. It is a function of its
+// own so that its events stay out of the frame that every run keeps on its
+// stack while it waits on the model.
+func (r *Runtime) generateEvents(ctx context.Context, st *runState, req gateway.Request, opts []gateway.CallOption) (gateway.Result, error) {
+	ev := st.events
 	step := len(st.steps) + 1
 	st.event(Event{Kind: EventModelCall, Step: step, Alias: st.alias})
 	if err := ev.err(); err != nil {

@@ -346,7 +346,9 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 		// every step. The provider gets a clipped slice, so later appends
 		// never reach what it holds.
 		if st.reqAgent != d {
-			st.req = make([]gateway.Message, 0, len(st.msgs)+8)
+			// Room for the system message and a step's answer and
+			// observation; appendMsg grows it when a step needs more.
+			st.req = make([]gateway.Message, 0, len(st.msgs)+3)
 			if d.spec.Instructions != "" {
 				st.req = append(st.req, gateway.Message{Role: gateway.RoleSystem, Content: d.spec.Instructions})
 			}
@@ -969,6 +971,21 @@ func LastText(steps []StepRecord) string {
 	return ""
 }
 
+// endScopes closes the budget accounts of a run that ended: its own under
+// run-scoped budgets, and its thread's when it was its own thread (see
+// budgetKey). Nothing is charged to them again, and an in-memory ledger
+// would otherwise keep them for ever.
+func (r *Runtime) endScopes(ctx context.Context, st *runState) {
+	ctx = context.WithoutCancel(ctx)
+	err := r.gw.EndScope(ctx, gateway.ScopeRun, st.id)
+	if st.threadID == "" {
+		err = errors.Join(err, r.gw.EndScope(ctx, gateway.ScopeThread, st.id))
+	}
+	if err != nil {
+		r.logger.WarnContext(ctx, "closing the run's budget accounts failed", "run", st.id, "err", err)
+	}
+}
+
 // fellBack reports whether any step, or any step of a delegated run, was
 // answered by another alias than the one asked for.
 func fellBack(steps []StepRecord) bool {
@@ -1076,6 +1093,9 @@ func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, sta
 				res.Status = StatusFailed
 			}
 		}
+	}
+	if !st.sub && ended(res.Status) {
+		r.endScopes(ctx, st)
 	}
 	endAgentSpan(span, res.Status, err)
 	if st.events != nil {

@@ -1,7 +1,11 @@
 package agents
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -152,18 +156,226 @@ type Store interface {
 
 // InMemoryStore is the default Store: runs held in this process's memory,
 // lost when it exits. It is safe for concurrent use.
+//
+// It keeps what a long-lived process can afford (see Retention): a run that
+// ended is kept for Retention.Finished after its last write, and only the
+// Retention.MaxFinished most recent of them; a run waiting for a decision,
+// or still running, is kept for Retention.Paused after its last write. A
+// run past its retention is gone, with its tool calls: loading it is a
+// *RunNotFoundError, as for a run never stored. Expired runs are dropped by
+// the writes that follow, a few at a time, so no goroutine runs behind the
+// store.
 type InMemoryStore struct {
-	mu      sync.Mutex
-	runs    map[string]*RunRecord
-	calls   map[string][]CallRecord
-	grants  map[string][]Grant
-	now     func() time.Time
-	cancels Cancels
+	mu    sync.Mutex
+	keep  Retention
+	runs  map[string]*memRun
+	calls map[string][]CallRecord
+	// done lists the ended runs, open the others, each from the least
+	// recently written; a write moves a run to the back of its list.
+	done, open runList
+	now        func() time.Time
+	grants     map[string][]Grant
+	cancels    Cancels
 }
 
-// NewInMemoryStore returns an empty in-memory store.
+// memRun is a stored run and its place in its list. An ended run keeps its
+// checkpoint encoded (packed, rec.Checkpoint then zero): thousands of ended
+// runs held as pointer-free bytes cost the garbage collector nothing to
+// scan, where their checkpoints' messages and steps, held as Go values,
+// were most of what a busy service's collector did.
+type memRun struct {
+	rec        RunRecord
+	packed     []byte
+	list       *runList
+	prev, next *memRun
+}
+
+// record returns the stored run, its checkpoint decoded if packed.
+func (r *memRun) record() (RunRecord, error) {
+	rec := r.rec
+	if r.packed != nil {
+		if err := json.Unmarshal(r.packed, &rec.Checkpoint); err != nil {
+			return RunRecord{}, fmt.Errorf("run %s: decode stored checkpoint: %w", rec.RunID, err)
+		}
+	}
+	return rec, nil
+}
+
+// runList is an intrusive doubly linked list of runs, oldest first.
+type runList struct {
+	head, tail *memRun
+	n          int
+}
+
+func (l *runList) push(r *memRun) {
+	r.list, r.prev, r.next = l, l.tail, nil
+	if l.tail != nil {
+		l.tail.next = r
+	} else {
+		l.head = r
+	}
+	l.tail = r
+	l.n++
+}
+
+func (l *runList) remove(r *memRun) {
+	if r.prev != nil {
+		r.prev.next = r.next
+	} else {
+		l.head = r.next
+	}
+	if r.next != nil {
+		r.next.prev = r.prev
+	} else {
+		l.tail = r.prev
+	}
+	r.list, r.prev, r.next = nil, nil, nil
+	l.n--
+}
+
+// Retention bounds what an InMemoryStore keeps. A zero field takes its
+// default.
+type Retention struct {
+	// Finished is how long a run that ended (completed, failed, max_steps,
+	// budget_exceeded) is kept after its last write; default
+	// DefaultRetainFinished.
+	Finished time.Duration
+	// MaxFinished is the most ended runs kept: past it, the least recently
+	// written goes first; default DefaultMaxFinished.
+	MaxFinished int
+	// Paused is how long a run waiting for a decision, or still running, is
+	// kept after its last write; default DefaultRetainPaused. A decision
+	// that comes later finds no run.
+	Paused time.Duration
+}
+
+// The defaults of Retention.
+const (
+	DefaultRetainFinished = time.Hour
+	DefaultMaxFinished    = 10_000
+	DefaultRetainPaused   = 7 * 24 * time.Hour
+)
+
+// Validate reports a Retention that cannot bound a store: a negative field.
+func (r Retention) Validate() error {
+	var errs []error
+	if r.Finished < 0 {
+		errs = append(errs, fmt.Errorf("retention of finished runs %v is negative", r.Finished))
+	}
+	if r.MaxFinished < 0 {
+		errs = append(errs, fmt.Errorf("maximum of finished runs %d is negative", r.MaxFinished))
+	}
+	if r.Paused < 0 {
+		errs = append(errs, fmt.Errorf("retention of paused runs %v is negative", r.Paused))
+	}
+	return errors.Join(errs...)
+}
+
+// WithDefaults returns r with every zero field set to its default.
+func (r Retention) WithDefaults() Retention {
+	return Retention{
+		Finished:    cmp.Or(r.Finished, DefaultRetainFinished),
+		MaxFinished: cmp.Or(r.MaxFinished, DefaultMaxFinished),
+		Paused:      cmp.Or(r.Paused, DefaultRetainPaused),
+	}
+}
+
+// NewInMemoryStore returns an empty in-memory store with the default
+// Retention.
 func NewInMemoryStore() *InMemoryStore {
-	return &InMemoryStore{runs: make(map[string]*RunRecord), calls: make(map[string][]CallRecord), grants: make(map[string][]Grant), now: time.Now}
+	s, _ := NewInMemoryStoreWith(Retention{}) // the defaults are valid
+	return s
+}
+
+// NewInMemoryStoreWith returns an empty in-memory store that keeps runs as
+// long as keep says, or an error when keep is not valid.
+func NewInMemoryStoreWith(keep Retention) (*InMemoryStore, error) {
+	if err := keep.Validate(); err != nil {
+		return nil, fmt.Errorf("in-memory run store: %w", err)
+	}
+	return &InMemoryStore{
+		keep: keep.WithDefaults(), runs: make(map[string]*memRun), calls: make(map[string][]CallRecord), grants: make(map[string][]Grant), now: time.Now,
+	}, nil
+}
+
+// Len returns how many runs the store holds, ended and not: what its
+// Retention bounds.
+func (s *InMemoryStore) Len() (finished, open int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done.n, s.open.n
+}
+
+// ended reports whether a status is a run's end.
+func ended(st Status) bool { return st != StatusRunning && st != StatusPaused }
+
+// expired reports whether a run is past its retention at now.
+func (s *InMemoryStore) expired(r *memRun, now time.Time) bool {
+	ttl := s.keep.Paused
+	if r.list == &s.done {
+		ttl = s.keep.Finished
+	}
+	return now.Sub(r.rec.UpdatedAt) >= ttl
+}
+
+// sweepBatch bounds the expired runs one write drops, so that a write after
+// a quiet hour does not pay for the whole hour at once; a run past its
+// retention is invisible whether or not it was dropped yet.
+const sweepBatch = 64
+
+// sweep drops expired runs from the front of both lists, and the oldest
+// ended runs beyond MaxFinished.
+func (s *InMemoryStore) sweep(now time.Time) {
+	for n := 0; s.done.head != nil && (s.done.n > s.keep.MaxFinished || (n < sweepBatch && s.expired(s.done.head, now))); n++ {
+		s.drop(s.done.head)
+	}
+	for n := 0; n < sweepBatch && s.open.head != nil && s.expired(s.open.head, now); n++ {
+		s.drop(s.open.head)
+	}
+}
+
+// drop forgets a run and its calls.
+func (s *InMemoryStore) drop(r *memRun) {
+	r.list.remove(r)
+	delete(s.runs, r.rec.RunID)
+	delete(s.calls, r.rec.RunID)
+}
+
+// put files a run written at now at the back of its status's list and
+// returns the record as written; an ended run's checkpoint is packed.
+func (s *InMemoryStore) put(r *memRun, now time.Time) RunRecord {
+	if r.list != nil {
+		r.list.remove(r)
+	}
+	r.rec.UpdatedAt = now
+	out := r.rec
+	r.packed = nil
+	if ended(r.rec.Status) {
+		// A checkpoint that does not encode (a raw JSON field that is not
+		// JSON) is kept as it is.
+		if data, err := json.Marshal(&r.rec.Checkpoint); err == nil {
+			r.packed, r.rec.Checkpoint = data, Checkpoint{}
+		}
+		s.done.push(r)
+	} else {
+		s.open.push(r)
+	}
+	s.sweep(now)
+	return out
+}
+
+// live returns a stored run that is not past its retention, dropping it
+// when it is.
+func (s *InMemoryStore) live(runID string, now time.Time) (*memRun, bool) {
+	r, ok := s.runs[runID]
+	if !ok {
+		return nil, false
+	}
+	if s.expired(r, now) {
+		s.drop(r)
+		return nil, false
+	}
+	return r, true
 }
 
 // CreateRun implements Store.
@@ -173,14 +385,15 @@ func (s *InMemoryStore) CreateRun(ctx context.Context, rec RunRecord) (RunRecord
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.runs[rec.RunID]; ok {
+	now := s.now()
+	if _, ok := s.live(rec.RunID, now); ok {
 		return RunRecord{}, &RunExistsError{RunID: rec.RunID}
 	}
 	rec.Version = 1
-	rec.UpdatedAt = s.now()
 	rec.Cancel = nil
-	s.runs[rec.RunID] = &rec
-	return rec, nil
+	r := &memRun{rec: rec}
+	s.runs[rec.RunID] = r
+	return s.put(r, now), nil
 }
 
 // UpdateRun implements Store.
@@ -190,21 +403,21 @@ func (s *InMemoryStore) UpdateRun(ctx context.Context, rec RunRecord) (RunRecord
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, ok := s.runs[rec.RunID]
+	now := s.now()
+	cur, ok := s.live(rec.RunID, now)
 	if !ok {
 		return RunRecord{}, &RunNotFoundError{RunID: rec.RunID}
 	}
-	if cur.Version != rec.Version {
-		return RunRecord{}, &ConflictError{RunID: rec.RunID, Version: rec.Version, Stored: cur.Version}
+	if cur.rec.Version != rec.Version {
+		return RunRecord{}, &ConflictError{RunID: rec.RunID, Version: rec.Version, Stored: cur.rec.Version}
 	}
 	rec.Version++
-	rec.UpdatedAt = s.now()
 	rec.Cancel = nil
 	if rec.Status == StatusRunning {
-		rec.Cancel = cur.Cancel
+		rec.Cancel = cur.rec.Cancel
 	}
-	*cur = rec
-	return rec, nil
+	cur.rec = rec
+	return s.put(cur, now), nil
 }
 
 // LoadRun implements Store.
@@ -214,11 +427,11 @@ func (s *InMemoryStore) LoadRun(ctx context.Context, runID string) (RunRecord, e
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, ok := s.runs[runID]
+	cur, ok := s.live(runID, s.now())
 	if !ok {
 		return RunRecord{}, &RunNotFoundError{RunID: runID}
 	}
-	return *cur, nil
+	return cur.record()
 }
 
 // RecordCall implements Store.
@@ -266,6 +479,7 @@ func (s *InMemoryStore) Call(ctx context.Context, runID, key string) (CallRecord
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.live(runID, s.now()) // a run past its retention takes its calls with it
 	for _, c := range s.calls[runID] {
 		if c.Key == key {
 			return copyCall(c), nil
@@ -281,6 +495,7 @@ func (s *InMemoryStore) Calls(ctx context.Context, runID string) ([]CallRecord, 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.live(runID, s.now())
 	out := slices.Clone(s.calls[runID])
 	for i := range out {
 		out[i] = copyCall(out[i])
@@ -295,10 +510,11 @@ func (s *InMemoryStore) RequestCancel(ctx context.Context, runID string, req Can
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, ok := s.runs[runID]
+	r, ok := s.live(runID, s.now())
 	if !ok {
 		return "", &RunNotFoundError{RunID: runID}
 	}
+	cur := &r.rec
 	if cur.Status != StatusRunning {
 		return cur.Status, nil
 	}
@@ -318,8 +534,8 @@ func (s *InMemoryStore) WatchCancel(ctx context.Context, runID string) (<-chan C
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var pending *CancelRequest
-	if cur, ok := s.runs[runID]; ok && cur.Status == StatusRunning {
-		pending = cur.Cancel
+	if r, ok := s.live(runID, s.now()); ok && r.rec.Status == StatusRunning {
+		pending = r.rec.Cancel
 	}
 	return s.cancels.Watch(ctx, runID, pending), nil
 }

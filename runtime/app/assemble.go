@@ -382,7 +382,14 @@ func memoryStores(ctx context.Context, desc *Description, env kind.Env) (map[str
 func runStore(ctx context.Context, desc *Description, opts *Options, env kind.Env) (agents.Store, error) {
 	switch desc.Service.State.Kind {
 	case "", StateMemory:
-		return opts.RunStore, nil // nil is the agents runtime's in-memory default
+		if opts.RunStore != nil {
+			return opts.RunStore, nil
+		}
+		store, err := agents.NewInMemoryStoreWith(desc.Service.State.Retention)
+		if err != nil {
+			return nil, fmt.Errorf("service state: %w", err)
+		}
+		return store, nil
 	case StatePostgres:
 		if opts.RunStore != nil && opts.Ledger != nil {
 			return opts.RunStore, nil

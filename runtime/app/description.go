@@ -155,6 +155,9 @@ type Service struct {
 	Listen string
 	// Entry names the agent answering requests that name none.
 	Entry string
+	// Expose lists the aliases the service serves directly, without an
+	// agent; the zero value exposes none.
+	Expose Expose
 	// Auth protects the service.
 	Auth Auth
 	// State says where runs, checkpoints and memory live.
@@ -162,6 +165,24 @@ type Service struct {
 	// Timeouts are the run and step timeouts of every agent that sets
 	// none (agents.Config.Timeouts), wherever the application runs.
 	Timeouts agents.Timeouts
+}
+
+// Expose lists the aliases a service serves directly at
+// /v1/chat/completions, as an LLM gateway (service.Config.Aliases).
+type Expose struct {
+	// Aliases are the exposed aliases, each with its fallbacks.
+	Aliases []ExposedAlias
+	// Budget names the budget every direct call charges; empty means none.
+	Budget string
+}
+
+// ExposedAlias is an alias served directly and the aliases its calls fall
+// back to, in order.
+type ExposedAlias struct {
+	// Alias is the exposed alias.
+	Alias string
+	// Fallbacks are the aliases tried in order when a call on it fails.
+	Fallbacks []string
 }
 
 // Auth protects the service.
@@ -184,4 +205,7 @@ type State struct {
 	Kind string
 	// DSNEnv names the environment variable holding the PostgreSQL DSN.
 	DSNEnv string
+	// Retention bounds the runs kept in memory when Kind is StateMemory; a
+	// zero field takes agents' default.
+	Retention agents.Retention
 }

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -189,7 +191,43 @@ type Ledger interface {
 	// Release drops a reservation whose call was not charged.
 	Release(ctx context.Context, id string) error
 	// Summary reports settled spend by budget account, alias and model.
+	// Accounts closed with CloseAccounts may be left out of ByAccount;
+	// their spend stays in every total.
 	Summary(ctx context.Context) (SpendSummary, error)
+	// SpendByBudget reports settled spend by budget and scope, summed over
+	// scope keys, closed accounts included, sorted by budget then scope. It
+	// is what a metrics scrape reads, so it should cost the number of
+	// budgets, not the number of accounts ever charged.
+	SpendByBudget(ctx context.Context) ([]BudgetSpend, error)
+	// CloseAccounts says that the accounts will never be charged again:
+	// their scope ended (a run that completed or failed). A ledger that
+	// keeps accounts in memory forgets them, once no reservation holds on
+	// them, so that a long-lived process does not grow with every run; a
+	// durable ledger may keep them as the record of spend. Accounts that do
+	// not exist are ignored. Charging a closed account again is a caller's
+	// bug: a ledger that forgot it counts it from zero.
+	CloseAccounts(ctx context.Context, accounts []Account) error
+}
+
+// BudgetSpend is the settled spend of one budget and scope, summed over its
+// scope keys.
+type BudgetSpend struct {
+	// Budget is the budget's name.
+	Budget string
+	// Scope is the budget's scope.
+	Scope Scope
+	// Spent is its settled spend.
+	Spent Amount
+	// Calls counts its settled calls.
+	Calls int64
+}
+
+// SortBudgetSpend puts spend by budget in its canonical order: by budget,
+// then scope. Ledger implementations call it, as they call SortSummary.
+func SortBudgetSpend(s []BudgetSpend) {
+	slices.SortFunc(s, func(a, b BudgetSpend) int {
+		return cmp.Or(cmp.Compare(a.Budget, b.Budget), cmp.Compare(a.Scope, b.Scope))
+	})
 }
 
 // SpendSummary reports settled spend, sorted for stable output.

@@ -53,6 +53,7 @@ type Gateway struct {
 	aliases   []string
 	providers map[string]Provider
 	budgets   map[string]budgetEntry
+	scoped    map[Scope][]string // the budgets of each keyed scope, sorted
 	ledger    Ledger
 	tracer    trace.Tracer
 	tracing   bool
@@ -90,6 +91,7 @@ func New(cfg Config) (*Gateway, error) {
 		entries:   make(map[string]*entry, len(cfg.Models)),
 		providers: cfg.Providers,
 		budgets:   make(map[string]budgetEntry, len(cfg.Budgets)),
+		scoped:    make(map[Scope][]string),
 		ledger:    cfg.Ledger,
 		tracer:    cfg.Tracer,
 		logger:    cfg.Logger,
@@ -147,6 +149,9 @@ func New(cfg Config) (*Gateway, error) {
 			errs = append(errs, fmt.Errorf("budget %q is defined twice", b.Name))
 			continue
 		}
+		if b.Scope != ScopeGlobal {
+			g.scoped[b.Scope] = append(g.scoped[b.Scope], b.Name)
+		}
 		g.budgets[b.Name] = budgetEntry{
 			Budget:    b,
 			nameAttr:  AttrBudgetName.StringSlice([]string{b.Name}),
@@ -157,6 +162,9 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway config: %w", err)
 	}
 	slices.Sort(g.aliases)
+	for _, names := range g.scoped {
+		slices.Sort(names)
+	}
 	if g.ledger == nil {
 		g.ledger = NewMemoryLedger()
 	}
@@ -216,6 +224,40 @@ func (g *Gateway) Ledger() Ledger { return g.ledger }
 // Spend returns the ledger's spend summary.
 func (g *Gateway) Spend(ctx context.Context) (SpendSummary, error) {
 	return g.ledger.Summary(ctx)
+}
+
+// Budget returns the configured budget of that name.
+func (g *Gateway) Budget(name string) (Budget, bool) {
+	b, ok := g.budgets[name]
+	return b.Budget, ok
+}
+
+// SpendByBudget returns the ledger's settled spend by budget and scope,
+// summed over scope keys: what a metrics scrape reads.
+func (g *Gateway) SpendByBudget(ctx context.Context) ([]BudgetSpend, error) {
+	return g.ledger.SpendByBudget(ctx)
+}
+
+// EndScope tells the ledger that no call will be charged again under key
+// by the budgets of scope (ScopeRun or ScopeThread): a run that ended, or
+// a request that was its own scope. Their accounts are closed (see
+// Ledger.CloseAccounts), so that an in-memory ledger does not keep one per
+// run for ever. It does nothing for the global scope, or when no budget
+// has scope.
+func (g *Gateway) EndScope(ctx context.Context, scope Scope, key string) error {
+	names := g.scoped[scope]
+	if len(names) == 0 || key == "" {
+		return nil
+	}
+	var buf [4]Account
+	accts := buf[:0]
+	for _, n := range names {
+		accts = append(accts, Account{Budget: n, Scope: scope, Key: key})
+	}
+	if err := g.ledger.CloseAccounts(closeCtx(ctx), accts); err != nil {
+		return fmt.Errorf("close %s accounts of %q: %w", scope, key, err)
+	}
+	return nil
 }
 
 // EstimateUsage returns what a call of req on alias reserves against its

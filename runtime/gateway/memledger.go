@@ -11,10 +11,16 @@ import (
 // MemoryLedger is the default Ledger: budgets held in this process's memory.
 // One mutex makes every reservation atomic. Use a shared ledger (the
 // pgledger package) when several replicas must share one budget.
+//
+// Its memory is bounded by what is live: accounts closed with
+// CloseAccounts (the runtime closes a run's accounts when the run ends) are
+// forgotten, their spend kept in per-budget totals; aliases and models are
+// as many as the catalog has.
 type MemoryLedger struct {
 	mu       sync.Mutex
 	accounts map[Account]*accountState
 	holds    map[string]Reservation
+	budgets  map[budgetScope]*BudgetSpend
 	aliases  map[string]*NamedSpend
 	models   map[string]*NamedSpend
 	total    Amount
@@ -24,6 +30,13 @@ type MemoryLedger struct {
 type accountState struct {
 	spent, reserved Amount
 	calls           int64
+	holds           int  // reservations open on the account
+	closed          bool // forget the account when its last hold closes
+}
+
+type budgetScope struct {
+	budget string
+	scope  Scope
 }
 
 // NewMemoryLedger returns an empty in-memory ledger.
@@ -31,6 +44,7 @@ func NewMemoryLedger() *MemoryLedger {
 	return &MemoryLedger{
 		accounts: make(map[Account]*accountState),
 		holds:    make(map[string]Reservation),
+		budgets:  make(map[budgetScope]*BudgetSpend),
 		aliases:  make(map[string]*NamedSpend),
 		models:   make(map[string]*NamedSpend),
 	}
@@ -66,9 +80,20 @@ func (l *MemoryLedger) Reserve(ctx context.Context, r Reservation) error {
 	for _, lim := range r.Limits {
 		st := l.accounts[lim.Account]
 		st.reserved = st.reserved.Add(r.Amount)
+		st.holds++
 	}
 	l.holds[r.ID] = r
 	return nil
+}
+
+// unhold closes one reservation's hold on an account, and forgets the
+// account when it was closed and this was its last hold.
+func (l *MemoryLedger) unhold(a Account, st *accountState, amount Amount) {
+	st.reserved = st.reserved.Sub(amount)
+	st.holds--
+	if st.closed && st.holds == 0 {
+		delete(l.accounts, a)
+	}
 }
 
 // Settle implements Ledger.
@@ -82,9 +107,17 @@ func (l *MemoryLedger) Settle(ctx context.Context, id string, actual Amount) err
 	delete(l.holds, id)
 	for _, lim := range r.Limits {
 		st := l.accounts[lim.Account]
-		st.reserved = st.reserved.Sub(r.Amount)
 		st.spent = st.spent.Add(actual)
 		st.calls++
+		l.unhold(lim.Account, st, r.Amount)
+		k := budgetScope{lim.Account.Budget, lim.Account.Scope}
+		b := l.budgets[k]
+		if b == nil {
+			b = &BudgetSpend{Budget: k.budget, Scope: k.scope}
+			l.budgets[k] = b
+		}
+		b.Spent = b.Spent.Add(actual)
+		b.Calls++
 	}
 	l.total = l.total.Add(actual)
 	l.calls++
@@ -113,8 +146,43 @@ func (l *MemoryLedger) Release(ctx context.Context, id string) error {
 	}
 	delete(l.holds, id)
 	for _, lim := range r.Limits {
-		st := l.accounts[lim.Account]
-		st.reserved = st.reserved.Sub(r.Amount)
+		l.unhold(lim.Account, l.accounts[lim.Account], r.Amount)
+	}
+	return nil
+}
+
+// SpendByBudget implements Ledger. It costs the number of budgets.
+func (l *MemoryLedger) SpendByBudget(ctx context.Context) ([]BudgetSpend, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	out := make([]BudgetSpend, 0, len(l.budgets))
+	for _, b := range l.budgets {
+		out = append(out, *b)
+	}
+	l.mu.Unlock()
+	SortBudgetSpend(out)
+	return out, nil
+}
+
+// CloseAccounts implements Ledger: the accounts are forgotten now, or when
+// the last reservation holding on one closes.
+func (l *MemoryLedger) CloseAccounts(ctx context.Context, accounts []Account) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range accounts {
+		st, ok := l.accounts[a]
+		switch {
+		case !ok:
+		case st.holds == 0:
+			delete(l.accounts, a)
+		default:
+			st.closed = true
+		}
 	}
 	return nil
 }

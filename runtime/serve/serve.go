@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +35,17 @@ const (
 	// EnvAppDir is a directory to read the application's files from instead
 	// of the copies built into the service; the -app-dir flag wins.
 	EnvAppDir = "AID_APP_DIR"
+	// EnvRetainFinished is how long a memory-state service keeps a run
+	// that ended (agents.Retention.Finished), as a Go duration; the
+	// -retain-finished flag wins, and it wins over the app file.
+	EnvRetainFinished = "AID_RETAIN_FINISHED"
+	// EnvMaxFinished is the most ended runs a memory-state service keeps
+	// (agents.Retention.MaxFinished); the -max-finished flag wins.
+	EnvMaxFinished = "AID_MAX_FINISHED"
+	// EnvRetainPaused is how long a memory-state service keeps a run
+	// waiting for a decision (agents.Retention.Paused); the -retain-paused
+	// flag wins.
+	EnvRetainPaused = "AID_RETAIN_PAUSED"
 )
 
 // Exit codes Main returns.
@@ -95,12 +107,15 @@ func Main(desc app.Description, opts Options) int {
 // timeout has cancelled them).
 //
 // Flags, each over an environment variable that is over the app file:
-// -listen (AID_LISTEN), -app-dir (AID_APP_DIR), -log-level, and, when the
-// service keeps its state in PostgreSQL, -state-dsn (over the variable the
-// app file's state names). -app-dir reads the application's files from a
-// directory instead of opts.Files, the copies built into a generated
-// service: to serve documents or fixtures edited since the build without
-// rebuilding, or to mount them from a volume.
+// -listen (AID_LISTEN), -app-dir (AID_APP_DIR), -log-level; when the
+// service keeps its state in memory, -retain-finished
+// (AID_RETAIN_FINISHED), -max-finished (AID_MAX_FINISHED) and
+// -retain-paused (AID_RETAIN_PAUSED), over the app file's
+// service.state.retention; and when it keeps it in PostgreSQL, -state-dsn
+// (over the variable the app file's state names). -app-dir reads the
+// application's files from a directory instead of opts.Files, the copies
+// built into a generated service: to serve documents or fixtures edited
+// since the build without rebuilding, or to mount them from a volume.
 func Run(ctx context.Context, desc app.Description, opts Options, p Process) int {
 	if p.LookupEnv == nil {
 		p.LookupEnv = os.LookupEnv
@@ -122,11 +137,28 @@ func Run(ctx context.Context, desc app.Description, opts Options, p Process) int
 	level := slog.LevelInfo
 	flags.TextVar(&level, "log-level", level, "least `level` logged: debug, info, warn or error")
 	var dsn *string
-	if desc.Service.State.Kind == app.StatePostgres {
+	memory := desc.Service.State.Kind == "" || desc.Service.State.Kind == app.StateMemory
+	keep := &desc.Service.State.Retention
+	switch {
+	case desc.Service.State.Kind == app.StatePostgres:
 		dsn = flags.String("state-dsn", "", "PostgreSQL `DSN` of the service's state; empty means $"+desc.Service.State.DSNEnv)
+	case memory:
+		if err := retentionFromEnv(keep, lookupEnv); err != nil {
+			fmt.Fprintln(p.Stderr, err)
+			return ExitUsage
+		}
+		flags.DurationVar(&keep.Finished, "retain-finished", keep.Finished, "how long a run that ended is kept in memory, as a Go `duration`; 0 means "+agents.DefaultRetainFinished.String()+" (env "+EnvRetainFinished+")")
+		flags.IntVar(&keep.MaxFinished, "max-finished", keep.MaxFinished, "the most ended runs kept in memory; 0 means "+strconv.Itoa(agents.DefaultMaxFinished)+" (env "+EnvMaxFinished+")")
+		flags.DurationVar(&keep.Paused, "retain-paused", keep.Paused, "how long a run waiting for a decision is kept in memory, as a Go `duration`; 0 means "+agents.DefaultRetainPaused.String()+" (env "+EnvRetainPaused+")")
 	}
 	if err := flags.Parse(p.Args); err != nil {
 		return ExitUsage
+	}
+	if memory {
+		if err := keep.Validate(); err != nil {
+			fmt.Fprintf(p.Stderr, "run retention: %v\n", err)
+			return ExitUsage
+		}
 	}
 	if opts.Files == nil || *dir != "" {
 		// The files are on disk: in the directory given, or the
@@ -207,14 +239,20 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	if err != nil {
 		return err
 	}
+	var aliases []service.Alias
+	for _, x := range desc.Service.Expose.Aliases {
+		aliases = append(aliases, service.Alias{Name: x.Alias, Fallbacks: x.Fallbacks})
+	}
 	svc, err := service.New(service.Config{
-		Agents:     a.Agents,
-		Auth:       auth,
-		Entry:      desc.Service.Entry,
-		Gateway:    a.Gateway,
-		Listen:     listen,
-		Logger:     logger,
-		Retrievers: searchers,
+		Agents:      a.Agents,
+		Aliases:     aliases,
+		AliasBudget: desc.Service.Expose.Budget,
+		Auth:        auth,
+		Entry:       desc.Service.Entry,
+		Gateway:     a.Gateway,
+		Listen:      listen,
+		Logger:      logger,
+		Retrievers:  searchers,
 	})
 	if err != nil {
 		return err
@@ -231,7 +269,12 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)
 	}
-	logger.Info("serving", "app", desc.Name, "version", desc.Version, "listen", listen, "addr", ln.Addr().String())
+	attrs := []any{"app", desc.Name, "version", desc.Version, "listen", listen, "addr", ln.Addr().String()}
+	if k := desc.Service.State.Kind; k == "" || k == app.StateMemory {
+		keep := desc.Service.State.Retention.WithDefaults()
+		attrs = append(attrs, slog.Group("retention", "finished", keep.Finished.String(), "max_finished", keep.MaxFinished, "paused", keep.Paused.String()))
+	}
+	logger.Info("serving", attrs...)
 	return svc.Serve(ctx, ln)
 }
 
@@ -295,6 +338,31 @@ func otelTracer(ctx context.Context, desc app.Description, lookupEnv func(string
 		return nil, shutdown, nil
 	}
 	return tp.Tracer("github.com/aidgen/aid/runtime/serve"), shutdown, nil
+}
+
+// retentionFromEnv overrides keep with the retention variables that are
+// set.
+func retentionFromEnv(keep *agents.Retention, lookupEnv func(string) (string, bool)) error {
+	for _, d := range []struct {
+		env string
+		to  *time.Duration
+	}{{EnvRetainFinished, &keep.Finished}, {EnvRetainPaused, &keep.Paused}} {
+		if v, ok := lookupEnv(d.env); ok {
+			dur, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a duration such as 30m or 168h", d.env, v)
+			}
+			*d.to = dur
+		}
+	}
+	if v, ok := lookupEnv(EnvMaxFinished); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a whole number", EnvMaxFinished, v)
+		}
+		keep.MaxFinished = n
+	}
+	return nil
 }
 
 // envOr returns the environment variable name, or def when it is unset.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -276,6 +277,15 @@ func TestRunFails(t *testing.T) {
 		{name: "unknown flag", args: []string{"-port", "8080"}, wantCode: serve.ExitUsage, wantLog: "flag provided but not defined: -port"},
 		{name: "bad log level", args: []string{"-log-level", "loud"}, wantCode: serve.ExitUsage, wantLog: "log-level"},
 		{name: "state-dsn without postgres state", args: []string{"-state-dsn", "postgres://x"}, wantCode: serve.ExitUsage, wantLog: "-state-dsn"},
+		{name: "retention env not a duration", vars: map[string]string{"AID_RETAIN_FINISHED": "an hour"}, wantCode: serve.ExitUsage, wantLog: "AID_RETAIN_FINISHED"},
+		{name: "max finished env not a number", vars: map[string]string{"AID_MAX_FINISHED": "many"}, wantCode: serve.ExitUsage, wantLog: "AID_MAX_FINISHED"},
+		{name: "negative retention", args: []string{"-retain-paused", "-1h"}, wantCode: serve.ExitUsage, wantLog: "retention of paused runs -1h0m0s is negative"},
+		{name: "retention with postgres state",
+			desc: func(d app.Description) app.Description {
+				d.Service.State = app.State{Kind: app.StatePostgres, DSNEnv: "DESK_DSN"}
+				return d
+			},
+			args: []string{"-max-finished", "10"}, wantCode: serve.ExitUsage, wantLog: "flag provided but not defined: -max-finished"},
 		{name: "assembly fails",
 			desc: func(d app.Description) app.Description {
 				d.Agents[0].Tools = []string{"nowhere"}
@@ -300,6 +310,93 @@ func TestRunFails(t *testing.T) {
 				t.Errorf("logged serving for a service that did not start:\n%s", r.stderr)
 			}
 		})
+	}
+}
+
+// TestRunRetention checks where a memory-state service's run retention
+// comes from: each flag over its environment variable over the app file,
+// defaults for what none sets; the serving line says what won.
+func TestRunRetention(t *testing.T) {
+	docs := docsDir(t)
+	for _, c := range []struct {
+		name string
+		file agents.Retention
+		args []string
+		vars map[string]string
+		want map[string]any
+	}{
+		{name: "defaults", want: map[string]any{"finished": "1h0m0s", "max_finished": 10000.0, "paused": "168h0m0s"}},
+		{name: "app file", file: agents.Retention{Finished: time.Minute, MaxFinished: 50},
+			want: map[string]any{"finished": "1m0s", "max_finished": 50.0, "paused": "168h0m0s"}},
+		{name: "env over app file", file: agents.Retention{Finished: time.Minute, MaxFinished: 50},
+			vars: map[string]string{"AID_RETAIN_FINISHED": "2m", "AID_MAX_FINISHED": "70", "AID_RETAIN_PAUSED": "24h"},
+			want: map[string]any{"finished": "2m0s", "max_finished": 70.0, "paused": "24h0m0s"}},
+		{name: "flags over env", file: agents.Retention{Paused: time.Hour},
+			args: []string{"-retain-finished", "3m", "-max-finished", "90", "-retain-paused", "48h"},
+			vars: map[string]string{"AID_RETAIN_FINISHED": "2m", "AID_MAX_FINISHED": "70", "AID_RETAIN_PAUSED": "24h"},
+			want: map[string]any{"finished": "3m0s", "max_finished": 90.0, "paused": "48h0m0s"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			desc := desk(docs)
+			desc.Service.State.Retention = c.file
+			r := start(t, desc, serve.Options{}, c.args, c.vars)
+			line := r.serving(t)
+			if got := line["retention"]; !reflect.DeepEqual(got, c.want) {
+				t.Errorf("retention %v, want %v", got, c.want)
+			}
+			if code := r.stop(t); code != serve.ExitOK {
+				t.Errorf("exit code %d, want 0", code)
+			}
+		})
+	}
+}
+
+// TestRunExposesAliases: the app file's exposed aliases are served
+// directly and listed beside the agents, and the budget it names is
+// charged.
+func TestRunExposesAliases(t *testing.T) {
+	desc := desk(docsDir(t))
+	desc.Budgets = []gateway.Budget{{Name: "gw", MaxUSD: 1, Scope: gateway.ScopeGlobal}}
+	desc.Models[0].Spec.Cost = gateway.CostProfile{InputPer1kUSD: 0.001}
+	desc.Service.Expose = app.Expose{Aliases: []app.ExposedAlias{{Alias: "m"}}, Budget: "gw"}
+	r := start(t, desc, serve.Options{}, nil, nil)
+	addr := r.serving(t)["addr"].(string)
+	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hello"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cc struct {
+		Model   string `json:"model"`
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+		Aid struct{ Alias string } `json:"aid"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&cc); err != nil || resp.StatusCode != 200 || cc.Model != "fake-1" || cc.Aid.Alias != "m" || len(cc.Choices) != 1 {
+		t.Errorf("direct call: %d %+v %v", resp.StatusCode, cc, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `aid_budget_calls{budget="gw",scope="global"} 1`) || !strings.Contains(string(b), `aid_alias_requests_total{alias="m",code="200"} 1`) {
+		t.Errorf("metrics after a direct call:\n%s", b)
+	}
+	resp, err = http.Get("http://" + addr + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"id":"desk"`) || !strings.Contains(string(b), `"id":"m"`) {
+		t.Errorf("models: %s", b)
+	}
+	if code := r.stop(t); code != serve.ExitOK {
+		t.Errorf("exit code %d", code)
 	}
 }
 

@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +33,13 @@ const upstreamCompletion = `{"id":"chatcmpl-1","object":"chat.completion","creat
 
 const benchBody = `{"model":"bench","messages":[{"role":"user","content":"What is the capital of France?"}]}`
 
+// benchBodies are the chat completions the CPU benchmarks send: through the
+// agent, and the same conversation straight to the exposed alias.
+var benchBodies = map[string]string{
+	"agent": benchBody,
+	"alias": `{"model":"small","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
+}
+
 // benchStack is a service in front of an openai-compatible mock upstream
 // with no latency, both on loopback.
 type benchStack struct {
@@ -48,7 +57,19 @@ func newBenchStack(b *testing.B) benchStack {
 	b.Cleanup(upstream.Close)
 	transport := &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
 	b.Cleanup(transport.CloseIdleConnections)
-	p, err := openaicompat.New(openaicompat.Config{BaseURL: upstream.URL, HTTPClient: &http.Client{Transport: transport}})
+	front := httptest.NewServer(newBenchService(b, &http.Client{Transport: transport}, upstream.URL))
+	b.Cleanup(front.Close)
+	ct := &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
+	b.Cleanup(ct.CloseIdleConnections)
+	return benchStack{upstream: upstream, svc: front, client: &http.Client{Transport: ct}}
+}
+
+// newBenchService is the service of the benchmarks: one agent without
+// tools, on an openai-compatible provider at baseURL reached through hc,
+// charging a global budget, logging a line per request as in production.
+func newBenchService(b *testing.B, hc *http.Client, baseURL string) *service.Service {
+	b.Helper()
+	p, err := openaicompat.New(openaicompat.Config{BaseURL: baseURL, HTTPClient: hc})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,21 +91,23 @@ func newBenchStack(b *testing.B) benchStack {
 	}
 	svc, err := service.New(service.Config{
 		Gateway: gw, Agents: rt, Auth: service.Auth{Kind: service.AuthBearer, Tokens: []string{token}},
+		Aliases: []service.Alias{{Name: "small"}}, AliasBudget: "bench",
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), // a log line per request, as in production
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	front := httptest.NewServer(svc)
-	b.Cleanup(front.Close)
-	ct := &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
-	b.Cleanup(ct.CloseIdleConnections)
-	return benchStack{upstream: upstream, svc: front, client: &http.Client{Transport: ct}}
+	return svc
 }
 
 // post sends benchBody and returns how long the answer took.
 func (s benchStack) post(b *testing.B, url string, auth bool) time.Duration {
-	req, err := http.NewRequest("POST", url, strings.NewReader(benchBody))
+	return s.postBody(b, url, benchBody, auth)
+}
+
+// postBody sends body and returns how long the answer took.
+func (s benchStack) postBody(b *testing.B, url, body string, auth bool) time.Duration {
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -97,11 +120,11 @@ func (s benchStack) post(b *testing.B, url string, auth bool) time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	d := time.Since(start)
-	if err != nil || resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"Paris"`)) {
-		b.Fatalf("%s: %d %s %v", url, resp.StatusCode, body, err)
+	if err != nil || resp.StatusCode != 200 || !bytes.Contains(answer, []byte(`"Paris"`)) {
+		b.Fatalf("%s: %d %s %v", url, resp.StatusCode, answer, err)
 	}
 	return d
 }
@@ -126,6 +149,122 @@ func BenchmarkAddedLatency(b *testing.B) {
 	slices.Sort(diffs)
 	b.ReportMetric(quantile(diffs, 0.5), "p50-added-ms")
 	b.ReportMetric(quantile(diffs, 0.99), "p99-added-ms")
+}
+
+// BenchmarkServiceCPU measures the CPU the service spends per chat
+// completion through an agent without tools, in process. Each iteration
+// sends 50 requests straight to the zero-latency mock upstream, then the
+// same 50 through the service (which calls the same upstream through the
+// openai-compatible adapter), and reads the process's CPU time (getrusage:
+// user and system, every goroutine and the garbage collector) around each
+// block. The direct block costs the benchmark's client and the mock; the
+// service block costs them and the service, so the difference per request
+// is the service's server side, its handler and its own client of the
+// upstream. Profile it with -cpuprofile: the mock and the benchmark's
+// client are in the profile too, under net/http's client and the
+// upstream's handler.
+func BenchmarkServiceCPU(b *testing.B) {
+	for _, kind := range []string{"agent", "alias"} {
+		b.Run(kind, func(b *testing.B) { benchServiceCPU(b, benchBodies[kind]) })
+	}
+}
+
+func benchServiceCPU(b *testing.B, body string) {
+	const block = 50
+	s := newBenchStack(b)
+	for range 500 { // warm connections and caches
+		s.post(b, s.upstream.URL+"/chat/completions", false)
+		s.postBody(b, s.svc.URL+"/v1/chat/completions", body, true)
+	}
+	type cost struct {
+		cpu            time.Duration
+		allocs, nbytes uint64
+	}
+	var ms runtime.MemStats
+	measure := func(url, body string, auth bool, c *cost) {
+		runtime.ReadMemStats(&ms)
+		allocs, nbytes := ms.Mallocs, ms.TotalAlloc
+		before := cpuTime(b)
+		for range block {
+			s.postBody(b, url, body, auth)
+		}
+		c.cpu += cpuTime(b) - before
+		runtime.ReadMemStats(&ms)
+		c.allocs += ms.Mallocs - allocs
+		c.nbytes += ms.TotalAlloc - nbytes
+	}
+	var direct, through cost
+	n := 0
+	for b.Loop() {
+		measure(s.upstream.URL+"/chat/completions", benchBody, false, &direct)
+		measure(s.svc.URL+"/v1/chat/completions", body, true, &through)
+		n += block
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(n) / 1e3 }
+	b.ReportMetric(us(direct.cpu), "direct-cpu-µs/req")
+	b.ReportMetric(us(through.cpu), "through-cpu-µs/req")
+	b.ReportMetric(us(through.cpu-direct.cpu), "service-cpu-µs/req")
+	b.ReportMetric(float64(through.allocs-direct.allocs)/float64(n), "service-allocs/req")
+	b.ReportMetric(float64(through.nbytes-direct.nbytes)/float64(n), "service-B/req")
+}
+
+// cpuTime returns the process's user and system CPU time.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Skipf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cannedUpstream answers every request with upstreamCompletion, in
+// memory: the upstream of BenchmarkHandler, which costs next to nothing.
+type cannedUpstream struct{}
+
+func (cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_ = r.Body.Close()
+	}
+	return &http.Response{
+		StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:  http.Header{"Content-Type": {"application/json"}},
+		Body:    io.NopCloser(strings.NewReader(upstreamCompletion)),
+		Request: r, ContentLength: int64(len(upstreamCompletion)),
+	}, nil
+}
+
+// BenchmarkHandler is the service's own work on a chat completion through
+// an agent without tools, without the network: the request is handed to
+// the handler in memory and the openai-compatible adapter's HTTP client
+// answers from memory. What it reports is the handler (auth, decoding, the
+// run and its records, the gateway and its ledger, the adapter's encoding
+// and decoding, the answer, the log line and the metrics); the HTTP server
+// and the sockets come on top (BenchmarkServiceCPU).
+func BenchmarkHandler(b *testing.B) {
+	for _, kind := range []string{"agent", "alias"} {
+		b.Run(kind, func(b *testing.B) { benchHandler(b, benchBodies[kind]) })
+	}
+}
+
+func benchHandler(b *testing.B, payload string) {
+	h := newBenchService(b, &http.Client{Transport: cannedUpstream{}}, "http://upstream.invalid/v1")
+	body := []byte(payload)
+	b.ReportAllocs()
+	start := cpuTime(b)
+	for b.Loop() {
+		req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+	// On a shared machine the wall time per operation says how often the
+	// process ran; its CPU time says what the handler costs.
+	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N)/1e3, "cpu-µs/op")
 }
 
 // quantile reads a quantile of sorted values (nearest rank).

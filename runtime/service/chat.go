@@ -26,6 +26,7 @@ type chatRequest struct {
 	Functions      json.RawMessage `json:"functions"`
 	ToolChoice     json.RawMessage `json:"tool_choice"`
 	ResponseFormat json.RawMessage `json:"response_format"`
+	directFields
 }
 
 // present reports whether a raw field was sent with a value.
@@ -109,6 +110,9 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 	if err := decodeBody(r, &req, false); err != nil {
 		return err
 	}
+	if a, ok := s.direct[req.Model]; ok {
+		return s.directChat(w, r, &req, a)
+	}
 	if err := req.check(); err != nil {
 		return err
 	}
@@ -119,7 +123,7 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 		}
 		agent = s.cfg.Entry
 	}
-	history, ignored, err := toHistory("messages", req.Messages[:len(req.Messages)-1])
+	history, ignored, err := toHistory("messages", req.Messages[:len(req.Messages)-1], false)
 	if err != nil {
 		return err
 	}
@@ -285,12 +289,14 @@ type modelObject struct {
 	OwnedBy string `json:"owned_by"`
 }
 
+// listModels lists the agents, then the exposed aliases.
 func (s *Service) listModels(w http.ResponseWriter, _ *http.Request) error {
 	names := s.cfg.Agents.Agents()
-	data := make([]modelObject, len(names))
+	data := make([]modelObject, len(names), len(names)+len(s.cfg.Aliases))
 	for i, n := range names {
 		data[i] = modelObject{ID: n, Object: "model", OwnedBy: "aid"}
 	}
+	data = append(data, s.aliasModels()...)
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 	return nil
 }
@@ -303,7 +309,11 @@ func (s *Service) getModel(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
-	e := newError(http.StatusNotFound, TypeNotFound, CodeModelNotFound, fmt.Sprintf("no agent %q", name))
+	if _, ok := s.direct[name]; ok {
+		writeJSON(w, http.StatusOK, modelObject{ID: name, Object: "model", OwnedBy: "aid"})
+		return nil
+	}
+	e := newError(http.StatusNotFound, TypeNotFound, CodeModelNotFound, fmt.Sprintf("no agent or exposed alias %q", name))
 	p := "model"
 	e.Param = &p
 	return e

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
@@ -124,6 +125,19 @@ type Config struct {
 	// Entry is the agent a chat completion with an empty model runs; empty
 	// means such a request is refused.
 	Entry string
+	// Aliases are the gateway aliases served directly at
+	// /v1/chat/completions, as an LLM gateway: a request whose model is
+	// one goes straight through the gateway (pinned model, fallbacks,
+	// budget, pricing, ledger, tracing), with no run and no agent. Each
+	// must be a chat alias of Gateway, listed once, and not the name of an
+	// agent.
+	Aliases []Alias
+	// AliasBudget names the budget of Gateway that every direct call
+	// charges: a run-scoped budget per request, a thread-scoped one per
+	// X-Aid-Thread-Id (a request without one is its own thread), a global
+	// one across requests. Empty means direct calls are capped by no
+	// budget (they are still priced and recorded).
+	AliasBudget string
 	// Auth says how callers authenticate; required.
 	Auth Auth
 	// Listen is the address ListenAndServe listens on, such as
@@ -140,6 +154,15 @@ type Config struct {
 	Registry *prometheus.Registry
 	// ReadyChecks are called by /readyz, besides the run store.
 	ReadyChecks []ReadyCheck
+}
+
+// Alias is an alias a service serves directly.
+type Alias struct {
+	// Name is the gateway alias, which requests name as their model.
+	Name string
+	// Fallbacks are the aliases tried in order when a call on Name fails
+	// with an error that may fall back (gateway.WithFallbacks).
+	Fallbacks []string
 }
 
 // InsecureListenError reports a service without authentication asked to
@@ -185,6 +208,7 @@ func (cfg *Config) check() ([][sha256.Size]byte, error) {
 			errs = append(errs, &ConfigError{Field: "Entry", Problem: fmt.Sprintf("agent %q is not in the runtime %v", cfg.Entry, cfg.Agents.Agents())})
 		}
 	}
+	errs = append(errs, cfg.checkAliases()...)
 	for name, s := range cfg.Retrievers {
 		if s == nil {
 			errs = append(errs, &ConfigError{Field: "Retrievers", Problem: fmt.Sprintf("retriever %q is nil", name)})
@@ -221,6 +245,62 @@ func (cfg *Config) check() ([][sha256.Size]byte, error) {
 		errs = append(errs, &ConfigError{Field: "Auth.Kind", Problem: fmt.Sprintf(`unknown kind %q: want "none" or "bearer"`, cfg.Auth.Kind)})
 	}
 	return hashes, errors.Join(errs...)
+}
+
+// checkAliases checks the aliases served directly: each a chat alias of
+// the gateway, listed once, that no agent's name shadows, with fallbacks
+// that are chat aliases other than itself; and the budget they charge.
+func (cfg *Config) checkAliases() []error {
+	if cfg.Gateway == nil || (len(cfg.Aliases) == 0 && cfg.AliasBudget == "") {
+		return nil
+	}
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: "Aliases", Problem: fmt.Sprintf(format, args...)})
+	}
+	chat := func(alias string) error {
+		pm, err := cfg.Gateway.Resolve(alias)
+		if err != nil {
+			return err
+		}
+		if k := pm.Spec.Kind; k != "" && k != gateway.KindChat {
+			return fmt.Errorf("alias %q names %s model %q, not a chat model", alias, k, pm.Spec.ID)
+		}
+		return nil
+	}
+	var agentNames []string
+	if cfg.Agents != nil {
+		agentNames = cfg.Agents.Agents()
+	}
+	for i, a := range cfg.Aliases {
+		switch {
+		case slices.ContainsFunc(cfg.Aliases[:i], func(b Alias) bool { return b.Name == a.Name }):
+			fail("alias %q is listed twice", a.Name)
+			continue
+		case slices.Contains(agentNames, a.Name):
+			fail("alias %q has the name of an agent, so a request's model could not say which it means", a.Name)
+			continue
+		}
+		if err := chat(a.Name); err != nil {
+			fail("%v", err)
+		}
+		for j, f := range a.Fallbacks {
+			switch {
+			case f == a.Name || slices.Index(a.Fallbacks, f) < j:
+				fail("alias %q: fallback %q is the alias itself or listed twice", a.Name, f)
+			default:
+				if err := chat(f); err != nil {
+					fail("alias %q: fallback: %v", a.Name, err)
+				}
+			}
+		}
+	}
+	if cfg.AliasBudget != "" {
+		if _, ok := cfg.Gateway.Budget(cfg.AliasBudget); !ok {
+			errs = append(errs, &ConfigError{Field: "AliasBudget", Problem: fmt.Sprintf("budget %q is not in the gateway", cfg.AliasBudget)})
+		}
+	}
+	return errs
 }
 
 // loopbackAddr reports whether a listen address is certainly loopback: an IP

@@ -54,11 +54,7 @@ func decodeError(body []byte, err error) error {
 	case errors.As(err, &syntax):
 		return invalid(CodeInvalidJSON, "", fmt.Sprintf("request body is not valid JSON: %s (at byte %d)", syntax.Error(), syntax.Offset))
 	case errors.As(err, &typ):
-		param := jsonPath(body, typ.Offset)
-		if param == "" {
-			return invalid(CodeInvalidJSON, "", fmt.Sprintf("the request body must be %s, not %s", typeWords(typ.Type), valueWords(typ.Value)))
-		}
-		return invalid(CodeInvalidJSON, param, fmt.Sprintf("%s must be %s, not %s", param, typeWords(typ.Type), valueWords(typ.Value)))
+		return typeError("", body, typ)
 	}
 	// encoding/json reports an unknown field with an untyped error.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
@@ -66,6 +62,33 @@ func decodeError(body []byte, err error) error {
 		return invalid(CodeInvalidJSON, name, fmt.Sprintf("unknown field %q", name))
 	}
 	return invalid(CodeInvalidJSON, "", "request body is not valid JSON for this route")
+}
+
+// typeError describes a value of the wrong type in body, the value of the
+// field named field ("" for the request body itself).
+func typeError(field string, body []byte, typ *json.UnmarshalTypeError) error {
+	param := jsonPath(body, typ.Offset)
+	switch {
+	case field == "" && param == "":
+		return invalid(CodeInvalidJSON, "", fmt.Sprintf("the request body must be %s, not %s", typeWords(typ.Type), valueWords(typ.Value)))
+	case field != "" && param != "" && param[0] != '[':
+		param = field + "." + param
+	default:
+		param = field + param
+	}
+	return invalid(CodeInvalidJSON, param, fmt.Sprintf("%s must be %s, not %s", param, typeWords(typ.Type), valueWords(typ.Value)))
+}
+
+// fieldError describes an error of decoding raw, the value of the request's
+// field named field, in the same words as decodeError: the param within
+// the field and the type it must have. want says what the field must be
+// when the error names no value.
+func fieldError(field string, raw []byte, err error, want string) error {
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		return typeError(field, raw, typ)
+	}
+	return invalid(CodeInvalidRequest, field, field+" must be "+want)
 }
 
 // typeWords names a Go type as the JSON a client must send.

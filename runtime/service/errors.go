@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/aidgen/aid/runtime/agents"
@@ -172,6 +173,7 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 		badEdit     *agents.InvalidArgumentsError
 		noTool      *agents.UnknownToolError
 		unavailable *gateway.UnavailableError
+		caps        *gateway.CapabilityMismatchError
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -220,6 +222,9 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 		return invalid(CodeInvalidRequest, invalidRq.Field, invalidRq.Error())
 	case errors.As(err, &badOption):
 		return invalid(CodeInvalidRequest, badOption.Option, badOption.Error())
+	case errors.As(err, &caps):
+		// A call on an exposed alias asked for what its model cannot do.
+		return invalid(CodeUnsupportedParameter, capabilityParam(caps), caps.Error())
 	case errors.As(err, &noUser):
 		return invalid(CodeInvalidRequest, "user", fmt.Sprintf("agent %q keeps memory per user: name the user (user in chat completions, user_id in runs)", noUser.Agent))
 	case errors.Is(err, agents.ErrInterrupted):
@@ -255,6 +260,23 @@ func providerSummary(e *gateway.ProviderError) string {
 		s += " could not be reached"
 	}
 	return s
+}
+
+// capabilityParam names the request field that needs the first capability
+// a model lacks.
+func capabilityParam(e *gateway.CapabilityMismatchError) string {
+	missing := append(slices.Clone(e.MissingInModel), e.MissingInProvider...)
+	if len(missing) > 0 {
+		switch missing[0] {
+		case gateway.CapabilityTools:
+			return "tools"
+		case gateway.CapabilityJSON:
+			return "response_format"
+		case gateway.CapabilityStreaming:
+			return "stream"
+		}
+	}
+	return "model"
 }
 
 // writeJSON writes v with status.

@@ -50,6 +50,8 @@ func catalog() []gateway.PinnedModel {
 	return []gateway.PinnedModel{
 		{Alias: "large", Spec: gateway.ModelSpec{ID: "m-large", Provider: "fake", ContextWindow: 8000, MaxOutputTokens: 100, Capabilities: caps, Cost: gateway.CostProfile{InputPer1kUSD: 0.01, OutputPer1kUSD: 0.03}}},
 		{Alias: "embed", Spec: gateway.ModelSpec{ID: "m-embed", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: 64, Cost: gateway.CostProfile{InputPer1kUSD: 0.0001}}},
+		{Alias: "small", Spec: gateway.ModelSpec{ID: "m-small", Provider: "fake", ContextWindow: 8000, MaxOutputTokens: 50, Capabilities: caps, Cost: gateway.CostProfile{InputPer1kUSD: 0.001, OutputPer1kUSD: 0.002}}},
+		{Alias: "plain", Spec: gateway.ModelSpec{ID: "m-plain", Provider: "fake", ContextWindow: 8000, MaxOutputTokens: 50, Cost: gateway.CostProfile{InputPer1kUSD: 0.001, OutputPer1kUSD: 0.002}}},
 	}
 }
 

@@ -16,6 +16,7 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	added    *prometheus.HistogramVec
 	runs     *prometheus.CounterVec
+	aliases  *prometheus.CounterVec
 }
 
 // latencyBuckets reach from 100µs, where the service's own added latency
@@ -41,7 +42,11 @@ func newMetrics(reg *prometheus.Registry, gw *gateway.Gateway) (*metrics, error)
 			Help: "Runs started or resumed through the service, by the agent they ended on and their status.",
 		}, []string{"agent", "status"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, spendCollector{gw}} {
+	m.aliases = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aid_alias_requests_total",
+		Help: "Chat completions answered directly by an exposed alias, by the alias asked for and status code.",
+	}, []string{"alias", "code"})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, spendCollector{gw}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -56,6 +61,10 @@ func (m *metrics) request(route, agent string, status int, total, added time.Dur
 		added = 0
 	}
 	m.added.WithLabelValues(route, agent).Observe(added.Seconds())
+}
+
+func (m *metrics) aliasRequest(alias string, status int) {
+	m.aliases.WithLabelValues(alias, strconv.Itoa(status)).Inc()
 }
 
 func (m *metrics) run(agent string, status agents.Status) {
@@ -88,29 +97,18 @@ func (c spendCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c spendCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	sum, err := c.gw.Spend(ctx)
+	// Spend by budget costs the number of budgets, not of the runs and
+	// threads ever charged.
+	spend, err := c.gw.SpendByBudget(ctx)
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(ledgerUpDesc, prometheus.GaugeValue, 0)
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(ledgerUpDesc, prometheus.GaugeValue, 1)
-	type key struct{ budget, scope string }
-	agg := map[key]gateway.AccountSpend{}
-	var order []key
-	for _, a := range sum.ByAccount {
-		k := key{a.Account.Budget, string(a.Account.Scope)}
-		cur, ok := agg[k]
-		if !ok {
-			order = append(order, k)
-		}
-		cur.Spent = cur.Spent.Add(a.Spent)
-		cur.Calls += a.Calls
-		agg[k] = cur
-	}
-	for _, k := range order {
-		a := agg[k]
-		ch <- prometheus.MustNewConstMetric(spendUSDDesc, prometheus.CounterValue, a.Spent.USD(), k.budget, k.scope)
-		ch <- prometheus.MustNewConstMetric(spendTokensDesc, prometheus.CounterValue, float64(a.Spent.Tokens), k.budget, k.scope)
-		ch <- prometheus.MustNewConstMetric(spendCallsDesc, prometheus.CounterValue, float64(a.Calls), k.budget, k.scope)
+	for _, b := range spend {
+		scope := string(b.Scope)
+		ch <- prometheus.MustNewConstMetric(spendUSDDesc, prometheus.CounterValue, b.Spent.USD(), b.Budget, scope)
+		ch <- prometheus.MustNewConstMetric(spendTokensDesc, prometheus.CounterValue, float64(b.Spent.Tokens), b.Budget, scope)
+		ch <- prometheus.MustNewConstMetric(spendCallsDesc, prometheus.CounterValue, float64(b.Calls), b.Budget, scope)
 	}
 }

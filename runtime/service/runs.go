@@ -126,7 +126,7 @@ func (s *Service) startRun(w http.ResponseWriter, r *http.Request) error {
 	if strings.TrimSpace(req.Input) == "" {
 		return invalid(CodeInvalidRequest, "input", "input is required")
 	}
-	history, _, err := toHistory("history", req.History)
+	history, _, err := toHistory("history", req.History, false)
 	if err != nil {
 		return err
 	}
@@ -408,7 +408,11 @@ func (s *Service) search(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx := r.Context()
 	if s.cfg.SearchBudget != "" {
-		ctx = gateway.ContextWithBudget(ctx, s.cfg.SearchBudget, info(r).id)
+		// The request is the scope of a run- or thread-scoped budget: its
+		// account closes with it.
+		key := info(r).id
+		ctx = gateway.ContextWithBudget(ctx, s.cfg.SearchBudget, key)
+		defer s.endScopes(ctx, key)
 	}
 	hits, err := searcher.Search(ctx, req.Query, req.K)
 	if err != nil {
@@ -486,4 +490,13 @@ func (s *sse) close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+}
+
+// endScopes closes the budget accounts keyed by a request that was its own
+// run and thread, once it is answered.
+func (s *Service) endScopes(ctx context.Context, key string) {
+	err := errors.Join(s.cfg.Gateway.EndScope(ctx, gateway.ScopeRun, key), s.cfg.Gateway.EndScope(ctx, gateway.ScopeThread, key))
+	if err != nil {
+		s.logger.WarnContext(ctx, "closing the request's budget accounts failed", "request_id", key, "err", err)
+	}
 }

@@ -385,14 +385,19 @@ func TestRetrievalBackedAnswerAndSearchEndpoint(t *testing.T) {
 	if err := json.Unmarshal(body, &res); err != nil || status != 200 || len(res.Data) != 1 || res.Data[0].Source != "docs/refunds.md" || res.Data[0].Text == "" {
 		t.Fatalf("search: %d %s", status, body)
 	}
-	// The query's embedding was charged to the search budget.
+	// The query's embedding was charged to the search budget, under the
+	// request's account, which closed with the request.
 	after := e.spend(t)
-	charged := false
-	for _, a := range after.ByAccount {
-		charged = charged || a.Account.Budget == "search" && a.Spent.Tokens > 0
+	byBudget, err := e.gw.SpendByBudget(t.Context())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if after.Calls != before.Calls+1 || !charged {
-		t.Errorf("ledger before %+v after %+v", before, after)
+	charged := false
+	for _, b := range byBudget {
+		charged = charged || b.Budget == "search" && b.Spent.Tokens > 0
+	}
+	if after.Calls != before.Calls+1 || !charged || len(after.ByAccount) != 0 {
+		t.Errorf("ledger before %+v after %+v, by budget %+v", before, after, byBudget)
 	}
 
 	status, _, body = e.do(t, "POST", "/v1/agents/triage/runs", `{"input":"Can I return my blender?"}`)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -31,6 +32,10 @@ type Service struct {
 	logger  *slog.Logger
 	mux     *http.ServeMux
 	metrics *metrics
+	// direct are the exposed aliases by name, and aliasScope the scope of
+	// the budget their calls charge.
+	direct     map[string]*directAlias
+	aliasScope gateway.Scope
 	// base is the parent of every request's context; cancelled with the
 	// cause agents.ErrInterrupted when the drain timeout expires, so that
 	// runs still going stop and stay recoverable rather than fail.
@@ -58,6 +63,10 @@ func New(cfg Config) (*Service, error) {
 	if s.metrics, err = newMetrics(reg, cfg.Gateway); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
+	s.direct = newDirect(&cfg)
+	if b, ok := cfg.Gateway.Budget(cfg.AliasBudget); ok {
+		s.aliasScope = b.Scope
+	}
 	s.base, s.cancel = context.WithCancelCause(context.Background())
 	s.mux = http.NewServeMux()
 	s.route("POST /v1/chat/completions", s.chatCompletions)
@@ -70,27 +79,22 @@ func New(cfg Config) (*Service, error) {
 	s.route("GET /v1/runs/{id}/events", s.runEvents)
 	s.route("GET /v1/runs/{id}", s.getRun)
 	s.route("POST /v1/retrievers/{name}/search", s.search)
-	s.mux.Handle("GET /metrics", s.observe(s.authenticate(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))))
-	s.mux.Handle("GET /healthz", s.observe(http.HandlerFunc(s.healthz)))
-	s.mux.Handle("GET /readyz", s.observe(http.HandlerFunc(s.readyz)))
-	s.mux.Handle("/", s.observe(http.HandlerFunc(s.notFound)))
+	s.mux.Handle("GET /metrics", s.observe(0, s.authenticate(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))))
+	s.mux.Handle("GET /healthz", s.observe(0, http.HandlerFunc(s.healthz)))
+	s.mux.Handle("GET /readyz", s.observe(0, http.HandlerFunc(s.readyz)))
+	s.mux.Handle("/", s.observe(0, http.HandlerFunc(s.notFound)))
 	return s, nil
 }
 
 // route mounts an API handler behind authentication, the body limit and the
 // request timeout.
 func (s *Service) route(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
-	s.mux.Handle(pattern, s.observe(s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.mux.Handle(pattern, s.observe(s.limits.RequestTimeout, s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.draining.Load() {
 			w.Header().Set("Connection", "close")
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.limits.MaxBodyBytes)
-		// A run cut by the request timeout ends timed_out, with its partial
-		// result, and can be continued; the cause says so to the runtime.
-		ctx, cancel := context.WithTimeoutCause(r.Context(), s.limits.RequestTimeout,
-			&agents.TimeoutError{Scope: agents.TimeoutDeadline, Timeout: s.limits.RequestTimeout})
-		defer cancel()
-		if err := h(w, r.WithContext(ctx)); err != nil {
+		if err := h(w, r); err != nil {
 			info(r).err = writeError(w, err, nil)
 		}
 	}))))
@@ -105,6 +109,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type reqInfo struct {
 	id    string
 	agent string
+	alias string // the exposed alias a chat completion named
 	runID string
 	err   *apiError
 	clock waitClock
@@ -144,14 +149,24 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // observe logs and measures every request; the route label is the pattern
 // that matched, never the raw path, so that ids do not explode the series.
-func (s *Service) observe(next http.Handler) http.Handler {
+// A timeout other than zero bounds the request's work (Limits.RequestTimeout
+// of the API routes); the request's information and its deadline share one
+// copy of the request.
+func (s *Service) observe(timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.inflight.Add(1)
 		defer s.inflight.Done()
 		start := time.Now()
 		ri := &reqInfo{id: newRequestID()}
 		ctx := context.WithValue(r.Context(), infoKey{}, ri)
-		ctx = withWaitClock(ctx, &ri.clock)
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			// A run cut by the request timeout ends timed_out, with its
+			// partial result, and can be continued; the cause says so to
+			// the runtime.
+			ctx, cancel = context.WithTimeoutCause(ctx, timeout, &agents.TimeoutError{Scope: agents.TimeoutDeadline, Timeout: timeout})
+			defer cancel()
+		}
 		sw := &statusWriter{ResponseWriter: w}
 		sw.Header().Set("X-Request-Id", ri.id)
 		r = r.WithContext(ctx)
@@ -167,12 +182,18 @@ func (s *Service) observe(next http.Handler) http.Handler {
 		}
 		waited := ri.clock.total()
 		s.metrics.request(route, ri.agent, status, total, total-waited)
+		if ri.alias != "" {
+			s.metrics.aliasRequest(ri.alias, status)
+		}
 		attrs := []slog.Attr{
 			slog.String("request_id", ri.id), slog.String("method", r.Method), slog.String("route", route),
 			slog.Int("status", status), slog.Duration("duration", total), slog.Duration("waited", waited),
 		}
 		if ri.agent != "" {
 			attrs = append(attrs, slog.String("agent", ri.agent))
+		}
+		if ri.alias != "" {
+			attrs = append(attrs, slog.String("alias", ri.alias))
 		}
 		if ri.runID != "" {
 			attrs = append(attrs, slog.String("run_id", ri.runID))

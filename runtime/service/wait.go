@@ -27,16 +27,14 @@ type waitClock struct {
 	emit func(event string, data any)
 }
 
-type waitKey struct{}
-
-// withWaitClock returns a context carrying c.
-func withWaitClock(ctx context.Context, c *waitClock) context.Context {
-	return context.WithValue(ctx, waitKey{}, c)
-}
-
+// waitClockFrom returns the clock of the request ctx belongs to: it is
+// part of the request's reqInfo, so that a request carries one context
+// value, not two.
 func waitClockFrom(ctx context.Context) *waitClock {
-	c, _ := ctx.Value(waitKey{}).(*waitClock)
-	return c
+	if ri, ok := ctx.Value(infoKey{}).(*reqInfo); ok {
+		return &ri.clock
+	}
+	return nil
 }
 
 // begin opens a wait; the returned func closes it.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/aidgen/aid/runtime/agents"
@@ -138,18 +139,23 @@ func toOutMessages(msgs []gateway.Message) []outMessage {
 
 // toHistory maps client messages to a thread: user, assistant and tool
 // messages in order; system and developer messages are counted and left out
-// (the agent's instructions are the system prompt). param names the field
-// for errors. The thread must be one an OpenAI model accepts: a tool
-// message answers a call of the assistant message before it, once, and
+// (the agent's instructions are the system prompt), unless system says to
+// keep them, as system messages (a call straight to an alias). param names
+// the field for errors. The thread must be one an OpenAI model accepts: a
+// tool message answers a call of the assistant message before it, once, and
 // every call of an assistant message is answered before the next user or
 // assistant message, or the end of the history (the run's input follows
 // it). Otherwise the provider would refuse the run's first call.
-func toHistory(param string, msgs []wireMessage) (history []gateway.Message, ignored int, err error) {
+func toHistory(param string, msgs []wireMessage, system bool) (history []gateway.Message, ignored int, err error) {
+	if len(msgs) > 0 {
+		history = make([]gateway.Message, 0, len(msgs))
+	}
 	var calls toolCalls
 	for i, m := range msgs {
-		at := fmt.Sprintf("%s[%d]", param, i)
-		if err := m.Content.check(at); err != nil {
-			return nil, 0, err
+		// The field's name is built only for an error.
+		at := func() string { return param + "[" + strconv.Itoa(i) + "]" }
+		if m.Content.refused != "" {
+			return nil, 0, m.Content.check(at())
 		}
 		if m.Role == "user" || m.Role == "assistant" {
 			if err := calls.done(param); err != nil {
@@ -158,10 +164,14 @@ func toHistory(param string, msgs []wireMessage) (history []gateway.Message, ign
 		}
 		switch m.Role {
 		case "system", "developer":
+			if system {
+				history = append(history, gateway.Message{Role: gateway.RoleSystem, Content: m.Content.text, Name: m.Name})
+				continue
+			}
 			ignored++
 		case "user":
 			if !m.Content.set {
-				return nil, 0, invalid(CodeInvalidRequest, at+".content", "a user message needs content")
+				return nil, 0, invalid(CodeInvalidRequest, at()+".content", "a user message needs content")
 			}
 			history = append(history, gateway.Message{Role: gateway.RoleUser, Content: m.Content.text, Name: m.Name})
 		case "assistant":
@@ -169,10 +179,10 @@ func toHistory(param string, msgs []wireMessage) (history []gateway.Message, ign
 			calls = toolCalls{at: i}
 			for j, c := range m.ToolCalls {
 				if c.ID == "" || c.Function.Name == "" {
-					return nil, 0, invalid(CodeInvalidRequest, fmt.Sprintf("%s.tool_calls[%d]", at, j), "a tool call needs an id and a function name")
+					return nil, 0, invalid(CodeInvalidRequest, fmt.Sprintf("%s.tool_calls[%d]", at(), j), "a tool call needs an id and a function name")
 				}
 				if slices.Contains(calls.ids, c.ID) {
-					return nil, 0, invalid(CodeInvalidRequest, fmt.Sprintf("%s.tool_calls[%d]", at, j), fmt.Sprintf("tool call id %q appears twice in this message", c.ID))
+					return nil, 0, invalid(CodeInvalidRequest, fmt.Sprintf("%s.tool_calls[%d]", at(), j), fmt.Sprintf("tool call id %q appears twice in this message", c.ID))
 				}
 				calls.ids = append(calls.ids, c.ID)
 				args := c.Function.Arguments
@@ -180,29 +190,29 @@ func toHistory(param string, msgs []wireMessage) (history []gateway.Message, ign
 					args = "{}"
 				}
 				if !json.Valid([]byte(args)) {
-					return nil, 0, invalid(CodeInvalidRequest, fmt.Sprintf("%s.tool_calls[%d].function.arguments", at, j), "tool call arguments must be a JSON document")
+					return nil, 0, invalid(CodeInvalidRequest, fmt.Sprintf("%s.tool_calls[%d].function.arguments", at(), j), "tool call arguments must be a JSON document")
 				}
 				gm.ToolCalls = append(gm.ToolCalls, gateway.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: json.RawMessage(args)})
 			}
 			if !m.Content.set && len(gm.ToolCalls) == 0 {
-				return nil, 0, invalid(CodeInvalidRequest, at+".content", "an assistant message needs content or tool calls")
+				return nil, 0, invalid(CodeInvalidRequest, at()+".content", "an assistant message needs content or tool calls")
 			}
 			history = append(history, gm)
 		case "tool":
 			if m.ToolCallID == "" {
-				return nil, 0, invalid(CodeInvalidRequest, at+".tool_call_id", "a tool message needs the id of the call it answers")
+				return nil, 0, invalid(CodeInvalidRequest, at()+".tool_call_id", "a tool message needs the id of the call it answers")
 			}
 			if !m.Content.set {
-				return nil, 0, invalid(CodeInvalidRequest, at+".content", "a tool message needs content: the call's result")
+				return nil, 0, invalid(CodeInvalidRequest, at()+".content", "a tool message needs content: the call's result")
 			}
-			if err := calls.answer(at, m.ToolCallID, param); err != nil {
+			if err := calls.answer(at(), m.ToolCallID, param); err != nil {
 				return nil, 0, err
 			}
 			history = append(history, gateway.Message{Role: gateway.RoleTool, Content: m.Content.text, ToolCallID: m.ToolCallID, Name: m.Name})
 		case "":
-			return nil, 0, invalid(CodeInvalidRequest, at+".role", "a message needs a role")
+			return nil, 0, invalid(CodeInvalidRequest, at()+".role", "a message needs a role")
 		default:
-			return nil, 0, invalid(CodeInvalidRequest, at+".role", fmt.Sprintf("role %q is not supported: use system, developer, user, assistant or tool", m.Role))
+			return nil, 0, invalid(CodeInvalidRequest, at()+".role", fmt.Sprintf("role %q is not supported: use system, developer, user, assistant or tool", m.Role))
 		}
 	}
 	if err := calls.done(param); err != nil {

@@ -26,6 +26,42 @@ func Run(t *testing.T, newLedger func(t *testing.T) gateway.Ledger) {
 	t.Run("ConcurrentExactFill", func(t *testing.T) { testConcurrentExact(t, newLedger(t)) })
 	t.Run("ConcurrentMixed", func(t *testing.T) { testConcurrentMixed(t, newLedger(t)) })
 	t.Run("GatewayConcurrency", func(t *testing.T) { testGateway(t, newLedger(t)) })
+	t.Run("ClosedAccountsKeepTheTotals", func(t *testing.T) { testCloseAccounts(t, newLedger(t)) })
+}
+
+// testCloseAccounts checks that spend by budget sums every key of a budget
+// and scope, and that closing accounts (a run that ended), even one with a
+// call in flight, changes no total: the call settles and is counted.
+func testCloseAccounts(t *testing.T, l gateway.Ledger) {
+	ctx := t.Context()
+	org := gateway.Account{Budget: "org", Scope: gateway.ScopeGlobal}
+	for i, key := range []string{"r1", "r2", "r3"} {
+		id := fmt.Sprint("k", i)
+		must(t, l.Reserve(ctx, res(id, 4000, 10, limit(run(key), 10_000, 0), limit(org, 1_000_000, 0))))
+		if key != "r3" {
+			must(t, l.Settle(ctx, id, gateway.Amount{NanoUSD: 1000, Tokens: 5, CachedInputTokens: 1}))
+		}
+	}
+	must(t, l.CloseAccounts(ctx, []gateway.Account{run("r1"), run("r3"), run("never-charged")}))
+	must(t, l.Settle(ctx, "k2", gateway.Amount{NanoUSD: 1000, Tokens: 5, CachedInputTokens: 1}))
+	must(t, l.CloseAccounts(ctx, []gateway.Account{run("r2")}))
+	got, err := l.SpendByBudget(ctx)
+	must(t, err)
+	spent := gateway.Amount{NanoUSD: 3000, Tokens: 15, CachedInputTokens: 3}
+	want := []gateway.BudgetSpend{
+		{Budget: "nightly", Scope: gateway.ScopeRun, Spent: spent, Calls: 3},
+		{Budget: "org", Scope: gateway.ScopeGlobal, Spent: spent, Calls: 3},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("spend by budget (-want +got):\n%s", diff)
+	}
+	s := summary(t, l)
+	if s.Total != spent || s.Calls != 3 {
+		t.Errorf("summary total %+v over %d calls, want %+v over 3", s.Total, s.Calls, spent)
+	}
+	if got := account(t, l, org); got.Spent != spent || got.Calls != 3 {
+		t.Errorf("the global account changed when run accounts closed: %+v", got)
+	}
 }
 
 func run(key string) gateway.Account {

@@ -1,6 +1,7 @@
 package openaicompat
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"syscall"
@@ -17,7 +19,6 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
-	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/aidgen/aid/runtime/gateway"
 )
@@ -62,6 +63,15 @@ type Provider struct {
 	timeout time.Duration
 	batch   int
 	cfg     Config
+	// The non-streaming chat call is made with net/http directly (see
+	// wire.go): hc is the configured client refusing redirects to another
+	// origin, rt its transport when a request may skip the client (see
+	// send), chatURL the endpoint, auth the Authorization header's value
+	// (nil without a key).
+	hc      *http.Client
+	rt      http.RoundTripper
+	chatURL *url.URL
+	auth    []string
 }
 
 // New builds a provider. It fails when APIKeyEnv names a variable that is not
@@ -95,6 +105,33 @@ func New(cfg Config) (*Provider, error) {
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{Transport: http.DefaultTransport}
+	}
+	base, err := url.Parse(cfg.BaseURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("openaicompat: base URL %q is not an http or https URL", cfg.BaseURL)
+	}
+	if !strings.HasSuffix(base.Path, "/") {
+		base.Path += "/"
+	}
+	p.chatURL = base.JoinPath("chat/completions")
+	// A redirect to another origin is answered as an error, as openai-go's
+	// client answers one: the key must not follow it there.
+	direct := *hc
+	direct.CheckRedirect = func(r *http.Request, via []*http.Request) error {
+		if len(via) >= 10 || r.URL.Scheme != base.Scheme || r.URL.Host != base.Host {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	p.hc = &direct
+	if hc.Jar == nil && hc.Timeout == 0 && hc.CheckRedirect == nil {
+		p.rt = hc.Transport
+		if p.rt == nil {
+			p.rt = http.DefaultTransport
+		}
+	}
+	if key != "" {
+		p.auth = []string{"Bearer " + key}
 	}
 	p.client = openai.NewClient(
 		option.WithBaseURL(cfg.BaseURL),
@@ -131,35 +168,115 @@ func (p *Provider) Capabilities() []gateway.Capability {
 
 // Generate implements gateway.Provider.
 func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (gateway.Response, error) {
-	params, err := p.params(model, req)
+	body, err := p.chatBody(model, req, false)
 	if err != nil {
 		return gateway.Response{}, p.fail(model, err, false)
 	}
+	defer putBody(body)
 	actx, cancel := context.WithTimeoutCause(ctx, p.timeout, errAttemptTimeout)
 	defer cancel()
-	actx, answer := withCapture(actx)
-	cc, err := p.client.Chat.Completions.New(actx, params)
+	res, err := p.send(actx, body.Bytes())
 	if err != nil {
-		return gateway.Response{}, p.classify(ctx, actx, model, err, answer)
+		return gateway.Response{}, p.classify(ctx, actx, model, err, nil)
+	}
+	defer res.Body.Close()
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+		return gateway.Response{}, p.classify(ctx, actx, model, errErrorStatus, &errorAnswer{status: res.StatusCode, header: res.Header, body: b})
+	}
+	answer := bodyPool.Get().(*bytes.Buffer)
+	defer putBody(answer)
+	if _, err := answer.ReadFrom(io.LimitReader(res.Body, maxAnswerBody+1)); err != nil {
+		return gateway.Response{}, p.classify(ctx, actx, model, err, nil)
+	}
+	if answer.Len() > maxAnswerBody {
+		return gateway.Response{}, p.fail(model, fmt.Errorf("answer is longer than %d bytes", maxAnswerBody), false)
+	}
+	cc, err := decodeAnswer(answer.Bytes())
+	if err != nil {
+		return gateway.Response{}, p.classify(ctx, actx, model, fmt.Errorf("error parsing response json: %w", err), nil)
 	}
 	if len(cc.Choices) == 0 {
 		return gateway.Response{}, p.fail(model, errors.New("answer has no choices"), false)
 	}
-	ch := cc.Choices[0]
+	ch := &cc.Choices[0]
 	resp := gateway.Response{
 		Text:         ch.Message.Content,
 		FinishReason: gateway.FinishReason(p.red.String(ch.FinishReason)),
 		Model:        p.red.String(cc.Model),
-		Usage:        usage(&cc.Usage),
+		Usage:        cc.Usage.usage(),
 	}
-	for _, tc := range ch.Message.ToolCalls {
-		if tc.Type != "" && tc.Type != "function" {
-			return gateway.Response{}, p.fail(model, fmt.Errorf("answer has a %q tool call, which the gateway cannot represent", tc.Type), false)
+	if len(ch.Message.ToolCalls) > 0 {
+		resp.ToolCalls = make([]gateway.ToolCall, len(ch.Message.ToolCalls))
+		for i, tc := range ch.Message.ToolCalls {
+			if tc.Type != "" && tc.Type != "function" {
+				return gateway.Response{}, p.fail(model, fmt.Errorf("answer has a %q tool call, which the gateway cannot represent", tc.Type), false)
+			}
+			resp.ToolCalls[i] = gateway.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: json.RawMessage(tc.Function.Arguments)}
 		}
-		resp.ToolCalls = append(resp.ToolCalls, gateway.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: json.RawMessage(tc.Function.Arguments)})
 	}
 	return resp, nil
 }
+
+// send POSTs a chat request. Through a client that only sends (no cookie
+// jar, no timeout, no redirect policy of its own) it is handed to the
+// transport directly: http.Client copies every request's headers for the
+// redirects it might follow, which costs more than the rest of the send.
+// A redirect that keeps the method (307, 308) within the origin is then
+// followed here, as the client would; any other is the answer.
+func (p *Provider) send(ctx context.Context, body []byte) (*http.Response, error) {
+	u := *p.chatURL
+	req := (&http.Request{
+		Method: http.MethodPost, URL: &u, Host: u.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        make(http.Header, 4),
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		GetBody:       func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
+		ContentLength: int64(len(body)),
+	}).WithContext(ctx)
+	h := req.Header
+	h["Content-Type"], h["Accept"], h["User-Agent"] = jsonHeader, jsonHeader, userAgent
+	if p.auth != nil {
+		h["Authorization"] = p.auth
+	}
+	if p.rt == nil {
+		return p.hc.Do(req)
+	}
+	for hops := 0; ; hops++ {
+		res, err := p.rt.RoundTrip(req)
+		if err != nil {
+			return nil, &url.Error{Op: "Post", URL: req.URL.String(), Err: err}
+		}
+		if (res.StatusCode != http.StatusTemporaryRedirect && res.StatusCode != http.StatusPermanentRedirect) || hops == 10 {
+			return res, nil
+		}
+		next, err := req.URL.Parse(res.Header.Get("Location"))
+		if err != nil || next.Scheme != p.chatURL.Scheme || next.Host != p.chatURL.Host {
+			return res, nil // elsewhere: the key does not follow
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxErrorBody))
+		res.Body.Close()
+		req = req.Clone(ctx)
+		req.URL, req.Host = next, next.Host
+		req.Body, _ = req.GetBody()
+	}
+}
+
+// The headers of a chat request, shared by every request: net/http only
+// reads them.
+var (
+	jsonHeader = []string{"application/json"}
+	userAgent  = []string{"aid-openaicompat"}
+)
+
+// maxAnswerBody bounds a chat answer: a model's answer is bounded by its
+// output tokens (128k tokens are about 512 KB of text), so an answer this
+// long is an upstream gone wrong, not one to hold in memory.
+const maxAnswerBody = 8 << 20
+
+// errErrorStatus stands for an answer with an error status, which classify
+// reads from the answer itself.
+var errErrorStatus = errors.New("error status")
 
 // usage translates the wire format's usage, in an answer or in a stream's
 // last chunk. The cached tokens (prompt_tokens_details.cached_tokens) are a
@@ -178,128 +295,24 @@ func usage(u *openai.CompletionUsage) gateway.Usage {
 // its own time, as opposed to the caller's.
 var errAttemptTimeout = errors.New("attempt timed out")
 
-// params translates a gateway request to the chat-completions wire format.
-func (p *Provider) params(model gateway.ModelSpec, req gateway.Request) (openai.ChatCompletionNewParams, error) {
-	params := openai.ChatCompletionNewParams{Model: model.ID}
-	params.Messages = make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages))
-	for i, m := range req.Messages {
-		switch m.Role {
-		case gateway.RoleSystem:
-			msg := openai.SystemMessage(m.Content)
-			if m.Name != "" {
-				msg.OfSystem.Name = openai.String(m.Name)
-			}
-			params.Messages = append(params.Messages, msg)
-		case gateway.RoleUser:
-			msg := openai.UserMessage(m.Content)
-			if m.Name != "" {
-				msg.OfUser.Name = openai.String(m.Name)
-			}
-			params.Messages = append(params.Messages, msg)
-		case gateway.RoleAssistant:
-			var a openai.ChatCompletionAssistantMessageParam
-			if m.Content != "" || len(m.ToolCalls) == 0 {
-				a.Content.OfString = openai.String(m.Content)
-			}
-			if m.Name != "" {
-				a.Name = openai.String(m.Name)
-			}
-			for _, tc := range m.ToolCalls {
-				args := string(tc.Arguments)
-				if args == "" {
-					args = "{}"
-				}
-				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-						ID:       tc.ID,
-						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: args},
-					},
-				})
-			}
-			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
-		case gateway.RoleTool:
-			params.Messages = append(params.Messages, openai.ToolMessage(m.Content, m.ToolCallID))
-		default:
-			return params, fmt.Errorf("message %d has unknown role %q", i, m.Role)
-		}
-	}
-	for _, t := range req.Tools {
-		fn := shared.FunctionDefinitionParam{Name: t.Name}
-		if t.Description != "" {
-			fn.Description = openai.String(t.Description)
-		}
-		if len(t.Parameters) > 0 {
-			var schema shared.FunctionParameters
-			if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-				return params, fmt.Errorf("tool %q: parameters are not a JSON object: %w", t.Name, err)
-			}
-			fn.Parameters = schema
-		}
-		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(fn))
-	}
-	switch req.ToolChoice.Mode {
-	case "":
-	case gateway.ToolChoiceAuto, gateway.ToolChoiceNone, gateway.ToolChoiceRequired:
-		params.ToolChoice.OfAuto = openai.String(string(req.ToolChoice.Mode))
-	case gateway.ToolChoiceTool:
-		params.ToolChoice.OfFunctionToolChoice = &openai.ChatCompletionNamedToolChoiceParam{
-			Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: req.ToolChoice.Name},
-		}
-	default:
-		return params, fmt.Errorf("unknown tool choice %q", req.ToolChoice.Mode)
-	}
-	if rf := req.ResponseFormat; rf != nil {
-		js := shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: rf.Name}
-		if rf.Description != "" {
-			js.Description = openai.String(rf.Description)
-		}
-		if rf.Strict {
-			js.Strict = openai.Bool(true)
-		}
-		if len(rf.Schema) > 0 {
-			var schema map[string]any
-			if err := json.Unmarshal(rf.Schema, &schema); err != nil {
-				return params, fmt.Errorf("response schema %q is not a JSON object: %w", rf.Name, err)
-			}
-			js.Schema = schema
-		}
-		params.ResponseFormat.OfJSONSchema = &shared.ResponseFormatJSONSchemaParam{JSONSchema: js}
-	}
-	if req.MaxOutputTokens > 0 {
-		if p.cfg.LegacyMaxTokens {
-			params.MaxTokens = openai.Int(int64(req.MaxOutputTokens))
-		} else {
-			params.MaxCompletionTokens = openai.Int(int64(req.MaxOutputTokens))
-		}
-	}
-	if req.Temperature != nil {
-		params.Temperature = openai.Float(*req.Temperature)
-	}
-	if req.TopP != nil {
-		params.TopP = openai.Float(*req.TopP)
-	}
-	if len(req.Stop) > 0 {
-		params.Stop.OfStringArray = req.Stop
-	}
-	if req.Seed != nil {
-		params.Seed = openai.Int(*req.Seed)
-	}
-	return params, nil
-}
-
 // Stream implements gateway.Provider. The attempt's timeout bounds the wait
 // for the response and then for each next event, so a hung upstream ends the
 // stream with a retryable timeout.
 func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (gateway.DeltaStream, error) {
-	params, err := p.params(model, req)
+	body, err := p.chatBody(model, req, true)
 	if err != nil {
 		return nil, p.fail(model, err, false)
 	}
-	params.StreamOptions.IncludeUsage = openai.Bool(true)
 	actx, cancel := context.WithCancelCause(ctx)
 	timer := time.AfterFunc(p.timeout, func() { cancel(errAttemptTimeout) })
 	actx, answer := withCapture(actx)
-	s := p.client.Chat.Completions.NewStreaming(actx, params)
+	// openai-go sends the request encoded by chatBody, so that a streamed
+	// and a generated call send the same wire format, and decodes the
+	// events. The body is copied: openai-go may still hold it after the
+	// call returns.
+	s := p.client.Chat.Completions.NewStreaming(actx, openai.ChatCompletionNewParams{},
+		option.WithRequestBody("application/json", bytes.Clone(body.Bytes())))
+	putBody(body)
 	if err := s.Err(); err != nil {
 		timer.Stop()
 		cerr := p.classify(ctx, actx, model, err, answer)

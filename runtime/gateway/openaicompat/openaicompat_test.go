@@ -780,3 +780,68 @@ func TestCachedTokensArePricedApart(t *testing.T) {
 		}
 	}
 }
+
+// TestRedirectsAreNotFollowedElsewhere: a redirect within the upstream's
+// origin is followed; one to another origin gets no request carrying the
+// key, and the call fails with the redirect's status, not retried. An
+// answer longer than any model writes is refused rather than held.
+func TestRedirectsAreNotFollowedElsewhere(t *testing.T) {
+	var elsewhere []recorded
+	other := newServer(t, func(w http.ResponseWriter, r *http.Request, body map[string]any, n int) {
+		elsewhere = append(elsewhere, recorded{Path: r.URL.Path, Auth: r.Header.Get("Authorization")})
+		writeJSON(w, 200, completion(large, textMessage("followed"), "stop", 1, 1))
+	})
+	// A client with a policy of its own (here a timeout) sends through
+	// http.Client; one without, through its transport: both behave alike.
+	var pe *gateway.ProviderError
+	for _, client := range []string{"transport", "client"} {
+		withClient := func(c *openaicompat.Config) {
+			if client == "client" {
+				c.HTTPClient = &http.Client{Timeout: time.Minute}
+			}
+		}
+		e := setup(t, func(w http.ResponseWriter, r *http.Request, body map[string]any, n int) {
+			switch r.URL.Path {
+			case "/v1/moved/chat/completions":
+				writeJSON(w, 200, completion(large, textMessage("followed"), "stop", 1, 1))
+			case "/v1/chat/completions":
+				http.Redirect(w, r, "/v1/moved/chat/completions", http.StatusTemporaryRedirect)
+			}
+		}, withClient)
+		if res, err := e.g.Generate(t.Context(), "large", ask("hi")); err != nil || res.Text != "followed" {
+			t.Errorf("%s: redirect within the origin: %+v %v", client, res, err)
+		}
+		if got := e.srv.recorded(); len(got) != 2 || got[1].Auth != "Bearer "+sentinel || got[1].Body["model"] != large {
+			t.Errorf("%s: redirect within the origin: requests %+v", client, got)
+		}
+		e = setup(t, func(w http.ResponseWriter, r *http.Request, body map[string]any, n int) {
+			http.Redirect(w, r, other.url()+"/chat/completions", http.StatusTemporaryRedirect)
+		}, withClient)
+		_, err := e.g.Generate(t.Context(), "large", ask("hi"))
+		if !errors.As(err, &pe) || pe.StatusCode != http.StatusTemporaryRedirect || pe.Retryable {
+			t.Errorf("%s: redirect to another origin: %v, want a provider error with status 307, not retryable", client, err)
+		}
+		if n := len(e.srv.recorded()); n != 1 {
+			t.Errorf("%s: redirect to another origin: the upstream got %d requests, want 1", client, n)
+		}
+	}
+	if len(elsewhere) != 0 {
+		t.Errorf("the redirect was followed to another origin: %+v", elsewhere)
+	}
+
+	huge := setup(t, func(w http.ResponseWriter, r *http.Request, body map[string]any, n int) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"model":"m","choices":[{"message":{"content":"`)
+		chunk := strings.Repeat("a", 1<<20)
+		for range 9 {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(w, `"}}]}`)
+	}, func(c *openaicompat.Config) { c.Timeout = time.Minute })
+	_, err := huge.g.Generate(t.Context(), "large", ask("hi"))
+	if !errors.As(err, &pe) || pe.Retryable || !strings.Contains(err.Error(), "longer than") {
+		t.Errorf("a 9 MiB answer: %v, want a provider error saying it is too long", err)
+	}
+}

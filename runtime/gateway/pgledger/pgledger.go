@@ -456,4 +456,40 @@ func (l *Ledger) Summary(ctx context.Context) (gateway.SpendSummary, error) {
 	return s, nil
 }
 
+// SpendByBudget implements gateway.Ledger. The sums are made in the
+// database (one GROUP BY over the accounts table), so a scrape moves one
+// row per budget and scope, however many runs were charged.
+func (l *Ledger) SpendByBudget(ctx context.Context) ([]gateway.BudgetSpend, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	rows, err := l.pool.Query(ctx, `SELECT budget, scope, sum(spent_nano_usd)::bigint, sum(spent_tokens)::bigint,
+		sum(spent_cached_input_tokens)::bigint, sum(calls)::bigint FROM `+l.accounts+` GROUP BY budget, scope`)
+	if err != nil {
+		return nil, fmt.Errorf("pgledger: spend by budget: %w", err)
+	}
+	var out []gateway.BudgetSpend
+	for rows.Next() {
+		var b gateway.BudgetSpend
+		var scope string
+		if err := rows.Scan(&b.Budget, &scope, &b.Spent.NanoUSD, &b.Spent.Tokens, &b.Spent.CachedInputTokens, &b.Calls); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("pgledger: spend by budget: %w", err)
+		}
+		b.Scope = gateway.Scope(scope)
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgledger: spend by budget: %w", err)
+	}
+	gateway.SortBudgetSpend(out)
+	return out, nil
+}
+
+// CloseAccounts implements gateway.Ledger by keeping the accounts: in the
+// database they cost disk, not the memory of a process, and they are the
+// record of what each run and thread spent, which every replica shares.
+func (l *Ledger) CloseAccounts(ctx context.Context, _ []gateway.Account) error {
+	return ctx.Err()
+}
+
 var _ gateway.Ledger = (*Ledger)(nil)

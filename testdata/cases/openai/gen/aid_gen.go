@@ -187,6 +187,20 @@ func description() app.Description {
 		Service: app.Service{
 			Listen: ":9000",
 			Entry:  "desk",
+			Expose: app.Expose{
+				Aliases: []app.ExposedAlias{
+					{
+						Alias: "large",
+						Fallbacks: []string{
+							"small",
+						},
+					},
+					{
+						Alias: "small",
+					},
+				},
+				Budget: "nightly",
+			},
 			Auth: app.Auth{
 				Kind:     "bearer",
 				TokenEnv: "DESK_TOKEN",

@@ -369,6 +369,20 @@ order when the customer gives an order id.`,
 		Service: app.Service{
 			Listen: "127.0.0.1:8080",
 			Entry:  "triage",
+			Expose: app.Expose{
+				Aliases: []app.ExposedAlias{
+					{
+						Alias: "large",
+						Fallbacks: []string{
+							"small",
+						},
+					},
+					{
+						Alias: "small",
+					},
+				},
+				Budget: "daily",
+			},
 			Auth: app.Auth{
 				Kind: "none",
 			},

@@ -99,7 +99,6 @@ func description() app.Description {
 					Description: "Track a parcel; the URL is the environment's, per deployment.",
 					Input:       json.RawMessage(`{"type":"object","properties":{}}`),
 					Effects:     "read",
-					Approval:    "never",
 					Timeout:     30 * time.Second,
 				},
 				Kind: http.Kind{
@@ -134,6 +133,11 @@ func description() app.Description {
 			},
 			State: app.State{
 				Kind: "memory",
+				Retention: agents.Retention{
+					Finished:    30 * time.Minute,
+					MaxFinished: 2000,
+					Paused:      72 * time.Hour,
+				},
 			},
 		},
 	}

@@ -1,0 +1,25 @@
+// Package loadbench is the load benchmark of a generated service, run from
+// outside as a user would measure it: scripts/load.sh (or go test -run '^$'
+// -bench . ./internal/loadbench) builds a small application with aidgen
+// build and go build, starts the binary and a zero-latency OpenAI-compatible
+// mock upstream as processes of their own, and drives them with vegeta on
+// loopback. It reports, for a chat completion through an agent without tools
+// and one on a directly exposed alias:
+//
+//   - the added latency of sequential requests: each request is sent to the
+//     mock, then through the service, and the difference of the pair is
+//     taken, so that drift of the machine cancels; p50 and p99;
+//   - at each fixed rate, vegeta's success ratio, errors and latency
+//     p50/p99, beside the same attack on the mock alone;
+//   - the service's CPU per request at each rate, from the utime and stime
+//     of /proc/PID/stat, beside the mock's;
+//
+// first in a fresh process, then again after the service has served
+// -load.soak requests (200,000 by default), with its resident set before
+// and after.
+//
+// The load generator, the mock and the service share the machine, so the
+// figures are ratios measured in one run, not absolutes to compare across
+// machines. The benchmark is not part of scripts/test.sh: it runs only
+// with -bench.
+package loadbench

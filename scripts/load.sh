@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# load.sh — the load benchmark of a generated service, measured from outside
+# (internal/loadbench): builds a one-agent application that also exposes an
+# alias, with aidgen build and go build; starts the binary and a
+# zero-latency OpenAI-compatible mock upstream as their own processes; and
+# drives them with vegeta on loopback. It prints, for the agent and for the
+# alias, the added latency of sequential requests (p50/p99 of service minus
+# mock, pair by pair), and at each fixed rate vegeta's errors and latency
+# p50/p99 beside the mock's alone, and the service's CPU per request from
+# /proc/PID/stat (and the mock's); first in a fresh process, then after it
+# has served 200,000 more requests, with its resident set.
+#
+#   bash scripts/load.sh                                  # rates 500, 1000, 2000/s, 10 s each
+#   bash scripts/load.sh -load.rates=1000 -load.duration=30s -load.soak=50000
+#   GOMAXPROCS=2 taskset -c 0,1 bash scripts/load.sh      # pin everything to two cores
+#
+# Flags: -load.rates, -load.duration, -load.pairs (sequential pairs),
+# -load.soak (requests between the fresh and the long-lived measurement),
+# -load.soak-rate. The generator, the mock and the service share the
+# machine: compare ratios within one run, not absolutes across machines.
+# Not part of scripts/test.sh. Linux only (/proc).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+exec go test -run '^$' -bench '^BenchmarkLoad$' -benchtime 1x -timeout 2h ./internal/loadbench -args "$@"

@@ -454,7 +454,7 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 			return nil, fmt.Errorf("run %s: record tool call %s: %w", st.id, key, err)
 		}
 	}
-	target, err := r.runTool(tctx, st, t, c)
+	target, err := r.runTool(st.withProgress(tctx, step, c), st, t, c)
 	if err != nil && !st.sub && interrupted(ctx) {
 		// A shutdown is not the call's result: the call stays recorded
 		// without one, so that Recover re-runs it (a read) or asks a human

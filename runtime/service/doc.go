@@ -64,7 +64,9 @@
 //
 // A runs stream (Accept: text/event-stream) sends token events
 // (TokenEvent: agent, step, depth, text) as the text is written, then the
-// model_call event of that call, tool_call events and the result.
+// model_call event of that call, tool_call events, tool_progress events
+// (ToolProgressEvent) while a tool that reports progress runs, and the
+// result.
 //
 // # Errors
 //

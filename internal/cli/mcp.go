@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/aidgen/aid/runtime/agents/tools/mcp"
+	"github.com/aidgen/aid/runtime/kind"
+)
+
+type mcpToolsFlags struct {
+	tags []string
+	json bool
+}
+
+func newMCP(s *streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Inspect the application's MCP servers",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newMCPTools(s))
+	return cmd
+}
+
+func newMCPTools(s *streams) *cobra.Command {
+	var f mcpToolsFlags
+	cmd := &cobra.Command{
+		Use:   "tools FILE SERVER",
+		Short: "Print the tools an MCP server offers, with their schemas and annotations",
+		Long: `Tools connects to an MCP server of the application's mcpServers as the
+service would (the same command, environment, URL and headers), reads its
+tools/list and prints each tool: its description, the effects a tool of kind
+mcp gets when the IR states none (read only for a tool annotated
+readOnlyHint), its annotations, and its input and output schemas. Writing the
+IR's tools starts from this.
+
+Exit status: 0 listed, 1 the server could not be reached or listed,
+2 usage or configuration error.`,
+		Example: `  # The tools of the filesystem server of the mcp-files example.
+  aidgen mcp tools examples/mcp-files/app.cue files
+
+  # As JSON, the tools as the server describes them.
+  aidgen mcp tools app.cue tracker --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usageErr(errors.New("mcp tools needs an application file and a server; usage: aidgen mcp tools FILE SERVER"))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runMCPTools(cmd.Context(), s, args[0], args[1], f)
+		},
+	}
+	tagFlag(cmd, &f.tags)
+	cmd.Flags().BoolVar(&f.json, "json", false, "print the tools as a JSON array, as the server lists them")
+	return cmd
+}
+
+func runMCPTools(ctx context.Context, s *streams, path, server string, f mcpToolsFlags) error {
+	desc, err := loadDescription(s, path, f.tags)
+	if err != nil {
+		return err
+	}
+	var servers []string
+	for _, r := range desc.Resources {
+		if r.Kind != nil && r.Kind.ResourceKind() == kind.ResourceMCPServers {
+			servers = append(servers, r.Name)
+		}
+	}
+	switch {
+	case len(servers) == 0:
+		return usageErr(fmt.Errorf("%s declares no mcpServers", path))
+	case !slices.Contains(servers, server):
+		return usageErr(fmt.Errorf("%s has no MCP server %q; its servers: %s", path, server, strings.Join(servers, ", ")))
+	}
+	env := kind.Env{Files: kind.DirFiles(desc.Dir), Resources: desc.Resources}
+	tools, err := mcp.ListTools(ctx, server, env)
+	if err != nil {
+		return &exitError{code: ExitInvalid, err: err}
+	}
+	if f.json {
+		b, err := json.MarshalIndent(tools, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(s.out, "%s\n", b)
+		return nil
+	}
+	fmt.Fprintf(s.out, "%s offers %s\n", server, plural(len(tools), "tool", "tools"))
+	for _, t := range tools {
+		printMCPTool(s, t)
+	}
+	return nil
+}
+
+// printMCPTool prints one tool: name and description, effects,
+// annotations, schemas.
+func printMCPTool(s *streams, t *sdk.Tool) {
+	fmt.Fprintf(s.out, "\n%s\n", t.Name)
+	if t.Title != "" {
+		fmt.Fprintf(s.out, "  title:       %s\n", t.Title)
+	}
+	if d := strings.TrimSpace(t.Description); d != "" {
+		fmt.Fprintf(s.out, "  description: %s\n", strings.Join(strings.Fields(d), " "))
+	}
+	effects := "write (no readOnlyHint)"
+	if mcp.EffectsOf(t) == "read" {
+		effects = "read (readOnlyHint)"
+	}
+	fmt.Fprintf(s.out, "  effects:     %s\n", effects)
+	if a := t.Annotations; a != nil {
+		var hints []string
+		hint := func(name string, v bool) { hints = append(hints, fmt.Sprintf("%s: %v", name, v)) }
+		hint("readOnlyHint", a.ReadOnlyHint)
+		if a.DestructiveHint != nil {
+			hint("destructiveHint", *a.DestructiveHint)
+		}
+		hint("idempotentHint", a.IdempotentHint)
+		if a.OpenWorldHint != nil {
+			hint("openWorldHint", *a.OpenWorldHint)
+		}
+		fmt.Fprintf(s.out, "  annotations: %s\n", strings.Join(hints, ", "))
+	}
+	printSchema(s, "input", t.InputSchema)
+	if t.OutputSchema != nil {
+		printSchema(s, "output", t.OutputSchema)
+	}
+}
+
+// printSchema prints a JSON Schema indented under its label.
+func printSchema(s *streams, label string, schema any) {
+	b, err := json.MarshalIndent(schema, "    ", "  ")
+	if err != nil {
+		fmt.Fprintf(s.out, "  %s: (not JSON: %v)\n", label, err)
+		return
+	}
+	fmt.Fprintf(s.out, "  %s:\n    %s\n", label, b)
+}

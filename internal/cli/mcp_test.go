@@ -23,9 +23,13 @@ func mcpApp(t *testing.T) string {
 	t.Helper()
 	srv := sdk.NewServer(&sdk.Implementation{Name: "notes", Version: "1"}, nil)
 	sdk.AddTool(srv, &sdk.Tool{Name: "read_note", Description: "Read the note.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
-		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) { return nil, nil, nil })
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return nil, nil, nil
+		})
 	sdk.AddTool(srv, &sdk.Tool{Name: "write_note", Description: "Write the note."},
-		func(context.Context, *sdk.CallToolRequest, noteIn) (*sdk.CallToolResult, any, error) { return nil, nil, nil })
+		func(context.Context, *sdk.CallToolRequest, noteIn) (*sdk.CallToolResult, any, error) {
+			return nil, nil, nil
+		})
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer t0k" {

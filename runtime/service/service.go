@@ -67,6 +67,7 @@ func New(cfg Config) (*Service, error) {
 	s.route("POST /v1/runs/{id}/resume", s.resumeRun)
 	s.route("GET /v1/runs/{id}", s.getRun)
 	s.route("POST /v1/retrievers/{name}/search", s.search)
+	s.mux.Handle(MCPPath, s.observe(s.authenticate(s.newMCP())))
 	s.mux.Handle("GET /metrics", s.observe(s.authenticate(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))))
 	s.mux.Handle("GET /healthz", s.observe(http.HandlerFunc(s.healthz)))
 	s.mux.Handle("GET /readyz", s.observe(http.HandlerFunc(s.readyz)))

@@ -155,13 +155,26 @@ func connect(ctx context.Context, name string, env kind.Env) (*conn, error) {
 	if !ok {
 		return nil, fmt.Errorf("MCP server %q: configuration %T is not an mcp.Server", name, r)
 	}
-	return kind.Shared(env.Scope, connKey{name}, func() (*conn, func() error, error) {
+	// A server that cannot be reached is kept as its error, so that the
+	// application's other tools of that server fail at once rather than
+	// each wait out the connect timeout again.
+	d, err := kind.Shared(env.Scope, connKey{name}, func() (dialed, func() error, error) {
 		c, err := dial(ctx, name, s, env)
 		if err != nil {
-			return nil, nil, err
+			return dialed{err: err}, nil, nil
 		}
-		return c, c.close, nil
+		return dialed{conn: c}, c.close, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return d.conn, d.err
+}
+
+// dialed is the outcome of connecting to a server at start-up.
+type dialed struct {
+	conn *conn
+	err  error
 }
 
 // built is the BuiltTool for the server's tool t, offered to the model as

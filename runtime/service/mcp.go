@@ -79,7 +79,7 @@ func (s *Service) newMCP() http.Handler {
 			// fit it, and clients refuse a result that lacks one.
 			tool.Meta = sdk.Meta{MetaOutputSchema: json.RawMessage(spec.Output)}
 		}
-		srv.AddTool(tool, s.mcpTool(name, len(spec.Output) > 0))
+		srv.AddTool(tool, s.mcpTool(name))
 	}
 	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{
 		Logger:              s.logger,
@@ -92,7 +92,7 @@ func (s *Service) newMCP() http.Handler {
 // the client can answer elicitations, the person's decision and the
 // resumed run, bounded by the service's request timeout and ended by its
 // drain like every request.
-func (s *Service) mcpTool(agent string, structured bool) sdk.ToolHandler {
+func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		var in mcpInput
 		dec := json.NewDecoder(bytes.NewReader(req.Params.Arguments))
@@ -123,7 +123,9 @@ func (s *Service) mcpTool(agent string, structured bool) sdk.ToolHandler {
 		if res.RunID != "" {
 			s.metrics.run(agent, res.Status)
 		}
-		return mcpResult(res, err, structured), nil
+		// The agent that answers (after handoffs) decides the answer's shape.
+		answering, _ := s.cfg.Agents.Agent(res.Agent)
+		return mcpResult(res, err, len(answering.Output) > 0), nil
 	}
 }
 
@@ -205,8 +207,8 @@ func (s *Service) elicit(ctx context.Context, ss *sdk.ServerSession, res agents.
 	return agents.Decision{}, false, nil
 }
 
-// mcpResult is the tool result of a run: the answer (and, for an agent
-// with an output schema, the answer as structured content); a paused
+// mcpResult is the tool result of a run: the answer (and, when the agent
+// that answered has an output schema, the answer as structured content); a paused
 // run's pending call and how to resume it; a failure as a tool error
 // with the HTTP API's code. The run's id and status are in _meta.
 func mcpResult(res agents.RunResult, err error, structured bool) *sdk.CallToolResult {

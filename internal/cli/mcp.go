@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/aidgen/aid/runtime/agents/tools/mcp"
@@ -70,9 +69,13 @@ func runMCPTools(ctx context.Context, s *streams, path, server string, f mcpTool
 		return err
 	}
 	var servers []string
+	var srv mcp.Server
 	for _, r := range desc.Resources {
-		if r.Kind != nil && r.Kind.ResourceKind() == kind.ResourceMCPServers {
+		if c, ok := r.Kind.(mcp.Server); ok {
 			servers = append(servers, r.Name)
+			if r.Name == server {
+				srv = c
+			}
 		}
 	}
 	switch {
@@ -82,65 +85,20 @@ func runMCPTools(ctx context.Context, s *streams, path, server string, f mcpTool
 		return usageErr(fmt.Errorf("%s has no MCP server %q; its servers: %s", path, server, strings.Join(servers, ", ")))
 	}
 	env := kind.Env{Files: kind.DirFiles(desc.Dir), Resources: desc.Resources}
+	if !f.json {
+		if err := srv.Describe(ctx, env, server, s.out); err != nil {
+			return &exitError{code: ExitInvalid, err: err}
+		}
+		return nil
+	}
 	tools, err := mcp.ListTools(ctx, server, env)
 	if err != nil {
 		return &exitError{code: ExitInvalid, err: err}
 	}
-	if f.json {
-		b, err := json.MarshalIndent(tools, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(s.out, "%s\n", b)
-		return nil
-	}
-	fmt.Fprintf(s.out, "%s offers %s\n", server, plural(len(tools), "tool", "tools"))
-	for _, t := range tools {
-		printMCPTool(s, t)
-	}
-	return nil
-}
-
-// printMCPTool prints one tool: name and description, effects,
-// annotations, schemas.
-func printMCPTool(s *streams, t *sdk.Tool) {
-	fmt.Fprintf(s.out, "\n%s\n", t.Name)
-	if t.Title != "" {
-		fmt.Fprintf(s.out, "  title:       %s\n", t.Title)
-	}
-	if d := strings.TrimSpace(t.Description); d != "" {
-		fmt.Fprintf(s.out, "  description: %s\n", strings.Join(strings.Fields(d), " "))
-	}
-	effects := "write (no readOnlyHint)"
-	if mcp.EffectsOf(t) == "read" {
-		effects = "read (readOnlyHint)"
-	}
-	fmt.Fprintf(s.out, "  effects:     %s\n", effects)
-	if a := t.Annotations; a != nil {
-		var hints []string
-		hint := func(name string, v bool) { hints = append(hints, fmt.Sprintf("%s: %v", name, v)) }
-		hint("readOnlyHint", a.ReadOnlyHint)
-		if a.DestructiveHint != nil {
-			hint("destructiveHint", *a.DestructiveHint)
-		}
-		hint("idempotentHint", a.IdempotentHint)
-		if a.OpenWorldHint != nil {
-			hint("openWorldHint", *a.OpenWorldHint)
-		}
-		fmt.Fprintf(s.out, "  annotations: %s\n", strings.Join(hints, ", "))
-	}
-	printSchema(s, "input", t.InputSchema)
-	if t.OutputSchema != nil {
-		printSchema(s, "output", t.OutputSchema)
-	}
-}
-
-// printSchema prints a JSON Schema indented under its label.
-func printSchema(s *streams, label string, schema any) {
-	b, err := json.MarshalIndent(schema, "    ", "  ")
+	b, err := json.MarshalIndent(tools, "", "  ")
 	if err != nil {
-		fmt.Fprintf(s.out, "  %s: (not JSON: %v)\n", label, err)
-		return
+		return err
 	}
-	fmt.Fprintf(s.out, "  %s:\n    %s\n", label, b)
+	fmt.Fprintf(s.out, "%s\n", b)
+	return nil
 }

@@ -147,13 +147,9 @@ func (k Kind) NewTools(ctx context.Context, decl agents.Tool, env kind.Env) ([]a
 // connect returns the application's connection to the named server,
 // opening it the first time.
 func connect(ctx context.Context, name string, env kind.Env) (*conn, error) {
-	r, ok := env.Resource(kind.ResourceMCPServers, name)
-	if !ok {
-		return nil, fmt.Errorf("MCP server %q is not declared in mcpServers", name)
-	}
-	s, ok := r.(Server)
-	if !ok {
-		return nil, fmt.Errorf("MCP server %q: configuration %T is not an mcp.Server", name, r)
+	s, err := serverOf(env, name)
+	if err != nil {
+		return nil, err
 	}
 	// A server that cannot be reached is kept as its error, so that the
 	// application's other tools of that server fail at once rather than
@@ -169,6 +165,19 @@ func connect(ctx context.Context, name string, env kind.Env) (*conn, error) {
 		return nil, err
 	}
 	return d.conn, d.err
+}
+
+// serverOf is the configuration of the named server of env's resources.
+func serverOf(env kind.Env, name string) (Server, error) {
+	r, ok := env.Resource(kind.ResourceMCPServers, name)
+	if !ok {
+		return Server{}, fmt.Errorf("MCP server %q is not declared in mcpServers", name)
+	}
+	s, ok := r.(Server)
+	if !ok {
+		return Server{}, fmt.Errorf("MCP server %q: configuration %T is not an mcp.Server", name, r)
+	}
+	return s, nil
 }
 
 // dialed is the outcome of connecting to a server at start-up.
@@ -268,31 +277,4 @@ func (e *NotOfferedError) Error() string {
 
 func notOffered(server, tool string, offered map[string]*sdk.Tool) error {
 	return &NotOfferedError{Server: server, Tool: tool, Offered: slices.Sorted(maps.Keys(offered))}
-}
-
-// ListTools connects to the named server of env's resources, reads its
-// tools and disconnects: what `aidgen mcp tools` prints, so that writing
-// the IR starts from what the server offers. The tools are sorted by name.
-func ListTools(ctx context.Context, name string, env kind.Env) ([]*sdk.Tool, error) {
-	r, ok := env.Resource(kind.ResourceMCPServers, name)
-	if !ok {
-		return nil, fmt.Errorf("MCP server %q is not declared in mcpServers", name)
-	}
-	s, ok := r.(Server)
-	if !ok {
-		return nil, fmt.Errorf("MCP server %q: configuration %T is not an mcp.Server", name, r)
-	}
-	c, err := dial(ctx, name, s, env)
-	if err != nil {
-		return nil, err
-	}
-	tools := c.startTools()
-	if err := c.close(); err != nil {
-		return nil, err
-	}
-	out := make([]*sdk.Tool, 0, len(tools))
-	for _, n := range slices.Sorted(maps.Keys(tools)) {
-		out = append(out, tools[n])
-	}
-	return out, nil
 }

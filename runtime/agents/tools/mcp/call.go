@@ -184,6 +184,12 @@ func mimeOr(m string) string {
 	return m
 }
 
+// codeRejected is the JSON-RPC code with which the SDK's streamable HTTP
+// client reports a request that did not reach the server, or whose
+// answer's stream broke (jsonrpc2.ErrRejected, which the SDK does not
+// export).
+const codeRejected = -32005
+
 // failed is the error of a call that got no result. The end of ctx is
 // itself. An error the server answered leaves the session as it is, and
 // is a *NotOfferedError when the server no longer offers the tool (it may
@@ -197,6 +203,13 @@ func (t *remoteTool) failed(ctx context.Context, sess *sdk.ClientSession, err er
 		return ctx.Err()
 	}
 	var rpc *jsonrpc.Error
+	if errors.As(err, &rpc) && rpc.Code == codeRejected {
+		// The request or its answer's stream did not get through (an http
+		// server gone or overloaded): the session may still be good, and
+		// when the server lost it, its next answer says so and the session
+		// ends, which the next call notices.
+		return fmt.Errorf("MCP server %q (%s) could not be reached during the call of %s: %w", c.name, c.transport, t.name, err)
+	}
 	if errors.As(err, &rpc) {
 		c.markStale(sess)
 		var no *NotOfferedError

@@ -412,10 +412,17 @@ func (c *conn) close() error {
 	if sess == nil {
 		return nil
 	}
-	if err := sess.Close(); err != nil && !errors.Is(err, io.EOF) && !isExit(err) {
-		return fmt.Errorf("closing MCP server %q: %w", c.name, err)
+	err := sess.Close()
+	if err == nil || errors.Is(err, io.EOF) || isExit(err) {
+		return nil
 	}
-	return nil
+	if c.transport == TransportHTTP {
+		// Closing sends the server a DELETE of the session, a courtesy a
+		// server that is gone cannot receive: the session ends here anyway.
+		c.log.Warn("MCP server not told that its session ended", "error", err)
+		return nil
+	}
+	return fmt.Errorf("closing MCP server %q: %w", c.name, err)
 }
 
 // isExit reports whether err is a child process's exit status, which is

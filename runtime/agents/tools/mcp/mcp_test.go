@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/tools/mcp"
@@ -297,5 +301,63 @@ func TestOneConnection(t *testing.T) {
 	}
 	if _, err := a.Call(t.Context(), json.RawMessage(`{"text":"x"}`)); !errors.Is(err, kind.ErrScopeClosed) {
 		t.Errorf("a call after Close: %v", err)
+	}
+}
+
+// TestHTTPServerGone: an http server that goes away during a call fails
+// the call before its timeout, and one that comes back at the same address
+// is reconnected by the next call.
+func TestHTTPServerGone(t *testing.T) {
+	srv := newTestServer(nil)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	go hs.Serve(ln)
+	env := envFor(t, mcp.Server{Transport: mcp.TransportHTTP, URL: "http://" + ln.Addr().String()}, nil)
+	hang := build(t, env, mcp.Kind{Server: "srv"}, agents.Tool{Name: "hang"})[0].Implementation
+	echo := build(t, env, mcp.Kind{Server: "srv"}, agents.Tool{Name: "echo"})[0].Implementation
+
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		_, err := hang.Call(ctx, json.RawMessage(`{}`))
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the call is in flight
+	start := time.Now()
+	hs.Close() // the server goes away, connections and all
+	select {
+	case err := <-done:
+		if err == nil || errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("the call in flight: %v", err)
+		}
+		t.Logf("the call failed after %v: %v", time.Since(start), err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call in flight hangs after its server went away")
+	}
+
+	// The server comes back at the same address.
+	ln2, err := net.Listen("tcp", ln.Addr().String())
+	if err != nil {
+		t.Skipf("cannot listen again on %s: %v", ln.Addr(), err)
+	}
+	hs2 := &http.Server{Handler: sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return newTestServer(nil) }, nil)}
+	go hs2.Serve(ln2)
+	defer hs2.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var obs string
+	for ctx.Err() == nil { // the first calls may meet the old session's end
+		if obs, err = echo.Call(ctx, json.RawMessage(`{"text":"again"}`)); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil || obs != "again" {
+		t.Errorf("after the server came back: %q, %v", obs, err)
 	}
 }

@@ -91,8 +91,10 @@ agents: a: {model: "m", instructions: "Be brief."}
 // TestDataLiteralsFiles decodes every valid test file and example both
 // ways and expects the same documents.
 func TestDataLiteralsFiles(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/ir/valid/*.cue")
-	files = append(files, "../examples/capitals/app.cue", "../examples/support-desk/app.cue")
+	files := []string{"../examples/capitals/app.cue", "../examples/support-desk/app.cue"}
+	for _, c := range []string{"evals", "minimal", "openai", "orders", "tools"} {
+		files = append(files, "../testdata/cases/"+c+"/app.cue")
+	}
 	for _, file := range files {
 		t.Run(file, func(t *testing.T) {
 			src, err := os.ReadFile(file)

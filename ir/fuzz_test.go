@@ -12,7 +12,7 @@ import (
 // testdata and the examples. Whatever the input, Load must not panic, and
 // when it fails it must fail with positioned errors in the named file.
 func FuzzLoad(f *testing.F) {
-	seeds, _ := filepath.Glob("../testdata/ir/*/*.cue")
+	seeds, _ := filepath.Glob("../testdata/cases/*/app.cue")
 	more, _ := filepath.Glob("../examples/*/app.cue")
 	for _, s := range append(seeds, more...) {
 		b, err := os.ReadFile(s)
@@ -23,7 +23,7 @@ func FuzzLoad(f *testing.F) {
 	}
 	// The name places the input beside the invalid cases, so relative
 	// paths in the seeds resolve as they do there.
-	name := filepath.Join("..", "testdata", "ir", "invalid", "fuzz.cue")
+	name := filepath.Join("..", "testdata", "cases", "fuzz", "app.cue")
 	f.Fuzz(func(t *testing.T, src []byte) {
 		doc, err := ir.LoadBytes(name, src)
 		if err == nil {

@@ -1,90 +1,31 @@
 package ir_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/aidgen/aid/ir"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/ir")
-
-// The golden tests run from the repository root, so that file names in
-// messages read exactly as `aidgen vet testdata/ir/...` prints them and the
-// CLI's tests can share the goldens.
+// The tests that read files run from the repository root, so that file
+// names in messages read exactly as `aidgen vet testdata/cases/...` prints
+// them. The cases' own expectations (vet's output, the documents) are
+// internal/cases'.
 func chdirRoot(t *testing.T) {
 	t.Helper()
 	t.Chdir("..")
-}
-
-func TestValid(t *testing.T) {
-	chdirRoot(t)
-	files, _ := filepath.Glob("testdata/ir/valid/*.cue")
-	files = append(files, "examples/capitals/app.cue", "examples/support-desk/app.cue")
-	for _, file := range files {
-		t.Run(file, func(t *testing.T) {
-			doc, err := ir.Load(file)
-			if err != nil {
-				t.Fatalf("Load(%s) failed:\n%v", file, err)
-			}
-			if !strings.HasPrefix(file, "testdata/") {
-				return // the examples have no golden; they only need to load
-			}
-			got, err := json.MarshalIndent(doc, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			golden(t, strings.TrimSuffix(file, ".cue")+".json", append(got, '\n'))
-		})
-	}
-}
-
-func TestInvalid(t *testing.T) {
-	chdirRoot(t)
-	files, _ := filepath.Glob("testdata/ir/invalid/*.cue")
-	if len(files) < 30 {
-		t.Fatalf("found %d invalid cases, want at least 30", len(files))
-	}
-	pos := regexp.MustCompile(`^testdata/ir/invalid/[a-z0-9-]+\.cue:\d+:\d+: `)
-	for _, file := range files {
-		t.Run(file, func(t *testing.T) {
-			_, err := ir.Load(file)
-			if err == nil {
-				t.Fatalf("Load(%s) succeeded, want errors", file)
-			}
-			es, ok := ir.IsInvalid(err)
-			if !ok {
-				t.Fatalf("Load(%s) = %v, want ir.Errors", file, err)
-			}
-			for _, e := range es {
-				if !pos.MatchString(e.Error()) {
-					t.Errorf("error without file:line:col: %q", e.Error())
-				}
-				if strings.Contains(e.Msg, "mem://") {
-					t.Errorf("error shows the schema compiler's internal URL: %q", e.Error())
-				}
-			}
-			golden(t, strings.TrimSuffix(file, ".cue")+".stderr", []byte(es.Error()+"\n"))
-		})
-	}
 }
 
 // TestStableOrder loads an invalid file twice and expects the same errors
 // in the same order: the order is part of the output contract.
 func TestStableOrder(t *testing.T) {
 	chdirRoot(t)
-	const file = "testdata/ir/invalid/many-errors.cue"
+	const file = "testdata/cases/many-errors/app.cue"
 	_, err1 := ir.Load(file)
 	_, err2 := ir.Load(file)
 	if err1 == nil || err1.Error() != err2.Error() {
@@ -129,23 +70,6 @@ agents: a: {model: "m", instructionsFile: "prompt.md"}
 	}
 	if _, ok := doc.Resolve("nope"); ok {
 		t.Error("Resolve(nope) found something")
-	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden (run go test ./ir -update to create it): %v", err)
-	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s mismatch (-want +got):\n%s", path, cmp.Diff(string(want), string(got)))
 	}
 }
 
@@ -225,9 +149,8 @@ func TestLoadFileShapes(t *testing.T) {
 // Run with -race.
 func TestLoadConcurrent(t *testing.T) {
 	chdirRoot(t)
-	valid, _ := filepath.Glob("testdata/ir/valid/*.cue")
-	invalid, _ := filepath.Glob("testdata/ir/invalid/*.cue")
-	files := append(valid, invalid[:min(len(invalid), 8)]...)
+	files, _ := filepath.Glob("testdata/cases/*/app.cue")
+	files = files[:min(len(files), 16)]
 	want := map[string]string{}
 	for _, f := range files {
 		_, err := ir.Load(f)

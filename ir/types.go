@@ -184,6 +184,9 @@ type Tool struct {
 	Approval string `json:"approval"`
 	// Timeout bounds one call of the tool.
 	Timeout Duration `json:"timeout"`
+	// MaxObservationBytes bounds what the model reads of one call's
+	// result; zero means the runtime's default (32 KiB).
+	MaxObservationBytes int `json:"maxObservationBytes,omitempty"`
 	// Implementation says where the code behind the tool comes from; nil
 	// means Go code registered under the tool's name.
 	Implementation *ToolImplementation `json:"implementation,omitempty"`

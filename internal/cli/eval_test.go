@@ -76,10 +76,10 @@ func TestEvalConfigurationErrors(t *testing.T) {
 		args     []string
 		inStderr string
 	}{
-		{"invalid IR", []string{"testdata/ir/invalid/unknown-alias.cue"}, "not a valid application"},
+		{"invalid IR", []string{"testdata/cases/unknown-alias/app.cue"}, "not a valid application"},
 		{"missing file", []string{"nope.cue"}, "no such file"},
 		{"unknown eval", []string{capitals, "--eval", "nope"}, "has no eval \"nope\""},
-		{"no evals", []string{"testdata/ir/valid/minimal.cue"}, "defines no evals"},
+		{"no evals", []string{"testdata/cases/minimal/app.cue"}, "defines no evals"},
 		{"missing baseline", []string{noBaseline}, "--update-baseline"},
 		{"bad flag value", []string{capitals, "--on-inconclusive", "maybe"}, "--on-inconclusive"},
 		{"zero runs", []string{capitals, "--runs", "0"}, "--runs must be at least 1, not 0"},

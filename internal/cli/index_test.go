@@ -75,7 +75,7 @@ func TestIndexSearchUsageErrors(t *testing.T) {
 		{"index without a file", []string{"index"}, "exactly one application file"},
 		{"index of an unknown retriever", []string{"index", supportDesk, "--retriever", "kbb"}, `has no retriever "kbb"; retrievers: kb`},
 		{"index of an app without retrievers", []string{"index", "examples/capitals/app.cue"}, "defines no retrievers"},
-		{"index of an invalid app", []string{"index", "testdata/ir/invalid/unknown-alias.cue"}, "not a valid application"},
+		{"index of an invalid app", []string{"index", "testdata/cases/unknown-alias/app.cue"}, "not a valid application"},
 		{"index with a bad progress", []string{"index", supportDesk, "--progress", "fancy"}, "--progress must be"},
 		{"search without a query", []string{"search", supportDesk, "kb"}, "usage: aidgen search FILE RETRIEVER"},
 		{"search with an empty query", []string{"search", supportDesk, "kb", "  "}, "the query is empty"},

@@ -19,11 +19,9 @@ import (
 	"github.com/aidgen/aid/internal/lower"
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
-	"github.com/aidgen/aid/runtime/agents/pgstore"
 	"github.com/aidgen/aid/runtime/app"
-	"github.com/aidgen/aid/runtime/gateway"
-	"github.com/aidgen/aid/runtime/gateway/pgledger"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/serve/postgres"
 )
 
 // Exit codes of aidgen run beyond the shared ones: 0 (ExitOK) is a run
@@ -292,10 +290,18 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 				d.Arguments = json.RawMessage(f.arguments)
 			}
 		}
+		res, err = a.Agents.Resume(ctx, f.resume, d)
+		var invalid *agents.InvalidArgumentsError
+		var noAgent *agents.UnknownAgentError
+		var noTool *agents.UnknownToolError
+		if errors.As(err, &invalid) || errors.As(err, &noAgent) || errors.As(err, &noTool) {
+			// Refused before the run was claimed: it is still paused, and
+			// can be decided again.
+			return usageErr(err)
+		}
 		if !f.json {
 			p.resuming(before, d)
 		}
-		res, err = a.Agents.Resume(ctx, f.resume, d)
 	case f.recover != "":
 		if !f.json {
 			fmt.Fprintf(s.out, "recovering run %s on %s\n", f.recover, before.Agent)
@@ -378,8 +384,10 @@ func (st *runState) close() {
 
 // openRunState picks the run store of service.state: files for memory
 // state (a command does not outlive a pause), PostgreSQL for postgres, with
-// the database's ledger. Stores of kind pgvector (retrievers' vectors,
-// agents' memory) open themselves, through their kind.
+// the database's ledger, opened by postgres.OpenState as the application's
+// service opens them, and closed with the application. Stores of kind
+// pgvector (retrievers' vectors, agents' memory) open themselves, through
+// their kind.
 func openRunState(ctx context.Context, desc app.Description, stateDir string) (*runState, error) {
 	st := &runState{}
 	switch desc.Service.State.Kind {
@@ -388,19 +396,7 @@ func openRunState(ctx context.Context, desc app.Description, stateDir string) (*
 			return nil, fmt.Errorf("--state-dir applies to applications whose state is in memory; %s keeps its runs in PostgreSQL (%s)", desc.Name, desc.Service.State.DSNEnv)
 		}
 		st.where = "PostgreSQL ($" + desc.Service.State.DSNEnv + ")"
-		st.options.OpenState = func(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error) {
-			s, err := pgstore.Open(ctx, dsn)
-			if err != nil {
-				return nil, nil, err
-			}
-			st.closers = append(st.closers, s.Close)
-			l, err := pgledger.Open(ctx, dsn)
-			if err != nil {
-				return nil, nil, err
-			}
-			st.closers = append(st.closers, l.Close)
-			return s, l, nil
-		}
+		st.options.OpenState = postgres.OpenState
 	default:
 		dir := stateDir
 		if dir == "" {

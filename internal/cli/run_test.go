@@ -177,6 +177,24 @@ func TestRunApproveEditedArguments(t *testing.T) {
 	}
 }
 
+// TestRunApproveInvalidArguments approves the refund with arguments its
+// schema refuses: exit 2 with the schema's complaint, nothing runs, and the
+// run is still paused for a decision that fits.
+func TestRunApproveInvalidArguments(t *testing.T) {
+	chdirRoot(t)
+	dir := t.TempDir()
+	id, _ := startRefund(t, dir)
+	code, out, errOut := run(t, "run", supportDesk, "--state-dir", dir, "--resume", id, "--approve", "--arguments", `{"order_id": "AB-123456", "amount_usd": "all of it"}`)
+	want := "run " + id + ": the edited arguments do not match the input schema of tool issue_refund: at /amount_usd: got string, want number; missing property 'reason'; the run is still paused and can be decided again"
+	if code != cli.ExitUsage || !strings.Contains(errOut, want) || out != "" {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s\nwant stderr %q", code, out, errOut, want)
+	}
+	code, out, errOut = run(t, "run", supportDesk, "--state-dir", dir, "--resume", id, "--reject", "--feedback", "no")
+	if code != cli.ExitOK {
+		t.Fatalf("the run was not left paused: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
 // TestRunJSON checks --json on a pause and on the resume: one object with
 // the run's fields, the pending call and the commands that decide it.
 func TestRunJSON(t *testing.T) {
@@ -315,7 +333,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"unknown agent", append([]string{supportDesk, "--agent", "nobody", "hi"}, sd...), `has no agent "nobody"; agents: billing, researcher, tech, triage`},
 		{"unknown run", append([]string{supportDesk, "--resume", "run_nobody", "--approve"}, sd...), "no run run_nobody in " + dir},
 		{"unknown run to recover", append([]string{supportDesk, "--recover", "run_nobody"}, sd...), "no run run_nobody in " + dir},
-		{"invalid application", append([]string{"testdata/ir/invalid/unknown-alias.cue", "hi"}, sd...), "not a valid application"},
+		{"invalid application", append([]string{"testdata/cases/unknown-alias/app.cue", "hi"}, sd...), "not a valid application"},
 		{"missing file", append([]string{"nope.cue", "hi"}, sd...), "no such file"},
 		{"state dir for a postgres application", append([]string{pgApp, "hi"}, sd...), "--state-dir applies to applications whose state is in memory"},
 		{"postgres without its DSN", []string{pgApp, "hi"}, "AID_RUN_TEST_UNSET_DSN is not set"},

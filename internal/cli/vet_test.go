@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -52,8 +51,8 @@ func TestVetExamples(t *testing.T) {
 func TestVetStdout(t *testing.T) {
 	chdirRoot(t)
 	const (
-		valid   = "testdata/ir/valid/minimal.cue"
-		invalid = "testdata/ir/invalid/unknown-alias.cue"
+		valid   = "testdata/cases/minimal/app.cue"
+		invalid = "testdata/cases/unknown-alias/app.cue"
 	)
 	tests := []struct {
 		name     string
@@ -88,35 +87,6 @@ func TestVetStdout(t *testing.T) {
 	}
 }
 
-// TestVetInvalid runs the real command on every invalid case and compares
-// stderr with the golden the ir package's tests keep (go test ./ir -update
-// rewrites them).
-func TestVetInvalid(t *testing.T) {
-	chdirRoot(t)
-	cases, _ := filepath.Glob("testdata/ir/invalid/*.cue")
-	if len(cases) < 30 {
-		t.Fatalf("found %d invalid cases, want at least 30", len(cases))
-	}
-	for _, c := range cases {
-		t.Run(filepath.Base(c), func(t *testing.T) {
-			code, out, errOut := run(t, "vet", c)
-			if code != cli.ExitInvalid {
-				t.Errorf("exit %d, want %d", code, cli.ExitInvalid)
-			}
-			if out != "" {
-				t.Errorf("stdout %q, want nothing", out)
-			}
-			want, err := os.ReadFile(strings.TrimSuffix(c, ".cue") + ".stderr")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(string(want), errOut); diff != "" {
-				t.Errorf("stderr (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 func TestVetExitCodes(t *testing.T) {
 	chdirRoot(t)
 	tests := []struct {
@@ -126,9 +96,9 @@ func TestVetExitCodes(t *testing.T) {
 		inStderr string
 	}{
 		{"no files", []string{"vet"}, cli.ExitUsage, "vet needs at least one file"},
-		{"missing file", []string{"vet", "testdata/ir/nope.cue"}, cli.ExitUsage, "no such file"},
-		{"valid and invalid", []string{"vet", "testdata/ir/valid/minimal.cue", "testdata/ir/invalid/unknown-alias.cue"}, cli.ExitInvalid, "unknown alias \"smal\""},
-		{"invalid and missing", []string{"vet", "testdata/ir/invalid/unknown-alias.cue", "nope.cue"}, cli.ExitUsage, "unknown alias"},
+		{"missing file", []string{"vet", "testdata/cases/nope.cue"}, cli.ExitUsage, "no such file"},
+		{"valid and invalid", []string{"vet", "testdata/cases/minimal/app.cue", "testdata/cases/unknown-alias/app.cue"}, cli.ExitInvalid, "unknown alias \"smal\""},
+		{"invalid and missing", []string{"vet", "testdata/cases/unknown-alias/app.cue", "nope.cue"}, cli.ExitUsage, "unknown alias"},
 		{"unknown flag", []string{"vet", "--bogus", "x.cue"}, cli.ExitUsage, "unknown flag"},
 		{"unknown command", []string{"frobnicate"}, cli.ExitUsage, "unknown command"},
 	}

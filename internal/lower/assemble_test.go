@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,6 +20,7 @@ import (
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/retrieval"
 )
 
 const (
@@ -178,8 +180,20 @@ func TestSupportDeskGateway(t *testing.T) {
 	}
 }
 
+var update = flag.Bool("update", false, "rewrite the committed baselines these tests regenerate")
+
+// inMemory stands a store in memory in for every store of desc, so that an
+// application keeping its vectors and memory in PostgreSQL assembles
+// without a database (runtime/retrieval/pgvector's tests open the real
+// kind).
+func inMemory(desc *app.Description) {
+	for i := range desc.Stores {
+		desc.Stores[i].Kind = retrieval.MemoryKind{}
+	}
+}
+
 func TestOpenAIProviderKeyFromEnv(t *testing.T) {
-	desc, err := lower.Document(load(t, "../../testdata/ir/valid/openai.cue"))
+	desc, err := lower.Document(load(t, "../../testdata/cases/openai/app.cue"))
 	if err != nil {
 		t.Fatal(err)
 	}

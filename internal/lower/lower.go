@@ -134,12 +134,13 @@ func ModelSpec(m *ir.Model) gateway.ModelSpec {
 func tool(t *ir.Tool) (app.Tool, error) {
 	out := app.Tool{
 		Decl: agents.Tool{
-			Name:        t.Name,
-			Description: t.Description,
-			Input:       slices.Clone(t.Input),
-			Effects:     agents.Effects(t.Effects),
-			Approval:    agents.Approval(t.Approval),
-			Timeout:     t.Timeout.Std(),
+			Name:                t.Name,
+			Description:         t.Description,
+			Input:               slices.Clone(t.Input),
+			Effects:             agents.Effects(t.Effects),
+			Approval:            agents.Approval(t.Approval),
+			Timeout:             t.Timeout.Std(),
+			MaxObservationBytes: t.MaxObservationBytes,
 		},
 	}
 	if i := t.Implementation; i != nil { // nil: the schema's default, go

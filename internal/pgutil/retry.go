@@ -30,9 +30,27 @@ func Retryable(err error) bool {
 // another program also locks; a second abort is a real conflict the caller
 // must see. disabled turns the second try off, so that a test can tell the
 // first attempt from the safety net. op must not keep state between runs.
+//
+// Apart from that rule, an operation that failed before anything reached
+// the server (pgconn.SafeToRetry: a pooled connection found closed, as
+// after a database restart) runs again on another connection, up to
+// maxSafeRetries times: nothing happened, and a pool can hold that many
+// dead connections after an outage.
 func Retry(ctx context.Context, disabled bool, op func() error) error {
-	err := op()
+	err := runSafe(ctx, op)
 	if !disabled && Retryable(err) && ctx.Err() == nil {
+		err = runSafe(ctx, op)
+	}
+	return err
+}
+
+// maxSafeRetries bounds the runs of an operation that failed before
+// reaching the server.
+const maxSafeRetries = 64
+
+func runSafe(ctx context.Context, op func() error) error {
+	err := op()
+	for i := 0; i < maxSafeRetries && err != nil && pgconn.SafeToRetry(err) && ctx.Err() == nil; i++ {
 		err = op()
 	}
 	return err

@@ -40,6 +40,10 @@ func TestRetry(t *testing.T) {
 		{name: "plain error", err: errors.New("40P01"), fails: 1, wantRuns: 1, wantErr: true},
 		{name: "disabled", err: deadlock, fails: 1, disabled: true, wantRuns: 1, wantErr: true},
 		{name: "context done", err: serialization, fails: 1, cancel: true, wantRuns: 1, wantErr: true},
+		// A pooled connection found closed before anything was sent: the
+		// next try takes another connection, even with retries disabled.
+		{name: "closed connections", err: fmt.Errorf("acquire: %w", safeErr{}), fails: 40, disabled: true, wantRuns: 41},
+		{name: "closed connections without end", err: safeErr{}, fails: 1000, wantRuns: 65, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,3 +135,10 @@ func count(t *testing.T, pool *pgxpool.Pool, query string) int {
 	}
 	return n
 }
+
+// safeErr is an error pgconn.SafeToRetry accepts: nothing reached the
+// server.
+type safeErr struct{}
+
+func (safeErr) Error() string     { return "conn closed" }
+func (safeErr) SafeToRetry() bool { return true }

@@ -43,11 +43,22 @@ func (s *Buffer) String() string {
 	return s.b.String()
 }
 
-// LogLine returns the first JSON log line whose msg is msg.
-func (s *Buffer) LogLine(msg string) (map[string]any, bool) {
+// Lines returns the JSON log lines written so far.
+func (s *Buffer) Lines() []map[string]any {
+	var out []map[string]any
 	for _, l := range strings.Split(s.String(), "\n") {
 		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == msg {
+		if json.Unmarshal([]byte(l), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// LogLine returns the first JSON log line whose msg is msg.
+func (s *Buffer) LogLine(msg string) (map[string]any, bool) {
+	for _, m := range s.Lines() {
+		if m["msg"] == msg {
 			return m, true
 		}
 	}

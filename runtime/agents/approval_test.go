@@ -161,30 +161,46 @@ func TestDoublePauseAndRejectWithFeedback(t *testing.T) {
 }
 
 func TestApprovalWithEditedArguments(t *testing.T) {
-	for _, tt := range []struct {
-		name, args string
-		kind       agents.ErrorKind
-		refunds    []string
-	}{
-		{"valid edit", `{"id":"B"}`, "", []string{`{"id":"B"}`}},
-		{"edit breaks the schema", `{"order":"B"}`, agents.KindInvalidArguments, nil},
+	d := newDesk(t, calls(call("r", "refund", `{"id":"A"}`)), answer("ok"))
+	r := newRuntime(t, d.config())
+	res := mustRun(t, r, "desk", "refund", agents.RunOptions{})
+	ctx := context.Background()
+	before, err := r.Store().LoadRun(ctx, res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Edits the schema refuses are refused before the approval is spent:
+	// the run stays paused, untouched, and the tool has not run.
+	for _, tt := range []struct{ args, want string }{
+		{`{"order":"B"}`, "the edited arguments do not match the input schema of tool refund: additional properties 'order' not allowed; missing property 'id'"},
+		{`{"id":7}`, "at /id: got number, want string"},
+		{`"{\"id\":\"B\"}"`, "got string, want object"},
+		{`{`, "the edited arguments are invalid: they are not valid JSON"},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			d := newDesk(t, calls(call("r", "refund", `{"id":"A"}`)), answer("ok"))
-			r := newRuntime(t, d.config())
-			res := mustRun(t, r, "desk", "refund", agents.RunOptions{})
-			res, err := r.Resume(context.Background(), res.RunID, agents.Decision{Action: agents.Approve, Arguments: json.RawMessage(tt.args)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := res.Steps[0].ToolCalls[0]
-			if c.Arguments != tt.args || c.Approval.OriginalArguments != `{"id":"A"}` || c.ErrorKind != tt.kind {
-				t.Fatalf("call %+v", c)
-			}
-			if diff := cmp.Diff(tt.refunds, d.refunds, cmpopts.EquateEmpty()); diff != "" {
-				t.Fatalf("refunds (-want +got):\n%s", diff)
-			}
-		})
+		got, err := r.Resume(ctx, res.RunID, agents.Decision{Action: agents.Approve, Arguments: json.RawMessage(tt.args)})
+		var ia *agents.InvalidArgumentsError
+		if !errors.As(err, &ia) || !strings.Contains(err.Error(), tt.want) || got.Status != agents.StatusPaused {
+			t.Errorf("edit %s: %s %v, want an *InvalidArgumentsError saying %q", tt.args, got.Status, err, tt.want)
+		}
+		after, lerr := r.Store().LoadRun(ctx, res.RunID)
+		if lerr != nil || after.Status != agents.StatusPaused || after.Version != before.Version {
+			t.Fatalf("after edit %s the run is %s at version %d (was %d): %v", tt.args, after.Status, after.Version, before.Version, lerr)
+		}
+	}
+	if len(d.refunds) != 0 {
+		t.Fatalf("refunds %v", d.refunds)
+	}
+	// The pause can still be decided, here with a valid edit.
+	res, err = r.Resume(ctx, res.RunID, agents.Decision{Action: agents.Approve, Arguments: json.RawMessage(`{"id":"B"}`)})
+	if err != nil || res.Status != agents.StatusCompleted {
+		t.Fatalf("valid edit: %s %v", res.Status, err)
+	}
+	c := res.Steps[0].ToolCalls[0]
+	if c.Arguments != `{"id":"B"}` || c.Approval.OriginalArguments != `{"id":"A"}` || c.ErrorKind != "" {
+		t.Fatalf("call %+v", c)
+	}
+	if diff := cmp.Diff([]string{`{"id":"B"}`}, d.refunds, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("refunds (-want +got):\n%s", diff)
 	}
 }
 
@@ -237,11 +253,33 @@ func TestResumeRefusals(t *testing.T) {
 	if _, err := agents.UnmarshalCheckpoint(data); !errors.As(err, &ve) {
 		t.Errorf("unmarshal version: %v", err)
 	}
+	// A checkpoint naming an agent or a tool this runtime does not have
+	// is refused before anything is written: no paused run that could
+	// never be resumed is left in the store.
 	other := stale
 	other.RunID, other.Agent, other.Path = "run_other", "ghost", []string{"ghost"}
 	var ua *agents.UnknownAgentError
 	if _, err := r.ResumeFrom(ctx, other, agents.Decision{Action: agents.Approve}); !errors.As(err, &ua) {
 		t.Errorf("unknown agent: %v", err)
+	}
+	noTool := stale
+	noTool.RunID = "run_no_tool"
+	noTool.Pending = &agents.Pending{Step: stale.Pending.Step, Next: stale.Pending.Next, Reason: stale.Pending.Reason}
+	noTool.Pending.Step.ToolCalls = []agents.ToolCallRecord{{ID: "r", Name: "wire_money", Arguments: `{}`}}
+	var ut *agents.UnknownToolError
+	if _, err := r.ResumeFrom(ctx, noTool, agents.Decision{Action: agents.Approve}); !errors.As(err, &ut) || ut.Tool != "wire_money" {
+		t.Errorf("unknown tool: %v", err)
+	}
+	badEdit := stale
+	badEdit.RunID = "run_bad_edit"
+	var ia *agents.InvalidArgumentsError
+	if _, err := r.ResumeFrom(ctx, badEdit, agents.Decision{Action: agents.Approve, Arguments: json.RawMessage(`{"id":1}`)}); !errors.As(err, &ia) {
+		t.Errorf("invalid edit: %v", err)
+	}
+	for _, id := range []string{"run_other", "run_no_tool", "run_bad_edit"} {
+		if rec, err := r.Store().LoadRun(ctx, id); !errors.As(err, &nf) {
+			t.Errorf("a refused ResumeFrom stored run %s: %+v %v", id, rec, err)
+		}
 	}
 	if _, err := agents.UnmarshalCheckpoint([]byte(`{"version":1}`)); err == nil || !strings.Contains(err.Error(), "no run id") {
 		t.Errorf("empty checkpoint: %v", err)

@@ -37,6 +37,11 @@ type Checkpoint struct {
 	// Messages is the conversation without the system messages, which are
 	// rebuilt from the agent at each call.
 	Messages []SavedMessage `json:"messages"`
+	// Turn is the index in Messages of the run's input, where the current
+	// turn starts: thread trimming never drops it or what follows. A
+	// checkpoint without it (written before it existed) keeps the whole
+	// thread.
+	Turn int `json:"turn,omitempty"`
 	// Steps are the completed steps.
 	Steps []StepRecord `json:"steps"`
 	// AgentSteps counts the current agent's model calls, against its
@@ -280,6 +285,9 @@ func (cp *Checkpoint) check() error {
 		return fmt.Errorf("checkpoint of run %s has no alias", cp.RunID)
 	case len(cp.Path) == 0 || cp.Path[len(cp.Path)-1] != cp.Agent:
 		return fmt.Errorf("checkpoint of run %s: path %v does not end with agent %q", cp.RunID, cp.Path, cp.Agent)
+	}
+	if cp.Turn < 0 || (cp.Turn > 0 && cp.Turn >= len(cp.Messages)) {
+		return fmt.Errorf("checkpoint of run %s: turn %d is not one of its %d messages", cp.RunID, cp.Turn, len(cp.Messages))
 	}
 	if p := cp.Pending; p != nil && (p.Next < 0 || p.Next > len(p.Step.ToolCalls)) {
 		return fmt.Errorf("checkpoint of run %s: pending call %d out of range", cp.RunID, p.Next)

@@ -212,6 +212,13 @@ type Tool struct {
 	Approval Approval
 	// Timeout bounds one call; zero means DefaultToolTimeout.
 	Timeout time.Duration
+	// MaxObservationBytes bounds what the model reads of one call's
+	// result, from MinObservationBytes to MaxObservationBytesLimit; zero
+	// means DefaultMaxObservationBytes. A longer observation (a result or
+	// an error) is cut at a UTF-8 boundary and ends with a marker that
+	// says how many bytes were left out; the run goes on, and the stored
+	// call record and checkpoint hold the cut text.
+	MaxObservationBytes int
 }
 
 func (t Tool) validate() error {
@@ -233,6 +240,9 @@ func (t Tool) validate() error {
 	}
 	if t.Timeout < 0 {
 		return fmt.Errorf("tool %q: negative timeout %v", t.Name, t.Timeout)
+	}
+	if err := checkObservationBytes(t.MaxObservationBytes); err != nil {
+		return fmt.Errorf("tool %q: %w", t.Name, err)
 	}
 	return nil
 }

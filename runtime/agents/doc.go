@@ -35,6 +35,13 @@
 // answered, the rung it degraded from, the model call and every tool call
 // with its observation.
 //
+// Every observation is bounded in one place, whatever made it (a tool of
+// any kind, a search, a delegation, an error): at most the tool's
+// Tool.MaxObservationBytes (DefaultMaxObservationBytes for tools the
+// runtime makes), cut at a UTF-8 boundary with a marker saying how many
+// bytes were cut, before the model, the events, the call record or the
+// checkpoint see it.
+//
 // Tools are Go code registered by name (ToolFunc, Typed), or a tool kind an
 // application names so that no code is needed. This package is the tools'
 // extension point: it defines the contract (Tool, Implementation) and the
@@ -105,7 +112,9 @@
 // The thread is the conversation: it lives in the checkpoint, never in a
 // store, and is trimmed per request to Memory.ThreadTokenBudget by dropping
 // the oldest whole turns (a tool call never loses its result), estimated
-// with the gateway's heuristic. User and global memory are read from a
+// with the gateway's heuristic. The current turn, from the run's input on
+// (Checkpoint.Turn), is never dropped: an output repair prompt starts no
+// turn, so the question and the answer under repair stay in its request. User and global memory are read from a
 // MemoryStore at every call and rendered as one extra system message after
 // the instructions, so the injection is visible in the request.
 //

@@ -29,6 +29,48 @@ func (e *UnknownAgentError) Error() string {
 	return fmt.Sprintf("unknown agent %q (known: %s)", e.Agent, strings.Join(e.Known, ", "))
 }
 
+// UnknownToolError reports a checkpoint whose call waiting for a decision
+// names a tool its agent does not have in this runtime (the run was paused
+// by a runtime with other tools). Nothing is written: the run stays paused
+// for a runtime that has the tool.
+type UnknownToolError struct {
+	// RunID is the run.
+	RunID string
+	// Agent is the agent the run is on.
+	Agent string
+	// Tool is the tool the pending call names.
+	Tool string
+	// Known lists the agent's tools, in the order it offers them.
+	Known []string
+}
+
+// Error implements error.
+func (e *UnknownToolError) Error() string {
+	return fmt.Sprintf("run %s: agent %q has no tool %q in this runtime (its tools: %s)", e.RunID, e.Agent, e.Tool, strings.Join(e.Known, ", "))
+}
+
+// InvalidArgumentsError reports a Decision whose edited arguments are not
+// JSON or do not match the tool's input schema. It is returned before the
+// run is claimed: the run stays paused and can be decided again. A service
+// answers it as a bad request on the arguments.
+type InvalidArgumentsError struct {
+	// RunID is the run.
+	RunID string
+	// Tool is the tool of the pending call.
+	Tool string
+	// Problem says what is wrong, in the schema's words.
+	Problem string
+}
+
+// Error implements error.
+func (e *InvalidArgumentsError) Error() string {
+	const still = "; the run is still paused and can be decided again"
+	if e.Tool == "" {
+		return fmt.Sprintf("run %s: the edited arguments are invalid: %s", e.RunID, e.Problem) + still
+	}
+	return fmt.Sprintf("run %s: the edited arguments do not match the input schema of tool %s: %s", e.RunID, e.Tool, e.Problem) + still
+}
+
 // UserIDRequiredError is returned by Run for an agent with user memory when
 // RunOptions.UserID is empty: the memory is keyed by user, and guessing one
 // would mix users' memories. A service answers it as a bad request.
@@ -122,7 +164,7 @@ type OutputValidationError struct {
 
 // Error implements error.
 func (e *OutputValidationError) Error() string {
-	return fmt.Sprintf("agent %q: answer does not match the output schema after one repair attempt: %v", e.Agent, e.Err)
+	return fmt.Sprintf("agent %q: answer does not match the output schema after one repair attempt: %s", e.Agent, schemaProblem(e.Err))
 }
 
 // Unwrap returns the validation error.

@@ -31,6 +31,7 @@ type runState struct {
 	threadID       string
 	userID         string
 	msgs           []gateway.Message
+	turn           int               // the index in msgs of the run's input (Checkpoint.Turn)
 	saved          []SavedMessage    // msgs as checkpointed, kept in step
 	req            []gateway.Message // reqAgent's system message and msgs, kept in step
 	reqAgent       *agentDef
@@ -43,6 +44,7 @@ type runState struct {
 	usage          UsageRecord
 	cost           float64
 	pending        *Pending
+	prerecorded    int // the pending step's leading calls recorded with its checkpoint (saveStep)
 	version        int64
 	answer         string
 	events         *emitter // the run's hook, shared with delegated runs; nil without one
@@ -65,7 +67,7 @@ func (st *runState) checkpoint() Checkpoint {
 		Version: CheckpointVersion, RunID: st.id, Agent: st.agent.spec.Name,
 		Path: slices.Clip(st.path), Alias: st.alias, Degraded: st.degraded,
 		ThreadID: st.threadID, UserID: st.userID,
-		Messages: slices.Clip(st.saved), Steps: slices.Clip(st.steps),
+		Messages: slices.Clip(st.saved), Turn: st.turn, Steps: slices.Clip(st.steps),
 		AgentSteps: st.agentSteps, Delegations: *st.delegations, Repaired: st.repaired,
 		Usage: st.usage, CostUSD: st.cost,
 	}
@@ -189,7 +191,7 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 		}
 		// The step is checkpointed before any of its calls is recorded, so
 		// that a crash from here on can be recovered.
-		if err := r.save(ctx, st, StatusRunning); err != nil {
+		if err := r.saveStep(ctx, st); err != nil {
 			return r.finish(ctx, st, span, StatusFailed, err)
 		}
 	}
@@ -211,7 +213,7 @@ func (st *runState) stopPending() {
 		}
 	}
 	st.steps = append(st.steps, p.Step)
-	st.pending = nil
+	st.pending, st.prerecorded = nil, 0
 }
 
 // statusOf maps a fatal error of the tool phase to the run's status.
@@ -247,7 +249,7 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 		}
 		return gateway.Request{Messages: slices.Clip(st.req), Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature}, nil
 	}
-	thread := trimThread(st.msgs, d.spec.Memory.ThreadTokenBudget)
+	thread := trimThread(st.msgs, d.spec.Memory.ThreadTokenBudget, st.turn)
 	msgs := make([]gateway.Message, 0, len(thread)+2)
 	if d.spec.Instructions != "" {
 		msgs = append(msgs, gateway.Message{Role: gateway.RoleSystem, Content: d.spec.Instructions})
@@ -402,7 +404,7 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 		st.appendMsg(gateway.Message{Role: gateway.RoleTool, Content: c.Observation, ToolCallID: c.ID, Name: c.Name})
 	}
 	st.steps = append(st.steps, p.Step)
-	st.pending = nil
+	st.pending, st.prerecorded = nil, 0
 	return false, target, nil
 }
 
@@ -434,12 +436,8 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 	key := callKey(step, i)
 	tctx, span := r.startToolSpan(ctx, st, c)
 	defer span.End()
-	if !st.sub {
-		rec := CallRecord{RunID: st.id, Key: key, CallID: c.ID, Tool: c.Name, Effects: EffectsRead, Arguments: c.Arguments}
-		if t != nil {
-			rec.Effects = t.effects
-		}
-		err := r.store.RecordCall(ctx, rec)
+	if !st.sub && i >= st.prerecorded {
+		err := r.store.RecordCall(ctx, callRecord(st, t, step, i, c))
 		var exists *CallExistsError
 		if errors.As(err, &exists) {
 			prev, lerr := r.store.Call(ctx, st.id, key)
@@ -467,6 +465,11 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 		// The run stops; the call still gets its one result.
 		c.observe("error: the run stopped during this call: "+err.Error(), KindToolFailed)
 	}
+	limit := DefaultMaxObservationBytes // a tool the agent does not have
+	if t != nil {
+		limit = t.maxObs
+	}
+	c.Observation = boundObservation(c.Observation, limit)
 	if c.ErrorKind != "" {
 		endSpanToolError(span, c)
 	}
@@ -606,6 +609,51 @@ func (r *Runtime) delegate(ctx context.Context, st *runState, target *agentDef, 
 		c.observe(fmt.Sprintf("error: agent %q could not complete the task: %v", name, err), KindDelegateFailed)
 		return nil
 	}
+}
+
+// callRecord is the record of call i of step as the store keeps it.
+func callRecord(st *runState, t *tool, step, i int, c *ToolCallRecord) CallRecord {
+	rec := CallRecord{RunID: st.id, Key: callKey(step, i), CallID: c.ID, Tool: c.Name, Effects: EffectsRead, Arguments: c.Arguments}
+	if t != nil {
+		rec.Effects = t.effects
+	}
+	return rec
+}
+
+// saveStep checkpoints the run with its new pending step. With a StepStore
+// the calls that will run at once and may run again after a crash (all of
+// a parallel step's, or a sequential step's first) are recorded in the
+// same write, saving a round trip each: recovery treats such a call alike
+// recorded or not, so recording it a moment early changes nothing.
+func (r *Runtime) saveStep(ctx context.Context, st *runState) error {
+	ss, ok := r.store.(StepStore)
+	if !ok || st.sub {
+		return r.save(ctx, st, StatusRunning)
+	}
+	p := st.pending
+	calls := p.Step.ToolCalls
+	n := 0
+	switch {
+	case r.parallel(st.agent, calls):
+		n = len(calls)
+	case len(calls) > 0 && r.rerunnable(st.agent, calls[0].Name):
+		if t := st.agent.tools[calls[0].Name]; t == nil || t.approval != ApprovalAlways {
+			n = 1
+		}
+	}
+	if n == 0 {
+		return r.save(ctx, st, StatusRunning)
+	}
+	recs := make([]CallRecord, n)
+	for i := range n {
+		recs[i] = callRecord(st, st.agent.tools[calls[i].Name], p.Step.Number, i, &calls[i])
+	}
+	rec, err := ss.UpdateRunRecordCalls(context.WithoutCancel(ctx), RunRecord{RunID: st.id, Agent: st.agent.spec.Name, Status: StatusRunning, Version: st.version, Checkpoint: st.checkpoint()}, recs)
+	if err != nil {
+		return fmt.Errorf("run %s: save %s run: %w", st.id, StatusRunning, err)
+	}
+	st.version, st.prerecorded = rec.Version, n
+	return nil
 }
 
 // save writes the run's record with status.

@@ -154,9 +154,12 @@ var emptyRequestTokens = gateway.EstimateInputTokens(gateway.Request{})
 // trimThread returns the suffix of a conversation that fits in budget
 // tokens, dropping the oldest complete turns first. A turn starts at a user
 // message and runs to the next one, so an assistant's tool calls are never
-// separated from their results. The newest turn is always kept, even when it
-// alone exceeds the budget: the model must see the question it answers.
-func trimThread(msgs []gateway.Message, budget int) []gateway.Message {
+// separated from their results. The current turn, from msgs[turn] (the
+// run's input) on, is always kept whole, even when it alone exceeds the
+// budget: the model must see the question it answers, and the user
+// messages the run adds itself (an output repair prompt) start no turn, so
+// the answer under repair is never dropped either.
+func trimThread(msgs []gateway.Message, budget, turn int) []gateway.Message {
 	if budget <= 0 || len(msgs) == 0 {
 		return msgs
 	}
@@ -166,9 +169,10 @@ func trimThread(msgs []gateway.Message, budget int) []gateway.Message {
 	}
 	start := 0
 	for total > int64(budget) {
-		// The next turn boundary after start.
+		// The next turn boundary after start, at the current turn's start
+		// at the latest.
 		next := -1
-		for i := start + 1; i < len(msgs); i++ {
+		for i := start + 1; i <= turn && i < len(msgs); i++ {
 			if msgs[i].Role == gateway.RoleUser {
 				next = i
 				break

@@ -119,3 +119,62 @@ func TestStructuredOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestRepairSurvivesTrimming repairs an answer on an agent whose thread
+// budget the history already exceeds: the repair request still holds the
+// question and the answer under repair, the older turn goes, and a run
+// paused and resumed between the question and the repair trims the same
+// way from its checkpoint.
+func TestRepairSurvivesTrimming(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)
+	history := []gateway.Message{
+		{Role: gateway.RoleUser, Content: strings.Repeat("an old question ", 40)},
+		{Role: gateway.RoleAssistant, Content: strings.Repeat("an old answer ", 40)},
+	}
+	fx := newFixture(t, fake.Config{Script: []fake.Step{
+		calls(call("r", "confirm", `{"id":"A"}`)),
+		answer("Paris, of course"),
+		answer(`{"city":"Paris"}`),
+	}})
+	r := newRuntime(t, agents.Config{
+		Gateway: fx.gw,
+		Agents: []agents.Agent{{Name: "a", Model: "small", Instructions: "Answer in JSON.", Output: schema, Tools: []string{"confirm"},
+			Memory: &agents.Memory{ThreadTokenBudget: 40}}},
+		Tools:           []agents.Tool{{Name: "confirm", Description: "d", Input: lookupSchema, Approval: agents.ApprovalAlways}},
+		Implementations: map[string]agents.Implementation{"confirm": echoTool},
+	})
+	paused := mustRun(t, r, "a", "capital of France?", agents.RunOptions{History: history})
+	if paused.Status != agents.StatusPaused || paused.Checkpoint.Turn != 2 {
+		t.Fatalf("status %s, checkpoint turn %d", paused.Status, paused.Checkpoint.Turn)
+	}
+	// Resumed from the checkpoint alone, in a runtime whose store never
+	// saw the run.
+	r2 := newRuntime(t, agents.Config{
+		Gateway: fx.gw,
+		Agents: []agents.Agent{{Name: "a", Model: "small", Instructions: "Answer in JSON.", Output: schema, Tools: []string{"confirm"},
+			Memory: &agents.Memory{ThreadTokenBudget: 40}}},
+		Tools:           []agents.Tool{{Name: "confirm", Description: "d", Input: lookupSchema, Approval: agents.ApprovalAlways}},
+		Implementations: map[string]agents.Implementation{"confirm": echoTool},
+	})
+	data, _ := agents.MarshalCheckpoint(*paused.Checkpoint)
+	cp, err := agents.UnmarshalCheckpoint(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r2.ResumeFrom(context.Background(), cp, agents.Decision{Action: agents.Approve})
+	if err != nil || res.Status != agents.StatusCompleted || res.Answer != `{"city":"Paris"}` {
+		t.Fatalf("status %s answer %q: %v", res.Status, res.Answer, err)
+	}
+	reqs := fx.fake.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d model calls", len(reqs))
+	}
+	got := reqs[2].Messages
+	want := []string{"system", "user", "assistant", "tool:r", "assistant", "user"}
+	if d := cmp.Diff(want, roles(got)); d != "" {
+		t.Fatalf("repair request (-want +got):\n%s", d)
+	}
+	if got[1].Content != "capital of France?" || got[4].Content != "Paris, of course" || !strings.Contains(got[5].Content, "does not match the required JSON schema") {
+		t.Fatalf("repair request %+v", got)
+	}
+}

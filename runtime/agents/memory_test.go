@@ -50,7 +50,7 @@ func TestTrimThreadBoundaries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := trimThread(msgs, tt.budget)
+			got := trimThread(msgs, tt.budget, 6)
 			if d := cmp.Diff(tt.want, got); d != "" {
 				t.Fatalf("(-want +got):\n%s", d)
 			}
@@ -62,7 +62,7 @@ func TestTrimThreadBoundaries(t *testing.T) {
 	}
 	// A thread with no user message (a resumed tail) is one turn.
 	tail := []gateway.Message{ac("c9"), tr("c9")}
-	if d := cmp.Diff(tail, trimThread(tail, 1)); d != "" {
+	if d := cmp.Diff(tail, trimThread(tail, 1, 0)); d != "" {
 		t.Fatalf("tail trimmed (-want +got):\n%s", d)
 	}
 }

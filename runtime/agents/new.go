@@ -117,6 +117,7 @@ func declareTools(cfg Config) (map[string]*tool, []error) {
 			def:     gateway.ToolDef{Name: t.Name, Description: t.Description, Parameters: in},
 			effects: cmp.Or(t.Effects, EffectsRead), approval: cmp.Or(t.Approval, ApprovalNever),
 			timeout: cmp.Or(t.Timeout, DefaultToolTimeout),
+			maxObs:  cmp.Or(t.MaxObservationBytes, DefaultMaxObservationBytes),
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Implementations)) {
@@ -275,7 +276,7 @@ func (r *Runtime) bindAgentTools(d *agentDef) []error {
 			case target == a.Name || d.tools[tn] != nil:
 				continue // itself, or listed twice: agentRules reports it
 			}
-			t := &tool{name: tn, kind: list.kind, target: td, effects: EffectsWrite, approval: ApprovalNever}
+			t := &tool{name: tn, kind: list.kind, target: td, effects: EffectsWrite, approval: ApprovalNever, maxObs: DefaultMaxObservationBytes}
 			def := gateway.ToolDef{Name: tn}
 			if list.kind == kindTransfer {
 				def.Description = fmt.Sprintf("Hand the conversation over to agent %q for good; you will not get it back. %s", target, td.spec.Description)
@@ -316,7 +317,7 @@ func (d *agentDef) bindSearch(searchers map[string]Searcher, schema *jsonschema.
 		}
 		d.tools[tn] = &tool{
 			name: tn, kind: kindSearch, effects: EffectsRead, approval: ApprovalNever,
-			timeout: DefaultToolTimeout, schema: schema, searcher: s, source: rn,
+			timeout: DefaultToolTimeout, maxObs: DefaultMaxObservationBytes, schema: schema, searcher: s, source: rn,
 		}
 		d.defs = append(d.defs, gateway.ToolDef{Name: tn, Description: searchDescription(rn, s), Parameters: searchSchema})
 	}

@@ -57,6 +57,7 @@ type tool struct {
 	effects  Effects
 	approval Approval
 	timeout  time.Duration
+	maxObs   int // the bound of its observations (boundObservation)
 	schema   *jsonschema.Schema
 	impl     Implementation
 	target   *agentDef       // transfer and delegate
@@ -232,6 +233,7 @@ func (r *Runtime) start(ctx context.Context, agent, input string, opts RunOption
 		}
 		st.appendMsg(m)
 	}
+	st.turn = len(st.msgs)
 	st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: input})
 	rec, err := r.store.CreateRun(ctx, RunRecord{RunID: st.id, Agent: agent, Status: StatusRunning, Checkpoint: st.checkpoint()})
 	if err != nil {
@@ -285,16 +287,18 @@ type Decision struct {
 	// Feedback is a note for the model; on rejection it tells the model
 	// why.
 	Feedback string
-	// Arguments, when set on approval, replace the model's arguments; they
-	// are validated against the tool's schema like the model's.
+	// Arguments, when set on approval, replace the model's arguments. They
+	// are checked against the tool's input schema before the run is
+	// claimed: invalid ones are an *InvalidArgumentsError and the run
+	// stays paused.
 	Arguments json.RawMessage
 }
 
-func (d Decision) validate() error {
+func (d Decision) validate(runID string) error {
 	switch d.Action {
 	case Approve:
 		if len(d.Arguments) > 0 && !json.Valid(d.Arguments) {
-			return errors.New("decision: edited arguments are not valid JSON")
+			return &InvalidArgumentsError{RunID: runID, Problem: "they are not valid JSON"}
 		}
 	case Reject:
 		if len(d.Arguments) > 0 {
@@ -308,9 +312,16 @@ func (d Decision) validate() error {
 
 // Resume continues a paused run held in the store with a decision on its
 // pending call. A run can pause again; Resume it again.
+//
+// Everything that can refuse the decision is checked before the run is
+// claimed, and then nothing is written: the run stays paused and can be
+// decided again. That is a checkpoint this runtime cannot continue (an
+// *UnknownAgentError, an *UnknownToolError), and edited arguments that are
+// not JSON or do not match the tool's schema (*InvalidArgumentsError). The
+// result then says paused.
 func (r *Runtime) Resume(ctx context.Context, runID string, d Decision) (RunResult, error) {
-	if err := d.validate(); err != nil {
-		return RunResult{RunID: runID, Status: StatusFailed}, err
+	if err := d.validate(runID); err != nil {
+		return RunResult{RunID: runID, Status: StatusPaused}, err
 	}
 	rec, err := r.store.LoadRun(ctx, runID)
 	if err != nil {
@@ -325,16 +336,21 @@ func (r *Runtime) Resume(ctx context.Context, runID string, d Decision) (RunResu
 // ResumeFrom continues a paused run from its checkpoint, for example one
 // decoded with UnmarshalCheckpoint in a process whose store does not hold
 // the run. When the store does hold it, the checkpoint must be the one
-// stored.
+// stored. As with Resume, a checkpoint this runtime cannot continue or a
+// decision it refuses is reported before anything is written: the store is
+// left as it was.
 func (r *Runtime) ResumeFrom(ctx context.Context, cp Checkpoint, d Decision) (RunResult, error) {
-	if err := d.validate(); err != nil {
-		return RunResult{RunID: cp.RunID, Status: StatusFailed}, err
+	if err := d.validate(cp.RunID); err != nil {
+		return RunResult{RunID: cp.RunID, Status: StatusPaused}, err
 	}
 	if err := cp.check(); err != nil {
 		return RunResult{RunID: cp.RunID, Status: StatusFailed}, err
 	}
 	if _, ok := cp.Pending.Call(); !ok {
 		return RunResult{RunID: cp.RunID, Status: StatusFailed}, fmt.Errorf("run %s: checkpoint has no call waiting for a decision", cp.RunID)
+	}
+	if _, err := r.decide(cp, d); err != nil {
+		return RunResult{RunID: cp.RunID, Status: StatusPaused}, err
 	}
 	rec, err := r.store.LoadRun(ctx, cp.RunID)
 	var nf *RunNotFoundError
@@ -354,6 +370,42 @@ func (r *Runtime) ResumeFrom(ctx context.Context, cp Checkpoint, d Decision) (Ru
 	return r.resume(ctx, rec, d)
 }
 
+// noCallError is a paused checkpoint without a call waiting for a
+// decision: a store's corruption, not a decision to refuse.
+type noCallError struct{ runID string }
+
+func (e *noCallError) Error() string {
+	return fmt.Sprintf("run %s: paused without a call waiting for a decision", e.runID)
+}
+
+// decide restores a paused run from cp and applies the decision to its
+// pending call, writing nothing: it refuses a checkpoint this runtime
+// cannot continue (restore) and edited arguments its tool's schema
+// refuses, so that Resume and ResumeFrom can check before they claim.
+func (r *Runtime) decide(cp Checkpoint, d Decision) (*runState, error) {
+	st, err := r.restore(cp)
+	if err != nil {
+		return nil, err
+	}
+	p := st.pending
+	c, ok := p.Call()
+	if !ok {
+		return nil, &noCallError{runID: cp.RunID}
+	}
+	c.Approval = &ApprovalRecord{Approved: d.Action == Approve, Feedback: d.Feedback}
+	if d.Action == Approve && len(d.Arguments) > 0 {
+		// restore made sure the agent has the tool.
+		if err := validateJSON(st.agent.tools[c.Name].schema, d.Arguments); err != nil {
+			return nil, &InvalidArgumentsError{RunID: cp.RunID, Tool: c.Name, Problem: schemaProblem(err)}
+		}
+		c.Approval.OriginalArguments = c.Arguments
+		c.Arguments = string(d.Arguments)
+	}
+	p.Step.ToolCalls[p.Next] = c
+	p.Reason = ""
+	return st, nil
+}
+
 // samePause reports whether two checkpoints are the same pause of a run.
 func samePause(a, b Checkpoint) bool {
 	if len(a.Steps) != len(b.Steps) || a.Agent != b.Agent || a.Pending == nil || b.Pending == nil {
@@ -362,23 +414,16 @@ func samePause(a, b Checkpoint) bool {
 	return a.Pending.Step.Number == b.Pending.Step.Number && a.Pending.Next == b.Pending.Next && a.Pending.Reason == b.Pending.Reason
 }
 
+// resume claims a paused run with a decision and drives it on.
 func (r *Runtime) resume(ctx context.Context, rec RunRecord, d Decision) (RunResult, error) {
-	st, err := r.restore(rec.Checkpoint)
+	st, err := r.decide(rec.Checkpoint, d)
 	if err != nil {
-		return RunResult{RunID: rec.RunID, Status: StatusFailed}, err
+		var nc *noCallError
+		if errors.As(err, &nc) {
+			return RunResult{RunID: rec.RunID, Status: StatusFailed}, err
+		}
+		return RunResult{RunID: rec.RunID, Status: StatusPaused}, err
 	}
-	p := st.pending
-	c, ok := p.Call()
-	if !ok {
-		return RunResult{RunID: rec.RunID, Status: StatusFailed}, fmt.Errorf("run %s: paused without a call waiting for a decision", rec.RunID)
-	}
-	c.Approval = &ApprovalRecord{Approved: d.Action == Approve, Feedback: d.Feedback}
-	if d.Action == Approve && len(d.Arguments) > 0 {
-		c.Approval.OriginalArguments = c.Arguments
-		c.Arguments = string(d.Arguments)
-	}
-	p.Step.ToolCalls[p.Next] = c
-	p.Reason = ""
 	rec.Status = StatusRunning
 	rec.Checkpoint = st.checkpoint()
 	rec, err = r.store.UpdateRun(ctx, rec)
@@ -491,9 +536,15 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 	if _, err := r.gw.Resolve(cp.Alias); err != nil {
 		return nil, fmt.Errorf("run %s: %w", cp.RunID, err)
 	}
+	if c, ok := cp.Pending.Call(); ok && d.tools[c.Name] == nil {
+		// Only a tool the agent offered can wait for a decision; a
+		// runtime without it would answer "unknown tool" to a call a
+		// person approved.
+		return nil, &UnknownToolError{RunID: cp.RunID, Agent: cp.Agent, Tool: c.Name, Known: toolNames(d)}
+	}
 	st := &runState{
 		id: cp.RunID, agent: d, alias: cp.Alias, degraded: cp.Degraded,
-		threadID: cp.ThreadID, userID: cp.UserID, path: slices.Clone(cp.Path),
+		threadID: cp.ThreadID, userID: cp.UserID, path: slices.Clone(cp.Path), turn: cp.Turn,
 		steps: slices.Clip(cp.Steps), agentSteps: cp.AgentSteps, ownDelegations: cp.Delegations,
 		repaired: cp.Repaired, usage: cp.Usage, cost: cp.CostUSD,
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -118,6 +120,32 @@ func RunInfoFromContext(ctx context.Context) (RunInfo, bool) {
 
 // emptyObjectSchema is the input schema of a tool that takes no arguments.
 var emptyObjectSchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// schemaProblem describes a validation error for a person: each
+// violation with where it is in the document ("at /amount_usd: got
+// string, want number"), without the schema's internal address.
+func schemaProblem(err error) string {
+	ve, ok := err.(*jsonschema.ValidationError)
+	if !ok {
+		return err.Error()
+	}
+	var out []string
+	for _, u := range ve.BasicOutput().Errors {
+		if u.Error == nil {
+			continue
+		}
+		msg := u.Error.String()
+		if u.InstanceLocation != "" {
+			msg = "at " + u.InstanceLocation + ": " + msg
+		}
+		out = append(out, msg)
+	}
+	if len(out) == 0 {
+		return err.Error()
+	}
+	slices.Sort(out)
+	return strings.Join(slices.Compact(out), "; ")
+}
 
 // validateJSON checks a JSON text against a compiled schema.
 func validateJSON(s *jsonschema.Schema, text []byte) error {

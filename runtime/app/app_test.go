@@ -302,7 +302,7 @@ func TestStateAndStores(t *testing.T) {
 	opts := app.Options{
 		Implementations: goTools(),
 		LookupEnv:       env,
-		OpenState: func(_ context.Context, dsn string) (agents.Store, gateway.Ledger, error) {
+		OpenState: func(_ context.Context, _ kind.Env, dsn string) (agents.Store, gateway.Ledger, error) {
 			stateDSN = dsn
 			return agents.NewInMemoryStore(), gateway.NewMemoryLedger(), nil
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -38,9 +40,12 @@ type Options struct {
 	RunStore agents.Store
 	// OpenState opens the durable state of a service whose State.Kind is
 	// postgres, from the DSN its DSNEnv names, for whichever of RunStore
-	// and Ledger is nil. It is an option (pgstore.Open and pgledger.New in
-	// a generated service) so that this package does not link pgx.
-	OpenState func(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error)
+	// and Ledger is nil, with what the application's kinds are lent (env:
+	// its scope, where a pool shared with the memory of its pgvector stores
+	// is kept and closed with the App). It is an option
+	// (serve/postgres.OpenState in a generated service) so that this
+	// package does not link pgx.
+	OpenState func(ctx context.Context, env kind.Env, dsn string) (agents.Store, gateway.Ledger, error)
 	// Tracer receives the gateway's and the agents' spans; nil means no
 	// tracing.
 	Tracer trace.Tracer
@@ -111,27 +116,16 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 	if opts.LookupEnv == nil {
 		opts.LookupEnv = os.LookupEnv
 	}
-	a := &App{desc: desc, files: kind.DirFiles(desc.Dir), scope: &kind.Scope{}}
-	if opts.Files != nil {
-		a.files = kind.FSFiles(opts.Files, desc.Dir)
-	}
+	env := newEnv(desc, opts)
+	a := &App{desc: desc, files: env.Files, scope: env.Scope}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, a.Close())
 		}
 	}()
-	env := kind.Env{
-		Files:      a.files,
-		LookupEnv:  opts.LookupEnv,
-		HTTPClient: opts.HTTPClient,
-		Logger:     opts.Logger,
-		Seed:       opts.Seed,
-		Scope:      a.scope,
-		Resources:  desc.Resources,
-	}
 	var errs []error
 	// The state comes first: in PostgreSQL, it holds the gateway's ledger.
-	runs, err := runStore(ctx, &desc, &opts)
+	runs, err := runStore(ctx, &desc, &opts, env)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -196,6 +190,60 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 		return nil, fmt.Errorf("assembling %s: %w", desc.Name, err)
 	}
 	return a, nil
+}
+
+// newEnv is what the kinds of desc are lent: its files (on disk, or in
+// opts.Files), the process's environment, HTTP client and logger, a new
+// scope, and its resources.
+func newEnv(desc Description, opts Options) kind.Env {
+	files := kind.DirFiles(desc.Dir)
+	if opts.Files != nil {
+		files = kind.FSFiles(opts.Files, desc.Dir)
+	}
+	return kind.Env{
+		Files:      files,
+		LookupEnv:  opts.LookupEnv,
+		HTTPClient: opts.HTTPClient,
+		Logger:     opts.Logger,
+		Seed:       opts.Seed,
+		Scope:      &kind.Scope{},
+		Resources:  desc.Resources,
+	}
+}
+
+// Describe writes what the resource of kind k (its section, such as
+// "mcpServers") and name offers, as its kind describes it
+// (kind.Describer), reaching it as the application would; nothing else of
+// the application is assembled.
+func Describe(ctx context.Context, desc Description, opts Options, k, name string, w io.Writer) error {
+	env := newEnv(desc, opts)
+	defer env.Scope.Close()
+	var names, kinds []string
+	for _, r := range desc.Resources {
+		switch {
+		case r.Kind == nil:
+			continue
+		case r.Kind.ResourceKind() != k:
+			kinds = append(kinds, r.Kind.ResourceKind())
+			continue
+		case r.Name != name:
+			names = append(names, r.Name)
+			continue
+		}
+		d, ok := r.Kind.(kind.Describer)
+		if !ok {
+			return fmt.Errorf("a resource of kind %s cannot describe what it offers", k)
+		}
+		return d.Describe(ctx, env, name, w)
+	}
+	if len(names) > 0 {
+		return fmt.Errorf("no %s resource %q; %s has %s", k, name, desc.Name, strings.Join(names, ", "))
+	}
+	slices.Sort(kinds)
+	if kinds = slices.Compact(kinds); len(kinds) > 0 {
+		return fmt.Errorf("%s declares no %s; its resources are of kind %s", desc.Name, k, strings.Join(kinds, ", "))
+	}
+	return fmt.Errorf("%s declares no resources", desc.Name)
 }
 
 // path resolves a file name of the description against its directory.
@@ -323,7 +371,7 @@ func memoryStores(ctx context.Context, desc *Description, env kind.Env) (map[str
 
 // runStore picks where runs are kept, and fills opts.Ledger too when the
 // service keeps its state in PostgreSQL.
-func runStore(ctx context.Context, desc *Description, opts *Options) (agents.Store, error) {
+func runStore(ctx context.Context, desc *Description, opts *Options, env kind.Env) (agents.Store, error) {
 	switch desc.Service.State.Kind {
 	case "", StateMemory:
 		return opts.RunStore, nil // nil is the agents runtime's in-memory default
@@ -338,7 +386,7 @@ func runStore(ctx context.Context, desc *Description, opts *Options) (agents.Sto
 		if !ok {
 			return nil, fmt.Errorf("service state: environment variable %s is not set", desc.Service.State.DSNEnv)
 		}
-		store, ledger, err := opts.OpenState(ctx, dsn)
+		store, ledger, err := opts.OpenState(ctx, env, dsn)
 		if err != nil {
 			return nil, fmt.Errorf("opening the service state: %w", err)
 		}

@@ -3,7 +3,9 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -102,5 +104,51 @@ func TestResources(t *testing.T) {
 	d.Tools[len(d.Tools)-1].Kind = viaServer{Server: "db"}
 	if _, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools()}); err == nil || !strings.Contains(err.Error(), `tool "files": server "db" is not declared`) {
 		t.Errorf("a tool naming an undeclared server: %v", err)
+	}
+}
+
+// describing is a resource kind that says what it offers.
+type describing struct {
+	Addr string `json:"addr"`
+}
+
+func (describing) ResourceKind() string { return "servers" }
+
+func (d describing) Describe(_ context.Context, env kind.Env, name string, w io.Writer) error {
+	if d.Addr == "" {
+		return errors.New("unreachable")
+	}
+	key, _ := env.Lookup("SERVER_KEY")
+	_, err := fmt.Fprintf(w, "%s at %s (key %s): read, list\n", name, d.Addr, key)
+	return err
+}
+
+// TestDescribe asks a resource what it offers, through the environment the
+// application would lend its kind, and names what is wrong otherwise: no
+// such resource, no resource of the kind, a kind that cannot describe.
+func TestDescribe(t *testing.T) {
+	d := desk(t)
+	d.Resources = []kind.Resource{{Name: "fs", Kind: describing{Addr: "unix:/fs.sock"}}, {Name: "db", Kind: describing{}}, {Name: "plain", Kind: server{}}}
+	opts := app.Options{LookupEnv: func(k string) (string, bool) { return "k1", k == "SERVER_KEY" }}
+	var out strings.Builder
+	if err := app.Describe(t.Context(), d, opts, "servers", "fs", &out); err != nil || out.String() != "fs at unix:/fs.sock (key k1): read, list\n" {
+		t.Errorf("Describe = %q, %v", out.String(), err)
+	}
+	for _, tt := range []struct{ kind, name, want string }{
+		{"servers", "db", "unreachable"},
+		{"servers", "nope", `no servers resource "nope"; desk has fs, db, plain`},
+		{"mcpServers", "fs", "desk declares no mcpServers; its resources are of kind servers"},
+	} {
+		if err := app.Describe(t.Context(), d, opts, tt.kind, tt.name, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Describe(%s, %s) = %v, want %q", tt.kind, tt.name, err, tt.want)
+		}
+	}
+	d.Resources = []kind.Resource{{Name: "plain", Kind: server{}}}
+	if err := app.Describe(t.Context(), d, opts, "servers", "plain", io.Discard); err == nil || !strings.Contains(err.Error(), "cannot describe") {
+		t.Errorf("a kind that cannot describe: %v", err)
+	}
+	d.Resources = nil
+	if err := app.Describe(t.Context(), d, opts, "servers", "fs", io.Discard); err == nil || !strings.Contains(err.Error(), "declares no resources") {
+		t.Errorf("no resources: %v", err)
 	}
 }

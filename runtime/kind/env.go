@@ -1,8 +1,10 @@
 package kind
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -79,6 +81,16 @@ type ResourceKind interface {
 	// ResourceKind returns the resource's kind: the name of the IR
 	// section that declares it.
 	ResourceKind() string
+}
+
+// Describer is implemented by a resource kind that can say what one of its
+// resources offers, such as the tools of an MCP server with their input
+// schemas and annotations, so that writing an application starts from what
+// the resource offers: `aidgen describe FILE KIND NAME` prints it. It
+// reaches the resource as the application would, through env.
+type Describer interface {
+	// Describe writes what the resource called name offers to w.
+	Describe(ctx context.Context, env Env, name string, w io.Writer) error
 }
 
 // Resource is a named resource of an application.

@@ -20,6 +20,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/service"
 	"github.com/aidgen/aid/runtime/telemetry"
 )
@@ -54,8 +55,9 @@ type Options struct {
 	Implementations map[string]agents.Implementation
 	// OpenState opens the durable state of an application whose service
 	// state is postgres (postgres.OpenState); nil otherwise, so that pgx is
-	// not linked.
-	OpenState func(ctx context.Context, dsn string) (agents.Store, gateway.Ledger, error)
+	// not linked. What it opens closes with the application once the
+	// service has stopped.
+	OpenState func(ctx context.Context, env kind.Env, dsn string) (agents.Store, gateway.Ledger, error)
 	// Files holds copies of the files the application reads (agent
 	// scripts, fixtures, answer keys, documents), which a generated service
 	// embeds, with the description's Dir their directory inside it, so that
@@ -185,7 +187,7 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	}
 	a, err := app.Assemble(ctx, desc, ao)
 	if err != nil {
-		return fmt.Errorf("assembling %s: %w", desc.Name, err)
+		return err // Assemble's error names the application
 	}
 	// The pools and sessions the kinds opened close once the drain is
 	// over.

@@ -276,6 +276,13 @@ func TestRunFails(t *testing.T) {
 		{name: "unknown flag", args: []string{"-port", "8080"}, wantCode: serve.ExitUsage, wantLog: "flag provided but not defined: -port"},
 		{name: "bad log level", args: []string{"-log-level", "loud"}, wantCode: serve.ExitUsage, wantLog: "log-level"},
 		{name: "state-dsn without postgres state", args: []string{"-state-dsn", "postgres://x"}, wantCode: serve.ExitUsage, wantLog: "-state-dsn"},
+		{name: "assembly fails",
+			desc: func(d app.Description) app.Description {
+				d.Agents[0].Tools = []string{"nowhere"}
+				return d
+			},
+			// Said once: Assemble's error names the application itself.
+			wantCode: serve.ExitFailed, wantLog: `"error":"assembling desk: building the agents: agent \"desk\": tool \"nowhere\" is not declared"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			desc := desk(docs)
@@ -333,7 +340,7 @@ func TestRunState(t *testing.T) {
 			desc.Service.State = app.State{Kind: app.StatePostgres, DSNEnv: "DESK_DSN"}
 			var mu sync.Mutex
 			var dsns []string
-			opts := serve.Options{OpenState: func(_ context.Context, dsn string) (agents.Store, gateway.Ledger, error) {
+			opts := serve.Options{OpenState: func(_ context.Context, _ kind.Env, dsn string) (agents.Store, gateway.Ledger, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				dsns = append(dsns, dsn)

@@ -48,6 +48,10 @@ func (req *chatRequest) check() error {
 	case len(req.Messages) == 0:
 		return invalid(CodeInvalidRequest, "messages", "messages must not be empty")
 	}
+	n := len(req.Messages) - 1
+	if err := req.Messages[n].Content.check(fmt.Sprintf("messages[%d]", n)); err != nil {
+		return err // the others are toHistory's
+	}
 	if last := req.Messages[len(req.Messages)-1]; last.Role != "user" || !last.Content.set {
 		return invalid(CodeInvalidRequest, "messages", fmt.Sprintf(
 			"the last message must be a user message with content (the run's input); got role %q. Resume a paused run with POST /v1/runs/{id}/resume", last.Role))
@@ -125,7 +129,7 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 		w.Header().Set("X-Aid-Ignored-System-Messages", strconv.Itoa(ignored))
 	}
 	if req.Stream {
-		cs := &chatStream{w: w, timeout: s.limits.WriteTimeout, model: agent, created: time.Now().Unix(),
+		cs := &chatStream{w: w, timeout: s.limits.WriteTimeout, model: agent, created: time.Now().Unix(), reqID: info(r).id,
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 		opts.OnEvent = cs.event
 		res, err := s.runAgent(r, agent, input, opts)
@@ -163,6 +167,7 @@ type chatStream struct {
 	model   string
 	created int64
 	usage   bool
+	reqID   string
 	step    int  // the step of the last text streamed
 	sent    bool // some text was streamed
 }
@@ -216,7 +221,7 @@ func (c *chatStream) finish(res agents.RunResult, err error) *apiError {
 			}
 			return writeError(c.w, err, extOf(res))
 		}
-		ae := classify(err)
+		ae := classify(err, c.reqID, res.RunID)
 		c.sse.data(errorBody{Error: ae, Aid: extOf(res)})
 		c.sse.close()
 		return ae

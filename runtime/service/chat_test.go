@@ -192,7 +192,7 @@ func TestChatCompletionErrors(t *testing.T) {
 		{"unknown role", `{"model":"triage","messages":[{"role":"function","content":"q"},{"role":"user","content":"q"}]}`, 400, service.CodeInvalidRequest, "messages[0].role"},
 		{"tool without id", `{"model":"triage","messages":[{"role":"tool","content":"q"},{"role":"user","content":"q"}]}`, 400, service.CodeInvalidRequest, "messages[0].tool_call_id"},
 		{"bad tool arguments", `{"model":"triage","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{"}}]},{"role":"user","content":"q"}]}`, 400, service.CodeInvalidRequest, "messages[0].tool_calls[0].function.arguments"},
-		{"image part", `{"model":"triage","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, service.CodeInvalidJSON, ""},
+		{"image part", `{"model":"triage","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, service.CodeUnsupportedParameter, "messages[0].content"},
 		{"client tools", `{"model":"triage","tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"q"}]}`, 400, service.CodeUnsupportedParameter, "tools"},
 		{"n", `{"model":"triage","n":2,"messages":[{"role":"user","content":"q"}]}`, 400, service.CodeUnsupportedParameter, "n"},
 		{"tool_choice required", `{"model":"triage","tool_choice":"required","messages":[{"role":"user","content":"q"}]}`, 400, service.CodeUnsupportedParameter, "tool_choice"},
@@ -332,5 +332,60 @@ func TestChatCompletionStreamFailsMidAnswer(t *testing.T) {
 	}
 	if h := e.spend(t); h.Calls != 1 {
 		t.Errorf("%d settled calls, want the broken stream settled", h.Calls)
+	}
+}
+
+// TestChatCompletionToolMessagesChecked refuses conversations an OpenAI
+// model refuses: a tool message that answers no call of the assistant
+// message before it, or answers one twice, and an assistant's calls left
+// unanswered when the next user or assistant message comes. The refusal is
+// a 400 naming the message, never a run that the provider then fails.
+func TestChatCompletionToolMessagesChecked(t *testing.T) {
+	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}}})
+	const (
+		u   = `{"role":"user","content":"q"}`
+		a   = `{"role":"assistant","content":"a"}`
+		a1  = `{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}`
+		a12 = `{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"c2","type":"function","function":{"name":"g","arguments":"{}"}}]}`
+		t1  = `{"role":"tool","tool_call_id":"c1","content":"r1"}`
+		t2  = `{"role":"tool","tool_call_id":"c2","content":"r2"}`
+		sys = `{"role":"system","content":"s"}`
+	)
+	msgs := func(ms ...string) string {
+		return `{"model":"triage","messages":[` + strings.Join(ms, ",") + `]}`
+	}
+	for _, tt := range []struct {
+		name, body, param, want string
+	}{
+		{"orphan tool message", msgs(u, t1, u), "messages[1]", `tool_call_id "c1" answers none`},
+		{"tool message after a plain answer", msgs(u, a, t1, u), "messages[2]", "answers none"},
+		{"mismatched id", msgs(u, a1, t2, u), "messages[2]", `tool_call_id "c2" is not a call of the assistant message messages[1] (its calls: c1)`},
+		{"answered twice", msgs(u, a1, t1, t1, u), "messages[3]", `tool call "c1" is answered twice`},
+		{"unanswered before the input", msgs(u, a12, t1, u), "messages[1]", "unanswered: c2"},
+		{"unanswered before an assistant message", msgs(u, a1, a, u), "messages[1]", "unanswered: c1"},
+		{"unanswered before a user message", msgs(u, a1, u, t1, u), "messages[1]", "unanswered: c1"},
+		{"tool message without content", msgs(u, a1, `{"role":"tool","tool_call_id":"c1","content":null}`, u), "messages[2].content", "needs content"},
+		{"one id twice in a message", msgs(u, `{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}`, t1, u), "messages[1].tool_calls[1]", `"c1" appears twice`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, body := e.do(t, "POST", "/v1/chat/completions", tt.body)
+			code, typ, param := servicetest.APIError(t, body)
+			if status != 400 || code != service.CodeInvalidRequest || typ != service.TypeInvalidRequest || param != tt.param || !strings.Contains(errMessage(t, body), tt.want) {
+				t.Errorf("got %d %s param %q: %s; want 400 param %q saying %q", status, code, param, body, tt.param, tt.want)
+			}
+		})
+	}
+	// The runs API checks its history the same way.
+	status, _, body := e.do(t, "POST", "/v1/agents/triage/runs", `{"input":"q","history":[`+u+`,`+a1+`]}`)
+	if _, _, param := servicetest.APIError(t, body); status != 400 || param != "history[1]" {
+		t.Errorf("runs history with an unanswered call: %d %s", status, body)
+	}
+	if n := e.fake.Calls(); n != 0 {
+		t.Fatalf("refused conversations reached the provider %d times", n)
+	}
+	// Answers in any order, with a system message between, are a thread.
+	status, _, body = e.do(t, "POST", "/v1/chat/completions", msgs(u, a12, t2, sys, t1, a, u))
+	if status != 200 {
+		t.Fatalf("a consistent thread: %d %s", status, body)
 	}
 }

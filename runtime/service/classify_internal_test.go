@@ -20,9 +20,11 @@ func TestClassifyCallerErrors(t *testing.T) {
 		{fmt.Errorf("run r: %w", &agents.UserIDRequiredError{Agent: "triage"}), http.StatusBadRequest, "user"},
 		{&gateway.InvalidRequestError{Field: "stop", Rule: "at most 4"}, http.StatusBadRequest, "stop"},
 		{&agents.UnknownAgentError{Agent: "x"}, http.StatusNotFound, "model"},
+		{&agents.InvalidArgumentsError{RunID: "r", Tool: "refund", Problem: "missing property 'id'"}, http.StatusBadRequest, "arguments"},
+		{&agents.UnknownToolError{RunID: "r", Agent: "a", Tool: "wire_money"}, http.StatusConflict, ""},
 	} {
-		e := classify(tt.err)
-		if e.Status != tt.status || e.Param == nil || *e.Param != tt.param {
+		e := classify(tt.err, "req_1", "run_1")
+		if e.Status != tt.status || (tt.param == "") != (e.Param == nil) || (e.Param != nil && *e.Param != tt.param) {
 			t.Errorf("classify(%v) = status %d param %v, want %d %q", tt.err, e.Status, e.Param, tt.status, tt.param)
 		}
 	}

@@ -48,7 +48,10 @@
 //
 // The last message must be a user message: it is the run's input. Earlier
 // user, assistant (with tool calls) and tool messages are the thread history
-// (agents.RunOptions.History), in order. System and developer messages are
+// (agents.RunOptions.History), in order, checked as OpenAI checks them: a
+// tool message answers a call of the assistant message before it, once,
+// and every call is answered before the next user or assistant message
+// (400 with param messages[i] otherwise). System and developer messages are
 // not sent to the model: the agent's instructions are its system prompt, and
 // a client may not replace them; the response says how many were left out
 // in the header X-Aid-Ignored-System-Messages. Client-side tools (tools,
@@ -90,6 +93,18 @@
 // with stable codes; see the Code constants. A budget breach is 402 Payment
 // Required with code budget_exceeded: not 429, because OpenAI clients retry
 // 429 on their own and a spent budget does not refill in seconds.
+//
+// No Go internals reach a client. A body that does not fit its route names
+// the field as param (messages[1].role) and the type it must have in words
+// ("model must be a string, not a number"). A client reads the message of
+// the typed error it can act on, not the chain of errors wrapped around
+// it; a failure it cannot act on is 500 "internal error (request ID)",
+// and the request's log line, under the same request_id, holds the error
+// itself. A dependency that cannot be reached (the run store, the budget
+// ledger, memory, a vector store: any *gateway.UnavailableError) is 503
+// dependency_unavailable naming the dependency and no connection detail,
+// with Retry-After and X-Should-Retry: true; other errors say
+// X-Should-Retry: false.
 //
 // # Added latency
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
@@ -49,10 +50,16 @@ const (
 	CodeRetrieverNotFound = "retriever_not_found"
 	// CodeRouteNotFound (404): no such route.
 	CodeRouteNotFound = "route_not_found"
+	// CodeMethodNotAllowed (405): the route exists under other methods,
+	// which the Allow header lists.
+	CodeMethodNotAllowed = "method_not_allowed"
 	// CodeRunNotPaused (409): a resume of a run that waits for no decision.
 	CodeRunNotPaused = "run_not_paused"
 	// CodeRunConflict (409): another resume of the run won.
 	CodeRunConflict = "run_conflict"
+	// CodeRunNotResumable (409): the paused run waits on a tool this
+	// service does not have; it stays paused for one that has it.
+	CodeRunNotResumable = "run_not_resumable"
 	// CodeBudgetExceeded (402): a budget refused the run's next call.
 	CodeBudgetExceeded = "budget_exceeded"
 	// CodeMaxSteps (500): the agent used its steps without an answer.
@@ -65,6 +72,10 @@ const (
 	CodeUpstream = "upstream_error"
 	// CodeTimeout (504): the request ran out of Limits.RequestTimeout.
 	CodeTimeout = "timeout"
+	// CodeUnavailable (503): a dependency (the run store, the budget
+	// ledger, memory, a vector store) cannot be reached; the answer has
+	// Retry-After and X-Should-Retry: true, and names no connection detail.
+	CodeUnavailable = "dependency_unavailable"
 	// CodeShuttingDown (503): the service is draining; for a run it
 	// interrupted, the message names the run, which stays recoverable.
 	CodeShuttingDown = "shutting_down"
@@ -81,6 +92,9 @@ type apiError struct {
 	Type    string  `json:"type"`
 	Param   *string `json:"param"`
 	Code    string  `json:"code"`
+	// cause is the error behind the answer, for the log line only: a
+	// client never reads it (see classify).
+	cause error
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -104,65 +118,113 @@ type errorBody struct {
 	Aid   *aidExt   `json:"aid,omitempty"`
 }
 
-// classify maps an error of the runtime to its answer. The message is the
-// error's text: runtime errors name what failed and never carry credentials.
-func classify(err error) *apiError {
+// classify maps an error of the runtime to its answer. A client reads the
+// message of the typed error it can act on (an unknown agent, a budget, a
+// run that is not paused), never the chain of wrapped errors around it,
+// and nothing of an error it cannot act on: a 500 says "internal error"
+// with the request's id, which the log line carries with the error itself
+// (apiError.cause). reqID is the request's id, runID the run's when one
+// started.
+func classify(err error, reqID, runID string) *apiError {
+	ae := classifyOnly(err, reqID, runID)
+	if ae.cause == nil {
+		ae.cause = err
+	}
+	return ae
+}
+
+func classifyOnly(err error, reqID, runID string) *apiError {
 	var (
-		ae        *apiError
-		unknown   *agents.UnknownAgentError
-		notFound  *agents.RunNotFoundError
-		notPaused *agents.NotPausedError
-		conflict  *agents.ConflictError
-		stale     *agents.StaleCheckpointError
-		budget    *gateway.BudgetExceededError
-		window    *gateway.ContextWindowExceededError
-		maxSteps  *agents.MaxStepsError
-		output    *agents.OutputValidationError
-		invalidRq *gateway.InvalidRequestError
-		noUser    *agents.UserIDRequiredError
-		provider  *gateway.ProviderError
+		ae          *apiError
+		unknown     *agents.UnknownAgentError
+		notFound    *agents.RunNotFoundError
+		notPaused   *agents.NotPausedError
+		conflict    *agents.ConflictError
+		stale       *agents.StaleCheckpointError
+		budget      *gateway.BudgetExceededError
+		runBudget   *agents.BudgetExceededError
+		window      *gateway.ContextWindowExceededError
+		maxSteps    *agents.MaxStepsError
+		output      *agents.OutputValidationError
+		invalidRq   *gateway.InvalidRequestError
+		noUser      *agents.UserIDRequiredError
+		provider    *gateway.ProviderError
+		badEdit     *agents.InvalidArgumentsError
+		noTool      *agents.UnknownToolError
+		unavailable *gateway.UnavailableError
 	)
-	msg := err.Error()
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &unavailable):
+		// Before the others: whatever was being done, the answer is that
+		// a dependency is down, which a retry later may not meet.
+		return newError(http.StatusServiceUnavailable, TypeUnavailable, CodeUnavailable,
+			fmt.Sprintf("the service's %s is unavailable; try again shortly", unavailable.Dependency))
+	case errors.As(err, &badEdit):
+		return invalid(CodeInvalidRequest, "arguments", badEdit.Error())
+	case errors.As(err, &noTool):
+		return newError(http.StatusConflict, TypeConflict, CodeRunNotResumable, noTool.Error())
 	case errors.As(err, &unknown):
-		e := newError(http.StatusNotFound, TypeNotFound, CodeModelNotFound, msg)
+		e := newError(http.StatusNotFound, TypeNotFound, CodeModelNotFound, unknown.Error())
 		p := "model"
 		e.Param = &p
 		return e
 	case errors.As(err, &notFound):
-		return newError(http.StatusNotFound, TypeNotFound, CodeRunNotFound, msg)
+		return newError(http.StatusNotFound, TypeNotFound, CodeRunNotFound, notFound.Error())
 	case errors.As(err, &notPaused):
-		return newError(http.StatusConflict, TypeConflict, CodeRunNotPaused, msg)
-	case errors.As(err, &conflict), errors.As(err, &stale):
-		return newError(http.StatusConflict, TypeConflict, CodeRunConflict, msg)
+		return newError(http.StatusConflict, TypeConflict, CodeRunNotPaused, notPaused.Error())
+	case errors.As(err, &conflict):
+		return newError(http.StatusConflict, TypeConflict, CodeRunConflict, conflict.Error())
+	case errors.As(err, &stale):
+		return newError(http.StatusConflict, TypeConflict, CodeRunConflict, stale.Error())
+	case errors.As(err, &runBudget):
+		return newError(http.StatusPaymentRequired, TypeQuota, CodeBudgetExceeded, runBudget.Error())
 	case errors.As(err, &budget):
-		return newError(http.StatusPaymentRequired, TypeQuota, CodeBudgetExceeded, msg)
+		return newError(http.StatusPaymentRequired, TypeQuota, CodeBudgetExceeded, budget.Error())
 	case errors.As(err, &window):
-		e := invalid(CodeContextLengthExceeded, "messages", msg)
-		return e
+		return invalid(CodeContextLengthExceeded, "messages", window.Error())
 	case errors.As(err, &maxSteps):
-		return newError(http.StatusInternalServerError, TypeServer, CodeMaxSteps, msg)
+		return newError(http.StatusInternalServerError, TypeServer, CodeMaxSteps, maxSteps.Error())
 	case errors.As(err, &output):
-		return newError(http.StatusBadGateway, TypeServer, CodeInvalidOutput, msg)
+		return newError(http.StatusBadGateway, TypeServer, CodeInvalidOutput, output.Error())
 	case errors.As(err, &invalidRq):
-		return invalid(CodeInvalidRequest, invalidRq.Field, msg)
+		return invalid(CodeInvalidRequest, invalidRq.Field, invalidRq.Error())
 	case errors.As(err, &noUser):
 		return invalid(CodeInvalidRequest, "user", fmt.Sprintf("agent %q keeps memory per user: name the user (user in chat completions, user_id in runs)", noUser.Agent))
 	case errors.Is(err, agents.ErrInterrupted):
 		// Before the cancellation cases: the run's error may also wrap
 		// context.Canceled, and this one is not the run's end.
-		return newError(http.StatusServiceUnavailable, TypeUnavailable, CodeShuttingDown, msg)
+		return newError(http.StatusServiceUnavailable, TypeUnavailable, CodeShuttingDown,
+			fmt.Sprintf("the service is shutting down: run %s was interrupted; it stays running and can be recovered on another replica", runID))
 	case errors.Is(err, context.DeadlineExceeded):
-		return newError(http.StatusGatewayTimeout, TypeServer, CodeTimeout, msg)
+		return newError(http.StatusGatewayTimeout, TypeServer, CodeTimeout, "the request ran out of time before the run ended")
 	case errors.Is(err, context.Canceled):
-		return newError(http.StatusServiceUnavailable, TypeUnavailable, CodeShuttingDown, msg)
+		return newError(http.StatusServiceUnavailable, TypeUnavailable, CodeShuttingDown, "the request was cancelled before the run ended")
 	case errors.As(err, &provider):
-		return newError(http.StatusBadGateway, TypeServer, CodeUpstream, msg)
+		return newError(http.StatusBadGateway, TypeServer, CodeUpstream, "the model provider failed, after retries and fallbacks: "+providerSummary(provider))
 	default:
-		return newError(http.StatusInternalServerError, TypeServer, CodeServer, msg)
+		return newError(http.StatusInternalServerError, TypeServer, CodeServer, "internal error (request "+reqID+")")
 	}
+}
+
+// providerSummary says what failed upstream in the provider error's own
+// fields: the provider, the model and the status, not the adapter's text,
+// which may quote the upstream's body or address.
+func providerSummary(e *gateway.ProviderError) string {
+	s := "provider " + e.Provider
+	if e.Model != "" {
+		s += " model " + e.Model
+	}
+	switch {
+	case e.StatusCode != 0:
+		s += fmt.Sprintf(" answered %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	case e.Timeout:
+		s += " timed out"
+	default:
+		s += " could not be reached"
+	}
+	return s
 }
 
 // writeJSON writes v with status.
@@ -173,46 +235,41 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v) // the client may be gone; nothing else to tell it
 }
 
-// noRetry tells OpenAI clients not to retry an error answer (they retry
-// 409, 429 and 5xx on their own): the gateway already retried the provider,
-// and a run that failed would only run, and spend, again. A 503 (draining,
-// not ready) may be retried, on another replica.
-func noRetry(w http.ResponseWriter, ae *apiError) {
+// retryHeaders tell OpenAI clients whether to retry an error answer (they
+// retry 409, 429 and 5xx on their own). Most must not be retried: the
+// gateway already retried the provider, and a run that failed would only
+// run, and spend, again. A 503 may be: the service is draining (another
+// replica answers) or a dependency is down (it comes back); one of those
+// says after how long.
+func retryHeaders(w http.ResponseWriter, ae *apiError) {
 	if ae.Status != http.StatusServiceUnavailable {
 		w.Header().Set("X-Should-Retry", "false")
+		return
+	}
+	w.Header().Set("X-Should-Retry", "true")
+	if ae.Code == CodeUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 	}
 }
+
+// RetryAfterSeconds is the Retry-After of a 503 dependency_unavailable: long
+// enough for a pool to reconnect to a database that restarted, short
+// enough that a client does not give up on a blip.
+const RetryAfterSeconds = 2
 
 // writeError writes err in the OpenAI error shape.
 func writeError(w http.ResponseWriter, err error, ext *aidExt) *apiError {
-	ae := classify(err)
+	runID := ""
+	if ext != nil {
+		runID = ext.RunID
+	}
+	ae := classify(err, w.Header().Get("X-Request-Id"), runID)
 	if ae.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="aid"`)
 	}
-	noRetry(w, ae)
+	retryHeaders(w, ae)
 	writeJSON(w, ae.Status, errorBody{Error: ae, Aid: ext})
 	return ae
-}
-
-// decodeBody reads a JSON body into v, refusing unknown fields only when
-// strict, trailing data and a body over the limit.
-func decodeBody(r *http.Request, v any, strict bool) error {
-	dec := json.NewDecoder(r.Body)
-	if strict {
-		dec.DisallowUnknownFields()
-	}
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return newError(http.StatusRequestEntityTooLarge, TypeInvalidRequest, CodeBodyTooLarge,
-				fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
-		}
-		return invalid(CodeInvalidJSON, "", "request body is not valid JSON for this route: "+err.Error())
-	}
-	if dec.More() {
-		return invalid(CodeInvalidJSON, "", "request body has data after the JSON value")
-	}
-	return nil
 }
 
 // asErr is errors.As, for brevity where a type switch is not.

@@ -113,6 +113,20 @@ func (e *env) do(t testing.TB, method, path, body string, hdr ...string) (int, h
 	return servicetest.Do(t, e.srv.Client(), method, e.srv.URL+path, token, strings.NewReader(body), hdr...)
 }
 
+// errMessage is the message of an error answer.
+func errMessage(t testing.TB, body []byte) string {
+	t.Helper()
+	var v struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("error body %q: %v", body, err)
+	}
+	return v.Error.Message
+}
+
 // spend is the ledger's settled spend.
 func (e *env) spend(t testing.TB) gateway.SpendSummary {
 	t.Helper()

@@ -97,12 +97,15 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 		var in mcpInput
 		dec := json.NewDecoder(bytes.NewReader(req.Params.Arguments))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil || strings.TrimSpace(in.Message) == "" {
-			msg := "the arguments must be an object with a non-empty message, and optionally thread_id and user_id"
-			if err != nil {
-				msg += ": " + err.Error()
+		if err := dec.Decode(&in); err != nil {
+			var ae *apiError
+			if errors.As(decodeError(req.Params.Arguments, err), &ae) {
+				ae.Message = "the arguments must be an object with a non-empty message, and optionally thread_id and user_id: " + strings.Replace(ae.Message, "request body", "the arguments", 1)
+				return mcpError(nil, ae), nil
 			}
-			return mcpError(nil, invalid(CodeInvalidRequest, "message", msg)), nil
+		}
+		if strings.TrimSpace(in.Message) == "" {
+			return mcpError(nil, invalid(CodeInvalidRequest, "message", "the arguments must be an object with a non-empty message, and optionally thread_id and user_id")), nil
 		}
 		ctx, cancel := context.WithTimeoutCause(ctx, s.limits.RequestTimeout, context.DeadlineExceeded)
 		defer cancel()
@@ -125,7 +128,7 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 		}
 		// The agent that answers (after handoffs) decides the answer's shape.
 		answering, _ := s.cfg.Agents.Agent(res.Agent)
-		return mcpResult(res, err, len(answering.Output) > 0), nil
+		return s.mcpResult(ctx, res, err, len(answering.Output) > 0), nil
 	}
 }
 
@@ -211,7 +214,7 @@ func (s *Service) elicit(ctx context.Context, ss *sdk.ServerSession, res agents.
 // that answered has an output schema, the answer as structured content); a paused
 // run's pending call and how to resume it; a failure as a tool error
 // with the HTTP API's code. The run's id and status are in _meta.
-func mcpResult(res agents.RunResult, err error, structured bool) *sdk.CallToolResult {
+func (s *Service) mcpResult(ctx context.Context, res agents.RunResult, err error, structured bool) *sdk.CallToolResult {
 	meta := sdk.Meta{}
 	if res.RunID != "" {
 		meta[MetaRunID] = res.RunID
@@ -221,12 +224,12 @@ func mcpResult(res agents.RunResult, err error, structured bool) *sdk.CallToolRe
 		if err == nil {
 			err = fmt.Errorf("run %s ended %s without an answer", res.RunID, res.Status)
 		}
-		return mcpError(meta, classify(err))
+		return s.mcpFailure(ctx, meta, err, res.RunID)
 	}
 	if res.Status == agents.StatusPaused {
 		p := pendingOf(res.Checkpoint)
 		if p == nil {
-			return mcpError(meta, classify(errors.New("the run paused without a pending call")))
+			return s.mcpFailure(ctx, meta, errors.New("the run paused without a pending call"), res.RunID)
 		}
 		meta[MetaPending] = p
 		text := fmt.Sprintf("Run %s is paused: agent %s waits for a person to approve its call of %s with %s. "+
@@ -242,6 +245,18 @@ func mcpResult(res agents.RunResult, err error, structured bool) *sdk.CallToolRe
 		}
 	}
 	return out
+}
+
+// mcpFailure is the tool error of a failed call, as the HTTP API answers
+// it: a server error names a request id, under which the log holds the
+// error itself (as observe logs a request that failed).
+func (s *Service) mcpFailure(ctx context.Context, meta sdk.Meta, err error, runID string) *sdk.CallToolResult {
+	id := newRequestID()
+	ae := classify(err, id, runID)
+	if ae.Status >= http.StatusInternalServerError {
+		s.logger.ErrorContext(ctx, "MCP tool call failed", "request_id", id, "run_id", runID, "code", ae.Code, "error", ae.cause)
+	}
+	return mcpError(meta, ae)
 }
 
 // mcpError is a tool error carrying an API error: its code leads the

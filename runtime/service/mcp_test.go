@@ -97,8 +97,25 @@ func TestMCPListAndCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if aerr, _ := res.Meta[service.MetaError].(map[string]any); !res.IsError || aerr["code"] != service.CodeInvalidRequest || !strings.HasPrefix(res.Content[0].(*sdk.TextContent).Text, service.CodeInvalidRequest+": ") {
+	if aerr, _ := res.Meta[service.MetaError].(map[string]any); !res.IsError || aerr["code"] != service.CodeInvalidJSON || aerr["param"] != "text" || !strings.HasPrefix(res.Content[0].(*sdk.TextContent).Text, service.CodeInvalidJSON+": ") {
 		t.Errorf("bad input: %+v, %v", res, err)
+	}
+	// A field of the wrong type is named in the client's terms, never in
+	// Go's, as the HTTP API names it.
+	res, err = sess.CallTool(t.Context(), &sdk.CallToolParams{Name: "billing", Arguments: map[string]any{"message": 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := res.Content[0].(*sdk.TextContent).Text; !res.IsError || !strings.Contains(text, "message must be a string, not a number") || strings.Contains(text, "Go") || strings.Contains(text, "mcpInput") {
+		t.Errorf("a message of the wrong type: %q", text)
+	}
+	// An empty message is refused with the param it lacks.
+	res, err = sess.CallTool(t.Context(), &sdk.CallToolParams{Name: "billing", Arguments: map[string]any{"message": " "}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aerr, _ := res.Meta[service.MetaError].(map[string]any); !res.IsError || aerr["code"] != service.CodeInvalidRequest || aerr["param"] != "message" {
+		t.Errorf("an empty message: %+v", res)
 	}
 }
 

@@ -166,11 +166,11 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 			ri.err = writeError(w, err, nil)
 			return
 		}
-		out := runOf(res, err)
+		out := runOf(res, err, ri.id)
 		status := http.StatusOK
 		if out.Error != nil {
 			ri.err, status = out.Error, out.Error.Status
-			noRetry(w, out.Error)
+			retryHeaders(w, out.Error)
 		}
 		writeJSON(w, status, out)
 		return
@@ -191,11 +191,11 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 	})
 	s.recordRun(ri, agent, res, err)
 	if err != nil && res.RunID == "" {
-		ae := classify(err)
+		ae := classify(err, ri.id, "")
 		ri.err = ae
 		sse.event("error", errorBody{Error: ae})
 	} else {
-		out := runOf(res, err)
+		out := runOf(res, err, ri.id)
 		ri.err = out.Error
 		sse.event("result", out)
 	}
@@ -326,7 +326,7 @@ func newSSE(w http.ResponseWriter, timeout time.Duration) *sse {
 func (s *sse) event(name string, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		b, _ = json.Marshal(errorBody{Error: newError(http.StatusInternalServerError, TypeServer, CodeServer, "encode event: "+err.Error())})
+		b, _ = json.Marshal(errorBody{Error: newError(http.StatusInternalServerError, TypeServer, CodeServer, "internal error: an event could not be encoded")})
 	}
 	s.write("event: " + name + "\ndata: " + string(b) + "\n\n")
 }
@@ -335,7 +335,7 @@ func (s *sse) event(name string, v any) {
 func (s *sse) data(v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		b, _ = json.Marshal(errorBody{Error: newError(http.StatusInternalServerError, TypeServer, CodeServer, "encode chunk: "+err.Error())})
+		b, _ = json.Marshal(errorBody{Error: newError(http.StatusInternalServerError, TypeServer, CodeServer, "internal error: a chunk could not be encoded")})
 	}
 	s.write("data: " + string(b) + "\n\n")
 }

@@ -129,6 +129,19 @@ func TestApprovalPauseAndResumeThroughChatAndRuns(t *testing.T) {
 		t.Errorf("unknown field: %d %s", status, body)
 	}
 
+	// Edited arguments the tool's schema refuses are refused before the
+	// approval is spent: 400 on arguments, naming the problem, and the run
+	// is still paused.
+	status, _, body = e.do(t, "POST", "/v1/runs/"+runID+"/resume", `{"action":"approve","arguments":{"order":7}}`)
+	code, typ, param := servicetest.APIError(t, body)
+	if status != 400 || code != service.CodeInvalidRequest || typ != service.TypeInvalidRequest || param != "arguments" ||
+		!strings.Contains(string(body), "the edited arguments do not match the input schema of tool refund: at /order: got number, want string") {
+		t.Errorf("invalid edit: %d %s", status, body)
+	}
+	if status, _, body := e.do(t, "GET", "/v1/runs/"+runID, ""); status != 200 || decodeRun(t, body).Status != "paused" || refunds.Load() != 0 {
+		t.Fatalf("after an invalid edit: %d %s, %d refunds", status, body, refunds.Load())
+	}
+
 	// Approve with edited arguments.
 	status, hdr, body := e.do(t, "POST", "/v1/runs/"+runID+"/resume", `{"action":"approve","arguments":{"order":"A1-edited"}}`)
 	done := decodeRun(t, body)

@@ -176,8 +176,15 @@ func (s *Service) observe(next http.Handler) http.Handler {
 		if ri.err != nil {
 			attrs = append(attrs, slog.String("code", ri.err.Code))
 			if status >= 500 {
+				// The log has what the answer leaves out: the error itself,
+				// connection details and all, under the request id the
+				// answer names.
 				level = slog.LevelError
-				attrs = append(attrs, slog.String("error", ri.err.Message))
+				detail := ri.err.Message
+				if ri.err.cause != nil {
+					detail = ri.err.cause.Error()
+				}
+				attrs = append(attrs, slog.String("error", detail))
 			}
 		}
 		s.logger.LogAttrs(ctx, level, "request", attrs...)
@@ -212,9 +219,38 @@ func (s *Service) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// notFound answers a request no route took: 405 with Allow when the path
+// is a route's under another method, 404 otherwise. The catch-all pattern
+// "/" takes every unmatched request, so the mux's own 405 never fires.
 func (s *Service) notFound(w http.ResponseWriter, r *http.Request) {
+	if allow := s.allowed(r); len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		info(r).err = writeError(w, newError(http.StatusMethodNotAllowed, TypeInvalidRequest, CodeMethodNotAllowed,
+			fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", "))), nil)
+		return
+	}
 	info(r).err = writeError(w, newError(http.StatusNotFound, TypeNotFound, CodeRouteNotFound,
 		fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)), nil)
+}
+
+// routeMethods are the methods the service's routes use, and HEAD, which
+// the mux serves wherever GET is.
+var routeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost}
+
+// allowed returns the methods for which a route other than the catch-all
+// matches r's path.
+func (s *Service) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range routeMethods {
+		if m == r.Method {
+			continue
+		}
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func (s *Service) healthz(w http.ResponseWriter, _ *http.Request) {

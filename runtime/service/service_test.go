@@ -15,6 +15,7 @@ import (
 	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/service"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -521,3 +522,131 @@ func between(s, from, to string) string {
 	out, _, _ := strings.Cut(rest, to)
 	return out
 }
+
+// TestWrongMethod checks that a known route asked with another method
+// answers 405 with the methods it takes in Allow, and that an unknown path
+// is still 404.
+func TestWrongMethod(t *testing.T) {
+	e := newEnv(t, options{})
+	for _, c := range []struct {
+		method, path, allow string
+	}{
+		{"GET", "/v1/chat/completions", "POST"},
+		{"DELETE", "/v1/runs/run_1", "GET, HEAD"},
+		{"GET", "/v1/runs/run_1/resume", "POST"},
+		{"PUT", "/v1/agents/triage/runs", "POST"},
+		{"POST", "/v1/models", "GET, HEAD"},
+		{"POST", "/healthz", "GET, HEAD"},
+	} {
+		status, hdr, body := e.do(t, c.method, c.path, "")
+		code, typ, _ := servicetest.APIError(t, body)
+		if status != http.StatusMethodNotAllowed || code != service.CodeMethodNotAllowed || typ != service.TypeInvalidRequest || hdr.Get("Allow") != c.allow {
+			t.Errorf("%s %s: %d Allow %q %s; want 405 Allow %q", c.method, c.path, status, hdr.Get("Allow"), body, c.allow)
+		}
+	}
+	status, hdr, body := e.do(t, "GET", "/v1/nowhere", "")
+	if code, _, _ := servicetest.APIError(t, body); status != http.StatusNotFound || code != service.CodeRouteNotFound || hdr.Get("Allow") != "" {
+		t.Errorf("unknown path: %d %s %s", status, hdr, body)
+	}
+}
+
+// TestNoInternalsReachClients sends bodies that do not fit their route and
+// makes the runtime fail in ways a client cannot act on: every answer names
+// the field and the type it must have in words, with param set, and a 500
+// says "internal error" with the request's id, never the error's text,
+// which the log line of that request carries instead.
+func TestNoInternalsReachClients(t *testing.T) {
+	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}}})
+	chat := func(msgs string) string { return `{"model":"triage","messages":[` + msgs + `]}` }
+	u := `{"role":"user","content":"q"}`
+	for _, tt := range []struct {
+		name, path, body, code, param, msg string
+	}{
+		{"model a number", "/v1/chat/completions", `{"model": 123, "messages": [` + u + `]}`, service.CodeInvalidJSON, "model", "model must be a string, not a number"},
+		{"stream a string", "/v1/chat/completions", `{"model":"triage","stream":"yes","messages":[` + u + `]}`, service.CodeInvalidJSON, "stream", "stream must be true or false, not a string"},
+		{"n a fraction", "/v1/chat/completions", `{"model":"triage","n":1.5,"messages":[` + u + `]}`, service.CodeInvalidJSON, "n", "n must be an integer, not 1.5"},
+		{"messages an object", "/v1/chat/completions", `{"model":"triage","messages":{}}`, service.CodeInvalidJSON, "messages", "messages must be an array, not an object"},
+		{"a role a number", "/v1/chat/completions", chat(u + `,{"role":7,"content":"x"},` + u), service.CodeInvalidJSON, "messages[1].role", "messages[1].role must be a string, not a number"},
+		{"a tool call name a number", "/v1/chat/completions", chat(u + `,{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":3,"arguments":"{}"}}]},` + u),
+			service.CodeInvalidJSON, "messages[1].tool_calls[0].function.name", "must be a string, not a number"},
+		{"content a number", "/v1/chat/completions", chat(`{"role":"user","content":5}`), service.CodeInvalidRequest, "messages[0].content", "content must be a string, null or an array of text parts"},
+		{"content parts not objects", "/v1/chat/completions", chat(u + `,{"role":"assistant","content":[1]},` + u), service.CodeInvalidRequest, "messages[1].content", "content must be a string"},
+		{"body an array", "/v1/chat/completions", `[1]`, service.CodeInvalidJSON, "", "the request body must be an object, not an array"},
+		{"body empty", "/v1/chat/completions", ``, service.CodeInvalidJSON, "", "request body is empty"},
+		{"body cut short", "/v1/chat/completions", `{"model":"tri`, service.CodeInvalidJSON, "", "it ends before the value does"},
+		{"syntax", "/v1/chat/completions", `{"model" "triage"}`, service.CodeInvalidJSON, "", "invalid character"},
+		{"unknown field", "/v1/agents/triage/runs", `{"input":"q","inptu":"q"}`, service.CodeInvalidJSON, "inptu", `unknown field "inptu"`},
+		{"history role a number", "/v1/agents/triage/runs", `{"input":"q","history":[{"role":1}]}`, service.CodeInvalidJSON, "history[0].role", "history[0].role must be a string, not a number"},
+		{"k a string", "/v1/retrievers/kb/search", `{"query":"q","k":"5"}`, service.CodeInvalidJSON, "k", "k must be an integer, not a string"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if strings.Contains(tt.path, "retrievers") {
+				e := newEnv(t, options{searchers: map[string]agents.Searcher{"kb": agents.SearchFunc(func(context.Context, string, int) ([]retrieval.Hit, error) { return nil, nil })}})
+				status, _, body := e.do(t, "POST", tt.path, tt.body)
+				checkClean(t, status, body, 400, tt.code, tt.param, tt.msg)
+				return
+			}
+			status, _, body := e.do(t, "POST", tt.path, tt.body)
+			checkClean(t, status, body, 400, tt.code, tt.param, tt.msg)
+		})
+	}
+
+	// A failure the client cannot act on: the store's error names the
+	// database, its user and host.
+	leak := errors.New(`pgstore: load run run_x: failed to connect to user=admin database=runs: db.internal:5432: password authentication failed`)
+	f := newEnv(t, options{store: failingStore{err: leak}})
+	for _, req := range []struct{ method, path, body string }{
+		{"GET", "/v1/runs/run_x", ""},
+		{"POST", "/v1/chat/completions", chat(u)},
+		{"POST", "/v1/agents/triage/runs", `{"input":"q"}`},
+	} {
+		status, hdr, body := f.do(t, req.method, req.path, req.body)
+		id := hdr.Get("X-Request-Id")
+		checkClean(t, status, body, 500, service.CodeServer, "", "internal error (request "+id+")")
+		logged := false
+		for _, l := range strings.Split(f.logs.String(), "\n") {
+			if strings.Contains(l, `"request_id":"`+id+`"`) && strings.Contains(l, "db.internal:5432") && strings.Contains(l, `"level":"ERROR"`) {
+				logged = true
+			}
+		}
+		if !logged {
+			t.Errorf("%s %s: no log line with request id %s and the error:\n%s", req.method, req.path, id, f.logs)
+		}
+	}
+}
+
+// checkClean checks an error answer and that it shows nothing of Go.
+func checkClean(t *testing.T, status int, body []byte, wantStatus int, code, param, msg string) {
+	t.Helper()
+	gotCode, _, gotParam := servicetest.APIError(t, body)
+	gotMsg := errMessage(t, body)
+	if status != wantStatus || gotCode != code || gotParam != param || !strings.Contains(gotMsg, msg) {
+		t.Errorf("got %d %s param %q %q; want %d %s param %q saying %q", status, gotCode, gotParam, gotMsg, wantStatus, code, param, msg)
+	}
+	for _, internal := range []string{"json:", "Go ", "struct", "unmarshal", "chatRequest", "wireMessage", "service.", "pgstore", "5432", "admin"} {
+		if strings.Contains(string(body), internal) {
+			t.Errorf("the answer shows %q: %s", internal, body)
+		}
+	}
+}
+
+// failingStore is a run store whose every operation fails with err.
+type failingStore struct{ err error }
+
+func (s failingStore) CreateRun(context.Context, agents.RunRecord) (agents.RunRecord, error) {
+	return agents.RunRecord{}, s.err
+}
+func (s failingStore) UpdateRun(context.Context, agents.RunRecord) (agents.RunRecord, error) {
+	return agents.RunRecord{}, s.err
+}
+func (s failingStore) LoadRun(context.Context, string) (agents.RunRecord, error) {
+	return agents.RunRecord{}, s.err
+}
+func (s failingStore) RecordCall(context.Context, agents.CallRecord) error { return s.err }
+func (s failingStore) FinishCall(context.Context, string, string, agents.CallResult) error {
+	return s.err
+}
+func (s failingStore) Call(context.Context, string, string) (agents.CallRecord, error) {
+	return agents.CallRecord{}, s.err
+}
+func (s failingStore) Calls(context.Context, string) ([]agents.CallRecord, error) { return nil, s.err }

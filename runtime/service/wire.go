@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/aidgen/aid/runtime/agents"
@@ -40,6 +41,11 @@ func toWireCalls(calls []gateway.ToolCall) []wireToolCall {
 type wireContent struct {
 	text string
 	set  bool
+	// refused says why the content cannot be read, for check to refuse
+	// with the message's param: an error of UnmarshalJSON would reach
+	// decodeBody without the place it came from.
+	refused     string
+	unsupported bool // refused is a kind of content the service does not take
 }
 
 // UnmarshalJSON accepts a string, null or an array of {"type":"text"} parts,
@@ -47,6 +53,7 @@ type wireContent struct {
 // the gateway can carry.
 func (c *wireContent) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
+	const want = "content must be a string, null or an array of text parts"
 	switch {
 	case bytes.Equal(b, []byte("null")):
 		return nil
@@ -59,8 +66,9 @@ func (c *wireContent) UnmarshalJSON(b []byte) error {
 			Text    *string `json:"text"`
 			Refusal *string `json:"refusal"`
 		}
-		if err := json.Unmarshal(b, &parts); err != nil {
-			return err
+		if json.Unmarshal(b, &parts) != nil {
+			c.refused = want
+			return nil
 		}
 		var sb strings.Builder
 		for i, p := range parts {
@@ -69,15 +77,32 @@ func (c *wireContent) UnmarshalJSON(b []byte) error {
 				sb.WriteString(*p.Text)
 			case p.Type == "refusal" && p.Refusal != nil:
 				sb.WriteString(*p.Refusal)
+			case p.Type == "text" || p.Type == "refusal":
+				c.refused = fmt.Sprintf("content part %d of type %q has no %s", i, p.Type, p.Type)
+				return nil
 			default:
-				return fmt.Errorf("content part %d has type %q: only text parts are supported", i, p.Type)
+				c.refused, c.unsupported = fmt.Sprintf("content part %d has type %q: only text parts are supported", i, p.Type), true
+				return nil
 			}
 		}
 		c.text, c.set = sb.String(), true
 		return nil
 	default:
-		return fmt.Errorf("content must be a string, null or an array of text parts")
+		c.refused = want
+		return nil
 	}
+}
+
+// check refuses content UnmarshalJSON could not read; at is the message's
+// param.
+func (c *wireContent) check(at string) error {
+	switch {
+	case c.refused == "":
+		return nil
+	case c.unsupported:
+		return invalid(CodeUnsupportedParameter, at+".content", c.refused)
+	}
+	return invalid(CodeInvalidRequest, at+".content", c.refused)
 }
 
 // wireMessage is a message as clients send it.
@@ -114,10 +139,23 @@ func toOutMessages(msgs []gateway.Message) []outMessage {
 // toHistory maps client messages to a thread: user, assistant and tool
 // messages in order; system and developer messages are counted and left out
 // (the agent's instructions are the system prompt). param names the field
-// for errors.
+// for errors. The thread must be one an OpenAI model accepts: a tool
+// message answers a call of the assistant message before it, once, and
+// every call of an assistant message is answered before the next user or
+// assistant message, or the end of the history (the run's input follows
+// it). Otherwise the provider would refuse the run's first call.
 func toHistory(param string, msgs []wireMessage) (history []gateway.Message, ignored int, err error) {
+	var calls toolCalls
 	for i, m := range msgs {
 		at := fmt.Sprintf("%s[%d]", param, i)
+		if err := m.Content.check(at); err != nil {
+			return nil, 0, err
+		}
+		if m.Role == "user" || m.Role == "assistant" {
+			if err := calls.done(param); err != nil {
+				return nil, 0, err
+			}
+		}
 		switch m.Role {
 		case "system", "developer":
 			ignored++
@@ -128,10 +166,15 @@ func toHistory(param string, msgs []wireMessage) (history []gateway.Message, ign
 			history = append(history, gateway.Message{Role: gateway.RoleUser, Content: m.Content.text, Name: m.Name})
 		case "assistant":
 			gm := gateway.Message{Role: gateway.RoleAssistant, Content: m.Content.text, Name: m.Name}
+			calls = toolCalls{at: i}
 			for j, c := range m.ToolCalls {
 				if c.ID == "" || c.Function.Name == "" {
 					return nil, 0, invalid(CodeInvalidRequest, fmt.Sprintf("%s.tool_calls[%d]", at, j), "a tool call needs an id and a function name")
 				}
+				if slices.Contains(calls.ids, c.ID) {
+					return nil, 0, invalid(CodeInvalidRequest, fmt.Sprintf("%s.tool_calls[%d]", at, j), fmt.Sprintf("tool call id %q appears twice in this message", c.ID))
+				}
+				calls.ids = append(calls.ids, c.ID)
 				args := c.Function.Arguments
 				if args == "" {
 					args = "{}"
@@ -149,6 +192,12 @@ func toHistory(param string, msgs []wireMessage) (history []gateway.Message, ign
 			if m.ToolCallID == "" {
 				return nil, 0, invalid(CodeInvalidRequest, at+".tool_call_id", "a tool message needs the id of the call it answers")
 			}
+			if !m.Content.set {
+				return nil, 0, invalid(CodeInvalidRequest, at+".content", "a tool message needs content: the call's result")
+			}
+			if err := calls.answer(at, m.ToolCallID, param); err != nil {
+				return nil, 0, err
+			}
 			history = append(history, gateway.Message{Role: gateway.RoleTool, Content: m.Content.text, ToolCallID: m.ToolCallID, Name: m.Name})
 		case "":
 			return nil, 0, invalid(CodeInvalidRequest, at+".role", "a message needs a role")
@@ -156,7 +205,49 @@ func toHistory(param string, msgs []wireMessage) (history []gateway.Message, ign
 			return nil, 0, invalid(CodeInvalidRequest, at+".role", fmt.Sprintf("role %q is not supported: use system, developer, user, assistant or tool", m.Role))
 		}
 	}
+	if err := calls.done(param); err != nil {
+		return nil, 0, err
+	}
 	return history, ignored, nil
+}
+
+// toolCalls are the calls of the last assistant message of a thread, and
+// which of them tool messages have answered.
+type toolCalls struct {
+	at       int      // the assistant message's index
+	ids      []string // its calls' ids, in order
+	answered []string
+}
+
+// answer records the tool message at answering id.
+func (c *toolCalls) answer(at, id, param string) error {
+	switch {
+	case len(c.ids) == 0:
+		return invalid(CodeInvalidRequest, at, fmt.Sprintf("a tool message must answer a tool call of the assistant message before it; tool_call_id %q answers none", id))
+	case !slices.Contains(c.ids, id):
+		return invalid(CodeInvalidRequest, at, fmt.Sprintf("tool_call_id %q is not a call of the assistant message %s[%d] (its calls: %s)", id, param, c.at, strings.Join(c.ids, ", ")))
+	case slices.Contains(c.answered, id):
+		return invalid(CodeInvalidRequest, at, fmt.Sprintf("tool call %q is answered twice", id))
+	}
+	c.answered = append(c.answered, id)
+	return nil
+}
+
+// done refuses calls left unanswered, and forgets the calls.
+func (c *toolCalls) done(param string) error {
+	var missing []string
+	for _, id := range c.ids {
+		if !slices.Contains(c.answered, id) {
+			missing = append(missing, id)
+		}
+	}
+	at := c.at
+	*c = toolCalls{}
+	if len(missing) > 0 {
+		return invalid(CodeInvalidRequest, fmt.Sprintf("%s[%d]", param, at), fmt.Sprintf(
+			"every tool call of an assistant message must be answered by a tool message before the next user or assistant message; unanswered: %s", strings.Join(missing, ", ")))
+	}
+	return nil
 }
 
 // usageJSON is a run's usage.
@@ -219,7 +310,7 @@ type runJSON struct {
 	Error    *apiError           `json:"error,omitempty"`
 }
 
-func runOf(res agents.RunResult, err error) runJSON {
+func runOf(res agents.RunResult, err error, reqID string) runJSON {
 	out := runJSON{
 		RunID: res.RunID, Agent: res.Agent, Path: res.Path, Status: string(res.Status), Answer: res.Answer,
 		Steps: res.Steps, CostUSD: res.CostUSD, Pending: pendingOf(res.Checkpoint), Messages: toOutMessages(res.Messages),
@@ -229,7 +320,7 @@ func runOf(res agents.RunResult, err error) runJSON {
 		out.Steps = []agents.StepRecord{}
 	}
 	if err != nil {
-		out.Error = classify(err)
+		out.Error = classify(err, reqID, res.RunID)
 	}
 	return out
 }

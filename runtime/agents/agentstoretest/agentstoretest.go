@@ -27,6 +27,65 @@ func Run(t *testing.T, newStore func(t *testing.T) agents.Store) {
 	t.Run("UpdateReplacesEverything", func(t *testing.T) { testUpdateReplaces(t, newStore(t)) })
 	t.Run("HostileText", func(t *testing.T) { testHostileText(t, newStore(t)) })
 	t.Run("CanceledContext", func(t *testing.T) { testCanceled(t, newStore(t)) })
+	t.Run("StepStore", func(t *testing.T) {
+		s, ok := newStore(t).(agents.StepStore)
+		if !ok {
+			t.Skip("the store is not an agents.StepStore")
+		}
+		testStepStore(t, s)
+	})
+}
+
+// testStepStore checks UpdateRunRecordCalls: the update and the records
+// together, and neither when either is refused.
+func testStepStore(t *testing.T, s agents.StepStore) {
+	ctx := context.Background()
+	rec, err := s.CreateRun(ctx, agents.RunRecord{RunID: "run_s", Agent: "triage", Status: agents.StatusRunning, Checkpoint: checkpoint("run_s")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := func(keys ...string) []agents.CallRecord {
+		out := make([]agents.CallRecord, len(keys))
+		for i, k := range keys {
+			out[i] = agents.CallRecord{RunID: "run_s", Key: k, CallID: "c" + k, Tool: "lookup", Effects: agents.EffectsRead, Arguments: `{"k":"` + k + `"}`}
+		}
+		return out
+	}
+	rec.Agent = "billing"
+	upd, err := s.UpdateRunRecordCalls(ctx, rec, calls("1.0", "1.1"))
+	if err != nil || upd.Version != rec.Version+1 {
+		t.Fatalf("UpdateRunRecordCalls: version %d, %v", upd.Version, err)
+	}
+	got, err := s.Calls(ctx, "run_s")
+	if err != nil || len(got) != 2 || got[0].Key != "1.0" || got[1].Key != "1.1" || got[1].Arguments != `{"k":"1.1"}` || got[0].Result != nil {
+		t.Fatalf("recorded %+v, %v", got, err)
+	}
+	if l, _ := s.LoadRun(ctx, "run_s"); l.Agent != "billing" || l.Version != upd.Version {
+		t.Fatalf("run after the step: %+v", l)
+	}
+	// A lost claim records nothing.
+	var ce *agents.ConflictError
+	if _, err := s.UpdateRunRecordCalls(ctx, rec, calls("2.0")); !errors.As(err, &ce) {
+		t.Fatalf("stale version: %v, want *ConflictError", err)
+	}
+	// A call recorded already leaves the run as it was.
+	var ex *agents.CallExistsError
+	if _, err := s.UpdateRunRecordCalls(ctx, upd, calls("2.0", "1.1")); !errors.As(err, &ex) {
+		t.Fatalf("a recorded call: %v, want *CallExistsError", err)
+	}
+	if l, _ := s.LoadRun(ctx, "run_s"); l.Version != upd.Version {
+		t.Fatalf("a refused step moved the run to version %d", l.Version)
+	}
+	var nf *agents.RunNotFoundError
+	if _, err := s.UpdateRunRecordCalls(ctx, agents.RunRecord{RunID: "run_none", Version: 1}, []agents.CallRecord{{RunID: "run_none", Key: "1.0"}}); !errors.As(err, &nf) {
+		t.Fatalf("unknown run: %v, want *RunNotFoundError", err)
+	}
+	if got, _ := s.Calls(ctx, "run_s"); len(got) != 2 {
+		t.Fatalf("refused steps recorded calls: %+v", got)
+	}
+	if got, _ := s.Calls(ctx, "run_none"); len(got) != 0 {
+		t.Fatalf("an unknown run got calls: %+v", got)
+	}
 }
 
 // testUpdateReplaces checks that UpdateRun keeps the whole record it is

@@ -2,14 +2,23 @@ package pgstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aidgen/aid/internal/pgtest"
+	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/pgstore"
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 )
 
 // benchStores gives each benchmark the in-memory store and the PostgreSQL
@@ -98,4 +107,172 @@ func BenchmarkUpdateRun(b *testing.B) {
 		// reported before it.
 		b.ReportMetric(float64(len(data)), "checkpoint-bytes")
 	})
+}
+
+// BenchmarkConcurrentRuns keeps 100 and 1,000 three-step runs in flight
+// at once (a lookup, a second lookup, an answer) on one pgstore pool, with
+// a model that answers in 500 ms and runs starting spread over one model
+// call, as requests reach a service's replica, and reports what the store
+// costs each step:
+//
+//   - runs/s: runs completed per second;
+//   - round-trips/step: statements, batches and prepares sent to the
+//     database per model step (a step's checkpoint and the read it runs
+//     are one statement, agents.StepStore);
+//   - acquire-wait-%: the time spent waiting for a pool connection
+//     (pgxpool Stat().AcquireDuration()) as a share of the time spent in
+//     store calls: how much of the store's cost is the pool being too
+//     small;
+//   - store-ms/step: the time a step spends in store calls.
+//
+// conns=default is the pool a DSN without pool_max_conns gets
+// (pgutil.DefaultMaxConns); conns=4 is pgx's default on this machine.
+//
+//	go test -run '^$' -bench BenchmarkConcurrentRuns -benchtime 3x ./runtime/agents/pgstore/
+func BenchmarkConcurrentRuns(b *testing.B) {
+	const (
+		steps   = 3
+		latency = 500 * time.Millisecond
+	)
+	sizes := []int32{4, pgutil.DefaultMaxConns()}
+	for _, runs := range []int{100, 1000} {
+		for _, conns := range sizes {
+			name := fmt.Sprintf("runs=%d/conns=%d", runs, conns)
+			if conns == pgutil.DefaultMaxConns() {
+				name = fmt.Sprintf("runs=%d/conns=default(%d)", runs, conns)
+			}
+			b.Run(name, func(b *testing.B) {
+				cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(b))
+				if err != nil {
+					b.Fatal(err)
+				}
+				cfg.MaxConns = conns
+				var rt roundTrips
+				cfg.ConnConfig.Tracer = &rt
+				pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(pool.Close)
+				st, err := pgstore.New(context.Background(), pool)
+				if err != nil {
+					b.Fatal(err)
+				}
+				store := &timedStore{Store: st}
+				p, err := fake.New(fake.Config{Latency: latency, Agents: map[string][]fake.Step{"desk": {
+					calls(call("l1", "lookup", `{"id":"A"}`)),
+					calls(call("l2", "lookup", `{"id":"B"}`)),
+					answer("done"),
+				}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				gw, err := gateway.New(gateway.Config{
+					Models: []gateway.PinnedModel{{Alias: "small", Spec: gateway.ModelSpec{ID: "m-small", Provider: "fake", ContextWindow: 8000,
+						MaxOutputTokens: 100, Capabilities: []gateway.Capability{gateway.CapabilityTools}}}},
+					Providers: map[string]gateway.Provider{"fake": p},
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				r, err := agents.New(agents.Config{
+					Gateway: gw, Store: store,
+					Agents: []agents.Agent{{Name: "desk", Model: "small", Tools: []string{"lookup"}}},
+					Tools:  []agents.Tool{{Name: "lookup", Description: "d", Input: lookupSchema}},
+					Implementations: map[string]agents.Implementation{"lookup": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
+						return `{"status":"shipped"}`, nil
+					})},
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				wave := func() {
+					var wg sync.WaitGroup
+					for i := range runs {
+						wg.Go(func() {
+							// Starts spread over one model call, as requests
+							// arrive; all at once, every step of every run
+							// would reach the store in the same instant.
+							time.Sleep(time.Duration(i) * latency / time.Duration(runs))
+							res, err := r.Run(context.Background(), "desk", "where are A and B?", agents.RunOptions{})
+							if err != nil || res.Status != agents.StatusCompleted {
+								b.Errorf("run: %s %v", res.Status, err)
+							}
+						})
+					}
+					wg.Wait()
+				}
+				wave() // a service's pool is warm: its connections are open
+				before := pool.Stat().AcquireDuration()
+				rt.n.Store(0)
+				store.total.Store(0)
+				start := time.Now()
+				for b.Loop() {
+					wave()
+				}
+				elapsed := time.Since(start)
+				total := float64(b.N * runs)
+				wait := pool.Stat().AcquireDuration() - before
+				b.ReportMetric(total/elapsed.Seconds(), "runs/s")
+				b.ReportMetric(float64(rt.n.Load())/(total*steps), "round-trips/step")
+				b.ReportMetric(100*float64(wait)/float64(store.total.Load()), "acquire-wait-%")
+				b.ReportMetric(float64(store.total.Load())/1e6/(total*steps), "store-ms/step")
+			})
+		}
+	}
+}
+
+// roundTrips counts what a pool's connections send the database and wait
+// for: statements, batches (one round trip each, however many statements
+// they hold), COPYs and prepares.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (r *roundTrips) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+
+// timedStore sums the time spent in a store's calls.
+type timedStore struct {
+	agents.Store
+	total atomic.Int64 // nanoseconds
+}
+
+func (s *timedStore) since(t time.Time) { s.total.Add(int64(time.Since(t))) }
+
+func (s *timedStore) CreateRun(ctx context.Context, rec agents.RunRecord) (agents.RunRecord, error) {
+	defer s.since(time.Now())
+	return s.Store.CreateRun(ctx, rec)
+}
+func (s *timedStore) UpdateRun(ctx context.Context, rec agents.RunRecord) (agents.RunRecord, error) {
+	defer s.since(time.Now())
+	return s.Store.UpdateRun(ctx, rec)
+}
+func (s *timedStore) LoadRun(ctx context.Context, id string) (agents.RunRecord, error) {
+	defer s.since(time.Now())
+	return s.Store.LoadRun(ctx, id)
+}
+func (s *timedStore) RecordCall(ctx context.Context, rec agents.CallRecord) error {
+	defer s.since(time.Now())
+	return s.Store.RecordCall(ctx, rec)
+}
+func (s *timedStore) FinishCall(ctx context.Context, runID, key string, res agents.CallResult) error {
+	defer s.since(time.Now())
+	return s.Store.FinishCall(ctx, runID, key, res)
+}
+func (s *timedStore) UpdateRunRecordCalls(ctx context.Context, rec agents.RunRecord, calls []agents.CallRecord) (agents.RunRecord, error) {
+	defer s.since(time.Now())
+	return s.Store.(agents.StepStore).UpdateRunRecordCalls(ctx, rec, calls)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Store is an agents.Store in PostgreSQL: runs with their checkpoints, and
@@ -87,9 +88,14 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 // Open connects to dsn and returns a store that owns its pool; Close closes
-// it.
+// it. The pool has the DSN's pool_max_conns connections at most, or
+// pgutil.DefaultMaxConns.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
-	pool, err := pgxpool.New(ctx, dsn)
+	cfg, err := pgutil.PoolConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: connect: %w", err)
 	}
@@ -100,6 +106,25 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	}
 	s.ownsPool = true
 	return s, nil
+}
+
+// sharedKey keeps an application's store of one DSN in its scope.
+type sharedKey struct{ dsn string }
+
+// Shared returns the application's store on dsn, opened on first use with
+// default options on the pool its run store, budget ledger and memory on
+// that DSN share (pgutil.SharedPool), and kept in scope, which closes the
+// pool: the service state's run store and the memory of its pgvector
+// stores are this one store. ctx bounds connecting and migrating.
+func Shared(ctx context.Context, scope *kind.Scope, dsn string) (*Store, error) {
+	return kind.Shared(scope, sharedKey{dsn}, func() (*Store, func() error, error) {
+		pool, err := pgutil.SharedPool(ctx, scope, dsn)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pgstore: %w", err)
+		}
+		s, err := New(ctx, pool)
+		return s, nil, err
+	})
 }
 
 // Close closes the pool if the store opened it.
@@ -218,10 +243,18 @@ func (s *Store) Migrate(ctx context.Context) error {
 // store's own statements never deadlock; a database whose default isolation
 // is serializable can still abort one, and an aborted statement changed
 // nothing, so running it again is safe.
+//
+// A database that cannot be reached, or does not answer within the
+// timeout, gives a *gateway.UnavailableError (pgutil.Unavailable) naming
+// dependency, the store's part in a client's words.
 func (s *Store) do(ctx context.Context, fn func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return s.doAs(ctx, "run store", fn)
+}
+
+func (s *Store) doAs(ctx context.Context, dependency string, fn func(context.Context) error) error {
+	ctx, cancel := pgutil.WithOpTimeout(ctx, s.timeout)
 	defer cancel()
-	return pgutil.Retry(ctx, s.noRetry, func() error { return fn(ctx) })
+	return pgutil.Unavailable(ctx, dependency, pgutil.Retry(ctx, s.noRetry, func() error { return fn(ctx) }))
 }
 
 // codeUnique is the SQLSTATE code of a unique violation.
@@ -289,25 +322,60 @@ func (s *Store) CreateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 // (WHERE version = the caller's), so of two writers holding the same
 // version the database lets exactly one through.
 func (s *Store) UpdateRun(ctx context.Context, rec agents.RunRecord) (agents.RunRecord, error) {
+	return s.UpdateRunRecordCalls(ctx, rec, nil)
+}
+
+// UpdateRunRecordCalls implements agents.StepStore: UpdateRun's
+// conditional UPDATE and the calls' INSERT are one statement, one round
+// trip, and the INSERT inserts only when the UPDATE wrote, so that a lost
+// claim records nothing; a call already recorded fails the statement, and
+// with it the update.
+func (s *Store) UpdateRunRecordCalls(ctx context.Context, rec agents.RunRecord, calls []agents.CallRecord) (agents.RunRecord, error) {
 	if !storable(rec.RunID) {
 		return agents.RunRecord{}, &agents.RunNotFoundError{RunID: rec.RunID}
 	}
 	if err := errors.Join(checkText("agent", rec.Agent), checkText("status", string(rec.Status))); err != nil {
 		return agents.RunRecord{}, err
 	}
+	keys := make([]string, len(calls))
+	ids := make([][]byte, len(calls))
+	tools := make([][]byte, len(calls))
+	effects := make([]string, len(calls))
+	args := make([][]byte, len(calls))
+	for i, c := range calls {
+		if c.RunID != rec.RunID {
+			return agents.RunRecord{}, fmt.Errorf("pgstore: update run %s: call %s is of run %s", rec.RunID, c.Key, c.RunID)
+		}
+		if err := errors.Join(checkText("call key", c.Key), checkText("effects", string(c.Effects))); err != nil {
+			return agents.RunRecord{}, err
+		}
+		keys[i], ids[i], tools[i], effects[i], args[i] = c.Key, []byte(c.CallID), []byte(c.Tool), string(c.Effects), []byte(c.Arguments)
+	}
 	cp, err := json.Marshal(rec.Checkpoint)
 	if err != nil {
 		return agents.RunRecord{}, fmt.Errorf("pgstore: update run %s: encode checkpoint: %w", rec.RunID, err)
+	}
+	update := `UPDATE ` + s.runs + `
+		SET agent = $3, status = $4, checkpoint = $5, version = version + 1, updated_at = clock_timestamp()
+		WHERE run_id = $1 AND version = $2
+		RETURNING version, updated_at`
+	sql, params := update, []any{rec.RunID, rec.Version, rec.Agent, string(rec.Status), string(cp)}
+	if len(calls) > 0 {
+		sql = `WITH u AS (` + update + `), c AS (
+				INSERT INTO ` + s.calls + ` (run_id, key, call_id, tool, effects, arguments)
+				SELECT $1, k.key, k.call_id, k.tool, k.effects, k.arguments
+				FROM unnest($6::text[], $7::bytea[], $8::bytea[], $9::text[], $10::bytea[]) WITH ORDINALITY AS k(key, call_id, tool, effects, arguments, n)
+				WHERE EXISTS (SELECT 1 FROM u)
+				ORDER BY k.n
+			)
+			SELECT version, updated_at FROM u`
+		params = append(params, keys, ids, tools, effects, args)
 	}
 	var stored int64
 	var found bool
 	err = s.do(ctx, func(ctx context.Context) error {
 		stored, found = 0, false
-		err := s.pool.QueryRow(ctx, `UPDATE `+s.runs+`
-			SET agent = $3, status = $4, checkpoint = $5, version = version + 1, updated_at = clock_timestamp()
-			WHERE run_id = $1 AND version = $2
-			RETURNING version, updated_at`,
-			rec.RunID, rec.Version, rec.Agent, string(rec.Status), string(cp)).Scan(&rec.Version, &rec.UpdatedAt)
+		err := s.pool.QueryRow(ctx, sql, params...).Scan(&rec.Version, &rec.UpdatedAt)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			found = true
 			return err
@@ -321,6 +389,8 @@ func (s *Store) UpdateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 		return err
 	})
 	switch {
+	case isUnique(err):
+		return agents.RunRecord{}, &agents.CallExistsError{RunID: rec.RunID, Key: strings.Join(keys, ",")}
 	case err != nil:
 		return agents.RunRecord{}, fmt.Errorf("pgstore: update run %s: %w", rec.RunID, err)
 	case !found:
@@ -469,4 +539,4 @@ func (s *Store) queryCalls(ctx context.Context, where string, args ...any) ([]ag
 	})
 }
 
-var _ agents.Store = (*Store)(nil)
+var _ agents.StepStore = (*Store)(nil)

@@ -74,6 +74,10 @@
 //     from the server's readOnlyHint when the IR leaves them out), and an
 //     Implementation that validates and calls tools/call. An import returns
 //     one BuiltTool per allowed tool, named with the prefix.
+//   - Server also implements kind.Describer: `aidgen describe app.cue
+//     mcpServers NAME` then prints the server's tools with their schemas
+//     and annotations (issue 17's "mcp tools"), through the generic
+//     command, with no CLI code of its own.
 //   - Outside its package it touches four files: runtime/kind/kinds.go
 //     (an Info for the resource kind "mcpServers" and one for the tool
 //     kind "mcp", whose Refs say that its field "server" names an entry of

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Ledger is the PostgreSQL gateway.Ledger. It is safe for concurrent use, in
@@ -74,10 +75,37 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Ledger, error) {
 	return l, nil
 }
 
+// sharedKey keeps an application's ledger of one DSN in its scope.
+type sharedKey struct{ dsn string }
+
+// Shared returns the application's ledger on dsn, its tables created if
+// they are missing, opened on first use with default options on the pool
+// its run store, budget ledger and memory on that DSN share
+// (pgutil.SharedPool), and kept in scope, which closes the pool. ctx bounds
+// connecting and migrating.
+func Shared(ctx context.Context, scope *kind.Scope, dsn string) (*Ledger, error) {
+	return kind.Shared(scope, sharedKey{dsn}, func() (*Ledger, func() error, error) {
+		pool, err := pgutil.SharedPool(ctx, scope, dsn)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pgledger: %w", err)
+		}
+		l, err := New(pool)
+		if err == nil {
+			err = l.Migrate(ctx)
+		}
+		return l, nil, err
+	})
+}
+
 // Open connects to dsn, creates the ledger's tables if they are missing and
-// returns a ledger that owns its pool; Close closes it.
+// returns a ledger that owns its pool; Close closes it. The pool has the
+// DSN's pool_max_conns connections at most, or pgutil.DefaultMaxConns.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Ledger, error) {
-	pool, err := pgxpool.New(ctx, dsn)
+	cfg, err := pgutil.PoolConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgledger: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgledger: connect: %w", err)
 	}
@@ -171,7 +199,7 @@ func (e *SchemaTooNewError) Error() string {
 // one after another, and a failed step leaves the database as it was. It
 // is idempotent.
 func (l *Ledger) Migrate(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	ctx, cancel := pgutil.WithOpTimeout(ctx, l.timeout)
 	defer cancel()
 	schema := pgutil.Schema{
 		// "aidb", whatever the prefix: ledgers of every prefix wait for
@@ -243,6 +271,12 @@ func (l *Ledger) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return pgutil.InTx(ctx, l.pool, l.noRetry, fn)
 }
 
+// unavailable makes a database that cannot be reached a
+// *gateway.UnavailableError (pgutil.Unavailable); ctx is the operation's.
+func (l *Ledger) unavailable(ctx context.Context, err error) error {
+	return pgutil.Unavailable(ctx, "budget ledger", err)
+}
+
 func split(limits []gateway.Limit) (budgets, scopes, keys []string) {
 	budgets = make([]string, len(limits))
 	scopes = make([]string, len(limits))
@@ -255,7 +289,7 @@ func split(limits []gateway.Limit) (budgets, scopes, keys []string) {
 
 // Reserve implements gateway.Ledger.
 func (l *Ledger) Reserve(ctx context.Context, r gateway.Reservation) error {
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	ctx, cancel := pgutil.WithOpTimeout(ctx, l.timeout)
 	defer cancel()
 	if r.ID == "" {
 		return errors.New("pgledger: reserve: empty reservation id")
@@ -266,7 +300,7 @@ func (l *Ledger) Reserve(ctx context.Context, r gateway.Reservation) error {
 	args := []any{r.ID, r.Alias, r.Model, r.Amount.NanoUSD, r.Amount.Tokens, budgets, scopes, keys}
 	if len(r.Limits) == 0 {
 		if _, err := l.pool.Exec(ctx, insert, args...); err != nil {
-			return fmt.Errorf("pgledger: reserve %q: %w", r.ID, err)
+			return fmt.Errorf("pgledger: reserve %q: %w", r.ID, l.unavailable(ctx, err))
 		}
 		return nil
 	}
@@ -299,14 +333,14 @@ func (l *Ledger) Reserve(ctx context.Context, r gateway.Reservation) error {
 		return be
 	}
 	if err != nil {
-		return fmt.Errorf("pgledger: reserve %q: %w", r.ID, err)
+		return fmt.Errorf("pgledger: reserve %q: %w", r.ID, l.unavailable(ctx, err))
 	}
 	return nil
 }
 
 // Settle implements gateway.Ledger.
 func (l *Ledger) Settle(ctx context.Context, id string, actual gateway.Amount) error {
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	ctx, cancel := pgutil.WithOpTimeout(ctx, l.timeout)
 	defer cancel()
 	err := l.inTx(ctx, func(tx pgx.Tx) error {
 		var held gateway.Amount
@@ -335,14 +369,14 @@ func (l *Ledger) Settle(ctx context.Context, id string, actual gateway.Amount) e
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgledger: settle %q: %w", id, err)
+		return fmt.Errorf("pgledger: settle %q: %w", id, l.unavailable(ctx, err))
 	}
 	return nil
 }
 
 // Release implements gateway.Ledger.
 func (l *Ledger) Release(ctx context.Context, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	ctx, cancel := pgutil.WithOpTimeout(ctx, l.timeout)
 	defer cancel()
 	err := l.inTx(ctx, func(tx pgx.Tx) error {
 		var held gateway.Amount
@@ -367,44 +401,44 @@ func (l *Ledger) Release(ctx context.Context, id string) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgledger: release %q: %w", id, err)
+		return fmt.Errorf("pgledger: release %q: %w", id, l.unavailable(ctx, err))
 	}
 	return nil
 }
 
 // Summary implements gateway.Ledger.
 func (l *Ledger) Summary(ctx context.Context) (gateway.SpendSummary, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	ctx, cancel := pgutil.WithOpTimeout(ctx, l.timeout)
 	defer cancel()
 	var s gateway.SpendSummary
 	rows, err := l.pool.Query(ctx, `SELECT budget, scope, key, spent_nano_usd, spent_tokens, spent_cached_input_tokens, reserved_nano_usd, reserved_tokens, calls FROM `+l.accounts)
 	if err != nil {
-		return s, fmt.Errorf("pgledger: summary: %w", err)
+		return s, fmt.Errorf("pgledger: summary: %w", l.unavailable(ctx, err))
 	}
 	for rows.Next() {
 		var a gateway.AccountSpend
 		var scope string
 		if err := rows.Scan(&a.Account.Budget, &scope, &a.Account.Key, &a.Spent.NanoUSD, &a.Spent.Tokens, &a.Spent.CachedInputTokens, &a.Reserved.NanoUSD, &a.Reserved.Tokens, &a.Calls); err != nil {
 			rows.Close()
-			return s, fmt.Errorf("pgledger: summary: %w", err)
+			return s, fmt.Errorf("pgledger: summary: %w", l.unavailable(ctx, err))
 		}
 		a.Account.Scope = gateway.Scope(scope)
 		s.ByAccount = append(s.ByAccount, a)
 	}
 	if err := rows.Err(); err != nil {
-		return s, fmt.Errorf("pgledger: summary: %w", err)
+		return s, fmt.Errorf("pgledger: summary: %w", l.unavailable(ctx, err))
 	}
 	for _, col := range []string{"alias", "model"} {
 		rows, err := l.pool.Query(ctx, `SELECT `+col+`, sum(actual_nano_usd)::bigint, sum(actual_tokens)::bigint, sum(actual_cached_input_tokens)::bigint, count(*)
 			FROM `+l.holds+` WHERE settled GROUP BY `+col)
 		if err != nil {
-			return s, fmt.Errorf("pgledger: summary: %w", err)
+			return s, fmt.Errorf("pgledger: summary: %w", l.unavailable(ctx, err))
 		}
 		for rows.Next() {
 			var n gateway.NamedSpend
 			if err := rows.Scan(&n.Name, &n.Spent.NanoUSD, &n.Spent.Tokens, &n.Spent.CachedInputTokens, &n.Calls); err != nil {
 				rows.Close()
-				return s, fmt.Errorf("pgledger: summary: %w", err)
+				return s, fmt.Errorf("pgledger: summary: %w", l.unavailable(ctx, err))
 			}
 			if col == "alias" {
 				s.ByAlias = append(s.ByAlias, n)
@@ -415,7 +449,7 @@ func (l *Ledger) Summary(ctx context.Context) (gateway.SpendSummary, error) {
 			}
 		}
 		if err := rows.Err(); err != nil {
-			return s, fmt.Errorf("pgledger: summary: %w", err)
+			return s, fmt.Errorf("pgledger: summary: %w", l.unavailable(ctx, err))
 		}
 	}
 	gateway.SortSummary(&s)

@@ -26,8 +26,10 @@ const DefaultDSNEnv = "DATABASE_URL"
 // A pgvector store holds a retriever's vectors (OpenVectorStore: a Store in
 // Table) and agents' user and global memory (OpenMemoryStore: pgstore's
 // memory tables in the same database). Either way the DSN is read from the
-// environment variable DSNEnv, and the stores of an application share one
-// pool per DSN, which closes with it (kind.Env.Scope).
+// environment variable DSNEnv. The vector stores of an application share
+// one pool per DSN, whose connections register pgvector's types; its
+// memory shares the pool of its state on the DSN (pgutil.SharedPool); both
+// close with it (kind.Env.Scope).
 type Kind struct {
 	// DSNEnv names the environment variable holding the PostgreSQL DSN;
 	// empty means DefaultDSNEnv.
@@ -69,19 +71,14 @@ func (k Kind) OpenVectorStore(ctx context.Context, env kind.Env, name string, d 
 }
 
 // OpenMemoryStore implements agents.MemoryStoreKind: the memory named store
-// in pgstore's tables of the database, one pgstore per DSN.
+// in pgstore's tables of the database, in the application's pgstore on
+// the DSN (pgstore.Shared), whose pool its state there shares.
 func (k Kind) OpenMemoryStore(ctx context.Context, env kind.Env, store string) (agents.MemoryStore, error) {
 	dsn, _, err := k.dsn(env, store)
 	if err != nil {
 		return nil, err
 	}
-	s, err := kind.Shared(env.Scope, memoryKey{dsn}, func() (*pgstore.Store, func() error, error) {
-		s, err := pgstore.Open(ctx, dsn)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, func() error { s.Close(); return nil }, nil
-	})
+	s, err := pgstore.Shared(ctx, env.Scope, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("opening memory store %s: %w", store, err)
 	}
@@ -102,12 +99,8 @@ func (k Kind) dsn(env kind.Env, store string) (dsn, variable string, err error) 
 	return dsn, variable, nil
 }
 
-// poolsKey keeps an application's pools in its scope; memoryKey, its
-// pgstore of one DSN.
-type (
-	poolsKey  struct{}
-	memoryKey struct{ dsn string }
-)
+// poolsKey keeps an application's vector pools in its scope.
+type poolsKey struct{}
 
 // pools are the connection pools of an application's pgvector stores, one
 // per DSN, shared by the stores on it.

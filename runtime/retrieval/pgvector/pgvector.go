@@ -70,11 +70,12 @@ type Store struct {
 }
 
 // connect opens a pool on dsn, creating the vector extension if it is
-// missing, whose connections register pgvector-go's types.
+// missing, whose connections register pgvector-go's types. It has the
+// DSN's pool_max_conns connections at most, or pgutil.DefaultMaxConns.
 func connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
-	pcfg, err := pgxpool.ParseConfig(dsn)
+	pcfg, err := pgutil.PoolConfig(dsn) // pgx masks the password
 	if err != nil {
-		return nil, fmt.Errorf("parse dsn: %w", err) // pgx redacts the password
+		return nil, err
 	}
 	if err := ensureExtension(ctx, pcfg.ConnConfig); err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
 
+	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -106,7 +107,7 @@ func (s *Store) Upsert(ctx context.Context, records []retrieval.Record) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgvector: upsert %d records into %q: %w", len(rows), s.cfg.Table, err)
+		return fmt.Errorf("pgvector: upsert %d records into %q: %w", len(rows), s.cfg.Table, unavailable(ctx, err))
 	}
 	return nil
 }
@@ -153,7 +154,7 @@ func (s *Store) Delete(ctx context.Context, ids []string) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgvector: delete %d ids from %q: %w", len(keep), s.cfg.Table, err)
+		return fmt.Errorf("pgvector: delete %d ids from %q: %w", len(keep), s.cfg.Table, unavailable(ctx, err))
 	}
 	return nil
 }
@@ -175,11 +176,11 @@ func (s *Store) IDs(ctx context.Context, filter retrieval.Filter) ([]string, err
 	}
 	rows, err := s.pool.Query(ctx, sql+` ORDER BY id`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("pgvector: list ids of %q: %w", s.cfg.Table, err)
+		return nil, fmt.Errorf("pgvector: list ids of %q: %w", s.cfg.Table, unavailable(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("pgvector: list ids of %q: %w", s.cfg.Table, err)
+		return nil, fmt.Errorf("pgvector: list ids of %q: %w", s.cfg.Table, unavailable(ctx, err))
 	}
 	return out, nil
 }
@@ -210,7 +211,7 @@ func (s *Store) Search(ctx context.Context, query []float32, k int, filter retri
 		hits, err = s.search(ctx, query, k, doc, true)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pgvector: search %q: %w", s.cfg.Table, err)
+		return nil, fmt.Errorf("pgvector: search %q: %w", s.cfg.Table, unavailable(ctx, err))
 	}
 	return hits[:min(k, len(hits))], nil
 }
@@ -290,4 +291,10 @@ func (s *Store) search(ctx context.Context, query []float32, n int, filter []byt
 	// equal distances come back in no particular order.
 	retrieval.SortHits(hits)
 	return hits, nil
+}
+
+// unavailable makes a database that cannot be reached a
+// *gateway.UnavailableError (pgutil.Unavailable).
+func unavailable(ctx context.Context, err error) error {
+	return pgutil.Unavailable(ctx, "vector store", err)
 }

@@ -48,8 +48,10 @@ func (k Kind) NewTools(_ context.Context, decl agents.Tool, env kind.Env) ([]age
 
 // Defaults of Options.
 const (
-	// DefaultMaxResponseBytes bounds the body an http tool reads.
-	DefaultMaxResponseBytes = 1 << 20
+	// DefaultMaxResponseBytes bounds the body an http tool reads:
+	// agents.MaxObservationBytesLimit, so that no tool's bound is cut short
+	// by it.
+	DefaultMaxResponseBytes = agents.MaxObservationBytesLimit
 	// DefaultMaxRedirects bounds the same-host redirects an http tool
 	// follows.
 	DefaultMaxRedirects = 3
@@ -75,9 +77,12 @@ type Options struct {
 	HeadersFromEnv map[string]string
 	// LookupEnv reads HeadersFromEnv's variables; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
-	// MaxResponseBytes bounds the response body read; zero means
-	// DefaultMaxResponseBytes. A 2xx body beyond it is an error observation
-	// rather than a silently cut document.
+	// MaxResponseBytes bounds the response body read, to bound the memory
+	// a call holds; zero means DefaultMaxResponseBytes. The tool stops
+	// reading a 2xx body there and returns what it read; the runtime then
+	// cuts the observation to the tool's MaxObservationBytes like any
+	// other, with a marker counting the bytes it cut from what was read
+	// (the unread rest of a longer body is not counted).
 	MaxResponseBytes int64
 	// MaxRedirects bounds the redirects followed, which must stay on the
 	// URL's scheme and host; zero means DefaultMaxRedirects, negative
@@ -216,12 +221,11 @@ func (t *httpTool) Call(ctx context.Context, args json.RawMessage) (string, erro
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytes+1))
 		return "", &StatusError{StatusCode: resp.StatusCode, Status: resp.Status, Body: cut(string(body), errorBodyBytes)}
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, t.max+1))
+	// The observation's bound is the loop's (boundObservation); this one
+	// only keeps a body of any size from being held in memory.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, t.max))
 	if err != nil {
 		return "", fmt.Errorf("read response from %s: %w", t.shown, err)
-	}
-	if int64(len(body)) > t.max {
-		return "", fmt.Errorf("response from %s is larger than %d bytes", t.shown, t.max)
 	}
 	return string(body), nil
 }

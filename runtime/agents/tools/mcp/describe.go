@@ -19,8 +19,8 @@ import (
 // headers, from env), then disconnecting: each tool's description, the
 // effects a tool of kind mcp gets when the IR states none, its
 // annotations, and its input and output schemas. It is what
-// `aidgen describe FILE mcpServers NAME` and `aidgen mcp tools FILE NAME`
-// print, so that writing the IR starts from what the server offers.
+// `aidgen describe FILE mcpServers NAME`
+// prints, so that writing the IR starts from what the server offers.
 func (s Server) Describe(ctx context.Context, env kind.Env, name string, w io.Writer) error {
 	tools, err := s.tools(ctx, name, env)
 	if err != nil {
@@ -35,16 +35,6 @@ func (s Server) Describe(ctx context.Context, env kind.Env, name string, w io.Wr
 		describeTool(w, t)
 	}
 	return nil
-}
-
-// ListTools connects to the named server of env's resources, reads its
-// tools and disconnects; the tools are sorted by name.
-func ListTools(ctx context.Context, name string, env kind.Env) ([]*sdk.Tool, error) {
-	s, err := serverOf(env, name)
-	if err != nil {
-		return nil, err
-	}
-	return s.tools(ctx, name, env)
 }
 
 // tools connects to the server, reads its tools, sorted, and disconnects.

@@ -33,13 +33,17 @@
 // hangs them, and is reconnected by the next call after a backoff that
 // doubles from 250ms to 30s; a server that says its tools changed is
 // listed again before the next call, which fails when the tool is gone.
-// Progress notifications reach the run's events (agents.ReportProgress).
+// Progress notifications reach the run's events (agents.ReportProgress)
+// while the call lasts: the SDK handles notifications apart from results,
+// so one a server sends just before its result may be handled after the
+// call returned, and is then dropped.
 // A message larger than MaxResponseBytes fails the call; the observation
 // is bounded as every tool's is, by the agents runtime. Each call's
 // execute_tool span carries the server, its transport and the
 // semantic conventions' MCP attributes.
 //
-// ListTools reads a server's tools for `aidgen mcp tools`. The package is
+// Server.Describe prints a server's tools, with their schemas and
+// annotations, for `aidgen describe FILE mcpServers NAME`. The package is
 // not an MCP server: runtime/service serves an application's agents as MCP
 // tools.
 package mcp

@@ -132,6 +132,11 @@ func newTestServer(o *observed) *sdk.Server {
 					return nil, nil, err
 				}
 			}
+			// The client's SDK handles notifications on a goroutine of
+			// their own and the result on the caller's, and the kind drops
+			// progress handled after the call returned: give the
+			// notifications time to be handled first.
+			time.Sleep(200 * time.Millisecond)
 			return text("done"), nil, nil
 		})
 	sdk.AddTool(srv, &sdk.Tool{Name: "crash", Description: "Exits mid-call."},

@@ -1,0 +1,258 @@
+package cases_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aidgen/aid/gen"
+	"github.com/aidgen/aid/internal/lower"
+	"github.com/aidgen/aid/internal/servicetest"
+	"github.com/aidgen/aid/ir"
+	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/kind"
+)
+
+// built is a valid case written as aidgen build writes it from this
+// checkout.
+type built struct {
+	testCase
+	desc app.Description
+	opts gen.Options
+}
+
+// TestCasesBuild writes every valid case as aidgen build would from this
+// checkout (go.mod with the runtime's requirements and a replace by its
+// absolute path, go.sum, the application's files under app/) into a
+// temporary directory, and, offline, as a user builds a service:
+//
+//   - runs go vet in each generated service, so that a case whose files do
+//     not compile fails here;
+//   - lists what each links: every kind package its description names,
+//     and no other (a fake-only service links no openai-go, an
+//     openai-compatible one no fake), pgx only when its state or a store is
+//     in PostgreSQL;
+//   - runs a drift program that loads each case's app file, lowers it with
+//     internal/lower and compares the result (reflect.DeepEqual, with a
+//     go-cmp diff when they differ) with the description the generated
+//     aid_gen.go literal evaluates to, compiled, so that a literal that
+//     drops or changes a field fails.
+func TestCasesBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds every case with the go command")
+	}
+	t.Chdir(filepath.Join("..", ".."))
+	repo, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	goMod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goSum, err := os.ReadFile("go.sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	var valid []built
+	for _, c := range cases(t) {
+		doc, err := ir.Load(c.app)
+		if _, invalid := ir.IsInvalid(err); invalid {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		desc, err := lower.Document(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := optionsFor(t, doc, desc)
+		golden, err := gen.Generate(desc, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Runtime, opts.RuntimeGoMod, opts.GoSum = filepath.ToSlash(repo), goMod, goSum
+		files, err := gen.Generate(desc, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, b := range files {
+			if p != gen.FileGoMod && p != gen.FileGoSum && !bytes.Equal(b, golden[p]) {
+				t.Errorf("%s: %s depends on the runtime's module files", c.name, p)
+			}
+			writeFile(t, filepath.Join(work, c.name, filepath.FromSlash(p)), b)
+		}
+		valid = append(valid, built{c, desc, opts})
+	}
+	if len(valid) < 6 {
+		t.Fatalf("%d valid cases, want at least 6", len(valid))
+	}
+	run := func(dir string, args ...string) string {
+		out, err := servicetest.GoCommand(dir, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+		}
+		return string(out)
+	}
+	for _, b := range valid {
+		run(filepath.Join(work, b.name), "vet", "./...")
+		deps := strings.Fields(run(filepath.Join(work, b.name), "list", "-deps", "."))
+		links(t, b, deps)
+	}
+	drift(t, work, valid, goSum, run)
+}
+
+// links checks that a case's service links the package of every kind its
+// description names and of no other kind lowering knows, and pgx exactly
+// when its state or a store lives in PostgreSQL.
+func links(t *testing.T, b built, deps []string) {
+	t.Helper()
+	used := map[string]bool{}
+	for _, p := range b.desc.Providers {
+		used[reflect.TypeOf(p.Kind).PkgPath()] = true
+	}
+	for _, tool := range b.desc.Tools {
+		if tool.Kind != nil {
+			used[reflect.TypeOf(tool.Kind).PkgPath()] = true
+		}
+	}
+	postgres := b.desc.Service.State.Kind == app.StatePostgres
+	for _, s := range b.desc.Stores {
+		if s.Kind != nil {
+			used[reflect.TypeOf(s.Kind).PkgPath()] = true
+			postgres = postgres || s.Kind.StoreKind() == kind.StorePGVector
+		}
+	}
+	known := map[string]bool{}
+	for _, k := range lower.ProviderKinds {
+		known[reflect.TypeOf(k).PkgPath()] = true
+	}
+	for _, k := range lower.ToolKinds {
+		if k != nil {
+			known[reflect.TypeOf(k).PkgPath()] = true
+		}
+	}
+	for _, k := range lower.StoreKinds {
+		known[reflect.TypeOf(k).PkgPath()] = true
+	}
+	for pkg := range known {
+		if pkg == "github.com/aidgen/aid/runtime/retrieval" {
+			continue // the memory store kind is built in: every service links it
+		}
+		if got := slices.Contains(deps, pkg); got != used[pkg] {
+			t.Errorf("%s: links %s = %v, want %v (its description names the kind: %v)", b.name, pkg, got, used[pkg], used[pkg])
+		}
+	}
+	pgx := slices.ContainsFunc(deps, func(d string) bool { return strings.HasPrefix(d, "github.com/jackc/pgx") })
+	if pgx != postgres {
+		t.Errorf("%s: links pgx = %v, want %v", b.name, pgx, postgres)
+	}
+	openai := slices.ContainsFunc(deps, func(d string) bool { return strings.HasPrefix(d, "github.com/openai/openai-go") })
+	if want := used["github.com/aidgen/aid/runtime/gateway/openaicompat"]; openai != want {
+		t.Errorf("%s: links openai-go = %v, want %v", b.name, openai, want)
+	}
+}
+
+// drift compiles a program holding every valid case's aid_gen.go literal,
+// each in a package of its own, which compares it with what lowering the
+// case's app file gives.
+func drift(t *testing.T, work string, valid []built, goSum []byte, run func(string, ...string) string) {
+	t.Helper()
+	var imports, checks strings.Builder
+	for i, b := range valid {
+		pkg := fmt.Sprintf("case%d", i)
+		lit, err := os.ReadFile(filepath.Join(work, b.name, gen.FileDesc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lit = bytes.Replace(lit, []byte("\npackage main\n"), []byte("\npackage "+pkg+"\n"), 1)
+		writeFile(t, filepath.Join(work, "drift", pkg, "aid_gen.go"), lit)
+		writeFile(t, filepath.Join(work, "drift", pkg, "export.go"), []byte("package "+pkg+"\n\nimport \"github.com/aidgen/aid/runtime/app\"\n\n// Description exports the literal.\nfunc Description() app.Description { return description() }\n"))
+		fmt.Fprintf(&imports, "\t%s \"github.com/aidgen/aid/gen/drift/%s\"\n", pkg, pkg)
+		dir := ""
+		if len(b.opts.Files) > 0 {
+			dir = path.Join(gen.DirFiles, b.opts.AppDir)
+		}
+		fmt.Fprintf(&checks, "\tcheck(%q, %q, %q, %s.Description())\n", b.name, b.app, dir, pkg)
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	program := `package main
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aidgen/aid/internal/lower"
+	"github.com/aidgen/aid/ir"
+	"github.com/aidgen/aid/runtime/app"
+` + imports.String() + `)
+
+var failed bool
+
+func main() {
+	if err := os.Chdir(` + fmt.Sprintf("%q", root) + `); err != nil {
+		panic(err)
+	}
+` + checks.String() + `	if failed {
+		os.Exit(1)
+	}
+}
+
+func check(name, path, dir string, got app.Description) {
+	doc, err := ir.Load(path)
+	if err != nil {
+		fmt.Println(name, err)
+		failed = true
+		return
+	}
+	want, err := lower.Document(doc)
+	if err != nil {
+		fmt.Println(name, err)
+		failed = true
+		return
+	}
+	want.Dir = dir // the service's files are its embedded copies
+	if !reflect.DeepEqual(want, got) {
+		fmt.Printf("%s: the generated literal differs from lowering (-lower +literal):\n%s\n", name, cmp.Diff(want, got))
+		failed = true
+		return
+	}
+	fmt.Println(name, "ok")
+}
+`
+	writeFile(t, filepath.Join(work, "drift", "main.go"), []byte(program))
+	// The drift module's path is under the runtime's, so that it may
+	// import internal/lower; its requirements are a service's.
+	mod, err := os.ReadFile(filepath.Join(work, valid[0].name, gen.FileGoMod))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(mod), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "module ") {
+			lines[i] = "module github.com/aidgen/aid/gen/drift"
+		}
+	}
+	writeFile(t, filepath.Join(work, "drift", "go.mod"), []byte(strings.Join(lines, "\n")))
+	writeFile(t, filepath.Join(work, "drift", "go.sum"), goSum)
+	out := run(filepath.Join(work, "drift"), "run", ".")
+	for _, b := range valid {
+		if !strings.Contains(out, b.name+" ok") {
+			t.Errorf("drift program did not check %s:\n%s", b.name, out)
+		}
+	}
+}

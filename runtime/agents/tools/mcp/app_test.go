@@ -107,3 +107,53 @@ func TestAgentCallsServer(t *testing.T) {
 		t.Errorf("%d execute_tool spans name the server, want 3", seen)
 	}
 }
+
+// TestObservationBounded: a server's answer longer than the tool's
+// maxObservationBytes reaches the model cut to that bound, as every kind's
+// does, whether the tool is declared or imported; an answer of 50 MB never
+// reaches it (TestHugeAnswer).
+func TestObservationBounded(t *testing.T) {
+	s, lookup := stdioServer("flood")
+	dir := t.TempDir()
+	script := `{"agents": {"desk": [
+		{"toolCalls": [{"name": "huge", "arguments": {"bytes": 100000}}, {"name": "f_huge", "arguments": {"bytes": 100000}}]},
+		{"answer": true, "text": "Long."}
+	]}}`
+	if err := os.WriteFile(filepath.Join(dir, "script.json"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	desc := app.Description{
+		Name: "desk", Version: "0.1.0", Dir: dir,
+		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{Seed: 1, Script: "script.json"}}},
+		Models: []gateway.PinnedModel{{Alias: "m", Spec: gateway.ModelSpec{ID: "fake-1", Provider: "fake", ContextWindow: 128000, MaxOutputTokens: 64,
+			Capabilities: []gateway.Capability{gateway.CapabilityTools}}}},
+		Resources: []kind.Resource{{Name: "srv", Kind: s}},
+		Tools: []app.Tool{
+			{Decl: agents.Tool{Name: "huge", MaxObservationBytes: 4096}, Kind: mcp.Kind{Server: "srv"}},
+			{Decl: agents.Tool{Name: "f"}, Kind: mcp.Kind{Server: "srv", Import: &mcp.Import{Prefix: "f_"}}},
+		},
+		Agents: []agents.Agent{{Name: "desk", Model: "m", Instructions: "Answer.", Tools: []string{"huge", "f"}}},
+	}
+	a, err := app.Assemble(t.Context(), desc, app.Options{LookupEnv: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	res, err := a.Agents.Run(t.Context(), "desk", "Read it all.", agents.RunOptions{})
+	if err != nil || res.Status != agents.StatusCompleted {
+		t.Fatalf("run: %v, status %s", err, res.Status)
+	}
+	limits := map[string]int{"huge": 4096, "f_huge": agents.DefaultMaxObservationBytes}
+	for _, st := range res.Steps {
+		for _, c := range st.ToolCalls {
+			limit := limits[c.Name]
+			if len(c.Observation) > limit || len(c.Observation) < limit-200 || !strings.HasPrefix(c.Observation, "xxxx") || !strings.Contains(c.Observation, "observation cut by aid") {
+				t.Errorf("%s: %d bytes, want at most %d, cut: …%s", c.Name, len(c.Observation), limit, c.Observation[max(0, len(c.Observation)-80):])
+			}
+			delete(limits, c.Name)
+		}
+	}
+	if len(limits) > 0 {
+		t.Errorf("calls not made: %v", limits)
+	}
+}

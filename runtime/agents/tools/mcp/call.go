@@ -58,6 +58,12 @@ func (e *ToolError) Error() string { return e.Message }
 // notifications/cancelled; a connection that drops fails the call, and the
 // next call reconnects.
 func (t *remoteTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
+	obs, err := t.call(ctx, args)
+	return t.conn.redact(obs), t.conn.redactErr(err)
+}
+
+// call is Call before what the server said is redacted.
+func (t *remoteTool) call(ctx context.Context, args json.RawMessage) (string, error) {
 	c := t.conn
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
@@ -102,7 +108,7 @@ func (t *remoteTool) Call(ctx context.Context, args json.RawMessage) (string, er
 	c.succeeded()
 	obs := Observation(res)
 	if res.IsError {
-		return "", &ToolError{Server: c.name, Tool: t.name, Message: obs}
+		return "", &ToolError{Server: c.name, Tool: t.name, Message: c.redact(obs)}
 	}
 	return obs, nil
 }

@@ -54,6 +54,7 @@ type conn struct {
 	client    *sdk.Client
 	log       *slog.Logger
 	stderr    *tailWriter // nil for http
+	secrets   []string    // what redact hides: an http server's token and header values
 
 	dial chan struct{} // a one-slot semaphore: one connection attempt at a time
 
@@ -170,6 +171,7 @@ func (c *conn) transportOf(s Server, env kind.Env) (func() sdk.Transport, error)
 				errs = append(errs, fmt.Errorf("bearerTokenEnv: environment variable %s is not set", s.BearerTokenEnv))
 			}
 			header.Set("Authorization", "Bearer "+v)
+			c.addSecret(v)
 		}
 		for _, h := range slices.Sorted(maps.Keys(s.HeadersFromEnv)) {
 			v, ok := env.Lookup(s.HeadersFromEnv[h])
@@ -178,6 +180,7 @@ func (c *conn) transportOf(s Server, env kind.Env) (func() sdk.Transport, error)
 				continue
 			}
 			header.Set(h, v)
+			c.addSecret(v)
 		}
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
@@ -442,6 +445,42 @@ func listTools(ctx context.Context, sess *sdk.ClientSession) (map[string]*sdk.To
 		out[t.Name] = t
 	}
 	return out, nil
+}
+
+// minSecret is the length from which a credential sent to an http server
+// is hidden in what the server answers: a shorter value (a team name in a
+// header) would hide ordinary words, and guards nothing worth guarding.
+const minSecret = 8
+
+// addSecret makes redact hide v.
+func (c *conn) addSecret(v string) {
+	if len(v) >= minSecret {
+		c.secrets = append(c.secrets, v)
+	}
+}
+
+// redact is s with every credential sent to an http server (its bearer
+// token, its headers' values) replaced by "[redacted]", so that a server
+// that echoes them, in a result or an error, shows them neither to the
+// model nor to whoever reads the run. A stdio server's environment is not
+// hidden: it is the server's to use as it says (a folder, a user name).
+func (c *conn) redact(s string) string {
+	for _, v := range c.secrets {
+		s = strings.ReplaceAll(s, v, "[redacted]")
+	}
+	return s
+}
+
+// redactErr is err, or, when its message gives a credential away, an error
+// with the message redacted and nothing of err kept.
+func (c *conn) redactErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if msg := err.Error(); c.redact(msg) != msg {
+		return errors.New(c.redact(msg))
+	}
+	return err
 }
 
 // newToken returns a progress token unique in the connection.

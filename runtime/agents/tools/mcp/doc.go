@@ -37,7 +37,11 @@
 // while the call lasts: the SDK handles notifications apart from results,
 // so one a server sends just before its result may be handled after the
 // call returned, and is then dropped.
-// A message larger than MaxResponseBytes fails the call; the observation
+// The credentials sent to an http server (its bearer token, its headers'
+// values of 8 characters or more) are redacted from what it answers,
+// tool descriptions, results and errors alike, so that a server that echoes
+// them shows them neither to the model nor in the run. A message larger
+// than MaxResponseBytes fails the call; the observation
 // is bounded as every tool's is, by the agents runtime. Each call's
 // execute_tool span carries the server, its transport and the
 // semantic conventions' MCP attributes.

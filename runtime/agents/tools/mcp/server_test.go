@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -150,6 +152,30 @@ func newTestServer(o *observed) *sdk.Server {
 			env := os.Environ()
 			slices.Sort(env)
 			return text(strings.Join(env, "\n")), nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: "headers", Description: "Echoes the request's headers, credentials and all."},
+		func(_ context.Context, req *sdk.CallToolRequest, in struct {
+			As string `json:"as"`
+		}) (*sdk.CallToolResult, any, error) {
+			var h []string
+			if req.Extra != nil {
+				for k, v := range req.Extra.Header {
+					h = append(h, k+": "+strings.Join(v, ","))
+				}
+			}
+			slices.Sort(h)
+			echo := strings.Join(h, "\n")
+			switch in.As {
+			case "error":
+				return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "refused: " + echo}}}, nil, nil
+			case "rpc":
+				return nil, nil, errors.New("refused: " + echo)
+			}
+			return text(echo), nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: "pid", Description: "The server's process id."},
+		func(context.Context, *sdk.CallToolRequest, emptyIn) (*sdk.CallToolResult, any, error) {
+			return text(strconv.Itoa(os.Getpid())), nil, nil
 		})
 	sdk.AddTool(srv, &sdk.Tool{Name: "retire_echo", Description: "Stops offering echo."},
 		func(context.Context, *sdk.CallToolRequest, emptyIn) (*sdk.CallToolResult, any, error) {

@@ -135,7 +135,7 @@ func TestTypeScriptClient(t *testing.T) {
 			!strings.Contains(r.Refund.Content[0].Text, "POST /v1/runs/"+runID+"/resume") {
 			t.Fatalf("refund: %+v", r.Refund)
 		}
-		if aerr, _ := r.Bad.Meta["aid/error"].(map[string]any); !r.Bad.IsError || aerr["code"] != "invalid_request" {
+		if aerr, _ := r.Bad.Meta["aid/error"].(map[string]any); !r.Bad.IsError || aerr["code"] != "invalid_json" || aerr["param"] != "text" {
 			t.Errorf("bad input: %+v", r.Bad)
 		}
 		base := strings.TrimSuffix(url, "/mcp")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -99,8 +100,23 @@ func (t *remoteTool) call(ctx context.Context, args json.RawMessage) (string, er
 	params := &sdk.CallToolParams{Name: t.name, Arguments: args}
 	token := c.newToken()
 	params.SetProgressToken(token)
-	c.progress.Store(token, func(p agents.ToolProgress) { agents.ReportProgress(ctx, p) })
-	defer c.progress.Delete(token)
+	// A notification the SDK handles as the call returns must not reach
+	// the run after it: the run has moved on (ReportProgress's contract).
+	var progressMu sync.Mutex
+	returned := false
+	c.progress.Store(token, func(p agents.ToolProgress) {
+		progressMu.Lock()
+		defer progressMu.Unlock()
+		if !returned {
+			agents.ReportProgress(ctx, p)
+		}
+	})
+	defer func() {
+		c.progress.Delete(token)
+		progressMu.Lock()
+		returned = true
+		progressMu.Unlock()
+	}()
 	res, err := sess.CallTool(ctx, params)
 	if err != nil {
 		return "", t.failed(ctx, sess, err)

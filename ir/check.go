@@ -136,9 +136,24 @@ func (c *checker) resolve() {
 
 // kindRefs checks that every field of the block cfg of an element of the
 // named kind that refers to another section (kind.Info.Refs) names an
-// entry of it, the element being at the path at.
+// entry of it, and that exactly one field of each of the kind's
+// kind.Info.OneOf groups is set, the element being at the path at.
 func (c *checker) kindRefs(p kind.Point, name string, cfg Config, at ...any) {
 	info, _ := c.kinds.lookup(p, name)
+	// The kind owns the rule of its fields of which exactly one is set;
+	// vet reports each problem at its field, unless the schema refused a
+	// field of the block, which the rule would read as missing.
+	var problems []kind.Problem
+	if !c.cueErrWithin(pathOf(at...)) {
+		problems = info.CheckOneOf(cfg)
+	}
+	for _, pr := range problems {
+		where := slices.Clip(at)
+		if pr.Field != "" {
+			where = append(where, fieldPath(pr.Field)...)
+		}
+		c.errAt(pathOf(where...), "%s", pr.Msg)
+	}
 	for _, r := range info.Refs {
 		if v, ok := cfg.String(r.Field); ok {
 			c.ref(pathOf(append(slices.Clip(at), fieldPath(r.Field)...)...), r.What, v, c.sectionKeys(r.Section))
@@ -306,6 +321,9 @@ func (c *checker) check() {
 				c.errAt(pathOf("retrievers", r.Name, "source", "exclude", i), "%v", err)
 			}
 		}
+		// runtime/rules owns the ranking's rules, which the retriever
+		// applies too; vet reports each at its field.
+		c.report([]any{"retrievers", r.Name, "retrieval"}, rules.CheckRanking(r.Retrieval.rules()))
 	}
 	c.storeWidths()
 	for _, e := range d.Evals {

@@ -570,6 +570,19 @@ func (l *loader) errAt(p cue.Path, format string, args ...any) {
 	l.errs = append(l.errs, &Error{Pos: l.posOf(p), Path: p.String(), Msg: fmt.Sprintf(format, args...)})
 }
 
+// cueErrWithin reports whether CUE reported a problem at p or inside it:
+// a rule over several of its fields (kind.Info.OneOf) would misread a
+// field the schema refused as missing.
+func (l *loader) cueErrWithin(p cue.Path) bool {
+	prefix := p.String()
+	for q := range l.cuePaths {
+		if q == prefix || strings.HasPrefix(q, prefix+".") || strings.HasPrefix(q, prefix+"[") {
+			return true
+		}
+	}
+	return false
+}
+
 // CUE message formats that addCUE rewrites. They are CUE's own format
 // strings, matched exactly so that an unknown message passes through as is.
 const (

@@ -252,7 +252,8 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	// state says: an eval is not a replica of the service.
 	// Retrievers' pgvector stores are the service's own: a retrieval eval
 	// searches the index aidgen index keeps there.
-	opts := commandOptions()
+	opts, closeCache := commandOptions(s, desc)
+	defer closeCache()
 	if f.seedSet {
 		opts.Seed = &f.seed
 	}

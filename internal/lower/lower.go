@@ -83,7 +83,7 @@ func Document(doc *ir.Document) (app.Description, error) {
 	for _, r := range doc.Retrievers {
 		d.Retrievers = append(d.Retrievers, retrieval.Config{
 			Name:         r.Name,
-			Source:       retrieval.Source{Kind: r.Source.Kind, Files: slices.Clone(r.Source.Files), Exclude: slices.Clone(r.Source.Exclude)},
+			Source:       retrieval.Source{Kind: r.Source.Kind, Files: slices.Clone(r.Source.Files), Exclude: slices.Clone(r.Source.Exclude), OnInvalid: r.Source.OnInvalid},
 			Chunking:     r.Chunking.Strategy,
 			ChunkSize:    r.Chunking.Size,
 			ChunkOverlap: r.Chunking.Overlap,
@@ -91,6 +91,7 @@ func Document(doc *ir.Document) (app.Description, error) {
 			Store:        r.Store,
 			TopK:         r.TopK,
 			Rerank:       r.Rerank,
+			Ranking:      ranking(r.Retrieval),
 		})
 	}
 	for _, e := range doc.Evals {
@@ -221,4 +222,14 @@ func evalSpec(e *ir.Eval) app.Eval {
 		out.Thresholds = append(out.Thresholds, th)
 	}
 	return out
+}
+
+// ranking spells a retriever's retrieval block as the runtime's ranking.
+func ranking(r ir.Retrieval) retrieval.Ranking {
+	return retrieval.Ranking{
+		Mode: r.Mode, Fusion: r.Fusion, RRFK: r.RRFK,
+		VectorWeight: r.Weights.Vector, LexicalWeight: r.Weights.Lexical,
+		Depth: r.Depth, Collapse: r.Collapse,
+		BM25: retrieval.BM25{K1: r.BM25.K1, B: r.BM25.B},
+	}
 }

@@ -46,6 +46,10 @@ type Options struct {
 	// (serve/postgres.OpenState in a generated service) so that this
 	// package does not link pgx.
 	OpenState func(ctx context.Context, env kind.Env, dsn string) (agents.Store, gateway.Ledger, error)
+	// EmbeddingCache, when set, keeps the retrievers' embeddings so that
+	// texts embedded before are not embedded (nor charged) again; aidgen's
+	// commands use an embedcache.Cache in the user cache directory.
+	EmbeddingCache retrieval.EmbeddingCache
 	// Tracer receives the gateway's and the agents' spans; nil means no
 	// tracing.
 	Tracer trace.Tracer
@@ -146,7 +150,7 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 	}
 	// A source's directory is relative to the description's, which the
 	// application's files are.
-	a.Retrievers, err = retrieval.Build(ctx, g, desc.Stores, desc.Retrievers, retrieval.BuildOptions{Env: env})
+	a.Retrievers, err = retrieval.Build(ctx, g, desc.Stores, desc.Retrievers, retrieval.BuildOptions{Env: env, EmbeddingCache: opts.EmbeddingCache})
 	if err != nil {
 		errs = append(errs, err)
 	}

@@ -148,6 +148,18 @@ func (f Files) ReadFile(name string) ([]byte, error) {
 	return fs.ReadFile(f.fsys, p)
 }
 
+// Open opens the file called name, for a reader that streams it.
+func (f Files) Open(name string) (fs.File, error) {
+	if f.fsys == nil {
+		return os.Open(f.Name(name))
+	}
+	p, err := f.inFS(name)
+	if err != nil {
+		return nil, err
+	}
+	return f.fsys.Open(p)
+}
+
 // Dir returns the directory called name (slash-separated, relative to the
 // application's directory, "" for that directory itself) as a file system,
 // in which a retriever matches its patterns.

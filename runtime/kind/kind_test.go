@@ -210,3 +210,25 @@ func TestEnv(t *testing.T) {
 		t.Error("Resource found an undeclared name")
 	}
 }
+
+// TestCheckOneOf checks the rule a group of OneOf states: none set is a
+// problem of the configuration, several a problem at the second set, and
+// an empty string is not set.
+func TestCheckOneOf(t *testing.T) {
+	info := kind.Info{OneOf: [][]string{{"url", "urlEnv", "conn.socket"}}}
+	for _, tt := range []struct{ data, field, msg string }{
+		{`{"url": "http://x"}`, "", ""},
+		{`{"url": "", "conn": {"socket": "/run/x"}}`, "", ""},
+		{`{}`, "", "set one of url, urlEnv and conn.socket"},
+		{`{"url": "", "urlEnv": ""}`, "", "set one of url, urlEnv and conn.socket"},
+		{`{"url": "http://x", "conn": {"socket": "/run/x"}}`, "conn.socket", "set either url or conn.socket, not more than one"},
+	} {
+		ps := info.CheckOneOf([]byte(tt.data))
+		switch {
+		case tt.msg == "" && len(ps) != 0:
+			t.Errorf("%s: %+v", tt.data, ps)
+		case tt.msg != "" && (len(ps) != 1 || ps[0].Field != tt.field || ps[0].Msg != tt.msg):
+			t.Errorf("%s: %+v; want %q at %q", tt.data, ps, tt.msg, tt.field)
+		}
+	}
+}

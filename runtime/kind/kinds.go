@@ -85,6 +85,53 @@ type Info struct {
 	// Refs are the fields of the kind's configuration that name an entry of
 	// another section (a resource), which vet resolves.
 	Refs []Ref
+	// OneOf are groups of fields of the kind's configuration (dot-separated
+	// JSON paths) of which exactly one is set, such as the http tool's url
+	// and urlEnv. The rule lives in CheckOneOf, which vet calls on the IR's
+	// block and the kind's constructor on its configuration.
+	OneOf [][]string
+}
+
+// Problem is a field of a kind's configuration that breaks a rule its Info
+// states.
+type Problem struct {
+	// Field is the offending field's dot-separated JSON path; empty for the
+	// configuration as a whole.
+	Field string
+	// Msg says what is wrong and what to change.
+	Msg string
+}
+
+// CheckOneOf returns a Problem for each group of OneOf of which the JSON
+// object data (a kind's configuration, or its IR block: their JSON names
+// are the same) sets no field to a non-empty string, at the configuration,
+// or several, at the second one set.
+func (i Info) CheckOneOf(data []byte) []Problem {
+	var ps []Problem
+	for _, group := range i.OneOf {
+		var set []string
+		for _, f := range group {
+			if v, ok := Field(data, f); ok && v != "" {
+				set = append(set, f)
+			}
+		}
+		switch len(set) {
+		case 0:
+			ps = append(ps, Problem{Msg: "set one of " + orList(group, "and")})
+		case 1:
+		default:
+			ps = append(ps, Problem{Field: set[1], Msg: "set either " + orList(set, "or") + ", not more than one"})
+		}
+	}
+	return ps
+}
+
+// orList writes fields as "a, b and c" (conj "and") or "a, b or c".
+func orList(fields []string, conj string) string {
+	if len(fields) == 1 {
+		return fields[0]
+	}
+	return strings.Join(fields[:len(fields)-1], ", ") + " " + conj + " " + fields[len(fields)-1]
 }
 
 // Ref is a field of a kind's configuration that names an entry of an IR
@@ -112,7 +159,7 @@ var kinds = []Info{
 
 	{Point: Tools, Name: ToolFixture, Files: []string{"file"}},
 	{Point: Tools, Name: ToolGo},
-	{Point: Tools, Name: ToolHTTP},
+	{Point: Tools, Name: ToolHTTP, OneOf: [][]string{{"url", "urlEnv"}}},
 	{Point: Tools, Name: ToolMCP, Refs: []Ref{{Field: "server", Section: ResourceMCPServers, What: "MCP server"}}},
 
 	{Point: Resources, Name: ResourceMCPServers},
@@ -151,6 +198,10 @@ func Lookup(p Point, name string) (Info, bool) {
 		if k.Point == p && k.Name == name {
 			k.Files = slices.Clone(k.Files)
 			k.Refs = slices.Clone(k.Refs)
+			k.OneOf = slices.Clone(k.OneOf)
+			for i := range k.OneOf {
+				k.OneOf[i] = slices.Clone(k.OneOf[i])
+			}
 			return k, true
 		}
 	}

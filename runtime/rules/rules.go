@@ -4,10 +4,11 @@
 // or delegates to itself, names an entry once, falls back to other aliases
 // than its own, fits its thread in every window it may run in, and offers
 // the model no two tools of one name nor a name longer than the model API
-// takes.
+// takes; and the rules of a retriever's ranking (CheckRanking): known
+// mode, fusion and collapse, numbers in their ranges.
 //
-// Two places enforce them and must not disagree: the agents runtime
-// (agents.New), for every application however it was written, and
+// Two places enforce them and must not disagree: the runtime (agents.New,
+// retrieval.New), for every application however it was written, and
 // `aidgen vet` (package ir), before anything runs, at the position of the
 // offending value. So each rule is a function here returning Problems,
 // each with the path of the offending value inside the element and a

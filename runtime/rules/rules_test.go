@@ -1,6 +1,7 @@
 package rules_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -106,5 +107,45 @@ func TestCheaperAndNeeds(t *testing.T) {
 	}
 	if p := rules.ToolName(strings.Repeat("t", 65)); len(p) != 1 {
 		t.Errorf("a 65-character name: %+v", p)
+	}
+}
+
+// TestCheckRanking breaks each ranking rule once and checks the field each
+// problem names; zero values (the defaults) and a sound ranking pass.
+func TestCheckRanking(t *testing.T) {
+	sound := rules.Ranking{Mode: rules.ModeHybrid, Fusion: rules.FusionWeighted, Collapse: rules.CollapseDocument,
+		RRFK: 60, VectorWeight: 1, LexicalWeight: 0.5, Depth: rules.MaxDepth, BM25K1: 1.2, BM25B: 0.75}
+	for _, r := range []rules.Ranking{{}, sound} {
+		if p := rules.CheckRanking(r); len(p) != 0 {
+			t.Errorf("%+v: %+v", r, p)
+		}
+	}
+	nan := math.NaN()
+	for _, tt := range []struct {
+		name   string
+		change func(*rules.Ranking)
+		field  string
+		msg    string
+	}{
+		{"mode", func(r *rules.Ranking) { r.Mode = "semantic" }, "mode", `unknown mode "semantic"`},
+		{"fusion", func(r *rules.Ranking) { r.Fusion = "sum" }, "fusion", `unknown fusion "sum"`},
+		{"collapse", func(r *rules.Ranking) { r.Collapse = "chunk" }, "collapse", `unknown collapse "chunk"`},
+		{"negative rrfK", func(r *rules.Ranking) { r.RRFK = -1 }, "rrfK", "rrfK must be a positive number"},
+		{"NaN rrfK", func(r *rules.Ranking) { r.RRFK = nan }, "rrfK", "rrfK must be a positive number"},
+		{"negative weight", func(r *rules.Ranking) { r.LexicalWeight = -2 }, "weights", "weights must be positive numbers"},
+		{"infinite weight", func(r *rules.Ranking) { r.VectorWeight = math.Inf(1) }, "weights", "weights must be positive numbers"},
+		{"deep", func(r *rules.Ranking) { r.Depth = rules.MaxDepth + 1 }, "depth", "depth must be from 1 to 1000"},
+		{"negative depth", func(r *rules.Ranking) { r.Depth = -1 }, "depth", "depth must be from 1 to 1000"},
+		{"b", func(r *rules.Ranking) { r.BM25B = 1.5 }, "bm25", "b must be from 0 to 1"},
+		{"k1", func(r *rules.Ranking) { r.BM25K1 = nan }, "bm25", "k1 must be a finite number"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := sound
+			tt.change(&r)
+			p := rules.CheckRanking(r)
+			if len(p) != 1 || p[0].Field() != tt.field || !strings.Contains(p[0].Msg, tt.msg) {
+				t.Errorf("problems %+v; want one at %s saying %q", p, tt.field, tt.msg)
+			}
+		})
 	}
 }

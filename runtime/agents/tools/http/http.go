@@ -20,12 +20,18 @@ import (
 )
 
 // Kind is the configuration of a tool of kind http, as the IR spells it
-// (implementation: {kind: "http", url, headersFromEnv}): a tool an
-// application declares and no Go code implements. It is plain data, so a
+// (implementation: {kind: "http", url or urlEnv, headersFromEnv}): a tool
+// an application declares and no Go code implements. It is plain data, so a
 // generated service holds it as a literal.
 type Kind struct {
 	// URL is where the arguments are POSTed: an absolute http or https URL.
-	URL string `json:"url"`
+	// Exactly one of URL and URLEnv is set.
+	URL string `json:"url,omitempty"`
+	// URLEnv names the environment variable holding the URL, read when the
+	// tool is built (when the service starts), so that one application
+	// file serves dev and prod and the URL is not baked into a generated
+	// service.
+	URLEnv string `json:"urlEnv,omitempty"`
 	// HeadersFromEnv maps a header sent with every call to the environment
 	// variable holding its value, so that secrets stay out of the
 	// application.
@@ -35,15 +41,44 @@ type Kind struct {
 // ToolKind implements agents.ToolKind.
 func (Kind) ToolKind() string { return kind.ToolHTTP }
 
-// NewTools implements agents.ToolKind: the tool decl, POSTing to URL with
-// the environment's HTTP client and the headers read, once, from the
-// environment's variables.
+// NewTools implements agents.ToolKind: the tool decl, POSTing to URL (or
+// to the URL in the variable URLEnv names) with the environment's HTTP
+// client and the headers read, once, from the environment's variables.
 func (k Kind) NewTools(_ context.Context, decl agents.Tool, env kind.Env) ([]agents.BuiltTool, error) {
-	impl, err := New(k.URL, Options{Client: env.HTTPClient, HeadersFromEnv: k.HeadersFromEnv, LookupEnv: env.Lookup})
+	target, err := k.url(env)
 	if err != nil {
 		return nil, err
 	}
+	impl, err := New(target, Options{Client: env.HTTPClient, HeadersFromEnv: k.HeadersFromEnv, LookupEnv: env.Lookup})
+	if err != nil {
+		if k.URLEnv != "" {
+			err = fmt.Errorf("%w (the url is environment variable %s's)", err, k.URLEnv)
+		}
+		return nil, err
+	}
 	return []agents.BuiltTool{{Tool: decl, Implementation: impl}}, nil
+}
+
+// url returns where the tool POSTs: URL, or the value of the variable
+// URLEnv names. Exactly one of the two is set (the kind's kind.Info.OneOf,
+// which vet checks too).
+func (k Kind) url(env kind.Env) (string, error) {
+	info, _ := kind.Lookup(kind.Tools, kind.ToolHTTP)
+	data, err := json.Marshal(k)
+	if err != nil {
+		return "", fmt.Errorf("http tool: %w", err)
+	}
+	if ps := info.CheckOneOf(data); len(ps) > 0 {
+		return "", fmt.Errorf("http tool: %s", ps[0].Msg)
+	}
+	if k.URLEnv == "" {
+		return k.URL, nil
+	}
+	v, ok := env.Lookup(k.URLEnv)
+	if !ok || v == "" {
+		return "", fmt.Errorf("http tool: urlEnv: environment variable %s is not set", k.URLEnv)
+	}
+	return v, nil
 }
 
 // Defaults of Options.

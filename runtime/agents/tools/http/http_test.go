@@ -14,6 +14,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	toolhttp "github.com/aidgen/aid/runtime/agents/tools/http"
 	"github.com/aidgen/aid/runtime/agents/tooltest"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 const secret = "s3cr3t-token"
@@ -220,5 +221,39 @@ func TestHTTPToolHidesURLPassword(t *testing.T) {
 	_, err = impl.Call(t.Context(), json.RawMessage(`{}`))
 	if err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "user:xxxxx@") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestURLEnv builds the kind's tool from its configuration: the URL comes
+// from url, or from the variable urlEnv names when the tool is built, and
+// exactly one of the two is set.
+func TestURLEnv(t *testing.T) {
+	srv := hostile(t)
+	vars := map[string]string{"ORDERS_URL": srv.URL + "/ok", "EMPTY_URL": "", "BAD_URL": "orders.internal/ok"}
+	env := kind.Env{LookupEnv: func(n string) (string, bool) { v, ok := vars[n]; return v, ok }}
+	decl := agents.Tool{Name: "lookup", Description: "d", Input: lookupSchema}
+	for _, k := range []toolhttp.Kind{{URL: srv.URL + "/ok"}, {URLEnv: "ORDERS_URL"}} {
+		built, err := k.NewTools(t.Context(), decl, env)
+		if err != nil || len(built) != 1 {
+			t.Fatalf("%+v: %v, %d tools", k, err, len(built))
+		}
+		got, err := built[0].Implementation.Call(t.Context(), json.RawMessage(`{"id":"A"}`))
+		if err != nil || !strings.HasSuffix(got, `body={"id":"A"}`) {
+			t.Errorf("%+v: %q, %v", k, got, err)
+		}
+	}
+	for _, tt := range []struct {
+		k    toolhttp.Kind
+		want string
+	}{
+		{toolhttp.Kind{}, "set one of url and urlEnv"},
+		{toolhttp.Kind{URL: srv.URL, URLEnv: "ORDERS_URL"}, "set either url or urlEnv, not more than one"},
+		{toolhttp.Kind{URLEnv: "AID_TEST_SURELY_UNSET"}, "environment variable AID_TEST_SURELY_UNSET is not set"},
+		{toolhttp.Kind{URLEnv: "EMPTY_URL"}, "environment variable EMPTY_URL is not set"},
+		{toolhttp.Kind{URLEnv: "BAD_URL"}, `not an absolute http or https url (the url is environment variable BAD_URL's)`},
+	} {
+		if _, err := tt.k.NewTools(t.Context(), decl, env); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: %v, want %q", tt.k, err, tt.want)
+		}
 	}
 }

@@ -161,6 +161,7 @@ func description() app.Description {
 					Exclude: []string{
 						"../files/docs/sub/*",
 					},
+					OnInvalid: "fail",
 				},
 				Chunking:     "fixed",
 				ChunkSize:    800,
@@ -169,6 +170,19 @@ func description() app.Description {
 				Store:        "pg",
 				TopK:         5,
 				Rerank:       "none",
+				Ranking: retrieval.Ranking{
+					Mode:          "hybrid",
+					Fusion:        "rrf",
+					RRFK:          60,
+					VectorWeight:  1,
+					LexicalWeight: 1,
+					Depth:         100,
+					Collapse:      "none",
+					BM25: retrieval.BM25{
+						K1: 0.9,
+						B:  0.4,
+					},
+				},
 			},
 		},
 		Service: app.Service{

@@ -97,6 +97,19 @@ func description() app.Description {
 					},
 				},
 			},
+			{
+				Decl: agents.Tool{
+					Name:        "track",
+					Description: "Track a parcel; the URL is the environment's, per deployment.",
+					Input:       json.RawMessage(`{"type":"object","properties":{}}`),
+					Effects:     "read",
+					Approval:    "never",
+					Timeout:     30 * time.Second,
+				},
+				Kind: http.Kind{
+					URLEnv: "TRACKING_URL",
+				},
+			},
 		},
 		Agents: []agents.Agent{
 			{
@@ -107,6 +120,7 @@ func description() app.Description {
 				Tools: []string{
 					"lookup",
 					"notify",
+					"track",
 					"escalate",
 					"note",
 				},

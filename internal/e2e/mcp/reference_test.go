@@ -255,8 +255,17 @@ func TestEverythingRun(t *testing.T) {
 	if got := obs[`ev_echo {"message":"after the timeout"}`]; got != "Echo: after the timeout" {
 		t.Errorf("the call after the timeout: %q", got)
 	}
-	if len(progress) < 4 || progress[3].Progress != 4 || progress[3].Total != 4 {
+	// The server sends its fourth notification just before its result,
+	// and the SDK handles notifications apart from results: that one may
+	// be handled after the call returned, and is then dropped (see the
+	// package documentation of runtime/agents/tools/mcp).
+	if len(progress) < 3 || len(progress) > 4 {
 		t.Errorf("progress events: %+v", progress)
+	}
+	for i, p := range progress {
+		if p.Progress != float64(i+1) || p.Total != 4 {
+			t.Errorf("progress event %d: %+v", i, p)
+		}
 	}
 }
 

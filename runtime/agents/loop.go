@@ -730,7 +730,7 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 			return nil, fmt.Errorf("run %s: record tool call %s: %w", st.id, key, err)
 		}
 	}
-	target, err := r.runTool(tctx, st, t, step, i, c)
+	target, err := r.runTool(st.withProgress(tctx, step, c), st, t, step, i, c)
 	if err != nil && !st.sub && stopped(ctx) {
 		// A shutdown, a timeout or a cancellation is not the call's
 		// result: the call stays recorded without one, interrupted, never

@@ -1094,7 +1094,9 @@ func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, sta
 			}
 		}
 	}
-	if !st.sub && ended(res.Status) {
+	if !st.sub && ended(res.Status) && !Continuable(res.Status) {
+		// A run that stopped early keeps its accounts: a continuation is
+		// the same run, charged to the same run-scoped budget.
 		r.endScopes(ctx, st)
 	}
 	endAgentSpan(span, res.Status, err)

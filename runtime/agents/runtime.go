@@ -672,7 +672,10 @@ func (r *Runtime) Cancel(ctx context.Context, runID string, opts CancelOptions) 
 	for {
 		status, err := StatusRunning, error(nil)
 		if !requested {
-			if status, err = r.store.RequestCancel(ctx, runID, req); err != nil {
+			// ctx bounds the wait, not the request: a request is recorded
+			// (within the store's own bound) even when the caller cannot
+			// wait for it, which is when it matters most.
+			if status, err = r.store.RequestCancel(context.WithoutCancel(ctx), runID, req); err != nil {
 				return RunRecord{RunID: runID}, fmt.Errorf("run %s: request cancellation: %w", runID, err)
 			}
 			requested = status == StatusRunning
@@ -689,7 +692,7 @@ func (r *Runtime) Cancel(ctx context.Context, runID string, opts CancelOptions) 
 			// resume claims it first (then look again).
 			rec.Status = StatusCancelled
 			rec.Checkpoint.Cancel = &req
-			upd, err := r.store.UpdateRun(ctx, rec)
+			upd, err := r.store.UpdateRun(context.WithoutCancel(ctx), rec)
 			if _, lost := errors.AsType[*ConflictError](err); lost {
 				requested = false
 				continue

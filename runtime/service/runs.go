@@ -195,7 +195,7 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 		if res.RunID != "" {
 			w.Header().Set("X-Aid-Run-Id", res.RunID)
 		}
-		if err != nil && (res.RunID == "" || refused(err)) {
+		if err != nil && !ran(res) {
 			ri.err = writeError(w, err, nil)
 			return
 		}
@@ -216,7 +216,7 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 		}
 	})
 	s.recordRun(ri, agent, res, err)
-	if err != nil && (res.RunID == "" || refused(err)) {
+	if err != nil && !ran(res) {
 		ae := classify(err, ri.id, "")
 		ri.err = ae
 		sse.event("error", errorBody{Error: ae})
@@ -228,12 +228,16 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 	sse.close()
 }
 
-// refused reports whether the runtime refused the request before it
-// touched the run (an option it cannot use): the answer is the error
-// alone, not the run.
-func refused(err error) bool {
-	_, bad := errors.AsType[*agents.InvalidOptionError](err)
-	return bad
+// ran reports whether a failed request ran the run, so that its answer is
+// the run (its partial result) with the error. It did not when the runtime
+// refused it before it started or restored the run: an option it cannot
+// use, a run that does not exist, a resume of a run that is not paused, a
+// continue of one that did not stop early, a resume that lost to another.
+// Nor did a new run whose record could not be stored. The result then has
+// no path, and the answer is the error alone, never a run with zero
+// fields.
+func ran(res agents.RunResult) bool {
+	return res.RunID != "" && len(res.Path) > 0
 }
 
 func acceptsEventStream(r *http.Request) bool {

@@ -133,7 +133,7 @@ func TestApprovalPauseAndResumeThroughChatAndRuns(t *testing.T) {
 	// approval is spent: 400 on arguments, naming the problem, and the run
 	// is still paused.
 	status, _, body = e.do(t, "POST", "/v1/runs/"+runID+"/resume", `{"action":"approve","arguments":{"order":7}}`)
-	code, typ, param := servicetest.APIError(t, body)
+	code, typ, param := servicetest.ErrorOnly(t, body)
 	if status != 400 || code != service.CodeInvalidRequest || typ != service.TypeInvalidRequest || param != "arguments" ||
 		!strings.Contains(string(body), "the edited arguments do not match the input schema of tool refund: at /order: got number, want string") {
 		t.Errorf("invalid edit: %d %s", status, body)
@@ -153,13 +153,21 @@ func TestApprovalPauseAndResumeThroughChatAndRuns(t *testing.T) {
 		t.Errorf("approved call %+v, refunds %d", obs, refunds.Load())
 	}
 
-	// A second resume of the same pause loses.
+	// A second resume of the same pause loses, and its answer is the
+	// error alone, not a run with zero fields; so is a streamed one's.
 	status, _, body = e.do(t, "POST", "/v1/runs/"+runID+"/resume", `{"action":"approve"}`)
-	if code, _, _ := servicetest.APIError(t, body); status != http.StatusConflict || code != service.CodeRunNotPaused {
+	if code, _, _ := servicetest.ErrorOnly(t, body); status != http.StatusConflict || code != service.CodeRunNotPaused {
 		t.Errorf("second resume: %d %s", status, body)
 	}
+	events := e.sse(t, "/v1/runs/"+runID+"/resume", `{"action":"approve"}`)
+	if len(events) != 1 || events[0].name != "error" {
+		t.Fatalf("streamed second resume: %+v", events)
+	}
+	if code, _, _ := servicetest.ErrorOnly(t, []byte(events[0].data)); code != service.CodeRunNotPaused {
+		t.Errorf("streamed second resume: %s", events[0].data)
+	}
 	status, _, body = e.do(t, "POST", "/v1/runs/run_nope/resume", `{"action":"approve"}`)
-	if code, _, _ := servicetest.APIError(t, body); status != 404 || code != service.CodeRunNotFound {
+	if code, _, _ := servicetest.ErrorOnly(t, body); status != 404 || code != service.CodeRunNotFound {
 		t.Errorf("unknown run: %d %s", status, body)
 	}
 	status, _, body = e.do(t, "GET", "/v1/runs/run_nope", "")

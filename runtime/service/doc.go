@@ -57,10 +57,15 @@
 //
 // A completed run answers with the agent's answer, finish_reason stop, the
 // run's usage and model set to the agent that answered (the target of the
-// last transfer). A paused run answers with finish_reason tool_calls, the
-// pending call as the message's one tool call, a content that says how to
-// resume, and an "aid" extension object {run_id, status, agent, pending}; every
-// answer that started a run carries its id in the header X-Aid-Run-Id.
+// last transfer). A paused run answers with an assistant message that says
+// what is waiting and how to approve it (the tool, its arguments, the
+// resume URL), finish_reason stop, and an "aid" extension object {run_id,
+// status, agent, pending}: the tool is the server's, so a stock client loop
+// shows the message and runs nothing. With the request header X-Aid-Pause:
+// tool_calls (PauseHeader, PauseToolCalls) the pending call is also the
+// message's one tool call and finish_reason is tool_calls, for a client
+// that handles aid's pauses itself. Every answer that started a run carries
+// its id in the header X-Aid-Run-Id.
 //
 // With stream true the answer is sent as chat.completion.chunk events and
 // data: [DONE], with a usage chunk when stream_options.include_usage is set.
@@ -71,8 +76,9 @@
 // preamble the streamed content equals the non-streamed answer. The stream
 // opens with the role chunk at the first text, so a run refused before any
 // text gets an HTTP error; a failure after that ends the stream with an
-// {"error": ...} chunk and no [DONE]. A pause ends it with the pending call
-// and finish_reason tool_calls.
+// {"error": ...} chunk and no [DONE]. A pause ends it with the same
+// message as content, the aid extension on the final chunk and its finish
+// reason (with X-Aid-Pause: tool_calls, a tool-call delta before it).
 //
 // A runs stream (Accept: text/event-stream) sends token events
 // (TokenEvent: agent, step, depth, text) as the text is written, then the

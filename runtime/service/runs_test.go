@@ -79,12 +79,14 @@ func TestApprovalPauseAndResumeThroughChatAndRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// By default a pause is a message, not a tool call a client would run:
+	// it names the tool, its arguments and where to approve it.
 	ch := cc.Choices[0]
-	if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 || ch.Message.ToolCalls[0].Function.Name != "refund" ||
-		ch.Message.ToolCalls[0].Function.Arguments != `{"order":"A1"}` || ch.Message.ToolCalls[0].ID != "c1" {
+	runID := resp.Header.Get("X-Aid-Run-Id")
+	if ch.FinishReason != "stop" || len(ch.Message.ToolCalls) != 0 || !strings.Contains(ch.Message.Content, "tool refund") ||
+		!strings.Contains(ch.Message.Content, `arguments {"order":"A1"}`) || !strings.Contains(ch.Message.Content, "POST /v1/runs/"+runID+"/resume") {
 		t.Fatalf("paused answer %+v", ch)
 	}
-	runID := resp.Header.Get("X-Aid-Run-Id")
 	var ext struct {
 		Aid struct {
 			RunID   string `json:"run_id"`
@@ -176,23 +178,112 @@ func TestApprovalPauseAndResumeThroughChatAndRuns(t *testing.T) {
 	}
 }
 
+// TestAStockClientLoopDoesNotRunTheServersTool drives the service with the
+// loop every OpenAI client writes: while the answer asks for tool calls,
+// run them and send their results. A pause is the server's, so by default
+// the loop ends at once with the message that says how to approve it, and
+// runs nothing; with X-Aid-Pause: tool_calls the pause keeps the shape
+// that asks for the call.
+func TestAStockClientLoopDoesNotRunTheServersTool(t *testing.T) {
+	var refunds atomic.Int32
+	e := approvalEnv(t, &refunds)
+	// loop returns the tools the client ran and its last answer.
+	loop := func(opts ...option.RequestOption) (ran []string, ch openai.ChatCompletionChoice) {
+		params := openai.ChatCompletionNewParams{Model: "triage", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Refund A1")}}
+		for range 3 {
+			cc, err := e.clientPtr().Chat.Completions.New(context.Background(), params, opts...)
+			if err != nil {
+				return ran, ch // the service takes no tool results from a client
+			}
+			ch = cc.Choices[0]
+			if ch.FinishReason != "tool_calls" {
+				return ran, ch
+			}
+			params.Messages = append(params.Messages, ch.Message.ToParam())
+			for _, tc := range ch.Message.ToolCalls {
+				ran = append(ran, tc.Function.Name)
+				params.Messages = append(params.Messages, openai.ToolMessage("client ran "+tc.Function.Name, tc.ID))
+			}
+		}
+		return ran, ch
+	}
+	if ran, ch := loop(); len(ran) != 0 || ch.FinishReason != "stop" || !strings.Contains(ch.Message.Content, "resume") {
+		t.Errorf("default: the client ran %v, last %+v", ran, ch)
+	}
+	if ran, _ := loop(option.WithHeader(service.PauseHeader, service.PauseToolCalls)); strings.Join(ran, ",") != "refund" {
+		t.Errorf("%s: the client ran %v, want the pause taken for its own call", service.PauseToolCalls, ran)
+	}
+	cc, err := e.clientPtr().Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model: "triage", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Refund A1")},
+	}, option.WithHeader(service.PauseHeader, service.PauseToolCalls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := cc.Choices[0]; ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 || ch.Message.ToolCalls[0].Function.Name != "refund" ||
+		ch.Message.ToolCalls[0].Function.Arguments != `{"order":"A1"}` || ch.Message.ToolCalls[0].ID != "c1" || !strings.Contains(ch.Message.Content, "/resume") {
+		t.Errorf("%s: %+v", service.PauseToolCalls, ch)
+	}
+	status, _, body := e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":[{"role":"user","content":"Refund A1"}]}`, service.PauseHeader, "tools")
+	if code, _, param := servicetest.ErrorOnly(t, body); status != 400 || code != service.CodeInvalidRequest || param != service.PauseHeader {
+		t.Errorf("bad %s: %d %s", service.PauseHeader, status, body)
+	}
+	if refunds.Load() != 0 {
+		t.Errorf("%d refunds ran without approval", refunds.Load())
+	}
+}
+
+// TestApprovalPauseInAStream: a streamed pause carries what a non-streamed
+// one does: the message as content, finish_reason stop, and the pending
+// call in the aid extension of the final chunk; with X-Aid-Pause:
+// tool_calls, the call as a tool-call delta and finish_reason tool_calls.
 func TestApprovalPauseInAStream(t *testing.T) {
 	var refunds atomic.Int32
 	e := approvalEnv(t, &refunds)
-	stream := e.clientPtr().Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
-		Model: "triage", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Refund A1")},
-	})
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
-	ch := acc.Choices[0]
-	if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 || ch.Message.ToolCalls[0].Function.Name != "refund" ||
-		ch.Message.ToolCalls[0].Function.Arguments != `{"order":"A1"}` || !strings.Contains(ch.Message.Content, "/resume") {
-		t.Errorf("streamed pause %+v", ch)
+	for _, tt := range []struct {
+		pause  string
+		finish string
+		calls  int
+	}{{"", "stop", 0}, {service.PauseToolCalls, "tool_calls", 1}} {
+		var opts []option.RequestOption
+		if tt.pause != "" {
+			opts = append(opts, option.WithHeader(service.PauseHeader, tt.pause))
+		}
+		stream := e.clientPtr().Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+			Model: "triage", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Refund A1")},
+		}, opts...)
+		var acc openai.ChatCompletionAccumulator
+		var last openai.ChatCompletionChunk
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+			if len(stream.Current().Choices) > 0 {
+				last = stream.Current()
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		var ext struct {
+			Aid struct {
+				RunID   string `json:"run_id"`
+				Pending struct {
+					Tool      string `json:"tool"`
+					Arguments string `json:"arguments"`
+					ResumeURL string `json:"resume_url"`
+				} `json:"pending"`
+			} `json:"aid"`
+		}
+		if err := json.Unmarshal([]byte(last.RawJSON()), &ext); err != nil {
+			t.Fatal(err)
+		}
+		ch := acc.Choices[0]
+		if ch.FinishReason != tt.finish || len(ch.Message.ToolCalls) != tt.calls || !strings.Contains(ch.Message.Content, `tool refund waits for a decision on the call c1 with arguments {"order":"A1"}`) ||
+			!strings.Contains(ch.Message.Content, "POST "+ext.Aid.Pending.ResumeURL) || ext.Aid.Pending.Tool != "refund" || ext.Aid.Pending.Arguments != `{"order":"A1"}` ||
+			ext.Aid.Pending.ResumeURL != "/v1/runs/"+ext.Aid.RunID+"/resume" || last.Choices[0].FinishReason != tt.finish {
+			t.Errorf("streamed pause %q: %+v\nlast chunk %s", tt.pause, ch, last.RawJSON())
+		}
+		if tt.calls == 1 && (ch.Message.ToolCalls[0].Function.Name != "refund" || ch.Message.ToolCalls[0].Function.Arguments != `{"order":"A1"}`) {
+			t.Errorf("streamed pause %q: calls %+v", tt.pause, ch.Message.ToolCalls)
+		}
 	}
 }
 

@@ -80,9 +80,12 @@
 // message as content, the aid extension on the final chunk and its finish
 // reason (with X-Aid-Pause: tool_calls, a tool-call delta before it).
 //
-// A runs stream (Accept: text/event-stream) sends token events
-// (TokenEvent: agent, step, depth, text) as the text is written, then the
-// model_call event of that call, tool_call events and the result.
+// A runs stream (Accept: text/event-stream) — a new run, a resume or a
+// continue — sends token events (TokenEvent: agent, step, depth, text) as
+// the text is written, then the model_call event of that call, a
+// tool_call_start and a tool_call event (ToolCallEvent) for every call,
+// whatever runs it (Go code, an http, fixture or mcp tool, a search_
+// retriever, a transfer_ or delegate_ call), and the result.
 //
 // # Errors
 //

@@ -427,11 +427,73 @@ func TestRunEventStream(t *testing.T) {
 			t.Errorf("tool event %s", rest)
 		}
 	}
-	if strings.Join(names, ",") != "model_call,tool_call,token,token,token,model_call,result" {
+	if strings.Join(names, ",") != "model_call,tool_call_start,tool_call,token,token,token,model_call,result" {
 		t.Errorf("events %v\n%s", names, body)
 	}
 	if result.Status != "completed" || result.Answer != "Shipped on Monday." || tokens.String() != result.Answer {
 		t.Errorf("result %+v", result)
+	}
+}
+
+// TestEveryKindOfCallHasToolEvents: a runs stream reports a search_ call,
+// a Go tool's call and a transfer alike, each with a tool_call_start and a
+// tool_call event; and a resumed run's stream reports the call it
+// approved.
+func TestEveryKindOfCallHasToolEvents(t *testing.T) {
+	e := newEnv(t, options{
+		fake: fake.Config{Agents: map[string][]fake.Step{
+			"triage": {calls(call("s1", "search_kb", `{"query":"refunds"}`), call("l1", "lookup", `{"id":"A1"}`)), calls(call("t1", "transfer_to_billing", `{}`))},
+			"billing": {answer("Refunds take 30 days.")},
+		}},
+		agents: []agents.Agent{
+			{Name: "triage", Model: "large", Instructions: "Look.", Tools: []string{"lookup"}, Retrievers: []string{"kb"}, Handoffs: []string{"billing"}},
+			{Name: "billing", Model: "large", Instructions: "Bill."},
+		},
+		tools: []agents.Tool{{Name: "lookup", Description: "Look up an order."}},
+		impls: map[string]agents.Implementation{"lookup": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
+			return "status: shipped", nil
+		})},
+		searchers: map[string]agents.Searcher{"kb": agents.SearchFunc(func(context.Context, string, int) ([]retrieval.Hit, error) {
+			return []retrieval.Hit{{Chunk: retrieval.Chunk{ID: "h1", Source: "docs/refunds.md", Text: "30 days"}}}, nil
+		})},
+	})
+	toolEvents := func(events []sseEvent) map[string][]string {
+		got := map[string][]string{}
+		for _, ev := range events {
+			if ev.name != "tool_call_start" && ev.name != "tool_call" {
+				continue
+			}
+			var te service.ToolCallEvent
+			if err := json.Unmarshal([]byte(ev.data), &te); err != nil {
+				t.Fatalf("%s: %v", ev.data, err)
+			}
+			if te.CallID == "" || te.Agent == "" || te.Step == 0 || ev.name == "tool_call_start" && te.Arguments == "" || ev.name == "tool_call" && te.Observation == "" {
+				t.Errorf("%s %s", ev.name, ev.data)
+			}
+			got[te.Tool] = append(got[te.Tool], ev.name)
+		}
+		return got
+	}
+	got := toolEvents(e.sse(t, "/v1/agents/triage/runs", `{"input":"How long do refunds take?"}`))
+	for _, tool := range []string{"search_kb", "lookup", "transfer_to_billing"} {
+		if strings.Join(got[tool], ",") != "tool_call_start,tool_call" {
+			t.Errorf("%s: events %v", tool, got[tool])
+		}
+	}
+
+	var refunds atomic.Int32
+	a := approvalEnv(t, &refunds)
+	status, _, body := a.do(t, "POST", "/v1/agents/triage/runs", `{"input":"Refund A1"}`)
+	paused := decodeRun(t, body)
+	if status != 200 || paused.Status != "paused" {
+		t.Fatalf("start: %d %s", status, body)
+	}
+	events := a.sse(t, "/v1/runs/"+paused.RunID+"/resume", `{"action":"approve"}`)
+	if got := toolEvents(events); strings.Join(got["refund"], ",") != "tool_call_start,tool_call" || refunds.Load() != 1 {
+		t.Errorf("resumed: events %v", events)
+	}
+	if last := events[len(events)-1]; last.name != "result" || !strings.Contains(last.data, `"status":"completed"`) {
+		t.Errorf("resumed: last event %+v", last)
 	}
 }
 

@@ -31,7 +31,10 @@
 //     every Config.ReadyChecks answer, and the service is not draining; the
 //     answer names a failing check, the log says why.
 //   - GET /metrics: Prometheus text format, from a registry private to the
-//     Service.
+//     Service. Requests and runs are labelled with agent, the agent asked
+//     for (a resume's or a continue's is the run's entry agent), and
+//     final_agent, the agent the run ended on after handoffs; both are the
+//     app's agent names, so the series stay bounded.
 //
 // Every route but /healthz and /readyz requires a bearer token when
 // Auth.Kind is bearer. A service without authentication refuses to listen on

@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,12 +39,14 @@ func (s *Service) recordRun(ri *reqInfo, agent string, res agents.RunResult, err
 		ri.agent = "" // not a label value: any string could be asked for
 		return
 	}
-	if res.Agent != "" {
-		agent = res.Agent
+	if len(res.Path) > 0 {
+		// A resume or a continue names no agent: the run's entry agent is
+		// the one asked for.
+		agent = res.Path[0]
 	}
 	if agent != "" {
-		ri.agent = agent
-		s.metrics.run(agent, res.Status)
+		ri.agent, ri.final = agent, cmp.Or(res.Agent, agent)
+		s.metrics.run(agent, ri.final, res.Status)
 	}
 }
 

@@ -303,6 +303,11 @@ func TestApprovalRejectThroughRuns(t *testing.T) {
 	if c := done.Steps[0].ToolCalls[0]; c.ErrorKind != agents.KindRejected || !strings.Contains(c.Observation, "not eligible") {
 		t.Errorf("rejected call %+v", c)
 	}
+	// A resume names no agent: it is counted under the run's entry agent.
+	_, _, metrics := e.do(t, "GET", "/metrics", "")
+	if want := `aid_http_requests_total{agent="triage",code="200",final_agent="triage",route="POST /v1/runs/{id}/resume"} 1`; !strings.Contains(string(metrics), want) {
+		t.Errorf("no %s in metrics:\n%s", want, grep(string(metrics), "aid_http_requests_total"))
+	}
 }
 
 func TestHandoffThroughChatCompletion(t *testing.T) {
@@ -329,10 +334,17 @@ func TestHandoffThroughChatCompletion(t *testing.T) {
 	if cc.Model != "billing" || cc.Choices[0].Message.Content != "Your invoice is attached." || strings.Join(ext.Aid.Path, ">") != "triage>billing" {
 		t.Errorf("model %q content %q path %v", cc.Model, cc.Choices[0].Message.Content, ext.Aid.Path)
 	}
-	// The run is counted under the agent it ended on.
+	// The run and its request are counted under the agent asked for and
+	// the agent the run ended on.
 	_, _, metrics := e.do(t, "GET", "/metrics", "")
-	if !strings.Contains(string(metrics), `aid_runs_total{agent="billing",status="completed"} 1`) {
-		t.Errorf("metrics:\n%s", grep(string(metrics), "aid_runs_total"))
+	for _, want := range []string{
+		`aid_runs_total{agent="triage",final_agent="billing",status="completed"} 1`,
+		`aid_http_requests_total{agent="triage",code="200",final_agent="billing",route="POST /v1/chat/completions"} 1`,
+		`aid_http_request_duration_seconds_count{agent="triage",route="POST /v1/chat/completions"} 1`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("no %s in metrics:\n%s", want, grep(string(metrics), "aid_"))
+		}
 	}
 }
 
@@ -442,7 +454,7 @@ func TestRunEventStream(t *testing.T) {
 func TestEveryKindOfCallHasToolEvents(t *testing.T) {
 	e := newEnv(t, options{
 		fake: fake.Config{Agents: map[string][]fake.Step{
-			"triage": {calls(call("s1", "search_kb", `{"query":"refunds"}`), call("l1", "lookup", `{"id":"A1"}`)), calls(call("t1", "transfer_to_billing", `{}`))},
+			"triage":  {calls(call("s1", "search_kb", `{"query":"refunds"}`), call("l1", "lookup", `{"id":"A1"}`)), calls(call("t1", "transfer_to_billing", `{}`))},
 			"billing": {answer("Refunds take 30 days.")},
 		}},
 		agents: []agents.Agent{

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/aidgen/aid/runtime/rules"
 )
 
 // Position is a place in an IR file.
@@ -82,40 +84,9 @@ func sortErrors(es Errors) Errors {
 }
 
 // suggest returns the candidate closest to name when it is close enough to
-// be a likely typo, for "did you mean" hints.
-func suggest(name string, candidates []string) string {
-	best, bestD := "", len(name)/2+1
-	for _, c := range candidates {
-		if d := levenshtein(name, c); d < bestD || (d == bestD && best != "" && c < best) {
-			best, bestD = c, d
-		}
-	}
-	if bestD > 2 && bestD > len(name)/3 {
-		return ""
-	}
-	return best
-}
-
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
-}
+// be a likely typo, for "did you mean" hints: rules.Suggest, the one rule
+// the runtime's messages use too.
+func suggest(name string, candidates []string) string { return rules.Suggest(name, candidates) }
 
 // Unknown references list the known names when there are at most
 // listAll of them, and otherwise only the listNearest closest ones and how
@@ -146,23 +117,9 @@ func unknownRef(what, name string, known []string) string {
 	return b.String()
 }
 
-// nearest returns the n candidates closest to name by edit distance, ties
-// broken by name.
+// nearest returns the n candidates closest to name: rules.Nearest.
 func nearest(name string, candidates []string, n int) []string {
-	type scored struct {
-		name string
-		d    int
-	}
-	all := make([]scored, len(candidates))
-	for i, c := range candidates {
-		all[i] = scored{c, levenshtein(name, c)}
-	}
-	slices.SortFunc(all, func(a, b scored) int { return cmp.Or(cmp.Compare(a.d, b.d), strings.Compare(a.name, b.name)) })
-	out := make([]string, 0, n)
-	for _, s := range all[:min(n, len(all))] {
-		out = append(out, s.name)
-	}
-	return out
+	return rules.Nearest(name, candidates, n)
 }
 
 // boundWords says in words what a numeric bound as CUE prints it (">0",

@@ -103,6 +103,15 @@ if [[ $EUID -eq 0 && ! -x /usr/bin/chromium ]] && command -v apt-get >/dev/null;
 	done_phase
 fi
 
+# The MCP end-to-end tests (internal/e2e/mcp) drive the official npm servers and client, which
+# the tests install with npm ci; they need Node.js, from Debian when it is missing.
+if ! command -v node >/dev/null && [[ $EUID -eq 0 ]]; then
+	phase "apt-get install nodejs npm"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+	done_phase
+fi
+
 if [[ -z "${AID_TEST_DATABASE_URL:-}" ]]; then
 	if [[ $EUID -eq 0 ]]; then
 		phase "postgres.sh install"

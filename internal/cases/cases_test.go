@@ -25,6 +25,7 @@ import (
 	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/tools/mcp"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
@@ -217,8 +218,9 @@ func generated(t *testing.T, c testCase, doc *ir.Document, desc app.Description,
 // standIns returns the description with what a test cannot have replaced:
 // stores in memory rather than in PostgreSQL (runtime/retrieval/pgvector's
 // tests open the real kind), and the options with a memory run store and
-// ledger, Go code that answers "ok" for every tool implemented in Go, and
-// an environment holding the keys and DSNs the cases name.
+// ledger, Go code that answers "ok" for every tool implemented in Go or by
+// an MCP server, and an environment holding the keys and DSNs the cases
+// name.
 func standIns(desc app.Description) (app.Description, app.Options, func(string) (string, bool)) {
 	for i := range desc.Stores {
 		desc.Stores[i].Kind = retrieval.MemoryKind{}
@@ -231,7 +233,15 @@ func standIns(desc app.Description) (app.Description, app.Options, func(string) 
 		Implementations: map[string]agents.Implementation{},
 		LookupEnv:       lookup,
 	}
-	for _, tool := range desc.Tools {
+	for i, tool := range desc.Tools {
+		if _, ok := tool.Kind.(mcp.Kind); ok {
+			// An MCP server is not there to connect to: its tools are
+			// runtime/agents/tools/mcp's to test, against real servers.
+			desc.Tools[i].Kind, tool.Kind = nil, nil
+			if desc.Tools[i].Decl.Input == nil {
+				desc.Tools[i].Decl.Input = json.RawMessage(`{"type":"object"}`)
+			}
+		}
 		if tool.Kind == nil {
 			opts.Implementations[tool.Decl.Name] = agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) { return "ok", nil })
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/tools/fixture"
 	toolhttp "github.com/aidgen/aid/runtime/agents/tools/http"
+	"github.com/aidgen/aid/runtime/agents/tools/mcp"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/gateway/openaicompat"
@@ -41,9 +42,12 @@ var (
 		kind.ToolGo:      nil,
 		kind.ToolHTTP:    toolhttp.Kind{},
 		kind.ToolFixture: fixture.Kind{},
+		kind.ToolMCP:     mcp.Kind{},
 	}
 	// ResourceKinds are the resource kinds, by the name of their section.
-	ResourceKinds = map[string]kind.ResourceKind{}
+	ResourceKinds = map[string]kind.ResourceKind{
+		kind.ResourceMCPServers: mcp.Server{},
+	}
 )
 
 // storeFields are the fields of a store's block that every store has,

@@ -47,6 +47,16 @@ func TestContinueAfterMaxSteps(t *testing.T) {
 	if !errors.As(err, &ms) || ms.MaxSteps != 4 || res.Status != agents.StatusMaxSteps || res.RunID != id || len(res.Steps) != 4 {
 		t.Fatalf("first continue: %s %d steps, %v", res.Status, len(res.Steps), err)
 	}
+	// A run that stopped early keeps its run-scoped budget's account, so a
+	// continuation is charged to it: every call of both drives so far is
+	// on one account, the run's.
+	sum, err := fx.gw.Spend(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.ByAccount) != 1 || sum.ByAccount[0].Account.Key != id || sum.ByAccount[0].Calls != 4 {
+		t.Fatalf("budget accounts %+v, want one keyed %s with 4 calls", sum.ByAccount, id)
+	}
 	// The default allowance is the agent's MaxSteps again.
 	res, err = r2.Continue(context.Background(), id, agents.ContinueOptions{})
 	if err != nil || res.Status != agents.StatusCompleted || res.Answer != "found all four" || res.RunID != id {
@@ -73,13 +83,14 @@ func TestContinueAfterMaxSteps(t *testing.T) {
 	if c1.AfterStep != 4 || c1.Steps != 2 || c1.By != "" {
 		t.Fatalf("second continuation %+v", c1)
 	}
-	// Every call of every drive was charged to one account: the run's.
-	sum, err := fx.gw.Spend(context.Background())
+	// The completed run closed its account, having charged all 5 calls to
+	// the budget.
+	by, err := fx.gw.SpendByBudget(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sum.ByAccount) != 1 || sum.ByAccount[0].Account.Key != id || sum.ByAccount[0].Calls != 5 {
-		t.Fatalf("budget accounts %+v, want one keyed %s with 5 calls", sum.ByAccount, id)
+	if sum, _ := fx.gw.Spend(context.Background()); len(sum.ByAccount) != 0 || len(by) != 1 || by[0].Calls != 5 {
+		t.Fatalf("after completion: accounts %+v, by budget %+v; want none open and 5 calls on b", sum.ByAccount, by)
 	}
 	// A completed run is not continued.
 	_, err = r2.Continue(context.Background(), id, agents.ContinueOptions{})

@@ -46,6 +46,12 @@ const (
 	// completed, Err when it failed). It is the last event of a run at
 	// Depth 0.
 	EventEnd
+	// EventToolProgress: a running tool call reported how far it has got
+	// (Agent, Step, Calls holding that call without its observation,
+	// Progress), between its EventToolCalls and its EventToolResult. Only
+	// implementations that call ReportProgress produce it (an MCP server's
+	// progress notifications, for example).
+	EventToolProgress
 	// EventToolStart: one call starts running (Agent, Step, Calls holding
 	// that one call, its arguments set), whatever runs it, as for
 	// EventToolResult, which follows it. A call that never runs (denied,
@@ -85,6 +91,44 @@ type Event struct {
 	Status Status
 	// Err is why the run failed (EventEnd), nil otherwise.
 	Err error
+	// Progress is what a running tool call reported (EventToolProgress).
+	Progress *ToolProgress
+}
+
+// ToolProgress is how far a running tool call has got, as its
+// implementation reports it with ReportProgress.
+type ToolProgress struct {
+	// Progress is the work done so far; it increases with each report.
+	Progress float64
+	// Total is the work there is in all, when known; zero otherwise.
+	Total float64
+	// Message says what is being done, when the tool says it.
+	Message string
+}
+
+type progressKey struct{}
+
+// ReportProgress tells the run whose tool call ctx belongs to how far the
+// call has got: the run's OnEvent hook receives an EventToolProgress. An
+// Implementation calls it with the context its Call received, any number
+// of times until Call returns; outside a call, or in a run without a hook,
+// it does nothing.
+func ReportProgress(ctx context.Context, p ToolProgress) {
+	if report, ok := ctx.Value(progressKey{}).(func(ToolProgress)); ok {
+		report(p)
+	}
+}
+
+// withProgress returns ctx for running the call c of the given step of
+// st, whose progress reports reach st's hook, when st has one.
+func (st *runState) withProgress(ctx context.Context, step int, c *ToolCallRecord) context.Context {
+	if st.events == nil {
+		return ctx
+	}
+	call := ToolCallRecord{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+	return context.WithValue(ctx, progressKey{}, func(p ToolProgress) {
+		st.event(Event{Kind: EventToolProgress, Step: step, Calls: []ToolCallRecord{call}, Progress: &p})
+	})
 }
 
 // eventsKey is the context key of ContextWithEvents.

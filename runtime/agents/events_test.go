@@ -402,3 +402,56 @@ func TestEventHookSerialized(t *testing.T) {
 		t.Fatalf("%d overlapping hook calls, %d results", overlaps, results)
 	}
 }
+
+// TestEventToolProgress: what an implementation reports with
+// ReportProgress reaches the hook as EventToolProgress events naming the
+// call, between the call's EventToolCalls and its EventToolResult; without
+// a hook, and outside a call, reporting does nothing.
+func TestEventToolProgress(t *testing.T) {
+	agents.ReportProgress(context.Background(), agents.ToolProgress{Progress: 1}) // outside a call: nothing
+	fx := newStreamFixture(t, fake.Config{Script: []fake.Step{calls(call("c1", "lookup", `{"id":"A"}`)), answer("done")}})
+	work := agents.ToolFunc(func(ctx context.Context, _ json.RawMessage) (string, error) {
+		for i := 1; i <= 3; i++ {
+			agents.ReportProgress(ctx, agents.ToolProgress{Progress: float64(i), Total: 3, Message: "part " + string(rune('0'+i))})
+		}
+		return "ok", nil
+	})
+	r := newRuntime(t, agents.Config{
+		Gateway:         fx.gw,
+		Agents:          []agents.Agent{{Name: "a", Model: "small", Tools: []string{"lookup"}}},
+		Tools:           []agents.Tool{{Name: "lookup", Description: "d", Input: lookupSchema}},
+		Implementations: map[string]agents.Implementation{"lookup": work},
+	})
+	var rec recorder
+	mustRun(t, r, "a", "hi", agents.RunOptions{OnEvent: rec.hook})
+	var kinds []agents.EventKind
+	var got []agents.ToolProgress
+	for _, ev := range rec.events {
+		switch ev.Kind {
+		case agents.EventToolCalls, agents.EventToolResult:
+			kinds = append(kinds, ev.Kind)
+		case agents.EventToolProgress:
+			kinds = append(kinds, ev.Kind)
+			if len(ev.Calls) != 1 || ev.Calls[0].ID != "c1" || ev.Calls[0].Name != "lookup" || ev.Step != 1 || ev.Agent != "a" {
+				t.Errorf("progress event about %+v, step %d, agent %q", ev.Calls, ev.Step, ev.Agent)
+			}
+			got = append(got, *ev.Progress)
+		}
+	}
+	want := []agents.EventKind{agents.EventToolCalls, agents.EventToolProgress, agents.EventToolProgress, agents.EventToolProgress, agents.EventToolResult}
+	if diff := cmp.Diff(want, kinds); diff != "" {
+		t.Errorf("event order (-want +got):\n%s", diff)
+	}
+	if len(got) != 3 || got[2] != (agents.ToolProgress{Progress: 3, Total: 3, Message: "part 3"}) {
+		t.Errorf("progress reported: %+v", got)
+	}
+	// Without a hook the same run reports nowhere and completes.
+	fx2 := newStreamFixture(t, fake.Config{Script: []fake.Step{calls(call("c1", "lookup", `{"id":"A"}`)), answer("done")}})
+	r2 := newRuntime(t, agents.Config{
+		Gateway:         fx2.gw,
+		Agents:          []agents.Agent{{Name: "a", Model: "small", Tools: []string{"lookup"}}},
+		Tools:           []agents.Tool{{Name: "lookup", Description: "d", Input: lookupSchema}},
+		Implementations: map[string]agents.Implementation{"lookup": work},
+	})
+	mustRun(t, r2, "a", "hi", agents.RunOptions{})
+}

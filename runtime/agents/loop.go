@@ -736,7 +736,7 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 	if st.events != nil && !(c.Approval != nil && !c.Approval.Approved) {
 		st.event(Event{Kind: EventToolStart, Step: step, Calls: []ToolCallRecord{*c}})
 	}
-	target, err := r.runTool(tctx, st, t, step, i, c)
+	target, err := r.runTool(st.withProgress(tctx, step, c), st, t, step, i, c)
 	if err != nil && !st.sub && stopped(ctx) {
 		// A shutdown, a timeout or a cancellation is not the call's
 		// result: the call stays recorded without one, interrupted, never
@@ -1100,7 +1100,9 @@ func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, sta
 			}
 		}
 	}
-	if !st.sub && ended(res.Status) {
+	if !st.sub && ended(res.Status) && !Continuable(res.Status) {
+		// A run that stopped early keeps its accounts: a continuation is
+		// the same run, charged to the same run-scoped budget.
 		r.endScopes(ctx, st)
 	}
 	endAgentSpan(span, res.Status, err)

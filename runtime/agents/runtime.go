@@ -192,6 +192,17 @@ func (r *Runtime) reachable(d *agentDef) []string {
 // Agents returns the configured agents' names, sorted.
 func (r *Runtime) Agents() []string { return slices.Clone(r.names) }
 
+// Agent returns the named agent as it was configured (its description and
+// output schema, for a service that describes its agents), and whether
+// there is one. The caller must not modify its slices.
+func (r *Runtime) Agent(name string) (Agent, bool) {
+	d, ok := r.agents[name]
+	if !ok {
+		return Agent{}, false
+	}
+	return d.spec, true
+}
+
 // Tools returns the names of the tools the model is offered as the named
 // agent, in the order it is offered them: its declared tools, then its
 // handoffs, delegates and searches. It is nil for an unknown agent.

@@ -47,6 +47,14 @@ const (
 	// ToolFixture answers from argument → result rows in a file
 	// (runtime/agents/tools/fixture).
 	ToolFixture = "fixture"
+	// ToolMCP calls the tools of a Model Context Protocol server
+	// (runtime/agents/tools/mcp).
+	ToolMCP = "mcp"
+
+	// ResourceMCPServers are the Model Context Protocol servers that tools
+	// of kind mcp call, declared in the IR section of that name
+	// (runtime/agents/tools/mcp).
+	ResourceMCPServers = "mcpServers"
 
 	// StoreMemory keeps vectors and memory in the process (built into
 	// runtime/retrieval and runtime/agents).
@@ -152,6 +160,9 @@ var kinds = []Info{
 	{Point: Tools, Name: ToolFixture, Files: []string{"file"}},
 	{Point: Tools, Name: ToolGo},
 	{Point: Tools, Name: ToolHTTP, OneOf: [][]string{{"url", "urlEnv"}}},
+	{Point: Tools, Name: ToolMCP, Refs: []Ref{{Field: "server", Section: ResourceMCPServers, What: "MCP server"}}},
+
+	{Point: Resources, Name: ResourceMCPServers},
 
 	{Point: Stores, Name: StoreMemory},
 	{Point: Stores, Name: StorePGVector},

@@ -21,6 +21,7 @@
 package rules
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -345,4 +346,60 @@ func (p Problem) Field() string {
 		}
 	}
 	return b.String()
+}
+
+// Suggest returns the candidate closest to name when it is close enough to
+// be a likely typo, for "did you mean" hints (at most two edits, or a third
+// of name), and "" otherwise; of two equally close, the smaller.
+func Suggest(name string, candidates []string) string {
+	best, bestD := "", len(name)/2+1
+	for _, c := range candidates {
+		if d := levenshtein(name, c); d < bestD || (d == bestD && best != "" && c < best) {
+			best, bestD = c, d
+		}
+	}
+	if bestD > 2 && bestD > len(name)/3 {
+		return ""
+	}
+	return best
+}
+
+func levenshtein(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
+
+// Nearest returns the n candidates closest to name by edit distance, ties
+// broken by name.
+func Nearest(name string, candidates []string, n int) []string {
+	type scored struct {
+		name string
+		d    int
+	}
+	all := make([]scored, len(candidates))
+	for i, c := range candidates {
+		all[i] = scored{c, levenshtein(name, c)}
+	}
+	slices.SortFunc(all, func(a, b scored) int { return cmp.Or(cmp.Compare(a.d, b.d), strings.Compare(a.name, b.name)) })
+	out := make([]string, 0, n)
+	for _, s := range all[:min(n, len(all))] {
+		out = append(out, s.name)
+	}
+	return out
 }

@@ -1,7 +1,7 @@
 // Package service is the HTTP service that generated apps and teams run: an
 // OpenAI-compatible chat-completions endpoint in front of the agents, a runs
-// API with human approval, retriever search, health, readiness and
-// Prometheus metrics.
+// API with human approval, an MCP server whose tools are the agents,
+// retriever search, health, readiness and Prometheus metrics.
 //
 // It is configured with runtime objects (a *gateway.Gateway, an
 // *agents.Runtime, searchers, readiness checks) through a plain Config, so
@@ -35,6 +35,22 @@
 //     for (a resume's or a continue's is the run's entry agent), and
 //     final_agent, the agent the run ended on after handoffs; both are the
 //     app's agent names, so the series stay bounded.
+//   - /mcp (MCPPath): the Model Context Protocol over streamable HTTP, on
+//     the official Go SDK. Each agent is a tool of its name, whose input is
+//     {message, thread_id?, user_id?} and whose result is the answer as
+//     text, and as structured content when the agent has an output schema
+//     (that schema is in the tool's _meta under MetaOutputSchema rather
+//     than its outputSchema, since a paused run has no answer to fit it).
+//     A run that pauses for approval asks the client with a form
+//     elicitation (approve or reject, with feedback) when the client
+//     supports it and resumes the run in the same call; otherwise, or when
+//     the person cancels, the result tells the pending call and the run id
+//     (in _meta: MetaRunID, MetaStatus, MetaPending), to decide through
+//     POST /v1/runs/{id}/resume. A failed run, a budget refusal or bad
+//     input is a tool error (isError) whose text starts with the HTTP API's
+//     code and whose _meta holds the error (MetaError). Calls that ask for
+//     progress get a notification per model call, tool call and handoff.
+//     Sessions live in the process and close after ten idle minutes.
 //
 // Every route but /healthz and /readyz requires a bearer token when
 // Auth.Kind is bearer. A service without authentication refuses to listen on
@@ -88,7 +104,9 @@
 // the text is written, then the model_call event of that call, a
 // tool_call_start and a tool_call event (ToolCallEvent) for every call,
 // whatever runs it (Go code, an http, fixture or mcp tool, a search_
-// retriever, a transfer_ or delegate_ call), and the result.
+// retriever, a transfer_ or delegate_ call), tool_progress events
+// (ToolProgressEvent) while a tool that reports progress runs, and the
+// result.
 //
 // # Errors
 //

@@ -211,13 +211,33 @@ type ToolCallEvent struct {
 	DurationMS float64 `json:"duration_ms"`
 }
 
+// ToolProgressEvent is a tool_progress server-sent event of a runs stream:
+// how far a running tool call has got, as the tool reported it (an MCP
+// server's progress notifications).
+type ToolProgressEvent struct {
+	// Agent is the agent whose call runs, Step the step in its run.
+	Agent string `json:"agent"`
+	Step  int    `json:"step"`
+	// Depth is 0 for the run's own agents and n for a run delegated n deep.
+	Depth int `json:"depth,omitempty"`
+	// CallID and Tool name the call.
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Progress is the work done so far, Total the work in all when known.
+	Progress float64 `json:"progress"`
+	Total    float64 `json:"total,omitempty"`
+	// Message says what is being done, when the tool says it.
+	Message string `json:"message,omitempty"`
+}
+
 // answerRun runs do and answers with the run as JSON, or as server-sent
 // events when the client accepts text/event-stream: token events with the
 // model's text as it is written, model_call events (seen by the Instrument
 // wrappers), tool_call_start and tool_call events for every call as it
 // starts and ends (from the run's own events, so that every kind of call
-// has them), for a new run and a resumed or continued one alike, then one
-// result event with the run, or an error event.
+// has them), tool_progress events with what running tools report, for a
+// new run and a resumed or continued one alike, then one result event with
+// the run, or an error event.
 func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string, do func(ctx context.Context) (agents.RunResult, error)) {
 	ri := info(r)
 	if !acceptsEventStream(r) {
@@ -263,6 +283,12 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 			}
 			te.Observation, te.ErrorKind = c.Observation, string(c.ErrorKind)
 			sse.event("tool_call", te)
+		case agents.EventToolProgress:
+			p := ToolProgressEvent{Agent: ev.Agent, Step: ev.Step, Depth: ev.Depth, Progress: ev.Progress.Progress, Total: ev.Progress.Total, Message: ev.Progress.Message}
+			if len(ev.Calls) == 1 {
+				p.CallID, p.Tool = ev.Calls[0].ID, ev.Calls[0].Name
+			}
+			sse.event("tool_progress", p)
 		}
 	}))
 	s.recordRun(ri, agent, res, err)

@@ -410,7 +410,8 @@ func TestRunEventStream(t *testing.T) {
 		fake:   fake.Config{Agents: map[string][]fake.Step{"triage": {calls(call("c1", "lookup", `{"id":"A1"}`)), answer("Shipped on Monday.")}}},
 		agents: []agents.Agent{{Name: "triage", Model: "large", Instructions: "Look up.", Tools: []string{"lookup"}}},
 		tools:  []agents.Tool{{Name: "lookup", Description: "Look up an order."}},
-		impls: map[string]agents.Implementation{"lookup": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
+		impls: map[string]agents.Implementation{"lookup": agents.ToolFunc(func(ctx context.Context, _ json.RawMessage) (string, error) {
+			agents.ReportProgress(ctx, agents.ToolProgress{Progress: 1, Total: 2, Message: "asking the warehouse"})
 			return "status: shipped", nil
 		})},
 	})
@@ -438,8 +439,15 @@ func TestRunEventStream(t *testing.T) {
 		if name == "tool_call" && !strings.Contains(rest, `"observation":"status: shipped"`) {
 			t.Errorf("tool event %s", rest)
 		}
+		if name == "tool_progress" {
+			var p service.ToolProgressEvent
+			want := service.ToolProgressEvent{Agent: "triage", Step: 1, CallID: "c1", Tool: "lookup", Progress: 1, Total: 2, Message: "asking the warehouse"}
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(rest, "data: ")), &p); err != nil || p != want {
+				t.Errorf("tool_progress event %s: %v", rest, err)
+			}
+		}
 	}
-	if strings.Join(names, ",") != "model_call,tool_call_start,tool_call,token,token,token,model_call,result" {
+	if strings.Join(names, ",") != "model_call,tool_call_start,tool_progress,tool_call,token,token,token,model_call,result" {
 		t.Errorf("events %v\n%s", names, body)
 	}
 	if result.Status != "completed" || result.Answer != "Shipped on Monday." || tokens.String() != result.Answer {

@@ -79,6 +79,7 @@ func New(cfg Config) (*Service, error) {
 	s.route("GET /v1/runs/{id}/events", s.runEvents)
 	s.route("GET /v1/runs/{id}", s.getRun)
 	s.route("POST /v1/retrievers/{name}/search", s.search)
+	s.mux.Handle(MCPPath, s.observe(0, s.authenticate(s.newMCP())))
 	s.mux.Handle("GET /metrics", s.observe(0, s.authenticate(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))))
 	s.mux.Handle("GET /healthz", s.observe(0, http.HandlerFunc(s.healthz)))
 	s.mux.Handle("GET /readyz", s.observe(0, http.HandlerFunc(s.readyz)))

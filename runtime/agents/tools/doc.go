@@ -11,6 +11,8 @@
 //   - http: POST the call's arguments to a URL (package http).
 //   - fixture: answer from argument → result rows in a file, for demos and
 //     evals (package fixture).
+//   - mcp: call the tools of a Model Context Protocol server, declared in
+//     the IR section mcpServers (package mcp).
 //
 // # The contract
 //
@@ -50,8 +52,9 @@
 // # How MCP plugs in
 //
 // The mcp kind (tools from Model Context Protocol servers) is the first
-// kind built on this contract after http and fixture, and needs nothing
-// more from the runtime:
+// kind built on this contract after http and fixture. It needed one thing
+// more from the runtime: a way for a call to report progress to the run's
+// events (agents.ReportProgress). Otherwise:
 //
 //   - Its package, runtime/agents/tools/mcp, declares two configurations.
 //     Server (transport stdio with command, args, dir and the environment

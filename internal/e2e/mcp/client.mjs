@@ -1,0 +1,37 @@
+// The official TypeScript MCP client against an aid service's /mcp: list
+// the tools, call an agent that answers, call one whose run pauses for
+// approval. With "elicit", the client answers the service's elicitation
+// by approving. Prints one JSON object of what it saw.
+//
+//   node client.mjs URL TOKEN [elicit]
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+
+const [url, token, mode] = process.argv.slice(2);
+const elicit = mode === "elicit";
+const client = new Client(
+  { name: "aid-e2e", version: "1.0.0" },
+  { capabilities: elicit ? { elicitation: {} } : {} },
+);
+const asked = [];
+if (elicit) {
+  client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    asked.push(req.params.message);
+    return { action: "accept", content: { decision: "approve" } };
+  });
+}
+const transport = new StreamableHTTPClientTransport(new URL(url), {
+  requestInit: { headers: { Authorization: `Bearer ${token}` } },
+});
+await client.connect(transport);
+const out = { asked };
+out.tools = (await client.listTools()).tools.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema }));
+out.tech = await client.callTool({ name: "tech", arguments: { message: "I cannot log in" } });
+out.refund = await client.callTool({
+  name: "triage",
+  arguments: { message: "I want a refund for order AB-123456", user_id: "customer-1" },
+});
+out.bad = await client.callTool({ name: "tech", arguments: { text: "no message" } });
+console.log(JSON.stringify(out));
+await client.close();

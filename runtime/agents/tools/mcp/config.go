@@ -1,0 +1,280 @@
+package mcp
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/kind"
+	"github.com/aidgen/aid/runtime/rules"
+)
+
+// The transports of Server.Transport.
+const (
+	// TransportStdio starts the server as a child process and speaks to it
+	// over its standard input and output.
+	TransportStdio = "stdio"
+	// TransportHTTP speaks the streamable HTTP transport to a URL.
+	TransportHTTP = "http"
+)
+
+// DefaultConnectTimeout bounds connecting to a server and reading its
+// tools when Server.ConnectTimeout is zero.
+const DefaultConnectTimeout = 30 * time.Second
+
+// Server is the configuration of an MCP server, an entry of the IR section
+// mcpServers: a resource (kind.ResourceKind) that every tool of kind mcp
+// naming it shares, connected once per application. It is plain data, so a
+// generated service holds it as a literal.
+type Server struct {
+	// Transport is TransportStdio or TransportHTTP.
+	Transport string `json:"transport"`
+	// Command is the program a stdio server runs, looked up on the
+	// service's PATH when it has no slash.
+	Command string `json:"command,omitempty"`
+	// Args are the command's arguments.
+	Args []string `json:"args,omitempty"`
+	// Dir is the stdio server's working directory, relative to the
+	// application's directory; that directory when empty.
+	Dir string `json:"dir,omitempty"`
+	// Env is the stdio server's whole environment: each variable the child
+	// gets, mapped to the variable of the service's environment it is read
+	// from. The child inherits nothing else.
+	Env map[string]string `json:"env,omitempty"`
+	// URL is an http server's endpoint.
+	URL string `json:"url,omitempty"`
+	// BearerTokenEnv names the variable holding the token an http server
+	// is sent as "Authorization: Bearer <token>".
+	BearerTokenEnv string `json:"bearerTokenEnv,omitempty"`
+	// HeadersFromEnv maps a header sent with every request to an http
+	// server to the variable holding its value.
+	HeadersFromEnv map[string]string `json:"headersFromEnv,omitempty"`
+	// ConnectTimeout bounds connecting and reading the server's tools, at
+	// start-up and at each reconnection; zero means DefaultConnectTimeout.
+	ConnectTimeout time.Duration `json:"connectTimeout,omitempty"`
+}
+
+// ResourceKind implements kind.ResourceKind: a server is declared in the
+// IR section mcpServers.
+func (Server) ResourceKind() string { return kind.ResourceMCPServers }
+
+// Kind is the configuration of a tool of kind mcp, as the IR spells it
+// (implementation: {kind: "mcp", server, tool, import}): one tool of a
+// server, or, with Import, the server's tools whole. It implements
+// agents.ToolKind.
+type Kind struct {
+	// Server names the entry of mcpServers that offers the tool.
+	Server string `json:"server"`
+	// Tool is the server's name for the tool; the declared tool's name when
+	// empty. It is empty with Import.
+	Tool string `json:"tool,omitempty"`
+	// Import, when set, offers the model the server's tools instead of one.
+	Import *Import `json:"import,omitempty"`
+}
+
+// Import is a server's tools imported whole.
+type Import struct {
+	// Allow lists the server's tools to import; all of them when empty.
+	Allow []string `json:"allow,omitempty"`
+	// Prefix is put before each imported tool's name.
+	Prefix string `json:"prefix,omitempty"`
+}
+
+// ToolKind implements agents.ToolKind.
+func (Kind) ToolKind() string { return kind.ToolMCP }
+
+// connKey is the key of a server's connection in the application's
+// kind.Scope.
+type connKey struct{ server string }
+
+// NewTools implements agents.ToolKind. It connects to the server the first
+// time one of the application's tools names it (later tools share the
+// connection, which the application's Close ends), reads its tools and
+// returns the declared one, or the imported ones, each with the server's
+// description (unless decl has one) and input schema, decl's approval and
+// timeout, and decl's effects, or, when decl has none, EffectsRead for a
+// tool the server annotates readOnlyHint and EffectsWrite otherwise. A tool
+// the server does not offer is a *NotOfferedError.
+func (k Kind) NewTools(ctx context.Context, decl agents.Tool, env kind.Env) ([]agents.BuiltTool, error) {
+	c, err := connect(ctx, k.Server, env)
+	if err != nil {
+		return nil, err
+	}
+	offered := c.startTools()
+	if k.Import == nil {
+		name := cmp.Or(k.Tool, decl.Name)
+		t, ok := offered[name]
+		if !ok {
+			return nil, notOffered(k.Server, name, offered)
+		}
+		return []agents.BuiltTool{c.built(decl, decl.Name, t, false)}, nil
+	}
+	names := k.Import.Allow
+	if len(names) == 0 {
+		names = slices.Sorted(maps.Keys(offered))
+	}
+	var out []agents.BuiltTool
+	var errs []string
+	for _, name := range names {
+		t, ok := offered[name]
+		if !ok {
+			return nil, notOffered(k.Server, name, offered)
+		}
+		as := k.Import.Prefix + name
+		if !validToolName(as) {
+			errs = append(errs, fmt.Sprintf("MCP server %q offers tool %q, and %q is not a name the model API accepts (^[a-zA-Z0-9_-]{1,%d}$): leave it out of import.allow, or declare it as a tool of its own", k.Server, name, as, rules.MaxToolName))
+			continue
+		}
+		out = append(out, c.built(decl, as, t, true))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("MCP server %q offers no tools to import", k.Server)
+	}
+	return out, nil
+}
+
+// connect returns the application's connection to the named server,
+// opening it the first time.
+func connect(ctx context.Context, name string, env kind.Env) (*conn, error) {
+	s, err := serverOf(env, name)
+	if err != nil {
+		return nil, err
+	}
+	// A server that cannot be reached is kept as its error, so that the
+	// application's other tools of that server fail at once rather than
+	// each wait out the connect timeout again.
+	d, err := kind.Shared(env.Scope, connKey{name}, func() (dialed, func() error, error) {
+		c, err := dial(ctx, name, s, env)
+		if err != nil {
+			return dialed{err: err}, nil, nil
+		}
+		return dialed{conn: c}, c.close, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d.conn, d.err
+}
+
+// serverOf is the configuration of the named server of env's resources.
+func serverOf(env kind.Env, name string) (Server, error) {
+	r, ok := env.Resource(kind.ResourceMCPServers, name)
+	if !ok {
+		return Server{}, fmt.Errorf("MCP server %q is not declared in mcpServers", name)
+	}
+	s, ok := r.(Server)
+	if !ok {
+		return Server{}, fmt.Errorf("MCP server %q: configuration %T is not an mcp.Server", name, r)
+	}
+	return s, nil
+}
+
+// dialed is the outcome of connecting to a server at start-up.
+type dialed struct {
+	conn *conn
+	err  error
+}
+
+// built is the BuiltTool for the server's tool t, offered to the model as
+// as; imported says whether decl is an import, whose description is not
+// the tool's.
+func (c *conn) built(decl agents.Tool, as string, t *sdk.Tool, imported bool) agents.BuiltTool {
+	tool := decl
+	tool.Name = as
+	if imported || tool.Description == "" {
+		tool.Description = c.redact(describe(c.name, t))
+	}
+	tool.Input = schemaOf(t)
+	if tool.Effects == "" {
+		tool.Effects = EffectsOf(t)
+	}
+	return agents.BuiltTool{Tool: tool, Implementation: &remoteTool{conn: c, name: t.Name, schema: tool.Input}}
+}
+
+// EffectsOf is the effects of a server's tool whose declaration states
+// none: read only when the server annotates it readOnlyHint: true, which
+// the protocol defines as a tool that does not modify its environment;
+// write otherwise, since a tool without annotations may do anything.
+func EffectsOf(t *sdk.Tool) agents.Effects {
+	if t.Annotations != nil && t.Annotations.ReadOnlyHint {
+		return agents.EffectsRead
+	}
+	return agents.EffectsWrite
+}
+
+// describe is what the model is told of a server's tool: its description,
+// else its title, else where it comes from.
+func describe(server string, t *sdk.Tool) string {
+	title := t.Title
+	if title == "" && t.Annotations != nil {
+		title = t.Annotations.Title
+	}
+	return cmp.Or(strings.TrimSpace(t.Description), strings.TrimSpace(title), fmt.Sprintf("Tool %s of MCP server %s.", t.Name, server))
+}
+
+// schemaOf is a tool's input schema as JSON; a tool that has none takes an
+// object.
+func schemaOf(t *sdk.Tool) json.RawMessage {
+	if t.InputSchema == nil {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	b, err := json.Marshal(t.InputSchema)
+	if err != nil || string(b) == "null" {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	return b
+}
+
+// validToolName reports whether the model API accepts name as a function
+// name.
+func validToolName(name string) bool {
+	if name == "" || len(name) > rules.MaxToolName {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// NotOfferedError reports a tool the application declares that its server
+// does not offer.
+type NotOfferedError struct {
+	// Server is the server's name in mcpServers.
+	Server string
+	// Tool is the server's name for the tool, as declared.
+	Tool string
+	// Offered are the names of the tools the server offers, sorted.
+	Offered []string
+}
+
+func (e *NotOfferedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "MCP server %q offers no tool %q", e.Server, e.Tool)
+	if s := rules.Suggest(e.Tool, e.Offered); s != "" {
+		fmt.Fprintf(&b, " (did you mean %q?)", s)
+	}
+	if len(e.Offered) == 0 {
+		b.WriteString("; it offers no tools")
+	} else {
+		fmt.Fprintf(&b, "; it offers %s", strings.Join(e.Offered, ", "))
+	}
+	return b.String()
+}
+
+func notOffered(server, tool string, offered map[string]*sdk.Tool) error {
+	return &NotOfferedError{Server: server, Tool: tool, Offered: slices.Sorted(maps.Keys(offered))}
+}

@@ -1,0 +1,271 @@
+package service
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/aidgen/aid/runtime/agents"
+)
+
+// MCPPath is where the service speaks the Model Context Protocol
+// (streamable HTTP).
+const MCPPath = "/mcp"
+
+// mcpSessionTimeout closes an MCP session idle for this long, so that a
+// long-lived service keeps a bounded number of them.
+const mcpSessionTimeout = 10 * time.Minute
+
+// The keys of aid's entries in an MCP tool result's _meta.
+const (
+	// MetaRunID is the run's id, resumable through the runs API.
+	MetaRunID = "aid/run_id"
+	// MetaStatus is the run's status: completed, paused, failed...
+	MetaStatus = "aid/status"
+	// MetaPending is the call a paused run waits on: tool, arguments,
+	// reason, resume_url (as the runs API's pending).
+	MetaPending = "aid/pending"
+	// MetaError is a failed call's error, in the HTTP API's shape
+	// (message, type, code).
+	MetaError = "aid/error"
+	// MetaOutputSchema, on a tool, is the JSON Schema of the agent's
+	// answer, which a completed call's structuredContent fits.
+	MetaOutputSchema = "aid/output_schema"
+)
+
+// mcpInput is the input of an agent's MCP tool.
+type mcpInput struct {
+	Message  string `json:"message"`
+	ThreadID string `json:"thread_id,omitempty"`
+	UserID   string `json:"user_id,omitempty"`
+}
+
+// mcpInputSchema is mcpInput's JSON Schema.
+var mcpInputSchema = json.RawMessage(`{"type":"object","properties":{` +
+	`"message":{"type":"string","minLength":1,"description":"The user's message to the agent."},` +
+	`"thread_id":{"type":"string","description":"The conversation the message belongs to (thread memory and thread budgets)."},` +
+	`"user_id":{"type":"string","description":"The user (user memory)."}},` +
+	`"required":["message"],"additionalProperties":false}`)
+
+// newMCP builds the service's MCP endpoint: one tool per agent, on the
+// official SDK's streamable HTTP handler. Sessions live in the process and
+// close after mcpSessionTimeout idle; the body limit is the service's.
+func (s *Service) newMCP() http.Handler {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "aid", Version: "1"}, &sdk.ServerOptions{Logger: s.logger})
+	var names []string
+	if s.cfg.Agents != nil {
+		names = s.cfg.Agents.Agents()
+	}
+	for _, name := range names {
+		spec, _ := s.cfg.Agents.Agent(name)
+		desc := strings.TrimSpace(spec.Description)
+		if desc == "" {
+			desc = fmt.Sprintf("Ask the agent %s.", name)
+		}
+		tool := &sdk.Tool{
+			Name:        name,
+			Description: desc + " The answer is the agent's; a run that pauses for a person's approval asks for it (elicitation) when the client can, and otherwise returns the pending call and the run's id (in _meta) to resume through the runs API.",
+			InputSchema: mcpInputSchema,
+		}
+		if len(spec.Output) > 0 {
+			// Not the tool's outputSchema: a paused run has no answer to
+			// fit it, and clients refuse a result that lacks one.
+			tool.Meta = sdk.Meta{MetaOutputSchema: json.RawMessage(spec.Output)}
+		}
+		srv.AddTool(tool, s.mcpTool(name))
+	}
+	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{
+		Logger:              s.logger,
+		SessionTimeout:      mcpSessionTimeout,
+		MaxRequestBodyBytes: s.limits.MaxBodyBytes,
+	})
+}
+
+// mcpTool runs agent for a tools/call: the run, then, while it pauses and
+// the client can answer elicitations, the person's decision and the
+// resumed run, bounded by the service's request timeout and ended by its
+// drain like every request.
+func (s *Service) mcpTool(agent string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		var in mcpInput
+		dec := json.NewDecoder(bytes.NewReader(req.Params.Arguments))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&in); err != nil {
+			var ae *apiError
+			if errors.As(decodeError(req.Params.Arguments, err), &ae) {
+				ae.Message = "the arguments must be an object with a non-empty message, and optionally thread_id and user_id: " + strings.Replace(ae.Message, "request body", "the arguments", 1)
+				return mcpError(nil, ae), nil
+			}
+		}
+		if strings.TrimSpace(in.Message) == "" {
+			return mcpError(nil, invalid(CodeInvalidRequest, "message", "the arguments must be an object with a non-empty message, and optionally thread_id and user_id")), nil
+		}
+		ctx, cancel := context.WithTimeoutCause(ctx, s.limits.RequestTimeout, context.DeadlineExceeded)
+		defer cancel()
+		ctx, cancelCause := context.WithCancelCause(ctx)
+		defer cancelCause(nil)
+		stop := context.AfterFunc(s.base, func() { cancelCause(context.Cause(s.base)) })
+		defer stop()
+
+		progress := mcpProgress(ctx, req)
+		res, err := s.cfg.Agents.Run(ctx, agent, in.Message, agents.RunOptions{ThreadID: in.ThreadID, UserID: in.UserID, OnEvent: progress})
+		for err == nil && res.Status == agents.StatusPaused && canElicit(req.Session) {
+			d, ok, eerr := s.elicit(ctx, req.Session, res)
+			if eerr != nil || !ok {
+				break // left paused: the result says how to resume it
+			}
+			res, err = s.cfg.Agents.Resume(ctx, res.RunID, d)
+		}
+		if res.RunID != "" {
+			s.metrics.run(agent, cmp.Or(res.Agent, agent), res.Status)
+		}
+		// The agent that answers (after handoffs) decides the answer's shape.
+		answering, _ := s.cfg.Agents.Agent(res.Agent)
+		return s.mcpResult(ctx, res, err, len(answering.Output) > 0), nil
+	}
+}
+
+// mcpProgress forwards a run's model and tool calls to the client as
+// progress notifications, when the call asked for them.
+func mcpProgress(ctx context.Context, req *sdk.CallToolRequest) func(agents.Event) {
+	token := req.Params.GetProgressToken()
+	if token == nil {
+		return nil
+	}
+	var n float64
+	return func(ev agents.Event) {
+		var msg string
+		switch ev.Kind {
+		case agents.EventModelCall:
+			msg = fmt.Sprintf("%s thinks (step %d)", ev.Agent, ev.Step)
+		case agents.EventToolCalls:
+			names := make([]string, len(ev.Calls))
+			for i, c := range ev.Calls {
+				names[i] = c.Name
+			}
+			msg = fmt.Sprintf("%s calls %s", ev.Agent, strings.Join(names, ", "))
+		case agents.EventHandoff:
+			msg = fmt.Sprintf("%s hands the conversation to %s", ev.Agent, ev.Target)
+		case agents.EventToolProgress:
+			msg = fmt.Sprintf("%s: %s", ev.Calls[0].Name, ev.Progress.Message)
+		default:
+			return
+		}
+		n++
+		_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: msg})
+	}
+}
+
+// canElicit reports whether the client said it answers form elicitations.
+func canElicit(ss *sdk.ServerSession) bool {
+	p := ss.InitializeParams()
+	if p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
+		return false
+	}
+	e := p.Capabilities.Elicitation
+	return e.Form != nil || e.URL == nil
+}
+
+// decisionSchema is what an elicitation asks of the person.
+var decisionSchema = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"decision": map[string]any{"type": "string", "enum": []string{"approve", "reject"}, "description": "Run the call, or tell the agent no."},
+		"feedback": map[string]any{"type": "string", "description": "Why, for the agent (with reject)."},
+	},
+	"required": []string{"decision"},
+}
+
+// elicit asks the client's person to decide the paused run's call. ok is
+// false when they declined to answer or cancelled: the run stays paused.
+func (s *Service) elicit(ctx context.Context, ss *sdk.ServerSession, res agents.RunResult) (agents.Decision, bool, error) {
+	p := pendingOf(res.Checkpoint)
+	if p == nil {
+		return agents.Decision{}, false, nil
+	}
+	msg := fmt.Sprintf("Agent %s wants to call %s with %s. Approve it?", res.Agent, p.Tool, p.Arguments)
+	r, err := ss.Elicit(ctx, &sdk.ElicitParams{Mode: "form", Message: msg, RequestedSchema: decisionSchema})
+	if err != nil {
+		s.logger.Warn("MCP elicitation failed; the run stays paused", "run_id", res.RunID, "error", err)
+		return agents.Decision{}, false, err
+	}
+	if r.Action != "accept" {
+		return agents.Decision{}, false, nil
+	}
+	decision, _ := r.Content["decision"].(string)
+	feedback, _ := r.Content["feedback"].(string)
+	switch decision {
+	case "approve":
+		return agents.Decision{Action: agents.Approve, Feedback: feedback}, true, nil
+	case "reject":
+		return agents.Decision{Action: agents.Reject, Feedback: feedback}, true, nil
+	}
+	return agents.Decision{}, false, nil
+}
+
+// mcpResult is the tool result of a run: the answer (and, when the agent
+// that answered has an output schema, the answer as structured content); a paused
+// run's pending call and how to resume it; a failure as a tool error
+// with the HTTP API's code. The run's id and status are in _meta.
+func (s *Service) mcpResult(ctx context.Context, res agents.RunResult, err error, structured bool) *sdk.CallToolResult {
+	meta := sdk.Meta{}
+	if res.RunID != "" {
+		meta[MetaRunID] = res.RunID
+		meta[MetaStatus] = string(res.Status)
+	}
+	if err != nil || (res.Status != agents.StatusCompleted && res.Status != agents.StatusPaused) {
+		if err == nil {
+			err = fmt.Errorf("run %s ended %s without an answer", res.RunID, res.Status)
+		}
+		return s.mcpFailure(ctx, meta, err, res.RunID)
+	}
+	if res.Status == agents.StatusPaused {
+		p := pendingOf(res.Checkpoint)
+		if p == nil {
+			return s.mcpFailure(ctx, meta, errors.New("the run paused without a pending call"), res.RunID)
+		}
+		meta[MetaPending] = p
+		text := fmt.Sprintf("Run %s is paused: agent %s waits for a person to approve its call of %s with %s. "+
+			"Decide it with POST %s and a body {\"action\": \"approve\"} or {\"action\": \"reject\", \"feedback\": \"why\"}.",
+			res.RunID, res.Agent, p.Tool, p.Arguments, p.ResumeURL)
+		return &sdk.CallToolResult{Meta: meta, Content: []sdk.Content{&sdk.TextContent{Text: text}}}
+	}
+	out := &sdk.CallToolResult{Meta: meta, Content: []sdk.Content{&sdk.TextContent{Text: res.Answer}}}
+	if structured {
+		var v any
+		if json.Unmarshal([]byte(res.Answer), &v) == nil {
+			out.StructuredContent = v
+		}
+	}
+	return out
+}
+
+// mcpFailure is the tool error of a failed call, as the HTTP API answers
+// it: a server error names a request id, under which the log holds the
+// error itself (as observe logs a request that failed).
+func (s *Service) mcpFailure(ctx context.Context, meta sdk.Meta, err error, runID string) *sdk.CallToolResult {
+	id := newRequestID()
+	ae := classify(err, id, runID)
+	if ae.Status >= http.StatusInternalServerError {
+		s.logger.ErrorContext(ctx, "MCP tool call failed", "request_id", id, "run_id", runID, "code", ae.Code, "error", ae.cause)
+	}
+	return mcpError(meta, ae)
+}
+
+// mcpError is a tool error carrying an API error: its code leads the
+// text, and _meta holds it whole.
+func mcpError(meta sdk.Meta, ae *apiError) *sdk.CallToolResult {
+	if meta == nil {
+		meta = sdk.Meta{}
+	}
+	meta[MetaError] = ae
+	return &sdk.CallToolResult{IsError: true, Meta: meta, Content: []sdk.Content{&sdk.TextContent{Text: ae.Code + ": " + ae.Message}}}
+}

@@ -453,6 +453,9 @@ type Eval struct {
 	Baseline string `json:"baseline,omitempty"`
 	// Thresholds are the gates.
 	Thresholds []Threshold `json:"thresholds"`
+	// Approvals decides the calls that pause a sample's run for approval:
+	// "approve" or "reject"; empty leaves a paused run to fail its sample.
+	Approvals string `json:"approvals,omitempty"`
 }
 
 // Target is what answers an eval's cases: an agent, a model alias with a

@@ -103,8 +103,9 @@ if [[ $EUID -eq 0 && ! -x /usr/bin/chromium ]] && command -v apt-get >/dev/null;
 	done_phase
 fi
 
-# The MCP end-to-end tests (internal/e2e/mcp) drive the official npm servers and client, which
-# the tests install with npm ci; they need Node.js, from Debian when it is missing.
+# The MCP end-to-end tests (internal/e2e/mcp) drive the official npm servers and client, and
+# internal/e2e the official OpenAI Node client (internal/e2e/openai), which the tests install
+# with npm ci; they need Node.js, from Debian when it is missing.
 if ! command -v node >/dev/null && [[ $EUID -eq 0 ]]; then
 	phase "apt-get install nodejs npm"
 	apt-get update -qq

@@ -161,7 +161,10 @@ type evalOutcome struct {
 	Errors    []string                    `json:"sampleErrors,omitempty"`
 	// ErroredCases counts the failed samples and scores per case.
 	ErroredCases []caseErrors `json:"erroredCases,omitempty"`
-	modelReport               // pinnedModels, modelChanges, baselineModelsUnrecorded
+	// Approvals lists, per sample whose run paused for approval, the
+	// decisions the eval's approval policy took.
+	Approvals   []sampleApprovals `json:"approvals,omitempty"`
+	modelReport                   // pinnedModels, modelChanges, baselineModelsUnrecorded
 
 	baseline *eval.Baseline // the baseline gated against, for the reported metrics' column
 	details  []caseDetail   // every case's input and answers, for the HTML report
@@ -349,6 +352,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		Baseline:  e.Baseline,
 		baseline:  baseline,
 	}
+	o.Approvals = approvalsOf(res)
 	if f.htmlFile != "" {
 		o.details = caseDetails(e.Dataset, res)
 	}
@@ -394,6 +398,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 			return nil, &exitError{code: ExitUsage, err: fmt.Errorf("eval %q: writing the baseline: %w", name, err)}
 		}
 		printBaselineUpdate(s, o, old == nil)
+		printApprovals(s, o)
 		return o, nil
 	}
 

@@ -112,6 +112,7 @@ type htmlEval struct {
 	FailLines  []string
 	Errored    []htmlLink
 	Fallbacks  string
+	Approvals  []string // approvalLines
 	Cost       string
 	Models     []string
 	Baseline   string
@@ -203,6 +204,7 @@ func htmlEvalOf(i int, o *evalOutcome, update bool) htmlEval {
 		Update:    update || o.Gate == nil,
 		Failures:  failureSummary(o),
 		FailLines: failureLines(o, " (see --json)"),
+		Approvals: approvalLines(o),
 	}
 	for _, p := range o.PinnedModels {
 		e.Models = append(e.Models, fmt.Sprintf("%s %s: %s (%s)", p.Role, p.Alias, p.Model, p.Provider))

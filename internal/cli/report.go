@@ -343,11 +343,90 @@ func printTable(s *streams, o *evalOutcome) {
 		}
 	}
 	printFailures(s, o)
+	printApprovals(s, o)
 	if l := fallbackLine(o); l != "" {
 		fmt.Fprintln(s.out, l)
 	}
 	fmt.Fprintf(s.out, "cost: $%.6f over %s (ledger)\n", o.CostUSD, plural(int(o.Calls), "model call", "model calls"))
 	fmt.Fprintf(s.out, "verdict: %s\n\n", o.Gate.Verdict)
+}
+
+// sampleApprovals is what an eval's approval policy decided in one
+// sample's run.
+type sampleApprovals struct {
+	Case     string `json:"case"`
+	Sample   int    `json:"sample"`
+	Approved int    `json:"approved"`
+	Rejected int    `json:"rejected"`
+	// Decisions are the decisions in order, each naming its tool.
+	Decisions []eval.Decision `json:"decisions"`
+}
+
+// approvalsOf collects the decisions of every sample that took any, in
+// dataset and sample order.
+func approvalsOf(res *eval.Result) []sampleApprovals {
+	var out []sampleApprovals
+	for _, cr := range res.Cases {
+		for _, smp := range cr.Samples {
+			if len(smp.Answer.Decisions) == 0 {
+				continue
+			}
+			a := sampleApprovals{Case: cr.CaseID, Sample: smp.Index, Decisions: smp.Answer.Decisions}
+			for _, d := range smp.Answer.Decisions {
+				if d.Approved {
+					a.Approved++
+				} else {
+					a.Rejected++
+				}
+			}
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// decisionsText says what was decided in a sample: "approved 1
+// (reset_user_password), rejected 0".
+func decisionsText(a sampleApprovals) string {
+	var approved, rejected []string
+	for _, d := range a.Decisions {
+		if d.Approved {
+			approved = append(approved, d.Tool)
+		} else {
+			rejected = append(rejected, d.Tool)
+		}
+	}
+	part := func(verb string, tools []string) string {
+		if len(tools) == 0 {
+			return verb + " 0"
+		}
+		return fmt.Sprintf("%s %d (%s)", verb, len(tools), strings.Join(tools, ", "))
+	}
+	return part("approved", approved) + ", " + part("rejected", rejected)
+}
+
+// approvalLines are the report's lines on the approval policy's
+// decisions: a total, then one line per sample that took any.
+func approvalLines(o *evalOutcome) []string {
+	if len(o.Approvals) == 0 {
+		return nil
+	}
+	var approved, rejected int
+	for _, a := range o.Approvals {
+		approved, rejected = approved+a.Approved, rejected+a.Rejected
+	}
+	out := []string{fmt.Sprintf("approvals: %s in %s: %d approved, %d rejected",
+		plural(approved+rejected, "call decided", "calls decided"), plural(len(o.Approvals), "sample", "samples"), approved, rejected)}
+	for _, a := range o.Approvals {
+		out = append(out, fmt.Sprintf("  case %s run %d: %s", showID(a.Case), a.Sample+1, decisionsText(a)))
+	}
+	return out
+}
+
+func printApprovals(s *streams, o *evalOutcome) {
+	for _, l := range approvalLines(o) {
+		fmt.Fprintln(s.out, l)
+	}
 }
 
 func printFailures(s *streams, o *evalOutcome) {

@@ -382,6 +382,7 @@ func TestEvalJSONReportSchema(t *testing.T) {
 		{"pass", []string{"examples/capitals/app.cue"}, ExitOK},
 		{"regression", []string{"testdata/eval/capitals-worse.cue"}, ExitRegression},
 		{"inconclusive", []string{"examples/capitals/app.cue", "--runs", "1", "--seed", "2"}, ExitInconclusive},
+		{"approvals decided", []string{helpdesk}, ExitOK},
 		{"new baseline with failed scores", []string{judged, "--update-baseline", "--allow-failures"}, ExitOK},
 		{"changed baseline", []string{judged, "--update-baseline", "--allow-failures", "--seed", "3"}, ExitOK},
 		{"gate with failed scores", []string{judged}, ExitOK},
@@ -401,7 +402,7 @@ func TestEvalJSONReportSchema(t *testing.T) {
 			}
 			validateReport(t, sch, tt.name, data)
 			all.Write(data)
-			if i >= 3 {
+			if i >= 4 { // the judged app's
 				var r struct {
 					Evals []struct {
 						ErroredCases []caseErrors `json:"erroredCases"`

@@ -61,11 +61,14 @@ func TestMovedService(t *testing.T) {
 			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`
 		Aid struct {
-			RunID string `json:"run_id"`
+			RunID   string `json:"run_id"`
+			Pending *struct {
+				Tool string `json:"tool"`
+			} `json:"pending"`
 		} `json:"aid"`
 	}
 	p.doJSON(t, "POST", "/v1/chat/completions", "", `{"messages": [{"role": "user", "content": "I want a refund for order AB-123456"}], "user": "customer-1"}`, http.StatusOK, &cc)
-	if len(cc.Choices) != 1 || cc.Choices[0].FinishReason != "tool_calls" || cc.Model != "billing" || cc.Aid.RunID == "" {
+	if len(cc.Choices) != 1 || cc.Choices[0].FinishReason != "stop" || cc.Aid.Pending == nil || cc.Aid.Pending.Tool != "issue_refund" || cc.Model != "billing" || cc.Aid.RunID == "" {
 		t.Fatalf("the refund did not pause in billing: %+v", cc)
 	}
 	var rec runRecord

@@ -226,6 +226,7 @@ func evalSpec(e *ir.Eval) app.Eval {
 		Schema:      slices.Clone(e.Schema),
 		Budget:      e.Budget,
 		Baseline:    e.Baseline,
+		Approvals:   eval.Approvals(e.Approvals),
 	}
 	if e.Judge != nil {
 		out.Judge = &app.Judge{Model: e.Judge.Model, Rubric: e.Judge.Rubric, Fallbacks: slices.Clone(e.Judge.Fallbacks)}

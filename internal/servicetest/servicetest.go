@@ -145,6 +145,23 @@ func APIError(t testing.TB, body []byte) (code, typ, param string) {
 	return v.Error.Code, v.Error.Type, param
 }
 
+// ErrorOnly is APIError for an answer that must be the error alone: it
+// also fails the test when the body carries anything beside the error and
+// the aid extension (a run with zero fields, say).
+func ErrorOnly(t testing.TB, body []byte) (code, typ, param string) {
+	t.Helper()
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		t.Fatalf("error body %q: %v", body, err)
+	}
+	for k := range fields {
+		if k != "error" && k != "aid" {
+			t.Errorf("error body with %q beside the error: %s", k, body)
+		}
+	}
+	return APIError(t, body)
+}
+
 // Metric reads one sample of a Prometheus exposition: the value of the
 // line that starts with series (the name and its labels), and whether
 // there is one (a budget nothing was charged to has no series).

@@ -28,7 +28,10 @@ const (
 	// Calls, their arguments set, their observations not yet).
 	EventToolCalls
 	// EventToolResult: one call has its observation (Agent, Step, Calls
-	// holding that one call).
+	// holding that one call). Every call the model asked for gets one,
+	// whatever runs it (Go code, an http, fixture or mcp tool, a search_
+	// retriever, a transfer_ or delegate_ call), a denied or rejected call
+	// included.
 	EventToolResult
 	// EventHandoff: the conversation was transferred (Agent, the agent
 	// that gave it away, and Target).
@@ -49,6 +52,11 @@ const (
 	// implementations that call ReportProgress produce it (an MCP server's
 	// progress notifications, for example).
 	EventToolProgress
+	// EventToolStart: one call starts running (Agent, Step, Calls holding
+	// that one call, its arguments set), whatever runs it, as for
+	// EventToolResult, which follows it. A call that never runs (denied,
+	// rejected, or answered already before a recovery) has no start.
+	EventToolStart
 )
 
 // Event is one thing that happened in a run, given to RunOptions.OnEvent as
@@ -121,6 +129,17 @@ func (st *runState) withProgress(ctx context.Context, step int, c *ToolCallRecor
 	return context.WithValue(ctx, progressKey{}, func(p ToolProgress) {
 		st.event(Event{Kind: EventToolProgress, Step: step, Calls: []ToolCallRecord{call}, Progress: &p})
 	})
+}
+
+// eventsKey is the context key of ContextWithEvents.
+type eventsKey struct{}
+
+// ContextWithEvents returns a context under which a run that has no
+// RunOptions.OnEvent reports its events to fn, as OnEvent would: a new run,
+// and a run resumed, continued or recovered, which take no options. A
+// service streaming any of them sets it on the request's context.
+func ContextWithEvents(ctx context.Context, fn func(Event)) context.Context {
+	return context.WithValue(ctx, eventsKey{}, fn)
 }
 
 // HookPanicError reports that RunOptions.OnEvent panicked. The run stops

@@ -112,6 +112,9 @@ func (c *ToolCallRecord) observe(obs string, kind ErrorKind) {
 // top-level run is bounded by its agent's run timeout; each step by its
 // agent's step timeout, from its model call to the end of its tool calls.
 func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
+	if fn, ok := ctx.Value(eventsKey{}).(func(Event)); ok && fn != nil && st.events == nil && !st.sub {
+		st.events = &emitter{fn: fn, runID: st.id}
+	}
 	if !st.sub {
 		var unwatch func()
 		ctx, unwatch = r.watchCancel(ctx, st)
@@ -729,6 +732,9 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 		} else if err != nil {
 			return nil, fmt.Errorf("run %s: record tool call %s: %w", st.id, key, err)
 		}
+	}
+	if st.events != nil && !(c.Approval != nil && !c.Approval.Approved) {
+		st.event(Event{Kind: EventToolStart, Step: step, Calls: []ToolCallRecord{*c}})
 	}
 	target, err := r.runTool(st.withProgress(tctx, step, c), st, t, step, i, c)
 	if err != nil && !st.sub && stopped(ctx) {

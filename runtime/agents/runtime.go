@@ -130,7 +130,11 @@ type RunResult struct {
 	// Agent is the agent the run ended on: the target of the last transfer,
 	// or the entry agent.
 	Agent string
-	// Path lists the agents the conversation went through.
+	// Path lists the agents the conversation went through. It is empty
+	// only when the call was refused before the run was started or
+	// restored (a run that does not exist, is not in a state for the
+	// call, lost a resume to another, or could not be stored): the result
+	// then holds the run id and a status, and the error says why.
 	Path []string
 	// Answer is the final answer; for an agent with an output schema, a
 	// JSON document that matches it.

@@ -403,3 +403,64 @@ func TestWrappersSeeEveryCall(t *testing.T) {
 		t.Errorf("the tool wrapper saw %d calls, want 2", toolCalls.Load())
 	}
 }
+
+// TestAgentEvalApprovals: under an approval policy a paused sample is
+// resumed with the policy's decision, each time it pauses, and the answer
+// lists the decisions; a run that still pauses after
+// eval.MaxSampleDecisions fails its sample; and a policy is refused on a
+// target that is not an agent.
+func TestAgentEvalApprovals(t *testing.T) {
+	d := desk(t)
+	steps := make([]string, 0, eval.MaxSampleDecisions+2)
+	for range eval.MaxSampleDecisions + 2 {
+		steps = append(steps, `{"toolCalls": [{"name": "refund"}]}`)
+	}
+	write(t, d.Dir, "script.json", `{"agents": {
+		"refunder": [{"toolCalls": [{"name": "refund", "arguments": {}}]}, {"text": "refunded"}],
+		"looper": [`+strings.Join(steps, ",")+`]
+	}}`)
+	d.Agents = append(d.Agents, agents.Agent{Name: "looper", Model: "m", Instructions: "Refund.", Tools: []string{"refund"}, MaxSteps: eval.MaxSampleDecisions + 2})
+	d.Evals = []app.Eval{
+		{Name: "refunds", Dataset: "qa.json", Target: app.EvalTarget{Agent: "refunder"}, Runs: 1, Concurrency: 1, Metrics: []string{"exact_match"}, Approvals: eval.ApprovalsApprove},
+		{Name: "loop", Dataset: "qa.json", Target: app.EvalTarget{Agent: "looper"}, Runs: 1, Concurrency: 1, Metrics: []string{"exact_match"}, Approvals: eval.ApprovalsReject},
+	}
+	a, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := a.Eval("refunds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := eval.Run(t.Context(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: 1, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := res.Errors(); len(errs) > 0 {
+		t.Fatalf("approved samples failed: %v", errs)
+	}
+	for _, c := range res.Cases {
+		if ans := c.Samples[0].Answer; ans.Text != "refunded" || len(ans.Decisions) != 1 || ans.Decisions[0] != (eval.Decision{Tool: "refund", Approved: true}) {
+			t.Errorf("case %s: answer %+v", c.CaseID, ans)
+		}
+	}
+
+	e, err = a.Eval("loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = eval.Run(t.Context(), e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: 1, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *app.AgentSampleError
+	if errs := res.Errors(); len(errs) != 2 || !errors.As(errs[0], &se) || se.Decisions != eval.MaxSampleDecisions || !strings.Contains(se.Error(), "still paused") {
+		t.Fatalf("errors %v, want samples still paused after %d decisions", errs, eval.MaxSampleDecisions)
+	}
+
+	d = desk(t)
+	d.Evals = []app.Eval{{Name: "m", Dataset: "qa.json", Target: app.EvalTarget{Model: "m"}, Runs: 1, Concurrency: 1, Metrics: []string{"exact_match"}, Approvals: eval.ApprovalsApprove}}
+	if _, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools()}); err == nil || !strings.Contains(err.Error(), "the target is not an agent") {
+		t.Errorf("approvals on a model target: %v", err)
+	}
+}

@@ -110,6 +110,12 @@ type Eval struct {
 	Baseline string
 	// Thresholds are the gates.
 	Thresholds []eval.Threshold
+	// Approvals decides the calls that pause a sample's run for approval
+	// (an agent target only): approve or reject each, up to
+	// eval.MaxSampleDecisions per sample; a case's own approvals override
+	// it. Empty leaves a paused run without an answer, and its sample
+	// fails.
+	Approvals eval.Approvals
 }
 
 // EvalTarget is what answers an eval's cases: exactly one of Agent, Model

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -94,6 +95,12 @@ func (a *App) newEval(e Eval, runID string) (*EvalRun, error) {
 		Thresholds:  append([]eval.Threshold(nil), e.Thresholds...),
 		RunID:       runID,
 	}
+	if err := e.Approvals.Check(); err != nil {
+		return nil, fmt.Errorf("eval %q: %w", e.Name, err)
+	}
+	if e.Approvals != eval.ApprovalsNone && e.Target.Agent == "" {
+		return nil, fmt.Errorf("eval %q: approvals decide the calls that pause an agent's run; the target is not an agent", e.Name)
+	}
 	var budget *gateway.Budget
 	if e.Budget != "" {
 		for i := range a.desc.Budgets {
@@ -136,7 +143,7 @@ func (a *App) newEval(e Eval, runID string) (*EvalRun, error) {
 		if known := a.Agents.Agents(); !slices.Contains(known, t.Agent) {
 			return nil, fmt.Errorf("eval %q: %w", e.Name, &agents.UnknownAgentError{Agent: t.Agent, Known: known})
 		}
-		out.Runner = out.budgetedRunner(&agentRunner{rt: a.Agents, gw: a.Gateway, agent: t.Agent, eval: out}, budget)
+		out.Runner = out.budgetedRunner(&agentRunner{rt: a.Agents, gw: a.Gateway, agent: t.Agent, eval: out, approvals: e.Approvals}, budget)
 	default:
 		return nil, fmt.Errorf("eval %q names no target", e.Name)
 	}
@@ -216,24 +223,39 @@ func (e *EvalRun) budgetedJudge(j eval.JudgeModel, b *gateway.Budget) eval.Judge
 // agentRunner is the agent target of an eval: each sample is one run of
 // the agent on the case's input, and the answer is the run's final answer.
 type agentRunner struct {
-	rt    *agents.Runtime
-	gw    *gateway.Gateway
-	agent string
-	eval  *EvalRun
+	rt        *agents.Runtime
+	gw        *gateway.Gateway
+	agent     string
+	eval      *EvalRun
+	approvals eval.Approvals // the eval's; a case's own override it
 }
 
 // Run implements eval.Runner. The sample is put on the context, so a fake
 // in answer-key mode answers the case; the run gets a user of its own, so
-// that memory one sample writes is never read by another.
+// that memory one sample writes is never read by another. Under an
+// approval policy (the case's, or the eval's), a run that pauses for
+// approval is resumed with the policy's decision, again each time it
+// pauses, up to eval.MaxSampleDecisions; the answer lists the decisions.
 func (r *agentRunner) Run(ctx context.Context, c eval.Case, sample int) (eval.Answer, error) {
 	ctx = gateway.WithSample(ctx, gateway.SampleKey{Case: c.ID, Index: sample})
 	user := "eval/" + r.eval.Name + "/" + r.eval.RunID + "/" + c.ID + "/" + strconv.Itoa(sample)
 	res, err := r.rt.Run(ctx, r.agent, c.Input, agents.RunOptions{UserID: user})
+	policy := cmp.Or(c.Approvals, r.approvals)
+	var decisions []eval.Decision
+	for err == nil && res.Status == agents.StatusPaused && policy != eval.ApprovalsNone && len(decisions) < eval.MaxSampleDecisions {
+		tool := pendingTool(res)
+		d := agents.Decision{Action: agents.Reject, Feedback: "rejected by the eval's approval policy", By: "eval/" + r.eval.Name}
+		if policy == eval.ApprovalsApprove {
+			d = agents.Decision{Action: agents.Approve, By: "eval/" + r.eval.Name}
+		}
+		decisions = append(decisions, eval.Decision{Tool: tool, Approved: d.Action == agents.Approve})
+		res, err = r.rt.Resume(ctx, res.RunID, d)
+	}
 	if err != nil {
 		return eval.Answer{}, fmt.Errorf("agent %q: run %s ended %s: %w", r.agent, res.RunID, res.Status, err)
 	}
 	if res.Status != agents.StatusCompleted {
-		return eval.Answer{}, &AgentSampleError{Agent: r.agent, RunID: res.RunID, Status: res.Status, Pending: pendingTool(res)}
+		return eval.Answer{}, &AgentSampleError{Agent: r.agent, RunID: res.RunID, Status: res.Status, Pending: pendingTool(res), Approvals: policy, Decisions: len(decisions)}
 	}
 	ans := eval.Answer{
 		Text:         res.Answer,
@@ -241,6 +263,7 @@ func (r *agentRunner) Run(ctx context.Context, c eval.Case, sample int) (eval.An
 		InputTokens:  res.Usage.InputTokens,
 		OutputTokens: res.Usage.OutputTokens,
 		FellBack:     res.FellBack,
+		Decisions:    decisions,
 	}
 	if n := len(res.Steps); n > 0 {
 		ans.Model = res.Steps[n-1].Model
@@ -272,8 +295,9 @@ func pendingTool(res agents.RunResult) string {
 }
 
 // AgentSampleError is a sample of an agent target whose run ended without
-// an answer and without an error: it paused. An eval has no one to decide,
-// so the sample fails, and says which call waited.
+// an answer and without an error: it paused. Without an approval policy an
+// eval has no one to decide, so the sample fails, and says which call
+// waited; with one, the run still paused after eval.MaxSampleDecisions.
 type AgentSampleError struct {
 	// Agent is the eval's target agent.
 	Agent string
@@ -283,12 +307,19 @@ type AgentSampleError struct {
 	Status agents.Status
 	// Pending is the tool whose call waits for a decision, when known.
 	Pending string
+	// Approvals is the sample's approval policy; Decisions how many
+	// decisions it took before giving up.
+	Approvals eval.Approvals
+	Decisions int
 }
 
 // Error implements error.
 func (e *AgentSampleError) Error() string {
+	if e.Status == agents.StatusPaused && e.Pending != "" && e.Approvals != eval.ApprovalsNone {
+		return fmt.Sprintf("agent %q: run %s still paused for a decision on %s after %d decisions (approvals: %s), the most a sample takes", e.Agent, e.RunID, e.Pending, e.Decisions, e.Approvals)
+	}
 	if e.Status == agents.StatusPaused && e.Pending != "" {
-		return fmt.Sprintf("agent %q: run %s paused for a decision on %s; an eval has no one to approve it, so the sample has no answer", e.Agent, e.RunID, e.Pending)
+		return fmt.Sprintf("agent %q: run %s paused for a decision on %s; an eval has no one to approve it (give the eval, or the case, approvals: \"approve\" or \"reject\"), so the sample has no answer", e.Agent, e.RunID, e.Pending)
 	}
 	return fmt.Sprintf("agent %q: run %s ended %s without an answer", e.Agent, e.RunID, e.Status)
 }

@@ -36,6 +36,10 @@ type Case struct {
 	// package documentation); a case without a group is its own cluster. In a dataset file
 	// it is the optional string field "group".
 	Group string
+	// Approvals, when set, decides the calls that pause this case's runs,
+	// overriding the eval's own policy; in a dataset file it is the
+	// optional field "approvals", "approve" or "reject".
+	Approvals Approvals
 }
 
 // HasTag reports whether the case carries the tag.
@@ -197,7 +201,9 @@ func ReadDataset(files kind.Files, name string) (*Dataset, error) {
 // ParseDatasetJSON parses a JSON dataset: either an object
 // {"name": ..., "version": ..., "cases": [...]} or a bare array of cases. A case has the
 // fields "id", "input" and "expected" (required), "tags" (an array of strings),
-// "metadata" (an object) and "group" (a non-empty string naming the cluster of cases
+// "metadata" (an object), "approvals" ("approve" or "reject": how the eval decides the
+// calls that pause this case's runs, overriding the eval's policy) and "group" (a
+// non-empty string naming the cluster of cases
 // whose scores move together, see [Case]). A bare array takes
 // its name from the file name without extension and has no version. The error, when not
 // nil, is a [DatasetErrorList] naming every problem with its position.
@@ -507,6 +513,15 @@ func (p *parser) parseCase(obj []byte, base int) {
 			if c.Group == "" {
 				p.errorf(m.valOff, "group must not be empty; leave it out for a case of its own")
 			}
+		case "approvals":
+			var a string
+			if err := json.Unmarshal(m.val, &a); err != nil || m.val[0] != '"' {
+				p.errorf(m.valOff, "approvals must be %q or %q, got %s", ApprovalsApprove, ApprovalsReject, kindOf(m.val))
+				continue
+			}
+			if c.Approvals = Approvals(a); a == "" || c.Approvals.Check() != nil {
+				p.errorf(m.valOff, "approvals must be %q or %q, not %q", ApprovalsApprove, ApprovalsReject, a)
+			}
 		case "metadata":
 			if m.val[0] != '{' {
 				p.errorf(m.valOff, "metadata must be an object, got %s", kindOf(m.val))
@@ -516,7 +531,7 @@ func (p *parser) parseCase(obj []byte, base int) {
 				p.errorf(m.valOff, "metadata: %v", err)
 			}
 		default:
-			p.errorf(m.keyOff, "unknown field %q (want id, input, expected, tags, metadata, group)", m.key)
+			p.errorf(m.keyOff, "unknown field %q (want id, input, expected, tags, metadata, group, approvals)", m.key)
 		}
 	}
 	for _, miss := range []struct {

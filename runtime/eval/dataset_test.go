@@ -183,3 +183,24 @@ func TestNewDatasetValidates(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestDatasetApprovals: a case may carry its own approval policy, which
+// must be approve or reject; anything else is an error at its position.
+func TestDatasetApprovals(t *testing.T) {
+	ds, err := eval.ParseDatasetJSON("d.json", []byte(`[{"id": "a", "input": "q", "expected": "x", "approvals": "reject"}, {"id": "b", "input": "q2", "expected": "y"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.Cases[0].Approvals != eval.ApprovalsReject || ds.Cases[1].Approvals != eval.ApprovalsNone {
+		t.Errorf("approvals %q %q", ds.Cases[0].Approvals, ds.Cases[1].Approvals)
+	}
+	_, err = eval.ParseDatasetJSON("d.json", []byte("[{\"id\": \"a\", \"input\": \"q\", \"expected\": \"x\",\n \"approvals\": \"ask\"},\n {\"id\": \"b\", \"input\": \"q\", \"expected\": \"x\", \"approvals\": true}]"))
+	for _, want := range []string{`d.json:2:15: approvals must be "approve" or "reject", not "ask"`, `d.json:3:58: approvals must be "approve" or "reject", got a boolean`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+	if err := eval.Approvals("ask").Check(); err == nil {
+		t.Error("Check accepts ask")
+	}
+}

@@ -129,12 +129,16 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 	}
 	input := req.Messages[len(req.Messages)-1].Content.text
 	opts := agents.RunOptions{ThreadID: r.Header.Get("X-Aid-Thread-Id"), UserID: req.User, History: history}
+	pause, err := pauseShape(r)
+	if err != nil {
+		return err
+	}
 	if ignored > 0 {
 		w.Header().Set("X-Aid-Ignored-System-Messages", strconv.Itoa(ignored))
 	}
 	if req.Stream {
 		cs := &chatStream{w: w, timeout: s.limits.WriteTimeout, model: agent, created: time.Now().Unix(), reqID: info(r).id,
-			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
+			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, pause: pause}
 		opts.OnEvent = cs.event
 		res, err := s.runAgent(r, agent, input, opts)
 		info(r).err = cs.finish(res, err)
@@ -148,8 +152,54 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 		info(r).err = writeError(w, err, extOf(res))
 		return nil
 	}
-	writeJSON(w, http.StatusOK, completionOf(res))
+	writeJSON(w, http.StatusOK, completionOf(res, pause))
 	return nil
+}
+
+// PauseHeader is the request header that chooses how a chat completion
+// answers a run paused for a decision: PauseMessage (the default) or
+// PauseToolCalls.
+const PauseHeader = "X-Aid-Pause"
+
+// The values of PauseHeader.
+const (
+	// PauseMessage answers a pause with an assistant message that says
+	// what waits (the tool, its arguments) and how to approve or reject it
+	// (the resume URL), finish_reason stop, and the pending call in the
+	// aid extension: a stock client loop shows it and runs nothing, since
+	// the tool is the server's.
+	PauseMessage = "message"
+	// PauseToolCalls answers a pause as aid did before: the same message
+	// with the pending call as its one tool call and finish_reason
+	// tool_calls, for a client that handles aid's pauses itself.
+	PauseToolCalls = "tool_calls"
+)
+
+// pauseShape reads PauseHeader.
+func pauseShape(r *http.Request) (string, error) {
+	switch v := r.Header.Get(PauseHeader); v {
+	case "", PauseMessage:
+		return PauseMessage, nil
+	case PauseToolCalls:
+		return PauseToolCalls, nil
+	default:
+		return "", invalid(CodeInvalidRequest, PauseHeader, fmt.Sprintf("header %s must be %s or %s, not %.40q", PauseHeader, PauseMessage, PauseToolCalls, v))
+	}
+}
+
+// pauseText is the assistant message of a paused run: what waits, and how
+// to decide it.
+func pauseText(runID string, p *pendingCall) string {
+	why := "it needs approval"
+	if p.Reason != string(agents.PauseApproval) {
+		why = "it was " + p.Reason + " before it finished"
+	}
+	if p.Policy != nil && p.Policy.Reason != "" {
+		why += ": " + p.Policy.Reason
+	}
+	return fmt.Sprintf("Run %s is paused: tool %s waits for a decision on the call %s with arguments %s (%s). "+
+		`Approve it with POST %s and the body {"action":"approve"}, or reject it with {"action":"reject"}.`,
+		runID, p.Tool, p.CallID, p.Arguments, why, p.ResumeURL)
 }
 
 // chatStream answers a chat completion with stream true. The text the
@@ -172,8 +222,9 @@ type chatStream struct {
 	created int64
 	usage   bool
 	reqID   string
-	step    int  // the step of the last text streamed
-	sent    bool // some text was streamed
+	pause   string // PauseMessage or PauseToolCalls
+	step    int    // the step of the last text streamed
+	sent    bool   // some text was streamed
 }
 
 func (c *chatStream) chunk(d chatDelta, finish *string) chatCompletion {
@@ -231,19 +282,22 @@ func (c *chatStream) finish(res agents.RunResult, err error) *apiError {
 		return ae
 	}
 	c.open(res.RunID)
-	cc := completionOf(res)
+	cc := completionOf(res, c.pause)
 	c.model = cc.Model
 	msg := cc.Choices[0].Message
 	switch {
-	case len(msg.ToolCalls) > 0:
-		// A pause: its message tells how to resume.
+	case cc.Aid != nil && cc.Aid.Pending != nil:
+		// A pause: its message says what waits and how to decide it, as
+		// the non-streamed answer does.
 		c.content(-1, *msg.Content)
-		calls := make([]wireToolCall, len(msg.ToolCalls))
-		for i, tc := range msg.ToolCalls {
-			tc.Index = &i
-			calls[i] = tc
+		if len(msg.ToolCalls) > 0 {
+			calls := make([]wireToolCall, len(msg.ToolCalls))
+			for i, tc := range msg.ToolCalls {
+				tc.Index = &i
+				calls[i] = tc
+			}
+			c.sse.data(c.chunk(chatDelta{ToolCalls: calls}, nil))
 		}
-		c.sse.data(c.chunk(chatDelta{ToolCalls: calls}, nil))
 	case !c.sent && *msg.Content != "":
 		c.content(0, *msg.Content)
 	}
@@ -259,16 +313,18 @@ func (c *chatStream) finish(res agents.RunResult, err error) *apiError {
 	return nil
 }
 
-// completionOf renders a completed or paused run as a chat completion.
-func completionOf(res agents.RunResult) chatCompletion {
+// completionOf renders a completed or paused run as a chat completion; pause
+// is PauseMessage or PauseToolCalls.
+func completionOf(res agents.RunResult, pause string) chatCompletion {
 	finish := "stop"
 	msg := &outMessage{Role: "assistant"}
 	if p := pendingOf(res.Checkpoint); p != nil {
-		finish = "tool_calls"
-		text := fmt.Sprintf("Run %s is paused: the call %s of tool %s waits for a decision (%s). Resume it with POST %s.",
-			res.RunID, p.CallID, p.Tool, p.Reason, p.ResumeURL)
+		text := pauseText(res.RunID, p)
 		msg.Content = &text
-		msg.ToolCalls = []wireToolCall{{ID: p.CallID, Type: "function", Function: wireFunction{Name: p.Tool, Arguments: p.Arguments}}}
+		if pause == PauseToolCalls {
+			finish = "tool_calls"
+			msg.ToolCalls = []wireToolCall{{ID: p.CallID, Type: "function", Function: wireFunction{Name: p.Tool, Arguments: p.Arguments}}}
+		}
 	} else {
 		answer := res.Answer
 		msg.Content = &answer

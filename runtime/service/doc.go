@@ -31,7 +31,10 @@
 //     every Config.ReadyChecks answer, and the service is not draining; the
 //     answer names a failing check, the log says why.
 //   - GET /metrics: Prometheus text format, from a registry private to the
-//     Service.
+//     Service. Requests and runs are labelled with agent, the agent asked
+//     for (a resume's or a continue's is the run's entry agent), and
+//     final_agent, the agent the run ended on after handoffs; both are the
+//     app's agent names, so the series stay bounded.
 //   - /mcp (MCPPath): the Model Context Protocol over streamable HTTP, on
 //     the official Go SDK. Each agent is a tool of its name, whose input is
 //     {message, thread_id?, user_id?} and whose result is the answer as
@@ -73,10 +76,15 @@
 //
 // A completed run answers with the agent's answer, finish_reason stop, the
 // run's usage and model set to the agent that answered (the target of the
-// last transfer). A paused run answers with finish_reason tool_calls, the
-// pending call as the message's one tool call, a content that says how to
-// resume, and an "aid" extension object {run_id, status, agent, pending}; every
-// answer that started a run carries its id in the header X-Aid-Run-Id.
+// last transfer). A paused run answers with an assistant message that says
+// what is waiting and how to approve it (the tool, its arguments, the
+// resume URL), finish_reason stop, and an "aid" extension object {run_id,
+// status, agent, pending}: the tool is the server's, so a stock client loop
+// shows the message and runs nothing. With the request header X-Aid-Pause:
+// tool_calls (PauseHeader, PauseToolCalls) the pending call is also the
+// message's one tool call and finish_reason is tool_calls, for a client
+// that handles aid's pauses itself. Every answer that started a run carries
+// its id in the header X-Aid-Run-Id.
 //
 // With stream true the answer is sent as chat.completion.chunk events and
 // data: [DONE], with a usage chunk when stream_options.include_usage is set.
@@ -87,12 +95,16 @@
 // preamble the streamed content equals the non-streamed answer. The stream
 // opens with the role chunk at the first text, so a run refused before any
 // text gets an HTTP error; a failure after that ends the stream with an
-// {"error": ...} chunk and no [DONE]. A pause ends it with the pending call
-// and finish_reason tool_calls.
+// {"error": ...} chunk and no [DONE]. A pause ends it with the same
+// message as content, the aid extension on the final chunk and its finish
+// reason (with X-Aid-Pause: tool_calls, a tool-call delta before it).
 //
-// A runs stream (Accept: text/event-stream) sends token events
-// (TokenEvent: agent, step, depth, text) as the text is written, then the
-// model_call event of that call, tool_call events, tool_progress events
+// A runs stream (Accept: text/event-stream) — a new run, a resume or a
+// continue — sends token events (TokenEvent: agent, step, depth, text) as
+// the text is written, then the model_call event of that call, a
+// tool_call_start and a tool_call event (ToolCallEvent) for every call,
+// whatever runs it (Go code, an http, fixture or mcp tool, a search_
+// retriever, a transfer_ or delegate_ call), tool_progress events
 // (ToolProgressEvent) while a tool that reports progress runs, and the
 // result.
 //

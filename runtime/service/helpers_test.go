@@ -117,6 +117,25 @@ func (e *env) do(t testing.TB, method, path, body string, hdr ...string) (int, h
 	return servicetest.Do(t, e.srv.Client(), method, e.srv.URL+path, token, strings.NewReader(body), hdr...)
 }
 
+// sseEvent is one named server-sent event of a runs stream.
+type sseEvent struct{ name, data string }
+
+// sse POSTs body to path accepting server-sent events and returns the
+// stream's events in order.
+func (e *env) sse(t testing.TB, path, body string) []sseEvent {
+	t.Helper()
+	status, hdr, b := e.do(t, "POST", path, body, "Accept", "text/event-stream")
+	if status != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("POST %s: %d %s %s", path, status, hdr, b)
+	}
+	var out []sseEvent
+	for _, ev := range strings.Split(strings.TrimSpace(string(b)), "\n\n") {
+		name, rest, _ := strings.Cut(ev, "\n")
+		out = append(out, sseEvent{strings.TrimPrefix(name, "event: "), strings.TrimPrefix(rest, "data: ")})
+	}
+	return out
+}
+
 // errMessage is the message of an error answer.
 func errMessage(t testing.TB, body []byte) string {
 	t.Helper()

@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -124,7 +125,7 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 			res, err = s.cfg.Agents.Resume(ctx, res.RunID, d)
 		}
 		if res.RunID != "" {
-			s.metrics.run(agent, res.Status)
+			s.metrics.run(agent, cmp.Or(res.Agent, agent), res.Status)
 		}
 		// The agent that answers (after handoffs) decides the answer's shape.
 		answering, _ := s.cfg.Agents.Agent(res.Agent)

@@ -27,11 +27,11 @@ func newMetrics(reg *prometheus.Registry, gw *gateway.Gateway) (*metrics, error)
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aid_http_requests_total",
-			Help: "HTTP requests by route pattern, agent (empty when none) and status code.",
-		}, []string{"route", "agent", "code"}),
+			Help: "HTTP requests by route pattern, agent (the agent asked for, or the run's entry agent; empty when none), final agent (the agent the run ended on, after handoffs; empty when none) and status code.",
+		}, []string{"route", "agent", "final_agent", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "aid_http_request_duration_seconds", Buckets: latencyBuckets,
-			Help: "Time to answer a request, by route pattern and agent.",
+			Help: "Time to answer a request, by route pattern and agent (the agent asked for, or the run's entry agent).",
 		}, []string{"route", "agent"}),
 		added: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "aid_service_added_latency_seconds", Buckets: latencyBuckets,
@@ -39,8 +39,8 @@ func newMetrics(reg *prometheus.Registry, gw *gateway.Gateway) (*metrics, error)
 		}, []string{"route", "agent"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aid_runs_total",
-			Help: "Runs started or resumed through the service, by the agent they ended on and their status.",
-		}, []string{"agent", "status"}),
+			Help: "Runs started, resumed or continued through the service, by agent (the run's entry agent, the one asked for), final agent (the agent it ended on, after handoffs) and status.",
+		}, []string{"agent", "final_agent", "status"}),
 	}
 	m.aliases = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "aid_alias_requests_total",
@@ -54,8 +54,10 @@ func newMetrics(reg *prometheus.Registry, gw *gateway.Gateway) (*metrics, error)
 	return m, nil
 }
 
-func (m *metrics) request(route, agent string, status int, total, added time.Duration) {
-	m.requests.WithLabelValues(route, agent, strconv.Itoa(status)).Inc()
+// request records a request; agent is the agent asked for, final the one
+// its run ended on.
+func (m *metrics) request(route, agent, final string, status int, total, added time.Duration) {
+	m.requests.WithLabelValues(route, agent, final, strconv.Itoa(status)).Inc()
 	m.duration.WithLabelValues(route, agent).Observe(total.Seconds())
 	if added < 0 {
 		added = 0
@@ -67,8 +69,10 @@ func (m *metrics) aliasRequest(alias string, status int) {
 	m.aliases.WithLabelValues(alias, strconv.Itoa(status)).Inc()
 }
 
-func (m *metrics) run(agent string, status agents.Status) {
-	m.runs.WithLabelValues(agent, string(status)).Inc()
+// run records a run's end; agent is its entry agent, final the one it
+// ended on.
+func (m *metrics) run(agent, final string, status agents.Status) {
+	m.runs.WithLabelValues(agent, final, string(status)).Inc()
 }
 
 // spendCollector reports the gateway ledger's settled spend by budget and

@@ -101,11 +101,11 @@ func TestTimedOutRunAnswersWithItsPartialResultAndContinues(t *testing.T) {
 	}
 	// A completed run is not continued; an unknown one is not found.
 	status, _, body = e.do(t, "POST", got.ContinueURL, `{"steps":2,"by":"ops"}`)
-	if code, _, _ := servicetest.APIError(t, body); status != http.StatusConflict || code != service.CodeRunNotContinuable {
+	if code, _, _ := servicetest.ErrorOnly(t, body); status != http.StatusConflict || code != service.CodeRunNotContinuable {
 		t.Errorf("continue of a completed run: %d %s", status, body)
 	}
 	status, _, body = e.do(t, "POST", "/v1/runs/run_nope/continue", "")
-	if code, _, _ := servicetest.APIError(t, body); status != http.StatusNotFound || code != service.CodeRunNotFound {
+	if code, _, _ := servicetest.ErrorOnly(t, body); status != http.StatusNotFound || code != service.CodeRunNotFound {
 		t.Errorf("continue of an unknown run: %d %s", status, body)
 	}
 }
@@ -220,7 +220,7 @@ func TestCancelAPausedRunThroughTheService(t *testing.T) {
 		t.Fatalf("cancel a paused run: %d %s", status, body)
 	}
 	status, _, body = e.do(t, "POST", "/v1/runs/"+id+"/resume", `{"action":"approve"}`)
-	if code, _, _ := servicetest.APIError(t, body); status != http.StatusConflict || code != service.CodeRunNotPaused || refunds.Load() != 0 {
+	if code, _, _ := servicetest.ErrorOnly(t, body); status != http.StatusConflict || code != service.CodeRunNotPaused || refunds.Load() != 0 {
 		t.Fatalf("resume of a cancelled run: %d %s", status, body)
 	}
 	_, hdr, _ = e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":[{"role":"user","content":"Refund A1"}]}`)
@@ -229,7 +229,7 @@ func TestCancelAPausedRunThroughTheService(t *testing.T) {
 		t.Fatalf("reject: %d %s", status, body)
 	}
 	status, _, body = e.do(t, "POST", "/v1/runs/"+id+"/cancel", "")
-	if code, _, _ := servicetest.APIError(t, body); status != http.StatusConflict || code != service.CodeRunNotCancellable {
+	if code, _, _ := servicetest.ErrorOnly(t, body); status != http.StatusConflict || code != service.CodeRunNotCancellable {
 		t.Fatalf("cancel of a completed run: %d %s", status, body)
 	}
 }

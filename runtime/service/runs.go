@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,12 +39,14 @@ func (s *Service) recordRun(ri *reqInfo, agent string, res agents.RunResult, err
 		ri.agent = "" // not a label value: any string could be asked for
 		return
 	}
-	if res.Agent != "" {
-		agent = res.Agent
+	if len(res.Path) > 0 {
+		// A resume or a continue names no agent: the run's entry agent is
+		// the one asked for.
+		agent = res.Path[0]
 	}
 	if agent != "" {
-		ri.agent = agent
-		s.metrics.run(agent, res.Status)
+		ri.agent, ri.final = agent, cmp.Or(res.Agent, agent)
+		s.metrics.run(agent, ri.final, res.Status)
 	}
 }
 
@@ -112,8 +116,8 @@ func (s *Service) continueRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	info(r).runID = id
-	s.answerRun(w, r, "", func(func(agents.Event)) (agents.RunResult, error) {
-		return s.cfg.Agents.Continue(r.Context(), id, opts)
+	s.answerRun(w, r, "", func(ctx context.Context) (agents.RunResult, error) {
+		return s.cfg.Agents.Continue(ctx, id, opts)
 	})
 	return nil
 }
@@ -133,9 +137,8 @@ func (s *Service) startRun(w http.ResponseWriter, r *http.Request) error {
 	agent := r.PathValue("agent")
 	info(r).agent = agent
 	opts := agents.RunOptions{ThreadID: req.ThreadID, UserID: req.UserID, History: history}
-	s.answerRun(w, r, agent, func(onEvent func(agents.Event)) (agents.RunResult, error) {
-		opts.OnEvent = onEvent
-		return s.cfg.Agents.Run(r.Context(), agent, req.Input, opts)
+	s.answerRun(w, r, agent, func(ctx context.Context) (agents.RunResult, error) {
+		return s.cfg.Agents.Run(ctx, agent, req.Input, opts)
 	})
 	return nil
 }
@@ -161,8 +164,8 @@ func (s *Service) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	info(r).runID = id
-	s.answerRun(w, r, "", func(func(agents.Event)) (agents.RunResult, error) {
-		return s.cfg.Agents.Resume(r.Context(), id, d)
+	s.answerRun(w, r, "", func(ctx context.Context) (agents.RunResult, error) {
+		return s.cfg.Agents.Resume(ctx, id, d)
 	})
 	return nil
 }
@@ -179,6 +182,33 @@ type TokenEvent struct {
 	Depth int `json:"depth,omitempty"`
 	// Text is the piece.
 	Text string `json:"text"`
+}
+
+// ToolCallEvent is the data of the tool_call_start and tool_call events
+// on a runs stream: a call starts, and a call has its observation. Every
+// call the model makes has them, whatever runs it: Go code, an http,
+// fixture or mcp tool, a search_ retriever, a transfer_ or delegate_ call
+// (a denied or rejected call, which never runs, has only tool_call).
+type ToolCallEvent struct {
+	// Tool is the tool called.
+	Tool string `json:"tool"`
+	// Agent is the agent that called, Step the step in its run, CallID
+	// the model's id for the call.
+	Agent  string `json:"agent"`
+	Step   int    `json:"step"`
+	CallID string `json:"call_id"`
+	// Depth is 0 for the run's own agents and n for a run delegated n
+	// deep.
+	Depth int `json:"depth,omitempty"`
+	// Arguments are the call's arguments (tool_call_start).
+	Arguments string `json:"arguments,omitempty"`
+	// Observation is what the model will read (tool_call).
+	Observation string `json:"observation,omitempty"`
+	// ErrorKind classifies a failed call (tool_call): agents.ErrorKind.
+	ErrorKind string `json:"error_kind,omitempty"`
+	// DurationMS is how long the call ran (tool_call), 0 for one that
+	// never started.
+	DurationMS float64 `json:"duration_ms"`
 }
 
 // ToolProgressEvent is a tool_progress server-sent event of a runs stream:
@@ -202,20 +232,21 @@ type ToolProgressEvent struct {
 
 // answerRun runs do and answers with the run as JSON, or as server-sent
 // events when the client accepts text/event-stream: token events with the
-// model's text as it is written and tool_progress events with what running
-// tools report (when do passes the hook on: a new run, not a resumed one),
-// model_call and tool_call events as they happen (seen by
-// the Instrument wrappers), then one result event with the run, or an error
-// event.
-func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string, do func(onEvent func(agents.Event)) (agents.RunResult, error)) {
+// model's text as it is written, model_call events (seen by the Instrument
+// wrappers), tool_call_start and tool_call events for every call as it
+// starts and ends (from the run's own events, so that every kind of call
+// has them), tool_progress events with what running tools report, for a
+// new run and a resumed or continued one alike, then one result event with
+// the run, or an error event.
+func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string, do func(ctx context.Context) (agents.RunResult, error)) {
 	ri := info(r)
 	if !acceptsEventStream(r) {
-		res, err := do(nil)
+		res, err := do(r.Context())
 		s.recordRun(ri, agent, res, err)
 		if res.RunID != "" {
 			w.Header().Set("X-Aid-Run-Id", res.RunID)
 		}
-		if err != nil && (res.RunID == "" || refused(err)) {
+		if err != nil && !ran(res) {
 			ri.err = writeError(w, err, nil)
 			return
 		}
@@ -230,10 +261,28 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 	}
 	sse := newSSE(w, s.limits.WriteTimeout)
 	ri.clock.emit = sse.event
-	res, err := do(func(ev agents.Event) {
+	// The runtime delivers events one at a time: no lock.
+	started := map[[2]string]time.Time{}
+	res, err := do(agents.ContextWithEvents(r.Context(), func(ev agents.Event) {
 		switch ev.Kind {
 		case agents.EventText:
 			sse.event("token", TokenEvent{Agent: ev.Agent, Step: ev.Step, Depth: ev.Depth, Text: ev.Text})
+		case agents.EventToolStart, agents.EventToolResult:
+			c := ev.Calls[0]
+			key := [2]string{strconv.Itoa(ev.Depth), c.ID}
+			te := ToolCallEvent{Tool: c.Name, Agent: ev.Agent, Step: ev.Step, CallID: c.ID, Depth: ev.Depth}
+			if ev.Kind == agents.EventToolStart {
+				started[key] = time.Now()
+				te.Arguments = c.Arguments
+				sse.event("tool_call_start", te)
+				return
+			}
+			if t, ok := started[key]; ok {
+				te.DurationMS = ms(time.Since(t))
+				delete(started, key)
+			}
+			te.Observation, te.ErrorKind = c.Observation, string(c.ErrorKind)
+			sse.event("tool_call", te)
 		case agents.EventToolProgress:
 			p := ToolProgressEvent{Agent: ev.Agent, Step: ev.Step, Depth: ev.Depth, Progress: ev.Progress.Progress, Total: ev.Progress.Total, Message: ev.Progress.Message}
 			if len(ev.Calls) == 1 {
@@ -241,9 +290,9 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 			}
 			sse.event("tool_progress", p)
 		}
-	})
+	}))
 	s.recordRun(ri, agent, res, err)
-	if err != nil && (res.RunID == "" || refused(err)) {
+	if err != nil && !ran(res) {
 		ae := classify(err, ri.id, "")
 		ri.err = ae
 		sse.event("error", errorBody{Error: ae})
@@ -255,12 +304,16 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 	sse.close()
 }
 
-// refused reports whether the runtime refused the request before it
-// touched the run (an option it cannot use): the answer is the error
-// alone, not the run.
-func refused(err error) bool {
-	_, bad := errors.AsType[*agents.InvalidOptionError](err)
-	return bad
+// ran reports whether a failed request ran the run, so that its answer is
+// the run (its partial result) with the error. It did not when the runtime
+// refused it before it started or restored the run: an option it cannot
+// use, a run that does not exist, a resume of a run that is not paused, a
+// continue of one that did not stop early, a resume that lost to another.
+// Nor did a new run whose record could not be stored. The result then has
+// no path, and the answer is the error alone, never a run with zero
+// fields.
+func ran(res agents.RunResult) bool {
+	return res.RunID != "" && len(res.Path) > 0
 }
 
 func acceptsEventStream(r *http.Request) bool {

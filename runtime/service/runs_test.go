@@ -79,12 +79,14 @@ func TestApprovalPauseAndResumeThroughChatAndRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// By default a pause is a message, not a tool call a client would run:
+	// it names the tool, its arguments and where to approve it.
 	ch := cc.Choices[0]
-	if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 || ch.Message.ToolCalls[0].Function.Name != "refund" ||
-		ch.Message.ToolCalls[0].Function.Arguments != `{"order":"A1"}` || ch.Message.ToolCalls[0].ID != "c1" {
+	runID := resp.Header.Get("X-Aid-Run-Id")
+	if ch.FinishReason != "stop" || len(ch.Message.ToolCalls) != 0 || !strings.Contains(ch.Message.Content, "tool refund") ||
+		!strings.Contains(ch.Message.Content, `arguments {"order":"A1"}`) || !strings.Contains(ch.Message.Content, "POST /v1/runs/"+runID+"/resume") {
 		t.Fatalf("paused answer %+v", ch)
 	}
-	runID := resp.Header.Get("X-Aid-Run-Id")
 	var ext struct {
 		Aid struct {
 			RunID   string `json:"run_id"`
@@ -133,7 +135,7 @@ func TestApprovalPauseAndResumeThroughChatAndRuns(t *testing.T) {
 	// approval is spent: 400 on arguments, naming the problem, and the run
 	// is still paused.
 	status, _, body = e.do(t, "POST", "/v1/runs/"+runID+"/resume", `{"action":"approve","arguments":{"order":7}}`)
-	code, typ, param := servicetest.APIError(t, body)
+	code, typ, param := servicetest.ErrorOnly(t, body)
 	if status != 400 || code != service.CodeInvalidRequest || typ != service.TypeInvalidRequest || param != "arguments" ||
 		!strings.Contains(string(body), "the edited arguments do not match the input schema of tool refund: at /order: got number, want string") {
 		t.Errorf("invalid edit: %d %s", status, body)
@@ -153,13 +155,21 @@ func TestApprovalPauseAndResumeThroughChatAndRuns(t *testing.T) {
 		t.Errorf("approved call %+v, refunds %d", obs, refunds.Load())
 	}
 
-	// A second resume of the same pause loses.
+	// A second resume of the same pause loses, and its answer is the
+	// error alone, not a run with zero fields; so is a streamed one's.
 	status, _, body = e.do(t, "POST", "/v1/runs/"+runID+"/resume", `{"action":"approve"}`)
-	if code, _, _ := servicetest.APIError(t, body); status != http.StatusConflict || code != service.CodeRunNotPaused {
+	if code, _, _ := servicetest.ErrorOnly(t, body); status != http.StatusConflict || code != service.CodeRunNotPaused {
 		t.Errorf("second resume: %d %s", status, body)
 	}
+	events := e.sse(t, "/v1/runs/"+runID+"/resume", `{"action":"approve"}`)
+	if len(events) != 1 || events[0].name != "error" {
+		t.Fatalf("streamed second resume: %+v", events)
+	}
+	if code, _, _ := servicetest.ErrorOnly(t, []byte(events[0].data)); code != service.CodeRunNotPaused {
+		t.Errorf("streamed second resume: %s", events[0].data)
+	}
 	status, _, body = e.do(t, "POST", "/v1/runs/run_nope/resume", `{"action":"approve"}`)
-	if code, _, _ := servicetest.APIError(t, body); status != 404 || code != service.CodeRunNotFound {
+	if code, _, _ := servicetest.ErrorOnly(t, body); status != 404 || code != service.CodeRunNotFound {
 		t.Errorf("unknown run: %d %s", status, body)
 	}
 	status, _, body = e.do(t, "GET", "/v1/runs/run_nope", "")
@@ -168,23 +178,112 @@ func TestApprovalPauseAndResumeThroughChatAndRuns(t *testing.T) {
 	}
 }
 
+// TestAStockClientLoopDoesNotRunTheServersTool drives the service with the
+// loop every OpenAI client writes: while the answer asks for tool calls,
+// run them and send their results. A pause is the server's, so by default
+// the loop ends at once with the message that says how to approve it, and
+// runs nothing; with X-Aid-Pause: tool_calls the pause keeps the shape
+// that asks for the call.
+func TestAStockClientLoopDoesNotRunTheServersTool(t *testing.T) {
+	var refunds atomic.Int32
+	e := approvalEnv(t, &refunds)
+	// loop returns the tools the client ran and its last answer.
+	loop := func(opts ...option.RequestOption) (ran []string, ch openai.ChatCompletionChoice) {
+		params := openai.ChatCompletionNewParams{Model: "triage", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Refund A1")}}
+		for range 3 {
+			cc, err := e.clientPtr().Chat.Completions.New(context.Background(), params, opts...)
+			if err != nil {
+				return ran, ch // the service takes no tool results from a client
+			}
+			ch = cc.Choices[0]
+			if ch.FinishReason != "tool_calls" {
+				return ran, ch
+			}
+			params.Messages = append(params.Messages, ch.Message.ToParam())
+			for _, tc := range ch.Message.ToolCalls {
+				ran = append(ran, tc.Function.Name)
+				params.Messages = append(params.Messages, openai.ToolMessage("client ran "+tc.Function.Name, tc.ID))
+			}
+		}
+		return ran, ch
+	}
+	if ran, ch := loop(); len(ran) != 0 || ch.FinishReason != "stop" || !strings.Contains(ch.Message.Content, "resume") {
+		t.Errorf("default: the client ran %v, last %+v", ran, ch)
+	}
+	if ran, _ := loop(option.WithHeader(service.PauseHeader, service.PauseToolCalls)); strings.Join(ran, ",") != "refund" {
+		t.Errorf("%s: the client ran %v, want the pause taken for its own call", service.PauseToolCalls, ran)
+	}
+	cc, err := e.clientPtr().Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model: "triage", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Refund A1")},
+	}, option.WithHeader(service.PauseHeader, service.PauseToolCalls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := cc.Choices[0]; ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 || ch.Message.ToolCalls[0].Function.Name != "refund" ||
+		ch.Message.ToolCalls[0].Function.Arguments != `{"order":"A1"}` || ch.Message.ToolCalls[0].ID != "c1" || !strings.Contains(ch.Message.Content, "/resume") {
+		t.Errorf("%s: %+v", service.PauseToolCalls, ch)
+	}
+	status, _, body := e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":[{"role":"user","content":"Refund A1"}]}`, service.PauseHeader, "tools")
+	if code, _, param := servicetest.ErrorOnly(t, body); status != 400 || code != service.CodeInvalidRequest || param != service.PauseHeader {
+		t.Errorf("bad %s: %d %s", service.PauseHeader, status, body)
+	}
+	if refunds.Load() != 0 {
+		t.Errorf("%d refunds ran without approval", refunds.Load())
+	}
+}
+
+// TestApprovalPauseInAStream: a streamed pause carries what a non-streamed
+// one does: the message as content, finish_reason stop, and the pending
+// call in the aid extension of the final chunk; with X-Aid-Pause:
+// tool_calls, the call as a tool-call delta and finish_reason tool_calls.
 func TestApprovalPauseInAStream(t *testing.T) {
 	var refunds atomic.Int32
 	e := approvalEnv(t, &refunds)
-	stream := e.clientPtr().Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
-		Model: "triage", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Refund A1")},
-	})
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
-	ch := acc.Choices[0]
-	if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 || ch.Message.ToolCalls[0].Function.Name != "refund" ||
-		ch.Message.ToolCalls[0].Function.Arguments != `{"order":"A1"}` || !strings.Contains(ch.Message.Content, "/resume") {
-		t.Errorf("streamed pause %+v", ch)
+	for _, tt := range []struct {
+		pause  string
+		finish string
+		calls  int
+	}{{"", "stop", 0}, {service.PauseToolCalls, "tool_calls", 1}} {
+		var opts []option.RequestOption
+		if tt.pause != "" {
+			opts = append(opts, option.WithHeader(service.PauseHeader, tt.pause))
+		}
+		stream := e.clientPtr().Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+			Model: "triage", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Refund A1")},
+		}, opts...)
+		var acc openai.ChatCompletionAccumulator
+		var last openai.ChatCompletionChunk
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+			if len(stream.Current().Choices) > 0 {
+				last = stream.Current()
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		var ext struct {
+			Aid struct {
+				RunID   string `json:"run_id"`
+				Pending struct {
+					Tool      string `json:"tool"`
+					Arguments string `json:"arguments"`
+					ResumeURL string `json:"resume_url"`
+				} `json:"pending"`
+			} `json:"aid"`
+		}
+		if err := json.Unmarshal([]byte(last.RawJSON()), &ext); err != nil {
+			t.Fatal(err)
+		}
+		ch := acc.Choices[0]
+		if ch.FinishReason != tt.finish || len(ch.Message.ToolCalls) != tt.calls || !strings.Contains(ch.Message.Content, `tool refund waits for a decision on the call c1 with arguments {"order":"A1"}`) ||
+			!strings.Contains(ch.Message.Content, "POST "+ext.Aid.Pending.ResumeURL) || ext.Aid.Pending.Tool != "refund" || ext.Aid.Pending.Arguments != `{"order":"A1"}` ||
+			ext.Aid.Pending.ResumeURL != "/v1/runs/"+ext.Aid.RunID+"/resume" || last.Choices[0].FinishReason != tt.finish {
+			t.Errorf("streamed pause %q: %+v\nlast chunk %s", tt.pause, ch, last.RawJSON())
+		}
+		if tt.calls == 1 && (ch.Message.ToolCalls[0].Function.Name != "refund" || ch.Message.ToolCalls[0].Function.Arguments != `{"order":"A1"}`) {
+			t.Errorf("streamed pause %q: calls %+v", tt.pause, ch.Message.ToolCalls)
+		}
 	}
 }
 
@@ -203,6 +302,11 @@ func TestApprovalRejectThroughRuns(t *testing.T) {
 	}
 	if c := done.Steps[0].ToolCalls[0]; c.ErrorKind != agents.KindRejected || !strings.Contains(c.Observation, "not eligible") {
 		t.Errorf("rejected call %+v", c)
+	}
+	// A resume names no agent: it is counted under the run's entry agent.
+	_, _, metrics := e.do(t, "GET", "/metrics", "")
+	if want := `aid_http_requests_total{agent="triage",code="200",final_agent="triage",route="POST /v1/runs/{id}/resume"} 1`; !strings.Contains(string(metrics), want) {
+		t.Errorf("no %s in metrics:\n%s", want, grep(string(metrics), "aid_http_requests_total"))
 	}
 }
 
@@ -230,10 +334,17 @@ func TestHandoffThroughChatCompletion(t *testing.T) {
 	if cc.Model != "billing" || cc.Choices[0].Message.Content != "Your invoice is attached." || strings.Join(ext.Aid.Path, ">") != "triage>billing" {
 		t.Errorf("model %q content %q path %v", cc.Model, cc.Choices[0].Message.Content, ext.Aid.Path)
 	}
-	// The run is counted under the agent it ended on.
+	// The run and its request are counted under the agent asked for and
+	// the agent the run ended on.
 	_, _, metrics := e.do(t, "GET", "/metrics", "")
-	if !strings.Contains(string(metrics), `aid_runs_total{agent="billing",status="completed"} 1`) {
-		t.Errorf("metrics:\n%s", grep(string(metrics), "aid_runs_total"))
+	for _, want := range []string{
+		`aid_runs_total{agent="triage",final_agent="billing",status="completed"} 1`,
+		`aid_http_requests_total{agent="triage",code="200",final_agent="billing",route="POST /v1/chat/completions"} 1`,
+		`aid_http_request_duration_seconds_count{agent="triage",route="POST /v1/chat/completions"} 1`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("no %s in metrics:\n%s", want, grep(string(metrics), "aid_"))
+		}
 	}
 }
 
@@ -336,11 +447,73 @@ func TestRunEventStream(t *testing.T) {
 			}
 		}
 	}
-	if strings.Join(names, ",") != "model_call,tool_progress,tool_call,token,token,token,model_call,result" {
+	if strings.Join(names, ",") != "model_call,tool_call_start,tool_progress,tool_call,token,token,token,model_call,result" {
 		t.Errorf("events %v\n%s", names, body)
 	}
 	if result.Status != "completed" || result.Answer != "Shipped on Monday." || tokens.String() != result.Answer {
 		t.Errorf("result %+v", result)
+	}
+}
+
+// TestEveryKindOfCallHasToolEvents: a runs stream reports a search_ call,
+// a Go tool's call and a transfer alike, each with a tool_call_start and a
+// tool_call event; and a resumed run's stream reports the call it
+// approved.
+func TestEveryKindOfCallHasToolEvents(t *testing.T) {
+	e := newEnv(t, options{
+		fake: fake.Config{Agents: map[string][]fake.Step{
+			"triage":  {calls(call("s1", "search_kb", `{"query":"refunds"}`), call("l1", "lookup", `{"id":"A1"}`)), calls(call("t1", "transfer_to_billing", `{}`))},
+			"billing": {answer("Refunds take 30 days.")},
+		}},
+		agents: []agents.Agent{
+			{Name: "triage", Model: "large", Instructions: "Look.", Tools: []string{"lookup"}, Retrievers: []string{"kb"}, Handoffs: []string{"billing"}},
+			{Name: "billing", Model: "large", Instructions: "Bill."},
+		},
+		tools: []agents.Tool{{Name: "lookup", Description: "Look up an order."}},
+		impls: map[string]agents.Implementation{"lookup": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
+			return "status: shipped", nil
+		})},
+		searchers: map[string]agents.Searcher{"kb": agents.SearchFunc(func(context.Context, string, int) ([]retrieval.Hit, error) {
+			return []retrieval.Hit{{Chunk: retrieval.Chunk{ID: "h1", Source: "docs/refunds.md", Text: "30 days"}}}, nil
+		})},
+	})
+	toolEvents := func(events []sseEvent) map[string][]string {
+		got := map[string][]string{}
+		for _, ev := range events {
+			if ev.name != "tool_call_start" && ev.name != "tool_call" {
+				continue
+			}
+			var te service.ToolCallEvent
+			if err := json.Unmarshal([]byte(ev.data), &te); err != nil {
+				t.Fatalf("%s: %v", ev.data, err)
+			}
+			if te.CallID == "" || te.Agent == "" || te.Step == 0 || ev.name == "tool_call_start" && te.Arguments == "" || ev.name == "tool_call" && te.Observation == "" {
+				t.Errorf("%s %s", ev.name, ev.data)
+			}
+			got[te.Tool] = append(got[te.Tool], ev.name)
+		}
+		return got
+	}
+	got := toolEvents(e.sse(t, "/v1/agents/triage/runs", `{"input":"How long do refunds take?"}`))
+	for _, tool := range []string{"search_kb", "lookup", "transfer_to_billing"} {
+		if strings.Join(got[tool], ",") != "tool_call_start,tool_call" {
+			t.Errorf("%s: events %v", tool, got[tool])
+		}
+	}
+
+	var refunds atomic.Int32
+	a := approvalEnv(t, &refunds)
+	status, _, body := a.do(t, "POST", "/v1/agents/triage/runs", `{"input":"Refund A1"}`)
+	paused := decodeRun(t, body)
+	if status != 200 || paused.Status != "paused" {
+		t.Fatalf("start: %d %s", status, body)
+	}
+	events := a.sse(t, "/v1/runs/"+paused.RunID+"/resume", `{"action":"approve"}`)
+	if got := toolEvents(events); strings.Join(got["refund"], ",") != "tool_call_start,tool_call" || refunds.Load() != 1 {
+		t.Errorf("resumed: events %v", events)
+	}
+	if last := events[len(events)-1]; last.name != "result" || !strings.Contains(last.data, `"status":"completed"`) {
+		t.Errorf("resumed: last event %+v", last)
 	}
 }
 

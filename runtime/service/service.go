@@ -109,7 +109,8 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // reqInfo is what the handlers tell the access log and the metrics.
 type reqInfo struct {
 	id    string
-	agent string
+	agent string // the agent asked for, or the run's entry agent
+	final string // the agent the run ended on, after handoffs
 	alias string // the exposed alias a chat completion named
 	runID string
 	err   *apiError
@@ -182,7 +183,7 @@ func (s *Service) observe(timeout time.Duration, next http.Handler) http.Handler
 			status = http.StatusOK
 		}
 		waited := ri.clock.total()
-		s.metrics.request(route, ri.agent, status, total, total-waited)
+		s.metrics.request(route, ri.agent, ri.final, status, total, total-waited)
 		if ri.alias != "" {
 			s.metrics.aliasRequest(ri.alias, status)
 		}
@@ -192,6 +193,9 @@ func (s *Service) observe(timeout time.Duration, next http.Handler) http.Handler
 		}
 		if ri.agent != "" {
 			attrs = append(attrs, slog.String("agent", ri.agent))
+		}
+		if ri.final != "" {
+			attrs = append(attrs, slog.String("final_agent", ri.final))
 		}
 		if ri.alias != "" {
 			attrs = append(attrs, slog.String("alias", ri.alias))

@@ -188,12 +188,12 @@ func TestMetrics(t *testing.T) {
 	}
 	m := string(body)
 	for _, want := range []string{
-		`aid_http_requests_total{agent="triage",code="200",route="POST /v1/chat/completions"} 3`,
-		`aid_http_requests_total{agent="",code="404",route="POST /v1/chat/completions"} 1`,
-		`aid_http_requests_total{agent="",code="404",route="unmatched"} 1`,
+		`aid_http_requests_total{agent="triage",code="200",final_agent="triage",route="POST /v1/chat/completions"} 3`,
+		`aid_http_requests_total{agent="",code="404",final_agent="",route="POST /v1/chat/completions"} 1`,
+		`aid_http_requests_total{agent="",code="404",final_agent="",route="unmatched"} 1`,
 		`aid_http_request_duration_seconds_count{agent="triage",route="POST /v1/chat/completions"} 3`,
 		`aid_service_added_latency_seconds_count{agent="triage",route="POST /v1/chat/completions"} 3`,
-		`aid_runs_total{agent="triage",status="completed"} 3`,
+		`aid_runs_total{agent="triage",final_agent="triage",status="completed"} 3`,
 		`aid_budget_calls{budget="daily",scope="run"} 3`,
 		`aid_ledger_up 1`,
 	} {

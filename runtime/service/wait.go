@@ -231,43 +231,14 @@ func (p instrumentedProvider) Embed(ctx context.Context, model gateway.ModelSpec
 	return p.Provider.Embed(ctx, model, texts)
 }
 
-// ToolCallEvent is the data of a tool_call event on a runs stream: one tool
-// call's observation, as it arrives.
-type ToolCallEvent struct {
-	// Tool is the tool called.
-	Tool string `json:"tool"`
-	// Agent is the agent that called, CallID the model's id for the call.
-	Agent  string `json:"agent,omitempty"`
-	CallID string `json:"call_id,omitempty"`
-	// Observation is what the model will read.
-	Observation string `json:"observation,omitempty"`
-	// Error is the tool's failure, when it failed.
-	Error string `json:"error,omitempty"`
-	// DurationMS is how long the tool took.
-	DurationMS float64 `json:"duration_ms"`
-}
-
 // InstrumentTool wraps a tool implementation so that the service sees the
-// time a request waits on it and, on a runs stream, an event per call. Wrap
-// every implementation when building the agents runtime.
+// time a request waits on it. Wrap every implementation when building the
+// agents runtime. (A runs stream's tool_call events come from the run's
+// own events, which every kind of call has.)
 func InstrumentTool(name string, impl agents.Implementation) agents.Implementation {
 	return agents.ToolFunc(func(ctx context.Context, args json.RawMessage) (string, error) {
-		c := waitClockFrom(ctx)
-		start := time.Now()
-		end := c.begin()
-		out, err := impl.Call(ctx, args)
-		end()
-		if c != nil && c.emit != nil {
-			ev := ToolCallEvent{Tool: name, Observation: out, DurationMS: ms(time.Since(start))}
-			if ri, ok := agents.RunInfoFromContext(ctx); ok {
-				ev.Agent, ev.CallID = ri.Agent, ri.CallID
-			}
-			if err != nil {
-				ev.Error = err.Error()
-			}
-			c.event("tool_call", ev)
-		}
-		return out, err
+		defer waitClockFrom(ctx).begin()()
+		return impl.Call(ctx, args)
 	})
 }
 

@@ -29,29 +29,107 @@ func (e *UnscriptedAgentError) Error() string {
 	return fmt.Sprintf("fake: no script for agent %q (scripted agents: %s)", e.Agent, strings.Join(e.Scripted, ", "))
 }
 
-// checkAgentScripts refuses agent scripts the fake could not play.
-func checkAgentScripts(scripts map[string][]Step) error {
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(scripts)) {
-		steps := scripts[name]
-		if name == "" {
-			errs = append(errs, errors.New("fake: an agent script has no agent name"))
+// Conversation is one of the scripts an agent plays (Config.Conversations):
+// its steps, and when it plays.
+type Conversation struct {
+	// When selects the calls the conversation answers; nil makes it the
+	// default, for calls no other conversation matches.
+	When *When
+	// Steps are the conversation's steps, played as Config.Agents' are.
+	Steps []Step
+}
+
+// When is a conversation's condition. Every field given must match.
+type When struct {
+	// Input matches a call whose last user message (the run's input, or a
+	// delegated task) contains it.
+	Input string
+	// Case matches a call made for that eval case (gateway.WithSample).
+	Case string
+}
+
+// matches reports whether a call for sample (or none) with input meets w.
+func (w *When) matches(input string, sample gateway.SampleKey, hasSample bool) bool {
+	if w.Case != "" && (!hasSample || sample.Case != w.Case) {
+		return false
+	}
+	return w.Input == "" || strings.Contains(input, w.Input)
+}
+
+// NoConversationError reports a call of an agent none of whose
+// conversations matches, and that has no default conversation.
+type NoConversationError struct {
+	// Agent is the agent that made the call.
+	Agent string
+	// Input is the call's last user message; Case its eval case, if any.
+	Input, Case string
+}
+
+// Error implements error.
+func (e *NoConversationError) Error() string {
+	msg := fmt.Sprintf("fake: agent %q: no conversation matches input %q", e.Agent, truncate(e.Input, 80))
+	if e.Case != "" {
+		msg += fmt.Sprintf(" or case %q", e.Case)
+	}
+	return msg + ", and none is the default (a conversation without \"when\")"
+}
+
+// pickConversation returns the steps of the first conversation of agent
+// that matches the call: a function of the call alone, so that concurrent
+// runs do not disturb each other.
+func pickConversation(ctx context.Context, agent string, convs []Conversation, req gateway.Request) ([]Step, error) {
+	input := lastUser(req)
+	sample, hasSample := gateway.SampleFrom(ctx)
+	for _, c := range convs {
+		if c.When == nil || c.When.matches(input, sample, hasSample) {
+			return c.Steps, nil
 		}
+	}
+	return nil, &NoConversationError{Agent: agent, Input: input, Case: sample.Case}
+}
+
+// checkAgentScripts refuses agent scripts the fake could not play.
+func checkAgentScripts(scripts map[string][]Step, convs map[string][]Conversation) error {
+	var errs []error
+	check := func(name, where string, steps []Step) {
 		if len(steps) == 0 {
-			errs = append(errs, fmt.Errorf("fake: agent %q has an empty script", name))
+			errs = append(errs, fmt.Errorf("fake: agent %q%s has an empty script", name, where))
 		}
 		for i, st := range steps {
 			if st.Answer && len(st.ToolCalls) > 0 {
-				errs = append(errs, fmt.Errorf("fake: agent %q step %d: an answer step cannot also call tools", name, i+1))
+				errs = append(errs, fmt.Errorf("fake: agent %q%s step %d: an answer step cannot also call tools", name, where, i+1))
 			}
 			for j, c := range st.ToolCalls {
 				if c.Name == "" {
-					errs = append(errs, fmt.Errorf("fake: agent %q step %d: tool call %d has no name", name, i+1, j+1))
+					errs = append(errs, fmt.Errorf("fake: agent %q%s step %d: tool call %d has no name", name, where, i+1, j+1))
 				}
 				if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
-					errs = append(errs, fmt.Errorf("fake: agent %q step %d: tool call %d (%s): arguments are not valid JSON", name, i+1, j+1, c.Name))
+					errs = append(errs, fmt.Errorf("fake: agent %q%s step %d: tool call %d (%s): arguments are not valid JSON", name, where, i+1, j+1, c.Name))
 				}
 			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(scripts)) {
+		if name == "" {
+			errs = append(errs, errors.New("fake: an agent script has no agent name"))
+		}
+		if _, both := convs[name]; both {
+			errs = append(errs, fmt.Errorf("fake: agent %q has a script and conversations; give one", name))
+		}
+		check(name, "", scripts[name])
+	}
+	for _, name := range slices.Sorted(maps.Keys(convs)) {
+		if name == "" {
+			errs = append(errs, errors.New("fake: an agent's conversations have no agent name"))
+		}
+		if len(convs[name]) == 0 {
+			errs = append(errs, fmt.Errorf("fake: agent %q has no conversations", name))
+		}
+		for i, c := range convs[name] {
+			if c.When != nil && *c.When == (When{}) {
+				errs = append(errs, fmt.Errorf("fake: agent %q conversation %d: when matches nothing in particular; leave it out for the default", name, i+1))
+			}
+			check(name, fmt.Sprintf(" conversation %d", i+1), c.Steps)
 		}
 	}
 	return errors.Join(errs...)

@@ -366,3 +366,91 @@ func TestLoadScript(t *testing.T) {
 		t.Fatalf("positioned error: %v", err)
 	}
 }
+
+// TestConversations: one script plays several conversations of an agent,
+// selected by the input or the eval case, the first match winning and the
+// one without "when" the default; each plays by step as a plain script.
+func TestConversations(t *testing.T) {
+	src := `{"agents": {
+  "specialist": [
+    {"when": {"case": "reject-reset"}, "steps": [{"text": "by case"}]},
+    {"comment": "resets", "when": {"input": "reset"}, "steps": [
+      {"toolCalls": [{"name": "reset_user_password", "arguments": {"user": "ana"}}]},
+      {"text": "I reset your password."}
+    ]},
+    {"steps": [{"text": "I do not know."}]}
+  ],
+  "triage": [{"text": "plain"}]
+}}`
+	sc, err := fake.ParseScript("s.json", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Conversations["specialist"]) != 3 || len(sc.Agents["triage"]) != 1 || sc.Agents["specialist"] != nil {
+		t.Fatalf("script %+v", sc)
+	}
+	p := newFake(t, fake.Config{Agents: sc.Agents, Conversations: sc.Conversations})
+	sample := func(id string) context.Context {
+		return gateway.WithSample(t.Context(), gateway.SampleKey{Case: id})
+	}
+	for _, tt := range []struct {
+		ctx   context.Context
+		step  int
+		input string
+		want  string
+	}{
+		{t.Context(), 1, "please reset my password", `calls:call_specialist_1_1=reset_user_password{"user":"ana"}`},
+		{t.Context(), 2, "please reset my password", "text:I reset your password."},
+		{sample("reject-reset"), 1, "please reset my password", "text:by case"},
+		{sample("other"), 1, "please reset my password", `calls:call_specialist_1_1=reset_user_password{"user":"ana"}`},
+		{t.Context(), 1, "my VPN is down", "text:I do not know."},
+	} {
+		r, err := p.Generate(stepCtx(tt.ctx, "specialist", tt.step), model, ask(tt.input))
+		if err != nil || describe(r) != tt.want {
+			t.Errorf("%q step %d: %s, %v; want %s", tt.input, tt.step, describe(r), err, tt.want)
+		}
+	}
+
+	// Without a default, a call no conversation matches fails, naming the
+	// agent and the input.
+	p = newFake(t, fake.Config{Conversations: map[string][]fake.Conversation{
+		"a": {{When: &fake.When{Input: "reset"}, Steps: []fake.Step{{Text: "x"}}}},
+	}})
+	_, err = p.Generate(stepCtx(t.Context(), "a", 1), model, ask("vpn"))
+	var nc *fake.NoConversationError
+	if !errors.As(err, &nc) || nc.Agent != "a" || nc.Input != "vpn" {
+		t.Errorf("no match: %v", err)
+	}
+	if _, err := fake.New(fake.Config{Agents: map[string][]fake.Step{"a": {{Text: "x"}}}, Conversations: map[string][]fake.Conversation{"a": {{Steps: []fake.Step{{Text: "y"}}}}}}); err == nil || !strings.Contains(err.Error(), `agent "a" has a script and conversations`) {
+		t.Errorf("both: %v", err)
+	}
+}
+
+func TestParseConversationErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name, src string
+		want      []string
+	}{
+		{"mixed", "{\"agents\": {\"a\": [\n  {\"text\": \"x\"},\n  {\"steps\": [{\"text\": \"y\"}]}\n]}}", []string{`s.json:3:3: agent "a": give a list of steps or a list of conversations`}},
+		{"bad when and steps", "{\"agents\": {\"a\": [\n  {\"when\": {\"inptu\": \"x\"}, \"steps\": [{\"text\": \"y\"}]},\n  {\"when\": {}, \"steps\": [\n    {\"txt\": 1}\n  ]},\n  {\"when\": {\"input\": \"z\"}},\n  {\"when\": {\"case\": \"c\"}, \"steps\": [], \"then\": 1}\n]}}", []string{
+			`s.json:2:12: agent "a" conversation 1: when: json: unknown field "inptu"`,
+			`s.json:3:12: agent "a" conversation 2: when: when needs "input" or "case"`,
+			`s.json:4:5: agent "a" conversation 2 step 1: json: unknown field "txt"`,
+			`s.json:6:3: agent "a" conversation 3 has no "steps"`,
+			`s.json:7:36: agent "a" conversation 4 has no steps`,
+			`s.json:7:40: agent "a" conversation 4: unknown field "then"`,
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := fake.ParseScript("s.json", []byte(tt.src))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error\n%v\ndoes not contain %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -24,7 +24,13 @@
 //     calls, transfers (transfer_to_<agent>), delegations
 //     (delegate_to_<agent>), approval-gated calls and the final answer. A
 //     step marked Answer answers from the answer key when there is one, so
-//     the same script drives an evaluation whose target is an agent.
+//     the same script drives an evaluation whose target is an agent. An
+//     agent may instead have several conversations (Config.Conversations,
+//     or a list of {"when", "steps"} in the file; see LoadScript for the
+//     format), selected by the call's input or its eval case: the first
+//     that matches plays, one without "when" is the default. One script
+//     then plays an approve case and a reject case of the same agent
+//     differently.
 //   - Echo (none of these): it answers "echo: " and the last user message.
 //
 // In answer-key mode, a request that asks for JSON (an agent with an output

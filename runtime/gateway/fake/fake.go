@@ -86,6 +86,12 @@ type Config struct {
 	// *UnscriptedAgentError otherwise. Tool calls without an id get
 	// call_<agent>_<step>_<n>. LoadScript reads these scripts from a file.
 	Agents map[string][]Step
+	// Conversations holds, per agent name, several scripts the agent
+	// plays, each selected by the call: the first conversation whose When
+	// matches plays, a conversation without When is the default, and a
+	// call no conversation matches fails. Steps are played as those of
+	// Agents are; an agent is scripted in Agents or here, not both.
+	Conversations map[string][]Conversation
 	// Loop restarts an exhausted script instead of failing; for an agent
 	// script, step n of a turn plays step (n-1) mod len+1.
 	Loop bool
@@ -148,7 +154,7 @@ func New(cfg Config) (*Provider, error) {
 	if p.caps == nil {
 		p.caps = []gateway.Capability{gateway.CapabilityTools, gateway.CapabilityJSON, gateway.CapabilityStreaming, gateway.CapabilityEmbeddings}
 	}
-	if err := checkAgentScripts(cfg.Agents); err != nil {
+	if err := checkAgentScripts(cfg.Agents, cfg.Conversations); err != nil {
 		return nil, err
 	}
 	if ak := cfg.AnswerKey; ak != nil {
@@ -235,7 +241,16 @@ func (p *Provider) next(ctx context.Context, model gateway.ModelSpec, req gatewa
 	key, scripted := "", false
 	ci, hasCI := gateway.CallInfoFromContext(ctx)
 	agentScript, byAgent := p.cfg.Agents[ci.Agent]
+	var err error
+	if convs, ok := p.cfg.Conversations[ci.Agent]; ok && hasCI {
+		agentScript, err = pickConversation(ctx, ci.Agent, convs, req)
+		byAgent = true
+	}
 	byAgent = byAgent && hasCI
+	if err != nil {
+		p.mu.Unlock()
+		return Step{}, err
+	}
 	if byAgent {
 		script, scripted = agentScript, true
 	} else if s, ok := p.cfg.ByModel[model.ID]; ok {
@@ -244,7 +259,6 @@ func (p *Provider) next(ctx context.Context, model gateway.ModelSpec, req gatewa
 		script, scripted = p.cfg.Script, true
 	}
 	var st Step
-	var err error
 	if byAgent {
 		st, err = p.agentStep(ci, script)
 	} else if scripted {
@@ -271,8 +285,10 @@ func (p *Provider) next(ctx context.Context, model gateway.ModelSpec, req gatewa
 	case p.cfg.AnswerKey != nil:
 		text, err := p.answer(ctx, req)
 		return Step{Text: text}, err
-	case hasCI && len(p.cfg.Agents) > 0:
-		return Step{}, &UnscriptedAgentError{Agent: ci.Agent, Scripted: slices.Sorted(maps.Keys(p.cfg.Agents))}
+	case hasCI && len(p.cfg.Agents)+len(p.cfg.Conversations) > 0:
+		scripted := slices.Sorted(maps.Keys(p.cfg.Agents))
+		scripted = slices.Sorted(slices.Values(append(scripted, slices.Collect(maps.Keys(p.cfg.Conversations))...)))
+		return Step{}, &UnscriptedAgentError{Agent: ci.Agent, Scripted: scripted}
 	}
 	return Step{Text: "echo: " + lastUser(req)}, nil
 }

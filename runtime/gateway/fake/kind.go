@@ -72,7 +72,7 @@ func (k Kind) NewProvider(_ context.Context, env kind.Env) (gateway.Provider, er
 		if err != nil {
 			errs = append(errs, fmt.Errorf("loading the agent script: %w", err))
 		} else {
-			cfg.Agents = sc.Agents
+			cfg.Agents, cfg.Conversations = sc.Agents, sc.Conversations
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -11,10 +11,14 @@ import (
 	"github.com/aidgen/aid/runtime/kind"
 )
 
-// Script is a script file: a script per agent, for Config.Agents.
+// Script is a script file: a script per agent, for Config.Agents, or
+// several per agent, for Config.Conversations.
 type Script struct {
 	// Agents holds each agent's steps, by agent name.
 	Agents map[string][]Step
+	// Conversations holds the conversations of the agents that have
+	// several, by agent name.
+	Conversations map[string][]Conversation
 }
 
 // LoadScript reads a script file. The file is a JSON object:
@@ -37,8 +41,29 @@ type Script struct {
 // or a final answer: "text", or "output", any JSON value whose compact
 // encoding is the text (for agents with an output schema). "answer": true
 // makes the final answer the answer key's, when the fake has one (see
-// Step.Answer). "comment" is ignored, at the top and in steps. Errors name
-// the file, line and column.
+// Step.Answer). "comment" is ignored, at the top, in conversations and in
+// steps. Errors name the file, line and column.
+//
+// An agent that plays more than one conversation has, instead of its list
+// of steps, a list of conversations, each a list of steps and when it
+// plays:
+//
+//	"specialist": [
+//	  {"when": {"input": "reset"}, "steps": [
+//	    {"toolCalls": [{"name": "reset_user_password", "arguments": {"user": "ana"}}]},
+//	    {"text": "I reset your password."}
+//	  ]},
+//	  {"when": {"case": "vpn-1"}, "steps": [{"text": "Reconnect the VPN."}]},
+//	  {"steps": [{"text": "I do not know."}]}
+//	]
+//
+// "when" has "input", a substring of the call's last user message (the
+// run's input, or a delegated task), and/or "case", an eval case id (the
+// sample the call is made for); both must match when both are given. The
+// first conversation that matches plays; one without "when" is the
+// default; a call that none matches fails (*NoConversationError). A
+// resumed run's calls carry the same input, so the run stays in its
+// conversation.
 func LoadScript(path string) (Script, error) { return ReadScript(kind.Files{}, path) }
 
 // ReadScript is LoadScript for the script an application names, read
@@ -59,7 +84,7 @@ func ParseScript(name string, data []byte) (Script, error) {
 		return Script{}, err
 	}
 	sp.dec = json.NewDecoder(bytes.NewReader(data))
-	sc := Script{Agents: map[string][]Step{}}
+	sc := Script{Agents: map[string][]Step{}, Conversations: map[string][]Conversation{}}
 	if !sp.delim('{', 0, "a script is a JSON object with an \"agents\" object") {
 		return Script{}, sp.err()
 	}
@@ -70,7 +95,7 @@ func ParseScript(name string, data []byte) (Script, error) {
 		switch key {
 		case "agents":
 			seenAgents = true
-			sp.agents(sc.Agents)
+			sp.agents(sc.Agents, sc.Conversations)
 		case "comment":
 			var s string
 			if err := sp.dec.Decode(&s); err != nil {
@@ -126,7 +151,7 @@ func (sp *scriptParser) skip() {
 	_ = sp.dec.Decode(&raw)
 }
 
-func (sp *scriptParser) agents(out map[string][]Step) {
+func (sp *scriptParser) agents(out map[string][]Step, conv map[string][]Conversation) {
 	off := sp.dec.InputOffset()
 	if !sp.peekDelim('{') {
 		sp.fail(off, "\"agents\" must be an object of agent name → steps")
@@ -137,7 +162,8 @@ func (sp *scriptParser) agents(out map[string][]Step) {
 	for sp.dec.More() {
 		nameOff := sp.dec.InputOffset()
 		name := sp.key()
-		if _, dup := out[name]; dup {
+		_, dup := out[name]
+		if _, dupConv := conv[name]; dup || dupConv {
 			sp.fail(nameOff, "agent %q appears twice", name)
 		}
 		listOff := sp.dec.InputOffset()
@@ -148,23 +174,152 @@ func (sp *scriptParser) agents(out map[string][]Step) {
 		}
 		_, _ = sp.dec.Token()
 		steps := []Step{}
+		var convs []Conversation
 		for sp.dec.More() {
-			stepOff := sp.dec.InputOffset()
+			off := significant(sp.data, sp.dec.InputOffset())
 			var raw json.RawMessage
 			_ = sp.dec.Decode(&raw) // the syntax check guarantees a value
-			st, err := parseStep(name, len(steps)+1, raw)
+			if isConversation(raw) {
+				if len(steps) > 0 {
+					sp.fail(off, "agent %q: give a list of steps or a list of conversations ({\"when\", \"steps\"}), not both", name)
+					continue
+				}
+				convs = append(convs, sp.conversation(name, len(convs)+1, off, raw))
+				continue
+			}
+			if len(convs) > 0 {
+				sp.fail(off, "agent %q: give a list of steps or a list of conversations ({\"when\", \"steps\"}), not both", name)
+				continue
+			}
+			st, err := parseStep(fmt.Sprintf("agent %q step %d", name, len(steps)+1), raw)
 			if err != nil {
-				sp.fail(stepOff, "%v", err)
+				sp.fail(off, "%v", err)
 			}
 			steps = append(steps, st)
 		}
 		_, _ = sp.dec.Token()
-		if len(steps) == 0 {
+		switch {
+		case len(convs) > 0:
+			conv[name] = convs
+		case len(steps) == 0:
 			sp.fail(listOff, "agent %q has no steps", name)
+			out[name] = steps
+		default:
+			out[name] = steps
 		}
-		out[name] = steps
 	}
 	_, _ = sp.dec.Token()
+}
+
+// isConversation reports whether an element of an agent's list is a
+// conversation: an object with "steps" or "when", which no step has.
+func isConversation(raw json.RawMessage) bool {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(raw, &keys) != nil {
+		return false
+	}
+	_, steps := keys["steps"]
+	_, when := keys["when"]
+	return steps || when
+}
+
+// conversation parses the n-th conversation of agent, raw, which starts at
+// off in the file, so that its errors carry their own line and column.
+func (sp *scriptParser) conversation(agent string, n int, off int64, raw json.RawMessage) Conversation {
+	where := fmt.Sprintf("agent %q conversation %d", agent, n)
+	var c Conversation
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	_, _ = dec.Token() // the object's '{'
+	seenSteps := false
+	for dec.More() {
+		keyOff := off + dec.InputOffset()
+		tok, _ := dec.Token()
+		key, _ := tok.(string)
+		valOff := off + dec.InputOffset()
+		var val json.RawMessage
+		_ = dec.Decode(&val)
+		switch key {
+		case "when":
+			w, err := parseWhen(val)
+			if err != nil {
+				sp.fail(valOff, "%s: when: %v", where, err)
+			}
+			c.When = w
+		case "steps":
+			seenSteps = true
+			c.Steps = sp.steps(where, valOff, val)
+		case "comment":
+			var s string
+			if err := json.Unmarshal(val, &s); err != nil {
+				sp.fail(valOff, "%s: comment must be a string", where)
+			}
+		default:
+			sp.fail(keyOff, "%s: unknown field %q; a conversation has \"when\", \"steps\" and an optional \"comment\"", where, key)
+		}
+	}
+	if !seenSteps {
+		sp.fail(off, "%s has no \"steps\"", where)
+	}
+	return c
+}
+
+// steps parses a conversation's list of steps, raw, which starts at off.
+func (sp *scriptParser) steps(where string, off int64, raw json.RawMessage) []Step {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '[' {
+		sp.fail(off, "%s: steps must be an array of steps", where)
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	_, _ = dec.Token()
+	steps := []Step{}
+	for dec.More() {
+		stepOff := off + dec.InputOffset()
+		var r json.RawMessage
+		_ = dec.Decode(&r)
+		st, err := parseStep(fmt.Sprintf("%s step %d", where, len(steps)+1), r)
+		if err != nil {
+			sp.fail(stepOff, "%v", err)
+		}
+		steps = append(steps, st)
+	}
+	if len(steps) == 0 {
+		sp.fail(off, "%s has no steps", where)
+	}
+	return steps
+}
+
+// parseWhen reads a conversation's condition: "input" and/or "case",
+// non-empty strings.
+func parseWhen(raw json.RawMessage) (*When, error) {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return nil, errors.New(`when must be an object with "input" (a substring of the input) or "case" (an eval case id)`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var w struct {
+		Input *string `json:"input"`
+		Case  *string `json:"case"`
+	}
+	if err := dec.Decode(&w); err != nil {
+		return nil, err
+	}
+	out := &When{}
+	if w.Input != nil {
+		if *w.Input == "" {
+			return nil, errors.New("input is empty, which every input contains")
+		}
+		out.Input = *w.Input
+	}
+	if w.Case != nil {
+		if *w.Case == "" {
+			return nil, errors.New("case is empty")
+		}
+		out.Case = *w.Case
+	}
+	if *out == (When{}) {
+		return nil, errors.New(`when needs "input" or "case"; leave it out for the default conversation`)
+	}
+	return out, nil
 }
 
 // peekDelim reports whether the next value starts with d.
@@ -185,8 +340,8 @@ type scriptStep struct {
 	} `json:"toolCalls"`
 }
 
-func parseStep(agent string, n int, raw json.RawMessage) (Step, error) {
-	where := fmt.Sprintf("agent %q step %d", agent, n)
+// parseStep reads one step; where names it in errors.
+func parseStep(where string, raw json.RawMessage) (Step, error) {
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 		return Step{}, fmt.Errorf("%s: a step must be an object with text, output, answer or toolCalls", where)
 	}

@@ -24,11 +24,11 @@ func TestMainFileOptions(t *testing.T) {
 		want     []string
 		wantNone []string
 	}{
-		{name: "memory", desc: app.Description{Stores: memStore}, want: []string{"serve.Options{}"}, wantNone: []string{"postgres", "business"}},
-		{name: "tools", desc: app.Description{}, tools: true, want: []string{"Implementations: business.Implementations()"}, wantNone: []string{"postgres"}},
-		{name: "pg state", desc: app.Description{Service: pgState}, want: []string{"Postgres: postgres.Open", `"github.com/aidgen/aid/runtime/serve/postgres"`}, wantNone: []string{"business"}},
-		{name: "pgvector", desc: app.Description{Stores: pgStore}, want: []string{"Postgres: postgres.Open"}, wantNone: []string{"business"}},
-		{name: "both", desc: app.Description{Stores: pgStore, Service: pgState}, tools: true, want: []string{"Postgres:        postgres.Open", "Implementations: business.Implementations()"}},
+		{name: "memory", desc: app.Description{Stores: memStore}, want: []string{"serve.Options{}"}, wantNone: []string{"postgres", "business", "pgqueue"}},
+		{name: "tools", desc: app.Description{}, tools: true, want: []string{"Implementations: business.Implementations()"}, wantNone: []string{"postgres", "pgqueue"}},
+		{name: "pg state", desc: app.Description{Service: pgState}, want: []string{"Postgres: postgres.Open", `"github.com/aidgen/aid/runtime/serve/postgres"`, "Jobs:     pgqueue.OpenQueue", `"github.com/aidgen/aid/runtime/jobs/pgqueue"`}, wantNone: []string{"business"}},
+		{name: "pgvector", desc: app.Description{Stores: pgStore}, want: []string{"Postgres: postgres.Open"}, wantNone: []string{"business", "pgqueue"}},
+		{name: "both", desc: app.Description{Stores: pgStore, Service: pgState}, tools: true, want: []string{"Postgres:        postgres.Open", "Implementations: business.Implementations()", "Jobs:            pgqueue.OpenQueue"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.desc.Name, c.desc.Version = "x", "0.1.0"

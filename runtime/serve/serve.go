@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,15 +10,18 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/jobs"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/service"
 	"github.com/aidgen/aid/runtime/telemetry"
@@ -32,6 +36,23 @@ const (
 	// EnvAppDir is the directory the application's files are resolved
 	// against; the -app-dir flag wins.
 	EnvAppDir = "AID_APP_DIR"
+	// EnvWorkers is how many background runs this replica drives at once
+	// (jobs.Config.Workers); the -workers flag wins.
+	EnvWorkers = "AID_WORKERS"
+	// EnvAgentConcurrency bounds, per agent, the background runs this
+	// replica drives at once ("billing=2,researcher=4"); the
+	// -agent-concurrency flag wins.
+	EnvAgentConcurrency = "AID_AGENT_CONCURRENCY"
+	// EnvMaxQueued bounds the background runs waiting for a worker; the
+	// -max-queued flag wins.
+	EnvMaxQueued = "AID_MAX_QUEUED"
+	// EnvJobRunTimeout bounds one drive of a background run; the
+	// -job-run-timeout flag wins.
+	EnvJobRunTimeout = "AID_JOB_RUN_TIMEOUT"
+	// EnvJobRescueAfter is how long after a background run's job started
+	// its worker is presumed dead (PostgreSQL state); the
+	// -job-rescue-after flag wins.
+	EnvJobRescueAfter = "AID_JOB_RESCUE_AFTER"
 )
 
 // Exit codes Main returns.
@@ -58,6 +79,12 @@ type Options struct {
 	// called once with the serving context; the function it returns is
 	// called when the service has stopped.
 	Postgres func(ctx context.Context, o *app.Options) (close func())
+	// Jobs opens the queue of background runs of an application whose
+	// state is in PostgreSQL (pgqueue.OpenQueue: River on the state's
+	// database, worked by every replica). nil, or memory state, runs them
+	// in this process (jobs.Local), so that River is linked only by the
+	// services that use it.
+	Jobs func(ctx context.Context, rt *agents.Runtime, cfg jobs.Config, reg prometheus.Registerer) (jobs.Queue, error)
 }
 
 // Process is what Run takes from the process it runs in. Main fills it
@@ -105,6 +132,7 @@ func Run(ctx context.Context, desc app.Description, opts Options, p Process) int
 	dir := fs.String("app-dir", envOr(lookupEnv, EnvAppDir, desc.Dir), "`directory` the application's files (fixtures, datasets, documents) are resolved against (env "+EnvAppDir+")")
 	level := slog.LevelInfo
 	fs.TextVar(&level, "log-level", level, "least `level` logged: debug, info, warn or error")
+	jf := jobFlags(fs, lookupEnv)
 	var dsn *string
 	if desc.Service.State.Kind == app.StatePostgres {
 		dsn = fs.String("state-dsn", "", "PostgreSQL `DSN` of the service's state; empty means $"+desc.Service.State.DSNEnv)
@@ -112,12 +140,18 @@ func Run(ctx context.Context, desc app.Description, opts Options, p Process) int
 	if err := fs.Parse(p.Args); err != nil {
 		return ExitUsage
 	}
+	jcfg, err := jf.config()
+	if err != nil {
+		fmt.Fprintf(p.Stderr, "%s: %v\n", desc.Name, err)
+		return ExitUsage
+	}
 	desc.Dir = *dir
 	logger := slog.New(slog.NewJSONHandler(p.Stderr, &slog.HandlerOptions{Level: level}))
 	if stateEnv := desc.Service.State.DSNEnv; dsn != nil && *dsn != "" && stateEnv != "" {
 		lookupEnv = overrideEnv(lookupEnv, stateEnv, *dsn)
 	}
-	if err := serve(ctx, desc, opts, *listen, lookupEnv, logger, p.Stderr); err != nil {
+	jcfg.Logger = logger
+	if err := serve(ctx, desc, opts, *listen, jcfg, lookupEnv, logger, p.Stderr); err != nil {
 		logger.Error("service stopped", "app", desc.Name, "error", err)
 		return ExitFailed
 	}
@@ -138,7 +172,7 @@ func overrideEnv(lookupEnv func(string) (string, bool), name, value string) func
 
 // serve assembles the runtime from the description and serves it until ctx
 // ends; the service then drains the requests in flight.
-func serve(ctx context.Context, desc app.Description, opts Options, listen string, lookupEnv func(string) (string, bool), logger *slog.Logger, stderr io.Writer) error {
+func serve(ctx context.Context, desc app.Description, opts Options, listen string, jcfg jobs.Config, lookupEnv func(string) (string, bool), logger *slog.Logger, stderr io.Writer) error {
 	tracer, shutdown, err := otelTracer(ctx, desc, lookupEnv, stderr)
 	if err != nil {
 		return err
@@ -182,6 +216,26 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	var queue jobs.Queue
+	if a.Agents != nil {
+		if queue, err = openJobs(ctx, desc, opts, a.Agents, jcfg, reg); err != nil {
+			return err
+		}
+		if err := queue.Start(ctx); err != nil {
+			return err
+		}
+		logger.Info("background runs", queue.Describe()...)
+		defer func() {
+			// After the HTTP drain: the runs the workers drive get as long
+			// again, then are interrupted and left for another replica.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), service.DefaultDrainTimeout)
+			defer cancel()
+			if err := queue.Stop(sctx); err != nil {
+				logger.Warn("background runs interrupted at shutdown", "error", err)
+			}
+		}()
+	}
 	svc, err := service.New(service.Config{
 		Agents:     a.Agents,
 		Auth:       auth,
@@ -190,6 +244,8 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 		Listen:     listen,
 		Logger:     logger,
 		Retrievers: searchers,
+		Registry:   reg,
+		Jobs:       queue,
 	})
 	if err != nil {
 		return err
@@ -208,6 +264,100 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	}
 	logger.Info("serving", "app", desc.Name, "version", desc.Version, "listen", listen, "addr", ln.Addr().String())
 	return svc.Serve(ctx, ln)
+}
+
+// openJobs opens the queue of background runs: River on the state's
+// database when the state is in PostgreSQL and the service links it
+// (Options.Jobs), in this process otherwise.
+func openJobs(ctx context.Context, desc app.Description, opts Options, rt *agents.Runtime, cfg jobs.Config, reg prometheus.Registerer) (jobs.Queue, error) {
+	if desc.Service.State.Kind == app.StatePostgres && opts.Jobs != nil {
+		q, err := opts.Jobs(ctx, rt, cfg, reg)
+		if err != nil {
+			return nil, fmt.Errorf("opening the queue of background runs: %w", err)
+		}
+		return q, nil
+	}
+	if desc.Service.State.Kind == app.StatePostgres {
+		cfg.Logger.Warn("background runs are driven in this process: the service was built without a job queue (serve.Options.Jobs), so a replica's death leaves its runs for Recover")
+	}
+	q, err := jobs.NewLocal(rt, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("background runs: %w", err)
+	}
+	return q, nil
+}
+
+// jobFlagValues are the flags of the background runs' queue.
+type jobFlagValues struct {
+	workers, maxQueued *int
+	concurrency        *string
+	runTimeout, rescue *time.Duration
+	envErr             error
+}
+
+// jobFlags declares the queue's flags, each defaulting to its environment
+// variable.
+func jobFlags(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) *jobFlagValues {
+	v := &jobFlagValues{
+		workers:     fs.Int("workers", 0, "background runs this replica drives at once; 0 means "+fmt.Sprint(jobs.DefaultWorkers)+", -1 none (env "+EnvWorkers+")"),
+		maxQueued:   fs.Int("max-queued", 0, "background runs waiting for a worker before a submission is answered 429; 0 means "+fmt.Sprint(jobs.DefaultMaxQueued)+" (env "+EnvMaxQueued+")"),
+		concurrency: fs.String("agent-concurrency", envOr(lookupEnv, EnvAgentConcurrency, ""), "per-agent bounds of the background runs this replica drives at once, such as `billing=2,researcher=4` (env "+EnvAgentConcurrency+")"),
+		runTimeout:  fs.Duration("job-run-timeout", 0, "bound of one drive of a background run; 0 means "+jobs.DefaultRunTimeout.String()+" (env "+EnvJobRunTimeout+")"),
+		rescue:      fs.Duration("job-rescue-after", 0, "with PostgreSQL state, how long after a background run's job started its worker is presumed dead and the job given to another replica; 0 means the run timeout plus 15s (env "+EnvJobRescueAfter+")"),
+	}
+	v.envErr = errors.Join(
+		envInt(lookupEnv, EnvWorkers, v.workers), envInt(lookupEnv, EnvMaxQueued, v.maxQueued),
+		envDuration(lookupEnv, EnvJobRunTimeout, v.runTimeout), envDuration(lookupEnv, EnvJobRescueAfter, v.rescue))
+	return v
+}
+
+// config reads the parsed flags into a checked jobs.Config.
+func (v *jobFlagValues) config() (jobs.Config, error) {
+	if v.envErr != nil {
+		return jobs.Config{}, v.envErr
+	}
+	cfg := jobs.Config{Workers: *v.workers, MaxQueued: *v.maxQueued, RunTimeout: *v.runTimeout, RescueAfter: *v.rescue}
+	if *v.concurrency != "" {
+		m, err := jobs.ParseAgentConcurrency(*v.concurrency)
+		if err != nil {
+			return cfg, fmt.Errorf("-agent-concurrency: %w", err)
+		}
+		cfg.AgentConcurrency = m
+	}
+	if _, err := cfg.WithDefaults(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// envInt sets *dst from the environment variable name, when set; the
+// flag, parsed later, wins.
+func envInt(lookupEnv func(string) (string, bool), name string, dst *int) error {
+	s, ok := lookupEnv(name)
+	if !ok {
+		return nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("%s=%q: want an integer", name, s)
+	}
+	*dst = n
+	return nil
+}
+
+// envDuration sets *dst from the environment variable name, when set, as
+// a Go duration ("90s").
+func envDuration(lookupEnv func(string) (string, bool), name string, dst *time.Duration) error {
+	s, ok := lookupEnv(name)
+	if !ok {
+		return nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("%s=%q: want a Go duration such as 90s", name, s)
+	}
+	*dst = d
+	return nil
 }
 
 // ingestInMemory fills the retrievers whose store is in memory: such a

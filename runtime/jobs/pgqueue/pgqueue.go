@@ -173,6 +173,17 @@ func Open(ctx context.Context, rt *agents.Runtime, cfg jobs.Config, reg promethe
 	return q, nil
 }
 
+// OpenQueue is Open with the queue as a jobs.Queue: the shape
+// serve.Options.Jobs takes, which a generated service whose state is in
+// PostgreSQL passes.
+func OpenQueue(ctx context.Context, rt *agents.Runtime, cfg jobs.Config, reg prometheus.Registerer) (jobs.Queue, error) {
+	q, err := Open(ctx, rt, cfg, reg)
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
 // clientID names this process's River client, unique across replicas and
 // saying which process it is (attempted_by in River's jobs table).
 func clientID() string {

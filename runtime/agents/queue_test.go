@@ -99,3 +99,41 @@ func TestQueuedContinuationAndCancel(t *testing.T) {
 		t.Fatalf("submit to an unknown agent: %v", err)
 	}
 }
+
+// TestQueuedApprovalOfAnInterruptedWrite drives, through the queue, a run
+// whose write was interrupted by a dying worker: the worker that takes
+// the job over pauses it for a decision (the write is not re-run
+// silently), and the approval, queued, runs the write at the next drive
+// rather than pausing again. A worker that dies during that approved
+// attempt leaves a new interruption, which asks again.
+func TestQueuedApprovalOfAnInterruptedWrite(t *testing.T) {
+	ctx := context.Background()
+	d := newAgentDesk(t, calls(call("s", "send", `{"id":"A"}`)), answer("sent"))
+	r := d.runtime(t)
+	rec, err := r.Submit(ctx, d.store, "desk", "send A", agents.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first worker dies in the write.
+	d.block.Store(true)
+	wctx, kill := context.WithCancelCause(ctx)
+	go func() {
+		<-d.started
+		kill(agents.ErrInterrupted)
+	}()
+	if res, _ := r.Drive(wctx, rec.RunID, agents.DriveOptions{}); res.Status != agents.StatusRunning {
+		t.Fatalf("interrupted drive: %s", res.Status)
+	}
+	d.block.Store(false)
+	res, err := r.Drive(ctx, rec.RunID, agents.DriveOptions{})
+	if err != nil || res.Status != agents.StatusPaused || res.Checkpoint.Pending.Reason != agents.PauseInterrupted || d.sends.Load() != 0 {
+		t.Fatalf("rescued drive: %s %v, %d sends", res.Status, err, d.sends.Load())
+	}
+	if _, err := r.SubmitResume(ctx, d.store, rec.RunID, agents.Decision{Action: agents.Approve, By: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = r.Drive(ctx, rec.RunID, agents.DriveOptions{})
+	if err != nil || res.Status != agents.StatusCompleted || d.sends.Load() != 1 {
+		t.Fatalf("drive of the queued approval: %s %v, %d sends", res.Status, err, d.sends.Load())
+	}
+}

@@ -816,6 +816,9 @@ func (r *Runtime) take(ctx context.Context, rec RunRecord, timeout time.Duration
 		return RunResult{RunID: runID, Status: StatusFailed}, err
 	}
 	st.runTimeout = timeout
+	// A queued run's pending decision (SubmitResume) was made after any
+	// interruption of its call, and is for the attempt about to start.
+	decided := rec.Status == StatusQueued
 	// Claim the run: a concurrent Recover, or the process presumed dead,
 	// loses its next write.
 	rec.Status = StatusRunning
@@ -824,7 +827,7 @@ func (r *Runtime) take(ctx context.Context, rec RunRecord, timeout time.Duration
 		return RunResult{RunID: runID, Status: StatusFailed}, fmt.Errorf("run %s: claim interrupted run: %w", runID, err)
 	}
 	st.version = rec.Version
-	if err := r.reconcile(ctx, st); err != nil {
+	if err := r.reconcile(ctx, st, decided); err != nil {
 		return RunResult{RunID: runID, Status: StatusFailed}, err
 	}
 	return r.drive(ctx, st)
@@ -834,8 +837,10 @@ func (r *Runtime) take(ctx context.Context, rec RunRecord, timeout time.Duration
 // shutdown, a timeout or a cancellation up to date with the store: a call
 // with a result there is not run again; an interrupted read runs again; an
 // interrupted write is never re-run silently: the run pauses with reason
-// interrupted for a decision.
-func (r *Runtime) reconcile(ctx context.Context, st *runState) error {
+// interrupted for a decision, unless decided says the pending call's
+// decision was made after the interruption (a queued resume), which then
+// stands.
+func (r *Runtime) reconcile(ctx context.Context, st *runState, decided bool) error {
 	p := st.pending
 	if p == nil {
 		return nil
@@ -860,6 +865,9 @@ func (r *Runtime) reconcile(ctx context.Context, st *runState) error {
 			// Never started: it runs normally.
 		case cr.Result != nil:
 			c.observe(cr.Result.Observation, cr.Result.ErrorKind)
+		case decided && i == p.Next && p.Reason == "" && c.Approval != nil:
+			// A person decided about this attempt after the last one was
+			// interrupted: the decision runs it, or tells the model no.
 		case !r.rerunnable(st.agent, c.Name):
 			r.logger.WarnContext(ctx, "interrupted write call waits for a decision", "run", st.id, "tool", c.Name, "call", c.ID)
 			if p.Reason == "" {
@@ -990,7 +998,7 @@ func (r *Runtime) Continue(ctx context.Context, runID string, opts ContinueOptio
 	if err != nil {
 		return RunResult{RunID: runID, Status: st.failedStatus()}, err
 	}
-	if err := r.reconcile(ctx, st.st); err != nil {
+	if err := r.reconcile(ctx, st.st, false); err != nil {
 		return RunResult{RunID: runID, Status: StatusFailed}, err
 	}
 	return r.drive(ctx, st.st)

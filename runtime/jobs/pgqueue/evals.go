@@ -22,6 +22,10 @@ import (
 // QueueEvals is the River queue of eval samples.
 const QueueEvals = "aid_eval"
 
+// evalFetchCooldown is the least time between two fetches of a worker of
+// samples.
+const evalFetchCooldown = 5 * time.Millisecond
+
 // SampleArgs is the job of one sample of a distributed eval: run sample
 // Sample of case Case of eval Eval, as the eval command's run Batch.
 type SampleArgs struct {
@@ -186,7 +190,10 @@ func OpenEvals(ctx context.Context, pool *pgxpool.Pool, cfg EvalsConfig) (*Evals
 			return nil, fmt.Errorf("pgqueue: %w", err)
 		}
 		rc.Workers = w
-		rc.Queues = map[string]river.QueueConfig{QueueEvals: {MaxWorkers: cfg.Workers}}
+		// Samples are short: fetch again soon after a fetch, not after
+		// River's default 100 ms, which would bound a worker to
+		// MaxWorkers samples per 100 ms.
+		rc.Queues = map[string]river.QueueConfig{QueueEvals: {MaxWorkers: cfg.Workers, FetchCooldown: evalFetchCooldown}}
 	} else {
 		rc.SkipUnknownJobCheck = true
 	}

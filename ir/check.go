@@ -19,6 +19,7 @@ import (
 
 	"github.com/aidgen/aid/internal/fileglob"
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/retrieval"
 )
 
 // passes are the semantic checks that run after the file matched the
@@ -224,6 +225,18 @@ func (c *checker) check() {
 		for i, f := range r.Source.Exclude {
 			if err := fileglob.Validate(f); err != nil {
 				c.errAt(pathOf("retrievers", r.Name, "source", "exclude", i), "%v", err)
+			}
+		}
+		// The runtime owns the ranking's rules; vet reports each at its
+		// field.
+		if err := Ranking(r.Retrieval).Check(); err != nil {
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				p := pathOf("retrievers", r.Name, "retrieval")
+				var re *retrieval.RankingError
+				if errors.As(e, &re) {
+					p = pathOf("retrievers", r.Name, "retrieval", re.Field)
+				}
+				c.errAt(p, "%v", e)
 			}
 		}
 	}

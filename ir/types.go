@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aidgen/aid/runtime/retrieval"
 )
 
 // Document is a loaded, validated IR file. Every reference in it resolves
@@ -352,6 +354,43 @@ type Retriever struct {
 	TopK int `json:"topK"`
 	// Rerank is "none" or "lexical".
 	Rerank string `json:"rerank"`
+	// Retrieval says how a search ranks chunks.
+	Retrieval Retrieval `json:"retrieval"`
+}
+
+// Retrieval says how a retriever's searches rank chunks; the runtime's
+// retrieval.Ranking documents each field and owns their rules.
+type Retrieval struct {
+	// Mode is "hybrid", "vector" or "lexical".
+	Mode string `json:"mode"`
+	// Fusion is "rrf" or "weighted".
+	Fusion string `json:"fusion"`
+	// RRFK is reciprocal-rank fusion's k.
+	RRFK float64 `json:"rrfK"`
+	// Weights weigh the vector and the lexical ranking.
+	Weights Weights `json:"weights"`
+	// Depth is how many candidates each stage retrieves.
+	Depth int `json:"depth"`
+	// Collapse is "none" or "document".
+	Collapse string `json:"collapse"`
+	// BM25 are the lexical ranking's parameters.
+	BM25 BM25 `json:"bm25"`
+}
+
+// Weights weigh the two rankings of a hybrid search.
+type Weights struct {
+	// Vector weighs the vector ranking.
+	Vector float64 `json:"vector"`
+	// Lexical weighs the lexical ranking.
+	Lexical float64 `json:"lexical"`
+}
+
+// BM25 are Okapi BM25's parameters.
+type BM25 struct {
+	// K1 is the term-frequency saturation.
+	K1 float64 `json:"k1"`
+	// B is the length normalisation.
+	B float64 `json:"b"`
 }
 
 // The source kind and chunking strategy that are built.
@@ -375,6 +414,9 @@ type Source struct {
 	Files []string `json:"files"`
 	// Exclude are glob patterns of files to leave out.
 	Exclude []string `json:"exclude"`
+	// OnInvalid is "fail" or "skip": what an ingest does with a file it
+	// cannot read as text.
+	OnInvalid string `json:"onInvalid,omitempty"`
 }
 
 // Chunking says how files are cut into chunks, in characters.
@@ -641,4 +683,14 @@ func names[T named](s []T) []string {
 		out[i] = key(v)
 	}
 	return out
+}
+
+// Ranking spells a retriever's Retrieval as the runtime's ranking.
+func Ranking(r Retrieval) retrieval.Ranking {
+	return retrieval.Ranking{
+		Mode: r.Mode, Fusion: r.Fusion, RRFK: r.RRFK,
+		VectorWeight: r.Weights.Vector, LexicalWeight: r.Weights.Lexical,
+		Depth: r.Depth, Collapse: r.Collapse,
+		BM25: retrieval.BM25{K1: r.BM25.K1, B: r.BM25.B},
+	}
 }

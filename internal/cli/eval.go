@@ -255,7 +255,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	// state says: an eval is not a replica of the service.
 	// Retrievers' pgvector stores are the service's own: a retrieval eval
 	// searches the index aidgen index keeps there.
-	opts, closeStores := commandOptions(ctx)
+	opts, closeStores := commandOptions(ctx, s, desc)
 	defer closeStores()
 	if f.seedSet {
 		opts.Seed = &f.seed

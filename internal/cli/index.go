@@ -21,9 +21,10 @@ import (
 const memoryStoreNote = "memory stores are rebuilt on every command"
 
 type indexFlags struct {
-	tags       []string
-	retrievers []string
-	progress   string
+	tags        []string
+	retrievers  []string
+	progress    string
+	skipInvalid bool
 }
 
 func newIndex(s *streams) *cobra.Command {
@@ -44,7 +45,15 @@ index on a memory store shows what would be ingested and what it costs, and
 aidgen search and aidgen eval ingest such a store themselves.
 
 Embedding calls go through the gateway like every model call: pinned, retried,
-priced; the cost is printed at the end.
+priced; the cost is printed at the end. The same ingest keeps the retriever's
+lexical (BM25) index, with the same chunk ids.
+
+A file that cannot be read as text (not UTF-8, a NUL byte, a PDF) fails the
+ingest, which names every such file at once and stores nothing; with
+--skip-invalid (or onInvalid: "skip" on the retriever's source) the other
+files are indexed and the skipped ones listed on stderr.
+
+` + embeddingCacheNote + `
 
 Exit status: 0 indexed, 1 an ingest failed (what was stored before the
 failure is kept; running index again completes it), 2 configuration error.`,
@@ -63,7 +72,7 @@ failure is kept; running index again completes it), 2 configuration error.`,
 			if err := checkProgressFlag(f.progress); err != nil {
 				return err
 			}
-			ra, err := openRetrievers(cmd.Context(), s, args[0], f.tags, f.retrievers)
+			ra, err := openRetrievers(cmd.Context(), s, args[0], f.tags, f.retrievers, f.skipInvalid)
 			if err != nil {
 				return err
 			}
@@ -75,6 +84,7 @@ failure is kept; running index again completes it), 2 configuration error.`,
 	tagFlag(cmd, &f.tags)
 	fl.StringSliceVar(&f.retrievers, "retriever", nil, "index only the named retrievers (repeatable or comma-separated)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, lines or none")
+	fl.BoolVar(&f.skipInvalid, "skip-invalid", false, "index the files that are text and list the others (not UTF-8, binary, PDF) instead of failing")
 	return cmd
 }
 
@@ -100,7 +110,9 @@ type retrieverApp struct {
 
 // openRetrievers loads, lowers and assembles the retrieval part of an
 // application. only names the retrievers wanted; empty means all of them.
-func openRetrievers(ctx context.Context, s *streams, path string, tags, only []string) (*retrieverApp, error) {
+// skipInvalid makes every retriever skip the files it cannot read as text,
+// as onInvalid: "skip" does.
+func openRetrievers(ctx context.Context, s *streams, path string, tags, only []string, skipInvalid bool) (*retrieverApp, error) {
 	full, err := loadDescription(s, path, tags)
 	if err != nil {
 		return nil, err
@@ -122,7 +134,12 @@ func openRetrievers(ctx context.Context, s *streams, path string, tags, only []s
 		names = slices.DeleteFunc(slices.Clone(all), func(n string) bool { return !slices.Contains(only, n) })
 	}
 	desc := retrievalOnly(full, names)
-	opts, closeStores := commandOptions(ctx)
+	if skipInvalid {
+		for i := range desc.Retrievers {
+			desc.Retrievers[i].Source.OnInvalid = retrieval.OnInvalidSkip
+		}
+	}
+	opts, closeStores := commandOptions(ctx, s, desc)
 	a, err := app.Assemble(ctx, desc, opts)
 	if err != nil {
 		closeStores()
@@ -134,16 +151,22 @@ func openRetrievers(ctx context.Context, s *streams, path string, tags, only []s
 // commandOptions are the options of a command that is not a replica of
 // the service: index, search and eval keep runs and spend in memory,
 // whatever the service's state says, while retrievers' pgvector stores
-// are the service's own, opened as the service opens them. closeStores
-// closes their pools.
-func commandOptions(ctx context.Context) (opts app.Options, closeStores func()) {
+// are the service's own, opened as the service opens them, and embeddings
+// are cached on disk (embeddingCache). closeAll closes the stores' pools
+// and bounds the cache.
+func commandOptions(ctx context.Context, s *streams, desc app.Description) (opts app.Options, closeAll func()) {
 	var pg app.Options
-	closeStores = postgres.Open(ctx, &pg)
+	closeStores := postgres.Open(ctx, &pg)
+	cache, closeCache := embeddingCache(s, desc)
 	return app.Options{
-		Ledger:             gateway.NewMemoryLedger(),
-		RunStore:           agents.NewInMemoryStore(),
-		VectorStoreOpeners: pg.VectorStoreOpeners,
-	}, closeStores
+			Ledger:             gateway.NewMemoryLedger(),
+			RunStore:           agents.NewInMemoryStore(),
+			VectorStoreOpeners: pg.VectorStoreOpeners,
+			EmbeddingCache:     cache,
+		}, func() {
+			closeStores()
+			closeCache()
+		}
 }
 
 // retrievalOnly keeps of a description what the named retrievers need: the
@@ -233,7 +256,17 @@ func (ra *retrieverApp) ingest(ctx context.Context, s *streams, name, progressMo
 		}
 	}})
 	prog.done()
+	if len(stats.Skipped) > 0 {
+		fmt.Fprintf(s.err, "aidgen: %s: skipped %s that cannot be read as text (what the index held of them is kept):\n", name, plural(len(stats.Skipped), "file", "files"))
+		for _, f := range stats.Skipped {
+			fmt.Fprintf(s.err, "  %s\n", printable(f.String()))
+		}
+	}
 	if err != nil {
+		var invalid *retrieval.InvalidFilesError
+		if errors.As(err, &invalid) {
+			err = fmt.Errorf("%w; or run again with --skip-invalid", err)
+		}
 		if stats.Added > 0 {
 			err = fmt.Errorf("%w (the %s stored before the failure are kept; index again to complete it)", err, plural(stats.Added, "chunk", "chunks"))
 		}

@@ -18,7 +18,7 @@ func TestIndexTwiceInOneProcess(t *testing.T) {
 	}
 	var out, errb bytes.Buffer
 	s := &streams{in: strings.NewReader(""), out: &out, err: &errb}
-	ra, err := openRetrievers(t.Context(), s, filepath.Join(dir, "app.cue"), nil, nil)
+	ra, err := openRetrievers(t.Context(), s, filepath.Join(dir, "app.cue"), nil, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

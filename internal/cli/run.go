@@ -312,7 +312,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 	if len(desc.Agents) == 0 {
 		return usageErr(fmt.Errorf("%s defines no agents", path))
 	}
-	st, err := openRunState(ctx, desc, f.stateDir)
+	st, err := openRunState(ctx, s, desc, f.stateDir)
 	if err != nil {
 		return usageErr(err)
 	}
@@ -566,10 +566,14 @@ func (st *runState) close() {
 // openRunState picks the run store of service.state: files for memory
 // state (a command does not outlive a pause), PostgreSQL for postgres, with
 // the database's ledger and memory, and pgvector stores for retrievers,
-// opened by postgres.Open as the application's service opens them.
-func openRunState(ctx context.Context, desc app.Description, stateDir string) (*runState, error) {
+// opened by postgres.Open as the application's service opens them, and
+// the embedding cache.
+func openRunState(ctx context.Context, s *streams, desc app.Description, stateDir string) (*runState, error) {
 	st := &runState{}
 	st.closers = append(st.closers, postgres.Open(ctx, &st.options))
+	cache, closeCache := embeddingCache(s, desc)
+	st.options.EmbeddingCache = cache
+	st.closers = append(st.closers, closeCache)
 	switch desc.Service.State.Kind {
 	case app.StatePostgres:
 		if stateDir != "" {

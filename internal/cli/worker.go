@@ -118,7 +118,7 @@ func runWorker(ctx context.Context, s *streams, path string, f workerFlags) erro
 	if err != nil {
 		return fmt.Errorf("opening the budget ledger: %w", err)
 	}
-	w := &sampleRunner{desc: desc, digest: digest, ledger: &tallyLedger{Ledger: ledger, open: map[string]*tally{}}, evals: map[evalKey]*app.EvalRun{}}
+	w := &sampleRunner{s: s, desc: desc, digest: digest, ledger: &tallyLedger{Ledger: ledger, open: map[string]*tally{}}, evals: map[evalKey]*app.EvalRun{}}
 	defer w.close()
 	q, err := pgqueue.OpenEvals(ctx, pool, pgqueue.EvalsConfig{Workers: f.concurrency, Sample: w.run, RescueAfter: f.rescue})
 	if err != nil {
@@ -149,6 +149,7 @@ type evalKey struct {
 // once (the application with the batch's seed, the eval's dataset and
 // metrics), on the shared ledger.
 type sampleRunner struct {
+	s      *streams
 	desc   app.Description
 	digest string
 	ledger *tallyLedger
@@ -182,7 +183,7 @@ func (w *sampleRunner) evalRun(ctx context.Context, args pgqueue.SampleArgs) (*a
 	if e, ok := w.evals[k]; ok {
 		return e, nil
 	}
-	opts, closeStores := commandOptions(ctx)
+	opts, closeStores := commandOptions(ctx, w.s, w.desc)
 	opts.Ledger = w.ledger
 	if k.seeded {
 		seed := k.seed

@@ -20,15 +20,6 @@ import (
 	"github.com/aidgen/aid/internal/pgtest"
 )
 
-// TestMain lets the test binary be aidgen, for tests that kill a worker
-// process.
-func TestMain(m *testing.M) {
-	if os.Getenv("AIDGEN_TEST_MAIN") == "1" {
-		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
-
 // slowCapitals writes a copy of the capitals example whose fake answers
 // after latency, with paths to the checkout's fixtures.
 func slowCapitals(t *testing.T, latency string) string {

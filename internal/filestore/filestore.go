@@ -213,25 +213,43 @@ func safeID(id string) bool {
 // files are replaced whole by rename, so a reader sees one version or the
 // next, never a mix.
 func (s *Store) read(runID string) (*runFile, error) {
-	path := s.Path(runID)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read run %q: %w", runID, err)
-	}
 	var f runFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, &CorruptFileError{Path: path, Err: err}
-	}
-	switch {
-	case f.Format != Format:
-		return nil, &CorruptFileError{Path: path, Err: fmt.Errorf("format %d, this aidgen reads format %d", f.Format, Format)}
-	case string(f.RunID) != runID:
-		return nil, &CorruptFileError{Path: path, Err: fmt.Errorf("it holds run %q, not %q", f.RunID, runID)}
+	if ok, err := readOwned(s.Path(runID), "run", runID, &f); !ok {
+		return nil, err
 	}
 	return &f, nil
+}
+
+// owned is a file that belongs to one run or thread.
+type owned interface {
+	// owner returns the file's format and whose it is.
+	owner() (format int, id text)
+}
+
+func (f *runFile) owner() (int, text)    { return f.Format, f.RunID }
+func (f *threadFile) owner() (int, text) { return f.Format, f.ThreadID }
+
+// readOwned reads the file at path into f and checks that it is of this
+// aidgen's format and belongs to the kind's id. It reports false, with a
+// nil error, when there is no file.
+func readOwned(path, kind, id string, f owned) (bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s %q: %w", kind, id, err)
+	}
+	if err := json.Unmarshal(data, f); err != nil {
+		return false, &CorruptFileError{Path: path, Err: err}
+	}
+	switch format, owner := f.owner(); {
+	case format != Format:
+		return false, &CorruptFileError{Path: path, Err: fmt.Errorf("format %d, this aidgen reads format %d", format, Format)}
+	case string(owner) != id:
+		return false, &CorruptFileError{Path: path, Err: fmt.Errorf("it holds %s %q, not %q", kind, owner, id)}
+	}
+	return true, nil
 }
 
 // write replaces a run's file: a temporary file in the same directory,
@@ -483,23 +501,13 @@ func (s *Store) threadPath(threadID string) string {
 }
 
 func (s *Store) readThread(threadID string) (*threadFile, error) {
-	path := s.threadPath(threadID)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &threadFile{Format: Format, ThreadID: text(threadID)}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read thread %q: %w", threadID, err)
-	}
 	var f threadFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, &CorruptFileError{Path: path, Err: err}
-	}
+	ok, err := readOwned(s.threadPath(threadID), "thread", threadID, &f)
 	switch {
-	case f.Format != Format:
-		return nil, &CorruptFileError{Path: path, Err: fmt.Errorf("format %d, this aidgen reads format %d", f.Format, Format)}
-	case string(f.ThreadID) != threadID:
-		return nil, &CorruptFileError{Path: path, Err: fmt.Errorf("it holds thread %q, not %q", f.ThreadID, threadID)}
+	case err != nil:
+		return nil, err
+	case !ok:
+		return &threadFile{Format: Format, ThreadID: text(threadID)}, nil
 	}
 	return &f, nil
 }

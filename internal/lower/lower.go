@@ -76,7 +76,7 @@ func Document(doc *ir.Document) (app.Description, error) {
 	for _, r := range doc.Retrievers {
 		d.Retrievers = append(d.Retrievers, retrieval.Config{
 			Name:         r.Name,
-			Source:       retrieval.Source{Kind: r.Source.Kind, Files: slices.Clone(r.Source.Files), Exclude: slices.Clone(r.Source.Exclude)},
+			Source:       retrieval.Source{Kind: r.Source.Kind, Files: slices.Clone(r.Source.Files), Exclude: slices.Clone(r.Source.Exclude), OnInvalid: r.Source.OnInvalid},
 			Chunking:     r.Chunking.Strategy,
 			ChunkSize:    r.Chunking.Size,
 			ChunkOverlap: r.Chunking.Overlap,
@@ -84,6 +84,7 @@ func Document(doc *ir.Document) (app.Description, error) {
 			Store:        r.Store,
 			TopK:         r.TopK,
 			Rerank:       r.Rerank,
+			Ranking:      ir.Ranking(r.Retrieval),
 		})
 	}
 	for _, e := range doc.Evals {

@@ -182,3 +182,27 @@ func TestCancelStopsADelegation(t *testing.T) {
 		t.Fatalf("%s %+v", o.res.Status, o.res.Steps)
 	}
 }
+
+// TestNamesTheRecordCannotKeep refuses, before anything changes, a name of
+// who decides, continues or cancels that a run's record cannot keep as
+// given: a NUL byte (PostgreSQL holds none) or bytes that are not UTF-8
+// (a JSON checkpoint would replace them).
+func TestNamesTheRecordCannotKeep(t *testing.T) {
+	d := newDesk(t, calls(call("r", "refund", `{"id":"A"}`)), answer("ok"))
+	r := newRuntime(t, d.config())
+	res := mustRun(t, r, "desk", "refund A", agents.RunOptions{})
+	before, _ := d.store.LoadRun(context.Background(), res.RunID)
+	for _, by := range []string{"ops\x00", "ops\xff"} {
+		_, err := r.Cancel(context.Background(), res.RunID, agents.CancelOptions{By: by})
+		_, cerr := r.Continue(context.Background(), res.RunID, agents.ContinueOptions{By: by})
+		_, rerr := r.Resume(context.Background(), res.RunID, agents.Decision{Action: agents.Approve, By: by})
+		for _, e := range []error{err, cerr, rerr} {
+			if io, ok := errors.AsType[*agents.InvalidOptionError](e); !ok || io.Option != "by" {
+				t.Errorf("by %q: %v", by, e)
+			}
+		}
+	}
+	if after, _ := d.store.LoadRun(context.Background(), res.RunID); after.Version != before.Version || after.Status != agents.StatusPaused || len(d.refunds) != 0 {
+		t.Fatalf("a refused name changed the run: %s version %d → %d", after.Status, before.Version, after.Version)
+	}
+}

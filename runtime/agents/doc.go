@@ -53,6 +53,18 @@
 // saved cancelled with its partial result and who asked
 // (Checkpoint.Cancel). A paused run is cancelled by Cancel itself.
 //
+// A caller that runs agents for others, such as a job worker, needs only
+// run ids: it makes the id when the job is queued (NewRunID) and starts
+// the run with it (RunOptions.RunID), so that Cancel reaches the run by id
+// from any process; a start tried again after the worker died is refused
+// with *RunExistsError before any model call, and the worker takes the
+// run over by its status: Recover a run left running, Resume a paused
+// one with a decision, Continue one that stopped early. A queue that must
+// write the run's record with its job (one transaction) takes the record
+// from Prepare instead, and its worker drives it with Recover, the same
+// call for the first attempt and for the one after a crash. Nothing but
+// the store is shared.
+//
 // Every observation is bounded in one place, whatever made it (a tool of
 // any kind, a search, a delegation, an error): at most the tool's
 // Tool.MaxObservationBytes (DefaultMaxObservationBytes for tools the

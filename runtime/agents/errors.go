@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ErrInterrupted is the cancel cause (context.WithCancelCause) a process
@@ -284,10 +285,11 @@ func (e *NotContinuableError) Error() string {
 	return fmt.Sprintf("run %s is %s; only a run that stopped early (max_steps, timed_out, cancelled) can be continued", e.RunID, e.Status)
 }
 
-// InvalidOptionError reports an option of Continue or Cancel that cannot
-// be used: a negative allowance, a name too long to record.
+// InvalidOptionError reports an option of Run, Continue or Cancel that
+// cannot be used: a run id NewRunID cannot have made, a negative
+// allowance, a name too long to record.
 type InvalidOptionError struct {
-	// Option names the option, as its JSON field is spelt (steps,
+	// Option names the option, as its JSON field is spelt (run_id, steps,
 	// timeout, by).
 	Option string
 	// Problem says what is wrong with it.
@@ -299,14 +301,22 @@ func (e *InvalidOptionError) Error() string {
 	return fmt.Sprintf("invalid option %s: %s", e.Option, e.Problem)
 }
 
-// MaxByBytes bounds the name of who continues or cancels a run
-// (ContinueOptions.By, CancelOptions.By), which the run's record keeps and
-// a store may send to other processes.
+// MaxByBytes bounds the name of who decides, continues or cancels a run
+// (Decision.By, ContinueOptions.By, CancelOptions.By), which the run's
+// record keeps and a store may send to other processes.
 const MaxByBytes = 256
 
+// checkBy refuses a name the run's record cannot keep as given: too long,
+// not UTF-8 (a JSON checkpoint would replace the bad bytes), or with a NUL
+// byte (PostgreSQL text and jsonb hold none).
 func checkBy(by string) error {
-	if len(by) > MaxByBytes {
+	switch {
+	case len(by) > MaxByBytes:
 		return &InvalidOptionError{Option: "by", Problem: fmt.Sprintf("%d bytes, more than %d", len(by), MaxByBytes)}
+	case !utf8.ValidString(by):
+		return &InvalidOptionError{Option: "by", Problem: "not valid UTF-8"}
+	case strings.ContainsRune(by, 0):
+		return &InvalidOptionError{Option: "by", Problem: "it has a NUL character"}
 	}
 	return nil
 }

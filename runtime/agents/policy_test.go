@@ -297,3 +297,45 @@ func TestPolicyInParallelReads(t *testing.T) {
 		t.Fatalf("calls %+v, ran %v", cs, d.calls())
 	}
 }
+
+// TestPersonDecisionsInTheSpans approves a refund for the run: the span of
+// the resumed drive has the person's decision (who, the scope), and the
+// next refund's decision names the grant that let it run without asking.
+func TestPersonDecisionsInTheSpans(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	d := newPolicyDesk(t, policy.Policy{Rules: []policy.Rule{{Tool: "refund", Action: policy.Ask}}}, map[string][]fake.Step{"desk": {
+		calls(call("r1", "refund", `{"order":"A"}`)),
+		calls(call("r2", "refund", `{"order":"B"}`)),
+		answer("done"),
+	}})
+	d.tracer = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	r := d.runtime(t)
+	res := mustRun(t, r, "desk", "refund", agents.RunOptions{})
+	res, err := r.Resume(context.Background(), res.RunID, agents.Decision{Action: agents.Approve, Scope: agents.GrantRun, By: "alice"})
+	if err != nil || res.Status != agents.StatusCompleted {
+		t.Fatalf("resume: %s %v", res.Status, err)
+	}
+	byCall := map[string][]map[string]string{}
+	for _, s := range rec.Ended() {
+		for _, e := range s.Events() {
+			if e.Name != agents.EventApprovalDecision {
+				continue
+			}
+			m := map[string]string{}
+			for _, kv := range e.Attributes {
+				m[string(kv.Key)] = kv.Value.String()
+			}
+			byCall[m["gen_ai.tool.call.id"]] = append(byCall[m["gen_ai.tool.call.id"]], m)
+		}
+	}
+	r1, r2 := byCall["r1"], byCall["r2"]
+	if len(r1) != 2 || r1[0]["aid.approval.action"] != "ask" || r1[0]["aid.approval.source"] != "rule" {
+		t.Fatalf("r1's decisions %v", r1)
+	}
+	if p := r1[1]; p["aid.approval.action"] != "approve" || p["aid.approval.source"] != "person" || p["aid.approval.by"] != "alice" || p["aid.approval.scope"] != "run" {
+		t.Fatalf("the person's decision %v", p)
+	}
+	if len(r2) != 1 || r2[0]["aid.approval.action"] != "ask" || r2[0]["aid.approval.scope"] != "run" || r2[0]["aid.approval.by"] != "alice" {
+		t.Fatalf("r2's decision %v", r2)
+	}
+}

@@ -11,22 +11,19 @@ import (
 // this process or another sharing the store (Drive). store is the
 // runtime's own store or a view of it bound to a transaction (the job
 // queue's), so that the run and the job that will drive it are written
-// together or not at all. Everything Run would refuse before its first
-// model call (an unknown agent, a missing user id) is refused here. The
-// options' OnEvent is not kept: nobody listens to a queued run.
+// together or not at all. It is Prepare's record with status queued:
+// everything Run would refuse before its first model call (an unknown
+// agent, a missing user id, a bad RunOptions.RunID) is refused here, and
+// the options' OnEvent is not kept, since nobody listens to a queued run.
 func (r *Runtime) Submit(ctx context.Context, store Store, agent, input string, opts RunOptions) (RunRecord, error) {
-	d, err := r.agent(agent)
+	rec, err := r.Prepare(agent, input, opts)
 	if err != nil {
 		return RunRecord{}, err
 	}
-	if d.userMem != nil && opts.UserID == "" {
-		return RunRecord{}, &UserIDRequiredError{Agent: agent}
-	}
-	opts.OnEvent = nil
-	st := r.newState(d, input, opts)
-	rec, err := store.CreateRun(ctx, RunRecord{RunID: st.id, Agent: agent, Status: StatusQueued, Checkpoint: st.checkpoint()})
+	rec.Status = StatusQueued
+	rec, err = store.CreateRun(ctx, rec)
 	if err != nil {
-		return RunRecord{RunID: st.id}, fmt.Errorf("run %s: create queued run record: %w", st.id, err)
+		return RunRecord{RunID: rec.RunID}, fmt.Errorf("run %s: create queued run record: %w", rec.RunID, err)
 	}
 	return rec, nil
 }

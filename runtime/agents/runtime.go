@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -110,6 +111,17 @@ type RunOptions struct {
 	// hook that panics stops the run with a *HookPanicError. Runs without
 	// it make their model calls with Generate and pay nothing for events.
 	OnEvent func(Event)
+	// RunID, when set, is the new run's id, made beforehand with NewRunID,
+	// so that a caller that starts runs for others (a job worker) knows
+	// the id before the run starts: it can be cancelled by id (Cancel)
+	// from the moment its record exists, and a start that is tried again
+	// finds it. A run with this id already in the store is refused with a
+	// *RunExistsError before any model call; the caller then takes the
+	// run over instead (Recover for a run left running by a process that
+	// died, Continue for one that stopped early, Resume for a paused one).
+	// An id that NewRunID cannot have made is refused with an
+	// *InvalidOptionError. Empty means a fresh id.
+	RunID string
 }
 
 // RunResult is the outcome of Run, Resume or Recover.
@@ -505,17 +517,34 @@ func (r *Runtime) Run(ctx context.Context, agent, input string, opts RunOptions)
 	return r.drive(ctx, st)
 }
 
+// Prepare returns the record of a new run as Run would create it (status
+// running, its checkpoint before the first model call), without storing it
+// or calling anything, for a caller that stores it itself, such as a job
+// queue that writes the record and the job in one transaction. Once the
+// record is in the store (Store.CreateRun, or the store's own write in the
+// caller's transaction), Recover drives the run from it, in any process
+// sharing the store, and again after the process driving it died; Cancel
+// reaches it by id from the moment it is stored, and a run cancelled
+// before any process drove it stops at once when it is recovered. It
+// refuses what Run refuses before the run starts (an unknown agent, a
+// missing user id, a bad RunOptions.RunID); RunOptions.OnEvent does not
+// apply.
+func (r *Runtime) Prepare(agent, input string, opts RunOptions) (RunRecord, error) {
+	opts.OnEvent = nil
+	st, err := r.prepare(agent, input, opts)
+	if err != nil {
+		return RunRecord{}, err
+	}
+	return RunRecord{RunID: st.id, Agent: agent, Status: StatusRunning, Checkpoint: st.checkpoint()}, nil
+}
+
 // start is everything Run does before the first model call: the run's
 // state and its record in the store.
 func (r *Runtime) start(ctx context.Context, agent, input string, opts RunOptions) (*runState, error) {
-	d, err := r.agent(agent)
+	st, err := r.prepare(agent, input, opts)
 	if err != nil {
 		return nil, err
 	}
-	if d.userMem != nil && opts.UserID == "" {
-		return nil, &UserIDRequiredError{Agent: agent}
-	}
-	st := r.newState(d, input, opts)
 	rec, err := r.store.CreateRun(ctx, RunRecord{RunID: st.id, Agent: agent, Status: StatusRunning, Checkpoint: st.checkpoint()})
 	if err != nil {
 		return st, fmt.Errorf("run %s: create run record: %w", st.id, err)
@@ -524,9 +553,18 @@ func (r *Runtime) start(ctx context.Context, agent, input string, opts RunOption
 	return st, nil
 }
 
-// newState is the state of a new top-level run of d on input, before its
-// first model call.
-func (r *Runtime) newState(d *agentDef, input string, opts RunOptions) *runState {
+// prepare is the state of a new run, before its record is stored.
+func (r *Runtime) prepare(agent, input string, opts RunOptions) (*runState, error) {
+	d, err := r.agent(agent)
+	if err != nil {
+		return nil, err
+	}
+	if d.userMem != nil && opts.UserID == "" {
+		return nil, &UserIDRequiredError{Agent: agent}
+	}
+	if opts.RunID != "" && !validRunID(opts.RunID) {
+		return nil, &InvalidOptionError{Option: "run_id", Problem: fmt.Sprintf("%.80q is not a run id: want run_ and 32 lower-case hex digits, as NewRunID makes", opts.RunID)}
+	}
 	st := r.newRun(d, opts)
 	st.app, st.ver = r.app, r.ver
 	n := len(opts.History) + 1
@@ -540,12 +578,15 @@ func (r *Runtime) newState(d *agentDef, input string, opts RunOptions) *runState
 	}
 	st.turn = len(st.msgs)
 	st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: input})
-	return st
+	return st, nil
 }
 
 // newRun allocates the state of a new top-level run.
 func (r *Runtime) newRun(d *agentDef, opts RunOptions) *runState {
-	id := newRunID()
+	id := opts.RunID
+	if id == "" {
+		id = NewRunID()
+	}
 	st := &runState{
 		id: id, agent: d, alias: d.spec.Model,
 		threadID: opts.ThreadID, userID: opts.UserID,
@@ -559,14 +600,31 @@ func (r *Runtime) newRun(d *agentDef, opts RunOptions) *runState {
 	return st
 }
 
-// newRunID returns a random run id.
-func newRunID() string {
+// NewRunID returns a fresh random run id: run_ and 32 lower-case hex
+// digits. A caller that must know a run's id before it starts (a job
+// queue) makes one and passes it as RunOptions.RunID.
+func NewRunID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	var out [36]byte
 	copy(out[:], "run_")
 	hex.Encode(out[4:], b[:])
 	return string(out[:])
+}
+
+// validRunID reports whether id has the form NewRunID gives, which is safe
+// in a URL path, a file name and a database key.
+func validRunID(id string) bool {
+	const prefix = "run_"
+	if len(id) != len(prefix)+32 || !strings.HasPrefix(id, prefix) {
+		return false
+	}
+	for _, c := range []byte(id[len(prefix):]) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // DecisionAction is what a human decided about a paused call.

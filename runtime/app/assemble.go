@@ -43,6 +43,10 @@ type Options struct {
 	// is built in. A kind without an opener fails Assemble with a
 	// *gateway.DeferredError naming it.
 	VectorStoreOpeners map[string]retrieval.StoreOpener
+	// EmbeddingCache, when set, keeps the retrievers' embeddings so that
+	// texts embedded before are not embedded (nor charged) again; aidgen's
+	// commands use an embedcache.Cache in the user cache directory.
+	EmbeddingCache retrieval.EmbeddingCache
 	// MemoryStoreOpeners opens the stores holding agents' user and global
 	// memory, by kind; the memory kind is built in.
 	MemoryStoreOpeners map[string]MemoryStoreOpener
@@ -136,7 +140,7 @@ func Assemble(ctx context.Context, desc Description, opts Options) (*App, error)
 		// patterns are relative to the app file.
 		retrievers[i].Source.Dir = desc.sourceDir(retrievers[i].Source)
 	}
-	a.Retrievers, err = retrieval.Build(g, desc.Stores, retrievers, retrieval.BuildOptions{Openers: opts.VectorStoreOpeners})
+	a.Retrievers, err = retrieval.Build(g, desc.Stores, retrievers, retrieval.BuildOptions{Openers: opts.VectorStoreOpeners, EmbeddingCache: opts.EmbeddingCache})
 	if err != nil {
 		errs = append(errs, err)
 	}

@@ -63,21 +63,11 @@ func NewTextChunker(size, overlap int) (*TextChunker, error) {
 	return &TextChunker{Size: size, Overlap: overlap}, nil
 }
 
-// Boundary kinds, by preference.
-const (
-	cutWord = iota
-	cutLine
-	cutParagraph
-	cutHeading
-)
-
-type heading struct {
-	at    int // rune index of the heading line's start
-	level int
-	title string
-}
-
-// Chunk implements Chunker.
+// Chunk implements Chunker. It streams: it reads the document once,
+// forward, holding only the lines and the runes of the window it is
+// cutting (about Size runes), the heading trail, and the chunks, whose
+// texts share the document's memory; so chunking a document takes little
+// more memory than the document and its chunk list.
 func (c *TextChunker) Chunk(doc Document) ([]Chunk, error) {
 	if c.Size <= 0 || c.Overlap < 0 || c.Overlap >= c.Size {
 		return nil, fmt.Errorf("chunking %s: size %d and overlap %d are not valid; see NewTextChunker", doc.Path, c.Size, c.Overlap)
@@ -85,90 +75,23 @@ func (c *TextChunker) Chunk(doc Document) ([]Chunk, error) {
 	if !utf8.ValidString(doc.Text) {
 		return nil, fmt.Errorf("chunking %s: the file is not valid UTF-8 text", doc.Path)
 	}
-	text := doc.Text
-	// offs[i] is the byte offset of rune i; offs[n] is len(text).
-	offs := make([]int, 0, len(text)+1)
-	for i := range text {
-		offs = append(offs, i)
-	}
-	n := len(offs)
-	offs = append(offs, len(text))
-	runes := []rune(text)
-
-	kind := make([]int8, n+1) // best cut kind at each rune index, -1 none
-	for i := range kind {
-		kind[i] = -1
-	}
-	var heads []heading
-	onHeading := make([]bool, n)
-	markdown := isMarkdown(doc.Path)
-	inFence, prevBlank := false, false
-	for start := 0; start < n; {
-		end := start
-		for end < n && runes[end] != '\n' {
-			end++
-		}
-		line := string(runes[start:end])
-		blank := strings.TrimSpace(line) == ""
-		k := int8(cutLine)
-		if prevBlank && !blank {
-			k = cutParagraph
-		}
-		if markdown {
-			trimmed := strings.TrimLeft(line, " ")
-			if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
-				inFence = !inFence
-			} else if !inFence && len(line)-len(trimmed) <= 3 {
-				if level, title, ok := atxHeading(trimmed); ok {
-					k = cutHeading
-					heads = append(heads, heading{at: start, level: level, title: title})
-					for i := start; i < end; i++ {
-						onHeading[i] = true
-					}
-				}
-			}
-		}
-		if start > 0 {
-			kind[start] = k
-		}
-		prevBlank = blank
-		start = end + 1
-	}
-	// content[i] counts the non-space characters before rune i that are
-	// not on a heading line, so that a cut never leaves a chunk of
-	// headings alone.
-	content := make([]int, n+1)
-	for i := range n {
-		content[i+1] = content[i]
-		if !unicode.IsSpace(runes[i]) && !onHeading[i] {
-			content[i+1]++
-		}
-	}
-	for i := 1; i < n; i++ {
-		if kind[i] < cutWord && unicode.IsSpace(runes[i-1]) && !unicode.IsSpace(runes[i]) {
-			kind[i] = cutWord
-		}
-	}
-
+	w := chunkWalker{text: doc.Text, lines: lineScanner{text: doc.Text, markdown: isMarkdown(doc.Path)}}
 	var chunks []Chunk
 	minFill := max(1, c.Size/4)
-	for start := 0; start < n; {
-		end, cut := n, int8(-1)
-		if n-start > c.Size {
-			limit := start + c.Size
-			end = limit // no boundary at all: cut mid-word
+	start := 0 // byte offset of the window's first rune
+	for start < len(doc.Text) {
+		win := w.window(start, c.Size)
+		end, cut := len(win.pos)-1, int8(-1) // index in win; the last is the text's end or the limit
+		if win.more {
+			end = c.Size // no boundary at all: cut mid-word
 			// White space after the limit is trimmed off the chunk, so a
 			// boundary just past it still gives a chunk within the size.
-			ext := limit
-			for ext < n && unicode.IsSpace(runes[ext]) {
-				ext++
-			}
-			for i := ext; i > start; i-- {
-				k := kind[i]
-				if k < 0 || k < cut || (k < cutHeading && i-start < minFill) {
+			for i := len(win.pos) - 1; i > 0; i-- {
+				k := win.pos[i].kind
+				if k < 0 || k < cut || (k < cutHeading && i < minFill) {
 					continue
 				}
-				if content[i] == content[start] {
+				if win.pos[i].content == 0 {
 					continue // the chunk would hold headings only
 				}
 				if k > cut {
@@ -176,12 +99,12 @@ func (c *TextChunker) Chunk(doc Document) ([]Chunk, error) {
 				}
 			}
 		}
-		first := start // the chunk's first non-space rune
-		if ch, at, ok := makeChunk(doc.Path, text, offs, runes, start, end, heads); ok {
+		first := 0 // index in win of the chunk's first non-space rune
+		if ch, at, ok := w.makeChunk(doc.Path, win, end); ok {
 			chunks = append(chunks, ch)
 			first = at
 		}
-		if end >= n {
+		if win.pos[end].at >= len(doc.Text) {
 			break
 		}
 		next := end
@@ -190,46 +113,214 @@ func (c *TextChunker) Chunk(doc Document) ([]Chunk, error) {
 			if cut >= cutWord {
 				// Start the overlap at a word; text cut mid-word (no
 				// boundary at all) overlaps mid-word too.
-				for next < end && kind[next] < cutWord {
+				for next < end && win.pos[next].kind < cutWord {
 					next++
 				}
 			}
 		}
-		start = next
+		start = win.pos[next].at
 	}
 	return chunks, nil
 }
 
-// makeChunk trims runes [start, end) of white space and returns the chunk
-// and the rune index it starts at, or false when nothing is left.
-func makeChunk(source, text string, offs []int, runes []rune, start, end int, heads []heading) (Chunk, int, bool) {
-	for start < end && unicode.IsSpace(runes[start]) {
+// Boundary kinds, by preference.
+const (
+	cutWord = iota
+	cutLine
+	cutParagraph
+	cutHeading
+)
+
+// line is one line of a document: [start, end) in bytes, without its
+// newline.
+type line struct {
+	start, end int
+	kind       int8 // the cut kind at its start
+	heading    bool
+	level      int
+	title      string
+}
+
+// lineScanner yields a document's lines in order, keeping the state that
+// decides their kinds: whether the previous line was blank, and whether a
+// fenced code block is open.
+type lineScanner struct {
+	text      string
+	markdown  bool
+	at        int // byte offset of the next line
+	inFence   bool
+	prevBlank bool
+}
+
+// next returns the next line, or false at the end of the text.
+func (s *lineScanner) next() (line, bool) {
+	if s.at >= len(s.text) {
+		return line{}, false
+	}
+	start := s.at
+	end := strings.IndexByte(s.text[start:], '\n')
+	if end < 0 {
+		end = len(s.text)
+	} else {
+		end += start
+	}
+	s.at = end + 1
+	text := s.text[start:end]
+	blank := strings.TrimSpace(text) == ""
+	l := line{start: start, end: end, kind: cutLine}
+	if s.prevBlank && !blank {
+		l.kind = cutParagraph
+	}
+	if s.markdown {
+		trimmed := strings.TrimLeft(text, " ")
+		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
+			s.inFence = !s.inFence
+		} else if !s.inFence && len(text)-len(trimmed) <= 3 {
+			if level, title, ok := atxHeading(trimmed); ok {
+				l.kind, l.heading, l.level, l.title = cutHeading, true, level, title
+			}
+		}
+	}
+	s.prevBlank = blank
+	return l, true
+}
+
+// chunkWalker walks a document forward, window by window, keeping the
+// lines the current window spans and the heading trail.
+type chunkWalker struct {
+	text  string
+	lines lineScanner
+	held  []line // lines from the one holding the window's start on
+	trail []line // the headings in effect, outermost first
+	// trailAt is how far the trail has been brought: every heading line
+	// starting before it has been applied.
+	trailAt int
+	pos     []winPos // reused between windows
+}
+
+// winPos is one position of a window: a rune, or the end of the text.
+type winPos struct {
+	at      int  // byte offset
+	kind    int8 // the best cut kind here, -1 for none
+	space   bool // the rune here is white space (true at the end)
+	content int  // non-space runes off heading lines from the window's start to here
+}
+
+// window is the runes from a start: pos[i] is the i-th rune after start,
+// up to Size runes and then any white space; more says whether text
+// continues past Size runes (so the chunk must be cut).
+type window struct {
+	pos  []winPos
+	more bool
+}
+
+// lineAt returns the held line containing byte offset at, reading lines
+// as needed; at is never before the first held line.
+func (w *chunkWalker) lineAt(at int) line {
+	for {
+		for _, l := range w.held {
+			if at >= l.start && at <= l.end {
+				return l
+			}
+		}
+		l, ok := w.lines.next()
+		if !ok {
+			return line{start: len(w.text), end: len(w.text), kind: -1}
+		}
+		w.held = append(w.held, l)
+	}
+}
+
+// window returns the window of size runes from start.
+func (w *chunkWalker) window(start, size int) window {
+	// Lines before start are done with, once the trail has taken their
+	// headings: every chunk from here on starts at or after start.
+	w.advanceTrail(start)
+	drop := 0
+	for drop < len(w.held) && w.held[drop].end < start {
+		drop++
+	}
+	w.held = append(w.held[:0], w.held[drop:]...)
+	pos := w.pos[:0]
+	content := 0
+	cur := w.lineAt(start)
+	at := start
+	more := false
+	for {
+		if at >= len(w.text) {
+			pos = append(pos, winPos{at: at, kind: -1, space: true, content: content})
+			break
+		}
+		if at > cur.end {
+			cur = w.lineAt(at)
+		}
+		r, n := utf8.DecodeRuneInString(w.text[at:])
+		space := unicode.IsSpace(r)
+		kind := int8(-1)
+		if at == cur.start && at > 0 {
+			kind = cur.kind
+		} else if at > 0 && !space {
+			if p, _ := utf8.DecodeLastRuneInString(w.text[:at]); unicode.IsSpace(p) {
+				kind = cutWord
+			}
+		}
+		pos = append(pos, winPos{at: at, kind: kind, space: space, content: content})
+		if len(pos)-1 >= size {
+			// At or past the limit: the text holds more than size runes
+			// from start. White space after the limit is part of the
+			// window, up to and including the next other rune.
+			more = true
+			if !space {
+				break
+			}
+		}
+		if !space && !cur.heading {
+			content++
+		}
+		at += n
+	}
+	w.pos = pos
+	return window{pos: pos, more: more}
+}
+
+// advanceTrail applies the headings of the lines starting at or before
+// byte offset to: each replaces those of its level and deeper.
+func (w *chunkWalker) advanceTrail(to int) {
+	for {
+		l := w.lineAt(w.trailAt)
+		if l.start > to || l.start >= len(w.text) {
+			return
+		}
+		if l.heading {
+			for len(w.trail) > 0 && w.trail[len(w.trail)-1].level >= l.level {
+				w.trail = w.trail[:len(w.trail)-1]
+			}
+			w.trail = append(w.trail, l)
+		}
+		w.trailAt = l.end + 1
+	}
+}
+
+// makeChunk trims window positions [0, end) of white space and returns the
+// chunk and the index it starts at, or false when nothing is left.
+func (w *chunkWalker) makeChunk(source string, win window, end int) (Chunk, int, bool) {
+	start := 0
+	for start < end && win.pos[start].space {
 		start++
 	}
-	for end > start && unicode.IsSpace(runes[end-1]) {
+	for end > start && win.pos[end-1].space {
 		end--
 	}
 	if start == end {
 		return Chunk{}, 0, false
 	}
-	// The heading trail in effect at start: each heading replaces those of
-	// its level and deeper.
-	var trail []heading
-	for _, h := range heads {
-		if h.at > start {
-			break
-		}
-		for len(trail) > 0 && trail[len(trail)-1].level >= h.level {
-			trail = trail[:len(trail)-1]
-		}
-		trail = append(trail, h)
-	}
-	titles := make([]string, len(trail))
-	for i, h := range trail {
+	b, e := win.pos[start].at, win.pos[end].at
+	w.advanceTrail(b)
+	titles := make([]string, len(w.trail))
+	for i, h := range w.trail {
 		titles[i] = h.title
 	}
-	b, e := offs[start], offs[end]
-	return Chunk{Source: source, Start: b, End: e, Heading: strings.Join(titles, " > "), Text: text[b:e]}, start, true
+	return Chunk{Source: source, Start: b, End: e, Heading: strings.Join(titles, " > "), Text: w.text[b:e]}, start, true
 }
 
 // atxHeading parses an ATX heading line without its indentation.

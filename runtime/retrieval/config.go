@@ -39,6 +39,10 @@ type Config struct {
 	// Rerank is RerankNone or RerankLexical; a kind of DeferredRerankKinds
 	// fails Build with a *gateway.DeferredError naming it.
 	Rerank string
+	// Ranking says how searches rank: mode, fusion, the depth of each
+	// stage, collapsing to documents, BM25. The zero value is the default,
+	// a hybrid search fused by reciprocal rank.
+	Ranking Ranking
 }
 
 // StoreConfig is the IR-free description of one store.
@@ -73,6 +77,9 @@ type BuildOptions struct {
 	Openers map[string]StoreOpener
 	// EmbedOptions are passed to every embedding call (budgets).
 	EmbedOptions []gateway.CallOption
+	// EmbeddingCache, when set, is the Cache of every embedder Build
+	// makes (see GatewayEmbedder.Cache).
+	EmbeddingCache EmbeddingCache
 }
 
 // Build assembles retrievers from their configuration: each embedding alias
@@ -113,6 +120,7 @@ func Build(gw *gateway.Gateway, stores []StoreConfig, retrievers []Config, opts 
 				errs = append(errs, fmt.Errorf("retriever %q: %w", c.Name, err))
 				continue
 			}
+			e.Cache = opts.EmbeddingCache
 			embedders[c.EmbedModel] = e
 		}
 		if w, ok := widths[c.Store]; ok && w != e.Dimensions() {
@@ -159,7 +167,7 @@ func Build(gw *gateway.Gateway, stores []StoreConfig, retrievers []Config, opts 
 			errs = append(errs, fmt.Errorf("retriever %q is declared twice", c.Name))
 			continue
 		}
-		r, err := New(Binding{Name: c.Name, Source: c.Source, Chunker: chunker, Embedder: e, Store: s, Reranker: rr, TopK: c.TopK})
+		r, err := New(Binding{Name: c.Name, Source: c.Source, Chunker: chunker, Embedder: e, Store: s, Reranker: rr, TopK: c.TopK, Ranking: c.Ranking})
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -18,14 +18,33 @@ const DefaultEmbedBatch = 64
 type GatewayEmbedder struct {
 	gw    *gateway.Gateway
 	alias string
-	model string
-	dims  int
+	model gateway.PinnedModel
 	opts  []gateway.CallOption
 
 	// BatchSize is how many texts one gateway call carries; zero means
 	// DefaultEmbedBatch. Smaller batches reserve less of a budget at once
 	// and keep what was embedded before a failure.
 	BatchSize int
+	// Cache, when set, is asked for every text first; only the texts it
+	// does not hold are embedded (and charged), and their vectors are
+	// given to it. Nil embeds everything.
+	Cache EmbeddingCache
+}
+
+// EmbeddingCache keeps vectors that a pinned embedding model gave for
+// texts, so that a process embedding the same texts again (every CLI
+// command over a memory store) makes no model call for them. Its keys must
+// cover everything that decides a vector: the model's provider and its
+// configuration, the model id, the width and the text. It is best effort:
+// a vector it cannot read or write is a miss, never an error, because the
+// model can always be asked again. Implementations must be safe for
+// concurrent use.
+type EmbeddingCache interface {
+	// Lookup returns the cached vector of each text, nil where it holds
+	// none.
+	Lookup(ctx context.Context, model gateway.PinnedModel, texts []string) [][]float32
+	// Store keeps the vectors of texts.
+	Store(ctx context.Context, model gateway.PinnedModel, texts []string, vecs [][]float32)
 }
 
 // NewGatewayEmbedder returns an embedder for an embedding alias. It fails
@@ -45,17 +64,49 @@ func NewGatewayEmbedder(gw *gateway.Gateway, alias string, opts ...gateway.CallO
 	if pm.Spec.Dimensions <= 0 {
 		return nil, fmt.Errorf("embedder %q: model %s declares no width", alias, pm.Spec.ID)
 	}
-	return &GatewayEmbedder{gw: gw, alias: alias, model: pm.Spec.ID, dims: pm.Spec.Dimensions, opts: opts}, nil
+	return &GatewayEmbedder{gw: gw, alias: alias, model: pm, opts: opts}, nil
 }
 
 // Dimensions implements Embedder.
-func (e *GatewayEmbedder) Dimensions() int { return e.dims }
+func (e *GatewayEmbedder) Dimensions() int { return e.model.Spec.Dimensions }
 
 // Model implements Embedder.
-func (e *GatewayEmbedder) Model() string { return e.model }
+func (e *GatewayEmbedder) Model() string { return e.model.Spec.ID }
 
-// Embed implements Embedder, in batches of BatchSize.
+// Embed implements Embedder, in batches of BatchSize, asking the Cache
+// first when there is one.
 func (e *GatewayEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if e.Cache == nil {
+		return e.embed(ctx, texts)
+	}
+	out := e.Cache.Lookup(ctx, e.model, texts)
+	if len(out) != len(texts) {
+		out = make([][]float32, len(texts))
+	}
+	var missing []string
+	var at []int
+	for i, v := range out {
+		if len(v) != e.Dimensions() {
+			missing = append(missing, texts[i])
+			at = append(at, i)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	vecs, err := e.embed(ctx, missing)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		out[i] = vecs[j]
+	}
+	e.Cache.Store(ctx, e.model, missing, vecs)
+	return out, nil
+}
+
+// embed embeds texts through the gateway.
+func (e *GatewayEmbedder) embed(ctx context.Context, texts []string) ([][]float32, error) {
 	batch := e.BatchSize
 	if batch <= 0 {
 		batch = DefaultEmbedBatch

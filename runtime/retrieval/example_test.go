@@ -63,8 +63,8 @@ func Example() {
 	}
 	fmt.Println(hits[0].Source, "under", hits[0].Heading)
 	// Output:
-	// first: {Files:9 Added:9 Unchanged:0 Removed:0}
-	// again: {Files:9 Added:0 Unchanged:9 Removed:0}
+	// first: {Files:9 Added:9 Unchanged:0 Removed:0 Skipped:[]}
+	// again: {Files:9 Added:0 Unchanged:9 Removed:0 Skipped:[]}
 	// docs/refunds.md under Refunds
 }
 

@@ -34,6 +34,7 @@ type MemoryStore struct {
 	norms []float32 // squared row norms, for DistanceL2
 	recs  []memRecord
 	index map[string]int // id → row
+	lex   lexIndex       // the lexical index of the records' LexicalText
 
 	// parallelMin is the matrix size, in floats, from which a search is
 	// split over cores; tests lower it to exercise the split on small data.
@@ -43,6 +44,7 @@ type MemoryStore struct {
 type memRecord struct {
 	chunk Chunk
 	meta  map[string]string
+	slot  int32 // in lex
 }
 
 // NewMemoryStore returns an empty store of the given width and distance.
@@ -53,7 +55,7 @@ func NewMemoryStore(dims int, d Distance) (*MemoryStore, error) {
 	if !d.Valid() {
 		return nil, fmt.Errorf("memory store: unknown distance %q; use cosine, inner_product or l2", d)
 	}
-	return &MemoryStore{dims: dims, dist: d, index: make(map[string]int), parallelMin: parallelFloats}, nil
+	return &MemoryStore{dims: dims, dist: d, index: make(map[string]int), lex: newLexIndex(), parallelMin: parallelFloats}, nil
 }
 
 // Dimensions implements VectorStore.
@@ -87,11 +89,20 @@ func (s *MemoryStore) Upsert(ctx context.Context, records []Record) error {
 			return err
 		}
 	}
+	// Analysing the text is the costly part of indexing; it is done before
+	// the lock is taken.
+	entries := make([]lexEntry, len(records))
+	for i, r := range records {
+		e := &entries[i]
+		e.terms, e.tfs, e.length = TermCounts(LexicalText(r.Chunk))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range records {
+	for i, r := range records {
 		row, ok := s.index[r.ID]
-		if !ok {
+		if ok {
+			s.lex.remove(s.recs[row].slot)
+		} else {
 			row = len(s.recs)
 			s.index[r.ID] = row
 			s.recs = append(s.recs, memRecord{})
@@ -104,10 +115,14 @@ func (s *MemoryStore) Upsert(ctx context.Context, records []Record) error {
 			normalize(dst)
 		}
 		s.norms[row] = blas32.Dot(vec(dst), vec(dst))
-		s.recs[row] = memRecord{chunk: r.Chunk, meta: maps.Clone(r.Metadata)}
+		s.recs[row] = memRecord{chunk: r.Chunk, meta: maps.Clone(r.Metadata), slot: s.lex.add(entries[i], row)}
 	}
+	s.lex.compact(s.setSlot)
 	return nil
 }
+
+// setSlot records a row's new lexical slot after a compaction.
+func (s *MemoryStore) setSlot(row int, slot int32) { s.recs[row].slot = slot }
 
 // Delete implements VectorStore.
 func (s *MemoryStore) Delete(ctx context.Context, ids []string) error {
@@ -121,12 +136,14 @@ func (s *MemoryStore) Delete(ctx context.Context, ids []string) error {
 		if !ok {
 			continue
 		}
+		s.lex.remove(s.recs[row].slot)
 		last := len(s.recs) - 1
 		if row != last {
 			copy(s.data[row*s.dims:(row+1)*s.dims], s.data[last*s.dims:])
 			s.norms[row] = s.norms[last]
 			s.recs[row] = s.recs[last]
 			s.index[s.recs[row].chunk.ID] = row
+			s.lex.docs[s.recs[row].slot].row = row
 		}
 		s.recs[last] = memRecord{}
 		s.recs = s.recs[:last]
@@ -134,6 +151,7 @@ func (s *MemoryStore) Delete(ctx context.Context, ids []string) error {
 		s.norms = s.norms[:last]
 		delete(s.index, id)
 	}
+	s.lex.compact(s.setSlot)
 	return nil
 }
 
@@ -349,4 +367,7 @@ func normalize(v []float32) {
 }
 
 // compile-time check.
-var _ VectorStore = (*MemoryStore)(nil)
+var (
+	_ VectorStore     = (*MemoryStore)(nil)
+	_ LexicalSearcher = (*MemoryStore)(nil)
+)

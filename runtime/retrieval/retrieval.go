@@ -115,8 +115,14 @@ type Hit struct {
 	// Metadata is the record's metadata.
 	Metadata map[string]string
 	// Score is the similarity under the store's distance, higher is better
-	// (see Distance), or the reranker's score after reranking.
+	// (see Distance), the BM25 score of a lexical search, the fused score
+	// of a hybrid search (see Fuse), or the reranker's score after
+	// reranking.
 	Score float64
+	// VectorRank and LexicalRank are the hit's ranks, from 1, in the
+	// vector and the lexical candidate lists of the search that found it;
+	// zero when it was not in that list or the search had no such stage.
+	VectorRank, LexicalRank int
 }
 
 // Filter restricts a search to records whose metadata has every given key

@@ -27,13 +27,16 @@ type Binding struct {
 	Embedder Embedder
 	// Store holds the chunks.
 	Store VectorStore
-	// Reranker reorders the vector candidates; nil means NoRerank.
+	// Reranker reorders the candidates of the ranking before they are
+	// cut to k; nil means NoRerank.
 	Reranker Reranker
 	// TopK is how many chunks a search returns by default.
 	TopK int
-	// Candidates is how many vector hits a reranker sees; zero means
-	// 4×k when there is a reranker and k when there is none.
-	Candidates int
+	// Ranking says how a search ranks: its mode (hybrid by default), its
+	// fusion, the depth of each stage and whether hits collapse to
+	// documents. A hybrid or lexical ranking needs a Store that is a
+	// LexicalSearcher.
+	Ranking Ranking
 }
 
 // Retriever ingests a source into a store and searches it. It is safe for
@@ -64,8 +67,11 @@ func New(b Binding) (*Retriever, error) {
 	if b.TopK <= 0 {
 		errs = append(errs, fmt.Errorf("topK must be positive, got %d", b.TopK))
 	}
-	if b.Candidates < 0 {
-		errs = append(errs, fmt.Errorf("candidates must not be negative, got %d", b.Candidates))
+	if err := b.Ranking.Check(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, ok := b.Store.(LexicalSearcher); b.Store != nil && !ok && b.Ranking.WithDefaults().needsLexical() {
+		errs = append(errs, fmt.Errorf("mode %q needs a lexical index, and the store keeps none; use mode %q", b.Ranking.WithDefaults().Mode, ModeVector))
 	}
 	if b.Embedder != nil && b.Store != nil && b.Embedder.Dimensions() != b.Store.Dimensions() {
 		errs = append(errs, &DimensionError{Op: "bind", Got: b.Embedder.Dimensions(), Want: b.Store.Dimensions()})
@@ -76,11 +82,18 @@ func New(b Binding) (*Retriever, error) {
 	if b.Reranker == nil {
 		b.Reranker = NoRerank{}
 	}
+	b.Ranking = b.Ranking.WithDefaults()
 	return &Retriever{b: b}, nil
 }
 
 // Name returns the retriever's name.
 func (r *Retriever) Name() string { return r.b.Name }
+
+// TopK returns how many chunks a search returns by default.
+func (r *Retriever) TopK() int { return r.b.TopK }
+
+// Ranking returns how the retriever ranks, with its defaults filled in.
+func (r *Retriever) Ranking() Ranking { return r.b.Ranking }
 
 // IngestStats says what an Ingest changed. Re-ingesting unchanged input
 // reports only Unchanged chunks.
@@ -94,6 +107,10 @@ type IngestStats struct {
 	// Removed counts stored chunks that no longer exist in the source
 	// (their file changed or vanished) and were deleted.
 	Removed int
+	// Skipped are the files that could not be read as text and were left
+	// out, with Source.OnInvalid "skip"; what the store held of them is
+	// kept as it was.
+	Skipped []InvalidFile
 }
 
 // ingestBatch is how many new chunks are embedded and stored together, so
@@ -129,11 +146,14 @@ func (r *Retriever) IngestWith(ctx context.Context, opts IngestOptions) (IngestS
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	docs, err := r.b.Source.Load(ctx)
+	docs, invalid, err := r.b.Source.LoadValid(ctx)
 	if err != nil {
 		return IngestStats{}, fmt.Errorf("ingesting %s: %w", r.b.Name, err)
 	}
-	stats := IngestStats{Files: len(docs)}
+	if len(invalid) > 0 && r.b.Source.OnInvalid != OnInvalidSkip {
+		return IngestStats{}, fmt.Errorf("ingesting %s: %w", r.b.Name, &InvalidFilesError{Files: invalid})
+	}
+	stats := IngestStats{Files: len(docs), Skipped: invalid}
 	model := r.b.Embedder.Model()
 	var chunks []Chunk
 	seen := make(map[string]bool)
@@ -192,6 +212,17 @@ func (r *Retriever) IngestWith(ctx context.Context, opts IngestOptions) (IngestS
 		stats.Added += len(batch)
 		progress(stats.Added, len(added))
 	}
+	// The chunks of a skipped file are kept: it was not read, so nothing
+	// says they are gone.
+	for _, f := range invalid {
+		ids, err := r.b.Store.IDs(ctx, Filter{MetaRetriever: r.b.Name, MetaSource: f.Path})
+		if err != nil {
+			return stats, fmt.Errorf("ingesting %s: listing stored chunks: %w", r.b.Name, err)
+		}
+		for _, id := range ids {
+			seen[id] = true
+		}
+	}
 	var removed []string
 	for _, id := range existing {
 		if !seen[id] {
@@ -207,10 +238,13 @@ func (r *Retriever) IngestWith(ctx context.Context, opts IngestOptions) (IngestS
 	return stats, nil
 }
 
-// Search embeds the query and returns the k best chunks of this retriever,
-// best first; k ≤ 0 means the binding's TopK. With a reranker, the store
-// is asked for more candidates (Binding.Candidates) and the reranked best
-// k are returned.
+// Search returns the k best chunks of this retriever for the query, best
+// first; k ≤ 0 means the binding's TopK. It runs the ranking's stages at
+// their depth (embedding the query unless the mode is lexical), fuses them,
+// lets the reranker reorder the candidates, collapses them to documents if
+// the ranking says so, and keeps the best k. Because each stage's depth
+// does not depend on k, the first hits of a search are the same whatever
+// k it asks for, up to the depth.
 func (r *Retriever) Search(ctx context.Context, query string, k int) ([]Hit, error) {
 	if strings.TrimSpace(query) == "" {
 		return nil, fmt.Errorf("search %s: empty query", r.b.Name)
@@ -218,22 +252,22 @@ func (r *Retriever) Search(ctx context.Context, query string, k int) ([]Hit, err
 	if k <= 0 {
 		k = r.b.TopK
 	}
-	cand := r.b.Candidates
-	if cand == 0 {
-		cand = k
-		if _, none := r.b.Reranker.(NoRerank); !none {
-			cand = 4 * k
+	rk := r.b.Ranking
+	var q Query
+	if rk.needsVector() {
+		vecs, err := r.b.Embedder.Embed(ctx, []string{query})
+		if err != nil {
+			return nil, fmt.Errorf("search %s: %w", r.b.Name, err)
 		}
+		if len(vecs) != 1 {
+			return nil, fmt.Errorf("search %s: embedder returned %d vectors for one query", r.b.Name, len(vecs))
+		}
+		q.Vector = vecs[0]
 	}
-	cand = max(cand, k)
-	vecs, err := r.b.Embedder.Embed(ctx, []string{query})
-	if err != nil {
-		return nil, fmt.Errorf("search %s: %w", r.b.Name, err)
+	if rk.needsLexical() {
+		q.Terms = QueryTerms(query)
 	}
-	if len(vecs) != 1 {
-		return nil, fmt.Errorf("search %s: embedder returned %d vectors for one query", r.b.Name, len(vecs))
-	}
-	hits, err := r.b.Store.Search(ctx, vecs[0], cand, Filter{MetaRetriever: r.b.Name})
+	hits, err := candidates(ctx, r.b.Store, q, k, Filter{MetaRetriever: r.b.Name}, rk)
 	if err != nil {
 		return nil, fmt.Errorf("search %s: %w", r.b.Name, err)
 	}
@@ -245,7 +279,7 @@ func (r *Retriever) Search(ctx context.Context, query string, k int) ([]Hit, err
 	if len(hits) != n {
 		return nil, fmt.Errorf("search %s: reranker returned %d of %d candidates", r.b.Name, len(hits), n)
 	}
-	return hits[:min(k, len(hits))], nil
+	return finish(hits, k, rk), nil
 }
 
 // ChunkID returns the content hash that identifies a chunk of a retriever

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -167,7 +168,7 @@ func TestIngestIdempotent(t *testing.T) {
 	}
 	before := f.spend(t)
 	second := f.ingest(t)
-	if want := (retrieval.IngestStats{Files: 3, Unchanged: first.Added}); second != want {
+	if want := (retrieval.IngestStats{Files: 3, Unchanged: first.Added}); !reflect.DeepEqual(second, want) {
 		t.Errorf("second ingest: %+v, want %+v", second, want)
 	}
 	if after := f.spend(t); after.Calls != before.Calls || after.Total != before.Total {

@@ -196,6 +196,8 @@ func TestCancelThroughTheService(t *testing.T) {
 	}{
 		{"/v1/runs/run_nope/cancel", "", 404, service.CodeRunNotFound},
 		{"/v1/runs/" + id + "/cancel", `{"by":"` + strings.Repeat("x", agents.MaxByBytes+1) + `"}`, 400, service.CodeInvalidRequest},
+		{"/v1/runs/" + id + "/cancel", `{"by":"a\u0000b"}`, 400, service.CodeInvalidRequest},
+		{"/v1/runs/" + id + "/continue", `{"by":"a\u0000b"}`, 400, service.CodeInvalidRequest},
 		{"/v1/runs/" + id + "/cancel", `{"who":"x"}`, 400, service.CodeInvalidJSON},
 	} {
 		status, _, body := b.do(t, "POST", tt.path, tt.body)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -172,4 +173,153 @@ func BenchmarkCancelAcrossReplicas(b *testing.B) {
 	}
 	b.ReportMetric(pct(0.5), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+// TestReplicasRacingToCancel has two replicas, B and C, cancel at once a
+// run that replica A drives, round after round: both Cancels return the
+// one cancelled record (same version), which keeps the first request, A's
+// run stops once with that request, and its write is interrupted, never
+// done.
+func TestReplicasRacingToCancel(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	a, b, c := newWaiter(t, dsn), newWaiter(t, dsn), newWaiter(t, dsn)
+	for round := range 5 {
+		id, done := a.start(t)
+		start := make(chan struct{})
+		var recs [2]agents.RunRecord
+		var errs [2]error
+		var wg sync.WaitGroup
+		for i, r := range []*waiter{b, c} {
+			wg.Go(func() {
+				<-start
+				recs[i], errs[i] = r.rt.Cancel(t.Context(), id, agents.CancelOptions{By: fmt.Sprintf("replica %c", 'b'+i)})
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i := range recs {
+			if errs[i] != nil || recs[i].Status != agents.StatusCancelled || recs[i].Checkpoint.Cancel == nil {
+				t.Fatalf("round %d: cancel %d: %s %v", round, i, recs[i].Status, errs[i])
+			}
+		}
+		if recs[0].Version != recs[1].Version || recs[0].Checkpoint.Cancel.By != recs[1].Checkpoint.Cancel.By {
+			t.Fatalf("round %d: the two cancels disagree: version %d by %q, version %d by %q", round,
+				recs[0].Version, recs[0].Checkpoint.Cancel.By, recs[1].Version, recs[1].Checkpoint.Cancel.By)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		stored, err := a.store.LoadRun(t.Context(), id)
+		if err != nil || stored.Version != recs[0].Version || stored.Status != agents.StatusCancelled {
+			t.Fatalf("round %d: stored %s version %d, cancels saw %d: %v", round, stored.Status, stored.Version, recs[0].Version, err)
+		}
+		if cl := stored.Checkpoint.Pending.Step.ToolCalls[0]; !cl.Interrupted || cl.Done {
+			t.Fatalf("round %d: the write stopped in flight: %+v", round, cl)
+		}
+	}
+}
+
+// TestCancelRacesAResume has replica B cancel a paused run while replica
+// C approves it, round after round. Exactly one story holds each round:
+// the cancel wins (the resume is refused and the refund never runs), or
+// the resume wins and the run then either stops cancelled (the refund ran
+// at most once) or completes first (the cancel is refused as completed,
+// and the refund ran once). The stored record agrees with what both were
+// told.
+func TestCancelRacesAResume(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	d := &desk{approve: true}
+	origin, rb, rc := d.newReplica(t, dsn), d.newReplica(t, dsn), d.newReplica(t, dsn)
+	seen := map[string]int{}
+	for round := range 12 {
+		o := d.newReplicaOn(t, origin, calls(call("r", "refund", fmt.Sprintf(`{"id":"R%d"}`, round))))
+		paused, err := o.Run(t.Context(), "desk", "refund", agents.RunOptions{})
+		if err != nil || paused.Status != agents.StatusPaused {
+			t.Fatalf("round %d: run: %s %v", round, paused.Status, err)
+		}
+		before := d.refundCount()
+		canceller, resumer := d.newReplicaOn(t, rb), d.newReplicaOn(t, rc, answer("ok"))
+		start := make(chan struct{})
+		var crec agents.RunRecord
+		var cerr, rerr error
+		var res agents.RunResult
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-start
+			crec, cerr = canceller.Cancel(t.Context(), paused.RunID, agents.CancelOptions{By: "b"})
+		})
+		wg.Go(func() {
+			<-start
+			res, rerr = resumer.Resume(t.Context(), paused.RunID, agents.Decision{Action: agents.Approve, By: "c"})
+		})
+		close(start)
+		wg.Wait()
+		stored, err := origin.store.LoadRun(t.Context(), paused.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refunds := d.refundCount() - before
+		_, lostConflict := errors.AsType[*agents.ConflictError](rerr)
+		_, lostNotPaused := errors.AsType[*agents.NotPausedError](rerr)
+		_, stoppedByCancel := errors.AsType[*agents.CancelledError](rerr)
+		_, refused := errors.AsType[*agents.NotCancellableError](cerr)
+		story := ""
+		switch {
+		case cerr == nil && (lostConflict || lostNotPaused) && refunds == 0:
+			story = "cancel won"
+		case cerr == nil && stoppedByCancel && res.Status == agents.StatusCancelled && refunds <= 1:
+			story = "resume won, then cancelled"
+		case refused && rerr == nil && res.Status == agents.StatusCompleted && refunds == 1:
+			story = "resume won and completed"
+		default:
+			t.Fatalf("round %d: cancel %s %v; resume %s %v; %d refunds", round, crec.Status, cerr, res.Status, rerr, refunds)
+		}
+		seen[story]++
+		want := agents.StatusCancelled
+		if refused {
+			want = agents.StatusCompleted
+		}
+		if stored.Status != want || (cerr == nil && (crec.Version != stored.Version || stored.Checkpoint.Cancel == nil || stored.Checkpoint.Cancel.By != "b")) {
+			t.Fatalf("round %d (%s): stored %s version %d cancel %+v; the cancel saw version %d", round, story, stored.Status, stored.Version, stored.Checkpoint.Cancel, crec.Version)
+		}
+	}
+	t.Logf("stories: %v", seen)
+}
+
+// TestPreparedRunDrivenByAnotherReplica is a queued run: replica A
+// prepares it and writes its record, replica B drives it with Recover and
+// it completes; a second prepared run is cancelled from A before anybody
+// drives it and stops when B recovers it, without a tool call.
+func TestPreparedRunDrivenByAnotherReplica(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	d := &desk{}
+	a := d.newReplica(t, dsn)
+	b := d.newReplica(t, dsn, calls(call("l", "lookup", `{"id":"A"}`)), answer("found it"))
+	rec, err := a.rt.Prepare("desk", "look A up", agents.RunOptions{RunID: agents.NewRunID(), ThreadID: "th"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.CreateRun(t.Context(), rec); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.rt.Recover(t.Context(), rec.RunID)
+	if err != nil || res.RunID != rec.RunID || res.Status != agents.StatusCompleted || res.Answer != "found it" || d.lookups.Load() != 1 {
+		t.Fatalf("recover on B: %s %q %v, %d lookups", res.Status, res.Answer, err, d.lookups.Load())
+	}
+	rec, err = a.rt.Prepare("desk", "look B up", agents.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.CreateRun(t.Context(), rec); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := a.rt.Cancel(ctx, rec.RunID, agents.CancelOptions{By: "ops"}); !errors.As(err, new(*agents.CancelPendingError)) {
+		t.Fatalf("cancel of a queued run: %v", err)
+	}
+	res, err = b.rt.Recover(t.Context(), rec.RunID)
+	if res.Status != agents.StatusCancelled || !errors.As(err, new(*agents.CancelledError)) || d.lookups.Load() != 1 {
+		t.Fatalf("recover of a run cancelled while queued: %s %v, %d lookups", res.Status, err, d.lookups.Load())
+	}
 }

@@ -2,22 +2,24 @@ package fake
 
 import (
 	"math"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/aidgen/aid/internal/analysis"
 )
 
 // Feature weights of the fake embedding. A content word counts fully; a
 // function word ("the", "to", "how") a quarter, so that a question is
 // placed by what it asks about rather than by how it is phrased; a pair of
 // adjacent words half, so that a shared phrase weighs more than the same
-// words scattered; and the character trigrams of a word together as much as
-// the word itself, so that "return", "returns" and "returned" share most of
-// their features without any language-specific stemmer.
+// words scattered; and the character trigrams of a word together twice as
+// much as the word itself, so that "return", "returns" and "returned", or
+// "readstring" and "read a string", share most of their features. The
+// weights were chosen on aid's retrieval quality harness
+// (runtime/retrieval/internal/quality).
 const (
 	weightWord     = 1.0
 	weightStopWord = 0.25
 	weightPair     = 0.5
-	weightTrigrams = 1.0
+	weightTrigrams = 2.0
 )
 
 // Feature kinds, mixed into each feature's hash so that the word "ion" and
@@ -30,50 +32,61 @@ const (
 
 // embed returns the unit vector of text for a model of the given width.
 //
-// It is feature hashing (Weinberger et al., 2009): the text is cut into
-// lower-cased words (runs of letters and digits); each word, each pair of
-// adjacent words, and each character trigram of a word padded with "<" and
-// ">" is hashed, seeded by the provider seed and the model id, to one
-// coordinate and a sign, and adds its weight there. The sum is scaled to
-// unit length, so the inner product of two vectors is their cosine and
-// approximates the weighted overlap of their features: texts sharing words
-// and word stems are near each other, unrelated texts are nearly orthogonal
-// once the width is in the hundreds. Signs make collisions cancel on
-// average instead of adding up. A text without any letter or digit hashes
-// as one feature, so that every text, even the empty one, has a unit vector.
+// It is feature hashing (Weinberger et al., 2009) over the words of aid's
+// text analyzer (internal/analysis: Unicode word segmentation,
+// lower-casing): each word's Snowball English stem, each pair of adjacent
+// stems, and each character trigram of the word padded with "<" and ">" is
+// a feature with the weight above. A feature's weights are summed over the
+// text and damped sublinearly (a sum v above 1 counts 1 + ln v), so that a
+// word repeated ten times does not drown the others. Each feature is
+// hashed, seeded by the provider seed and the model id, to one coordinate
+// and a sign, and the vector is scaled to unit length, so the inner
+// product of two vectors is their cosine and approximates the weighted
+// overlap of their features: texts sharing words and word stems are near
+// each other, unrelated texts are nearly orthogonal once the width is in
+// the hundreds. Signs make collisions cancel on average instead of adding
+// up. A text without any letter or digit hashes as one feature, so that
+// every text, even the empty one, has a unit vector.
 //
 // The cost is linear in the text's length and independent of the width, so
 // embedding a corpus for a benchmark or a demo is fast. It is deterministic
 // but not a language model: it knows no synonyms.
 func (p *Provider) embed(model, text string, dims int) []float32 {
-	acc := make([]float64, dims)
 	base := hashString(mix(p.cfg.Seed), model)
-	add := func(h uint64, w float64) {
+	// Features in the order they first occur, so that the sums below run
+	// in one order and the vector is the same to the bit on every call.
+	var feats features
+	var prev uint64 // hash of the previous word, 0 before the first
+	var prevW float64
+	words := 0
+	analysis.Words(text, func(word string) {
+		words++
+		w := weightWord
+		if analysis.IsStopWord(word) {
+			w = weightStopWord
+		}
+		hw := hashString(base, analysis.Stem(word))
+		feats.add(hw^tagWord, w)
+		if prev != 0 {
+			feats.add(hashPair(prev, hw)^tagPair, weightPair*min(w, prevW))
+		}
+		prev, prevW = hw, w
+		addTrigrams(word, base, w*weightTrigrams, feats.add)
+	})
+	if words == 0 {
+		feats.add(hashString(base, text)^tagWord, weightWord)
+	}
+	acc := make([]float64, dims)
+	for i, h := range feats.keys {
+		w := feats.sums[i]
+		if w > 1 {
+			w = 1 + math.Log(w)
+		}
 		h = mix(h)
 		if h>>63 != 0 {
 			w = -w
 		}
 		acc[(h&(1<<63-1))%uint64(dims)] += w
-	}
-	var prev uint64 // hash of the previous word, 0 before the first
-	var prevW float64
-	words := 0
-	forEachWord(text, func(word string) {
-		words++
-		w := weightWord
-		if isStopWord(word) {
-			w = weightStopWord
-		}
-		hw := hashString(base, word)
-		add(hw^tagWord, w)
-		if prev != 0 {
-			add(hashPair(prev, hw)^tagPair, weightPair*min(w, prevW))
-		}
-		prev, prevW = hw, w
-		addTrigrams(word, base, w*weightTrigrams, add)
-	})
-	if words == 0 {
-		add(hashString(base, text)^tagWord, weightWord)
 	}
 	var norm float64
 	for _, v := range acc {
@@ -93,24 +106,26 @@ func (p *Provider) embed(model, text string, dims int) []float32 {
 	return out
 }
 
-// forEachWord calls fn with each lower-cased run of letters and digits of
-// text, in order.
-func forEachWord(text string, fn func(word string)) {
-	buf := make([]byte, 0, 32)
-	flush := func() {
-		if len(buf) > 0 {
-			fn(string(buf))
-			buf = buf[:0]
-		}
+// features sums the weights of hashed features in the order they first
+// occur.
+type features struct {
+	at   map[uint64]int
+	keys []uint64
+	sums []float64
+}
+
+func (f *features) add(h uint64, w float64) {
+	if f.at == nil {
+		f.at = make(map[uint64]int)
 	}
-	for _, r := range text {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			buf = utf8.AppendRune(buf, unicode.ToLower(r))
-			continue
-		}
-		flush()
+	i, ok := f.at[h]
+	if !ok {
+		i = len(f.keys)
+		f.at[h] = i
+		f.keys = append(f.keys, h)
+		f.sums = append(f.sums, 0)
 	}
-	flush()
+	f.sums[i] += w
 }
 
 // addTrigrams adds the character trigrams of "<word>" with a total weight
@@ -136,22 +151,3 @@ func addTrigrams(word string, base uint64, w float64, add func(uint64, float64))
 
 // hashPair combines the hashes of two adjacent words, order-sensitively.
 func hashPair(a, b uint64) uint64 { return mix(a*31 + b) }
-
-// isStopWord reports whether word is an English function word. Such words
-// are weighted down, not dropped, so that a text made only of them still has
-// a vector. It is a switch rather than a map so that the package holds no
-// mutable state.
-func isStopWord(word string) bool {
-	switch word {
-	case "a", "about", "after", "all", "am", "an", "and", "any", "are", "as", "at",
-		"be", "been", "before", "but", "by", "can", "could", "did", "do", "does",
-		"for", "from", "had", "has", "have", "he", "her", "his", "how", "i", "if",
-		"in", "into", "is", "it", "its", "me", "my", "no", "not", "of", "on", "or",
-		"our", "she", "should", "so", "some", "than", "that", "the", "their", "them",
-		"then", "there", "these", "they", "this", "to", "us", "was", "we", "were",
-		"what", "when", "where", "which", "who", "why", "will", "with", "would", "you",
-		"your":
-		return true
-	}
-	return false
-}

@@ -56,8 +56,9 @@ type Store struct {
 	pool     *pgxpool.Pool
 	ownsPool bool
 	cfg      Config
-	table    string // quoted
-	op       string // distance operator
+	table    string   // quoted
+	lex      lexNames // the lexical index's tables, quoted
+	op       string   // distance operator
 
 	// exactRuns counts the searches that ran again exactly.
 	exactRuns atomic.Int64
@@ -164,7 +165,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, cfg: cfg, table: pgx.Identifier{cfg.Table}.Sanitize(), op: operators[cfg.Distance], iterative: "relaxed_order"}
+	s := &Store{pool: pool, cfg: cfg, table: pgx.Identifier{cfg.Table}.Sanitize(), lex: newLexNames(cfg.Table), op: operators[cfg.Distance], iterative: "relaxed_order"}
 	if err := s.checkConnection(ctx); err != nil {
 		return nil, err
 	}
@@ -287,11 +288,13 @@ var migrationSteps = []string{
 	);
 	CREATE INDEX ON {table} USING hnsw (embedding {opclass}) WITH (m = {m}, ef_construction = {ef_construction});
 	CREATE INDEX ON {table} USING gin (metadata jsonb_path_ops);`,
+	// 2: the lexical (BM25) index; reindex fills it from the rows.
+	lexicalTables,
 }
 
 // SchemaVersion is the schema version this code reads and writes: the
 // number of migration steps.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // MismatchError reports an existing store table opened with another width
 // or distance than the one it was created with. The vectors in it were
@@ -346,6 +349,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		Steps:   migrationSteps,
 		Names: strings.NewReplacer(
 			"{table}", s.table,
+			"{postings}", s.lex.postings,
+			"{terms}", s.lex.terms,
+			"{lexstats}", s.lex.stats,
 			"{dims}", strconv.Itoa(s.cfg.Dimensions),
 			"{opclass}", opclasses[s.cfg.Distance],
 			"{m}", strconv.Itoa(s.cfg.M),
@@ -353,7 +359,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 		),
 		Versions: registryRow{s},
 	}
-	err := s.inTx(ctx, func(tx pgx.Tx) error { return pgutil.Migrate(ctx, tx, schema) })
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := pgutil.Migrate(ctx, tx, schema); err != nil {
+			return err
+		}
+		return s.reindex(ctx, tx)
+	})
 	var mismatch *MismatchError
 	var tooNew *pgutil.SchemaTooNewError
 	switch {
@@ -476,4 +487,7 @@ func filterJSON(f retrieval.Filter) (doc []byte, ok bool) {
 func vector(v []float32) pgv.Vector { return pgv.NewVector(v) }
 
 // compile-time check.
-var _ retrieval.VectorStore = (*Store)(nil)
+var (
+	_ retrieval.VectorStore     = (*Store)(nil)
+	_ retrieval.LexicalSearcher = (*Store)(nil)
+)

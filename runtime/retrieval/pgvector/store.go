@@ -23,7 +23,7 @@ import (
 const copyMin = 256
 
 // columns are the table's columns, in the order Upsert writes them.
-var columns = []string{"id", "source", "start_byte", "end_byte", "heading", "body", "metadata", "embedding"}
+var columns = []string{"id", "source", "start_byte", "end_byte", "heading", "body", "metadata", "embedding", "lex_len"}
 
 // row is one record as written.
 type row struct {
@@ -32,6 +32,7 @@ type row struct {
 	start, end            int64
 	meta                  string
 	vec                   pgv.Vector
+	lex                   lexRow
 }
 
 // Upsert implements retrieval.VectorStore. Every record is checked before
@@ -77,6 +78,8 @@ func (s *Store) Upsert(ctx context.Context, records []retrieval.Record) error {
 			start: int64(r.Start), end: int64(r.End), meta: string(doc),
 			vec: pgv.NewVector(slices.Clone(r.Vector)),
 		}
+		l := &rows[i].lex
+		l.terms, l.tfs, l.length = retrieval.TermCounts(retrieval.LexicalText(r.Chunk))
 	}
 	if len(rows) == 0 {
 		return nil
@@ -90,26 +93,51 @@ func (s *Store) Upsert(ctx context.Context, records []retrieval.Record) error {
 	}
 	onConflict := ` ON CONFLICT (id) DO UPDATE SET ` + strings.Join(set, ", ")
 	cols := strings.Join(columns, ", ")
+	ids := sortedIDs(rows)
+	lex := make([]lexRow, len(rows))
+	for i, r := range rows {
+		lex[i] = r.lex
+	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.lockStats(ctx, tx); err != nil {
+			return err
+		}
+		// The lexical entries of the records replaced go first, while
+		// their lengths are still stored.
+		goneDocs, goneLength, err := s.unindex(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
 		if len(rows) < copyMin {
-			return insertArrays(ctx, tx, s.table, cols, onConflict, rows)
+			err = insertArrays(ctx, tx, s.table, cols, onConflict, rows)
+		} else {
+			err = copyRows(ctx, tx, s.table, cols, onConflict, rows)
 		}
-		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE aid_vector_load (LIKE `+s.table+`) ON COMMIT DROP`); err != nil {
+		if err != nil {
 			return err
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"aid_vector_load"}, columns, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
-			r := rows[i]
-			return []any{r.id, r.source, r.start, r.end, r.heading, r.body, r.meta, r.vec}, nil
-		})); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO `+s.table+` (`+cols+`) SELECT `+cols+` FROM aid_vector_load ORDER BY id`+onConflict)
-		return err
+		return s.index(ctx, tx, ids, lex, goneDocs, goneLength)
 	})
 	if err != nil {
 		return fmt.Errorf("pgvector: upsert %d records into %q: %w", len(rows), s.cfg.Table, unavailable(ctx, err))
 	}
 	return nil
+}
+
+// copyRows writes a large batch with COPY into a temporary table and one
+// INSERT from it, in id order.
+func copyRows(ctx context.Context, tx pgx.Tx, table, cols, onConflict string, rows []row) error {
+	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE aid_vector_load (LIKE `+table+`) ON COMMIT DROP`); err != nil {
+		return err
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"aid_vector_load"}, columns, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+		r := rows[i]
+		return []any{r.id, r.source, r.start, r.end, r.heading, r.body, r.meta, r.vec, int32(r.lex.length)}, nil
+	})); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO `+table+` (`+cols+`) SELECT `+cols+` FROM aid_vector_load ORDER BY id`+onConflict)
+	return err
 }
 
 // insertArrays writes a small batch with one INSERT over unnest'ed arrays,
@@ -123,18 +151,20 @@ func insertArrays(ctx context.Context, tx pgx.Tx, table, cols, onConflict string
 	bodies := make([][]byte, len(rows))
 	metas := make([]string, len(rows))
 	vecs := make([]pgv.Vector, len(rows))
+	lens := make([]int32, len(rows))
 	for i, r := range rows {
 		ids[i], sources[i], starts[i], ends[i] = r.id, r.source, r.start, r.end
-		headings[i], bodies[i], metas[i], vecs[i] = r.heading, r.body, r.meta, r.vec
+		headings[i], bodies[i], metas[i], vecs[i], lens[i] = r.heading, r.body, r.meta, r.vec, int32(r.lex.length)
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO `+table+` (`+cols+`)
-		SELECT * FROM unnest($1::text[], $2::bytea[], $3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[], $7::jsonb[], $8::vector[])`+onConflict,
-		ids, sources, starts, ends, headings, bodies, metas, vecs)
+		SELECT * FROM unnest($1::text[], $2::bytea[], $3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[], $7::jsonb[], $8::vector[], $9::int4[])`+onConflict,
+		ids, sources, starts, ends, headings, bodies, metas, vecs, lens)
 	return err
 }
 
 // Delete implements retrieval.VectorStore. The rows are locked in id order
-// before they are deleted, the order Upsert writes in.
+// before they are deleted, the order Upsert writes in, after the lexical
+// statistics row every writer locks first.
 func (s *Store) Delete(ctx context.Context, ids []string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -148,10 +178,20 @@ func (s *Store) Delete(ctx context.Context, ids []string) error {
 	if len(keep) == 0 {
 		return nil
 	}
+	slices.Sort(keep)
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `DELETE FROM `+s.table+` WHERE id IN (
-			SELECT id FROM `+s.table+` WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE)`, keep)
-		return err
+		if err := s.lockStats(ctx, tx); err != nil {
+			return err
+		}
+		goneDocs, goneLength, err := s.unindex(ctx, tx, keep)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM `+s.table+` WHERE id IN (
+			SELECT id FROM `+s.table+` WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE)`, keep); err != nil {
+			return err
+		}
+		return s.index(ctx, tx, nil, nil, goneDocs, goneLength)
 	})
 	if err != nil {
 		return fmt.Errorf("pgvector: delete %d ids from %q: %w", len(keep), s.cfg.Table, unavailable(ctx, err))
@@ -255,18 +295,9 @@ func (s *Store) search(ctx context.Context, query []float32, n int, filter []byt
 		FROM ` + s.table + where + ` ORDER BY ` + order + ` LIMIT ` + strconv.Itoa(n)
 	var hits []retrieval.Hit
 	collect := func(rows pgx.Rows) error {
-		hits = hits[:0]
-		for rows.Next() {
-			var h retrieval.Hit
-			var source, heading, body []byte
-			var start, end int64
-			if err := rows.Scan(&h.ID, &source, &start, &end, &heading, &body, &h.Metadata, &h.Score); err != nil {
-				return err
-			}
-			h.Source, h.Heading, h.Text, h.Start, h.End = string(source), string(heading), string(body), int(start), int(end)
-			hits = append(hits, h)
-		}
-		return rows.Err()
+		var err error
+		hits, err = collectHits(rows)
+		return err
 	}
 	if exact {
 		rows, err := s.pool.Query(ctx, sql, args...)

@@ -1,10 +1,15 @@
-// Package storetest is the contract suite of retrieval.VectorStore. Every
-// store (the memory store, the pgvector store) runs the same suite on the
-// same data, so that they answer the same searches the same way: exact
-// stores return exactly the exact top k, approximate ones (HNSW) at least a
-// stated recall of it; filtered searches return k results whenever k rows
-// match; a vector of another width is refused with a typed error; and
-// cosine, inner product and l2 scores mean the same thing everywhere.
+// Package storetest is the contract suite of retrieval.VectorStore and
+// retrieval.LexicalSearcher. Every store (the memory store, the pgvector
+// store) runs the same suite on the same data, so that they answer the
+// same searches the same way: exact stores return exactly the exact top k,
+// approximate ones (HNSW) at least a stated recall of it; filtered
+// searches return k results whenever k rows match; a vector of another
+// width is refused with a typed error; cosine, inner product and l2 scores
+// mean the same thing everywhere; BM25 scores equal a brute-force
+// reference to the bit, through replacements and deletions, so that
+// lexical rankings, ties included, are the same in every store; and
+// hybrid, vector and lexical searches (retrieval.SearchStore) return the
+// reference searches fused.
 //
 // It is test support: it imports package testing and is meant for _test.go
 // files only.
@@ -37,6 +42,10 @@ type Options struct {
 	MinRecall float64
 	// Distances lists the distances to test; nil means all three.
 	Distances []retrieval.Distance
+	// NoLexical skips the lexical half of the suite, for a store that
+	// keeps no lexical index (it is not a retrieval.LexicalSearcher), and
+	// so serves only retrievers in mode "vector".
+	NoLexical bool
 }
 
 // scoreTol is how far a store's score may be from the float64 reference:
@@ -58,6 +67,9 @@ func Run(t *testing.T, open Opener, opts Options) {
 	t.Run("IDs", func(t *testing.T) { testIDs(t, open) })
 	t.Run("Canceled", func(t *testing.T) { testCanceled(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
+	if !opts.NoLexical {
+		t.Run("Lexical", func(t *testing.T) { testLexical(t, open) })
+	}
 	for _, d := range dists {
 		t.Run(string(d), func(t *testing.T) {
 			t.Run("Semantics", func(t *testing.T) { testSemantics(t, open, d) })
@@ -285,8 +297,16 @@ func testConcurrent(t *testing.T, open Opener) {
 			}
 		})
 		wg.Go(func() {
+			ls, lexical := s.(retrieval.LexicalSearcher)
 			for i := range per {
 				if _, err := s.Search(t.Context(), vecs[i], 5, retrieval.Filter{"w": fmt.Sprint(w)}); err != nil {
+					errs <- err
+					return
+				}
+				if !lexical {
+					continue
+				}
+				if _, err := ls.SearchLexical(t.Context(), retrieval.QueryTerms("text w0"), 5, retrieval.Filter{"w": fmt.Sprint(w)}, retrieval.DefaultBM25); err != nil {
 					errs <- err
 					return
 				}

@@ -13,7 +13,8 @@
 # and the job overhead per sample: wall time x workers x concurrency /
 # samples - 50 ms, the time a worker slot spent on a sample beyond the
 # model's latency (queueing, fetching, storing the result, completing the
-# job).
+# job, and the budget ledger's writes in PostgreSQL), beside the same eval
+# run in one process without the queue.
 set -euo pipefail
 dsn="${AID_BENCH_DSN:-${AID_TEST_DATABASE_URL:-}}"
 if [[ -z "$dsn" ]]; then
@@ -91,6 +92,16 @@ run() {
 	grep -h "stopped after" "$work"/worker-"$n"-*.log | sed 's/^/  /'
 	echo "$end $start" >"$work/time-$n"
 }
+
+# The same eval in one process without the queue, at the same concurrency:
+# what a sample costs beyond the model's latency without jobs.
+start=$(date +%s.%N)
+"$work/aidgen" eval "$work/app.cue" --progress none >"$work/eval-local.out"
+end=$(date +%s.%N)
+awk -v s="$start" -v e="$end" -v c="$conc" 'BEGIN {
+	wall = e - s
+	printf "one process, no queue, concurrency %d: %.2f s, %.0f samples/s, overhead %.1f ms per sample\n", c, wall, 2000 / wall, (wall * c / 2000 - 0.050) * 1000
+}'
 
 run 1
 run 3

@@ -208,7 +208,7 @@ func (q *Queue) queueOf(agent string) string {
 // Describe implements jobs.Queue.
 func (q *Queue) Describe() []any {
 	return []any{"jobs", "river on the state database", "client_id", q.id, "workers", max(0, q.cfg.Workers), "agent_concurrency", q.cfg.AgentConcurrency,
-		"max_queued", q.cfg.MaxQueued, "run_timeout", q.cfg.RunTimeout, "rescue_after", q.cfg.RescueAfter}
+		"max_queued", q.cfg.MaxQueued, "run_timeout", q.cfg.RunTimeout.String(), "rescue_after", q.cfg.RescueAfter.String()}
 }
 
 // Start implements jobs.Queue. A queue without workers (Workers below

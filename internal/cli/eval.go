@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -305,7 +308,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	var res *eval.Result
 	var spend gateway.SpendSummary
 	if f.queue != "" {
-		res, spend, err = runQueued(ctx, desc, e, f, prog.update)
+		res, spend, err = runQueued(ctx, s.err, desc, e, f, prog.update)
 	} else {
 		res, err = eval.Run(ctx, e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: e.Runs, Concurrency: e.Concurrency, Progress: prog.update})
 	}
@@ -388,11 +391,15 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	return o, nil
 }
 
+// queueHintAfter is how long an eval through the queue waits for its first
+// result before it says that no worker may be running.
+const queueHintAfter = 15 * time.Second
+
 // runQueued runs an eval's samples as jobs of the queue f.queue names, one
 // per (case, sample), for aidgen worker processes, and gathers their
 // results into the result eval.Run would give; the spend is the samples'
 // as the workers' ledger settled it.
-func runQueued(ctx context.Context, desc app.Description, e *app.EvalRun, f evalFlags, progress func(done, total int)) (*eval.Result, gateway.SpendSummary, error) {
+func runQueued(ctx context.Context, warn io.Writer, desc app.Description, e *app.EvalRun, f evalFlags, progress func(done, total int)) (*eval.Result, gateway.SpendSummary, error) {
 	digest, err := descriptionDigest(desc)
 	if err != nil {
 		return nil, gateway.SpendSummary{}, err
@@ -422,7 +429,19 @@ func runQueued(ctx context.Context, desc app.Description, e *app.EvalRun, f eval
 	if err := q.Enqueue(ctx, args); err != nil {
 		return nil, gateway.SpendSummary{}, err
 	}
-	results, err := q.Wait(ctx, e.RunID, len(args), func(n int) { progress(n, len(args)) })
+	// Nobody may be working the queue: say so once, rather than wait in
+	// silence.
+	var stored atomic.Int64
+	hint := time.AfterFunc(queueHintAfter, func() {
+		if stored.Load() == 0 {
+			fmt.Fprintf(warn, "aidgen: no sample of eval %s has a result after %v: is an aidgen worker running on this application with --queue and the same DSN?\n", e.Name, queueHintAfter)
+		}
+	})
+	defer hint.Stop()
+	results, err := q.Wait(ctx, e.RunID, len(args), func(n int) {
+		stored.Store(int64(n))
+		progress(n, len(args))
+	})
 	if err != nil {
 		return nil, gateway.SpendSummary{}, err
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/aidgen/aid/runtime/agents"
 )
 
@@ -133,6 +135,16 @@ func (q *Local) drive(runID string, slot chan struct{}, timeout time.Duration) {
 	if out == Retry {
 		q.cfg.Logger.Warn("background run left unfinished: it stays in the store as it stood", "run", runID, "status", res.Status, "err", err)
 	}
+}
+
+// Register adds the queue's depth to reg, as aid_jobs_waiting with the
+// queue label in_process, the series pgqueue reports per River queue.
+func (q *Local) Register(reg prometheus.Registerer) error {
+	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "aid_jobs_waiting",
+		Help:        "Background runs waiting for a worker of this process, at scrape time.",
+		ConstLabels: prometheus.Labels{"queue": "in_process"},
+	}, func() float64 { return float64(q.Waiting()) }))
 }
 
 // Waiting returns how many runs wait for a slot.

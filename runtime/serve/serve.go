@@ -284,6 +284,9 @@ func openJobs(ctx context.Context, desc app.Description, opts Options, rt *agent
 	if err != nil {
 		return nil, fmt.Errorf("background runs: %w", err)
 	}
+	if err := q.Register(reg); err != nil {
+		return nil, fmt.Errorf("background runs: metrics: %w", err)
+	}
 	return q, nil
 }
 

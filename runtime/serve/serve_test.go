@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -555,6 +556,15 @@ func TestRunBackgroundInProcess(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("background run is %s", run.Status)
 		}
+	}
+	resp, err = client.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !strings.Contains(string(metrics), `aid_jobs_waiting{queue="in_process"} 0`) {
+		t.Fatalf("metrics lack the in-process queue's depth (%v):\n%s", err, metrics)
 	}
 	if code := r.stop(t); code != serve.ExitOK {
 		t.Fatalf("exit %d\n%s", code, r.stderr)

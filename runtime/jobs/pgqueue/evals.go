@@ -135,10 +135,9 @@ var evalSteps = []string{
 
 // Evals is a distributed eval's queue: the eval command enqueues its
 // samples (Enqueue) and waits for their results (Wait); workers
-// (OpenEvals with a SampleFunc, Start) run them. A sample's result and
-// its job's completion are one transaction, and a result is stored once
-// per sample (the first wins), so a sample rescued from a dead worker and
-// run again is counted once.
+// (OpenEvals with a SampleFunc, Start) run them. A result is stored once
+// per sample (the first wins, by the results table's key), so a sample
+// rescued from a dead worker and run again is counted once.
 type Evals struct {
 	pool    *pgxpool.Pool
 	client  *river.Client[pgx.Tx]
@@ -321,16 +320,17 @@ func (w *sampleWorker) Work(ctx context.Context, job *river.Job[SampleArgs]) err
 	if err != nil {
 		return river.JobCancel(fmt.Errorf("encode the result: %w", err))
 	}
-	return pgx.BeginFunc(ctx, w.e.pool, func(tx pgx.Tx) error {
-		// The first result of a sample is kept: a second attempt's (a
-		// worker presumed dead that was not) changes nothing.
-		if _, err := tx.Exec(ctx, `INSERT INTO aid_eval_samples (batch, case_index, sample, result, worker) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT DO NOTHING`, job.Args.Batch, job.Args.Case, job.Args.Sample, string(b), res.Worker); err != nil {
-			return err
-		}
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
-	})
+	// The first result of a sample is kept: a second attempt's (a sample
+	// rescued from a worker presumed dead that was not, or one whose
+	// worker died after storing it and before River completed its job)
+	// changes nothing. River completes the job, in its batches, once Work
+	// returns.
+	_, err = w.e.pool.Exec(ctx, `INSERT INTO aid_eval_samples (batch, case_index, sample, result, worker) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT DO NOTHING`, job.Args.Batch, job.Args.Case, job.Args.Sample, string(b), res.Worker)
+	if err != nil {
+		return fmt.Errorf("store the result of case %s sample %d: %w", job.Args.CaseID, job.Args.Sample, err)
+	}
+	return nil
 }
 
 // Results counts the stored results per worker of a batch, for a report

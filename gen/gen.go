@@ -43,6 +43,7 @@ const (
 	pkgEval      = RuntimeModule + "/runtime/eval"
 	pkgServe     = RuntimeModule + "/runtime/serve"
 	pkgServePG   = RuntimeModule + "/runtime/serve/postgres"
+	pkgPGQueue   = RuntimeModule + "/runtime/jobs/pgqueue"
 )
 
 // The files of a generated service, by their slash-separated path in the
@@ -331,7 +332,7 @@ func newFile(pkg string) *jen.File {
 // importNames names the runtime's packages, so that jennifer imports them
 // by their own names instead of aliases it derives from the path.
 func importNames(f *jen.File) {
-	for _, p := range []string{pkgApp, pkgAgents, pkgGateway, pkgRetrieval, pkgEval, pkgServe, pkgServePG} {
+	for _, p := range []string{pkgApp, pkgAgents, pkgGateway, pkgRetrieval, pkgEval, pkgServe, pkgServePG, pkgPGQueue} {
 		f.ImportName(p, path.Base(p))
 	}
 }

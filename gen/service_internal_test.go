@@ -26,12 +26,12 @@ func TestMainFileOptions(t *testing.T) {
 		want     []string
 		wantNone []string
 	}{
-		{name: "memory", desc: app.Description{Stores: memStore}, want: []string{"serve.Options{}"}, wantNone: []string{"postgres", "business"}},
-		{name: "tools", desc: app.Description{}, tools: true, want: []string{"Implementations: business.Implementations()"}, wantNone: []string{"postgres"}},
-		{name: "pg state", desc: app.Description{Service: pgState}, want: []string{"OpenState: postgres.OpenState", `"github.com/aidgen/aid/runtime/serve/postgres"`}, wantNone: []string{"VectorStores", "business"}},
-		{name: "pgvector", desc: app.Description{Stores: pgStore}, want: []string{"serve.Options{}"}, wantNone: []string{"postgres"}},
-		{name: "both", desc: app.Description{Stores: pgStore, Service: pgState}, tools: true, want: []string{"OpenState:       postgres.OpenState", "Implementations: business.Implementations()"}},
-		{name: "files", desc: app.Description{}, files: true, want: []string{"//go:embed all:app\nvar appFiles embed.FS", "Files: appFiles"}, wantNone: []string{"postgres"}},
+		{name: "memory", desc: app.Description{Stores: memStore}, want: []string{"serve.Options{}"}, wantNone: []string{"postgres", "business", "pgqueue"}},
+		{name: "tools", desc: app.Description{}, tools: true, want: []string{"Implementations: business.Implementations()"}, wantNone: []string{"postgres", "pgqueue"}},
+		{name: "pg state", desc: app.Description{Service: pgState}, want: []string{"OpenState: postgres.OpenState", `"github.com/aidgen/aid/runtime/serve/postgres"`, "Jobs:      pgqueue.OpenQueue", `"github.com/aidgen/aid/runtime/jobs/pgqueue"`}, wantNone: []string{"VectorStores", "business"}},
+		{name: "pgvector", desc: app.Description{Stores: pgStore}, want: []string{"serve.Options{}"}, wantNone: []string{"postgres", "pgqueue"}},
+		{name: "both", desc: app.Description{Stores: pgStore, Service: pgState}, tools: true, want: []string{"OpenState:       postgres.OpenState", "Implementations: business.Implementations()", "Jobs:            pgqueue.OpenQueue"}},
+		{name: "files", desc: app.Description{}, files: true, want: []string{"//go:embed all:app\nvar appFiles embed.FS", "Files: appFiles"}, wantNone: []string{"postgres", "pgqueue"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.desc.Name, c.desc.Version = "x", "0.1.0"

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/jobs/pgqueue"
 )
 
 // Exit codes of aidgen eval beyond the shared ones: 1 (ExitInvalid) is a
@@ -39,6 +43,7 @@ type evalFlags struct {
 	seed           int64
 	seedSet        bool
 	progress       string
+	queue          string
 }
 
 func newEval(s *streams) *cobra.Command {
@@ -132,6 +137,7 @@ a markdown summary is appended to that file.`,
 	fl.StringVar(&f.onInconclusive, "on-inconclusive", "inconclusive", "what an inconclusive gate exits as: inconclusive (3), pass (0) or fail (1)")
 	fl.Int64Var(&f.seed, "seed", 0, "replace the seed of every fake provider, to draw a fresh sample")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, lines or none")
+	fl.StringVar(&f.queue, "queue", "", "enqueue the samples as jobs in the PostgreSQL database `DSN` for aidgen worker processes to run, and gather their results")
 	return cmd
 }
 
@@ -322,10 +328,20 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	}
 
 	total := len(e.Dataset.Cases) * e.Runs
-	fmt.Fprintf(s.out, "eval %s: %s × %s = %s, concurrency %d\n", name,
-		plural(len(e.Dataset.Cases), "case", "cases"), plural(e.Runs, "run", "runs"), plural(total, "sample", "samples"), e.Concurrency)
+	where := fmt.Sprintf("concurrency %d", e.Concurrency)
+	if f.queue != "" {
+		where = "queued for aidgen worker"
+	}
+	fmt.Fprintf(s.out, "eval %s: %s × %s = %s, %s\n", name,
+		plural(len(e.Dataset.Cases), "case", "cases"), plural(e.Runs, "run", "runs"), plural(total, "sample", "samples"), where)
 	prog := newProgress(s.err, f.progress, name, total)
-	res, err := eval.Run(ctx, e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: e.Runs, Concurrency: e.Concurrency, Progress: prog.update})
+	var res *eval.Result
+	var spend gateway.SpendSummary
+	if f.queue != "" {
+		res, spend, err = runQueued(ctx, s.err, desc, e, f, prog.update)
+	} else {
+		res, err = eval.Run(ctx, e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: e.Runs, Concurrency: e.Concurrency, Progress: prog.update})
+	}
 	prog.done()
 	if err != nil {
 		return nil, &exitError{code: ExitUsage, err: fmt.Errorf("eval %q: %w", name, err)}
@@ -334,9 +350,10 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	if err != nil {
 		return nil, &exitError{code: ExitUsage, err: fmt.Errorf("eval %q: %w", name, err)}
 	}
-	spend, err := g.Spend(ctx)
-	if err != nil {
-		return nil, &exitError{code: ExitUsage, err: fmt.Errorf("eval %q: reading the ledger: %w", name, err)}
+	if f.queue == "" {
+		if spend, err = g.Spend(ctx); err != nil {
+			return nil, &exitError{code: ExitUsage, err: fmt.Errorf("eval %q: reading the ledger: %w", name, err)}
+		}
 	}
 	o := &evalOutcome{
 		Name:      name,
@@ -422,4 +439,77 @@ func failedBaselineError(name string, o *evalOutcome) error {
 		fmt.Fprintf(&b, "\n  %s", l)
 	}
 	return errors.New(b.String())
+}
+
+// queueHintAfter is how long an eval through the queue waits for its first
+// result before it says that no worker may be running.
+const queueHintAfter = 15 * time.Second
+
+// runQueued runs an eval's samples as jobs of the queue f.queue names, one
+// per (case, sample), for aidgen worker processes, and gathers their
+// results into the result eval.Run would give; the spend is the samples'
+// as the workers' ledger settled it.
+func runQueued(ctx context.Context, warn io.Writer, desc app.Description, e *app.EvalRun, f evalFlags, progress func(done, total int)) (*eval.Result, gateway.SpendSummary, error) {
+	digest, err := descriptionDigest(desc)
+	if err != nil {
+		return nil, gateway.SpendSummary{}, err
+	}
+	pool, err := openQueuePool(ctx, f.queue)
+	if err != nil {
+		return nil, gateway.SpendSummary{}, err
+	}
+	defer pool.Close()
+	q, err := pgqueue.OpenEvals(ctx, pool, pgqueue.EvalsConfig{})
+	if err != nil {
+		return nil, gateway.SpendSummary{}, err
+	}
+	var seed *int64
+	if f.seedSet {
+		seed = &f.seed
+	}
+	cases := e.Dataset.Cases
+	args := make([]pgqueue.SampleArgs, 0, len(cases)*e.Runs)
+	// Sample-major, as eval.Run: every case's first sample is queued
+	// before any case's second.
+	for k := range e.Runs {
+		for i, c := range cases {
+			args = append(args, pgqueue.SampleArgs{Batch: e.RunID, App: desc.Name, Digest: digest, Eval: e.Name, Seed: seed, Case: i, CaseID: c.ID, Sample: k})
+		}
+	}
+	if err := q.Enqueue(ctx, args); err != nil {
+		return nil, gateway.SpendSummary{}, err
+	}
+	// Nobody may be working the queue: say so once, rather than wait in
+	// silence.
+	var stored atomic.Int64
+	hint := time.AfterFunc(queueHintAfter, func() {
+		if stored.Load() == 0 {
+			fmt.Fprintf(warn, "aidgen: no sample of eval %s has a result after %v: is an aidgen worker running on this application with --queue and the same DSN?\n", e.Name, queueHintAfter)
+		}
+	})
+	defer hint.Stop()
+	results, err := q.Wait(ctx, e.RunID, len(args), func(n int) {
+		stored.Store(int64(n))
+		progress(n, len(args))
+	})
+	if err != nil {
+		return nil, gateway.SpendSummary{}, err
+	}
+	samples := make([][]eval.Sample, len(cases))
+	for i := range samples {
+		samples[i] = make([]eval.Sample, e.Runs)
+	}
+	var pins []eval.ModelPin
+	var spend gateway.SpendSummary
+	for _, r := range results {
+		if r.Case < 0 || r.Case >= len(cases) || r.Sample < 0 || r.Sample >= e.Runs {
+			return nil, spend, fmt.Errorf("a worker stored sample %d of case %d, which the eval does not have", r.Sample, r.Case)
+		}
+		samples[r.Case][r.Sample] = r.EvalSample(cases[r.Case].ID, e.Metrics)
+		pins = append(pins, r.Pins...)
+		spend.Total = spend.Total.Add(r.Spend)
+		spend.Calls += r.Calls
+	}
+	res, err := eval.Gather(e.Dataset, e.Metrics, samples, pins)
+	return res, spend, err
 }

@@ -35,6 +35,10 @@ var upstream *upstreamServer
 // request until its client goes away, and counts them.
 var hold *holdServer
 
+// slow is the endpoint of the replicas variant's stamp, slow_read and
+// slow_write tools (see newSlowServer).
+var slow *slowServer
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "aid-e2e-")
 	if err != nil {
@@ -44,9 +48,11 @@ func TestMain(m *testing.M) {
 	work = dir
 	upstream = newUpstream()
 	hold = newHoldServer()
+	slow = newSlowServer()
 	code := m.Run()
 	upstream.Close()
 	hold.Close()
+	slow.Close()
 	os.RemoveAll(work)
 	os.Exit(code)
 }

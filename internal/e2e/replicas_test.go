@@ -24,7 +24,7 @@ const tightUSD = 0.5
 // replicas is examples/support-desk with its state in PostgreSQL and a
 // counter agent on a small global budget.
 func replicas() variant {
-	return variant{name: "replicas", overlay: "replicas.cue", extra: []string{"e2e-script.json"}, replace: map[string]string{"@HOLD@": hold.URL}}
+	return variant{name: "replicas", overlay: "replicas.cue", extra: []string{"e2e-script.json"}, replace: map[string]string{"@HOLD@": hold.URL, "@SLOW@": slow.URL}}
 }
 
 // TestReplicasSharePostgres runs two processes of one generated service on

@@ -530,19 +530,31 @@ func samePause(a, b Checkpoint) bool {
 
 // resume claims a paused run with a decision and drives it on.
 func (r *Runtime) resume(ctx context.Context, rec RunRecord, d Decision) (RunResult, error) {
+	st, _, res, err := r.claimResume(ctx, r.store, rec, d, StatusRunning)
+	if err != nil {
+		return res, err
+	}
+	return r.drive(ctx, st)
+}
+
+// claimResume applies a decision to a paused run and writes it to store
+// with status (running to drive it here, queued for a worker), keeping a
+// thread grant once the claim has won. On failure the result says how the
+// run stands.
+func (r *Runtime) claimResume(ctx context.Context, store Store, rec RunRecord, d Decision, status Status) (*runState, RunRecord, RunResult, error) {
 	st, err := r.decide(rec.Checkpoint, d)
 	if err != nil {
 		var nc *noCallError
 		if errors.As(err, &nc) {
-			return RunResult{RunID: rec.RunID, Status: StatusFailed}, err
+			return nil, rec, RunResult{RunID: rec.RunID, Status: StatusFailed}, err
 		}
-		return RunResult{RunID: rec.RunID, Status: StatusPaused}, err
+		return nil, rec, RunResult{RunID: rec.RunID, Status: StatusPaused}, err
 	}
-	rec.Status = StatusRunning
+	rec.Status = status
 	rec.Checkpoint = st.checkpoint()
-	rec, err = r.store.UpdateRun(ctx, rec)
+	rec, err = store.UpdateRun(ctx, rec)
 	if err != nil {
-		return RunResult{RunID: st.id, Status: StatusFailed}, fmt.Errorf("run %s: claim paused run: %w", st.id, err)
+		return nil, rec, RunResult{RunID: st.id, Status: StatusFailed}, fmt.Errorf("run %s: claim paused run: %w", st.id, err)
 	}
 	st.version = rec.Version
 	if n := len(st.grants); d.Action == Approve && d.Scope == GrantThread && n > 0 && st.grants[n-1].ThreadID != "" {
@@ -550,11 +562,11 @@ func (r *Runtime) resume(ctx context.Context, rec RunRecord, d Decision) (RunRes
 		// failure only means they ask again; this run has it in its
 		// checkpoint.
 		g := st.grants[n-1]
-		if err := r.store.AddGrant(ctx, g); err != nil {
+		if err := store.AddGrant(ctx, g); err != nil {
 			r.logger.WarnContext(ctx, "keeping a thread grant failed: the thread's later runs will ask again", "run", st.id, "tool", g.Tool, "thread", g.ThreadID, "err", err)
 		}
 	}
-	return r.drive(ctx, st)
+	return st, rec, RunResult{}, nil
 }
 
 // Recover continues a run whose process died: its store record still says
@@ -577,18 +589,32 @@ func (r *Runtime) Recover(ctx context.Context, runID string) (RunResult, error) 
 	if rec.Status != StatusRunning {
 		return RunResult{RunID: runID, Status: rec.Status}, &NotPausedError{RunID: runID, Status: rec.Status, Want: StatusRunning}
 	}
+	return r.take(ctx, rec, 0)
+}
+
+// take claims a run that nobody drives (a running run whose process is
+// gone, or a queued one), brings its pending step up to date with the
+// store and drives it, with timeout as the drive's run timeout (zero: the
+// agent's).
+func (r *Runtime) take(ctx context.Context, rec RunRecord, timeout time.Duration) (RunResult, error) {
+	runID := rec.RunID
 	st, err := r.restore(rec.Checkpoint)
 	if err != nil {
 		return RunResult{RunID: runID, Status: StatusFailed}, err
 	}
+	st.runTimeout = timeout
+	// A queued run's pending decision (SubmitResume) was made after any
+	// interruption of its call, and is for the attempt about to start.
+	decided := rec.Status == StatusQueued
 	// Claim the run: a concurrent Recover, or the process presumed dead,
 	// loses its next write.
+	rec.Status = StatusRunning
 	rec, err = r.store.UpdateRun(ctx, rec)
 	if err != nil {
 		return RunResult{RunID: runID, Status: StatusFailed}, fmt.Errorf("run %s: claim interrupted run: %w", runID, err)
 	}
 	st.version = rec.Version
-	if err := r.reconcile(ctx, st); err != nil {
+	if err := r.reconcile(ctx, st, decided); err != nil {
 		return RunResult{RunID: runID, Status: StatusFailed}, err
 	}
 	return r.drive(ctx, st)
@@ -598,8 +624,10 @@ func (r *Runtime) Recover(ctx context.Context, runID string) (RunResult, error) 
 // shutdown, a timeout or a cancellation up to date with the store: a call
 // with a result there is not run again; an interrupted read runs again; an
 // interrupted write is never re-run silently: the run pauses with reason
-// interrupted for a decision.
-func (r *Runtime) reconcile(ctx context.Context, st *runState) error {
+// interrupted for a decision, unless decided says the pending call's
+// decision was made after the interruption (a queued resume), which then
+// stands.
+func (r *Runtime) reconcile(ctx context.Context, st *runState, decided bool) error {
 	p := st.pending
 	if p == nil {
 		return nil
@@ -624,6 +652,9 @@ func (r *Runtime) reconcile(ctx context.Context, st *runState) error {
 			// Never started: it runs normally.
 		case cr.Result != nil:
 			c.observe(cr.Result.Observation, cr.Result.ErrorKind)
+		case decided && i == p.Next && p.Reason == "" && c.Approval != nil:
+			// A person decided about this attempt after the last one was
+			// interrupted: the decision runs it, or tells the model no.
 		case !r.rerunnable(st.agent, c.Name):
 			r.logger.WarnContext(ctx, "interrupted write call waits for a decision", "run", st.id, "tool", c.Name, "call", c.ID)
 			if p.Reason == "" {
@@ -691,9 +722,10 @@ func (r *Runtime) Cancel(ctx context.Context, runID string, opts CancelOptions) 
 		switch rec.Status {
 		case StatusCancelled:
 			return rec, nil
-		case StatusPaused:
-			// Nobody drives a paused run: cancel it here, unless a
-			// resume claims it first (then look again).
+		case StatusPaused, StatusQueued:
+			// Nobody drives a paused or queued run: cancel it here,
+			// unless a resume or a worker claims it first (then look
+			// again).
 			rec.Status = StatusCancelled
 			rec.Checkpoint.Cancel = &req
 			upd, err := r.store.UpdateRun(context.WithoutCancel(ctx), rec)
@@ -704,7 +736,7 @@ func (r *Runtime) Cancel(ctx context.Context, runID string, opts CancelOptions) 
 			if err != nil {
 				return rec, fmt.Errorf("run %s: cancel paused run: %w", runID, err)
 			}
-			r.logger.InfoContext(ctx, "paused run cancelled", "run", runID, "by", req.By)
+			r.logger.InfoContext(ctx, "run cancelled before it was driven", "run", runID, "status", rec.Status, "by", req.By)
 			return upd, nil
 		case StatusRunning:
 			if !requested {
@@ -752,25 +784,49 @@ type ContinueOptions struct {
 // one run at once are told apart by the record's version (*ConflictError
 // for the loser, which runs nothing).
 func (r *Runtime) Continue(ctx context.Context, runID string, opts ContinueOptions) (RunResult, error) {
+	st, _, err := r.claimContinue(ctx, r.store, runID, opts, StatusRunning)
+	if err != nil {
+		return RunResult{RunID: runID, Status: st.failedStatus()}, err
+	}
+	if err := r.reconcile(ctx, st.st, false); err != nil {
+		return RunResult{RunID: runID, Status: StatusFailed}, err
+	}
+	return r.drive(ctx, st.st)
+}
+
+// claimed is a run claimed by claimContinue, or, when the claim failed,
+// the status the run was found in (StatusFailed when it could not be
+// read).
+type claimed struct {
+	st     *runState
+	status Status
+}
+
+func (c claimed) failedStatus() Status { return cmp.Or(c.status, StatusFailed) }
+
+// claimContinue records a continuation of a run that stopped early and
+// writes it to store with status (running to drive it here, queued for a
+// worker).
+func (r *Runtime) claimContinue(ctx context.Context, store Store, runID string, opts ContinueOptions, status Status) (claimed, RunRecord, error) {
 	switch {
 	case opts.Steps < 0:
-		return RunResult{RunID: runID, Status: StatusFailed}, &InvalidOptionError{Option: "steps", Problem: fmt.Sprintf("negative: %d", opts.Steps)}
+		return claimed{}, RunRecord{}, &InvalidOptionError{Option: "steps", Problem: fmt.Sprintf("negative: %d", opts.Steps)}
 	case opts.Timeout < 0:
-		return RunResult{RunID: runID, Status: StatusFailed}, &InvalidOptionError{Option: "timeout", Problem: fmt.Sprintf("negative: %v", opts.Timeout)}
+		return claimed{}, RunRecord{}, &InvalidOptionError{Option: "timeout", Problem: fmt.Sprintf("negative: %v", opts.Timeout)}
 	}
 	if err := checkBy(opts.By); err != nil {
-		return RunResult{RunID: runID, Status: StatusFailed}, err
+		return claimed{}, RunRecord{}, err
 	}
-	rec, err := r.store.LoadRun(ctx, runID)
+	rec, err := store.LoadRun(ctx, runID)
 	if err != nil {
-		return RunResult{RunID: runID, Status: StatusFailed}, err
+		return claimed{}, rec, err
 	}
 	if !Continuable(rec.Status) {
-		return RunResult{RunID: runID, Status: rec.Status}, &NotContinuableError{RunID: runID, Status: rec.Status}
+		return claimed{status: rec.Status}, rec, &NotContinuableError{RunID: runID, Status: rec.Status}
 	}
 	st, err := r.restore(rec.Checkpoint)
 	if err != nil {
-		return RunResult{RunID: runID, Status: StatusFailed}, err
+		return claimed{}, rec, err
 	}
 	from, steps := rec.Status, cmp.Or(opts.Steps, st.agent.maxSteps)
 	st.stepLimit = st.agentSteps + steps
@@ -785,18 +841,15 @@ func (r *Runtime) Continue(ctx context.Context, runID string, opts ContinueOptio
 		}
 	}
 	st.continuations = append(st.continuations, cont)
-	rec.Status = StatusRunning
+	rec.Status = status
 	rec.Checkpoint = st.checkpoint()
-	rec, err = r.store.UpdateRun(ctx, rec)
+	rec, err = store.UpdateRun(ctx, rec)
 	if err != nil {
-		return RunResult{RunID: runID, Status: StatusFailed}, fmt.Errorf("run %s: claim stopped run: %w", runID, err)
+		return claimed{}, rec, fmt.Errorf("run %s: claim stopped run: %w", runID, err)
 	}
 	st.version = rec.Version
-	r.logger.InfoContext(ctx, "run continued", "run", runID, "agent", st.agent.spec.Name, "from", from, "steps", steps)
-	if err := r.reconcile(ctx, st); err != nil {
-		return RunResult{RunID: runID, Status: StatusFailed}, err
-	}
-	return r.drive(ctx, st)
+	r.logger.InfoContext(ctx, "run continued", "run", runID, "agent", st.agent.spec.Name, "from", from, "steps", steps, "status", status)
+	return claimed{st: st}, rec, nil
 }
 
 // rerunnable reports whether an interrupted call of the named tool may run

@@ -17,7 +17,8 @@ type Status string
 // The run statuses. A RunResult ends in one of completed, paused, max_steps,
 // timed_out, cancelled, budget_exceeded or failed; running is only seen in
 // a store, for a run in flight or one whose process died (see
-// Runtime.Recover). A run that stopped early (max_steps, timed_out,
+// Runtime.Recover), and queued for a run waiting for a worker (see
+// Runtime.Drive). A run that stopped early (max_steps, timed_out,
 // cancelled) keeps its partial result and can be continued
 // (Runtime.Continue).
 const (
@@ -25,6 +26,11 @@ const (
 	StatusRunning Status = "running"
 	// StatusCompleted is a run with a final answer.
 	StatusCompleted Status = "completed"
+	// StatusQueued is a run recorded to be driven by a worker, not yet
+	// taken by one: a background run, or a resume or continuation a job
+	// queue took (Runtime.Submit, SubmitResume, SubmitContinue; a worker
+	// drives it with Runtime.Drive).
+	StatusQueued Status = "queued"
 	// StatusPaused is a run waiting for a Decision.
 	StatusPaused Status = "paused"
 	// StatusMaxSteps is a run whose agent used its MaxSteps.

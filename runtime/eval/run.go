@@ -281,7 +281,13 @@ func Run(ctx context.Context, ds *Dataset, runner Runner, metrics []Metric, opts
 	if n != total {
 		return nil, fmt.Errorf("run eval %q: %d of %d samples finished", ds.Name, n, total)
 	}
+	res.total(pins.sorted())
+	return res, nil
+}
 
+// total sums the samples' costs, tokens, models and fallbacks into the
+// result, whose pins are pins.
+func (res *Result) total(pins []ModelPin) {
 	models := map[string]bool{}
 	for _, cr := range res.Cases {
 		for _, s := range cr.Samples {
@@ -298,7 +304,47 @@ func Run(ctx context.Context, ds *Dataset, runner Runner, metrics []Metric, opts
 		}
 	}
 	slices.Sort(res.Models)
-	res.Pins = pins.sorted()
+	res.Pins = pins
+}
+
+// RunSample runs one sample of a case, as Run does for each: the runner's
+// answer scored by every metric, and the pins the runner and the metrics
+// reported (RecordPin). It is what a worker of a distributed eval calls
+// for one job; Gather puts the samples back together.
+func RunSample(ctx context.Context, c Case, k int, runner Runner, metrics []Metric) (Sample, []ModelPin) {
+	pins := &pinRecorder{pins: map[ModelPin]bool{}}
+	s := runSample(withPinRecorder(ctx, pins), c, k, runner, metrics)
+	return s, pins.sorted()
+}
+
+// Gather builds the result of an eval whose samples ran elsewhere (one
+// RunSample each, in any order, on any process): samples[i][k] is sample
+// k of case i of the dataset, and pins the union of their pins. The result
+// is the one Run returns for the same samples.
+func Gather(ds *Dataset, metrics []Metric, samples [][]Sample, pins []ModelPin) (*Result, error) {
+	if len(samples) != len(ds.Cases) || len(samples) == 0 {
+		return nil, fmt.Errorf("gather eval %q: %d cases of samples for %d cases", ds.Name, len(samples), len(ds.Cases))
+	}
+	res := &Result{Dataset: ds.Name, DatasetVersion: ds.Version, Runs: len(samples[0])}
+	for _, m := range metrics {
+		res.Metrics = append(res.Metrics, MetricInfo{Name: m.Name(), ModelDerived: m.ModelDerived()})
+	}
+	for i, c := range ds.Cases {
+		if len(samples[i]) != res.Runs {
+			return nil, fmt.Errorf("gather eval %q: case %q has %d samples, want %d", ds.Name, c.ID, len(samples[i]), res.Runs)
+		}
+		for k, s := range samples[i] {
+			if s.Index != k || len(s.Scores) != len(metrics) || len(s.MetricErrs) != len(metrics) {
+				return nil, fmt.Errorf("gather eval %q: case %q sample %d is not sample %d of %d metrics", ds.Name, c.ID, s.Index, k, len(metrics))
+			}
+		}
+		res.Cases = append(res.Cases, CaseResult{CaseID: c.ID, Samples: samples[i], Group: c.Group})
+	}
+	set := map[ModelPin]bool{}
+	for _, p := range pins {
+		set[p] = true
+	}
+	res.total((&pinRecorder{pins: set}).sorted())
 	return res, nil
 }
 

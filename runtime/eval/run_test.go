@@ -277,3 +277,41 @@ func BenchmarkRun(b *testing.B) {
 }
 
 func nan() float64 { var zero float64; return zero / zero }
+
+// TestGatherEqualsRun runs every sample on its own, in reverse order as a
+// job queue's workers might, and gathers them: the result is Run's.
+func TestGatherEqualsRun(t *testing.T) {
+	ds := capitals(t)
+	metrics := []eval.Metric{eval.ExactMatch{}, eval.NormalizedContains{}}
+	runner := eval.RunnerFunc(func(ctx context.Context, c eval.Case, k int) (eval.Answer, error) {
+		if err := eval.RecordPin(ctx, eval.ModelPin{Role: eval.RoleTarget, Alias: "small", Model: "fake-model-v1", Provider: "fake"}); err != nil {
+			return eval.Answer{}, err
+		}
+		return seededRunner(3, 0.6, 0).Run(ctx, c, k)
+	})
+	want, err := eval.Run(context.Background(), ds, runner, metrics, eval.Options{Runs: 3, Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples := make([][]eval.Sample, len(ds.Cases))
+	var pins []eval.ModelPin
+	for i := len(ds.Cases) - 1; i >= 0; i-- {
+		samples[i] = make([]eval.Sample, 3)
+		for k := 2; k >= 0; k-- {
+			s, p := eval.RunSample(context.Background(), ds.Cases[i], k, runner, metrics)
+			samples[i][k] = s
+			pins = append(pins, p...)
+		}
+	}
+	got, err := eval.Gather(ds, metrics, samples, pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(eval.Sample{}, "Latency")); diff != "" {
+		t.Fatalf("gathered result differs from Run's (-run +gather):\n%s", diff)
+	}
+	samples[0] = samples[0][:2]
+	if _, err := eval.Gather(ds, metrics, samples, pins); err == nil {
+		t.Fatal("gathered a case with a sample missing")
+	}
+}

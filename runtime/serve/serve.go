@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,12 +16,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/jobs"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/service"
 	"github.com/aidgen/aid/runtime/telemetry"
@@ -46,6 +49,23 @@ const (
 	// waiting for a decision (agents.Retention.Paused); the -retain-paused
 	// flag wins.
 	EnvRetainPaused = "AID_RETAIN_PAUSED"
+	// EnvWorkers is how many background runs this replica drives at once
+	// (jobs.Config.Workers); the -workers flag wins.
+	EnvWorkers = "AID_WORKERS"
+	// EnvAgentConcurrency bounds, per agent, the background runs this
+	// replica drives at once ("billing=2,researcher=4"); the
+	// -agent-concurrency flag wins.
+	EnvAgentConcurrency = "AID_AGENT_CONCURRENCY"
+	// EnvMaxQueued bounds the background runs waiting for a worker; the
+	// -max-queued flag wins.
+	EnvMaxQueued = "AID_MAX_QUEUED"
+	// EnvJobRunTimeout bounds one drive of a background run; the
+	// -job-run-timeout flag wins.
+	EnvJobRunTimeout = "AID_JOB_RUN_TIMEOUT"
+	// EnvJobRescueAfter is how long after a background run's job started
+	// its worker is presumed dead (PostgreSQL state); the
+	// -job-rescue-after flag wins.
+	EnvJobRescueAfter = "AID_JOB_RESCUE_AFTER"
 )
 
 // Exit codes Main returns.
@@ -77,6 +97,12 @@ type Options struct {
 	// in the description's Dir. -app-dir (AID_APP_DIR) reads them from a
 	// directory instead.
 	Files fs.FS
+	// Jobs opens the queue of background runs of an application whose
+	// state is in PostgreSQL (pgqueue.OpenQueue: River on the state's
+	// database, worked by every replica). nil, or memory state, runs them
+	// in this process (jobs.Local), so that River is linked only by the
+	// services that use it.
+	Jobs func(ctx context.Context, rt *agents.Runtime, cfg jobs.Config, reg prometheus.Registerer) (jobs.Queue, error)
 }
 
 // Process is what Run takes from the process it runs in. Main fills it
@@ -129,6 +155,7 @@ func Run(ctx context.Context, desc app.Description, opts Options, p Process) int
 	listen := flags.String("listen", envOr(lookupEnv, EnvListen, desc.Service.Listen), "`address` to listen on (env "+EnvListen+")")
 	dirUsage := "`directory` the application's files (fixtures, datasets, documents) are read from (env " + EnvAppDir + ")"
 	dirDefault := desc.Dir
+	jf := jobFlags(flags, lookupEnv)
 	if opts.Files != nil {
 		dirUsage = "`directory` to read the application's files (fixtures, datasets, documents) from instead of the copies built into the service (env " + EnvAppDir + ")"
 		dirDefault = ""
@@ -154,6 +181,11 @@ func Run(ctx context.Context, desc app.Description, opts Options, p Process) int
 	if err := flags.Parse(p.Args); err != nil {
 		return ExitUsage
 	}
+	jcfg, err := jf.config()
+	if err != nil {
+		fmt.Fprintf(p.Stderr, "%s: %v\n", desc.Name, err)
+		return ExitUsage
+	}
 	if memory {
 		if err := keep.Validate(); err != nil {
 			fmt.Fprintf(p.Stderr, "run retention: %v\n", err)
@@ -169,7 +201,8 @@ func Run(ctx context.Context, desc app.Description, opts Options, p Process) int
 	if stateEnv := desc.Service.State.DSNEnv; dsn != nil && *dsn != "" && stateEnv != "" {
 		lookupEnv = overrideEnv(lookupEnv, stateEnv, *dsn)
 	}
-	if err := serve(ctx, desc, opts, *listen, lookupEnv, logger, p.Stderr); err != nil {
+	jcfg.Logger = logger
+	if err := serve(ctx, desc, opts, *listen, jcfg, lookupEnv, logger, p.Stderr); err != nil {
 		logger.Error("service stopped", "app", desc.Name, "error", err)
 		return ExitFailed
 	}
@@ -190,7 +223,7 @@ func overrideEnv(lookupEnv func(string) (string, bool), name, value string) func
 
 // serve assembles the runtime from the description and serves it until ctx
 // ends; the service then drains the requests in flight.
-func serve(ctx context.Context, desc app.Description, opts Options, listen string, lookupEnv func(string) (string, bool), logger *slog.Logger, stderr io.Writer) error {
+func serve(ctx context.Context, desc app.Description, opts Options, listen string, jcfg jobs.Config, lookupEnv func(string) (string, bool), logger *slog.Logger, stderr io.Writer) error {
 	tracer, shutdown, err := otelTracer(ctx, desc, lookupEnv, stderr)
 	if err != nil {
 		return err
@@ -239,6 +272,26 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	var queue jobs.Queue
+	if a.Agents != nil {
+		if queue, err = openJobs(ctx, desc, opts, a.Agents, jcfg, reg); err != nil {
+			return err
+		}
+		if err := queue.Start(ctx); err != nil {
+			return err
+		}
+		logger.Info("background runs", queue.Describe()...)
+		defer func() {
+			// After the HTTP drain: the runs the workers drive get as long
+			// again, then are interrupted and left for another replica.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), service.DefaultDrainTimeout)
+			defer cancel()
+			if err := queue.Stop(sctx); err != nil {
+				logger.Warn("background runs interrupted at shutdown", "error", err)
+			}
+		}()
+	}
 	var aliases []service.Alias
 	for _, x := range desc.Service.Expose.Aliases {
 		aliases = append(aliases, service.Alias{Name: x.Alias, Fallbacks: x.Fallbacks})
@@ -253,6 +306,8 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 		Listen:      listen,
 		Logger:      logger,
 		Retrievers:  searchers,
+		Registry:    reg,
+		Jobs:        queue,
 	})
 	if err != nil {
 		return err
@@ -276,6 +331,103 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	}
 	logger.Info("serving", attrs...)
 	return svc.Serve(ctx, ln)
+}
+
+// openJobs opens the queue of background runs: River on the state's
+// database when the state is in PostgreSQL and the service links it
+// (Options.Jobs), in this process otherwise.
+func openJobs(ctx context.Context, desc app.Description, opts Options, rt *agents.Runtime, cfg jobs.Config, reg prometheus.Registerer) (jobs.Queue, error) {
+	if desc.Service.State.Kind == app.StatePostgres && opts.Jobs != nil {
+		q, err := opts.Jobs(ctx, rt, cfg, reg)
+		if err != nil {
+			return nil, fmt.Errorf("opening the queue of background runs: %w", err)
+		}
+		return q, nil
+	}
+	if desc.Service.State.Kind == app.StatePostgres {
+		cfg.Logger.Warn("background runs are driven in this process: the service was built without a job queue (serve.Options.Jobs), so a replica's death leaves its runs for Recover")
+	}
+	q, err := jobs.NewLocal(rt, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("background runs: %w", err)
+	}
+	if err := q.Register(reg); err != nil {
+		return nil, fmt.Errorf("background runs: metrics: %w", err)
+	}
+	return q, nil
+}
+
+// jobFlagValues are the flags of the background runs' queue.
+type jobFlagValues struct {
+	workers, maxQueued *int
+	concurrency        *string
+	runTimeout, rescue *time.Duration
+	envErr             error
+}
+
+// jobFlags declares the queue's flags, each defaulting to its environment
+// variable.
+func jobFlags(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) *jobFlagValues {
+	v := &jobFlagValues{
+		workers:     fs.Int("workers", 0, "background runs this replica drives at once; 0 means "+fmt.Sprint(jobs.DefaultWorkers)+", -1 none (env "+EnvWorkers+")"),
+		maxQueued:   fs.Int("max-queued", 0, "background runs waiting for a worker before a submission is answered 429; 0 means "+fmt.Sprint(jobs.DefaultMaxQueued)+" (env "+EnvMaxQueued+")"),
+		concurrency: fs.String("agent-concurrency", envOr(lookupEnv, EnvAgentConcurrency, ""), "per-agent bounds of the background runs this replica drives at once, such as `billing=2,researcher=4` (env "+EnvAgentConcurrency+")"),
+		runTimeout:  fs.Duration("job-run-timeout", 0, "bound of one drive of a background run; 0 means "+jobs.DefaultRunTimeout.String()+" (env "+EnvJobRunTimeout+")"),
+		rescue:      fs.Duration("job-rescue-after", 0, "with PostgreSQL state, how long after a background run's job started its worker is presumed dead and the job given to another replica; 0 means the run timeout plus 15s (env "+EnvJobRescueAfter+")"),
+	}
+	v.envErr = errors.Join(
+		envInt(lookupEnv, EnvWorkers, v.workers), envInt(lookupEnv, EnvMaxQueued, v.maxQueued),
+		envDuration(lookupEnv, EnvJobRunTimeout, v.runTimeout), envDuration(lookupEnv, EnvJobRescueAfter, v.rescue))
+	return v
+}
+
+// config reads the parsed flags into a checked jobs.Config.
+func (v *jobFlagValues) config() (jobs.Config, error) {
+	if v.envErr != nil {
+		return jobs.Config{}, v.envErr
+	}
+	cfg := jobs.Config{Workers: *v.workers, MaxQueued: *v.maxQueued, RunTimeout: *v.runTimeout, RescueAfter: *v.rescue}
+	if *v.concurrency != "" {
+		m, err := jobs.ParseAgentConcurrency(*v.concurrency)
+		if err != nil {
+			return cfg, fmt.Errorf("-agent-concurrency: %w", err)
+		}
+		cfg.AgentConcurrency = m
+	}
+	if _, err := cfg.WithDefaults(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// envInt sets *dst from the environment variable name, when set; the
+// flag, parsed later, wins.
+func envInt(lookupEnv func(string) (string, bool), name string, dst *int) error {
+	s, ok := lookupEnv(name)
+	if !ok {
+		return nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("%s=%q: want an integer", name, s)
+	}
+	*dst = n
+	return nil
+}
+
+// envDuration sets *dst from the environment variable name, when set, as
+// a Go duration ("90s").
+func envDuration(lookupEnv func(string) (string, bool), name string, dst *time.Duration) error {
+	s, ok := lookupEnv(name)
+	if !ok {
+		return nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("%s=%q: want a Go duration such as 90s", name, s)
+	}
+	*dst = d
+	return nil
 }
 
 // ingestInMemory fills the retrievers whose store is in memory: such a

@@ -276,6 +276,9 @@ func TestRunFails(t *testing.T) {
 		{name: "listen taken", args: []string{"-listen", "127.0.0.1:-1"}, wantCode: serve.ExitFailed, wantLog: "listen on 127.0.0.1:-1"},
 		{name: "unknown flag", args: []string{"-port", "8080"}, wantCode: serve.ExitUsage, wantLog: "flag provided but not defined: -port"},
 		{name: "bad log level", args: []string{"-log-level", "loud"}, wantCode: serve.ExitUsage, wantLog: "log-level"},
+		{name: "bad agent concurrency", args: []string{"-agent-concurrency", "desk"}, wantCode: serve.ExitUsage, wantLog: "want agent=N"},
+		{name: "bad workers env", vars: map[string]string{"AID_WORKERS": "many"}, wantCode: serve.ExitUsage, wantLog: `AID_WORKERS="many": want an integer`},
+		{name: "rescue before the run timeout", args: []string{"-job-run-timeout", "1m", "-job-rescue-after", "30s"}, wantCode: serve.ExitUsage, wantLog: "must exceed RunTimeout"},
 		{name: "state-dsn without postgres state", args: []string{"-state-dsn", "postgres://x"}, wantCode: serve.ExitUsage, wantLog: "-state-dsn"},
 		{name: "retention env not a duration", vars: map[string]string{"AID_RETAIN_FINISHED": "an hour"}, wantCode: serve.ExitUsage, wantLog: "AID_RETAIN_FINISHED"},
 		{name: "max finished env not a number", vars: map[string]string{"AID_MAX_FINISHED": "many"}, wantCode: serve.ExitUsage, wantLog: "AID_MAX_FINISHED"},
@@ -560,5 +563,63 @@ func TestAuth(t *testing.T) {
 				t.Errorf("got %+v, want kind %s tokens %q", got, c.auth.Kind, c.want)
 			}
 		})
+	}
+}
+
+// TestRunBackgroundInProcess starts a memory-state service with the
+// queue's flags and environment: it says at start-up that background runs
+// are driven in process, with the settings that won, and a background run
+// answers 202 and completes.
+func TestRunBackgroundInProcess(t *testing.T) {
+	r := start(t, desk(docsDir(t)), serve.Options{}, []string{"-workers", "3", "-agent-concurrency", "desk=1"}, map[string]string{"AID_WORKERS": "5", "AID_MAX_QUEUED": "7"})
+	line := r.serving(t)
+	bg, ok := r.stderr.LogLine("background runs")
+	if !ok || bg["jobs"] != "in process" || bg["workers"] != float64(3) || bg["max_queued"] != float64(7) {
+		t.Fatalf("start-up line of background runs: %v\n%s", bg, r.stderr)
+	}
+	if c, _ := bg["agent_concurrency"].(map[string]any); c["desk"] != float64(1) {
+		t.Fatalf("agent concurrency %v", bg["agent_concurrency"])
+	}
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	base := "http://" + line["addr"].(string)
+	resp, err := client.Post(base+"/v1/runs", "application/json", strings.NewReader(`{"input":"hello","background":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	id := resp.Header.Get("X-Aid-Run-Id")
+	if resp.StatusCode != http.StatusAccepted || id == "" {
+		t.Fatalf("background run: %d", resp.StatusCode)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := client.Get(base + "/v1/runs/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var run struct{ Status string }
+		err = json.NewDecoder(resp.Body).Decode(&run)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Status == "completed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("background run is %s", run.Status)
+		}
+	}
+	resp, err = client.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !strings.Contains(string(metrics), `aid_jobs_waiting{queue="in_process"} 0`) {
+		t.Fatalf("metrics lack the in-process queue's depth (%v):\n%s", err, metrics)
+	}
+	if code := r.stop(t); code != serve.ExitOK {
+		t.Fatalf("exit %d\n%s", code, r.stderr)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/jobs"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -154,6 +155,12 @@ type Config struct {
 	Registry *prometheus.Registry
 	// ReadyChecks are called by /readyz, besides the run store.
 	ReadyChecks []ReadyCheck
+	// Jobs takes the requests that ask for background: a new run, a
+	// resume or a continuation is queued and answered 202 at once, and a
+	// worker drives it (jobs.Local in this process, pgqueue on
+	// PostgreSQL for any replica). The caller starts and stops it; nil
+	// refuses background requests.
+	Jobs jobs.Queue
 }
 
 // Alias is an alias a service serves directly.

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/jobs"
 )
 
 // The error types of the OpenAI error shape: the category a client branches
@@ -21,6 +24,7 @@ const (
 	TypeNotFound       = "not_found_error"
 	TypeConflict       = "conflict_error"
 	TypeQuota          = "insufficient_quota"
+	TypeRateLimit      = "rate_limit_error"
 	TypeServer         = "server_error"
 	TypeUnavailable    = "service_unavailable"
 )
@@ -95,6 +99,9 @@ const (
 	// CodeShuttingDown (503): the service is draining; for a run it
 	// interrupted, the message names the run, which stays recoverable.
 	CodeShuttingDown = "shutting_down"
+	// CodeQueueFull (429): the queue of background runs holds its
+	// maximum of runs waiting for a worker; the answer has Retry-After.
+	CodeQueueFull = "queue_full"
 	// CodeNotReady (503): a readiness check failed.
 	CodeNotReady = "not_ready"
 	// CodeServer (500): anything else.
@@ -111,6 +118,8 @@ type apiError struct {
 	// cause is the error behind the answer, for the log line only: a
 	// client never reads it (see classify).
 	cause error
+	// retryAfter, when set, is the Retry-After of a 429.
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -174,10 +183,18 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 		noTool      *agents.UnknownToolError
 		unavailable *gateway.UnavailableError
 		caps        *gateway.CapabilityMismatchError
+		full        *jobs.FullError
+		closed      *jobs.ClosedError
 	)
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &full):
+		e := newError(http.StatusTooManyRequests, TypeRateLimit, CodeQueueFull, full.Error())
+		e.retryAfter = full.RetryAfter
+		return e
+	case errors.As(err, &closed):
+		return newError(http.StatusServiceUnavailable, TypeUnavailable, CodeShuttingDown, "the service is shutting down and queues no background run; another replica can")
 	case errors.As(err, &unavailable):
 		// Before the others: whatever was being done, the answer is that
 		// a dependency is down, which a retry later may not meet.
@@ -294,6 +311,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // replica answers) or a dependency is down (it comes back); one of those
 // says after how long.
 func retryHeaders(w http.ResponseWriter, ae *apiError) {
+	if ae.Status == http.StatusTooManyRequests && ae.retryAfter > 0 {
+		// A full queue takes runs again once workers drain it.
+		w.Header().Set("X-Should-Retry", "true")
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ae.retryAfter.Seconds()))))
+		return
+	}
 	if ae.Status != http.StatusServiceUnavailable {
 		w.Header().Set("X-Should-Retry", "false")
 		return

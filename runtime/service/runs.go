@@ -17,6 +17,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/jobs"
 )
 
 // runAgent runs an agent for a request and records the run in the request's
@@ -50,8 +51,15 @@ func (s *Service) recordRun(ri *reqInfo, agent string, res agents.RunResult, err
 	}
 }
 
-// runRequest is the body of POST /v1/agents/{agent}/runs.
+// runRequest is the body of POST /v1/agents/{agent}/runs and POST
+// /v1/runs.
 type runRequest struct {
+	// Agent names the agent, for POST /v1/runs only; empty means the
+	// service's entry agent.
+	Agent string `json:"agent"`
+	// Background queues the run and answers 202 with its record at once;
+	// a worker of any replica drives it (Config.Jobs).
+	Background bool `json:"background"`
 	// Input is the user's message; required.
 	Input string `json:"input"`
 	// ThreadID names the conversation (thread-scoped budgets).
@@ -77,6 +85,8 @@ type decisionRequest struct {
 	Scope string `json:"scope"`
 	// By names who decided, for the run's record.
 	By string `json:"by"`
+	// Background queues the resumed run for a worker and answers 202.
+	Background bool `json:"background"`
 }
 
 // continueRequest is the body of POST /v1/runs/{id}/continue; every field
@@ -90,6 +100,8 @@ type continueRequest struct {
 	Timeout string `json:"timeout"`
 	// By names who continues the run, for its record.
 	By string `json:"by"`
+	// Background queues the continued run for a worker and answers 202.
+	Background bool `json:"background"`
 }
 
 // maxContinueSteps bounds the steps a continuation may ask for, as the
@@ -116,6 +128,9 @@ func (s *Service) continueRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	info(r).runID = id
+	if req.Background {
+		return s.answerQueued(w, r, func(q jobs.Queue) (agents.RunRecord, error) { return q.Continue(r.Context(), id, opts) })
+	}
 	s.answerRun(w, r, "", func(ctx context.Context) (agents.RunResult, error) {
 		return s.cfg.Agents.Continue(ctx, id, opts)
 	})
@@ -135,8 +150,20 @@ func (s *Service) startRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	agent := r.PathValue("agent")
+	switch {
+	case agent != "" && req.Agent != "" && req.Agent != agent:
+		return invalid(CodeInvalidRequest, "agent", fmt.Sprintf("agent %q differs from the path's %q; leave it out", req.Agent, agent))
+	case agent == "":
+		agent = cmp.Or(req.Agent, s.cfg.Entry)
+		if agent == "" {
+			return invalid(CodeInvalidRequest, "agent", "agent is required: this service has no entry agent")
+		}
+	}
 	info(r).agent = agent
 	opts := agents.RunOptions{ThreadID: req.ThreadID, UserID: req.UserID, History: history}
+	if req.Background {
+		return s.answerQueued(w, r, func(q jobs.Queue) (agents.RunRecord, error) { return q.Submit(r.Context(), agent, req.Input, opts) })
+	}
 	s.answerRun(w, r, agent, func(ctx context.Context) (agents.RunResult, error) {
 		return s.cfg.Agents.Run(ctx, agent, req.Input, opts)
 	})
@@ -164,9 +191,34 @@ func (s *Service) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	info(r).runID = id
+	if req.Background {
+		return s.answerQueued(w, r, func(q jobs.Queue) (agents.RunRecord, error) { return q.Resume(r.Context(), id, d) })
+	}
 	s.answerRun(w, r, "", func(ctx context.Context) (agents.RunResult, error) {
 		return s.cfg.Agents.Resume(ctx, id, d)
 	})
+	return nil
+}
+
+// answerQueued hands a request to the job queue and answers 202 with the
+// queued run's record and where to read it; a worker of any replica
+// drives it, and GET /v1/runs/{id} follows it.
+func (s *Service) answerQueued(w http.ResponseWriter, r *http.Request, submit func(jobs.Queue) (agents.RunRecord, error)) error {
+	if s.cfg.Jobs == nil {
+		return invalid(CodeInvalidRequest, "background", "this service runs no background queue: send the request without background")
+	}
+	rec, err := submit(s.cfg.Jobs)
+	if err != nil {
+		return err
+	}
+	ri := info(r)
+	ri.runID = rec.RunID
+	if ri.agent == "" {
+		ri.agent = rec.Agent
+	}
+	w.Header().Set("X-Aid-Run-Id", rec.RunID)
+	w.Header().Set("Location", "/v1/runs/"+rec.RunID)
+	writeJSON(w, http.StatusAccepted, recordOf(rec))
 	return nil
 }
 

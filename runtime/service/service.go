@@ -73,6 +73,7 @@ func New(cfg Config) (*Service, error) {
 	s.route("GET /v1/models", s.listModels)
 	s.route("GET /v1/models/{model}", s.getModel)
 	s.route("POST /v1/agents/{agent}/runs", s.startRun)
+	s.route("POST /v1/runs", s.startRun)
 	s.route("POST /v1/runs/{id}/resume", s.resumeRun)
 	s.route("POST /v1/runs/{id}/continue", s.continueRun)
 	s.route("POST /v1/runs/{id}/cancel", s.cancelRun)

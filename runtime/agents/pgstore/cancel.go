@@ -50,7 +50,7 @@ func (s *Store) RequestCancel(ctx context.Context, runID string, req agents.Canc
 		status, by, at = nil, nil, nil
 		// n's count is selected so that it is evaluated: a CTE or join
 		// whose result nobody reads may be left out by the planner.
-		return s.pool.QueryRow(ctx, `WITH u AS (
+		return s.db.QueryRow(ctx, `WITH u AS (
 				UPDATE `+s.runs+`
 				SET cancel_by = CASE WHEN cancel_at IS NULL THEN $2 ELSE cancel_by END, cancel_at = COALESCE(cancel_at, $3)
 				WHERE run_id = $1 AND status = 'running'
@@ -91,7 +91,7 @@ func (s *Store) WatchCancel(ctx context.Context, runID string) (<-chan agents.Ca
 		var by *string
 		var at *time.Time
 		err := s.do(ctx, func(ctx context.Context) error {
-			err := s.pool.QueryRow(ctx, `SELECT cancel_by, cancel_at FROM `+s.runs+` WHERE run_id = $1 AND status = 'running'`, runID).Scan(&by, &at)
+			err := s.db.QueryRow(ctx, `SELECT cancel_by, cancel_at FROM `+s.runs+` WHERE run_id = $1 AND status = 'running'`, runID).Scan(&by, &at)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
 			}

@@ -41,7 +41,7 @@ func (m *Memory) AddMemory(ctx context.Context, scope agents.MemoryScope, subjec
 	}
 	e := agents.MemoryEntry{Scope: scope, Subject: subject, Text: text}
 	err := m.s.doAs(ctx, "memory store", func(ctx context.Context) error {
-		return m.s.pool.QueryRow(ctx, `INSERT INTO `+m.s.memory+` (store, scope, subject, text) VALUES ($1, $2, $3, $4) RETURNING created_at`,
+		return m.s.db.QueryRow(ctx, `INSERT INTO `+m.s.memory+` (store, scope, subject, text) VALUES ($1, $2, $3, $4) RETURNING created_at`,
 			m.name, string(scope), subject, []byte(text)).Scan(&e.Created)
 	})
 	if err != nil {
@@ -62,7 +62,7 @@ func (m *Memory) Memories(ctx context.Context, scope agents.MemoryScope, subject
 	}
 	var out []agents.MemoryEntry
 	err := m.s.doAs(ctx, "memory store", func(ctx context.Context) error {
-		rows, err := m.s.pool.Query(ctx, `SELECT text, created_at FROM `+m.s.memory+`
+		rows, err := m.s.db.Query(ctx, `SELECT text, created_at FROM `+m.s.memory+`
 			WHERE store = $1 AND scope = $2 AND subject = $3 ORDER BY id`, m.name, string(scope), subject)
 		if err != nil {
 			return err

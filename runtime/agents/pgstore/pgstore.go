@@ -24,6 +24,7 @@ import (
 // kept in the same database.
 type Store struct {
 	pool     *pgxpool.Pool
+	db       querier // the pool, or the transaction of a Tx view
 	timeout  time.Duration
 	ownsPool bool
 	prefix   string
@@ -35,8 +36,17 @@ type Store struct {
 	// (pg_notify takes it as text) and quoted (for LISTEN).
 	channel, quotedChannel string
 
-	cancels agents.Cancels
-	listen  listener
+	// Shared with the Tx views of the store.
+	cancels *agents.Cancels
+	listen  *listener
+}
+
+// querier is what the store's statements run on: a pool, or one
+// transaction (Tx).
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
 // Option adjusts a Store.
@@ -77,7 +87,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if pool == nil {
 		return nil, errors.New("pgstore: pool is nil")
 	}
-	s := &Store{pool: pool, prefix: "aid_agent", timeout: pgutil.DefaultOpTimeout}
+	s := &Store{pool: pool, db: pool, prefix: "aid_agent", timeout: pgutil.DefaultOpTimeout, cancels: &agents.Cancels{}, listen: &listener{}}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
@@ -148,6 +158,24 @@ func (s *Store) Close() {
 		s.pool.Close()
 	}
 }
+
+// Tx returns a view of the store whose reads and writes are statements of
+// tx, so that a run is written in the same transaction as something else:
+// the job that will drive it (a job queue's insert), say. It shares the
+// store's tables and cancel watchers; the caller commits or rolls back tx,
+// and a statement the database aborts is not tried again (the transaction
+// is over). Close on the view does nothing.
+func (s *Store) Tx(tx pgx.Tx) *Store {
+	v := *s
+	v.db, v.noRetry, v.ownsPool = tx, true, false
+	v.listen = &listener{closed: true}
+	return &v
+}
+
+// Pool returns the pool the store's statements run on, for a job queue
+// that keeps its jobs in the same database and writes them in the same
+// transactions as the runs (Tx).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // migrationSteps are the schema's versions, in order: step i brings the
 // schema from version i to version i+1. A step is never edited once
@@ -336,7 +364,7 @@ func (s *Store) CreateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 		return agents.RunRecord{}, fmt.Errorf("pgstore: create run %s: encode checkpoint: %w", rec.RunID, err)
 	}
 	err = s.do(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, `INSERT INTO `+s.runs+` (run_id, agent, status, version, checkpoint)
+		return s.db.QueryRow(ctx, `INSERT INTO `+s.runs+` (run_id, agent, status, version, checkpoint)
 			VALUES ($1, $2, $3, 1, $4) RETURNING version, updated_at`,
 			rec.RunID, rec.Agent, string(rec.Status), string(cp)).Scan(&rec.Version, &rec.UpdatedAt)
 	})
@@ -412,14 +440,14 @@ func (s *Store) UpdateRunRecordCalls(ctx context.Context, rec agents.RunRecord, 
 		stored, found = 0, false
 		var by *string
 		var at *time.Time
-		err := s.pool.QueryRow(ctx, sql, params...).Scan(&rec.Version, &rec.UpdatedAt, &by, &at)
+		err := s.db.QueryRow(ctx, sql, params...).Scan(&rec.Version, &rec.UpdatedAt, &by, &at)
 		rec.Cancel = cancelRequest(by, at)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			found = true
 			return err
 		}
 		// Not written: say why, with the version stored now.
-		err = s.pool.QueryRow(ctx, `SELECT version FROM `+s.runs+` WHERE run_id = $1`, rec.RunID).Scan(&stored)
+		err = s.db.QueryRow(ctx, `SELECT version FROM `+s.runs+` WHERE run_id = $1`, rec.RunID).Scan(&stored)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -453,7 +481,7 @@ func (s *Store) LoadRun(ctx context.Context, runID string) (agents.RunRecord, er
 	err := s.do(ctx, func(ctx context.Context) error {
 		var by *string
 		var at *time.Time
-		err := s.pool.QueryRow(ctx, `SELECT agent, status, version, checkpoint::text, updated_at, cancel_by, cancel_at FROM `+s.runs+` WHERE run_id = $1`, runID).
+		err := s.db.QueryRow(ctx, `SELECT agent, status, version, checkpoint::text, updated_at, cancel_by, cancel_at FROM `+s.runs+` WHERE run_id = $1`, runID).
 			Scan(&rec.Agent, &status, &rec.Version, &cp, &rec.UpdatedAt, &by, &at)
 		rec.Cancel = cancelRequest(by, at)
 		return err
@@ -477,7 +505,7 @@ func (s *Store) RecordCall(ctx context.Context, rec agents.CallRecord) error {
 		return err
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
-		_, err := s.pool.Exec(ctx, `INSERT INTO `+s.calls+` (run_id, key, call_id, tool, effects, arguments)
+		_, err := s.db.Exec(ctx, `INSERT INTO `+s.calls+` (run_id, key, call_id, tool, effects, arguments)
 			VALUES ($1, $2, $3, $4, $5, $6)`,
 			rec.RunID, rec.Key, []byte(rec.CallID), []byte(rec.Tool), string(rec.Effects), []byte(rec.Arguments))
 		return err
@@ -504,7 +532,7 @@ func (s *Store) FinishCall(ctx context.Context, runID, key string, res agents.Ca
 	}
 	var finished, exists bool
 	err := s.do(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, `WITH u AS (
+		return s.db.QueryRow(ctx, `WITH u AS (
 				UPDATE `+s.calls+` SET observation = $3, error_kind = $4, finished_at = clock_timestamp()
 				WHERE run_id = $1 AND key = $2 AND finished_at IS NULL
 				RETURNING 1
@@ -561,7 +589,7 @@ func (s *Store) Calls(ctx context.Context, runID string) ([]agents.CallRecord, e
 }
 
 func (s *Store) queryCalls(ctx context.Context, where string, args ...any) ([]agents.CallRecord, error) {
-	rows, err := s.pool.Query(ctx, `SELECT run_id, key, call_id, tool, effects, arguments, observation, error_kind FROM `+s.calls+` `+where, args...)
+	rows, err := s.db.Query(ctx, `SELECT run_id, key, call_id, tool, effects, arguments, observation, error_kind FROM `+s.calls+` `+where, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -590,7 +618,7 @@ func (s *Store) AddGrant(ctx context.Context, g agents.Grant) error {
 		return err
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
-		_, err := s.pool.Exec(ctx, `INSERT INTO `+s.grants+` (thread_id, tool, scope, granted_by, granted_at, run_id) VALUES ($1, $2, $3, $4, $5, $6)`,
+		_, err := s.db.Exec(ctx, `INSERT INTO `+s.grants+` (thread_id, tool, scope, granted_by, granted_at, run_id) VALUES ($1, $2, $3, $4, $5, $6)`,
 			g.ThreadID, g.Tool, string(g.Scope), g.By, g.At, g.RunID)
 		return err
 	})
@@ -607,7 +635,7 @@ func (s *Store) Grants(ctx context.Context, threadID string) ([]agents.Grant, er
 	}
 	var out []agents.Grant
 	err := s.do(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT thread_id, tool, scope, granted_by, granted_at, run_id FROM `+s.grants+` WHERE thread_id = $1 ORDER BY id`, threadID)
+		rows, err := s.db.Query(ctx, `SELECT thread_id, tool, scope, granted_by, granted_at, run_id FROM `+s.grants+` WHERE thread_id = $1 ORDER BY id`, threadID)
 		if err != nil {
 			return err
 		}

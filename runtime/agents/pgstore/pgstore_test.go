@@ -395,3 +395,49 @@ func TestAbortedStatementIsRetriedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestTxView writes a run through a transaction's view of the store: it
+// is seen by nobody until the transaction commits, and a rollback leaves
+// nothing behind, so that a job queue can write a run and its job
+// together.
+func TestTxView(t *testing.T) {
+	ctx := t.Context()
+	pool := pgtest.NewPool(t)
+	s, err := pgstore.New(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Pool() != pool {
+		t.Fatal("Pool is not the store's pool")
+	}
+	for _, commit := range []bool{false, true} {
+		id := fmt.Sprintf("run_tx_%v", commit)
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := s.Tx(tx).CreateRun(ctx, agents.RunRecord{RunID: id, Agent: "desk", Status: agents.StatusQueued, Checkpoint: checkpoint(id)})
+		if err != nil || rec.Version != 1 {
+			t.Fatalf("create in tx: %+v %v", rec, err)
+		}
+		if _, err := s.LoadRun(ctx, id); !errors.As(err, new(*agents.RunNotFoundError)) {
+			t.Fatalf("a run of an open transaction is visible outside it: %v", err)
+		}
+		if got, err := s.Tx(tx).LoadRun(ctx, id); err != nil || got.Status != agents.StatusQueued {
+			t.Fatalf("load in tx: %+v %v", got, err)
+		}
+		if commit {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.LoadRun(ctx, id)
+		if commit && err != nil || !commit && !errors.As(err, new(*agents.RunNotFoundError)) {
+			t.Fatalf("after commit=%v: %v", commit, err)
+		}
+	}
+}

@@ -11,6 +11,7 @@ package main
 
 import (
 	"embed"
+	"github.com/aidgen/aid/runtime/jobs/pgqueue"
 	"github.com/aidgen/aid/runtime/serve"
 	"github.com/aidgen/aid/runtime/serve/postgres"
 	business "openai-desk/business"
@@ -29,6 +30,7 @@ func main() {
 	os.Exit(serve.Main(description(), serve.Options{
 		Files:           appFiles,
 		Implementations: business.Implementations(),
+		Jobs:            pgqueue.OpenQueue,
 		OpenState:       postgres.OpenState,
 	}))
 }

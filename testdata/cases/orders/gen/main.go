@@ -10,6 +10,7 @@
 package main
 
 import (
+	"github.com/aidgen/aid/runtime/jobs/pgqueue"
 	"github.com/aidgen/aid/runtime/serve"
 	"github.com/aidgen/aid/runtime/serve/postgres"
 	business "orders/business"
@@ -19,6 +20,7 @@ import (
 func main() {
 	os.Exit(serve.Main(description(), serve.Options{
 		Implementations: business.Implementations(),
+		Jobs:            pgqueue.OpenQueue,
 		OpenState:       postgres.OpenState,
 	}))
 }

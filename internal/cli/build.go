@@ -51,6 +51,17 @@ with that checkout, by its absolute path, and go.sum copies the checkout's, so
 the service builds offline, wherever DIR is moved on this machine.
 --runtime-version requires a published version instead, without a replace.
 
+At run time the service needs what its app file names, and nothing of the
+checkout: the environment variables of its providers' API keys (apiKeyEnv),
+its bearer tokens (service.auth.tokenEnv), its state's and pgvector stores'
+DSNs (dsnEnv: PostgreSQL 15 or later with the vector extension), its http
+tools' urlEnv and headersFromEnv, and its MCP servers' env and
+bearerTokenEnv; the commands of stdio MCP servers on PATH; and network
+reach to its providers' and tools' URLs. The fake provider needs nothing.
+Run the built binary with -h for its flags (-listen, -app-dir, -log-level,
+-state-dsn, the queue's and the retention's), each with its environment
+variable.
+
 --check writes nothing: it prints a unified diff of every generated file that
 differs from DIR and exits 1 when there is one, for CI.
 

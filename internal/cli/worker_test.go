@@ -23,6 +23,13 @@ import (
 // slowCapitals writes a copy of the capitals example whose fake answers
 // after latency, with paths to the checkout's fixtures.
 func slowCapitals(t *testing.T, latency string) string {
+	return capitalsCopy(t, "\nproviders: fake: latency: \""+latency+"\"\n", nil)
+}
+
+// capitalsCopy writes a copy of the capitals example with overlay
+// appended and the replacements made, with paths to the checkout's
+// fixtures.
+func capitalsCopy(t *testing.T, overlay string, replace map[string]string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "capitals", "app.cue"))
 	if err != nil {
@@ -37,7 +44,10 @@ func slowCapitals(t *testing.T, latency string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := strings.ReplaceAll(string(b), "../../fixtures/", filepath.ToSlash(rel)+"/") + "\nproviders: fake: latency: \"" + latency + "\"\n"
+	src := strings.ReplaceAll(string(b), "../../fixtures/", filepath.ToSlash(rel)+"/") + overlay
+	for from, to := range replace {
+		src = strings.ReplaceAll(src, from, to)
+	}
 	path := filepath.Join(dir, "app.cue")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
@@ -248,4 +258,41 @@ func readReport(t *testing.T, path string) map[string]any {
 	}
 	delete(v, "generatedAt")
 	return v
+}
+
+// TestEvalQueueSharesTheBudget runs an eval whose global budget covers a
+// fraction of its samples on two workers: they spend from one account in
+// the database's ledger, so together they stop at the budget, the rest of
+// the samples failing with the budget's error.
+func TestEvalQueueSharesTheBudget(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	const maxUSD = 0.0002 // about 35 of the 120 calls
+	appFile := capitalsCopy(t, "", map[string]string{"maxUSD: 1.0": fmt.Sprintf("maxUSD: %v", maxUSD)})
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			var out, errs bytes.Buffer
+			cli.MainContext(ctx, []string{"worker", appFile, "--queue", dsn, "--concurrency", "4"}, strings.NewReader(""), &out, &errs)
+		})
+	}
+	report := filepath.Join(t.TempDir(), "report.json")
+	var out, errs bytes.Buffer
+	cli.MainContext(t.Context(), []string{"eval", appFile, "--runs", "4", "--progress", "none", "--queue", dsn, "--json", report}, strings.NewReader(""), &out, &errs)
+	stop()
+	wg.Wait()
+	r := readReport(t, report)
+	evals, _ := r["evals"].([]any)
+	if len(evals) != 1 {
+		t.Fatalf("report: %v\n%s%s", r, &out, &errs)
+	}
+	e := evals[0].(map[string]any)
+	cost, failed := e["costUSD"].(float64), e["failedSamples"].(float64)
+	t.Logf("spent %v of %v USD; %v of 120 samples failed", cost, maxUSD, failed)
+	if cost > maxUSD || cost < maxUSD/2 || failed == 0 || failed == 120 {
+		t.Fatalf("spent %v USD of a %v budget with %v failed samples", cost, maxUSD, failed)
+	}
+	if !strings.Contains(fmt.Sprint(e["sampleErrors"]), "budget") {
+		t.Fatalf("failed samples do not name the budget: %v", e["sampleErrors"])
+	}
 }

@@ -51,18 +51,22 @@ func (s *slowServer) count(path string) int {
 	return s.calls[path]
 }
 
-// The queue's settings of the test: a drive lasts at most 5s, and a job
-// running for 6s without finishing is presumed to have lost its worker.
+// The queue's settings of the test: a drive lasts at most 10s, and a job
+// running for 11s without finishing is presumed to have lost its worker.
+// The second replica starts while the first drives the runs, so the
+// drives must outlast its start; River's leader failover (10 to 15 s
+// after the leader's death) is longer than the rescue, so the new leader's
+// first look finds the jobs stuck.
 const (
-	jobRunTimeout  = "5s"
-	jobRescueAfter = "6s"
+	jobRunTimeout  = "10s"
+	jobRescueAfter = "11s"
 )
 
 // TestKilledReplicaRunsFinishElsewhere submits two background runs to a
-// replica, kills it with SIGKILL while one is in a read and the other in a
-// write, and starts another replica on the same database: River's rescuer
-// (on the new replica, once it leads) gives their jobs to its workers
-// without any call from the test. The read run completes, its finished
+// replica, starts a second replica on the same database, and kills the
+// first with SIGKILL while one run is in a read and the other in a write:
+// River's rescuer (on the second replica, once it leads) gives their jobs
+// to its workers without any call from the test. The read run completes, its finished
 // write not repeated and its read run again; the write run pauses for a
 // decision (an interrupted write is never re-run silently), and the
 // decision, posted with background, is driven by the queue too.
@@ -88,13 +92,14 @@ func TestKilledReplicaRunsFinishElsewhere(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The second replica: its workers find no job available, both runs'
+	// jobs being A's.
+	b := start(t, bin, dir, env...)
 	if err := a.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
 	<-a.done
-
-	b := start(t, bin, dir, env...)
 	done := pollStatus(t, b, x.RunID, "completed", 90*time.Second)
 	took := time.Since(killed)
 	t.Logf("SIGKILL to the read run completed on the other replica: %v (rescue after %s, run timeout %s)", took.Round(10*time.Millisecond), jobRescueAfter, jobRunTimeout)

@@ -160,3 +160,50 @@ func TestBackgroundWithoutAQueue(t *testing.T) {
 		t.Fatalf("run: %d %s", status, body)
 	}
 }
+
+// TestFollowABackgroundRun follows a background run as server-sent
+// events: the run as it stands while a worker drives it, then its result
+// once it stops.
+func TestFollowABackgroundRun(t *testing.T) {
+	release := make(chan struct{})
+	e := newEnv(t, options{
+		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {
+			calls(call("c1", "wait", `{}`)),
+			answer("Hello."),
+		}}},
+		agents: []agents.Agent{{Name: "triage", Model: "large", Instructions: "Wait.", Tools: []string{"wait"}}},
+		tools:  []agents.Tool{{Name: "wait", Description: "Wait.", Input: json.RawMessage(`{"type":"object"}`)}},
+		impls: map[string]agents.Implementation{"wait": agents.ToolFunc(func(ctx context.Context, _ json.RawMessage) (string, error) {
+			select {
+			case <-release:
+				return "ok", nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		})},
+		svc: withLocalQueue(t, jobs.Config{}),
+	})
+	status, hdr, _ := e.do(t, "POST", "/v1/runs", `{"input":"hi","background":true}`)
+	if status != http.StatusAccepted {
+		t.Fatalf("background run: %d", status)
+	}
+	id := hdr.Get("X-Aid-Run-Id")
+	e.pollRun(t, id, agents.StatusRunning)
+	time.AfterFunc(300*time.Millisecond, func() { close(release) })
+	status, hdr, body := e.do(t, "GET", "/v1/runs/"+id, "", "Accept", "text/event-stream")
+	if status != 200 || hdr.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("follow: %d %v", status, hdr)
+	}
+	stream := string(body)
+	result, ok := strings.CutPrefix(stream[strings.LastIndex(stream, "event: "):], "event: result\ndata: ")
+	if !ok || !strings.Contains(result, `"status":"completed"`) || !strings.Contains(result, `"last_text":"Hello."`) {
+		t.Fatalf("stream does not end with the completed run:\n%s", body)
+	}
+	if !strings.HasPrefix(stream, "event: run\ndata: ") || !strings.Contains(stream, `"status":"running"`) {
+		t.Fatalf("stream does not start with the running run:\n%s", body)
+	}
+	status, _, body = e.do(t, "GET", "/v1/runs/nope", "", "Accept", "text/event-stream")
+	if status != http.StatusNotFound {
+		t.Fatalf("follow an unknown run: %d %s", status, body)
+	}
+}

@@ -410,8 +410,48 @@ func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if acceptsEventStream(r) {
+		s.followRun(w, r, rec)
+		return nil
+	}
 	writeJSON(w, http.StatusOK, recordOf(rec))
 	return nil
+}
+
+// followPoll is how often a followed run is read again.
+const followPoll = 200 * time.Millisecond
+
+// followRun answers GET /v1/runs/{id} with Accept: text/event-stream: a
+// run event with the run now and at each change (a step saved, a status),
+// from whichever replica or worker drives it, then a result event once it
+// is neither queued nor running, which ends the stream. The request's
+// timeout ends a stream of a run still going; the client follows it again.
+func (s *Service) followRun(w http.ResponseWriter, r *http.Request, rec agents.RunRecord) {
+	sse := newSSE(w, s.limits.WriteTimeout)
+	defer sse.close()
+	ctx := r.Context()
+	for {
+		if rec.Status != agents.StatusQueued && rec.Status != agents.StatusRunning {
+			sse.event("result", recordOf(rec))
+			return
+		}
+		sse.event("run", recordOf(rec))
+		for version := rec.Version; rec.Version == version; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(followPoll):
+			}
+			next, err := s.cfg.Agents.Store().LoadRun(ctx, rec.RunID)
+			if err != nil {
+				if ctx.Err() == nil {
+					sse.event("error", errorBody{Error: classify(err, info(r).id, rec.RunID)})
+				}
+				return
+			}
+			rec = next
+		}
+	}
 }
 
 // recordOf renders a stored run.

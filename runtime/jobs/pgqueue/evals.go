@@ -254,7 +254,7 @@ func (e *Evals) Enqueue(ctx context.Context, samples []SampleArgs) error {
 // as missing.
 func (e *Evals) Wait(ctx context.Context, batch string, total int, progress func(done int)) ([]SampleResult, error) {
 	last := -1
-	for {
+	for poll := 0; ; poll++ {
 		var n int
 		if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM aid_eval_samples WHERE batch = $1`, batch).Scan(&n); err != nil {
 			return nil, fmt.Errorf("pgqueue: count the results of %s: %w", batch, err)
@@ -265,6 +265,15 @@ func (e *Evals) Wait(ctx context.Context, batch string, total int, progress func
 		}
 		if n >= total {
 			break
+		}
+		if poll%10 != 9 {
+			// A look at River's jobs, which scans them, once a second.
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("pgqueue: waiting for %d of %d samples of %s: %w", total-n, total, batch, context.Cause(ctx))
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
 		}
 		var discarded int
 		if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND state IN ('discarded', 'cancelled') AND args->>'batch' = $2`, SampleArgs{}.Kind(), batch).Scan(&discarded); err != nil {

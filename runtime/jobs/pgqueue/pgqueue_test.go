@@ -203,3 +203,43 @@ aid_jobs_waiting{queue="aid_runs"} 2
 		t.Fatal(err)
 	}
 }
+
+// TestAgentQueue gives the agent a limit of its own: its runs' jobs go to
+// its River queue, which this replica works with one worker even though it
+// has no shared workers.
+func TestAgentQueue(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	r := newReplica(t, dsn, jobs.Config{Workers: -1, AgentConcurrency: map[string]int{"desk": 1}})
+	ctx := context.Background()
+	var ids []string
+	for range 2 {
+		rec, err := r.q.Submit(ctx, "desk", "refund A", agents.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, rec.RunID)
+	}
+	for _, id := range ids {
+		waitStatus(t, r.rt, id, agents.StatusPaused)
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var queues []string
+	rows, err := pool.Query(ctx, `SELECT DISTINCT queue FROM river_job`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			t.Fatal(err)
+		}
+		queues = append(queues, q)
+	}
+	if len(queues) != 1 || queues[0] != pgqueue.QueueRuns+"_desk" {
+		t.Fatalf("jobs in queues %v, want only %s_desk", queues, pgqueue.QueueRuns)
+	}
+}

@@ -426,19 +426,19 @@ func (s *Store) RequestCancel(ctx context.Context, runID string, req agents.Canc
 // reaches the watch at once; one made by another process sharing the
 // directory within CancelPoll, the time between two looks at the run's
 // file.
-func (s *Store) WatchCancel(ctx context.Context, runID string) (<-chan agents.CancelRequest, error) {
+func (s *Store) WatchCancel(ctx context.Context, runID string, stop func(agents.CancelRequest)) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	rec, err := s.pendingCancel(runID)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	ch := s.cancels.Watch(ctx, runID, rec)
+	s.cancels.Watch(ctx, runID, rec, stop)
 	if rec == nil {
 		go s.pollCancel(ctx, runID)
 	}
-	return ch, nil
+	return nil
 }
 
 // pendingCancel returns the run's pending request, if it runs and has one.

@@ -85,7 +85,8 @@ func TestCancelAcrossHandles(t *testing.T) {
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	ch, err := a.WatchCancel(wctx, "run_1")
+	ch := make(chan agents.CancelRequest, 1)
+	err := a.WatchCancel(wctx, "run_1", func(req agents.CancelRequest) { ch <- req })
 	if err != nil {
 		t.Fatal(err)
 	}

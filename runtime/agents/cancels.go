@@ -17,20 +17,19 @@ type Cancels struct {
 
 type cancelWatch struct {
 	ctx  context.Context
-	ch   chan CancelRequest
+	stop func(CancelRequest)
 	sent bool
 }
 
-// Watch returns a channel that receives runID's first cancel request from
-// now on, or pending at once when it is not nil. The watch ends when ctx
-// does.
-func (c *Cancels) Watch(ctx context.Context, runID string, pending *CancelRequest) <-chan CancelRequest {
-	w := &cancelWatch{ctx: ctx, ch: make(chan CancelRequest, 1)}
+// Watch calls stop with runID's first cancel request from now on, or with
+// pending before it returns when pending is not nil. The watch ends when
+// ctx does; stop is not called after that.
+func (c *Cancels) Watch(ctx context.Context, runID string, pending *CancelRequest, stop func(CancelRequest)) {
 	if pending != nil {
-		w.ch <- *pending
-		w.sent = true
-		return w.ch
+		stop(*pending)
+		return
 	}
+	w := &cancelWatch{ctx: ctx, stop: stop}
 	c.mu.Lock()
 	if c.watchers == nil {
 		c.watchers = map[string]map[*cancelWatch]struct{}{}
@@ -48,20 +47,24 @@ func (c *Cancels) Watch(ctx context.Context, runID string, pending *CancelReques
 			delete(c.watchers, runID)
 		}
 	})
-	return w.ch
 }
 
-// Notify hands req to runID's watchers that have not had a request yet.
+// Notify hands req to runID's watchers that have not had a request yet,
+// calling their stop functions on the caller's goroutine.
 func (c *Cancels) Notify(runID string, req CancelRequest) {
+	var stops []func(CancelRequest)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for w := range c.watchers[runID] {
-		// A watch whose context ended is not sent to, even before
+		// A watch whose context ended is not called, even before
 		// AfterFunc removed it.
 		if !w.sent && w.ctx.Err() == nil {
 			w.sent = true
-			w.ch <- req // buffered, and sent to once
+			stops = append(stops, w.stop)
 		}
+	}
+	c.mu.Unlock()
+	for _, stop := range stops {
+		stop(req)
 	}
 }
 

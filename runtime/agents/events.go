@@ -218,19 +218,31 @@ type streamer interface {
 // reported in one piece. The text of an agent with an output schema is
 // withheld until the answer validates (the loop reports it then), so that
 // a rejected answer never reaches the hook as text.
-func (r *Runtime) generate(ctx context.Context, st *runState, req gateway.Request, opts []gateway.CallOption) (gateway.Result, error) {
-	if r.replay != nil {
-		return r.replay.model(ctx, st, req)
+//
+// The answer is written to res (see callModel).
+func (r *Runtime) generate(ctx context.Context, st *runState, req *gateway.Request, res *gateway.Result, opts []gateway.CallOption) (err error) {
+	if r.replay != nil || st.events != nil {
+		return r.generateOther(ctx, st, req, res, opts)
 	}
-	if st.events == nil {
-		return r.gen.Generate(ctx, st.alias, req, opts...)
-	}
-	return r.generateEvents(ctx, st, req, opts)
+	*res, err = r.gen.Generate(ctx, st.alias, *req, opts...)
+	return err
 }
 
-// generateEvents is generate for a run with a hook. It is a function of its
-// own so that its events stay out of the frame that every run keeps on its
-// stack while it waits on the model.
+// generateOther is generate for a replay or a run with a hook. It is a
+// function of its own, not inlined, so that its events stay out of the
+// frame that every run keeps on its stack while it waits on the model.
+//
+//go:noinline
+func (r *Runtime) generateOther(ctx context.Context, st *runState, req *gateway.Request, res *gateway.Result, opts []gateway.CallOption) (err error) {
+	if r.replay != nil {
+		*res, err = r.replay.model(ctx, st, *req)
+	} else {
+		*res, err = r.generateEvents(ctx, st, *req, opts)
+	}
+	return err
+}
+
+// generateEvents is generate for a run with a hook.
 func (r *Runtime) generateEvents(ctx context.Context, st *runState, req gateway.Request, opts []gateway.CallOption) (gateway.Result, error) {
 	ev := st.events
 	step := len(st.steps) + 1

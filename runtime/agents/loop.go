@@ -111,6 +111,12 @@ func (c *ToolCallRecord) observe(obs string, kind ErrorKind) {
 // drive runs the loop from st until the run ends, pauses or stops. A
 // top-level run is bounded by its agent's run timeout; each step by its
 // agent's step timeout, from its model call to the end of its tool calls.
+//
+// A run's goroutine waits on its model call with drive, modelStep and
+// callModel on its stack, so these keep small frames: whatever a step does
+// before or after the call (its tool calls, its record, the run's end) is
+// in functions of its own, on the stack only while they run. A live run
+// then fits in a goroutine's first 8 KiB of stack (BenchmarkLiveRunStack).
 func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 	if fn, ok := ctx.Value(eventsKey{}).(func(Event)); ok && fn != nil && st.events == nil && !st.sub {
 		st.events = &emitter{fn: fn, runID: st.id}
@@ -125,119 +131,209 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 		ctx, cancel = context.WithTimeoutCause(ctx, d, &TimeoutError{Scope: TimeoutRun, Timeout: d})
 		defer cancel()
 	}
-	actx, span := r.startAgentSpan(ctx, st)
-	var clock stepClock
-	defer clock.end()
+	s := stepper{ctx: ctx, st: st}
+	s.actx, s.span = r.startAgentSpan(ctx, st)
+	defer s.clock.end()
 	for {
+		var o outcome
 		if st.pending != nil {
-			sctx := clock.context(actx, st)
-			paused, target, err := r.runCalls(sctx, st, span)
-			switch {
-			case err != nil && stopped(sctx):
-				return r.stop(ctx, sctx, st, span, err)
-			case err != nil:
-				st.stopPending()
-				return r.finish(ctx, st, span, statusOf(err), err)
-			case paused:
-				return r.finish(ctx, st, span, StatusPaused, nil)
-			}
-			clock.end()
-			if target != nil {
-				if span.IsRecording() {
-					span.SetAttributes(AttrTransferredTo.String(target.spec.Name))
-				}
-				span.End()
-				if st.events != nil {
-					st.event(Event{Kind: EventHandoff, Target: target.spec.Name})
-				}
-				st.agent = target
-				st.path = append(st.path, target.spec.Name)
-				st.alias, st.degraded, st.agentSteps, st.stepLimit, st.repaired = target.spec.Model, false, 0, 0, false
-				actx, span = r.startAgentSpan(ctx, st)
-			}
-			continue
+			o = r.callsStep(&s)
+		} else {
+			o = r.modelStep(&s)
 		}
-		if err := ctx.Err(); err != nil {
-			if stopped(ctx) {
-				return r.stop(ctx, ctx, st, span, err)
-			}
-			return r.finish(ctx, st, span, StatusFailed, fmt.Errorf("run %s: %w", st.id, err))
-		}
-		if st.events != nil {
-			if err := st.events.err(); err != nil {
-				return r.finish(ctx, st, span, StatusFailed, fmt.Errorf("run %s: %w", st.id, err))
-			}
-		}
-		if limit := st.maxSteps(); st.agentSteps >= limit {
-			return r.finish(ctx, st, span, StatusMaxSteps, &MaxStepsError{RunID: st.id, Agent: st.agent.spec.Name, MaxSteps: limit})
-		}
-		sctx := clock.start(actx, st)
-		req, err := r.request(sctx, st)
-		if err != nil {
-			if stopped(sctx) {
-				return r.stop(ctx, sctx, st, span, err)
-			}
-			return r.finish(ctx, st, span, StatusFailed, err)
-		}
-		res, from, err := r.callModel(sctx, st, req)
-		if err != nil {
-			if stopped(sctx) {
-				// The answer never came: the call is made again when the
-				// run is recovered or continued, from the state saved now.
-				return r.stop(ctx, sctx, st, span, err)
-			}
-			var be *gateway.BudgetExceededError
-			if errors.As(err, &be) {
-				return r.finish(ctx, st, span, StatusBudgetExceeded, &BudgetExceededError{RunID: st.id, Agent: st.agent.spec.Name, Alias: st.alias, DegradedFrom: from, Err: err})
-			}
-			return r.finish(ctx, st, span, StatusFailed, fmt.Errorf("run %s: agent %q: model call: %w", st.id, st.agent.spec.Name, err))
-		}
-		st.agentSteps++
-		u := usageRecord(res.Usage)
-		st.usage = st.usage.add(u)
-		st.cost += res.CostUSD
-		// st.alias is now the alias the call was made on, after any step
-		// down the ladder.
-		step := StepRecord{
-			Number: len(st.steps) + 1, Agent: st.agent.spec.Name, Alias: res.Alias, Requested: st.alias,
-			Model: res.Model, DegradedFrom: from, Text: res.Text, Usage: u, CostUSD: res.CostUSD,
-			Request: st.recordRequest(req),
-		}
-		st.appendMsg(gateway.Message{Role: gateway.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
-		if len(res.ToolCalls) == 0 {
-			clock.end()
-			st.steps = append(st.steps, step)
-			if out := st.agent.output; out != nil {
-				if verr := validateJSON(out, []byte(res.Text)); verr != nil {
-					if !st.repaired && st.agentSteps < st.maxSteps() {
-						st.repaired = true
-						st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: repairPrompt(verr)})
-						continue
-					}
-					return r.finish(ctx, st, span, StatusFailed, &OutputValidationError{Agent: st.agent.spec.Name, Answer: res.Text, Err: verr})
-				}
-			}
-			if st.events != nil && st.agent.output != nil && res.Text != "" {
-				// Withheld while it could still be rejected (generate).
-				st.event(Event{Kind: EventText, Step: step.Number, Text: res.Text})
-			}
-			st.answer = res.Text
-			return r.finish(ctx, st, span, StatusCompleted, nil)
-		}
-		step.ToolCalls = make([]ToolCallRecord, len(res.ToolCalls))
-		for i, c := range res.ToolCalls {
-			step.ToolCalls[i] = ToolCallRecord{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)}
-		}
-		st.pending = &Pending{Step: step}
-		if st.events != nil {
-			st.event(Event{Kind: EventToolCalls, Step: step.Number, Calls: step.ToolCalls})
-		}
-		// The step is checkpointed before any of its calls is recorded, so
-		// that a crash from here on can be recovered.
-		if err := r.saveStep(ctx, st); err != nil {
-			return r.finish(ctx, st, span, StatusFailed, err)
+		if o.status != "" || o.sctx != nil {
+			return r.end(&s, o)
 		}
 	}
+}
+
+// stepper is what drive's steps share: the run's context and state, the
+// current agent's span and context, and the step in flight.
+type stepper struct {
+	ctx   context.Context // the run's
+	st    *runState
+	actx  context.Context // the current agent's, under its span
+	span  trace.Span
+	clock stepClock
+}
+
+// outcome is how a step ends the run: stopped, when sctx (the step's
+// context or the run's) ended with a stop cause, or else finished with
+// status. The zero outcome lets the run go on.
+type outcome struct {
+	status Status
+	err    error
+	sctx   context.Context
+}
+
+// failed is the outcome of a step that failed with err, or stopped when
+// sctx ended with a stop cause.
+func failed(sctx context.Context, err error) outcome {
+	if stopped(sctx) {
+		return outcome{sctx: sctx, err: err}
+	}
+	return outcome{status: StatusFailed, err: err}
+}
+
+// end ends the run as o says. It is not inlined, so that its frame, the
+// run's result included, is on the stack only at the end (see drive).
+//
+//go:noinline
+func (r *Runtime) end(s *stepper, o outcome) (RunResult, error) {
+	if o.sctx != nil {
+		return r.stop(s.ctx, o.sctx, s.st, s.span, o.err)
+	}
+	return r.finish(s.ctx, s.st, s.span, o.status, o.err)
+}
+
+// callsStep runs the pending step's calls, then hands over to the agent a
+// call transferred to, if any.
+func (r *Runtime) callsStep(s *stepper) outcome {
+	st := s.st
+	sctx := s.clock.context(s.actx, st)
+	paused, target, err := r.runCalls(sctx, st, s.span)
+	switch {
+	case err != nil && stopped(sctx):
+		return outcome{sctx: sctx, err: err}
+	case err != nil:
+		st.stopPending()
+		return outcome{status: statusOf(err), err: err}
+	case paused:
+		return outcome{status: StatusPaused}
+	}
+	s.clock.end()
+	if target != nil {
+		if s.span.IsRecording() {
+			s.span.SetAttributes(AttrTransferredTo.String(target.spec.Name))
+		}
+		s.span.End()
+		if st.events != nil {
+			st.event(Event{Kind: EventHandoff, Target: target.spec.Name})
+		}
+		st.agent = target
+		st.path = append(st.path, target.spec.Name)
+		st.alias, st.degraded, st.agentSteps, st.stepLimit, st.repaired = target.spec.Model, false, 0, 0, false
+		s.actx, s.span = r.startAgentSpan(s.ctx, st)
+	}
+	return outcome{}
+}
+
+// modelStep starts a step with its model call. It is on the stack while
+// the run waits on the model, so everything but the call is elsewhere.
+func (r *Runtime) modelStep(s *stepper) outcome {
+	if o, ok := r.beforeCall(s); !ok {
+		return o
+	}
+	sctx := s.clock.start(s.actx, s.st)
+	var req gateway.Request
+	if err := r.request(sctx, s.st, &req); err != nil {
+		return failed(sctx, err)
+	}
+	var res gateway.Result
+	from, err := r.callModel(sctx, s.st, &req, &res)
+	if err != nil {
+		return r.callFailed(sctx, s.st, err, from)
+	}
+	return r.answered(s, &req, &res, from)
+}
+
+// beforeCall checks that the run may take another step: its context has
+// not ended, its hook has not failed, and the agent has steps left. It is
+// not inlined, to keep its errors out of modelStep's frame (see drive).
+//
+//go:noinline
+func (r *Runtime) beforeCall(s *stepper) (outcome, bool) {
+	st := s.st
+	if err := s.ctx.Err(); err != nil {
+		if stopped(s.ctx) {
+			return outcome{sctx: s.ctx, err: err}, false
+		}
+		return outcome{status: StatusFailed, err: fmt.Errorf("run %s: %w", st.id, err)}, false
+	}
+	if st.events != nil {
+		if err := st.events.err(); err != nil {
+			return outcome{status: StatusFailed, err: fmt.Errorf("run %s: %w", st.id, err)}, false
+		}
+	}
+	if limit := st.maxSteps(); st.agentSteps >= limit {
+		return outcome{status: StatusMaxSteps, err: &MaxStepsError{RunID: st.id, Agent: st.agent.spec.Name, MaxSteps: limit}}, false
+	}
+	return outcome{}, true
+}
+
+// callFailed is the outcome of a model call that failed; from is the alias
+// the agent degraded from, if it did. It is not inlined, to keep its
+// errors out of modelStep's frame (see drive).
+//
+//go:noinline
+func (r *Runtime) callFailed(sctx context.Context, st *runState, err error, from string) outcome {
+	if stopped(sctx) {
+		// The answer never came: the call is made again when the run is
+		// recovered or continued, from the state saved now.
+		return outcome{sctx: sctx, err: err}
+	}
+	var be *gateway.BudgetExceededError
+	if errors.As(err, &be) {
+		return outcome{status: StatusBudgetExceeded, err: &BudgetExceededError{RunID: st.id, Agent: st.agent.spec.Name, Alias: st.alias, DegradedFrom: from, Err: err}}
+	}
+	return outcome{status: StatusFailed, err: fmt.Errorf("run %s: agent %q: model call: %w", st.id, st.agent.spec.Name, err)}
+}
+
+// answered takes the model's answer to the step's request: a final answer
+// ends the run (after a repair round when it does not validate), tool
+// calls become the pending step, checkpointed before any of them runs. It
+// is not inlined, so that its frame is on the stack only after the call
+// (see drive).
+//
+//go:noinline
+func (r *Runtime) answered(s *stepper, req *gateway.Request, res *gateway.Result, from string) outcome {
+	st := s.st
+	st.agentSteps++
+	u := usageRecord(res.Usage)
+	st.usage = st.usage.add(u)
+	st.cost += res.CostUSD
+	// st.alias is now the alias the call was made on, after any step
+	// down the ladder.
+	step := StepRecord{
+		Number: len(st.steps) + 1, Agent: st.agent.spec.Name, Alias: res.Alias, Requested: st.alias,
+		Model: res.Model, DegradedFrom: from, Text: res.Text, Usage: u, CostUSD: res.CostUSD,
+		Request: st.recordRequest(req),
+	}
+	st.appendMsg(gateway.Message{Role: gateway.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
+	if len(res.ToolCalls) == 0 {
+		s.clock.end()
+		st.steps = append(st.steps, step)
+		if out := st.agent.output; out != nil {
+			if verr := validateJSON(out, []byte(res.Text)); verr != nil {
+				if !st.repaired && st.agentSteps < st.maxSteps() {
+					st.repaired = true
+					st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: repairPrompt(verr)})
+					return outcome{}
+				}
+				return outcome{status: StatusFailed, err: &OutputValidationError{Agent: st.agent.spec.Name, Answer: res.Text, Err: verr}}
+			}
+		}
+		if st.events != nil && st.agent.output != nil && res.Text != "" {
+			// Withheld while it could still be rejected (generate).
+			st.event(Event{Kind: EventText, Step: step.Number, Text: res.Text})
+		}
+		st.answer = res.Text
+		return outcome{status: StatusCompleted}
+	}
+	step.ToolCalls = make([]ToolCallRecord, len(res.ToolCalls))
+	for i, c := range res.ToolCalls {
+		step.ToolCalls[i] = ToolCallRecord{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)}
+	}
+	st.pending = &Pending{Step: step}
+	if st.events != nil {
+		st.event(Event{Kind: EventToolCalls, Step: step.Number, Calls: step.ToolCalls})
+	}
+	// The step is checkpointed before any of its calls is recorded, so
+	// that a crash from here on can be recovered.
+	if err := r.saveStep(s.ctx, st); err != nil {
+		return outcome{status: StatusFailed, err: err}
+	}
+	return outcome{}
 }
 
 // watchCancel returns a context that ends with a *CancelledError as soon as
@@ -245,28 +341,18 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 // or another (Runtime.Cancel), and the function that ends the watch. A
 // store that cannot watch is logged: the run then stops only when its own
 // context ends.
+//
+// The store calls the watch back rather than the run waiting on it, so that
+// a live run holds one goroutine, not two; a request pending already stops
+// the run before its first call.
 func (r *Runtime) watchCancel(ctx context.Context, st *runState) (context.Context, func()) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	wctx, unwatch := context.WithCancel(cctx)
 	stop := func(req CancelRequest) {
 		cancel(&CancelledError{RunID: st.id, By: req.By, At: req.At})
 	}
-	ch, err := r.store.WatchCancel(wctx, st.id)
-	if err != nil {
+	if err := r.store.WatchCancel(wctx, st.id, stop); err != nil {
 		r.logger.WarnContext(ctx, "cannot watch for cancellation: the run can only be stopped by its own process", "run", st.id, "err", err)
-		return cctx, func() { unwatch(); cancel(nil) }
-	}
-	select {
-	case req := <-ch: // pending already: stop before the first call
-		stop(req)
-	default:
-		go func() {
-			select {
-			case req := <-ch:
-				stop(req)
-			case <-wctx.Done():
-			}
-		}()
 	}
 	return cctx, func() { unwatch(); cancel(nil) }
 }
@@ -340,8 +426,9 @@ func repairPrompt(err error) string {
 
 // request builds the model call of the current step: the agent's
 // instructions, stored memory as one extra system message, and the thread
-// trimmed to its budget.
-func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, error) {
+// trimmed to its budget. It is written to req, for the caller's frame
+// holds it (see drive).
+func (r *Runtime) request(ctx context.Context, st *runState, req *gateway.Request) error {
 	d := st.agent
 	if d.spec.Memory == nil {
 		// No trimming and no injection: the request is the system message
@@ -358,7 +445,8 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 			st.req = append(st.req, st.msgs...)
 			st.reqAgent = d
 		}
-		return gateway.Request{Messages: slices.Clip(st.req), Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature}, nil
+		*req = gateway.Request{Messages: slices.Clip(st.req), Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature}
+		return nil
 	}
 	thread := trimThread(st.msgs, d.spec.Memory.ThreadTokenBudget, st.turn)
 	msgs := make([]gateway.Message, 0, len(thread)+2)
@@ -378,15 +466,15 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 		var err error
 		if d.userMem != nil {
 			if st.userID == "" {
-				return gateway.Request{}, fmt.Errorf("run %s: %w", st.id, &UserIDRequiredError{Agent: d.spec.Name})
+				return fmt.Errorf("run %s: %w", st.id, &UserIDRequiredError{Agent: d.spec.Name})
 			}
 			if user, err = d.userMem.Memories(ctx, MemoryUser, st.userID); err != nil {
-				return gateway.Request{}, fmt.Errorf("run %s: read user memory: %w", st.id, err)
+				return fmt.Errorf("run %s: read user memory: %w", st.id, err)
 			}
 		}
 		if d.globalMem != nil {
 			if global, err = d.globalMem.Memories(ctx, MemoryGlobal, ""); err != nil {
-				return gateway.Request{}, fmt.Errorf("run %s: read global memory: %w", st.id, err)
+				return fmt.Errorf("run %s: read global memory: %w", st.id, err)
 			}
 		}
 		if m, ok := renderMemory(user, global, d.userBudget, d.globalBudget); ok {
@@ -395,48 +483,76 @@ func (r *Runtime) request(ctx context.Context, st *runState) (gateway.Request, e
 		}
 	}
 	msgs = append(msgs, thread...)
-	return gateway.Request{Messages: msgs, Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature}, nil
+	*req = gateway.Request{Messages: msgs, Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature}
+	return nil
 }
 
 // callModel makes the step's model call. On a budget breach an agent that
 // degrades steps exactly one rung down its ladder, once per agent in a run,
-// and tries once more; it returns the rung it stepped down from.
-func (r *Runtime) callModel(ctx context.Context, st *runState, req gateway.Request) (gateway.Result, string, error) {
+// and tries once more; it returns the rung it stepped down from. The
+// answer is written to res, which the caller holds, rather than returned,
+// so that it is not copied through the frames the run waits with (see
+// drive).
+func (r *Runtime) callModel(ctx context.Context, st *runState, req *gateway.Request, res *gateway.Result) (from string, err error) {
+	ctx = gateway.WithCallInfo(ctx, gateway.CallInfo{Agent: st.agent.spec.Name, Step: st.agentSteps + 1, RunID: st.id})
+	if err = r.generate(ctx, st, req, res, callOptions(ctx, st)); err == nil {
+		return "", nil
+	}
+	from, ok := r.degrade(ctx, st, err)
+	if !ok {
+		return "", err
+	}
+	return from, r.generate(ctx, st, req, res, callOptions(ctx, st))
+}
+
+// callOptions are the options of a model call on st.alias: the budgets it
+// is charged to and its fallbacks. They are built per call: the fallbacks
+// leave out the alias called, which differs after a step down the ladder.
+// It is not inlined, to keep its temporaries out of callModel's frame,
+// which is on the stack while the run waits on the model (see drive).
+//
+//go:noinline
+func callOptions(ctx context.Context, st *runState) []gateway.CallOption {
 	d := st.agent
-	ctx = gateway.WithCallInfo(ctx, gateway.CallInfo{Agent: d.spec.Name, Step: st.agentSteps + 1, RunID: st.id})
-	var budget []gateway.CallOption
+	fb := fallbacksFor(d.spec.Fallbacks, st.alias)
+	if d.budget == "" && len(fb) == 0 {
+		return nil
+	}
+	var opts []gateway.CallOption
 	if d.budget != "" {
-		budget = append(budget, gateway.WithBudget(d.budget, budgetKey(st)))
+		opts = append(opts, gateway.WithBudget(d.budget, budgetKey(st)))
 		// WithBudget replaces the budgets on the context; those belong to
 		// whoever started the run (an eval, a service request) and cap the
 		// agent's calls too, so they are named again beside its own.
 		for _, ref := range gateway.BudgetsFromContext(ctx) {
-			budget = append(budget, gateway.WithBudget(ref.Name, ref.Key))
+			opts = append(opts, gateway.WithBudget(ref.Name, ref.Key))
 		}
 	}
-	// The options are built per alias: the fallbacks leave out the alias
-	// called, which differs after a step down the ladder.
-	optsFor := func(alias string) []gateway.CallOption {
-		opts := slices.Clip(budget)
-		if fb := fallbacksFor(d.spec.Fallbacks, alias); len(fb) > 0 {
-			opts = append(opts, gateway.WithFallbacks(fb...))
-		}
-		return opts
+	if len(fb) > 0 {
+		opts = append(opts, gateway.WithFallbacks(fb...))
 	}
-	res, err := r.generate(ctx, st, req, optsFor(st.alias))
-	var be *gateway.BudgetExceededError
-	if err == nil || d.spec.OnBudgetExhausted != BudgetDegrade || st.degraded || !errors.As(err, &be) {
-		return res, "", err
+	return opts
+}
+
+// degrade steps st one rung down its agent's ladder after a call failed
+// with err, when the agent degrades on a budget breach, err is one, and
+// the agent has not stepped down in this run yet. It returns the rung it
+// stepped down from.
+//
+//go:noinline
+func (r *Runtime) degrade(ctx context.Context, st *runState, err error) (string, bool) {
+	d := st.agent
+	if _, ok := errors.AsType[*gateway.BudgetExceededError](err); !ok || d.spec.OnBudgetExhausted != BudgetDegrade || st.degraded {
+		return "", false
 	}
 	i := slices.Index(d.spec.Ladder, st.alias)
 	if i < 0 || i == len(d.spec.Ladder)-1 {
-		return res, "", err
+		return "", false
 	}
 	from := st.alias
 	st.alias, st.degraded = d.spec.Ladder[i+1], true
 	r.logger.InfoContext(ctx, "degrading after budget breach", "run", st.id, "agent", d.spec.Name, "from", from, "to", st.alias)
-	res, err = r.generate(ctx, st, req, optsFor(st.alias))
-	return res, from, err
+	return from, true
 }
 
 // fallbacksFor returns the agent's fallbacks for a call on alias, without

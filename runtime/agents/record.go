@@ -60,7 +60,7 @@ func fingerprint(d *agentDef) string {
 // remembers it for the next step's Keep. A request's messages are never
 // changed once built (the loop appends to its thread past what a request
 // holds), so the request itself is remembered, not a copy.
-func (st *runState) recordRequest(req gateway.Request) *RequestRecord {
+func (st *runState) recordRequest(req *gateway.Request) *RequestRecord {
 	keep := 0
 	for keep < len(st.lastReq) && keep < len(req.Messages) && sameMessage(&st.lastReq[keep], &req.Messages[keep]) {
 		keep++

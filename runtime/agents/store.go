@@ -145,12 +145,15 @@ type Store interface {
 	// caller can stop a run that is not driven (a paused one) itself; an
 	// unknown run is a *RunNotFoundError.
 	RequestCancel(ctx context.Context, runID string, req CancelRequest) (Status, error)
-	// WatchCancel returns a channel that receives the run's cancel request
-	// once, as soon as one is made by any process sharing the store, or at
-	// once when one is pending already. The watch ends when ctx does; the
-	// channel is then never sent to. A store shared by processes states the
-	// delay within which a request reaches a watcher in another one.
-	WatchCancel(ctx context.Context, runID string) (<-chan CancelRequest, error)
+	// WatchCancel calls stop with the run's cancel request once, as soon
+	// as one is made by any process sharing the store, or before it
+	// returns when one is pending already. The watch ends when ctx does;
+	// stop is then not called. stop must not block: it is called on
+	// whichever goroutine hears of the request (the one asking, or the
+	// store's own), so that watching a run holds no goroutine. A store
+	// shared by processes states the delay within which a request reaches
+	// a watcher in another one.
+	WatchCancel(ctx context.Context, runID string, stop func(CancelRequest)) error
 	// AddGrant keeps a grant a person gave for a thread (GrantThread), so
 	// that the thread's later runs, in any process sharing the store,
 	// honour it; g.ThreadID names the thread and must not be empty.
@@ -533,9 +536,9 @@ func (s *InMemoryStore) RequestCancel(ctx context.Context, runID string, req Can
 
 // WatchCancel implements Store. A request reaches the watcher as
 // RequestCancel makes it: the store lives in one process.
-func (s *InMemoryStore) WatchCancel(ctx context.Context, runID string) (<-chan CancelRequest, error) {
+func (s *InMemoryStore) WatchCancel(ctx context.Context, runID string, stop func(CancelRequest)) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -543,7 +546,8 @@ func (s *InMemoryStore) WatchCancel(ctx context.Context, runID string) (<-chan C
 	if r, ok := s.live(runID, s.now()); ok && r.rec.Status == StatusRunning {
 		pending = r.rec.Cancel
 	}
-	return s.cancels.Watch(ctx, runID, pending), nil
+	s.cancels.Watch(ctx, runID, pending, stop)
+	return nil
 }
 
 // AddGrant implements Store.

@@ -653,8 +653,8 @@ func (s failingStore) Calls(context.Context, string) ([]agents.CallRecord, error
 func (s failingStore) RequestCancel(context.Context, string, agents.CancelRequest) (agents.Status, error) {
 	return "", s.err
 }
-func (s failingStore) WatchCancel(context.Context, string) (<-chan agents.CancelRequest, error) {
-	return nil, s.err
+func (s failingStore) WatchCancel(context.Context, string, func(agents.CancelRequest)) error {
+	return s.err
 }
 func (s failingStore) AddGrant(context.Context, agents.Grant) error { return s.err }
 func (s failingStore) Grants(context.Context, string) ([]agents.Grant, error) {

@@ -100,7 +100,7 @@ func testCancelAcross(t *testing.T, a, b agents.Store) {
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	ch, err := a.WatchCancel(wctx, "run_r")
+	ch, err := watch(t, wctx, a, "run_r")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,9 +194,24 @@ func testCancelRequests(t *testing.T, s agents.Store) {
 	if _, err := s.RequestCancel(cctx, "run_cx", first); !errors.Is(err, context.Canceled) {
 		t.Errorf("RequestCancel with a canceled context: %v", err)
 	}
-	if _, err := s.WatchCancel(cctx, "run_cx"); !errors.Is(err, context.Canceled) {
+	if _, err := watch(t, cctx, s, "run_cx"); !errors.Is(err, context.Canceled) {
 		t.Errorf("WatchCancel with a canceled context: %v", err)
 	}
+}
+
+// watch watches runID through s and returns a channel that receives the
+// request the watch is called with; a watch called twice fails the test.
+func watch(t *testing.T, ctx context.Context, s agents.Store, runID string) (<-chan agents.CancelRequest, error) {
+	ch := make(chan agents.CancelRequest, 1)
+	var called atomic.Bool
+	err := s.WatchCancel(ctx, runID, func(req agents.CancelRequest) {
+		if called.Swap(true) {
+			t.Errorf("the watch of %s was called twice", runID)
+			return
+		}
+		ch <- req
+	})
+	return ch, err
 }
 
 // testWatchCancel checks that a request reaches every watcher of its run,
@@ -211,20 +226,20 @@ func testWatchCancel(t *testing.T, s agents.Store) {
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	a, err := s.WatchCancel(wctx, "run_w1")
+	a, err := watch(t, wctx, s, "run_w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.WatchCancel(wctx, "run_w1")
+	b, err := watch(t, wctx, s, "run_w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := s.WatchCancel(wctx, "run_w2")
+	other, err := watch(t, wctx, s, "run_w2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ended, endWatch := context.WithCancel(ctx)
-	gone, err := s.WatchCancel(ended, "run_w1")
+	gone, err := watch(t, ended, s, "run_w1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +271,7 @@ func testWatchCancel(t *testing.T, s agents.Store) {
 	if _, err := s.RequestCancel(ctx, "run_w3", req); err != nil {
 		t.Fatal(err)
 	}
-	late, err := s.WatchCancel(wctx, "run_w3")
+	late, err := watch(t, wctx, s, "run_w3")
 	if err != nil {
 		t.Fatal(err)
 	}

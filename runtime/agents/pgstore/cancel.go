@@ -79,11 +79,11 @@ func (s *Store) RequestCancel(ctx context.Context, runID string, req agents.Canc
 // any run is watched, hands a request made by any replica to the watchers
 // as soon as PostgreSQL delivers the notification; after a lost connection
 // it reconnects and looks for requests it may have missed.
-func (s *Store) WatchCancel(ctx context.Context, runID string) (<-chan agents.CancelRequest, error) {
+func (s *Store) WatchCancel(ctx context.Context, runID string, stop func(agents.CancelRequest)) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	ch := s.cancels.Watch(ctx, runID, nil)
+	s.cancels.Watch(ctx, runID, nil, stop)
 	s.listen.add(s)
 	context.AfterFunc(ctx, s.listen.remove)
 	// A request made before the watch began was notified to nobody.
@@ -98,13 +98,13 @@ func (s *Store) WatchCancel(ctx context.Context, runID string) (<-chan agents.Ca
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("pgstore: watch cancellation of run %s: %w", runID, err)
+			return fmt.Errorf("pgstore: watch cancellation of run %s: %w", runID, err)
 		}
 		if r := cancelRequest(by, at); r != nil {
 			s.cancels.Notify(runID, *r)
 		}
 	}
-	return ch, nil
+	return nil
 }
 
 // listener keeps one connection LISTENing on the store's channel while

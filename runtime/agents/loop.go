@@ -115,9 +115,11 @@ func (c *ToolCallRecord) observe(obs string, kind ErrorKind) {
 // A run's goroutine waits on its model call with drive, modelStep and
 // callModel on its stack, so these keep small frames: whatever a step does
 // before or after the call (its tool calls, its record, the run's end) is
-// in functions of its own, on the stack only while they run. A live run
-// then fits in a goroutine's first 8 KiB of stack (BenchmarkLiveRunStack).
-func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
+// in functions of its own, on the stack only while they run, and the run's
+// result is written to res, which the caller holds, rather than returned
+// through each frame. A live run then fits in a goroutine's first 8 KiB of
+// stack (BenchmarkLiveRunStack).
+func (r *Runtime) drive(ctx context.Context, st *runState, res *RunResult) error {
 	if fn, ok := ctx.Value(eventsKey{}).(func(Event)); ok && fn != nil && st.events == nil && !st.sub {
 		st.events = &emitter{fn: fn, runID: st.id}
 	}
@@ -142,7 +144,7 @@ func (r *Runtime) drive(ctx context.Context, st *runState) (RunResult, error) {
 			o = r.modelStep(&s)
 		}
 		if o.status != "" || o.sctx != nil {
-			return r.end(&s, o)
+			return r.end(&s, o, res)
 		}
 	}
 }
@@ -175,15 +177,18 @@ func failed(sctx context.Context, err error) outcome {
 	return outcome{status: StatusFailed, err: err}
 }
 
-// end ends the run as o says. It is not inlined, so that its frame, the
-// run's result included, is on the stack only at the end (see drive).
+// end ends the run as o says, writing its result to res. It is not
+// inlined, so that its frame, which holds a copy of the result, is on the
+// stack only at the end (see drive).
 //
 //go:noinline
-func (r *Runtime) end(s *stepper, o outcome) (RunResult, error) {
+func (r *Runtime) end(s *stepper, o outcome, res *RunResult) (err error) {
 	if o.sctx != nil {
-		return r.stop(s.ctx, o.sctx, s.st, s.span, o.err)
+		*res, err = r.stop(s.ctx, o.sctx, s.st, s.span, o.err)
+	} else {
+		*res, err = r.finish(s.ctx, s.st, s.span, o.status, o.err)
 	}
-	return r.finish(s.ctx, s.st, s.span, o.status, o.err)
+	return err
 }
 
 // callsStep runs the pending step's calls, then hands over to the agent a
@@ -203,19 +208,29 @@ func (r *Runtime) callsStep(s *stepper) outcome {
 	}
 	s.clock.end()
 	if target != nil {
-		if s.span.IsRecording() {
-			s.span.SetAttributes(AttrTransferredTo.String(target.spec.Name))
-		}
-		s.span.End()
-		if st.events != nil {
-			st.event(Event{Kind: EventHandoff, Target: target.spec.Name})
-		}
-		st.agent = target
-		st.path = append(st.path, target.spec.Name)
-		st.alias, st.degraded, st.agentSteps, st.stepLimit, st.repaired = target.spec.Model, false, 0, 0, false
-		s.actx, s.span = r.startAgentSpan(s.ctx, st)
+		r.transfer(s, target)
 	}
 	return outcome{}
+}
+
+// transfer hands the conversation over to target, under a span of its own.
+// It is not inlined, to keep its span and event out of callsStep's frame,
+// which the tool calls run under.
+//
+//go:noinline
+func (r *Runtime) transfer(s *stepper, target *agentDef) {
+	st := s.st
+	if s.span.IsRecording() {
+		s.span.SetAttributes(AttrTransferredTo.String(target.spec.Name))
+	}
+	s.span.End()
+	if st.events != nil {
+		st.event(Event{Kind: EventHandoff, Target: target.spec.Name})
+	}
+	st.agent = target
+	st.path = append(st.path, target.spec.Name)
+	st.alias, st.degraded, st.agentSteps, st.stepLimit, st.repaired = target.spec.Model, false, 0, 0, false
+	s.actx, s.span = r.startAgentSpan(s.ctx, st)
 }
 
 // modelStep starts a step with its model call. It is on the stack while
@@ -302,29 +317,48 @@ func (r *Runtime) answered(s *stepper, req *gateway.Request, res *gateway.Result
 	st.appendMsg(gateway.Message{Role: gateway.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
 	if len(res.ToolCalls) == 0 {
 		s.clock.end()
-		st.steps = append(st.steps, step)
-		if out := st.agent.output; out != nil {
-			if verr := validateJSON(out, []byte(res.Text)); verr != nil {
-				if !st.repaired && st.agentSteps < st.maxSteps() {
-					st.repaired = true
-					st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: repairPrompt(verr)})
-					return outcome{}
-				}
-				return outcome{status: StatusFailed, err: &OutputValidationError{Agent: st.agent.spec.Name, Answer: res.Text, Err: verr}}
-			}
-		}
-		if st.events != nil && st.agent.output != nil && res.Text != "" {
-			// Withheld while it could still be rejected (generate).
-			st.event(Event{Kind: EventText, Step: step.Number, Text: res.Text})
-		}
-		st.answer = res.Text
-		return outcome{status: StatusCompleted}
+		return r.final(st, &step, res.Text)
 	}
-	step.ToolCalls = make([]ToolCallRecord, len(res.ToolCalls))
-	for i, c := range res.ToolCalls {
+	return r.pend(s, &step, res.ToolCalls)
+}
+
+// final takes the model's final answer, text, to step: it ends the run,
+// unless it does not validate and the agent may have it repaired. It is
+// not inlined, and neither is pend, so that answered's frame holds neither
+// one's locals.
+//
+//go:noinline
+func (r *Runtime) final(st *runState, step *StepRecord, text string) outcome {
+	st.steps = append(st.steps, *step)
+	if out := st.agent.output; out != nil {
+		if verr := validateJSON(out, []byte(text)); verr != nil {
+			if !st.repaired && st.agentSteps < st.maxSteps() {
+				st.repaired = true
+				st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: repairPrompt(verr)})
+				return outcome{}
+			}
+			return outcome{status: StatusFailed, err: &OutputValidationError{Agent: st.agent.spec.Name, Answer: text, Err: verr}}
+		}
+	}
+	if st.events != nil && st.agent.output != nil && text != "" {
+		// Withheld while it could still be rejected (generate).
+		st.event(Event{Kind: EventText, Step: step.Number, Text: text})
+	}
+	st.answer = text
+	return outcome{status: StatusCompleted}
+}
+
+// pend makes step, whose answer asked for calls, the run's pending step and
+// checkpoints it.
+//
+//go:noinline
+func (r *Runtime) pend(s *stepper, step *StepRecord, calls []gateway.ToolCall) outcome {
+	st := s.st
+	step.ToolCalls = make([]ToolCallRecord, len(calls))
+	for i, c := range calls {
 		step.ToolCalls[i] = ToolCallRecord{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)}
 	}
-	st.pending = &Pending{Step: step}
+	st.pending = &Pending{Step: *step}
 	if st.events != nil {
 		st.event(Event{Kind: EventToolCalls, Step: step.Number, Calls: step.ToolCalls})
 	}
@@ -1008,7 +1042,8 @@ func (r *Runtime) delegate(ctx context.Context, st *runState, target *agentDef, 
 		st.event(Event{Kind: EventDelegate, Step: len(st.steps) + 1, Target: name})
 	}
 	sub.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: in.Input})
-	res, err := r.drive(ctx, sub)
+	var res RunResult
+	err := r.drive(ctx, sub, &res)
 	st.usage = st.usage.add(sub.usage)
 	st.cost += sub.cost
 	c.Delegate = &DelegateRecord{Agent: res.Agent, Status: res.Status, Steps: res.Steps, Usage: sub.usage, CostUSD: sub.cost}
@@ -1057,6 +1092,17 @@ func (r *Runtime) saveStep(ctx context.Context, st *runState) error {
 	if n == 0 {
 		return r.save(ctx, st, StatusRunning)
 	}
+	return r.saveStepCalls(ctx, st, ss, n)
+}
+
+// saveStepCalls is saveStep with the step's first n calls recorded in the
+// same write. It is not inlined, to keep its records out of the frame that
+// a run's later model calls wait under when it does not record any.
+//
+//go:noinline
+func (r *Runtime) saveStepCalls(ctx context.Context, st *runState, ss StepStore, n int) error {
+	p := st.pending
+	calls := p.Step.ToolCalls
 	recs := make([]CallRecord, n)
 	for i := range n {
 		recs[i] = callRecord(st, st.agent.tools[calls[i].Name], p.Step.Number, i, &calls[i])

@@ -234,16 +234,17 @@ func (r *Runtime) agent(name string) (*agentDef, error) {
 // for completed and paused runs; otherwise the result still holds the steps
 // taken and the error is typed (*MaxStepsError, *BudgetExceededError,
 // *OutputValidationError, ...).
-func (r *Runtime) Run(ctx context.Context, agent, input string, opts RunOptions) (RunResult, error) {
+func (r *Runtime) Run(ctx context.Context, agent, input string, opts RunOptions) (res RunResult, err error) {
 	st, err := r.start(ctx, agent, input, opts)
 	if err != nil {
-		res := RunResult{Agent: agent, Status: StatusFailed}
+		res = RunResult{Agent: agent, Status: StatusFailed}
 		if st != nil {
 			res.RunID = st.id
 		}
 		return res, err
 	}
-	return r.drive(ctx, st)
+	err = r.drive(ctx, st, &res)
+	return res, err
 }
 
 // Prepare returns the record of a new run as Run would create it (status
@@ -529,12 +530,13 @@ func samePause(a, b Checkpoint) bool {
 }
 
 // resume claims a paused run with a decision and drives it on.
-func (r *Runtime) resume(ctx context.Context, rec RunRecord, d Decision) (RunResult, error) {
+func (r *Runtime) resume(ctx context.Context, rec RunRecord, d Decision) (res RunResult, err error) {
 	st, _, res, err := r.claimResume(ctx, r.store, rec, d, StatusRunning)
 	if err != nil {
 		return res, err
 	}
-	return r.drive(ctx, st)
+	err = r.drive(ctx, st, &res)
+	return res, err
 }
 
 // claimResume applies a decision to a paused run and writes it to store
@@ -596,7 +598,7 @@ func (r *Runtime) Recover(ctx context.Context, runID string) (RunResult, error) 
 // gone, or a queued one), brings its pending step up to date with the
 // store and drives it, with timeout as the drive's run timeout (zero: the
 // agent's).
-func (r *Runtime) take(ctx context.Context, rec RunRecord, timeout time.Duration) (RunResult, error) {
+func (r *Runtime) take(ctx context.Context, rec RunRecord, timeout time.Duration) (res RunResult, err error) {
 	runID := rec.RunID
 	st, err := r.restore(rec.Checkpoint)
 	if err != nil {
@@ -617,7 +619,8 @@ func (r *Runtime) take(ctx context.Context, rec RunRecord, timeout time.Duration
 	if err := r.reconcile(ctx, st, decided); err != nil {
 		return RunResult{RunID: runID, Status: StatusFailed}, err
 	}
-	return r.drive(ctx, st)
+	err = r.drive(ctx, st, &res)
+	return res, err
 }
 
 // reconcile brings the pending step of a run taken over after a crash, a
@@ -783,7 +786,7 @@ type ContinueOptions struct {
 // status is refused with a *NotContinuableError; two processes continuing
 // one run at once are told apart by the record's version (*ConflictError
 // for the loser, which runs nothing).
-func (r *Runtime) Continue(ctx context.Context, runID string, opts ContinueOptions) (RunResult, error) {
+func (r *Runtime) Continue(ctx context.Context, runID string, opts ContinueOptions) (res RunResult, err error) {
 	st, _, err := r.claimContinue(ctx, r.store, runID, opts, StatusRunning)
 	if err != nil {
 		return RunResult{RunID: runID, Status: st.failedStatus()}, err
@@ -791,7 +794,8 @@ func (r *Runtime) Continue(ctx context.Context, runID string, opts ContinueOptio
 	if err := r.reconcile(ctx, st.st, false); err != nil {
 		return RunResult{RunID: runID, Status: StatusFailed}, err
 	}
-	return r.drive(ctx, st.st)
+	err = r.drive(ctx, st.st, &res)
+	return res, err
 }
 
 // claimed is a run claimed by claimContinue, or, when the claim failed,

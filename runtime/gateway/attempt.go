@@ -21,8 +21,12 @@ type call struct {
 	chain []*entry
 	// limits are the budgets the call is charged to.
 	limits []Limit
-	// req is the chat request as the caller gave it.
-	req Request
+	// asked is the chat request's MaxOutputTokens as the caller gave it.
+	// The request itself is not held here: run takes a pointer to the
+	// caller's own copy, which each alias's turn bounds in place (bound),
+	// so that the frames a call waits on its provider with do not each
+	// hold a copy.
+	asked int
 	// texts are the embedding inputs.
 	texts []string
 	// attempts lists every try so far, in order.
@@ -38,8 +42,8 @@ type hold struct {
 	open bool
 }
 
-// attemptFunc makes one try of alias e with req, the call's request bounded
-// to what e reserved (the zero Request for an embedding call); n is the
+// attemptFunc makes one try of alias e with the call's request, bounded to
+// what e reserved (none for an embedding call); n is the
 // try's index in the call and fellBack says whether e is a fallback. It
 // returns done when the call is over, because the try answered or because
 // it ended after part of the answer reached the caller; it has then settled
@@ -49,18 +53,21 @@ type hold struct {
 //
 // The three calls differ only in their attemptFunc; everything else (window
 // checks, reservations, retries, fallbacks, closing the hold) is run.
-type attemptFunc func(ctx context.Context, e *entry, req Request, n int, fellBack bool) (done bool, err error)
+type attemptFunc func(ctx context.Context, e *entry, n int, fellBack bool) (done bool, err error)
 
 // newCall resolves what every call checks before reserving anything: the
-// request against the specification, the chain of aliases against the
-// capabilities the call needs, and the budgets it names.
-func (g *Gateway) newCall(ctx context.Context, c *call, fallbacks []string, o *callOptions, caps []Capability) error {
+// request (req, nil for an embedding call) against the specification, the
+// chain of aliases against the capabilities the call needs, and the
+// budgets it names.
+func (g *Gateway) newCall(ctx context.Context, c *call, req *Request, fallbacks []string, o *callOptions, caps []Capability) error {
 	if c.kind == opEmbeddings {
 		if err := validateEmbedInput(c.texts); err != nil {
 			return err
 		}
-	} else if err := c.req.validate(); err != nil {
+	} else if err := req.validate(); err != nil {
 		return err
+	} else {
+		c.asked = req.MaxOutputTokens
 	}
 	chain, err := g.chain(c.alias, fallbacks, caps)
 	if err != nil {
@@ -80,14 +87,16 @@ func (g *Gateway) newCall(ctx context.Context, c *call, fallbacks []string, o *c
 // otherwise, in a defer, so that a panicking consumer or adapter cannot
 // leave it held. Then it falls back to the next alias if IsFallbackEligible
 // allows. It returns the index in the chain of the alias that ended the
-// call, or a *CallError (or, when nothing was tried, the bare error).
-func (g *Gateway) run(ctx context.Context, c *call, attempt attemptFunc) (int, error) {
+// call, or a *CallError (or, when nothing was tried, the bare error). req
+// is the chat request (nil for an embedding call), which the attempts see
+// bounded for their alias.
+func (g *Gateway) run(ctx context.Context, c *call, req *Request, attempt attemptFunc) (int, error) {
 	var lastErr error
 	for i, e := range c.chain {
 		if i > 0 {
 			g.logFallback(ctx, c.chain[i-1], e, lastErr)
 		}
-		done, err := g.tryAlias(ctx, c, e, i > 0, attempt)
+		done, err := g.tryAlias(ctx, c, req, e, i > 0, attempt)
 		if done {
 			if err != nil {
 				return i, g.callError(c.op, c.alias, c.attempts, err)
@@ -104,18 +113,13 @@ func (g *Gateway) run(ctx context.Context, c *call, attempt attemptFunc) (int, e
 
 // tryAlias is one alias's turn in run: window check, reservation, attempts
 // with retries, and the release of a hold that no attempt settled.
-func (g *Gateway) tryAlias(ctx context.Context, c *call, e *entry, fellBack bool, attempt attemptFunc) (done bool, err error) {
-	spec := e.pinned.Spec
-	var req Request
-	var amount Amount
-	if c.kind == opEmbeddings {
-		amount = Price(spec.Cost, embedHold(c.texts))
-	} else {
-		if req, err = boundRequest(e, c.req); err != nil {
-			c.attempts = append(c.attempts, Attempt{Alias: e.pinned.Alias, Model: spec.ID, Err: err})
-			return false, err
-		}
-		amount = Price(spec.Cost, EstimateUsage(spec, req))
+//
+// Its frame is on the stack while the call waits on the provider, so what
+// it does before the call is in bound.
+func (g *Gateway) tryAlias(ctx context.Context, c *call, req *Request, e *entry, fellBack bool, attempt attemptFunc) (done bool, err error) {
+	amount, err := c.bound(e, req)
+	if err != nil {
+		return false, err
 	}
 	if err := g.reserve(ctx, e, amount, c.limits, &c.hold); err != nil {
 		return true, err
@@ -123,10 +127,29 @@ func (g *Gateway) tryAlias(ctx context.Context, c *call, e *entry, fellBack bool
 	defer g.release(ctx, &c.hold)
 	for retry := 0; ; retry++ {
 		start := time.Now()
-		done, err = attempt(ctx, e, req, len(c.attempts), fellBack)
-		c.attempts = append(c.attempts, Attempt{Alias: e.pinned.Alias, Model: spec.ID, Retry: retry, Duration: time.Since(start), Err: err})
+		done, err = attempt(ctx, e, len(c.attempts), fellBack)
+		c.attempts = append(c.attempts, Attempt{Alias: e.pinned.Alias, Model: e.pinned.Spec.ID, Retry: retry, Duration: time.Since(start), Err: err})
 		if done || !g.shouldRetry(ctx, e, retry, err) {
 			return done, err
 		}
 	}
+}
+
+// bound makes req the call's request as e is sent it (boundRequest) and
+// returns the amount to hold on e; a request too large for e's window is
+// recorded as an attempt. It is not inlined, so that its temporaries stay
+// out of tryAlias's frame.
+//
+//go:noinline
+func (c *call) bound(e *entry, req *Request) (Amount, error) {
+	spec := &e.pinned.Spec
+	if c.kind == opEmbeddings {
+		return Price(spec.Cost, embedHold(c.texts)), nil
+	}
+	req.MaxOutputTokens = c.asked
+	if err := boundRequest(e, req); err != nil {
+		c.attempts = append(c.attempts, Attempt{Alias: e.pinned.Alias, Model: spec.ID, Err: err})
+		return Amount{}, err
+	}
+	return Price(spec.Cost, EstimateUsage(*spec, *req)), nil
 }

@@ -22,7 +22,7 @@ func (g *Gateway) Embed(ctx context.Context, alias string, texts []string, opts 
 		return EmbedResult{}, fmt.Errorf("embed %q: embeddings take no fallbacks: vectors of different models are not comparable", alias)
 	}
 	c := call{op: "embed", kind: opEmbeddings, alias: alias, texts: texts}
-	if err := g.newCall(ctx, &c, nil, &o, []Capability{CapabilityEmbeddings}); err != nil {
+	if err := g.newCall(ctx, &c, nil, nil, &o, []Capability{CapabilityEmbeddings}); err != nil {
 		return EmbedResult{}, err
 	}
 	spec := c.chain[0].pinned.Spec
@@ -34,7 +34,7 @@ func (g *Gateway) Embed(ctx context.Context, alias string, texts []string, opts 
 	}
 	var resp EmbedResponse
 	var cost Amount
-	_, err := g.run(ctx, &c, func(ctx context.Context, e *entry, _ Request, n int, _ bool) (bool, error) {
+	_, err := g.run(ctx, &c, nil, func(ctx context.Context, e *entry, n int, _ bool) (bool, error) {
 		var err error
 		resp, cost, err = g.embedOnce(ctx, e, texts, c.limits, n)
 		if err != nil {

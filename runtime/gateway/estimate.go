@@ -79,17 +79,17 @@ func EstimateUsage(spec ModelSpec, req Request) Usage {
 // refused by the provider, which is then an ordinary provider error. A model
 // with no declared window is not checked. A call and Gateway.EstimateUsage
 // both go through it, so that the estimate is what the call reserves.
-func boundRequest(e *entry, req Request) (Request, error) {
-	req.MaxOutputTokens = maxOutput(e.pinned.Spec, req)
+func boundRequest(e *entry, req *Request) error {
+	req.MaxOutputTokens = maxOutput(e.pinned.Spec, *req)
 	window := e.pinned.Spec.ContextWindow
 	if window <= 0 {
-		return req, nil
+		return nil
 	}
-	in, out := EstimateInputTokens(req), int64(req.MaxOutputTokens)
+	in, out := EstimateInputTokens(*req), int64(req.MaxOutputTokens)
 	if in+out <= int64(window) {
-		return req, nil
+		return nil
 	}
-	return req, &ContextWindowExceededError{
+	return &ContextWindowExceededError{
 		Alias: e.pinned.Alias, Model: e.pinned.Spec.ID,
 		InputTokens: in, OutputTokens: out, ContextWindow: window,
 	}

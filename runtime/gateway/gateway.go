@@ -273,7 +273,7 @@ func (g *Gateway) EstimateUsage(alias string, req Request) (Usage, error) {
 	if err := req.validate(); err != nil {
 		return Usage{}, err
 	}
-	if req, err = boundRequest(e, req); err != nil {
+	if err := boundRequest(e, &req); err != nil {
 		return Usage{}, err
 	}
 	return EstimateUsage(e.pinned.Spec, req), nil
@@ -473,21 +473,21 @@ func (g *Gateway) chain(alias string, fallbacks []string, caps []Capability) ([]
 // real usage priced from the pinned cost profile, or releases the hold when
 // nothing was charged. When every attempt fails the error is a *CallError
 // listing them.
-func (g *Gateway) Generate(ctx context.Context, alias string, req Request, opts ...CallOption) (Result, error) {
+func (g *Gateway) Generate(ctx context.Context, alias string, req Request, opts ...CallOption) (res Result, err error) {
 	var o callOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c := call{op: "generate", kind: opChat, alias: alias, req: req}
+	c := call{op: "generate", kind: opChat, alias: alias}
 	var capBuf [2]Capability
-	if err := g.newCall(ctx, &c, o.fallbacks, &o, req.requiredCapabilities(capBuf[:0])); err != nil {
+	if err := g.newCall(ctx, &c, &req, o.fallbacks, &o, req.requiredCapabilities(capBuf[:0])); err != nil {
 		return Result{}, err
 	}
 	var resp Response
 	var cost Amount
-	i, err := g.run(ctx, &c, func(ctx context.Context, e *entry, req Request, n int, fellBack bool) (bool, error) {
+	i, err := g.run(ctx, &c, &req, func(ctx context.Context, e *entry, n int, fellBack bool) (bool, error) {
 		var err error
-		resp, cost, err = g.generateOnce(ctx, e, req, c.limits, n, fellBack)
+		cost, err = g.generateOnce(ctx, e, &req, &resp, c.limits, n, fellBack)
 		if err != nil {
 			return false, err
 		}
@@ -497,12 +497,18 @@ func (g *Gateway) Generate(ctx context.Context, alias string, req Request, opts 
 	if err != nil {
 		return Result{}, err
 	}
-	return c.chain[i].result(resp, cost, c.attempts, i > 0), nil
+	c.chain[i].result(&res, &resp, cost, c.attempts, i > 0)
+	return res, nil
 }
 
-// result is what a successful call on e returns, for Generate and Stream.
-func (e *entry) result(resp Response, cost Amount, attempts []Attempt, fellBack bool) Result {
-	return Result{
+// result sets res to what a successful call on e returns, for Generate and
+// Stream. It writes to the caller's result rather than returning one, and
+// is not inlined, so that Generate's frame, on the stack while the call
+// waits, holds no copy.
+//
+//go:noinline
+func (e *entry) result(res *Result, resp *Response, cost Amount, attempts []Attempt, fellBack bool) {
+	*res = Result{
 		Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason,
 		Usage: resp.Usage, CostUSD: cost.USD(), Alias: e.pinned.Alias, Model: e.pinned.Spec.ID,
 		Attempts: attempts, FellBack: fellBack,
@@ -522,22 +528,35 @@ func (g *Gateway) callError(op, alias string, attempts []Attempt, err error) err
 	return &CallError{Op: op, Alias: alias, Attempts: attempts, Err: err}
 }
 
-// generateOnce makes one traced provider call and prices it.
-func (g *Gateway) generateOnce(ctx context.Context, e *entry, req Request, limits []Limit, attempt int, fellBack bool) (Response, Amount, error) {
-	ctx, span := g.startSpan(ctx, e, opChat, attempt, fellBack, limits, &req)
-	resp, err := e.provider.Generate(ctx, e.pinned.Spec, req)
+// generateOnce makes one traced provider call and prices it. The answer
+// is written to resp, which the caller holds, and what is done after the
+// call is in answered: this frame is on the stack while the call waits on
+// the provider, and stays small.
+func (g *Gateway) generateOnce(ctx context.Context, e *entry, req *Request, resp *Response, limits []Limit, attempt int, fellBack bool) (Amount, error) {
+	ctx, span := g.startSpan(ctx, e, opChat, attempt, fellBack, limits, req)
+	var err error
+	*resp, err = e.provider.Generate(ctx, e.pinned.Spec, *req)
+	return g.answered(ctx, e, &span, req, resp, err)
+}
+
+// answered ends the span of a provider call that returned resp or err,
+// and prices the answer.
+//
+//go:noinline
+func (g *Gateway) answered(ctx context.Context, e *entry, span *attemptSpan, req *Request, resp *Response, err error) (Amount, error) {
 	if err != nil {
+		*resp = Response{}
 		err = asProviderError(ctx, e.providerKind, e.pinned.Spec.ID, err)
-		g.endSpanError(&span, err)
-		return Response{}, Amount{}, err
+		g.endSpanError(span, err)
+		return Amount{}, err
 	}
 	if resp.Usage == (Usage{}) {
-		resp.Usage = estimateActual(req, resp.Text, resp.ToolCalls)
+		resp.Usage = estimateActual(*req, resp.Text, resp.ToolCalls)
 	}
 	g.checkCached(ctx, e, &resp.Usage)
 	cost := Price(e.pinned.Spec.Cost, resp.Usage)
-	g.endSpanOK(&span, resp.Model, resp.Usage, resp.FinishReason, cost)
-	return resp, cost, nil
+	g.endSpanOK(span, resp.Model, resp.Usage, resp.FinishReason, cost)
+	return cost, nil
 }
 
 // checkCached drops a cached-token count that is not a part of the input,

@@ -32,10 +32,10 @@ func (g *Gateway) stream(ctx context.Context, alias string, req Request, opts []
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c := call{op: "stream", kind: opChat, alias: alias, req: req}
+	c := call{op: "stream", kind: opChat, alias: alias}
 	var capBuf [3]Capability
 	caps := append(req.requiredCapabilities(capBuf[:0]), CapabilityStreaming)
-	if err := g.newCall(ctx, &c, o.fallbacks, &o, caps); err != nil {
+	if err := g.newCall(ctx, &c, &req, o.fallbacks, &o, caps); err != nil {
 		yield(Chunk{}, err)
 		return
 	}
@@ -44,7 +44,7 @@ func (g *Gateway) stream(ctx context.Context, alias string, req Request, opts []
 		resp     Response
 		cost     Amount
 	)
-	i, err := g.run(ctx, &c, func(ctx context.Context, e *entry, req Request, n int, fellBack bool) (bool, error) {
+	i, err := g.run(ctx, &c, &req, func(ctx context.Context, e *entry, n int, fellBack bool) (bool, error) {
 		var st streamState
 		var err error
 		st, resp, cost, err = g.streamOnce(ctx, e, req, &c, n, fellBack, yield)
@@ -55,7 +55,8 @@ func (g *Gateway) stream(ctx context.Context, alias string, req Request, opts []
 	case err != nil:
 		yield(Chunk{}, err)
 	case finished:
-		res := c.chain[i].result(resp, cost, c.attempts, i > 0)
+		var res Result
+		c.chain[i].result(&res, &resp, cost, c.attempts, i > 0)
 		yield(Chunk{Result: &res}, nil)
 	}
 }

@@ -77,7 +77,7 @@ func (e *NoConversationError) Error() string {
 // pickConversation returns the steps of the first conversation of agent
 // that matches the call: a function of the call alone, so that concurrent
 // runs do not disturb each other.
-func pickConversation(ctx context.Context, agent string, convs []Conversation, req gateway.Request) ([]Step, error) {
+func pickConversation(ctx context.Context, agent string, convs []Conversation, req *gateway.Request) ([]Step, error) {
 	input := lastUser(req)
 	sample, hasSample := gateway.SampleFrom(ctx)
 	for _, c := range convs {

@@ -214,7 +214,10 @@ func (p *Provider) Requests() []gateway.Request {
 
 // Generate implements gateway.Provider.
 func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (gateway.Response, error) {
-	st, err := p.next(ctx, model, req)
+	// The model and the request are passed by pointer, and the answer built
+	// by a function of its own, to keep this frame small: it is on the
+	// stack of every call waiting for Config.Latency.
+	st, err := p.next(ctx, &model, &req)
 	if err == nil {
 		err = wait(ctx, p.cfg.Latency+st.Delay)
 	}
@@ -224,18 +227,18 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 	if st.Err != nil {
 		return gateway.Response{}, st.Err
 	}
-	return respond(model, req, st), nil
+	return respond(&model, &req, &st), nil
 }
 
 // next picks the step answering req.
-func (p *Provider) next(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (Step, error) {
+func (p *Provider) next(ctx context.Context, model *gateway.ModelSpec, req *gateway.Request) (Step, error) {
 	if err := ctx.Err(); err != nil {
 		return Step{}, err
 	}
 	p.mu.Lock()
 	p.calls++
 	if p.cfg.Record {
-		p.requests = append(p.requests, req)
+		p.record(req)
 	}
 	var script []Step
 	key, scripted := "", false
@@ -278,12 +281,32 @@ func (p *Provider) next(ctx context.Context, model gateway.ModelSpec, req gatewa
 	switch {
 	case err != nil:
 		return st, err
-	case scripted && st.Answer:
-		return p.answerStep(ctx, ci, req, st)
-	case scripted:
+	case scripted && !st.Answer:
 		return st, nil
+	}
+	return p.reply(ctx, ci, hasCI, req, scripted, st)
+}
+
+// record keeps req (Config.Record). It is not inlined, to keep the copy of
+// req out of next's frame.
+//
+//go:noinline
+func (p *Provider) record(req *gateway.Request) {
+	p.requests = append(p.requests, *req)
+}
+
+// reply is next for a call that no plain scripted step answers: a scripted
+// answer step (Step.Answer, when scripted), the answer key's answer, an
+// agent without a script, or an echo. It is not inlined, to keep its frame
+// out of next's.
+//
+//go:noinline
+func (p *Provider) reply(ctx context.Context, ci gateway.CallInfo, hasCI bool, req *gateway.Request, scripted bool, st Step) (Step, error) {
+	switch {
+	case scripted:
+		return p.answerStep(ctx, ci, *req, st)
 	case p.cfg.AnswerKey != nil:
-		text, err := p.answer(ctx, req)
+		text, err := p.answer(ctx, *req)
 		return Step{Text: text}, err
 	case hasCI && len(p.cfg.Agents)+len(p.cfg.Conversations) > 0:
 		scripted := slices.Sorted(maps.Keys(p.cfg.Agents))
@@ -302,7 +325,7 @@ func (p *Provider) answer(ctx context.Context, req gateway.Request) (string, err
 			return "", &UnknownCaseError{Case: sample.Case}
 		}
 	} else {
-		in := lastUser(req)
+		in := lastUser(&req)
 		if c = p.byInput[normalize(in)]; c == nil {
 			return "", &UnknownCaseError{Input: in}
 		}
@@ -360,8 +383,11 @@ func Coin(seed uint64, s gateway.SampleKey, accuracy float64) (correct bool, pic
 	return u < accuracy, mix(h + 1)
 }
 
-// respond builds the answer of a step, with plausible usage.
-func respond(model gateway.ModelSpec, req gateway.Request, st Step) gateway.Response {
+// respond builds the answer of a step, with plausible usage. It is not
+// inlined, to keep its frame out of Generate's (see there).
+//
+//go:noinline
+func respond(model *gateway.ModelSpec, req *gateway.Request, st *Step) gateway.Response {
 	resp := gateway.Response{Text: st.Text, ToolCalls: st.ToolCalls, FinishReason: st.FinishReason, Model: model.ID}
 	if resp.FinishReason == "" {
 		resp.FinishReason = gateway.FinishStop
@@ -383,7 +409,7 @@ func respond(model gateway.ModelSpec, req gateway.Request, st Step) gateway.Resp
 		out = limit
 	}
 	out = max(out, 1)
-	in := gateway.EstimateInputTokens(req)
+	in := gateway.EstimateInputTokens(*req)
 	resp.Usage = gateway.Usage{InputTokens: in, OutputTokens: out, TotalTokens: in + out}
 	return resp
 }
@@ -414,7 +440,7 @@ func wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func lastUser(req gateway.Request) string {
+func lastUser(req *gateway.Request) string {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if req.Messages[i].Role == gateway.RoleUser {
 			return req.Messages[i].Content
@@ -428,7 +454,7 @@ func normalize(s string) string { return strings.Join(strings.Fields(s), " ") }
 // Stream implements gateway.Provider: the answer arrives word by word, tool
 // calls in two fragments each, then the finish reason and the usage.
 func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (gateway.DeltaStream, error) {
-	st, err := p.next(ctx, model, req)
+	st, err := p.next(ctx, &model, &req)
 	if err == nil {
 		err = wait(ctx, p.cfg.Latency+st.Delay)
 	}
@@ -438,7 +464,7 @@ func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gate
 	if st.Err != nil && st.Text == "" {
 		return nil, st.Err
 	}
-	resp := respond(model, req, st)
+	resp := respond(&model, &req, &st)
 	s := &stream{ctx: ctx, fail: st.Err}
 	for _, w := range splitWords(resp.Text) {
 		s.deltas = append(s.deltas, gateway.Delta{Text: w, Model: model.ID})

@@ -73,12 +73,18 @@ func newBenchService(b *testing.B, hc *http.Client, baseURL string) *service.Ser
 	if err != nil {
 		b.Fatal(err)
 	}
+	return newBenchServiceWith(b, service.InstrumentProvider(p))
+}
+
+// newBenchServiceWith is newBenchService on provider p.
+func newBenchServiceWith(b *testing.B, p gateway.Provider) *service.Service {
+	b.Helper()
 	gw, err := gateway.New(gateway.Config{
 		Models: []gateway.PinnedModel{{Alias: "small", Spec: gateway.ModelSpec{
 			ID: "gpt-bench-1", Provider: "openai", ContextWindow: 128000, MaxOutputTokens: 50,
 			Cost: gateway.CostProfile{InputPer1kUSD: 0.00015, OutputPer1kUSD: 0.0006},
 		}}},
-		Providers: map[string]gateway.Provider{"openai": service.InstrumentProvider(p)},
+		Providers: map[string]gateway.Provider{"openai": p},
 		Budgets:   []gateway.Budget{{Name: "bench", MaxUSD: 1e9, Scope: gateway.ScopeGlobal}},
 	})
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,12 +35,20 @@ var (
 	soakRate = flag.Int("load.soak-rate", 2000, "request rate of the soak")
 )
 
-// mockEnv makes the test binary the mock upstream instead of the benchmark.
-const mockEnv = "AID_LOADBENCH_MOCK"
+// roleEnv makes the test binary one of the benchmark's servers instead of
+// the benchmark: "mock", the upstream; "proxy" and "jsonproxy", the floors
+// (see serveFloor), which forward to the upstream at upstreamEnv.
+const (
+	roleEnv     = "AID_LOADBENCH_ROLE"
+	upstreamEnv = "AID_LOADBENCH_UPSTREAM"
+)
 
 func TestMain(m *testing.M) {
-	if os.Getenv(mockEnv) == "1" {
-		os.Exit(serveMock())
+	switch os.Getenv(roleEnv) {
+	case "mock":
+		os.Exit(serve(mockHandler()))
+	case "proxy", "jsonproxy":
+		os.Exit(serve(floorHandler(os.Getenv(roleEnv), os.Getenv(upstreamEnv))))
 	}
 	os.Exit(m.Run())
 }
@@ -61,17 +71,10 @@ data: [DONE]
 
 `
 
-// serveMock serves a zero-latency OpenAI-compatible chat-completions
-// endpoint on a free loopback port, prints its address and serves until
-// its standard input closes (the benchmark ending, however it ends).
-func serveMock() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	fmt.Println(ln.Addr().String())
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// mockHandler is a zero-latency OpenAI-compatible chat-completions
+// endpoint.
+func mockHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if bytes.Contains(body, []byte(`"stream":true`)) {
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -80,7 +83,62 @@ func serveMock() int {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, mockCompletion)
-	})}
+	})
+}
+
+// floorHandler is a floor the service is measured against: the least a
+// Go proxy in front of the upstream does, with the standard library's
+// server and client on the same connections and machine. "proxy" is
+// httputil.ReverseProxy, which copies bytes; "jsonproxy" also does what
+// any proxy that reads the request must: it decodes the chat request,
+// checks its model, encodes it for the upstream, and decodes and encodes
+// the answer, with encoding/json.
+func floorHandler(role, upstream string) http.Handler {
+	target, err := url.Parse("http://" + upstream)
+	if err != nil {
+		panic(err)
+	}
+	transport := &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
+	if role == "proxy" {
+		rp := httputil.NewSingleHostReverseProxy(target)
+		rp.Transport = transport
+		return rp
+	}
+	client := &http.Client{Transport: transport}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req["model"] == nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		req["model"] = "mock-chat-2024-01-01"
+		body, _ := json.Marshal(req)
+		up, err := client.Post(target.String()+r.URL.Path, "application/json", bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, "upstream", http.StatusBadGateway)
+			return
+		}
+		defer up.Body.Close()
+		var answer map[string]any
+		if err := json.NewDecoder(up.Body).Decode(&answer); err != nil {
+			http.Error(w, "upstream", http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(answer)
+	})
+}
+
+// serve serves h on a free loopback port, prints its address and serves
+// until its standard input closes (the benchmark ending, however it ends).
+func serve(h http.Handler) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(ln.Addr().String())
+	srv := &http.Server{Handler: h}
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		_ = srv.Close()
@@ -118,9 +176,11 @@ const token = "tok-loadbench"
 // bodies are the requests sent: the same conversation to the mock, to the
 // agent and to the alias.
 var bodies = map[string]string{
-	"mock":  `{"model":"mock-chat-2024-01-01","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
-	"agent": `{"model":"bench","messages":[{"role":"user","content":"What is the capital of France?"}]}`,
-	"alias": `{"model":"fast","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
+	"mock":      `{"model":"mock-chat-2024-01-01","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
+	"agent":     `{"model":"bench","messages":[{"role":"user","content":"What is the capital of France?"}]}`,
+	"proxy":     `{"model":"mock-chat-2024-01-01","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
+	"jsonproxy": `{"model":"fast","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
+	"alias":     `{"model":"fast","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
 }
 
 // process is a child process whose CPU time and memory are read from /proc.
@@ -172,14 +232,20 @@ func BenchmarkLoad(b *testing.B) {
 
 func runLoad(b *testing.B) {
 	work := b.TempDir()
-	mock, mockAddr := startMock(b)
+	mock, mockAddr := startRole(b, "mock", "")
+	proxy, proxyAddr := startRole(b, "proxy", mockAddr)
+	jsonProxy, jsonProxyAddr := startRole(b, "jsonproxy", mockAddr)
 	bin := buildService(b, work, mockAddr)
 	svc, base := startService(b, bin)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64}}
-	urls := map[string]string{"mock": "http://" + mockAddr + "/v1/chat/completions", "agent": base + "/v1/chat/completions", "alias": base + "/v1/chat/completions"}
-	for _, k := range []string{"mock", "agent", "alias"} {
+	urls := map[string]string{
+		"mock":  "http://" + mockAddr + "/v1/chat/completions",
+		"proxy": "http://" + proxyAddr + "/v1/chat/completions", "jsonproxy": "http://" + jsonProxyAddr + "/v1/chat/completions",
+		"agent": base + "/v1/chat/completions", "alias": base + "/v1/chat/completions",
+	}
+	for _, k := range []string{"mock", "proxy", "jsonproxy", "agent", "alias"} {
 		for range 200 { // warm up connections and caches
-			post(b, client, urls[k], bodies[k], k != "mock")
+			post(b, client, urls[k], bodies[k], k == "agent" || k == "alias")
 		}
 	}
 	var rateList []int
@@ -190,9 +256,13 @@ func runLoad(b *testing.B) {
 		}
 		rateList = append(rateList, r)
 	}
+	floors := map[string]*process{"proxy": proxy, "jsonproxy": jsonProxy}
 	report := func(phase string) {
 		logf(b, "== %s service (RSS %.1f MiB)", phase, svc.rssMiB(b))
-		for _, k := range []string{"agent", "alias"} {
+		for _, k := range []string{"proxy", "jsonproxy", "agent", "alias"} {
+			if phase != "fresh" && floors[k] != nil {
+				continue // the floors have served no soak
+			}
 			p50, p99 := addedSequential(b, client, urls["mock"], urls[k], k)
 			logf(b, "%-5s sequential added latency: p50 %6.1f µs  p99 %6.1f µs  (%d pairs)", k, p50, p99, *pairs)
 			b.ReportMetric(p50, phase+"-"+k+"-seq-added-p50-µs")
@@ -200,8 +270,15 @@ func runLoad(b *testing.B) {
 		for _, rate := range rateList {
 			base := attack(b, urls["mock"], bodies["mock"], false, rate, mock, nil)
 			logf(b, "%5d/s mock : %s", rate, base)
-			for _, k := range []string{"agent", "alias"} {
-				m := attack(b, urls[k], bodies[k], true, rate, svc, mock)
+			for _, k := range []string{"proxy", "jsonproxy", "agent", "alias"} {
+				proc := svc
+				if floors[k] != nil {
+					if phase != "fresh" {
+						continue
+					}
+					proc = floors[k]
+				}
+				m := attack(b, urls[k], bodies[k], floors[k] == nil, rate, proc, mock)
 				logf(b, "%5d/s %-5s: %s  added p50 %6.1f µs p99 %6.1f µs", rate, k, m,
 					float64(m.p50-base.p50)/1e3, float64(m.p99-base.p99)/1e3)
 				b.ReportMetric(m.cpuPerReq, fmt.Sprintf("%s-%s-%d-cpu-µs/req", phase, k, rate))
@@ -226,10 +303,11 @@ func logf(b *testing.B, format string, args ...any) {
 	b.Logf(format, args...)
 }
 
-// startMock runs the test binary as the mock upstream.
-func startMock(b *testing.B) (*process, string) {
+// startRole runs the test binary as one of the benchmark's servers (role,
+// with the upstream it forwards to, if any).
+func startRole(b *testing.B, role, upstream string) (*process, string) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), mockEnv+"=1")
+	cmd.Env = append(os.Environ(), roleEnv+"="+role, upstreamEnv+"="+upstream)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -248,9 +326,9 @@ func startMock(b *testing.B) (*process, string) {
 	})
 	addr, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		b.Fatalf("mock upstream: %v", err)
+		b.Fatalf("%s: %v", role, err)
 	}
-	return &process{cmd: cmd, name: "mock"}, strings.TrimSpace(addr)
+	return &process{cmd: cmd, name: role}, strings.TrimSpace(addr)
 }
 
 // buildService generates the benchmark's service with the real CLI and

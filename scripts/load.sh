@@ -18,8 +18,10 @@
 #
 # Flags: -load.rates, -load.duration, -load.pairs (sequential pairs),
 # -load.soak (requests between the fresh and the long-lived measurement),
-# -load.soak-rate. The generator, the mock and the service share the
-# machine: compare ratios within one run, not absolutes across machines.
+# -load.soak-rate, -load.profile=DIR (CPU profiles of the service during
+# the fresh attacks, taken through its -debug-listen). The generator, the
+# mock and the service share the machine: compare ratios within one run,
+# not absolutes across machines.
 # Not part of scripts/test.sh. Linux only (/proc).
 set -euo pipefail
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,6 +34,7 @@ var (
 	pairs    = flag.Int("load.pairs", 2000, "sequential request pairs (mock, then service) for the added latency")
 	soak     = flag.Int("load.soak", 200_000, "requests served between the fresh and the long-lived measurements")
 	soakRate = flag.Int("load.soak-rate", 2000, "request rate of the soak")
+	profile  = flag.String("load.profile", "", "directory to write the service's CPU profiles to, one per fresh fixed-rate attack (agent-RATE.pprof, alias-RATE.pprof), taken through its -debug-listen")
 )
 
 // roleEnv makes the test binary one of the benchmark's servers instead of
@@ -185,8 +187,9 @@ var bodies = map[string]string{
 
 // process is a child process whose CPU time and memory are read from /proc.
 type process struct {
-	cmd  *exec.Cmd
-	name string
+	cmd   *exec.Cmd
+	name  string
+	debug string // the service's -debug-listen address
 }
 
 // cpu returns the process's user and system CPU time so far.
@@ -278,7 +281,14 @@ func runLoad(b *testing.B) {
 					}
 					proc = floors[k]
 				}
+				var profiled func()
+				if *profile != "" && phase == "fresh" && floors[k] == nil {
+					profiled = profileDuring(b, svc, filepath.Join(*profile, fmt.Sprintf("%s-%d.pprof", k, rate)))
+				}
 				m := attack(b, urls[k], bodies[k], floors[k] == nil, rate, proc, mock)
+				if profiled != nil {
+					profiled()
+				}
 				logf(b, "%5d/s %-5s: %s  added p50 %6.1f µs p99 %6.1f µs", rate, k, m,
 					float64(m.p50-base.p50)/1e3, float64(m.p99-base.p99)/1e3)
 				b.ReportMetric(m.cpuPerReq, fmt.Sprintf("%s-%s-%d-cpu-µs/req", phase, k, rate))
@@ -364,7 +374,7 @@ func buildService(b *testing.B, work, mockAddr string) string {
 // startService runs the built service on a free loopback port, its log
 // drained as a log shipper would, and returns its base URL.
 func startService(b *testing.B, bin string) (*process, string) {
-	cmd := exec.Command(bin, "-listen", "127.0.0.1:0")
+	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-debug-listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "LOADBENCH_TOKEN="+token, "LOADBENCH_UPSTREAM_KEY=sk-loadbench")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -378,14 +388,21 @@ func startService(b *testing.B, bin string) (*process, string) {
 		_ = cmd.Wait()
 	})
 	sc := bufio.NewScanner(stderr)
+	var debug string
 	for sc.Scan() {
 		var line struct {
 			Msg  string `json:"msg"`
 			Addr string `json:"addr"`
 		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
+		if json.Unmarshal(sc.Bytes(), &line) != nil {
+			continue
+		}
+		switch line.Msg {
+		case "debug listener":
+			debug = line.Addr
+		case "serving":
 			go func() { _, _ = io.Copy(io.Discard, stderr) }()
-			return &process{cmd: cmd, name: "service"}, "http://" + line.Addr
+			return &process{cmd: cmd, name: "service", debug: debug}, "http://" + line.Addr
 		}
 	}
 	b.Fatalf("the service stopped before serving: %v", sc.Err())
@@ -489,6 +506,43 @@ func attack(b *testing.B, url, body string, auth bool, rate int, proc, mock *pro
 		}
 	}
 	return out
+}
+
+// profileDuring starts a CPU profile of the service over the next
+// -load.duration (less a second, so that it ends within the attack) and
+// returns the function that waits for it and writes it to file.
+func profileDuring(b *testing.B, svc *process, file string) func() {
+	secs := max(int((*duration-time.Second)/time.Second), 1)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", svc.debug, secs))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			done <- fmt.Errorf("profile: %s", resp.Status)
+			return
+		}
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			done <- err
+			return
+		}
+		f, err := os.Create(file)
+		if err != nil {
+			done <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		done <- errors.Join(err, f.Close())
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			b.Fatalf("profiling the service: %v", err)
+		}
+		logf(b, "   CPU profile: go tool pprof -top %s", file)
+	}
 }
 
 // soakFor serves -load.soak requests, agent and alias alternating, at

@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -21,6 +19,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/internal/upstream"
 )
 
 // Config configures an openai-compatible provider.
@@ -58,7 +57,7 @@ type Config struct {
 // concurrent use.
 type Provider struct {
 	client  openai.Client
-	red     *redactor
+	red     *upstream.Redactor
 	name    string
 	timeout time.Duration
 	batch   int
@@ -92,7 +91,7 @@ func New(cfg Config) (*Provider, error) {
 		}
 		key = strings.TrimSpace(v)
 	}
-	p := &Provider{red: newRedactor(key), name: cfg.ProviderName, timeout: cfg.Timeout, batch: cfg.EmbedBatchSize, cfg: cfg}
+	p := &Provider{red: upstream.NewRedactor(key), name: cfg.ProviderName, timeout: cfg.Timeout, batch: cfg.EmbedBatchSize, cfg: cfg}
 	if p.name == "" {
 		p.name = "openai"
 	}
@@ -454,12 +453,12 @@ func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, 
 		// (an "error" that is a string, say), so it is taken from the
 		// answer itself.
 		pe.StatusCode = answer.status
-		pe.Retryable = retryableStatus(answer.status)
+		pe.Retryable = upstream.RetryableStatus(answer.status)
 		pe.RetryAfter = gateway.ParseRetryAfter(answer.header, time.Now())
 		pe.Err = p.apiError(answer.status, answer.body)
 	case errors.As(err, &apiErr):
 		pe.StatusCode = apiErr.StatusCode
-		pe.Retryable = retryableStatus(apiErr.StatusCode)
+		pe.Retryable = upstream.RetryableStatus(apiErr.StatusCode)
 		if apiErr.Response != nil {
 			pe.RetryAfter = gateway.ParseRetryAfter(apiErr.Response.Header, time.Now())
 		}
@@ -477,19 +476,13 @@ func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, 
 		pe.Err = fmt.Errorf("no answer within %s", p.timeout)
 	case malformed(err):
 		pe.Err = p.redact(err)
-	case transient(err):
+	case upstream.Transient(err):
 		pe.Retryable = true
 		pe.Err = p.redact(err)
 	default:
 		pe.Err = p.redact(err)
 	}
 	return pe
-}
-
-// retryableStatus reports the statuses worth retrying: request timeout,
-// conflict, rate limit and server errors.
-func retryableStatus(code int) bool {
-	return code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500
 }
 
 // malformed reports an answer that arrived whole but is not valid JSON:
@@ -499,13 +492,6 @@ func malformed(err error) bool {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	return errors.As(err, &se) || errors.As(err, &te) || strings.HasPrefix(err.Error(), "error parsing response json")
-}
-
-// transient reports connection failures that a new attempt may not meet.
-func transient(err error) bool {
-	var ne net.Error
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) || errors.As(err, &ne)
 }
 
 // APIError is an error answer of the service, reduced to what is safe to
@@ -539,17 +525,6 @@ func (e *APIError) Error() string {
 	return msg
 }
 
-// redact returns an error with err's message, the key redacted. It never
-// wraps err, so nothing err holds can be reached or printed through it.
-func (p *Provider) redact(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &redactedError{msg: p.red.String(err.Error())}
-}
-
-// redactedError carries the redacted message of an error it does not keep.
-type redactedError struct{ msg string }
-
-// Error implements error.
-func (e *redactedError) Error() string { return e.msg }
+// redact returns an error with err's message, the key redacted, that does
+// not wrap err.
+func (p *Provider) redact(err error) error { return p.red.Error(err) }

@@ -78,30 +78,13 @@ func New(cfg Config) (*Provider, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	var key string
-	if cfg.APIKeyEnv != "" {
-		v, ok := lookup(cfg.APIKeyEnv)
-		if !ok || strings.TrimSpace(v) == "" {
-			return nil, fmt.Errorf("anthropic: environment variable %s, which should hold the API key, is not set", cfg.APIKeyEnv)
-		}
-		key = strings.TrimSpace(v)
+	key, err := upstream.APIKey(lookup, cfg.APIKeyEnv)
+	if err != nil {
+		return nil, fmt.Errorf("anthropic: %w", err)
 	}
 	p := &Provider{red: upstream.NewRedactor(key), timeout: cfg.Timeout, baseURL: cfg.BaseURL}
 	if p.timeout <= 0 {
 		p.timeout = DefaultTimeout
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Transport: http.DefaultTransport}
-	}
-	// A redirect to another origin is answered as an error: the key must
-	// not follow it there.
-	direct := *hc
-	direct.CheckRedirect = func(r *http.Request, via []*http.Request) error {
-		if len(via) >= 10 || r.URL.Scheme != base.Scheme || r.URL.Host != base.Host {
-			return http.ErrUseLastResponse
-		}
-		return nil
 	}
 	opts := []option.RequestOption{
 		// Nothing from the environment (ANTHROPIC_BASE_URL, the
@@ -109,7 +92,9 @@ func New(cfg Config) (*Provider, error) {
 		// says it all.
 		option.WithoutEnvironmentDefaults(),
 		option.WithBaseURL(cfg.BaseURL),
-		option.WithHTTPClient(&direct),
+		// A redirect to another origin is answered as an error: the key
+		// must not follow it there.
+		option.WithHTTPClient(upstream.SameOrigin(cfg.HTTPClient, base)),
 		// The gateway retries, traces and bounds every attempt.
 		option.WithMaxRetries(0),
 		option.WithoutOpenTelemetry(),
@@ -390,7 +375,7 @@ func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, 
 	case errors.Is(context.Cause(actx), errAttemptTimeout):
 		pe.Timeout, pe.Retryable = true, true
 		pe.Err = fmt.Errorf("no answer within %s", p.timeout)
-	case malformed(err):
+	case upstream.Malformed(err):
 		pe.Err = errors.New(p.red.Excerpt(err.Error()))
 	case upstream.Transient(err):
 		pe.Retryable = true
@@ -410,16 +395,6 @@ func retryableType(t string) bool {
 		return true
 	}
 	return false
-}
-
-// malformed reports an answer that arrived whole but is not valid JSON:
-// asking again would get the same. The SDK reads the whole body before
-// decoding it, so a body cut short surfaces as a read error instead, and
-// a decoding error is one it says it failed to parse.
-func malformed(err error) bool {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	return errors.As(err, &se) || errors.As(err, &te) || strings.HasPrefix(err.Error(), "error parsing response json")
 }
 
 // APIError is an error answer of the service, reduced to what is safe to

@@ -83,13 +83,9 @@ func New(cfg Config) (*Provider, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	var key string
-	if cfg.APIKeyEnv != "" {
-		v, ok := lookup(cfg.APIKeyEnv)
-		if !ok || strings.TrimSpace(v) == "" {
-			return nil, fmt.Errorf("openaicompat: environment variable %s, which should hold the API key, is not set", cfg.APIKeyEnv)
-		}
-		key = strings.TrimSpace(v)
+	key, err := upstream.APIKey(lookup, cfg.APIKeyEnv)
+	if err != nil {
+		return nil, fmt.Errorf("openaicompat: %w", err)
 	}
 	p := &Provider{red: upstream.NewRedactor(key), name: cfg.ProviderName, timeout: cfg.Timeout, batch: cfg.EmbedBatchSize, cfg: cfg}
 	if p.name == "" {
@@ -115,14 +111,7 @@ func New(cfg Config) (*Provider, error) {
 	p.chatURL = base.JoinPath("chat/completions")
 	// A redirect to another origin is answered as an error, as openai-go's
 	// client answers one: the key must not follow it there.
-	direct := *hc
-	direct.CheckRedirect = func(r *http.Request, via []*http.Request) error {
-		if len(via) >= 10 || r.URL.Scheme != base.Scheme || r.URL.Host != base.Host {
-			return http.ErrUseLastResponse
-		}
-		return nil
-	}
-	p.hc = &direct
+	p.hc = upstream.SameOrigin(hc, base)
 	if hc.Jar == nil && hc.Timeout == 0 && hc.CheckRedirect == nil {
 		p.rt = hc.Transport
 		if p.rt == nil {
@@ -474,7 +463,7 @@ func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, 
 	case errors.Is(context.Cause(actx), errAttemptTimeout):
 		pe.Timeout, pe.Retryable = true, true
 		pe.Err = fmt.Errorf("no answer within %s", p.timeout)
-	case malformed(err):
+	case upstream.Malformed(err):
 		pe.Err = p.redact(err)
 	case upstream.Transient(err):
 		pe.Retryable = true
@@ -483,15 +472,6 @@ func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, 
 		pe.Err = p.redact(err)
 	}
 	return pe
-}
-
-// malformed reports an answer that arrived whole but is not valid JSON:
-// asking again would get the same. openai-go reads the whole body before
-// decoding it, so a body cut short surfaces as a read error instead.
-func malformed(err error) bool {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	return errors.As(err, &se) || errors.As(err, &te) || strings.HasPrefix(err.Error(), "error parsing response json")
 }
 
 // APIError is an error answer of the service, reduced to what is safe to

@@ -1,10 +1,12 @@
 package upstream
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 )
 
@@ -21,4 +23,14 @@ func Transient(err error) bool {
 	var ne net.Error
 	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) || errors.As(err, &ne)
+}
+
+// Malformed reports an answer that arrived whole but is not valid JSON:
+// asking again would get the same. The official SDKs read the whole body
+// before decoding it, so a body cut short surfaces as a read error
+// instead, and a decoding error is one they say they failed to parse.
+func Malformed(err error) bool {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	return errors.As(err, &se) || errors.As(err, &te) || strings.HasPrefix(err.Error(), "error parsing response json")
 }

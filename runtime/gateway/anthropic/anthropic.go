@@ -43,7 +43,8 @@ type Config struct {
 	// stream, the wait for each next event. Zero means DefaultTimeout.
 	Timeout time.Duration
 	// HTTPClient sends the requests; nil means a client on
-	// http.DefaultTransport.
+	// kind.DefaultTransport, which keeps idle connections for concurrent
+	// calls.
 	HTTPClient *http.Client
 	// LookupEnv reads the environment; nil means os.LookupEnv. Tests set
 	// it to avoid touching the process environment.

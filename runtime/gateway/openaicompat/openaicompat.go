@@ -20,6 +20,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/internal/upstream"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Config configures an openai-compatible provider.
@@ -34,7 +35,8 @@ type Config struct {
 	// for a stream, the wait for each next event. Zero means 60 seconds.
 	Timeout time.Duration
 	// HTTPClient sends the requests; nil means a client on
-	// http.DefaultTransport.
+	// kind.DefaultTransport, which keeps idle connections for concurrent
+	// calls.
 	HTTPClient *http.Client
 	// EmbedBatchSize is the most texts sent in one embedding request;
 	// zero means 512.
@@ -99,7 +101,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: http.DefaultTransport}
+		hc = &http.Client{Transport: kind.DefaultTransport}
 	}
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // APIKey reads the API key from the environment variable name through
@@ -23,12 +25,13 @@ func APIKey(lookup func(string) (string, bool), name string) (string, error) {
 }
 
 // SameOrigin returns a copy of hc (nil means a client on
-// http.DefaultTransport) that follows a redirect only within base's
+// kind.DefaultTransport, which keeps idle connections for concurrent
+// calls) that follows a redirect only within base's
 // origin: a redirect elsewhere is answered as the redirect itself, so that
 // the key in the request's headers does not follow it there.
 func SameOrigin(hc *http.Client, base *url.URL) *http.Client {
 	if hc == nil {
-		hc = &http.Client{Transport: http.DefaultTransport}
+		hc = &http.Client{Transport: kind.DefaultTransport}
 	}
 	c := *hc
 	c.CheckRedirect = func(r *http.Request, via []*http.Request) error {

@@ -31,6 +31,9 @@ const (
 // the name a kind's configuration reports (ProviderKind, ToolKind,
 // StoreKind methods) and the key of its decoder in internal/lower.
 const (
+	// ProviderAnthropic speaks Anthropic's Messages API
+	// (runtime/gateway/anthropic).
+	ProviderAnthropic = "anthropic"
 	// ProviderOpenAICompatible speaks the OpenAI HTTP API
 	// (runtime/gateway/openaicompat).
 	ProviderOpenAICompatible = "openai-compatible"
@@ -191,7 +194,7 @@ type Ref struct {
 // the one place aid's own code spells a kind's name. Keep each point's
 // entries sorted by name.
 var kinds = []Info{
-	{Point: Providers, Name: "anthropic", Deferred: true},
+	{Point: Providers, Name: ProviderAnthropic},
 	{Point: Providers, Name: "azure-openai", Deferred: true},
 	{Point: Providers, Name: "bedrock", Deferred: true},
 	{Point: Providers, Name: ProviderFake, Files: []string{"answerKey.dataset", "script"}},

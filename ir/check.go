@@ -379,9 +379,9 @@ func (c *checker) approvals() {
 			p.Rules = append(p.Rules, policy.Rule{Tool: r.Tool, When: r.When, Action: policy.Action(r.Action), Reason: r.Reason})
 		}
 	}
-	tools := make([]policy.Tool, len(d.Tools))
-	for i, t := range d.Tools {
-		tools[i] = policy.Tool{Name: t.Name, Approval: t.Approval}
+	var tools []policy.Tool
+	for _, t := range d.Tools {
+		tools = append(tools, governed(t)...)
 	}
 	for _, pr := range policy.Check(p, tools) {
 		switch {
@@ -393,6 +393,32 @@ func (c *checker) approvals() {
 			c.errAt(pathOf("approvals", pr.Field), "%s", pr.Message)
 		}
 	}
+}
+
+// governed returns the tools the policy governs for the declaration t:
+// itself, or the tools its kind imports (kind.Info.Tools), named when the
+// file names them and otherwise stood for by the declaration, unlisted.
+func governed(t *Tool) []policy.Tool {
+	one := []policy.Tool{{Name: t.Name, Approval: t.Approval}}
+	if t.Implementation == nil {
+		return one
+	}
+	info, ok := kind.Lookup(kind.Tools, t.Implementation.Kind)
+	if !ok {
+		return one
+	}
+	names, imports := info.Tools(t.Implementation.Config)
+	if !imports {
+		return one
+	}
+	if len(names) == 0 {
+		return []policy.Tool{{Name: t.Name, Approval: t.Approval, From: t.Name, Unlisted: true}}
+	}
+	out := make([]policy.Tool, len(names))
+	for i, n := range names {
+		out[i] = policy.Tool{Name: n, Approval: t.Approval, From: t.Name}
+	}
+	return out
 }
 
 // storeWidths checks that the retrievers writing into one store embed with

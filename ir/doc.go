@@ -10,7 +10,7 @@
 // right kind (resolve); ladders descend in price, capabilities match what
 // agents ask of their models, JSON Schemas compile, LLM judges never gate
 // (check); no kind the schema accepts only to name it (a #Deferred
-// definition: a qdrant store, a web source, an anthropic provider) is used,
+// definition: a qdrant store, a web source, a bedrock provider) is used,
 // each being reported as not built yet (deferred); and every file the IR
 // names exists relative to it (files).
 //

@@ -2,9 +2,11 @@
 # load.sh — the load benchmark of a generated service, measured from outside
 # (internal/loadbench): builds a one-agent application that also exposes an
 # alias, with aidgen build and go build; starts the binary and a
-# zero-latency OpenAI-compatible mock upstream as their own processes; and
-# drives them with vegeta on loopback. It prints, for the agent and for the
-# alias, the added latency of sequential requests (p50/p99 of service minus
+# zero-latency OpenAI-compatible mock upstream as their own processes, and
+# two floors in front of the same mock (httputil.ReverseProxy, and a proxy
+# that also decodes and encodes the JSON); and drives them with vegeta on
+# loopback. It prints, for the floors, the agent and the alias, the added
+# latency of sequential requests (p50/p99 of service minus
 # mock, pair by pair), and at each fixed rate vegeta's errors and latency
 # p50/p99 beside the mock's alone, and the service's CPU per request from
 # /proc/PID/stat (and the mock's); first in a fresh process, then after it
@@ -16,8 +18,10 @@
 #
 # Flags: -load.rates, -load.duration, -load.pairs (sequential pairs),
 # -load.soak (requests between the fresh and the long-lived measurement),
-# -load.soak-rate. The generator, the mock and the service share the
-# machine: compare ratios within one run, not absolutes across machines.
+# -load.soak-rate, -load.profile=DIR (CPU profiles of the service during
+# the fresh attacks, taken through its -debug-listen). The generator, the
+# mock and the service share the machine: compare ratios within one run,
+# not absolutes across machines.
 # Not part of scripts/test.sh. Linux only (/proc).
 set -euo pipefail
 

@@ -36,7 +36,7 @@ type built struct {
 //     not compile fails here;
 //   - lists what each links: every kind package its description names,
 //     and no other (a fake-only service links no openai-go, an
-//     openai-compatible one no fake), pgx only when its state or a store is
+//     openai-compatible one no fake, an anthropic-only one no openai-go), pgx only when its state or a store is
 //     in PostgreSQL;
 //   - runs a drift program that loads each case's app file, lowers it with
 //     internal/lower and compares the result (reflect.DeepEqual, with a
@@ -158,6 +158,10 @@ func links(t *testing.T, b built, deps []string) {
 	openai := slices.ContainsFunc(deps, func(d string) bool { return strings.HasPrefix(d, "github.com/openai/openai-go") })
 	if want := used["github.com/aidgen/aid/runtime/gateway/openaicompat"]; openai != want {
 		t.Errorf("%s: links openai-go = %v, want %v", b.name, openai, want)
+	}
+	claude := slices.ContainsFunc(deps, func(d string) bool { return strings.HasPrefix(d, "github.com/anthropics/anthropic-sdk-go") })
+	if want := used["github.com/aidgen/aid/runtime/gateway/anthropic"]; claude != want {
+		t.Errorf("%s: links anthropic-sdk-go = %v, want %v", b.name, claude, want)
 	}
 }
 

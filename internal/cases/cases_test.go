@@ -225,7 +225,7 @@ func standIns(desc app.Description) (app.Description, app.Options, func(string) 
 	for i := range desc.Stores {
 		desc.Stores[i].Kind = retrieval.MemoryKind{}
 	}
-	env := map[string]string{"OPENAI_API_KEY": "sk-test", "REMOTE_API_KEY": "sk-test", "DATABASE_URL": "postgres://test", "NOTIFY_TOKEN": "t", "TRACKING_URL": "https://tracking.example.com/track", "DESK_TOKEN": "desk-token"}
+	env := map[string]string{"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test", "PROXY_ANTHROPIC_KEY": "sk-ant-proxy", "REMOTE_API_KEY": "sk-test", "DATABASE_URL": "postgres://test", "NOTIFY_TOKEN": "t", "TRACKING_URL": "https://tracking.example.com/track", "DESK_TOKEN": "desk-token"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	opts := app.Options{
 		RunStore:        agents.NewInMemoryStore(),

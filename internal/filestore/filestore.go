@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -529,6 +530,8 @@ func (s *Store) AddGrant(ctx context.Context, g agents.Grant) error {
 	if err != nil {
 		return err
 	}
+	// One grant per tool and thread, the latest (agents.Store).
+	f.Grants = slices.DeleteFunc(f.Grants, func(old storedGrant) bool { return old.Tool == text(g.Tool) })
 	f.Grants = append(f.Grants, storedGrant{Tool: text(g.Tool), Scope: g.Scope, By: text(g.By), At: g.At.Round(0), RunID: text(g.RunID), ThreadID: text(g.ThreadID)})
 	return s.writeFile(s.threadPath(g.ThreadID), "thread "+strconv.Quote(g.ThreadID), f)
 }

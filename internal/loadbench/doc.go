@@ -3,8 +3,13 @@
 // -bench . ./internal/loadbench) builds a small application with aidgen
 // build and go build, starts the binary and a zero-latency OpenAI-compatible
 // mock upstream as processes of their own, and drives them with vegeta on
-// loopback. It reports, for a chat completion through an agent without tools
-// and one on a directly exposed alias:
+// loopback. Two floors stand beside the service, each the test binary as a
+// process of its own in front of the same mock: "proxy", the standard
+// library's httputil.ReverseProxy, which copies bytes, and "jsonproxy",
+// which also decodes and encodes the request and the answer with
+// encoding/json, the least a proxy that reads requests does. It reports,
+// for the floors, a chat completion through an agent without tools and one
+// on a directly exposed alias:
 //
 //   - the added latency of sequential requests: each request is sent to the
 //     mock, then through the service, and the difference of the pair is
@@ -14,7 +19,7 @@
 //   - the service's CPU per request at each rate, from the utime and stime
 //     of /proc/PID/stat, beside the mock's;
 //
-// first in a fresh process, then again after the service has served
+// first in a fresh process, then (the service alone) again after it has served
 // -load.soak requests (200,000 by default), with its resident set before
 // and after.
 //

@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,14 +34,23 @@ var (
 	pairs    = flag.Int("load.pairs", 2000, "sequential request pairs (mock, then service) for the added latency")
 	soak     = flag.Int("load.soak", 200_000, "requests served between the fresh and the long-lived measurements")
 	soakRate = flag.Int("load.soak-rate", 2000, "request rate of the soak")
+	profile  = flag.String("load.profile", "", "directory to write the service's CPU profiles to, one per fresh fixed-rate attack (agent-RATE.pprof, alias-RATE.pprof), taken through its -debug-listen")
 )
 
-// mockEnv makes the test binary the mock upstream instead of the benchmark.
-const mockEnv = "AID_LOADBENCH_MOCK"
+// roleEnv makes the test binary one of the benchmark's servers instead of
+// the benchmark: "mock", the upstream; "proxy" and "jsonproxy", the floors
+// (see serveFloor), which forward to the upstream at upstreamEnv.
+const (
+	roleEnv     = "AID_LOADBENCH_ROLE"
+	upstreamEnv = "AID_LOADBENCH_UPSTREAM"
+)
 
 func TestMain(m *testing.M) {
-	if os.Getenv(mockEnv) == "1" {
-		os.Exit(serveMock())
+	switch os.Getenv(roleEnv) {
+	case "mock":
+		os.Exit(serve(mockHandler()))
+	case "proxy", "jsonproxy":
+		os.Exit(serve(floorHandler(os.Getenv(roleEnv), os.Getenv(upstreamEnv))))
 	}
 	os.Exit(m.Run())
 }
@@ -61,17 +73,10 @@ data: [DONE]
 
 `
 
-// serveMock serves a zero-latency OpenAI-compatible chat-completions
-// endpoint on a free loopback port, prints its address and serves until
-// its standard input closes (the benchmark ending, however it ends).
-func serveMock() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	fmt.Println(ln.Addr().String())
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// mockHandler is a zero-latency OpenAI-compatible chat-completions
+// endpoint.
+func mockHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if bytes.Contains(body, []byte(`"stream":true`)) {
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -80,7 +85,62 @@ func serveMock() int {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, mockCompletion)
-	})}
+	})
+}
+
+// floorHandler is a floor the service is measured against: the least a
+// Go proxy in front of the upstream does, with the standard library's
+// server and client on the same connections and machine. "proxy" is
+// httputil.ReverseProxy, which copies bytes; "jsonproxy" also does what
+// any proxy that reads the request must: it decodes the chat request,
+// checks its model, encodes it for the upstream, and decodes and encodes
+// the answer, with encoding/json.
+func floorHandler(role, upstream string) http.Handler {
+	target, err := url.Parse("http://" + upstream)
+	if err != nil {
+		panic(err)
+	}
+	transport := &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
+	if role == "proxy" {
+		rp := httputil.NewSingleHostReverseProxy(target)
+		rp.Transport = transport
+		return rp
+	}
+	client := &http.Client{Transport: transport}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req["model"] == nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		req["model"] = "mock-chat-2024-01-01"
+		body, _ := json.Marshal(req)
+		up, err := client.Post(target.String()+r.URL.Path, "application/json", bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, "upstream", http.StatusBadGateway)
+			return
+		}
+		defer up.Body.Close()
+		var answer map[string]any
+		if err := json.NewDecoder(up.Body).Decode(&answer); err != nil {
+			http.Error(w, "upstream", http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(answer)
+	})
+}
+
+// serve serves h on a free loopback port, prints its address and serves
+// until its standard input closes (the benchmark ending, however it ends).
+func serve(h http.Handler) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(ln.Addr().String())
+	srv := &http.Server{Handler: h}
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		_ = srv.Close()
@@ -118,15 +178,18 @@ const token = "tok-loadbench"
 // bodies are the requests sent: the same conversation to the mock, to the
 // agent and to the alias.
 var bodies = map[string]string{
-	"mock":  `{"model":"mock-chat-2024-01-01","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
-	"agent": `{"model":"bench","messages":[{"role":"user","content":"What is the capital of France?"}]}`,
-	"alias": `{"model":"fast","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
+	"mock":      `{"model":"mock-chat-2024-01-01","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
+	"agent":     `{"model":"bench","messages":[{"role":"user","content":"What is the capital of France?"}]}`,
+	"proxy":     `{"model":"mock-chat-2024-01-01","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
+	"jsonproxy": `{"model":"fast","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
+	"alias":     `{"model":"fast","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
 }
 
 // process is a child process whose CPU time and memory are read from /proc.
 type process struct {
-	cmd  *exec.Cmd
-	name string
+	cmd   *exec.Cmd
+	name  string
+	debug string // the service's -debug-listen address
 }
 
 // cpu returns the process's user and system CPU time so far.
@@ -172,14 +235,20 @@ func BenchmarkLoad(b *testing.B) {
 
 func runLoad(b *testing.B) {
 	work := b.TempDir()
-	mock, mockAddr := startMock(b)
+	mock, mockAddr := startRole(b, "mock", "")
+	proxy, proxyAddr := startRole(b, "proxy", mockAddr)
+	jsonProxy, jsonProxyAddr := startRole(b, "jsonproxy", mockAddr)
 	bin := buildService(b, work, mockAddr)
 	svc, base := startService(b, bin)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64}}
-	urls := map[string]string{"mock": "http://" + mockAddr + "/v1/chat/completions", "agent": base + "/v1/chat/completions", "alias": base + "/v1/chat/completions"}
-	for _, k := range []string{"mock", "agent", "alias"} {
+	urls := map[string]string{
+		"mock":  "http://" + mockAddr + "/v1/chat/completions",
+		"proxy": "http://" + proxyAddr + "/v1/chat/completions", "jsonproxy": "http://" + jsonProxyAddr + "/v1/chat/completions",
+		"agent": base + "/v1/chat/completions", "alias": base + "/v1/chat/completions",
+	}
+	for _, k := range []string{"mock", "proxy", "jsonproxy", "agent", "alias"} {
 		for range 200 { // warm up connections and caches
-			post(b, client, urls[k], bodies[k], k != "mock")
+			post(b, client, urls[k], bodies[k], k == "agent" || k == "alias")
 		}
 	}
 	var rateList []int
@@ -190,9 +259,13 @@ func runLoad(b *testing.B) {
 		}
 		rateList = append(rateList, r)
 	}
+	floors := map[string]*process{"proxy": proxy, "jsonproxy": jsonProxy}
 	report := func(phase string) {
 		logf(b, "== %s service (RSS %.1f MiB)", phase, svc.rssMiB(b))
-		for _, k := range []string{"agent", "alias"} {
+		for _, k := range []string{"proxy", "jsonproxy", "agent", "alias"} {
+			if phase != "fresh" && floors[k] != nil {
+				continue // the floors have served no soak
+			}
 			p50, p99 := addedSequential(b, client, urls["mock"], urls[k], k)
 			logf(b, "%-5s sequential added latency: p50 %6.1f µs  p99 %6.1f µs  (%d pairs)", k, p50, p99, *pairs)
 			b.ReportMetric(p50, phase+"-"+k+"-seq-added-p50-µs")
@@ -200,8 +273,22 @@ func runLoad(b *testing.B) {
 		for _, rate := range rateList {
 			base := attack(b, urls["mock"], bodies["mock"], false, rate, mock, nil)
 			logf(b, "%5d/s mock : %s", rate, base)
-			for _, k := range []string{"agent", "alias"} {
-				m := attack(b, urls[k], bodies[k], true, rate, svc, mock)
+			for _, k := range []string{"proxy", "jsonproxy", "agent", "alias"} {
+				proc := svc
+				if floors[k] != nil {
+					if phase != "fresh" {
+						continue
+					}
+					proc = floors[k]
+				}
+				var profiled func()
+				if *profile != "" && phase == "fresh" && floors[k] == nil {
+					profiled = profileDuring(b, svc, filepath.Join(*profile, fmt.Sprintf("%s-%d.pprof", k, rate)))
+				}
+				m := attack(b, urls[k], bodies[k], floors[k] == nil, rate, proc, mock)
+				if profiled != nil {
+					profiled()
+				}
 				logf(b, "%5d/s %-5s: %s  added p50 %6.1f µs p99 %6.1f µs", rate, k, m,
 					float64(m.p50-base.p50)/1e3, float64(m.p99-base.p99)/1e3)
 				b.ReportMetric(m.cpuPerReq, fmt.Sprintf("%s-%s-%d-cpu-µs/req", phase, k, rate))
@@ -226,10 +313,11 @@ func logf(b *testing.B, format string, args ...any) {
 	b.Logf(format, args...)
 }
 
-// startMock runs the test binary as the mock upstream.
-func startMock(b *testing.B) (*process, string) {
+// startRole runs the test binary as one of the benchmark's servers (role,
+// with the upstream it forwards to, if any).
+func startRole(b *testing.B, role, upstream string) (*process, string) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), mockEnv+"=1")
+	cmd.Env = append(os.Environ(), roleEnv+"="+role, upstreamEnv+"="+upstream)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -248,9 +336,9 @@ func startMock(b *testing.B) (*process, string) {
 	})
 	addr, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		b.Fatalf("mock upstream: %v", err)
+		b.Fatalf("%s: %v", role, err)
 	}
-	return &process{cmd: cmd, name: "mock"}, strings.TrimSpace(addr)
+	return &process{cmd: cmd, name: role}, strings.TrimSpace(addr)
 }
 
 // buildService generates the benchmark's service with the real CLI and
@@ -286,7 +374,7 @@ func buildService(b *testing.B, work, mockAddr string) string {
 // startService runs the built service on a free loopback port, its log
 // drained as a log shipper would, and returns its base URL.
 func startService(b *testing.B, bin string) (*process, string) {
-	cmd := exec.Command(bin, "-listen", "127.0.0.1:0")
+	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-debug-listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "LOADBENCH_TOKEN="+token, "LOADBENCH_UPSTREAM_KEY=sk-loadbench")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -300,14 +388,21 @@ func startService(b *testing.B, bin string) (*process, string) {
 		_ = cmd.Wait()
 	})
 	sc := bufio.NewScanner(stderr)
+	var debug string
 	for sc.Scan() {
 		var line struct {
 			Msg  string `json:"msg"`
 			Addr string `json:"addr"`
 		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
+		if json.Unmarshal(sc.Bytes(), &line) != nil {
+			continue
+		}
+		switch line.Msg {
+		case "debug listener":
+			debug = line.Addr
+		case "serving":
 			go func() { _, _ = io.Copy(io.Discard, stderr) }()
-			return &process{cmd: cmd, name: "service"}, "http://" + line.Addr
+			return &process{cmd: cmd, name: "service", debug: debug}, "http://" + line.Addr
 		}
 	}
 	b.Fatalf("the service stopped before serving: %v", sc.Err())
@@ -411,6 +506,43 @@ func attack(b *testing.B, url, body string, auth bool, rate int, proc, mock *pro
 		}
 	}
 	return out
+}
+
+// profileDuring starts a CPU profile of the service over the next
+// -load.duration (less a second, so that it ends within the attack) and
+// returns the function that waits for it and writes it to file.
+func profileDuring(b *testing.B, svc *process, file string) func() {
+	secs := max(int((*duration-time.Second)/time.Second), 1)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", svc.debug, secs))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			done <- fmt.Errorf("profile: %s", resp.Status)
+			return
+		}
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			done <- err
+			return
+		}
+		f, err := os.Create(file)
+		if err != nil {
+			done <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		done <- errors.Join(err, f.Close())
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			b.Fatalf("profiling the service: %v", err)
+		}
+		logf(b, "   CPU profile: go tool pprof -top %s", file)
+	}
 }
 
 // soakFor serves -load.soak requests, agent and alias alternating, at

@@ -14,6 +14,7 @@ import (
 	toolhttp "github.com/aidgen/aid/runtime/agents/tools/http"
 	"github.com/aidgen/aid/runtime/agents/tools/mcp"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/anthropic"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/gateway/openaicompat"
 	"github.com/aidgen/aid/runtime/kind"
@@ -29,6 +30,7 @@ import (
 var (
 	// ProviderKinds are the provider kinds.
 	ProviderKinds = map[string]gateway.ProviderKind{
+		kind.ProviderAnthropic:        anthropic.Kind{},
 		kind.ProviderFake:             fake.Kind{},
 		kind.ProviderOpenAICompatible: openaicompat.Kind{},
 	}

@@ -72,7 +72,7 @@ func TestDecode(t *testing.T) {
 	}{
 		{kind.Tools, kind.ToolHTTP, `{"kind":"http","url":"https://x.test","verb":"PUT"}`, `unknown field "verb"`},
 		{kind.Providers, kind.ProviderOpenAICompatible, `{"kind":"openai-compatible","timeout":"soon"}`, `timeout`},
-		{kind.Providers, "anthropicx", `{"kind":"anthropicx"}`, `unknown provider kind "anthropicx"; known kinds: fake, openai-compatible`},
+		{kind.Providers, "anthropicx", `{"kind":"anthropicx"}`, `unknown provider kind "anthropicx"; known kinds: anthropic, fake, openai-compatible`},
 	} {
 		_, err := lower.Decode(tt.point, tt.name, ir.Config(tt.block))
 		var de *gateway.DeferredError

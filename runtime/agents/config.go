@@ -259,6 +259,11 @@ type Tool struct {
 	// decides about calls none of its rules decides. Empty leaves them to
 	// the policy's default (allow unless Config.Approvals says otherwise).
 	Approval Approval
+	// From is the declaration a kind imported the tool from under another
+	// name (an MCP server's tool, named with the import's prefix); empty
+	// for a tool declared under its own name. A rule of the approval
+	// policy naming the declaration governs the tool.
+	From string
 	// Timeout bounds one call; zero means DefaultToolTimeout.
 	Timeout time.Duration
 	// MaxObservationBytes bounds what the model reads of one call's

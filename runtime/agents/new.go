@@ -142,7 +142,7 @@ func declareTools(cfg Config) (map[string]*tool, []error) {
 func (r *Runtime) compilePolicy(cfg Config, declared map[string]*tool) []error {
 	governed := make([]policy.Tool, 0, len(cfg.Tools))
 	for _, t := range cfg.Tools {
-		governed = append(governed, policy.Tool{Name: t.Name, Approval: string(t.Approval)})
+		governed = append(governed, policy.Tool{Name: t.Name, Approval: string(t.Approval), From: t.From})
 	}
 	compiled, err := policy.Compile(cfg.Approvals, governed)
 	if err != nil {

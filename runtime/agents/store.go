@@ -156,10 +156,12 @@ type Store interface {
 	WatchCancel(ctx context.Context, runID string, stop func(CancelRequest)) error
 	// AddGrant keeps a grant a person gave for a thread (GrantThread), so
 	// that the thread's later runs, in any process sharing the store,
-	// honour it; g.ThreadID names the thread and must not be empty.
+	// honour it; g.ThreadID names the thread and must not be empty. A
+	// thread keeps one grant per tool: a grant of a tool the thread has one
+	// of replaces it.
 	AddGrant(ctx context.Context, g Grant) error
-	// Grants returns the grants kept for a thread, oldest first; none for
-	// a thread without any.
+	// Grants returns the grants kept for a thread, the least recently
+	// given first; none for a thread without any.
 	Grants(ctx context.Context, threadID string) ([]Grant, error)
 }
 
@@ -560,7 +562,10 @@ func (s *InMemoryStore) AddGrant(ctx context.Context, g Grant) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.grants[g.ThreadID] = append(s.grants[g.ThreadID], g)
+	// One grant per tool, so that approving the same tool again and again
+	// does not grow the store.
+	gs := slices.DeleteFunc(s.grants[g.ThreadID], func(old Grant) bool { return old.Tool == g.Tool })
+	s.grants[g.ThreadID] = append(gs, g)
 	return nil
 }
 

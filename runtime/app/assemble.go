@@ -296,13 +296,17 @@ func buildTools(ctx context.Context, desc *Description, opts *Options, env kind.
 			errs = append(errs, fmt.Errorf("tool %q: its %s kind provides no tool", name, t.Kind.ToolKind()))
 			continue
 		}
+		imported := len(built) != 1 || built[0].Tool.Name != name
 		var names []string
 		for _, b := range built {
+			if imported {
+				b.Tool.From = name
+			}
 			tools = append(tools, b.Tool)
 			impls[b.Tool.Name] = b.Implementation
 			names = append(names, b.Tool.Name)
 		}
-		if len(names) != 1 || names[0] != name {
+		if imported {
 			expand[name] = names
 		}
 	}

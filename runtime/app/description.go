@@ -68,7 +68,8 @@ type Provider struct {
 	// Name is what models' Provider refers to.
 	Name string
 	// Kind is the configuration of the provider's kind
-	// (openaicompat.Kind, fake.Kind, under runtime/gateway), which builds
+	// (a package of its own under runtime/gateway, such as
+	// openaicompat.Kind), which builds
 	// the adapter.
 	Kind gateway.ProviderKind
 }

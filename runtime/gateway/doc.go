@@ -50,10 +50,10 @@
 //   - Tracing. One OpenTelemetry span per attempt, following the GenAI
 //     semantic conventions, with aid-specific values under aid.*.
 //
-// Providers are adapters behind the Provider interface: package
-// openaicompat speaks the OpenAI wire format through openai-go, and package
-// fake is a deterministic, keyless provider for tests, demos and
-// evaluations.
+// Providers are adapters behind the Provider interface, a package per
+// provider kind: openaicompat speaks the OpenAI wire format through
+// openai-go, anthropic the Messages API through Anthropic's SDK, and fake
+// is a deterministic, keyless provider for tests, demos and evaluations.
 //
 // What it is not: it is not an agent loop (no tool execution, no memory; see
 // runtime/agents), not a prompt library, and not a general HTTP client. It

@@ -142,3 +142,31 @@ func TestBudgetLimitIsTheAmountWritten(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamAccumulatorInterleavedToolCalls: a stream whose tool calls'
+// pieces interleave (a piece of the first call after the second began) is
+// assembled, and does not panic: growing the calls must not copy a
+// builder that is written again.
+func TestStreamAccumulatorInterleavedToolCalls(t *testing.T) {
+	var a streamAccumulator
+	for _, d := range []ToolCallDelta{
+		{Index: 0, ID: "a", Name: "f", Arguments: `{"x"`},
+		{Index: 1, ID: "b", Name: "g", Arguments: `{"y":2}`},
+		{Index: 0, Arguments: `:1}`},
+		{Index: 3, ID: "d", Name: "h", Arguments: `{}`},
+		{Index: 1, Arguments: ``},
+		{Index: 0, Arguments: ` `},
+	} {
+		a.add(Delta{ToolCalls: []ToolCallDelta{d}})
+	}
+	got := a.response(Request{}).ToolCalls
+	want := []ToolCall{{ID: "a", Name: "f", Arguments: []byte(`{"x":1} `)}, {ID: "b", Name: "g", Arguments: []byte(`{"y":2}`)}, {ID: "d", Name: "h", Arguments: []byte(`{}`)}}
+	if len(got) != len(want) {
+		t.Fatalf("%d calls, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i].ID != want[i].ID || got[i].Name != want[i].Name || string(got[i].Arguments) != string(want[i].Arguments) {
+			t.Errorf("call %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

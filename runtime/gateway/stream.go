@@ -155,8 +155,10 @@ func (g *Gateway) streamOnce(ctx context.Context, e *entry, req Request, c *call
 
 // streamAccumulator builds the whole answer from a stream's deltas.
 type streamAccumulator struct {
-	text      strings.Builder
-	calls     []toolCallBuilder
+	text strings.Builder
+	// calls are pointers so that growing the slice, when a call arrives
+	// while an earlier one is still being written, moves no builder.
+	calls     []*toolCallBuilder
 	finish    FinishReason
 	usage     *Usage
 	model     string
@@ -175,9 +177,9 @@ func (a *streamAccumulator) add(d Delta) {
 			continue
 		}
 		for len(a.calls) <= tc.Index {
-			a.calls = append(a.calls, toolCallBuilder{})
+			a.calls = append(a.calls, &toolCallBuilder{})
 		}
-		b := &a.calls[tc.Index]
+		b := a.calls[tc.Index]
 		if tc.ID != "" {
 			b.id = tc.ID
 		}
@@ -203,7 +205,7 @@ func (a *streamAccumulator) add(d Delta) {
 func (a *streamAccumulator) response(req Request) Response {
 	resp := Response{Text: a.text.String(), FinishReason: a.finish, Model: a.model}
 	for i := range a.calls {
-		c := &a.calls[i]
+		c := a.calls[i]
 		if c.id == "" && c.name == "" && c.args.Len() == 0 {
 			continue
 		}

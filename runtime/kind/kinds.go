@@ -31,6 +31,9 @@ const (
 // the name a kind's configuration reports (ProviderKind, ToolKind,
 // StoreKind methods) and the key of its decoder in internal/lower.
 const (
+	// ProviderAnthropic speaks Anthropic's Messages API
+	// (runtime/gateway/anthropic).
+	ProviderAnthropic = "anthropic"
 	// ProviderOpenAICompatible speaks the OpenAI HTTP API
 	// (runtime/gateway/openaicompat).
 	ProviderOpenAICompatible = "openai-compatible"
@@ -90,6 +93,48 @@ type Info struct {
 	// and urlEnv. The rule lives in CheckOneOf, which vet calls on the IR's
 	// block and the kind's constructor on its configuration.
 	OneOf [][]string
+	// Imports, for a tool kind whose declaration may stand for several
+	// tools, says how their names follow from the declaration (Tools); nil
+	// for a kind whose declaration is one tool of its own name.
+	Imports *Imports
+}
+
+// Imports says how a tool declaration of a kind stands for several tools,
+// as an MCP server's tools imported under a prefix: when the declaration's
+// configuration sets Field, it stands for one tool per name the string list
+// at Allow holds, with the string at Prefix before each, or, when the list
+// is empty or unset, for every tool the kind finds when the application
+// starts, which no file names. Paths are dot-separated JSON paths.
+type Imports struct {
+	// Field is the field whose presence makes the declaration an import.
+	Field string
+	// Allow is the list of the names imported.
+	Allow string
+	// Prefix is the string put before each imported name.
+	Prefix string
+}
+
+// Tools returns the names of the tools a declaration of the kind with the
+// JSON configuration data stands for: (nil, false) when it is one tool of
+// its own name; (names, true) when it imports the named tools; (nil, true)
+// when it imports tools whose names are known only when the application
+// starts.
+func (i Info) Tools(data []byte) (names []string, imports bool) {
+	if i.Imports == nil {
+		return nil, false
+	}
+	if _, ok := value(data, i.Imports.Field); !ok {
+		return nil, false
+	}
+	prefix, _ := Field(data, i.Imports.Prefix)
+	list, _ := value(data, i.Imports.Allow)
+	items, _ := list.([]any)
+	for _, it := range items {
+		if n, ok := it.(string); ok {
+			names = append(names, prefix+n)
+		}
+	}
+	return names, true
 }
 
 // Problem is a field of a kind's configuration that breaks a rule its Info
@@ -149,7 +194,7 @@ type Ref struct {
 // the one place aid's own code spells a kind's name. Keep each point's
 // entries sorted by name.
 var kinds = []Info{
-	{Point: Providers, Name: "anthropic", Deferred: true},
+	{Point: Providers, Name: ProviderAnthropic},
 	{Point: Providers, Name: "azure-openai", Deferred: true},
 	{Point: Providers, Name: "bedrock", Deferred: true},
 	{Point: Providers, Name: ProviderFake, Files: []string{"answerKey.dataset", "script"}},
@@ -160,7 +205,8 @@ var kinds = []Info{
 	{Point: Tools, Name: ToolFixture, Files: []string{"file"}},
 	{Point: Tools, Name: ToolGo},
 	{Point: Tools, Name: ToolHTTP, OneOf: [][]string{{"url", "urlEnv"}}},
-	{Point: Tools, Name: ToolMCP, Refs: []Ref{{Field: "server", Section: ResourceMCPServers, What: "MCP server"}}},
+	{Point: Tools, Name: ToolMCP, Refs: []Ref{{Field: "server", Section: ResourceMCPServers, What: "MCP server"}},
+		Imports: &Imports{Field: "import", Allow: "import.allow", Prefix: "import.prefix"}},
 
 	{Point: Resources, Name: ResourceMCPServers},
 
@@ -220,19 +266,26 @@ func IsDeferred(p Point, name string) bool {
 // cannot import a kind read the fields its Info names, in its
 // configuration or in its IR block alike, whose JSON names are the same.
 func Field(data []byte, field string) (string, bool) {
+	v, _ := value(data, field)
+	s, ok := v.(string)
+	return s, ok
+}
+
+// value returns the JSON value at the dot-separated path field of the JSON
+// object data, decoded, and whether there is one.
+func value(data []byte, field string) (any, bool) {
 	var v any
 	if err := json.Unmarshal(data, &v); err != nil {
-		return "", false
+		return nil, false
 	}
 	for _, k := range strings.Split(field, ".") {
 		m, ok := v.(map[string]any)
 		if !ok {
-			return "", false
+			return nil, false
 		}
 		if v, ok = m[k]; !ok {
-			return "", false
+			return nil, false
 		}
 	}
-	s, ok := v.(string)
-	return s, ok
+	return v, true
 }

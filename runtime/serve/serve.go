@@ -9,8 +9,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
+	runtrace "runtime/trace"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,6 +69,10 @@ const (
 	// its worker is presumed dead (PostgreSQL state); the
 	// -job-rescue-after flag wins.
 	EnvJobRescueAfter = "AID_JOB_RESCUE_AFTER"
+	// EnvDebugListen is a loopback address serving Go's runtime profiles
+	// (net/http/pprof, under /debug/pprof/); the -debug-listen flag wins.
+	// Empty, the default, serves none.
+	EnvDebugListen = "AID_DEBUG_LISTEN"
 )
 
 // Exit codes Main returns.
@@ -161,6 +168,7 @@ func Run(ctx context.Context, desc app.Description, opts Options, p Process) int
 		dirDefault = ""
 	}
 	dir := flags.String("app-dir", envOr(lookupEnv, EnvAppDir, dirDefault), dirUsage)
+	debug := flags.String("debug-listen", envOr(lookupEnv, EnvDebugListen, ""), "loopback `address` serving Go's profiles at /debug/pprof/ (net/http/pprof), for go tool pprof through a tunnel; empty means none (env "+EnvDebugListen+")")
 	level := slog.LevelInfo
 	flags.TextVar(&level, "log-level", level, "least `level` logged: debug, info, warn or error")
 	var dsn *string
@@ -202,11 +210,119 @@ func Run(ctx context.Context, desc app.Description, opts Options, p Process) int
 		lookupEnv = overrideEnv(lookupEnv, stateEnv, *dsn)
 	}
 	jcfg.Logger = logger
+	if *debug != "" {
+		stop, err := serveDebug(ctx, *debug, logger)
+		if err != nil {
+			logger.Error("service stopped", "app", desc.Name, "error", err)
+			return ExitFailed
+		}
+		defer stop()
+	}
 	if err := serve(ctx, desc, opts, *listen, jcfg, lookupEnv, logger, p.Stderr); err != nil {
 		logger.Error("service stopped", "app", desc.Name, "error", err)
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// serveDebug serves Go's runtime profiles (net/http/pprof) on addr, which
+// must be a loopback address: profiles show the process's internals (its
+// command line, its goroutines' stacks) to whoever asks, with no
+// authentication. The returned function stops the listener.
+func serveDebug(ctx context.Context, addr string, logger *slog.Logger) (func(), error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("debug listener: listen on %s: %w", addr, err)
+	}
+	if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
+		_ = ln.Close()
+		return nil, fmt.Errorf("debug listener: %s is not a loopback address: profiles show the process's internals to anyone who asks; listen on 127.0.0.1 and reach it through a tunnel (ssh -L, kubectl port-forward)", addr)
+	}
+	srv := &http.Server{Handler: profiles(), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("debug listener stopped", "error", err)
+		}
+	}()
+	logger.Info("debug listener", "addr", ln.Addr().String(), "profiles", "/debug/pprof/")
+	return func() {
+		_ = srv.Close() // a profile being taken ends with the process's work
+		<-done
+	}, nil
+}
+
+// profiles serves the runtime's profiles in the format go tool pprof reads:
+// /debug/pprof/profile?seconds=N, the CPU for N seconds (30 by default, at
+// most 300); /debug/pprof/NAME for the profiles runtime/pprof keeps (heap,
+// allocs, goroutine, block, mutex, threadcreate; ?debug=1 or 2 for text);
+// /debug/pprof/trace?seconds=N, an execution trace; and an index. It is
+// written here rather than imported from net/http/pprof, whose init
+// registers the same handlers on http.DefaultServeMux for any program
+// that links it.
+func profiles() http.Handler {
+	seconds := func(r *http.Request) (time.Duration, error) {
+		s := r.URL.Query().Get("seconds")
+		if s == "" {
+			return 30 * time.Second, nil
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 300 {
+			return 0, fmt.Errorf("seconds=%q: want a whole number of seconds from 1 to 300", s)
+		}
+		return time.Duration(n) * time.Second, nil
+	}
+	// timed runs a profile that lasts while the request waits, the
+	// client's going away ending it early.
+	timed := func(start func(io.Writer) error, stop func()) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			d, err := seconds(r)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("Content-Type", "application/octet-stream")
+			if err := start(w); err != nil {
+				// Another profile of the kind is being taken.
+				http.Error(w, err.Error(), http.StatusConflict)
+				return
+			}
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+			}
+			stop()
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /debug/pprof/profile", timed(pprof.StartCPUProfile, pprof.StopCPUProfile))
+	mux.Handle("GET /debug/pprof/trace", timed(runtrace.Start, runtrace.Stop))
+	mux.HandleFunc("GET /debug/pprof/{name}", func(w http.ResponseWriter, r *http.Request) {
+		p := pprof.Lookup(r.PathValue("name"))
+		if p == nil {
+			http.Error(w, fmt.Sprintf("no profile %q; see /debug/pprof/", r.PathValue("name")), http.StatusNotFound)
+			return
+		}
+		debug, _ := strconv.Atoi(r.URL.Query().Get("debug"))
+		if debug > 0 {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		} else {
+			w.Header().Set("Content-Type", "application/octet-stream")
+		}
+		_ = p.WriteTo(w, debug)
+	})
+	mux.HandleFunc("GET /debug/pprof/{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "profile?seconds=N\ttrace?seconds=N")
+		for _, p := range pprof.Profiles() {
+			fmt.Fprintf(w, "%s\t%d\n", p.Name(), p.Count())
+		}
+	})
+	return mux
 }
 
 // overrideEnv returns lookupEnv with name set to value: the -state-dsn flag

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -274,6 +275,7 @@ func TestRunFails(t *testing.T) {
 		{name: "otel grpc", vars: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, wantCode: serve.ExitFailed, wantLog: "OTLP over gRPC"},
 		{name: "missing documents", args: []string{"-app-dir", filepath.Join(docs, "nowhere")}, wantCode: serve.ExitFailed, wantLog: "ingesting retriever kb"},
 		{name: "listen taken", args: []string{"-listen", "127.0.0.1:-1"}, wantCode: serve.ExitFailed, wantLog: "listen on 127.0.0.1:-1"},
+		{name: "debug listener off loopback", args: []string{"-debug-listen", "0.0.0.0:0"}, wantCode: serve.ExitFailed, wantLog: "0.0.0.0:0 is not a loopback address"},
 		{name: "unknown flag", args: []string{"-port", "8080"}, wantCode: serve.ExitUsage, wantLog: "flag provided but not defined: -port"},
 		{name: "bad log level", args: []string{"-log-level", "loud"}, wantCode: serve.ExitUsage, wantLog: "log-level"},
 		{name: "bad agent concurrency", args: []string{"-agent-concurrency", "desk"}, wantCode: serve.ExitUsage, wantLog: "want agent=N"},
@@ -401,6 +403,62 @@ func TestRunExposesAliases(t *testing.T) {
 	if code := r.stop(t); code != serve.ExitOK {
 		t.Errorf("exit code %d", code)
 	}
+}
+
+// TestRunDebugListener: -debug-listen serves the runtime's profiles, in
+// pprof's format, on a loopback listener of its own, never on the
+// service's, nor on http.DefaultServeMux; it ends with the service.
+func TestRunDebugListener(t *testing.T) {
+	before := runtime.NumGoroutine()
+	r := start(t, desk(docsDir(t)), serve.Options{}, nil, map[string]string{"AID_DEBUG_LISTEN": "127.0.0.1:0"})
+	addr := r.serving(t)["addr"].(string)
+	line, ok := r.stderr.LogLine("debug listener")
+	if !ok {
+		t.Fatalf("no debug listener logged:\n%s", r.stderr)
+	}
+	debug := "http://" + line["addr"].(string)
+	client := &http.Client{Transport: &http.Transport{}}
+	get := func(url string) (int, []byte) {
+		t.Helper()
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	gzipped := func(b []byte) bool { return len(b) > 2 && b[0] == 0x1f && b[1] == 0x8b } // pprof's format
+	if code, b := get(debug + "/debug/pprof/"); code != 200 || !strings.Contains(string(b), "goroutine") || !strings.Contains(string(b), "heap") {
+		t.Errorf("index: %d %s", code, b)
+	}
+	if code, b := get(debug + "/debug/pprof/heap"); code != 200 || !gzipped(b) {
+		t.Errorf("heap: %d, %d bytes", code, len(b))
+	}
+	if code, b := get(debug + "/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(string(b), "goroutine profile:") {
+		t.Errorf("goroutines as text: %d %.200s", code, b)
+	}
+	if code, b := get(debug + "/debug/pprof/profile?seconds=1"); code != 200 || !gzipped(b) {
+		t.Errorf("CPU profile: %d, %d bytes", code, len(b))
+	}
+	for url, want := range map[string]int{
+		debug + "/debug/pprof/profile?seconds=0":   http.StatusBadRequest,
+		debug + "/debug/pprof/profile?seconds=1e9": http.StatusBadRequest,
+		debug + "/debug/pprof/nothing":             http.StatusNotFound,
+		"http://" + addr + "/debug/pprof/":         http.StatusNotFound, // the service's listener
+	} {
+		if code, b := get(url); code != want {
+			t.Errorf("%s: %d %s, want %d", url, code, b, want)
+		}
+	}
+	if _, pattern := http.DefaultServeMux.Handler(httptest.NewRequest("GET", "/debug/pprof/", nil)); pattern != "" {
+		t.Errorf("http.DefaultServeMux serves %q: profiles would be served by any program serving it", pattern)
+	}
+	client.CloseIdleConnections()
+	if code := r.stop(t); code != serve.ExitOK {
+		t.Errorf("exit code %d\n%s", code, r.stderr)
+	}
+	servicetest.NoLeak(t, before, 0)
 }
 
 // TestRunNonLoopbackIsInsecureListenError checks that the refusal is the

@@ -41,7 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) agents.Store) {
 }
 
 // testGrants checks that a thread's grants come back in the order given,
-// whole, and only for their thread.
+// whole, only for their thread, and one per tool.
 func testGrants(t *testing.T, s agents.Store) {
 	ctx := context.Background()
 	if gs, err := s.Grants(ctx, "th_none"); err != nil || len(gs) != 0 {
@@ -66,6 +66,18 @@ func testGrants(t *testing.T, s agents.Store) {
 	}
 	if d := cmp.Diff(want, got, cmpopts.EquateApproxTime(time.Microsecond)); d != "" {
 		t.Fatalf("grants of th_1 (-want +got):\n%s", d)
+	}
+	// Granting a tool again replaces the thread's grant of it.
+	again := agents.Grant{Tool: "issue_refund", Scope: agents.GrantThread, By: "lead", At: at.Add(time.Hour), RunID: "run_g5", ThreadID: "th_1"}
+	if err := s.AddGrant(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Grants(ctx, "th_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]agents.Grant{want[1], again}, got, cmpopts.EquateApproxTime(time.Microsecond)); d != "" {
+		t.Fatalf("grants of th_1 after granting issue_refund again (-want +got):\n%s", d)
 	}
 	if err := s.AddGrant(ctx, agents.Grant{Tool: "issue_refund", Scope: agents.GrantThread, RunID: "run_g4"}); err == nil {
 		t.Errorf("a thread grant without a thread was kept")

@@ -618,7 +618,9 @@ func (s *Store) AddGrant(ctx context.Context, g agents.Grant) error {
 		return err
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
-		_, err := s.db.Exec(ctx, `INSERT INTO `+s.grants+` (thread_id, tool, scope, granted_by, granted_at, run_id) VALUES ($1, $2, $3, $4, $5, $6)`,
+		// One grant per tool and thread, the latest (agents.Store).
+		_, err := s.db.Exec(ctx, `WITH gone AS (DELETE FROM `+s.grants+` WHERE thread_id = $1 AND tool = $2)
+			INSERT INTO `+s.grants+` (thread_id, tool, scope, granted_by, granted_at, run_id) VALUES ($1, $2, $3, $4, $5, $6)`,
 			g.ThreadID, g.Tool, string(g.Scope), g.By, g.At, g.RunID)
 		return err
 	})

@@ -10,8 +10,10 @@
 //
 // A Policy is an ordered list of Rules and a Default. A rule matches a call
 // when its Tool, a tool name or a glob (path.Match: *, ?, [...]), matches
-// the called tool's name, and its When condition, if it has one, holds for
-// the call. The first rule that matches decides. When none does, the
+// the called tool's name, or the name of the declaration the tool was
+// imported from (Tool.From: "fs" governs fs_write_file, imported from an
+// MCP server with the prefix "fs_"), and its When condition, if it has
+// one, holds for the call. The first rule that matches decides. When none does, the
 // tool's own approval shorthand decides ("always" asks, "never" allows),
 // and a tool without one takes the Default (allow when empty). Rules
 // govern the application's declared tools; the tools the runtime makes
@@ -31,7 +33,8 @@
 //
 // Check and Compile refuse, each a Problem naming the rule and field: an
 // action other than allow, deny or ask; a malformed glob; a glob or name
-// that matches no tool; a condition that does not compile or is not a
+// that matches no tool (unless a declaration's tools are not known until
+// the application starts: Tool.Unlisted); a condition that does not compile or is not a
 // bool; a rule shadowed by an earlier one without a condition (or with
 // the same condition) that matches every tool it matches, so that it can
 // never decide; and a tool's approval shorthand that no call can reach

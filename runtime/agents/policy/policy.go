@@ -68,6 +68,18 @@ type Tool struct {
 	// Approval is the tool's shorthand, ShorthandNever or ShorthandAlways;
 	// empty means none, so that the Default applies.
 	Approval string
+	// From is the declaration the tool was imported from, when a kind made
+	// several tools of one declaration (an MCP server's tools, named with
+	// the import's prefix); empty for a tool declared under its own name.
+	// A rule whose glob matches the declaration's name governs every tool
+	// imported from it, as the declaration's shorthand does.
+	From string
+	// Unlisted marks a declaration that stands for tools whose names are
+	// known only when the application starts (an MCP server imported
+	// whole), for Check before then: Name and From are the declaration's,
+	// and a rule whose glob matches no tool is not a problem, since it may
+	// match one of them; Compile, given the real tools, checks it.
+	Unlisted bool
 }
 
 // Source says what decided a call.
@@ -121,7 +133,7 @@ type Problem struct {
 	// "default", or "approval" of Tool.
 	Field string
 	// Tool names the tool whose shorthand is at fault, for Field
-	// "approval".
+	// "approval": its declaration's name (From) for an imported tool.
 	Tool string
 	// Message says what is wrong and how to fix it.
 	Message string
@@ -154,6 +166,7 @@ func (e *Error) Error() string {
 type Compiled struct {
 	rules    []compiledRule
 	tools    map[string]Action // each tool's shorthand, as an action
+	from     map[string]string // each imported tool's declaration (Tool.From)
 	fallback Action
 }
 
@@ -200,7 +213,7 @@ func compile(p Policy, tools []Tool) (*Compiled, []Problem) {
 	add := func(rule int, field, tool, format string, args ...any) {
 		problems = append(problems, Problem{Rule: rule, Field: field, Tool: tool, Message: fmt.Sprintf(format, args...)})
 	}
-	c := &Compiled{tools: make(map[string]Action, len(tools)), fallback: p.Default}
+	c := &Compiled{tools: make(map[string]Action, len(tools)), from: map[string]string{}, fallback: p.Default}
 	if c.fallback == "" {
 		c.fallback = Allow
 	}
@@ -208,8 +221,14 @@ func compile(p Policy, tools []Tool) (*Compiled, []Problem) {
 		add(-1, "default", "", "%q is not allow, deny or ask", p.Default)
 	}
 	names := make([]string, 0, len(tools))
+	unlisted := false
+	shorthandAt := map[string]bool{} // the declarations whose shorthand has a problem already
 	for _, t := range tools {
 		names = append(names, t.Name)
+		unlisted = unlisted || t.Unlisted
+		if t.From != "" {
+			c.from[t.Name] = t.From
+		}
 		switch t.Approval {
 		case "":
 		case ShorthandNever:
@@ -217,7 +236,10 @@ func compile(p Policy, tools []Tool) (*Compiled, []Problem) {
 		case ShorthandAlways:
 			c.tools[t.Name] = Ask
 		default:
-			add(-1, "approval", t.Name, "%q is not %q or %q", t.Approval, ShorthandNever, ShorthandAlways)
+			if d := declaration(t); !shorthandAt[d] {
+				shorthandAt[d] = true
+				add(-1, "approval", d, "%q is not %q or %q", t.Approval, ShorthandNever, ShorthandAlways)
+			}
 		}
 	}
 	slices.Sort(names)
@@ -240,11 +262,11 @@ func compile(p Policy, tools []Tool) (*Compiled, []Problem) {
 				break
 			}
 			for _, n := range names {
-				if ok, _ := path.Match(r.Tool, n); ok {
+				if c.matches(r.Tool, n) {
 					matched[i] = append(matched[i], n)
 				}
 			}
-			if len(matched[i]) == 0 {
+			if len(matched[i]) == 0 && !unlisted {
 				if strings.ContainsAny(r.Tool, `*?[\`) {
 					add(i, "tool", "", "glob %q matches no tool; the tools are %s", r.Tool, strings.Join(names, ", "))
 				} else {
@@ -280,18 +302,76 @@ func compile(p Policy, tools []Tool) (*Compiled, []Problem) {
 	}
 	// A shorthand is unreachable when a rule with no condition decides
 	// every call of its tool.
+	// decider is the first rule without a condition that matches every call
+	// of a tool, or -1.
+	decider := func(tool string) int {
+		for i, q := range p.Rules {
+			if q.When == "" && slices.Contains(matched[i], tool) {
+				return i
+			}
+		}
+		return -1
+	}
+	// A declaration's shorthand is unreachable when such rules decide
+	// every call of each of its tools.
+	var decls []string
+	byDecl := map[string][]Tool{}
 	for _, t := range tools {
-		if t.Approval == "" {
+		d := declaration(t)
+		if _, ok := byDecl[d]; !ok {
+			decls = append(decls, d)
+		}
+		byDecl[d] = append(byDecl[d], t)
+	}
+	for _, d := range decls {
+		ts := byDecl[d]
+		if ts[0].Approval == "" || shorthandAt[d] {
 			continue
 		}
-		for i, q := range p.Rules {
-			if q.When == "" && slices.Contains(matched[i], t.Name) {
-				add(-1, "approval", t.Name, "approval %q is never used: approval rule %d (%s) decides every call of %s; remove approval or the rule", t.Approval, i+1, describe(q), t.Name)
+		first := -1
+		for _, t := range ts {
+			i := decider(t.Name)
+			if i < 0 {
+				first = -1
 				break
 			}
+			if first < 0 {
+				first = i
+			}
+		}
+		if first < 0 {
+			continue
+		}
+		q := p.Rules[first]
+		if len(ts) == 1 {
+			add(-1, "approval", d, "approval %q is never used: approval rule %d (%s) decides every call of %s; remove approval or the rule", ts[0].Approval, first+1, describe(q), ts[0].Name)
+		} else {
+			add(-1, "approval", d, "approval %q is never used: approval rules (the first, rule %d: %s) decide every call of each tool %s imports; remove approval or the rules", ts[0].Approval, first+1, describe(q), d)
 		}
 	}
 	return c, problems
+}
+
+// declaration is the name of the declaration t comes from.
+func declaration(t Tool) string {
+	if t.From != "" {
+		return t.From
+	}
+	return t.Name
+}
+
+// matches reports whether the glob of a rule matches the tool: its name, or
+// the name of the declaration it was imported from.
+func (c *Compiled) matches(glob, tool string) bool {
+	if ok, _ := path.Match(glob, tool); ok {
+		return true
+	}
+	from, ok := c.from[tool]
+	if !ok {
+		return false
+	}
+	ok, _ = path.Match(glob, from)
+	return ok
 }
 
 // covers reports whether every name of b is in a (both sorted).
@@ -340,7 +420,7 @@ func compileCondition(e *cel.Env, when string) (cel.Program, error) {
 func (c *Compiled) Decide(in Input) Decision {
 	var vars map[string]any // built at the first condition
 	for i, r := range c.rules {
-		if ok, _ := path.Match(r.Tool, in.Tool); !ok {
+		if !c.matches(r.Tool, in.Tool) {
 			continue
 		}
 		if r.prg != nil {
@@ -372,7 +452,7 @@ func (c *Compiled) Decide(in Input) Decision {
 // a condition, or leave it to a shorthand or default that allows.
 func (c *Compiled) AlwaysAllows(tool string) bool {
 	for _, r := range c.rules {
-		if ok, _ := path.Match(r.Tool, tool); !ok {
+		if !c.matches(r.Tool, tool) {
 			continue
 		}
 		if r.Action != Allow {
@@ -393,7 +473,7 @@ func (c *Compiled) AlwaysAllows(tool string) bool {
 // default that asks.
 func (c *Compiled) MayAsk(tool string) bool {
 	for _, r := range c.rules {
-		if ok, _ := path.Match(r.Tool, tool); !ok {
+		if !c.matches(r.Tool, tool) {
 			continue
 		}
 		if r.Action == Ask {

@@ -199,3 +199,63 @@ func TestMayAsk(t *testing.T) {
 		t.Errorf("MayAsk with an asking default: a %v, b %v", c.MayAsk("a"), c.MayAsk("b"))
 	}
 }
+
+// TestImportedTools: a rule governs a tool imported from a declaration by
+// the tool's name or the declaration's; problems of a declaration's
+// shorthand name the declaration, once; a declaration whose tools are not
+// known yet (Unlisted) leaves a rule that matches nothing to Compile.
+func TestImportedTools(t *testing.T) {
+	imported := []policy.Tool{
+		{Name: "ls"},
+		{Name: "fs_write_file", Approval: policy.ShorthandAlways, From: "fs"},
+		{Name: "fs_move_file", Approval: policy.ShorthandAlways, From: "fs"},
+	}
+	c, err := policy.Compile(policy.Policy{Rules: []policy.Rule{
+		{Tool: "fs_move_file", Action: policy.Deny, Reason: "no moves"},
+		{Tool: "f?", When: `args.path.startsWith("/tmp/")`, Action: policy.Allow},
+	}}, imported)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := json.RawMessage(`{"path":"/tmp/a"}`)
+	for _, tt := range []struct {
+		in   policy.Input
+		want policy.Action
+	}{
+		{policy.Input{Tool: "fs_move_file", Arguments: tmp}, policy.Deny},                                // its own name
+		{policy.Input{Tool: "fs_write_file", Arguments: tmp}, policy.Allow},                              // its declaration's, through a glob
+		{policy.Input{Tool: "fs_write_file", Arguments: json.RawMessage(`{"path":"/etc"}`)}, policy.Ask}, // the declaration's shorthand
+		{policy.Input{Tool: "ls", Arguments: tmp}, policy.Allow},                                         // the default
+	} {
+		if got := c.Decide(tt.in); got.Action != tt.want {
+			t.Errorf("%s %s: %+v, want %s", tt.in.Tool, tt.in.Arguments, got, tt.want)
+		}
+	}
+	if c.AlwaysAllows("fs_write_file") || !c.MayAsk("fs_write_file") || c.MayAsk("fs_move_file") {
+		t.Errorf("AlwaysAllows(fs_write_file) %v, MayAsk(fs_write_file) %v, MayAsk(fs_move_file) %v; want false, true, false",
+			c.AlwaysAllows("fs_write_file"), c.MayAsk("fs_write_file"), c.MayAsk("fs_move_file"))
+	}
+
+	// Rules without conditions decide every call of each of fs's tools,
+	// so that its shorthand is unreachable: one problem, at fs.
+	got := policy.Check(policy.Policy{Rules: []policy.Rule{
+		{Tool: "fs_write_file", Action: policy.Ask},
+		{Tool: "fs", Action: policy.Deny},
+	}}, imported)
+	if len(got) != 1 || got[0].Tool != "fs" || got[0].Field != "approval" || !strings.Contains(got[0].Message, "each tool fs imports") {
+		t.Errorf("problems %+v, want one at fs's approval", got)
+	}
+	// One rule decides only one of them: the shorthand still decides.
+	if got := policy.Check(policy.Policy{Rules: []policy.Rule{{Tool: "fs_write_file", Action: policy.Ask}}}, imported); len(got) != 0 {
+		t.Errorf("problems %+v, want none: fs_move_file reaches the shorthand", got)
+	}
+
+	noMatch := policy.Policy{Rules: []policy.Rule{{Tool: "tracker_*", Action: policy.Ask}}}
+	if got := policy.Check(noMatch, imported); len(got) != 1 || !strings.Contains(got[0].Message, "matches no tool") {
+		t.Errorf("problems %+v, want the glob matching no tool", got)
+	}
+	withUnlisted := append(imported[:len(imported):len(imported)], policy.Tool{Name: "tracker", From: "tracker", Unlisted: true})
+	if got := policy.Check(noMatch, withUnlisted); len(got) != 0 {
+		t.Errorf("problems %+v, want none: tracker's tools are known only at start-up", got)
+	}
+}

@@ -6,15 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
-	"unicode/utf8"
 )
 
 // maxErrorBody bounds how much of an error answer is read for the error.
 const maxErrorBody = 64 << 10
-
-// maxExcerpt bounds the text of an error answer kept in an error.
-const maxExcerpt = 512
 
 // errorAnswer is what the service answered with an error status, captured
 // before openai-go decodes it: openai-go loses the status of a body it
@@ -77,7 +72,7 @@ func (p *Provider) apiError(status int, body []byte) *APIError {
 		e.Message = p.field(envelope.Error)
 		return e
 	}
-	e.Message = excerpt(p.red.String(string(body)))
+	e.Message = p.red.Excerpt(string(body))
 	return e
 }
 
@@ -95,19 +90,5 @@ func (p *Provider) field(raw json.RawMessage) string {
 		}
 		s = string(raw)
 	}
-	return excerpt(p.red.String(s))
-}
-
-// excerpt collapses the white space of s and cuts it to maxExcerpt bytes,
-// at a character boundary.
-func excerpt(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= maxExcerpt {
-		return s
-	}
-	cut := maxExcerpt
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return p.red.Excerpt(s)
 }

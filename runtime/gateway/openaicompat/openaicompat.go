@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -21,6 +19,8 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/internal/upstream"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Config configures an openai-compatible provider.
@@ -35,7 +35,8 @@ type Config struct {
 	// for a stream, the wait for each next event. Zero means 60 seconds.
 	Timeout time.Duration
 	// HTTPClient sends the requests; nil means a client on
-	// http.DefaultTransport.
+	// kind.DefaultTransport, which keeps idle connections for concurrent
+	// calls.
 	HTTPClient *http.Client
 	// EmbedBatchSize is the most texts sent in one embedding request;
 	// zero means 512.
@@ -58,7 +59,7 @@ type Config struct {
 // concurrent use.
 type Provider struct {
 	client  openai.Client
-	red     *redactor
+	red     *upstream.Redactor
 	name    string
 	timeout time.Duration
 	batch   int
@@ -84,15 +85,11 @@ func New(cfg Config) (*Provider, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	var key string
-	if cfg.APIKeyEnv != "" {
-		v, ok := lookup(cfg.APIKeyEnv)
-		if !ok || strings.TrimSpace(v) == "" {
-			return nil, fmt.Errorf("openaicompat: environment variable %s, which should hold the API key, is not set", cfg.APIKeyEnv)
-		}
-		key = strings.TrimSpace(v)
+	key, err := upstream.APIKey(lookup, cfg.APIKeyEnv)
+	if err != nil {
+		return nil, fmt.Errorf("openaicompat: %w", err)
 	}
-	p := &Provider{red: newRedactor(key), name: cfg.ProviderName, timeout: cfg.Timeout, batch: cfg.EmbedBatchSize, cfg: cfg}
+	p := &Provider{red: upstream.NewRedactor(key), name: cfg.ProviderName, timeout: cfg.Timeout, batch: cfg.EmbedBatchSize, cfg: cfg}
 	if p.name == "" {
 		p.name = "openai"
 	}
@@ -104,7 +101,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: http.DefaultTransport}
+		hc = &http.Client{Transport: kind.DefaultTransport}
 	}
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
@@ -116,14 +113,7 @@ func New(cfg Config) (*Provider, error) {
 	p.chatURL = base.JoinPath("chat/completions")
 	// A redirect to another origin is answered as an error, as openai-go's
 	// client answers one: the key must not follow it there.
-	direct := *hc
-	direct.CheckRedirect = func(r *http.Request, via []*http.Request) error {
-		if len(via) >= 10 || r.URL.Scheme != base.Scheme || r.URL.Host != base.Host {
-			return http.ErrUseLastResponse
-		}
-		return nil
-	}
-	p.hc = &direct
+	p.hc = upstream.SameOrigin(hc, base)
 	if hc.Jar == nil && hc.Timeout == 0 && hc.CheckRedirect == nil {
 		p.rt = hc.Transport
 		if p.rt == nil {
@@ -454,12 +444,12 @@ func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, 
 		// (an "error" that is a string, say), so it is taken from the
 		// answer itself.
 		pe.StatusCode = answer.status
-		pe.Retryable = retryableStatus(answer.status)
+		pe.Retryable = upstream.RetryableStatus(answer.status)
 		pe.RetryAfter = gateway.ParseRetryAfter(answer.header, time.Now())
 		pe.Err = p.apiError(answer.status, answer.body)
 	case errors.As(err, &apiErr):
 		pe.StatusCode = apiErr.StatusCode
-		pe.Retryable = retryableStatus(apiErr.StatusCode)
+		pe.Retryable = upstream.RetryableStatus(apiErr.StatusCode)
 		if apiErr.Response != nil {
 			pe.RetryAfter = gateway.ParseRetryAfter(apiErr.Response.Header, time.Now())
 		}
@@ -475,37 +465,15 @@ func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, 
 	case errors.Is(context.Cause(actx), errAttemptTimeout):
 		pe.Timeout, pe.Retryable = true, true
 		pe.Err = fmt.Errorf("no answer within %s", p.timeout)
-	case malformed(err):
+	case upstream.Malformed(err):
 		pe.Err = p.redact(err)
-	case transient(err):
+	case upstream.Transient(err):
 		pe.Retryable = true
 		pe.Err = p.redact(err)
 	default:
 		pe.Err = p.redact(err)
 	}
 	return pe
-}
-
-// retryableStatus reports the statuses worth retrying: request timeout,
-// conflict, rate limit and server errors.
-func retryableStatus(code int) bool {
-	return code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500
-}
-
-// malformed reports an answer that arrived whole but is not valid JSON:
-// asking again would get the same. openai-go reads the whole body before
-// decoding it, so a body cut short surfaces as a read error instead.
-func malformed(err error) bool {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	return errors.As(err, &se) || errors.As(err, &te) || strings.HasPrefix(err.Error(), "error parsing response json")
-}
-
-// transient reports connection failures that a new attempt may not meet.
-func transient(err error) bool {
-	var ne net.Error
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) || errors.As(err, &ne)
 }
 
 // APIError is an error answer of the service, reduced to what is safe to
@@ -539,17 +507,6 @@ func (e *APIError) Error() string {
 	return msg
 }
 
-// redact returns an error with err's message, the key redacted. It never
-// wraps err, so nothing err holds can be reached or printed through it.
-func (p *Provider) redact(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &redactedError{msg: p.red.String(err.Error())}
-}
-
-// redactedError carries the redacted message of an error it does not keep.
-type redactedError struct{ msg string }
-
-// Error implements error.
-func (e *redactedError) Error() string { return e.msg }
+// redact returns an error with err's message, the key redacted, that does
+// not wrap err.
+func (p *Provider) redact(err error) error { return p.red.Error(err) }

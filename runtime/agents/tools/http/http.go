@@ -97,7 +97,7 @@ const (
 
 // Options configures New.
 type Options struct {
-	// Client sends the requests; nil means a client of the tool's own. The
+	// Client sends the requests; nil means a client on kind.DefaultTransport. The
 	// tool uses a copy whose redirect policy is replaced by its own. Leave
 	// Client.Timeout zero: the tool's timeout reaches the request through
 	// its context.
@@ -200,7 +200,7 @@ func New(target string, opts Options) (agents.Implementation, error) {
 	if t.header.Get("Accept") == "" {
 		t.header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.5")
 	}
-	c := &http.Client{}
+	c := &http.Client{Transport: kind.DefaultTransport}
 	if opts.Client != nil {
 		cp := *opts.Client
 		c = &cp

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/agents/tools/mcp"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
@@ -105,6 +106,53 @@ func TestAgentCallsServer(t *testing.T) {
 	}
 	if seen != 3 { // the fourth call never reached the server
 		t.Errorf("%d execute_tool spans name the server, want 3", seen)
+	}
+}
+
+// TestApprovalRulesGovernImportedTools: an approval rule governs a tool
+// imported from a server by the tool's own name (srv_forecast) and by the
+// name of the declaration it was imported from (srv, for srv_progress),
+// as the declaration's shorthand does; a declared tool keeps its own.
+func TestApprovalRulesGovernImportedTools(t *testing.T) {
+	s, lookup := stdioServer("serve")
+	d := desk(t, s)
+	d.Approvals = policy.Policy{Rules: []policy.Rule{
+		{Tool: "srv_forecast", Action: policy.Deny, Reason: "no forecasts"},
+		{Tool: "srv", Action: policy.Ask, Reason: "the server's tools need a person"},
+	}}
+	a, err := app.Assemble(t.Context(), d, app.Options{LookupEnv: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	res, err := a.Agents.Run(t.Context(), "desk", "What is the weather?", agents.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call, ok := res.Checkpoint.Pending.Call()
+	if res.Status != agents.StatusPaused || !ok || call.Name != "srv_progress" {
+		t.Fatalf("status %s, pending %+v: want paused on srv_progress (rule 2, through its declaration srv)", res.Status, res.Checkpoint.Pending)
+	}
+	if obs := res.Checkpoint.Pending.Step.ToolCalls[0]; obs.Name != "echo" || obs.Observation != "hello" {
+		t.Errorf("the declared tool's call: %+v, want echo run and answered", obs)
+	}
+	res, err = a.Agents.Resume(t.Context(), res.RunID, agents.Decision{Action: agents.Approve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != agents.StatusCompleted {
+		t.Fatalf("after approval: %s", res.Status)
+	}
+	var forecast string
+	for _, st := range res.Steps {
+		for _, c := range st.ToolCalls {
+			if c.Name == "srv_forecast" {
+				forecast = c.Observation
+			}
+		}
+	}
+	if !strings.Contains(forecast, "no forecasts") {
+		t.Errorf("srv_forecast (rule 1) answered %q, want the denial's reason", forecast)
 	}
 }
 

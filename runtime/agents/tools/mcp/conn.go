@@ -185,11 +185,8 @@ func (c *conn) transportOf(s Server, env kind.Env) (func() sdk.Transport, error)
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
-		hc := &http.Client{}
-		if env.HTTPClient != nil {
-			cp := *env.HTTPClient
-			hc = &cp
-		}
+		cp := *env.Client()
+		hc := &cp
 		base := hc.Transport
 		if base == nil {
 			base = http.DefaultTransport

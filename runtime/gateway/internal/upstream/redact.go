@@ -1,4 +1,11 @@
-package openaicompat
+// Package upstream holds what every provider kind that calls a remote
+// service shares: hiding the service's API key in whatever the service
+// says before it can reach an error, a log line or a span (Redactor), and
+// telling a failure worth retrying from one that is not (RetryableStatus,
+// Transient). It is internal to runtime/gateway: the kinds under it
+// (openaicompat, anthropic) call it, so that each hides an echoed key and
+// classifies a failure the same way.
+package upstream
 
 import (
 	"encoding/base64"
@@ -16,13 +23,14 @@ const redacted = "[redacted]"
 // echoing a truncated key, still gives nothing useful away.
 const fragmentLen = 8
 
-// redactor hides an API key in text that came from the upstream. It finds
+// Redactor hides an API key in text that came from the upstream. It finds
 // the key however the upstream may have echoed it: as sent or in the
 // Authorization header's value ("Bearer <key>"), in any letter case,
 // percent-encoded, JSON- or HTML-escaped, base64-encoded (a Basic header or
 // a token), or cut into pieces of fragmentLen or more characters. A nil
-// redactor, for a provider without a key, changes nothing.
-type redactor struct {
+// Redactor, for a provider without a key, changes nothing. It is safe for
+// concurrent use.
+type Redactor struct {
 	// windows holds every fragmentLen-long run of the lower-cased key (the
 	// whole key when it is shorter).
 	windows map[string]struct{}
@@ -33,12 +41,13 @@ type redactor struct {
 	cores []string
 }
 
-func newRedactor(key string) *redactor {
+// NewRedactor returns the Redactor of key; nil for an empty key.
+func NewRedactor(key string) *Redactor {
 	if key == "" {
 		return nil
 	}
 	low := strings.ToLower(key)
-	r := &redactor{windows: map[string]struct{}{}, width: min(fragmentLen, len(low))}
+	r := &Redactor{windows: map[string]struct{}{}, width: min(fragmentLen, len(low))}
 	for i := 0; i+r.width <= len(low); i++ {
 		r.windows[low[i:i+r.width]] = struct{}{}
 	}
@@ -57,7 +66,7 @@ func newRedactor(key string) *redactor {
 }
 
 // String returns s with every echo of the key replaced by "[redacted]".
-func (r *redactor) String(s string) string {
+func (r *Redactor) String(s string) string {
 	if r == nil || s == "" {
 		return s
 	}
@@ -197,4 +206,40 @@ func appendUnescaped(dst []byte, s string, i int) ([]byte, int) {
 
 func isBase64(c byte) bool {
 	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '=' || c == '-' || c == '_'
+}
+
+// Error returns an error with err's message, the key redacted. It never
+// wraps err, so nothing err holds (a request whose headers carry the key,
+// say) can be reached or printed through it.
+func (r *Redactor) Error(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &redactedError{msg: r.String(err.Error())}
+}
+
+// redactedError carries the redacted message of an error it does not keep.
+type redactedError struct{ msg string }
+
+// Error implements error.
+func (e *redactedError) Error() string { return e.msg }
+
+// maxExcerpt bounds the text of an error answer kept in an error.
+const maxExcerpt = 512
+
+// Excerpt returns what of a service's text (an error message, the start of
+// an error body) an error may show: s with the key redacted, its white
+// space collapsed, cut to 512 bytes at a character boundary. It redacts
+// before it cuts, so that a cut cannot split an echo of the key into
+// pieces too short to be found.
+func (r *Redactor) Excerpt(s string) string {
+	s = strings.Join(strings.Fields(r.String(s)), " ")
+	if len(s) <= maxExcerpt {
+		return s
+	}
+	cut := maxExcerpt
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -1,4 +1,4 @@
-package openaicompat
+package upstream
 
 import (
 	"encoding/base64"
@@ -30,7 +30,7 @@ func TestRedactor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := newRedactor(tt.key).String(tt.in); got != tt.want {
+			if got := NewRedactor(tt.key).String(tt.in); got != tt.want {
 				t.Errorf("redact(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
@@ -40,7 +40,7 @@ func TestRedactor(t *testing.T) {
 // BenchmarkRedactModel measures the redaction every answer pays: its model
 // name and finish reason, which hold no key.
 func BenchmarkRedactModel(b *testing.B) {
-	r := newRedactor("sk-proj-Zx9/Qa+Lm=0042_abcdef")
+	r := NewRedactor("sk-proj-Zx9/Qa+Lm=0042_abcdef")
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = r.String("gpt-4o-mini-2024-07-18")

@@ -1,0 +1,459 @@
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
+
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/internal/upstream"
+)
+
+// DefaultBaseURL is the root of Anthropic's own API, the base URL of a
+// configuration that names none.
+const DefaultBaseURL = "https://api.anthropic.com"
+
+// DefaultTimeout bounds one attempt of a configuration that sets no
+// timeout.
+const DefaultTimeout = 60 * time.Second
+
+// Config configures an Anthropic provider.
+type Config struct {
+	// BaseURL is the API root, under which the Messages API is at
+	// v1/messages; empty means DefaultBaseURL. A proxy or gateway in front
+	// of the API is named here.
+	BaseURL string
+	// APIKeyEnv names the environment variable holding the API key. Empty
+	// means the endpoint needs no key (a proxy that adds its own); then no
+	// key is sent, not even one found in ANTHROPIC_API_KEY.
+	APIKeyEnv string
+	// Timeout bounds one attempt: a whole message request, or, for a
+	// stream, the wait for each next event. Zero means DefaultTimeout.
+	Timeout time.Duration
+	// HTTPClient sends the requests; nil means a client on
+	// kind.DefaultTransport, which keeps idle connections for concurrent
+	// calls.
+	HTTPClient *http.Client
+	// LookupEnv reads the environment; nil means os.LookupEnv. Tests set
+	// it to avoid touching the process environment.
+	LookupEnv func(string) (string, bool)
+}
+
+// providerName is the gen_ai.provider.name of the OpenTelemetry GenAI
+// semantic conventions for Anthropic.
+const providerName = "anthropic"
+
+// Provider is the Anthropic gateway.Provider. It is safe for concurrent
+// use.
+type Provider struct {
+	client  sdk.Client
+	red     *upstream.Redactor
+	timeout time.Duration
+	baseURL string
+}
+
+// New builds a provider. It fails when APIKeyEnv names a variable that is not
+// set, naming the variable and never its value, and when BaseURL is not an
+// http or https URL.
+func New(cfg Config) (*Provider, error) {
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	base, err := url.Parse(cfg.BaseURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("anthropic: base URL %q is not an http or https URL", cfg.BaseURL)
+	}
+	lookup := cfg.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	key, err := upstream.APIKey(lookup, cfg.APIKeyEnv)
+	if err != nil {
+		return nil, fmt.Errorf("anthropic: %w", err)
+	}
+	p := &Provider{red: upstream.NewRedactor(key), timeout: cfg.Timeout, baseURL: cfg.BaseURL}
+	if p.timeout <= 0 {
+		p.timeout = DefaultTimeout
+	}
+	opts := []option.RequestOption{
+		// Nothing from the environment (ANTHROPIC_BASE_URL, the
+		// credential chain, ANTHROPIC_CUSTOM_HEADERS): the configuration
+		// says it all.
+		option.WithoutEnvironmentDefaults(),
+		option.WithBaseURL(cfg.BaseURL),
+		// A redirect to another origin is answered as an error: the key
+		// must not follow it there.
+		option.WithHTTPClient(upstream.SameOrigin(cfg.HTTPClient, base)),
+		// The gateway retries, traces and bounds every attempt.
+		option.WithMaxRetries(0),
+		option.WithoutOpenTelemetry(),
+		option.WithMiddleware(middleware),
+	}
+	if key != "" {
+		opts = append(opts, option.WithAPIKey(key))
+	}
+	p.client = sdk.NewClient(opts...)
+	return p, nil
+}
+
+// Format prints the provider without its key, whatever the verb, so that
+// %+v or %#v of a struct holding it cannot leak the key.
+func (p *Provider) Format(f fmt.State, verb rune) {
+	fmt.Fprintf(f, "anthropic.Provider{baseURL: %s}", p.baseURL)
+}
+
+// LogValue keeps the key out of structured logs.
+func (p *Provider) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("name", providerName), slog.String("base_url", p.baseURL))
+}
+
+// Kind implements gateway.Provider.
+func (p *Provider) Kind() string { return providerName }
+
+// Capabilities implements gateway.Provider: the adapter serialises tools,
+// JSON-schema output (output_config.format) and streaming. It cannot send
+// images, and the Messages API has no embeddings.
+func (p *Provider) Capabilities() []gateway.Capability {
+	return []gateway.Capability{gateway.CapabilityTools, gateway.CapabilityJSON, gateway.CapabilityStreaming}
+}
+
+// errAttemptTimeout is the cancellation cause of an attempt that ran out of
+// its own time, as opposed to the caller's.
+var errAttemptTimeout = errors.New("attempt timed out")
+
+// Generate implements gateway.Provider.
+func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (gateway.Response, error) {
+	params, err := params(model, req)
+	if err != nil {
+		return gateway.Response{}, p.fail(model, err, false)
+	}
+	actx, cancel := context.WithTimeoutCause(ctx, p.timeout, errAttemptTimeout)
+	defer cancel()
+	actx, x := withExchange(actx)
+	// The request timeout is the attempt's own, which actx already
+	// bounds; saying so keeps the SDK from refusing a large max_tokens
+	// without streaming.
+	msg, err := p.client.Messages.New(actx, params, option.WithRequestTimeout(p.timeout))
+	if err != nil {
+		return gateway.Response{}, p.classify(ctx, actx, model, err, x)
+	}
+	resp := gateway.Response{
+		FinishReason: p.finish(msg.StopReason),
+		Model:        p.red.String(string(msg.Model)),
+		Usage:        usage(msg.Usage.InputTokens, msg.Usage.CacheReadInputTokens, msg.Usage.CacheCreationInputTokens, msg.Usage.OutputTokens),
+	}
+	var text strings.Builder
+	for _, b := range msg.Content {
+		switch b.Type {
+		case "text":
+			text.WriteString(b.Text)
+		case "tool_use":
+			args := b.Input
+			if len(args) == 0 || string(args) == "null" {
+				args = json.RawMessage("{}")
+			}
+			resp.ToolCalls = append(resp.ToolCalls, gateway.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
+		case "thinking", "redacted_thinking":
+			// The adapter never asks for thinking; a proxy that adds it
+			// gets the answer without it.
+		default:
+			return gateway.Response{}, p.fail(model, fmt.Errorf("answer has a %q content block, which the gateway cannot represent", p.red.Excerpt(b.Type)), false)
+		}
+	}
+	resp.Text = text.String()
+	return resp, nil
+}
+
+// finish translates a stop reason: end_turn and stop_sequence are a
+// natural stop, max_tokens and model_context_window_exceeded the output
+// bound, tool_use tool calls, refusal withheld content. Any other reason
+// (pause_turn, of server tools the adapter never declares) is passed on,
+// redacted.
+func (p *Provider) finish(r sdk.StopReason) gateway.FinishReason {
+	switch r {
+	case sdk.StopReasonEndTurn, sdk.StopReasonStopSequence:
+		return gateway.FinishStop
+	case sdk.StopReasonMaxTokens, sdk.StopReasonModelContextWindowExceeded:
+		return gateway.FinishLength
+	case sdk.StopReasonToolUse:
+		return gateway.FinishToolCalls
+	case sdk.StopReasonRefusal:
+		return gateway.FinishContentFilter
+	}
+	return gateway.FinishReason(p.red.String(string(r)))
+}
+
+// usage translates the API's token counts. Its input_tokens leaves out
+// the tokens read from and written to the prompt cache, which
+// gateway.Usage counts as a part of the input: InputTokens is their sum,
+// and CachedInputTokens the cache reads, billed at the cached price.
+// Cache writes are billed at the input price (the adapter never asks for
+// caching).
+func usage(input, cacheRead, cacheWrite, output int64) gateway.Usage {
+	in := input + cacheRead + cacheWrite
+	return gateway.Usage{InputTokens: in, CachedInputTokens: cacheRead, OutputTokens: output, TotalTokens: in + output}
+}
+
+// Stream implements gateway.Provider. The attempt's timeout bounds the wait
+// for the response and then for each next event, so a hung upstream ends
+// the stream with a retryable timeout.
+func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (gateway.DeltaStream, error) {
+	params, err := params(model, req)
+	if err != nil {
+		return nil, p.fail(model, err, false)
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(p.timeout, func() { cancel(errAttemptTimeout) })
+	actx, x := withExchange(actx)
+	s := p.client.Messages.NewStreaming(actx, params)
+	if err := s.Err(); err != nil {
+		timer.Stop()
+		cerr := p.classify(ctx, actx, model, err, x)
+		_ = s.Close()
+		cancel(nil)
+		return nil, cerr
+	}
+	return &stream{p: p, model: model, ctx: ctx, actx: actx, cancel: cancel, timer: timer, s: s, x: x, tools: map[int64]int{}}, nil
+}
+
+// stream is an open message stream. The events are message_start (the
+// model and the input's usage), content_block_start (a text or tool_use
+// block), content_block_delta (text_delta, or input_json_delta with a
+// piece of a tool call's arguments), content_block_stop, message_delta
+// (the stop reason and the output's usage), message_stop and, on failure,
+// error; ping and unknown events are skipped.
+type stream struct {
+	p      *Provider
+	model  gateway.ModelSpec
+	ctx    context.Context
+	actx   context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	s      *ssestream.Stream[sdk.MessageStreamEventUnion]
+	x      *exchange
+	// tools maps a content block's index to its tool call's index in the
+	// answer; args records which tool calls have had arguments.
+	tools map[int64]int
+	args  []bool
+	// in, cacheRead, cacheWrite and out are the usage so far.
+	in, cacheRead, cacheWrite, out int64
+}
+
+// Next implements gateway.DeltaStream.
+func (s *stream) Next() (gateway.Delta, error) {
+	for {
+		s.timer.Reset(s.p.timeout)
+		if !s.s.Next() {
+			s.timer.Stop()
+			if err := s.s.Err(); err != nil {
+				return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err, s.x)
+			}
+			if err := context.Cause(s.actx); err != nil {
+				return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err, s.x)
+			}
+			return gateway.Delta{}, io.EOF
+		}
+		e := s.s.Current()
+		switch e.Type {
+		case "message_start":
+			u := &e.Message.Usage
+			s.in, s.cacheRead, s.cacheWrite, s.out = u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens, u.OutputTokens
+			return gateway.Delta{Model: s.p.red.String(string(e.Message.Model))}, nil
+		case "content_block_start":
+			if e.ContentBlock.Type != "tool_use" {
+				continue
+			}
+			i := len(s.args)
+			s.tools[e.Index] = i
+			s.args = append(s.args, false)
+			return gateway.Delta{ToolCalls: []gateway.ToolCallDelta{{Index: i, ID: e.ContentBlock.ID, Name: e.ContentBlock.Name}}}, nil
+		case "content_block_delta":
+			switch e.Delta.Type {
+			case "text_delta":
+				if e.Delta.Text != "" {
+					return gateway.Delta{Text: e.Delta.Text}, nil
+				}
+			case "input_json_delta":
+				i, ok := s.tools[e.Index]
+				if !ok {
+					return gateway.Delta{}, s.p.fail(s.model, fmt.Errorf("stream has tool arguments for block %d, which is not a tool call", e.Index), false)
+				}
+				if e.Delta.PartialJSON != "" {
+					s.args[i] = true
+					return gateway.Delta{ToolCalls: []gateway.ToolCallDelta{{Index: i, Arguments: e.Delta.PartialJSON}}}, nil
+				}
+			}
+		case "content_block_stop":
+			// A tool call without arguments has the empty object.
+			if i, ok := s.tools[e.Index]; ok && !s.args[i] {
+				s.args[i] = true
+				return gateway.Delta{ToolCalls: []gateway.ToolCallDelta{{Index: i, Arguments: "{}"}}}, nil
+			}
+		case "message_delta":
+			u := &e.Usage
+			// The output count is cumulative; the input counts, when a
+			// delta has them, replace message_start's.
+			s.out = u.OutputTokens
+			if u.InputTokens > 0 || u.CacheReadInputTokens > 0 || u.CacheCreationInputTokens > 0 {
+				s.in, s.cacheRead, s.cacheWrite = u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens
+			}
+			total := usage(s.in, s.cacheRead, s.cacheWrite, s.out)
+			d := gateway.Delta{Usage: &total}
+			if e.Delta.StopReason != "" {
+				d.FinishReason = s.p.finish(e.Delta.StopReason)
+			}
+			return d, nil
+		}
+	}
+}
+
+// Close implements gateway.DeltaStream.
+func (s *stream) Close() error {
+	s.timer.Stop()
+	err := s.s.Close()
+	s.cancel(nil)
+	return err
+}
+
+// Embed implements gateway.Provider. The Messages API has no embeddings,
+// so Embed refuses every call with a *gateway.CapabilityMismatchError; the
+// gateway refuses before calling it, since Capabilities leaves out
+// embeddings.
+func (p *Provider) Embed(_ context.Context, model gateway.ModelSpec, _ []string) (gateway.EmbedResponse, error) {
+	return gateway.EmbedResponse{}, &gateway.CapabilityMismatchError{
+		Alias: model.ID, Model: model.ID, Provider: model.Provider,
+		MissingInProvider: []gateway.Capability{gateway.CapabilityEmbeddings},
+	}
+}
+
+// fail wraps a failure that is not a transport or HTTP error, its text
+// redacted.
+func (p *Provider) fail(model gateway.ModelSpec, err error, retryable bool) error {
+	return &gateway.ProviderError{Provider: providerName, Model: model.ID, Retryable: retryable, Err: p.red.Error(err)}
+}
+
+// classify turns an SDK error into the gateway's terms. The caller's own
+// cancellation passes through untouched; everything else becomes a
+// *gateway.ProviderError whose cause holds only redacted text: it never
+// wraps the SDK's error (which holds the request, whose headers carry the
+// key) nor any other value built from the upstream's answer. x is what the
+// middleware saw of the answer.
+func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, err error, x *exchange) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	pe := &gateway.ProviderError{Provider: providerName, Model: model.ID}
+	var apiErr *sdk.Error
+	switch {
+	case x.status != 0:
+		pe.StatusCode = x.status
+		pe.Retryable = upstream.RetryableStatus(x.status)
+		pe.RetryAfter = gateway.ParseRetryAfter(x.header, time.Now())
+		pe.Err = p.apiError(x.status, x.body)
+	case x.tooLong != nil:
+		pe.Err = x.tooLong
+	case errors.As(err, &apiErr):
+		// An error event in a stream that opened (status 200): its type
+		// says whether another attempt may help.
+		e := p.apiError(0, []byte(apiErr.RawJSON()))
+		pe.Retryable = retryableType(e.Type)
+		pe.Err = fmt.Errorf("error event in the stream: %w", e)
+	case strings.HasPrefix(err.Error(), "received error while streaming: "):
+		// An error event whose data is not JSON.
+		pe.Err = fmt.Errorf("error event in the stream: %w", p.apiError(0, []byte(strings.TrimPrefix(err.Error(), "received error while streaming: "))))
+	case errors.Is(context.Cause(actx), errAttemptTimeout):
+		pe.Timeout, pe.Retryable = true, true
+		pe.Err = fmt.Errorf("no answer within %s", p.timeout)
+	case upstream.Malformed(err):
+		pe.Err = errors.New(p.red.Excerpt(err.Error()))
+	case upstream.Transient(err):
+		pe.Retryable = true
+		pe.Err = errors.New(p.red.Excerpt(err.Error()))
+	default:
+		pe.Err = errors.New(p.red.Excerpt(err.Error()))
+	}
+	return pe
+}
+
+// retryableType reports the error types of the API that another attempt
+// may not meet: an overloaded service, a rate limit, an internal error, a
+// timeout.
+func retryableType(t string) bool {
+	switch t {
+	case "overloaded_error", "rate_limit_error", "api_error", "timeout_error":
+		return true
+	}
+	return false
+}
+
+// APIError is an error answer of the service, reduced to what is safe to
+// keep: the SDK's own error holds the request, whose headers carry the
+// key. Every string in it came from the service and has the key redacted;
+// when the answer was not an Anthropic error object, Message is the start
+// of its body.
+type APIError struct {
+	// StatusCode is the HTTP status; zero for an error event in a stream.
+	StatusCode int
+	// Type is the service's error type, for example "overloaded_error" or
+	// "invalid_request_error".
+	Type string
+	// Message is the service's message.
+	Message string
+}
+
+// Error implements error.
+func (e *APIError) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = strings.ToLower(http.StatusText(e.StatusCode))
+	}
+	if e.Type != "" {
+		return e.Type + ": " + msg
+	}
+	return msg
+}
+
+// apiError reads an error answer, or an error event's data: an Anthropic
+// error object ({"type": "error", "error": {"type", "message"}}), whose
+// type and message it keeps, or anything else, whose start becomes the
+// message. Every string has the key redacted before it is cut short.
+func (p *Provider) apiError(status int, body []byte) *APIError {
+	e := &APIError{StatusCode: status}
+	var envelope struct {
+		Error *struct {
+			Type    any `json:"type"`
+			Message any `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &envelope) == nil && envelope.Error != nil {
+		e.Type, e.Message = p.text(envelope.Error.Type), p.text(envelope.Error.Message)
+		return e
+	}
+	e.Message = p.red.Excerpt(string(body))
+	return e
+}
+
+// text renders one value of an error object: a string as itself, null as
+// nothing, anything else as its JSON; redacted and cut short.
+func (p *Provider) text(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return p.red.Excerpt(v)
+	}
+	b, _ := json.Marshal(v)
+	return p.red.Excerpt(string(b))
+}

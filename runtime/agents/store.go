@@ -148,11 +148,12 @@ type Store interface {
 	// WatchCancel calls stop with the run's cancel request once, as soon
 	// as one is made by any process sharing the store, or before it
 	// returns when one is pending already. The watch ends when ctx does;
-	// stop is then not called. stop must not block: it is called on
-	// whichever goroutine hears of the request (the one asking, or the
-	// store's own), so that watching a run holds no goroutine. A store
-	// shared by processes states the delay within which a request reaches
-	// a watcher in another one.
+	// stop is then not called. stop must return at once and not call the
+	// store: it is called on whichever goroutine hears of the request (the
+	// one asking, which may hold the store's locks, or the store's own), so
+	// that watching a run holds no goroutine. A store shared by processes
+	// states the delay within which a request reaches a watcher in another
+	// one.
 	WatchCancel(ctx context.Context, runID string, stop func(CancelRequest)) error
 	// AddGrant keeps a grant a person gave for a thread (GrantThread), so
 	// that the thread's later runs, in any process sharing the store,

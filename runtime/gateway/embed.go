@@ -51,7 +51,8 @@ func (g *Gateway) Embed(ctx context.Context, alias string, texts []string, opts 
 
 // embedOnce makes one traced embedding call, checks its shape and prices it.
 func (g *Gateway) embedOnce(ctx context.Context, e *entry, texts []string, limits []Limit, attempt int) (EmbedResponse, Amount, error) {
-	ctx, span := g.startSpan(ctx, e, opEmbeddings, attempt, false, limits, nil)
+	var span attemptSpan
+	ctx = g.startSpan(ctx, &span, e, opEmbeddings, attempt, false, limits, nil)
 	spec := e.pinned.Spec
 	resp, err := e.provider.Embed(ctx, spec, texts)
 	if err == nil {

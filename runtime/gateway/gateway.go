@@ -533,10 +533,20 @@ func (g *Gateway) callError(op, alias string, attempts []Attempt, err error) err
 // call is in answered: this frame is on the stack while the call waits on
 // the provider, and stays small.
 func (g *Gateway) generateOnce(ctx context.Context, e *entry, req *Request, resp *Response, limits []Limit, attempt int, fellBack bool) (Amount, error) {
-	ctx, span := g.startSpan(ctx, e, opChat, attempt, fellBack, limits, req)
-	var err error
-	*resp, err = e.provider.Generate(ctx, e.pinned.Spec, *req)
+	var span attemptSpan
+	ctx = g.startSpan(ctx, &span, e, opChat, attempt, fellBack, limits, req)
+	err := callGenerate(ctx, e, req, resp)
 	return g.answered(ctx, e, &span, req, resp, err)
+}
+
+// callGenerate is the provider's chat call. It is not inlined, so that the
+// copies of the model and the request it passes are not on the stack while
+// a tracer starts the attempt's span, which goes deep.
+//
+//go:noinline
+func callGenerate(ctx context.Context, e *entry, req *Request, resp *Response) (err error) {
+	*resp, err = e.provider.Generate(ctx, e.pinned.Spec, *req)
+	return err
 }
 
 // answered ends the span of a provider call that returned resp or err,

@@ -89,7 +89,8 @@ var errStreamCut = errors.New("stream ended before the model finished")
 func (g *Gateway) streamOnce(ctx context.Context, e *entry, req Request, c *call, attempt int, fellBack bool, yield func(Chunk, error) bool) (st streamState, resp Response, cost Amount, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sctx, span := g.startSpan(sctx, e, opChat, attempt, fellBack, c.limits, &req)
+	var span attemptSpan
+	sctx = g.startSpan(sctx, &span, e, opChat, attempt, fellBack, c.limits, &req)
 	spec := e.pinned.Spec
 	ds, err := e.provider.Stream(sctx, spec, req)
 	if err != nil {

@@ -77,23 +77,26 @@ type attemptSpan struct {
 	temperature, topP *float64
 }
 
-// startSpan opens the span of one attempt. With a no-op tracer it passes no
-// options at all, so that tracing switched off costs one context value.
-func (g *Gateway) startSpan(ctx context.Context, e *entry, op operation, attempt int, fellBack bool, limits []Limit, req *Request) (context.Context, attemptSpan) {
+// startSpan opens the span of one attempt as s. With a no-op tracer it
+// passes no options at all, so that tracing switched off costs one context
+// value. s is the caller's, rather than a result, to keep a copy of it out
+// of the frame a chat call waits with.
+func (g *Gateway) startSpan(ctx context.Context, s *attemptSpan, e *entry, op operation, attempt int, fellBack bool, limits []Limit, req *Request) context.Context {
 	name, fixed := e.chatSpan, &e.starts.chat
 	if op == opEmbeddings {
 		name, fixed = e.embedSpan, &e.starts.embeddings
 	}
 	if !g.tracing {
 		ctx, span := g.tracer.Start(ctx, name)
-		return ctx, attemptSpan{Span: span}
+		*s = attemptSpan{Span: span}
+		return ctx
 	}
 	ctx, span := g.tracer.Start(ctx, name, e.starts.kind...)
-	s := attemptSpan{Span: span, fixed: fixed, attempt: attempt, fellBack: fellBack, limits: limits}
+	*s = attemptSpan{Span: span, fixed: fixed, attempt: attempt, fellBack: fellBack, limits: limits}
 	if req != nil {
 		s.maxTokens, s.temperature, s.topP = req.MaxOutputTokens, req.Temperature, req.TopP
 	}
-	return ctx, s
+	return ctx
 }
 
 // appendAttempt appends the attributes of the attempt as it started.

@@ -59,8 +59,8 @@ tools' urlEnv and headersFromEnv, and its MCP servers' env and
 bearerTokenEnv; the commands of stdio MCP servers on PATH; and network
 reach to its providers' and tools' URLs. The fake provider needs nothing.
 Run the built binary with -h for its flags (-listen, -app-dir, -log-level,
--state-dsn, the queue's and the retention's), each with its environment
-variable.
+-debug-listen, -state-dsn, the queue's and the retention's), each with its
+environment variable.
 
 --check writes nothing: it prints a unified diff of every generated file that
 differs from DIR and exits 1 when there is one, for CI.

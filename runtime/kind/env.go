@@ -29,7 +29,7 @@ type Env struct {
 	// nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
 	// HTTPClient sends the HTTP requests of the kinds that make them; nil
-	// means a client on DefaultTransport (Client).
+	// means a client on DefaultTransport (HTTPClient).
 	HTTPClient *http.Client
 	// Logger receives what kinds log; nil means nothing is logged.
 	Logger *slog.Logger
@@ -52,13 +52,14 @@ func (e Env) Lookup(name string) (string, bool) {
 	return e.LookupEnv(name)
 }
 
-// Client returns HTTPClient, or a client on DefaultTransport. Kinds copy it
-// before they set its redirect policy.
-func (e Env) Client() *http.Client {
-	if e.HTTPClient == nil {
+// HTTPClient returns hc, or, when it is nil, a client on DefaultTransport:
+// the client of a kind that was lent none. Kinds copy it before they set
+// its redirect policy.
+func HTTPClient(hc *http.Client) *http.Client {
+	if hc == nil {
 		return &http.Client{Transport: DefaultTransport}
 	}
-	return e.HTTPClient
+	return hc
 }
 
 // DefaultTransport is the HTTP transport of the kinds that make HTTP

@@ -99,10 +99,7 @@ func New(cfg Config) (*Provider, error) {
 	if p.batch <= 0 {
 		p.batch = 512
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Transport: kind.DefaultTransport}
-	}
+	hc := kind.HTTPClient(cfg.HTTPClient)
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("openaicompat: base URL %q is not an http or https URL", cfg.BaseURL)

@@ -200,11 +200,8 @@ func New(target string, opts Options) (agents.Implementation, error) {
 	if t.header.Get("Accept") == "" {
 		t.header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.5")
 	}
-	c := &http.Client{Transport: kind.DefaultTransport}
-	if opts.Client != nil {
-		cp := *opts.Client
-		c = &cp
-	}
+	cp := *kind.HTTPClient(opts.Client)
+	c := &cp
 	maxRedirects := opts.MaxRedirects
 	if maxRedirects == 0 {
 		maxRedirects = DefaultMaxRedirects

@@ -185,7 +185,7 @@ func (c *conn) transportOf(s Server, env kind.Env) (func() sdk.Transport, error)
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
-		cp := *env.Client()
+		cp := *kind.HTTPClient(env.HTTPClient)
 		hc := &cp
 		base := hc.Transport
 		if base == nil {

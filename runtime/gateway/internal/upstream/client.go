@@ -30,10 +30,7 @@ func APIKey(lookup func(string) (string, bool), name string) (string, error) {
 // origin: a redirect elsewhere is answered as the redirect itself, so that
 // the key in the request's headers does not follow it there.
 func SameOrigin(hc *http.Client, base *url.URL) *http.Client {
-	if hc == nil {
-		hc = &http.Client{Transport: kind.DefaultTransport}
-	}
-	c := *hc
+	c := *kind.HTTPClient(hc)
 	c.CheckRedirect = func(r *http.Request, via []*http.Request) error {
 		if len(via) >= 10 || r.URL.Scheme != base.Scheme || r.URL.Host != base.Host {
 			return http.ErrUseLastResponse

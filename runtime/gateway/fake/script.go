@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/internal/jsonpos"
 	"github.com/aidgen/aid/runtime/kind"
 )
 
@@ -80,7 +80,7 @@ func ReadScript(files kind.Files, name string) (Script, error) {
 // carry. The format is LoadScript's.
 func ParseScript(name string, data []byte) (Script, error) {
 	sp := &scriptParser{name: name, data: data}
-	if err := syntaxCheck(name, data); err != nil {
+	if err := jsonpos.SyntaxError(name, data, 0, data); err != nil {
 		return Script{}, err
 	}
 	sp.dec = json.NewDecoder(bytes.NewReader(data))
@@ -125,7 +125,7 @@ type scriptParser struct {
 func (sp *scriptParser) err() error { return errors.Join(sp.errs...) }
 
 func (sp *scriptParser) fail(off int64, format string, args ...any) {
-	sp.errs = append(sp.errs, fmt.Errorf("%s: %s", position(sp.name, sp.data, off), fmt.Sprintf(format, args...)))
+	sp.errs = append(sp.errs, fmt.Errorf("%s: %s", jsonpos.Position(sp.name, sp.data, off), fmt.Sprintf(format, args...)))
 }
 
 // delim reads the next token and reports whether it is d.
@@ -176,7 +176,7 @@ func (sp *scriptParser) agents(out map[string][]Step, conv map[string][]Conversa
 		steps := []Step{}
 		var convs []Conversation
 		for sp.dec.More() {
-			off := significant(sp.data, sp.dec.InputOffset())
+			off := jsonpos.Significant(sp.data, sp.dec.InputOffset())
 			var raw json.RawMessage
 			_ = sp.dec.Decode(&raw) // the syntax check guarantees a value
 			if isConversation(raw) {
@@ -324,7 +324,7 @@ func parseWhen(raw json.RawMessage) (*When, error) {
 
 // peekDelim reports whether the next value starts with d.
 func (sp *scriptParser) peekDelim(d json.Delim) bool {
-	off := significant(sp.data, sp.dec.InputOffset())
+	off := jsonpos.Significant(sp.data, sp.dec.InputOffset())
 	return off < int64(len(sp.data)) && sp.data[off] == byte(d)
 }
 
@@ -388,55 +388,4 @@ func parseStep(where string, raw json.RawMessage) (Step, error) {
 		st.ToolCalls = append(st.ToolCalls, gateway.ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
 	}
 	return st, nil
-}
-
-// syntaxCheck reports a JSON syntax error with its position.
-func syntaxCheck(name string, data []byte) error {
-	if json.Valid(data) {
-		return nil
-	}
-	var v any
-	err := json.Unmarshal(data, &v)
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		off := se.Offset
-		if off > 0 {
-			off-- // Offset is just after the offending byte
-		}
-		return fmt.Errorf("%s: %v", lineCol(name, data, off), err)
-	}
-	return fmt.Errorf("%s: invalid JSON: %v", name, err)
-}
-
-// significant returns the offset of the first byte at or after off that is
-// not white space or a separator: where the next value or key starts.
-func significant(data []byte, off int64) int64 {
-	for off < int64(len(data)) {
-		switch data[off] {
-		case ' ', '\t', '\r', '\n', ',', ':':
-			off++
-		default:
-			return off
-		}
-	}
-	return off
-}
-
-// position renders name:line:col of the value at or after off.
-func position(name string, data []byte, off int64) string {
-	return lineCol(name, data, significant(data, off))
-}
-
-// lineCol renders name:line:col of the byte at off.
-func lineCol(name string, data []byte, off int64) string {
-	line, col := 1, 1
-	for _, b := range data[:min(off, int64(len(data)))] {
-		if b == '\n' {
-			line++
-			col = 1
-		} else {
-			col++
-		}
-	}
-	return name + ":" + strconv.Itoa(line) + ":" + strconv.Itoa(col)
 }

@@ -10,10 +10,22 @@ import (
 // WatchCancel and Notify when a request is made (RequestCancel in this
 // process, or a notification from another). The zero value is ready to
 // use; it is safe for concurrent use.
+//
+// A watch ends with its context, and nothing runs when it does: a later
+// Watch drops the watches whose context has ended once they could be half
+// of those held, so the set holds at most about twice the live watches
+// (and at least minSweep) for the cost of a map entry per watch, where a
+// callback on each context would start a goroutine for every run that
+// ends.
 type Cancels struct {
 	mu       sync.Mutex
-	watchers map[string]map[*cancelWatch]struct{}
+	watchers map[string][]*cancelWatch
+	held     int // the watches in watchers, ended ones included
+	sweepAt  int // held at which Watch drops the ended ones
 }
+
+// minSweep is the fewest watches held before Watch looks for ended ones.
+const minSweep = 64
 
 type cancelWatch struct {
 	ctx  context.Context
@@ -31,22 +43,35 @@ func (c *Cancels) Watch(ctx context.Context, runID string, pending *CancelReques
 	}
 	w := &cancelWatch{ctx: ctx, stop: stop}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.watchers == nil {
-		c.watchers = map[string]map[*cancelWatch]struct{}{}
+		c.watchers = map[string][]*cancelWatch{}
 	}
-	if c.watchers[runID] == nil {
-		c.watchers[runID] = map[*cancelWatch]struct{}{}
+	if c.held >= c.sweepAt {
+		c.sweep()
+		c.sweepAt = max(2*c.held, minSweep)
 	}
-	c.watchers[runID][w] = struct{}{}
-	c.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		delete(c.watchers[runID], w)
-		if len(c.watchers[runID]) == 0 {
-			delete(c.watchers, runID)
+	c.watchers[runID] = append(c.watchers[runID], w)
+	c.held++
+}
+
+// sweep drops the watches whose context has ended. c.mu is held.
+func (c *Cancels) sweep() {
+	for id, ws := range c.watchers {
+		live := ws[:0]
+		for _, w := range ws {
+			if w.ctx.Err() == nil {
+				live = append(live, w)
+			}
 		}
-	})
+		clear(ws[len(live):])
+		c.held -= len(ws) - len(live)
+		if len(live) == 0 {
+			delete(c.watchers, id)
+		} else {
+			c.watchers[id] = live
+		}
+	}
 }
 
 // Notify hands req to runID's watchers that have not had a request yet,
@@ -54,9 +79,9 @@ func (c *Cancels) Watch(ctx context.Context, runID string, pending *CancelReques
 func (c *Cancels) Notify(runID string, req CancelRequest) {
 	var stops []func(CancelRequest)
 	c.mu.Lock()
-	for w := range c.watchers[runID] {
-		// A watch whose context ended is not called, even before
-		// AfterFunc removed it.
+	for _, w := range c.watchers[runID] {
+		// A watch whose context ended is not called, though it is still
+		// held until a sweep.
 		if !w.sent && w.ctx.Err() == nil {
 			w.sent = true
 			stops = append(stops, w.stop)
@@ -75,8 +100,10 @@ func (c *Cancels) Watched() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]string, 0, len(c.watchers))
-	for id := range c.watchers {
-		out = append(out, id)
+	for id, ws := range c.watchers {
+		if anyLive(ws) {
+			out = append(out, id)
+		}
 	}
 	return out
 }
@@ -85,5 +112,21 @@ func (c *Cancels) Watched() []string {
 func (c *Cancels) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.watchers)
+	n := 0
+	for _, ws := range c.watchers {
+		if anyLive(ws) {
+			n++
+		}
+	}
+	return n
+}
+
+// anyLive reports whether any of ws has not ended.
+func anyLive(ws []*cancelWatch) bool {
+	for _, w := range ws {
+		if w.ctx.Err() == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -381,14 +381,15 @@ func (r *Runtime) pend(s *stepper, step *StepRecord, calls []gateway.ToolCall) o
 // the run before its first call.
 func (r *Runtime) watchCancel(ctx context.Context, st *runState) (context.Context, func()) {
 	cctx, cancel := context.WithCancelCause(ctx)
-	wctx, unwatch := context.WithCancel(cctx)
 	stop := func(req CancelRequest) {
 		cancel(&CancelledError{RunID: st.id, By: req.By, At: req.At})
 	}
-	if err := r.store.WatchCancel(wctx, st.id, stop); err != nil {
+	// The watch lives as long as the run's context: the run's end, or the
+	// first request, which cancels it, ends the watch.
+	if err := r.store.WatchCancel(cctx, st.id, stop); err != nil {
 		r.logger.WarnContext(ctx, "cannot watch for cancellation: the run can only be stopped by its own process", "run", st.id, "err", err)
 	}
-	return cctx, func() { unwatch(); cancel(nil) }
+	return cctx, func() { cancel(nil) }
 }
 
 // stepClock is the context of the step in flight, bounded by the agent's

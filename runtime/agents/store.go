@@ -353,9 +353,26 @@ func (s *InMemoryStore) drop(r *memRun) {
 	delete(s.calls, r.rec.RunID)
 }
 
+// pack encodes an ended run's checkpoint for put, before the store is
+// locked: the encoding is the costliest part of a write, and every run of
+// the process waits on the lock. It returns nil for a run that has not
+// ended, and for a checkpoint that does not encode (a raw JSON field that
+// is not JSON), which is kept as it is.
+func pack(status Status, cp Checkpoint) []byte {
+	if !ended(status) {
+		return nil
+	}
+	data, err := json.Marshal(&cp)
+	if err != nil {
+		return nil
+	}
+	return data
+}
+
 // put files a run written at now at the back of its status's list and
-// returns the record as written; an ended run's checkpoint is packed.
-func (s *InMemoryStore) put(r *memRun, now time.Time) RunRecord {
+// returns the record as written; an ended run's checkpoint is replaced by
+// packed, its encoding, when there is one.
+func (s *InMemoryStore) put(r *memRun, now time.Time, packed []byte) RunRecord {
 	if r.list != nil {
 		r.list.remove(r)
 	}
@@ -363,10 +380,8 @@ func (s *InMemoryStore) put(r *memRun, now time.Time) RunRecord {
 	out := r.rec
 	r.packed = nil
 	if ended(r.rec.Status) {
-		// A checkpoint that does not encode (a raw JSON field that is not
-		// JSON) is kept as it is.
-		if data, err := json.Marshal(&r.rec.Checkpoint); err == nil {
-			r.packed, r.rec.Checkpoint = data, Checkpoint{}
+		if packed != nil {
+			r.packed, r.rec.Checkpoint = packed, Checkpoint{}
 		}
 		s.done.push(r)
 	} else {
@@ -395,6 +410,7 @@ func (s *InMemoryStore) CreateRun(ctx context.Context, rec RunRecord) (RunRecord
 	if err := ctx.Err(); err != nil {
 		return RunRecord{}, err
 	}
+	packed := pack(rec.Status, rec.Checkpoint)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -405,7 +421,7 @@ func (s *InMemoryStore) CreateRun(ctx context.Context, rec RunRecord) (RunRecord
 	rec.Cancel = nil
 	r := &memRun{rec: rec}
 	s.runs[rec.RunID] = r
-	return s.put(r, now), nil
+	return s.put(r, now, packed), nil
 }
 
 // UpdateRun implements Store.
@@ -413,6 +429,7 @@ func (s *InMemoryStore) UpdateRun(ctx context.Context, rec RunRecord) (RunRecord
 	if err := ctx.Err(); err != nil {
 		return RunRecord{}, err
 	}
+	packed := pack(rec.Status, rec.Checkpoint)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -429,7 +446,7 @@ func (s *InMemoryStore) UpdateRun(ctx context.Context, rec RunRecord) (RunRecord
 		rec.Cancel = cur.rec.Cancel
 	}
 	cur.rec = rec
-	return s.put(cur, now), nil
+	return s.put(cur, now, packed), nil
 }
 
 // LoadRun implements Store.

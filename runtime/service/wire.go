@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
@@ -58,8 +59,14 @@ func (c *wireContent) UnmarshalJSON(b []byte) error {
 	switch {
 	case bytes.Equal(b, []byte("null")):
 		return nil
-	case len(b) > 0 && b[0] == '"':
+	case len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"':
 		c.set = true
+		// The decoder has checked the string: without escapes, in valid
+		// UTF-8, it is its own text.
+		if in := b[1 : len(b)-1]; bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+			c.text = string(in)
+			return nil
+		}
 		return json.Unmarshal(b, &c.text)
 	case len(b) > 0 && b[0] == '[':
 		var parts []struct {

@@ -16,7 +16,12 @@
 #   bash scripts/load.sh -load.rates=1000 -load.duration=30s -load.soak=50000
 #   GOMAXPROCS=2 taskset -c 0,1 bash scripts/load.sh      # pin everything to two cores
 #
-# Flags: -load.rates, -load.duration, -load.pairs (sequential pairs),
+# Each rate is measured in -load.rounds rounds (3 by default): the mock
+# alone, then every target in an order that rotates from round to round;
+# the summary is the median of the rounds, and each target's CPU is also
+# given as a ratio to the reverse proxy's of the same round.
+#
+# Flags: -load.rates, -load.duration, -load.rounds, -load.pairs (sequential pairs),
 # -load.soak (requests between the fresh and the long-lived measurement),
 # -load.soak-rate, -load.profile=DIR (CPU profiles of the service during
 # the fresh attacks, taken through its -debug-listen). The generator, the

@@ -18,6 +18,12 @@
 //     p50/p99, beside the same attack on the mock alone;
 //   - the service's CPU per request at each rate, from the utime and stime
 //     of /proc/PID/stat, beside the mock's;
+//   - each rate in -load.rounds rounds (3 by default), the mock alone and
+//     then every target in an order that rotates from round to round, so
+//     that a busy second of the machine lands on each in turn; the summary
+//     is the median of the rounds (with each round's p99), and a target's
+//     CPU also as the median of its ratios to the reverse proxy's of the
+//     same round;
 //
 // first in a fresh process, then (the service alone) again after it has served
 // -load.soak requests (200,000 by default), with its resident set before

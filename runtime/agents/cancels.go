@@ -12,11 +12,12 @@ import (
 // use; it is safe for concurrent use.
 //
 // A watch ends with its context, and nothing runs when it does: a later
-// Watch drops the watches whose context has ended once they could be half
-// of those held, so the set holds at most about twice the live watches
-// (and at least minSweep) for the cost of a map entry per watch, where a
-// callback on each context would start a goroutine for every run that
-// ends.
+// Watch drops the watches whose context has ended once the set has doubled
+// since the last sweep, so it holds at most twice the watches live then
+// (and at least minSweep), where a callback on each context would start a
+// goroutine for every run that ends. A process that goes idle after a
+// burst keeps the burst's ended watches (a context and a function each)
+// until its next runs.
 type Cancels struct {
 	mu       sync.Mutex
 	watchers map[string][]*cancelWatch

@@ -381,8 +381,11 @@ func (r *Runtime) pend(s *stepper, step *StepRecord, calls []gateway.ToolCall) o
 // the run before its first call.
 func (r *Runtime) watchCancel(ctx context.Context, st *runState) (context.Context, func()) {
 	cctx, cancel := context.WithCancelCause(ctx)
+	// The store may hold an ended watch until a later one drops it: stop
+	// keeps the run's id, not its state.
+	id := st.id
 	stop := func(req CancelRequest) {
-		cancel(&CancelledError{RunID: st.id, By: req.By, At: req.At})
+		cancel(&CancelledError{RunID: id, By: req.By, At: req.At})
 	}
 	// The watch lives as long as the run's context: the run's end, or the
 	// first request, which cancels it, ends the watch.

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
@@ -298,11 +300,37 @@ func capabilityParam(e *gateway.CapabilityMismatchError) string {
 
 // writeJSON writes v with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	buf := answerBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledAnswer {
+			buf.Reset()
+			answerBufs.Put(buf)
+		}
+	}()
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		// A value JSON cannot hold (a NaN): the answer is a server error
+		// rather than half a body under the status meant for the whole.
+		buf.Reset()
+		buf.WriteString(unencodable)
+		status = http.StatusInternalServerError
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	_ = enc.Encode(v) // the client may be gone; nothing else to tell it
+	_, _ = w.Write(buf.Bytes()) // the client may be gone; nothing else to tell it
 }
+
+// answerBufs holds the buffers JSON answers are encoded in, so that an
+// answer is sent with its length (not chunked, however long) in one write.
+var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledAnswer is the largest buffer kept for reuse: a long run's record
+// does not stay in the pool.
+const maxPooledAnswer = 64 << 10
+
+// unencodable is the answer when the value to send does not encode.
+const unencodable = `{"error":{"message":"internal error: the answer could not be encoded as JSON","type":"server_error","param":null,"code":"server_error"}}` + "\n"
 
 // retryHeaders tell OpenAI clients whether to retry an error answer (they
 // retry 409, 429 and 5xx on their own). Most must not be retried: the

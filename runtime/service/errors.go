@@ -308,11 +308,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		}
 	}()
 	if err := json.NewEncoder(buf).Encode(v); err != nil {
-		// A value JSON cannot hold (a NaN): the answer is a server error
-		// rather than half a body under the status meant for the whole.
-		buf.Reset()
-		buf.WriteString(unencodable)
-		status = http.StatusInternalServerError
+		// A value JSON cannot hold (a NaN): a whole 500, as for any failure
+		// the client cannot act on, rather than half a body under the
+		// status meant for the whole. An error body always encodes.
+		writeError(w, fmt.Errorf("encode the answer: %w", err), nil)
+		return
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
@@ -328,9 +328,6 @@ var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // maxPooledAnswer is the largest buffer kept for reuse: a long run's record
 // does not stay in the pool.
 const maxPooledAnswer = 64 << 10
-
-// unencodable is the answer when the value to send does not encode.
-const unencodable = `{"error":{"message":"internal error: the answer could not be encoded as JSON","type":"server_error","param":null,"code":"server_error"}}` + "\n"
 
 // retryHeaders tell OpenAI clients whether to retry an error answer (they
 // retry 409, 429 and 5xx on their own). Most must not be retried: the

@@ -25,11 +25,13 @@ func TestWriteJSONLength(t *testing.T) {
 		}
 	}
 	rec := httptest.NewRecorder()
+	rec.Header().Set("X-Request-Id", "req_1")
 	writeJSON(rec, http.StatusOK, map[string]float64{"cost": math.NaN()})
 	var e struct {
-		Error struct{ Type, Code string } `json:"error"`
+		Error struct{ Message, Type, Code string } `json:"error"`
 	}
-	if rec.Code != 500 || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Error.Code != CodeServer || rec.Header().Get("Content-Length") != strconv.Itoa(rec.Body.Len()) {
+	if rec.Code != 500 || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Error.Code != CodeServer || e.Error.Message != "internal error (request req_1)" ||
+		rec.Header().Get("Content-Length") != strconv.Itoa(rec.Body.Len()) {
 		t.Fatalf("NaN: %d %q", rec.Code, rec.Body)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aidgen/aid/runtime/internal/jsonpos"
 	"github.com/aidgen/aid/runtime/kind"
 )
 
@@ -214,7 +215,7 @@ func ParseDatasetJSON(filename string, data []byte) (*Dataset, error) {
 		p.errorf(off, "invalid JSON: %v", err)
 		return nil, p.result()
 	}
-	start := skipSpace(data, 0)
+	start := int(jsonpos.Significant(data, 0))
 	switch data[start] {
 	case '[':
 		p.parseCases(data[start:], start)
@@ -247,7 +248,7 @@ func ParseDatasetJSONL(filename string, data []byte) (*Dataset, error) {
 			if off, err := syntaxCheck(line); err != nil {
 				p.errorf(start+off, "invalid JSON: %v", err)
 			} else {
-				s := skipSpace(line, 0)
+				s := int(jsonpos.Significant(line, 0))
 				p.parseCase(bytes.TrimSpace(line), start+s)
 			}
 		}
@@ -284,18 +285,6 @@ func syntaxCheck(data []byte) (int, error) {
 		return max(0, min(off, len(data)-1)), errors.New(se.Error())
 	}
 	return 0, err
-}
-
-func skipSpace(data []byte, off int) int {
-	for off < len(data) {
-		switch data[off] {
-		case ' ', '\t', '\r', '\n', ',', ':':
-			off++
-		default:
-			return off
-		}
-	}
-	return off
 }
 
 // parser accumulates cases and positioned errors for one file.
@@ -358,7 +347,7 @@ func (p *parser) members(obj []byte, base int) []member {
 	}
 	var out []member
 	for dec.More() {
-		keyOff := skipSpace(obj, int(dec.InputOffset()))
+		keyOff := int(jsonpos.Significant(obj, dec.InputOffset()))
 		tok, err := dec.Token()
 		if err != nil {
 			return out

@@ -1,7 +1,7 @@
 // Package jsonpos says where in a JSON file something is, as
 // name:line:col, for the errors of the kinds that read JSON files an
-// application names: the fake provider's scripts and the fixture tool's
-// rows. Lines and columns count from 1; a column counts bytes.
+// application names: the fake provider's scripts, the fixture tool's rows
+// and eval datasets. Lines and columns count from 1; a column counts bytes.
 package jsonpos
 
 import (

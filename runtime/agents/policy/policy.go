@@ -300,8 +300,6 @@ func compile(p Policy, tools []Tool) (*Compiled, []Problem) {
 			}
 		}
 	}
-	// A shorthand is unreachable when a rule with no condition decides
-	// every call of its tool.
 	// decider is the first rule without a condition that matches every call
 	// of a tool, or -1.
 	decider := func(tool string) int {

@@ -1,6 +1,7 @@
 package kind_test
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -230,5 +231,16 @@ func TestCheckOneOf(t *testing.T) {
 		case tt.msg != "" && (len(ps) != 1 || ps[0].Field != tt.field || ps[0].Msg != tt.msg):
 			t.Errorf("%s: %+v; want %q at %q", tt.data, ps, tt.msg, tt.field)
 		}
+	}
+}
+
+func TestCallerContext(t *testing.T) {
+	if _, ok := CallerFrom(context.Background()); ok {
+		t.Fatal("a bare context carries a caller")
+	}
+	ctx := WithCaller(context.Background(), Caller{Key: "ops", Tenant: "acme"})
+	c, ok := CallerFrom(ctx)
+	if !ok || c.Key != "ops" || c.Tenant != "acme" {
+		t.Fatalf("CallerFrom = %+v, %v; want ops/acme", c, ok)
 	}
 }

@@ -235,11 +235,11 @@ func TestCheckOneOf(t *testing.T) {
 }
 
 func TestCallerContext(t *testing.T) {
-	if _, ok := CallerFrom(context.Background()); ok {
+	if _, ok := kind.CallerFrom(context.Background()); ok {
 		t.Fatal("a bare context carries a caller")
 	}
-	ctx := WithCaller(context.Background(), Caller{Key: "ops", Tenant: "acme"})
-	c, ok := CallerFrom(ctx)
+	ctx := kind.WithCaller(context.Background(), kind.Caller{Key: "ops", Tenant: "acme"})
+	c, ok := kind.CallerFrom(ctx)
 	if !ok || c.Key != "ops" || c.Tenant != "acme" {
 		t.Fatalf("CallerFrom = %+v, %v; want ops/acme", c, ok)
 	}

@@ -113,11 +113,13 @@ type Options struct {
 	// LookupEnv reads HeadersFromEnv's variables; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
 	// MaxResponseBytes bounds the response body read, to bound the memory
-	// a call holds; zero means DefaultMaxResponseBytes. The tool stops
-	// reading a 2xx body there and returns what it read; the runtime then
-	// cuts the observation to the tool's MaxObservationBytes like any
-	// other, with a marker counting the bytes it cut from what was read
-	// (the unread rest of a longer body is not counted).
+	// a call holds; zero means DefaultMaxResponseBytes. A longer 2xx body
+	// is a *TooLargeError observation naming its size when the server
+	// announced it (Content-Length, then nothing is read), never the part
+	// read passed off as the document. A body within the bound becomes
+	// the observation, which the runtime cuts to the tool's
+	// MaxObservationBytes like any other, with a marker counting the bytes
+	// cut from the whole body.
 	MaxResponseBytes int64
 	// MaxRedirects bounds the redirects followed, which must stay on the
 	// URL's scheme and host; zero means DefaultMaxRedirects, negative
@@ -253,14 +255,51 @@ func (t *httpTool) Call(ctx context.Context, args json.RawMessage) (string, erro
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytes+1))
 		return "", &StatusError{StatusCode: resp.StatusCode, Status: resp.Status, Body: cut(string(body), errorBodyBytes)}
 	}
-	// The observation's bound is the loop's (boundObservation); this one
-	// only keeps a body of any size from being held in memory.
-	body, err := io.ReadAll(io.LimitReader(resp.Body, t.max))
+	// A body past the bound is refused whole: what the tool read of it
+	// would look like the document itself to the model, and the loop's
+	// marker would count only the bytes read. A body whose length the
+	// server announces is refused before it is read.
+	if resp.ContentLength > t.max {
+		return "", &TooLargeError{URL: t.shown, Size: resp.ContentLength, Limit: t.max}
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, t.max+1))
 	if err != nil {
 		return "", fmt.Errorf("read response from %s: %w", t.shown, err)
 	}
+	if int64(len(body)) > t.max {
+		return "", &TooLargeError{URL: t.shown, Size: -1, Limit: t.max}
+	}
 	return string(body), nil
 }
+
+// ErrResponseTooLarge is what a *TooLargeError matches with errors.Is.
+var ErrResponseTooLarge = errors.New("response too large")
+
+// TooLargeError is the error of an http tool whose server answered 2xx
+// with a body longer than Options.MaxResponseBytes. The model reads it as
+// the observation; the body is not shown, since a part of it would pass
+// for the whole.
+type TooLargeError struct {
+	// URL is where the tool posted, without a password.
+	URL string
+	// Size is the body's length as the server announced it (its
+	// Content-Length); -1 when it did not, and the tool stopped reading
+	// past Limit.
+	Size int64
+	// Limit is the tool's MaxResponseBytes.
+	Limit int64
+}
+
+// Error implements error.
+func (e *TooLargeError) Error() string {
+	if e.Size < 0 {
+		return fmt.Sprintf("response from %s: the response is more than the %d bytes the tool reads", e.URL, e.Limit)
+	}
+	return fmt.Sprintf("response from %s: the response is %d bytes, more than the %d the tool reads", e.URL, e.Size, e.Limit)
+}
+
+// Is reports whether target is ErrResponseTooLarge.
+func (e *TooLargeError) Is(target error) bool { return target == ErrResponseTooLarge }
 
 // cut shortens s to at most n bytes on a rune boundary, marking the cut.
 func cut(s string, n int) string {

@@ -64,7 +64,16 @@ func hostile(t *testing.T) *httptest.Server {
 		}
 	})
 	mux.HandleFunc("/huge", func(w http.ResponseWriter, _ *http.Request) {
+		// Longer than the server buffers before chunking: no length.
 		_, _ = io.WriteString(w, strings.Repeat("x", 4096))
+	})
+	mux.HandleFunc("/sized", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Length", "10000000")
+		for range 10 {
+			if _, err := io.WriteString(w, strings.Repeat("x", 1_000_000)); err != nil {
+				return // the tool hung up, as it should
+			}
+		}
 	})
 	mux.HandleFunc("/hop", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ok", http.StatusTemporaryRedirect)
@@ -103,9 +112,11 @@ func TestHTTPTool(t *testing.T) {
 		{name: "5xx body is cut", path: "/broken", want: "http status 503 Service Unavailable: éé", status: 503},
 		{name: "slow server past the timeout", path: "/slow", timeout: 50 * time.Millisecond, want: "post to", wantErr: context.DeadlineExceeded},
 		{name: "slow body past the timeout", path: "/trickle", timeout: 50 * time.Millisecond, want: "read response from", wantErr: context.DeadlineExceeded},
-		// Reading stops at MaxResponseBytes; the loop cuts the
-		// observation to the tool's bound (agents' TestObservationBound).
-		{name: "huge body is read up to the limit", path: "/huge", want: strings.Repeat("x", 1024), exact: true},
+		// A 2xx body longer than MaxResponseBytes is an error, never a
+		// document cut short as if it were whole: with its size when the
+		// server says it, else with the bound it passed.
+		{name: "huge body of a known size", path: "/sized", want: "the response is 10000000 bytes, more than the 1024 the tool reads", wantErr: toolhttp.ErrResponseTooLarge},
+		{name: "huge body of an unknown size", path: "/huge", want: "the response is more than the 1024 bytes the tool reads", wantErr: toolhttp.ErrResponseTooLarge},
 		{name: "body exactly at the limit", path: "/huge", opts: func(o toolhttp.Options) toolhttp.Options { o.MaxResponseBytes = 4096; return o }, want: strings.Repeat("x", 4096), exact: true},
 		{name: "same-host redirect", path: "/hop", want: `body={"id":"A"}`},
 		{name: "redirect to another host", path: "/away", want: "only follows redirects on its own host"},

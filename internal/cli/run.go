@@ -326,7 +326,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 		return usageErr(err)
 	}
 	defer a.Close()
-	p := &runPrinter{w: s.out, verbose: f.verbose, cmd: resumeCommand(path, f.stateDir), app: path}
+	p := &runPrinter{w: s.out, verbose: f.verbose, cmd: resumeCommand(path, f.stateDir, f.tags), app: path}
 	if f.cancel != "" {
 		return cancelRun(ctx, s, a, p, f, st.where)
 	}
@@ -685,9 +685,16 @@ func ingestReachable(ctx context.Context, s *streams, desc app.Description, a *a
 }
 
 // resumeCommand is the start of the command line that continues a run:
-// the same file and state directory, quoted for a POSIX shell.
-func resumeCommand(path, stateDir string) string {
-	cmd := "aidgen run " + shellQuote(path)
+// the same tags, file and state directory, quoted for a POSIX shell. The
+// tags come along because they can choose where runs are kept (a
+// state=postgres tag) or what the agents are: without them the command
+// would look for the run in another place, or drive another app.
+func resumeCommand(path, stateDir string, tags []string) string {
+	cmd := "aidgen run"
+	for _, t := range tags {
+		cmd += " -t " + shellQuote(t)
+	}
+	cmd += " " + shellQuote(path)
 	if stateDir != "" {
 		cmd += " --state-dir " + shellQuote(stateDir)
 	}

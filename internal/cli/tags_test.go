@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,6 +104,61 @@ func TestInjectTagsChooseTheProvider(t *testing.T) {
 		}
 		if !strings.Contains(string(gen), tc.want) || strings.Contains(string(gen), tc.lose) {
 			t.Errorf("%v: aid_gen.go should hold %q and not %q:\n%s", args, tc.want, tc.lose, gen)
+		}
+	}
+}
+
+// TestRunCommandsKeepTheTags: the commands aidgen run prints to continue,
+// resume or decide a run carry the -t tags the run was started with, since
+// a tag may choose where runs are kept or what the agents are; the printed
+// command, run as printed, finds the run.
+func TestRunCommandsKeepTheTags(t *testing.T) {
+	dir := t.TempDir()
+	app := writeAppFiles(t, dir, map[string]string{
+		"script.json": `{"agents": {"looper": [{"toolCalls": [{"name": "ping", "arguments": {}}]}, {"toolCalls": [{"name": "ping", "arguments": {}}]}, {"text": "pong"}]}}`,
+		"ping.json":   `[{"args": {}, "result": "pong"}]`,
+		"app.cue": `name: "looper"
+version: "0.1.0"
+_steps: *8 | int @tag(steps,type=int)
+_note: *"plain" | string @tag(note)
+_approval: *"never" | "always" @tag(approval)
+providers: fake: {kind: "fake", script: "script.json"}
+models: "fake-chat-2024-06-01": {provider: "fake", contextWindow: 8192, maxOutputTokens: 64, cost: {inputPer1kUSD: 0.001, outputPer1kUSD: 0.002}, capabilities: ["tools"]}
+aliases: small: "fake-chat-2024-06-01"
+tools: ping: {description: "Ping.", implementation: {kind: "fixture", file: "ping.json"}, input: {type: "object"}, approval: _approval}
+agents: looper: {model: "small", instructions: "Ping (\(_note)).", tools: ["ping"], maxSteps: _steps}
+`,
+	})
+	state := filepath.Join(dir, "runs")
+	code, out, errOut := run(t, "run", "-t", "steps=1", "-t", "note=two words", app, "--state-dir", state, "hello")
+	m := continueID.FindStringSubmatch(out)
+	if code != cli.ExitRunFailed || m == nil {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	prefix := "aidgen run -t steps=1 -t 'note=two words' " + app + " --state-dir " + state
+	if want := prefix + " --continue " + m[1]; !strings.Contains(out, want) {
+		t.Fatalf("stdout lacks %q:\n%s", want, out)
+	}
+	code, out, errOut = run(t, "run", "-t", "steps=1", "-t", "note=two words", app, "--state-dir", state, "--json", "--continue", m[1])
+	var res struct {
+		Continue string `json:"continue_command"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != cli.ExitRunFailed {
+		t.Fatalf("continue --json: exit %d, %v\nstdout:\n%s\nstderr:\n%s", code, err, out, errOut)
+	}
+	if want := prefix + " --continue " + m[1]; res.Continue != want {
+		t.Fatalf("continue_command = %q, want %q", res.Continue, want)
+	}
+
+	code, out, errOut = run(t, "run", "-t", "approval=always", app, "--state-dir", state, "hello")
+	p := resumeID.FindStringSubmatch(out)
+	if code != cli.ExitPaused || p == nil {
+		t.Fatalf("paused run: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	prefix = "aidgen run -t approval=always " + app + " --state-dir " + state + " --resume " + p[1]
+	for _, want := range []string{prefix + " --approve", prefix + " --reject"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -523,6 +523,24 @@ func (c *checker) agent(a *Agent) {
 		}
 	}
 
+	// A temperature that a model's provider cannot send would be dropped
+	// on every call that model answers.
+	if a.Temperature != nil {
+		for _, pl := range places {
+			m := c.model(pl.alias)
+			if m == nil {
+				continue
+			}
+			p, ok := c.doc.Provider(m.Provider)
+			if !ok {
+				continue
+			}
+			if info, ok := kind.Lookup(kind.Providers, p.Kind); ok && info.NoSampling {
+				c.errAt(at("temperature"), "alias %q (model %q) is served by provider %q of kind %q, whose API takes no sampling parameters: the temperature would not be sent; remove it, or run the agent on models of another provider", pl.alias, m.ID, p.Name, p.Kind)
+			}
+		}
+	}
+
 	if len(a.Output) > 0 {
 		c.schema(at("output"), a.Output, false)
 	}

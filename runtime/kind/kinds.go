@@ -97,6 +97,11 @@ type Info struct {
 	// tools, says how their names follow from the declaration (Tools); nil
 	// for a kind whose declaration is one tool of its own name.
 	Imports *Imports
+	// NoSampling, for a provider kind, says that its API takes no sampling
+	// parameters (temperature, top_p): its adapter cannot send them, so
+	// vet refuses an agent that declares one on a model the kind serves,
+	// rather than let the value be dropped.
+	NoSampling bool
 }
 
 // Imports says how a tool declaration of a kind stands for several tools,
@@ -194,7 +199,9 @@ type Ref struct {
 // the one place aid's own code spells a kind's name. Keep each point's
 // entries sorted by name.
 var kinds = []Info{
-	{Point: Providers, Name: ProviderAnthropic},
+	// The Messages API of version 2026-10-21 (anthropic-sdk-go/v2) has no
+	// temperature or top_p.
+	{Point: Providers, Name: ProviderAnthropic, NoSampling: true},
 	{Point: Providers, Name: "azure-openai", Deferred: true},
 	{Point: Providers, Name: "bedrock", Deferred: true},
 	{Point: Providers, Name: ProviderFake, Files: []string{"answerKey.dataset", "script"}},

@@ -26,7 +26,9 @@
 // as the stream's failure.
 //
 // It does not send temperature, top_p or seed (the Messages API of the
-// SDK has no sampling parameters, and never had a seed), images (requests
+// SDK has no sampling parameters, and never had a seed; the kind's
+// kind.Info says NoSampling, so that vet refuses an agent declaring a
+// temperature on a model of this kind), images (requests
 // cannot carry them, so the adapter does not declare vision), prompt
 // caching marks, extended thinking, citations, server tools or batches;
 // thinking blocks a proxy adds to an answer are skipped, and any other

@@ -69,8 +69,10 @@ type Options struct {
 	// Runtime, when set, is the slash-separated path of an aid checkout
 	// that go.mod replaces the runtime with, so that the service builds
 	// offline against the runtime the generator came from. aidgen build
-	// gives it absolute, so that the service still builds after its
-	// directory is moved.
+	// gives it relative to the service when one repository holds both, so
+	// that the repository builds wherever it is cloned, and absolute
+	// otherwise, so that the service still builds after its directory is
+	// moved.
 	Runtime string
 	// GoSum, when set, is the runtime's go.sum, emitted as the service's:
 	// the service's dependencies are the runtime's, so their checksums are

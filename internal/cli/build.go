@@ -47,9 +47,15 @@ which the service embeds: it runs from any directory, without its sources.
 
 go.mod requires the runtime at aidgen's own version. With --runtime, or by
 default when aidgen runs from a source checkout, it also replaces the runtime
-with that checkout, by its absolute path, and go.sum copies the checkout's, so
-the service builds offline, wherever DIR is moved on this machine.
---runtime-version requires a published version instead, without a replace.
+with that checkout, and go.sum copies the checkout's, so the service builds
+offline. When DIR lies in a git repository that holds the checkout too (the
+checkout itself, or a repository that vendors aid as a submodule), the
+replace is relative (../..), so that the repository, service and checkout
+together, can be committed, cloned and built anywhere. Otherwise it is the
+checkout's absolute path: DIR then builds wherever it is moved on this
+machine only, and build says so when DIR lies in a repository.
+--runtime-version requires a published version instead, without a replace:
+what to commit when the checkout is not in the service's repository.
 
 At run time the service needs what its app file names, and nothing of the
 checkout: the environment variables of its providers' API keys (apiKeyEnv),
@@ -101,9 +107,12 @@ difference, 2 on a usage error.`,
 			if rt == "" && !noReplace && runtimeVersion == "" {
 				rt = sourceCheckout()
 			}
-			opts, err := buildOptions(doc.Dir, rt, module)
+			opts, err := buildOptions(out, rt, module)
 			if err != nil {
 				return usageErr(err)
+			}
+			if repo := repoRoot(out); repo != "" && filepath.IsAbs(filepath.FromSlash(opts.Runtime)) && !check {
+				fmt.Fprintf(s.err, "note: go.mod replaces the runtime with %s, outside the repository at %s: the service builds on this machine only; to commit it, give --runtime-version\n", opts.Runtime, repo)
 			}
 			opts.RuntimeVersion = runtimeVersion
 			if opts.Files, opts.AppDir, err = appFiles(desc, doc.Dir); err != nil {
@@ -130,9 +139,11 @@ difference, 2 on a usage error.`,
 }
 
 // buildOptions reads the runtime's module files when the service replaces
-// the runtime with a checkout, and names the checkout by its absolute
-// path, so that the service builds wherever its directory is moved.
-func buildOptions(appDir, runtimeDir, module string) (gen.Options, error) {
+// the runtime with a checkout, and names the checkout for go.mod by its
+// path relative to out when a repository holds both (replacePath), else
+// by its absolute path, so that the service builds wherever its
+// directory is moved.
+func buildOptions(out, runtimeDir, module string) (gen.Options, error) {
 	opts := gen.Options{Module: module}
 	if runtimeDir == "" {
 		return opts, nil
@@ -152,8 +163,61 @@ func buildOptions(appDir, runtimeDir, module string) (gen.Options, error) {
 	if err != nil {
 		return opts, fmt.Errorf("reading the runtime's go.sum: %w", err)
 	}
-	opts.RuntimeGoMod, opts.GoSum, opts.Runtime = mod, sum, filepath.ToSlash(absRT)
+	rel, err := replacePath(out, absRT)
+	if err != nil {
+		return opts, err
+	}
+	opts.RuntimeGoMod, opts.GoSum, opts.Runtime = mod, sum, filepath.ToSlash(rel)
 	return opts, nil
+}
+
+// replacePath is how the go.mod of a service written to out names the
+// runtime checkout rt (absolute): by a relative path when one git
+// repository holds both, since the repository is what is committed and
+// cloned, and a relative replace builds in every clone; by rt otherwise,
+// since a relative path to a checkout outside the repository breaks as
+// soon as either moves.
+func replacePath(out, rt string) (string, error) {
+	absOut, err := filepath.Abs(out)
+	if err != nil {
+		return "", fmt.Errorf("resolving the output directory: %w", err)
+	}
+	repo := repoRoot(absOut)
+	if repo == "" || !within(repo, rt) {
+		return rt, nil
+	}
+	rel, err := filepath.Rel(absOut, rt)
+	if err != nil {
+		return rt, nil
+	}
+	return rel, nil
+}
+
+// repoRoot is the root of the git repository dir lies in (the nearest
+// directory at or above it holding .git, a directory or, in a worktree
+// or submodule, a file), or "" when there is none. dir need not exist
+// yet.
+func repoRoot(dir string) string {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return ""
+		}
+		d = parent
+	}
+}
+
+// within reports whether path is root or lies under it.
+func within(root, path string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
 // appFiles reads the files the application reads when it serves, from

@@ -360,3 +360,62 @@ aliases: m: "fake-2024-01-01"
 		})
 	}
 }
+
+// TestBuildInARepositoryReplacesRelatively: a service written into a git
+// repository that holds the aid checkout too (a repository vendoring aid,
+// here as a copy of this checkout's module files) replaces the runtime by
+// a relative path, so the repository can be committed and built anywhere;
+// into a repository without the checkout, the replace stays absolute and
+// build says how to make it committable; outside any repository it stays
+// absolute and build says nothing.
+func TestBuildInARepositoryReplacesRelatively(t *testing.T) {
+	repo := t.TempDir()
+	if err := os.Mkdir(filepath.Join(repo, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	vendored := filepath.Join(repo, "third_party", "aid")
+	if err := os.MkdirAll(vendored, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(vendored, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app := writeShopApp(t, t.TempDir())
+	out := filepath.Join(repo, "services", "shop")
+	code, _, stderr := run(t, "build", app, "-o", out, "--runtime", vendored)
+	if code != cli.ExitOK {
+		t.Fatalf("build: exit %d, stderr %q", code, stderr)
+	}
+	mod, err := os.ReadFile(filepath.Join(out, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mod), "replace github.com/aidgen/aid => ../../third_party/aid\n") || strings.Contains(stderr, "note:") {
+		t.Errorf("go.mod should replace the runtime by its path relative to the service, quietly; stderr %q, go.mod:\n%s", stderr, mod)
+	}
+
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = filepath.Join(repo, "services", "other")
+	code, _, stderr = run(t, "build", app, "-o", out, "--runtime", root)
+	mod, _ = os.ReadFile(filepath.Join(out, "go.mod"))
+	if code != cli.ExitOK || !strings.Contains(string(mod), "replace github.com/aidgen/aid => "+filepath.ToSlash(root)+"\n") ||
+		!strings.Contains(stderr, "outside the repository at "+repo+": the service builds on this machine only; to commit it, give --runtime-version") {
+		t.Errorf("a checkout outside the repository: exit %d, stderr %q, go.mod:\n%s", code, stderr, mod)
+	}
+
+	out = filepath.Join(t.TempDir(), "svc")
+	code, _, stderr = run(t, "build", app, "-o", out, "--runtime", vendored)
+	mod, _ = os.ReadFile(filepath.Join(out, "go.mod"))
+	if code != cli.ExitOK || !strings.Contains(string(mod), "replace github.com/aidgen/aid => "+filepath.ToSlash(vendored)+"\n") || strings.Contains(stderr, "note:") {
+		t.Errorf("outside a repository: exit %d, stderr %q, go.mod:\n%s", code, stderr, mod)
+	}
+}

@@ -58,7 +58,9 @@ const providerName = "anthropic"
 // Provider is the Anthropic gateway.Provider. It is safe for concurrent
 // use.
 type Provider struct {
-	client  sdk.Client
+	// client is the SDK client's Messages service, not the client: see
+	// openaicompat.Provider for why holding a whole client costs megabytes.
+	client  sdk.MessageService
 	red     *upstream.Redactor
 	timeout time.Duration
 	baseURL string
@@ -104,7 +106,7 @@ func New(cfg Config) (*Provider, error) {
 	if key != "" {
 		opts = append(opts, option.WithAPIKey(key))
 	}
-	p.client = sdk.NewClient(opts...)
+	p.client = sdk.NewClient(opts...).Messages
 	return p, nil
 }
 
@@ -145,7 +147,7 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 	// The request timeout is the attempt's own, which actx already
 	// bounds; saying so keeps the SDK from refusing a large max_tokens
 	// without streaming.
-	msg, err := p.client.Messages.New(actx, params, option.WithRequestTimeout(p.timeout))
+	msg, err := p.client.New(actx, params, option.WithRequestTimeout(p.timeout))
 	if err != nil {
 		return gateway.Response{}, p.classify(ctx, actx, model, err, x)
 	}
@@ -217,7 +219,7 @@ func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gate
 	actx, cancel := context.WithCancelCause(ctx)
 	timer := time.AfterFunc(p.timeout, func() { cancel(errAttemptTimeout) })
 	actx, x := withExchange(actx)
-	s := p.client.Messages.NewStreaming(actx, params)
+	s := p.client.NewStreaming(actx, params)
 	if err := s.Err(); err != nil {
 		timer.Stop()
 		cerr := p.classify(ctx, actx, model, err, x)

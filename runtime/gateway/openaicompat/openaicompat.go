@@ -58,7 +58,14 @@ type Config struct {
 // Provider is the openai-compatible gateway.Provider. It is safe for
 // concurrent use.
 type Provider struct {
-	client  openai.Client
+	// chat and embed are the two services of openai-go's client that the
+	// adapter calls. The provider holds them, not the client: a client's
+	// type reaches every service of the API, and since the CLI links
+	// text/template (through CUE), the linker keeps every exported method of
+	// every type a kept value's type reaches — some 40 MB of aidgen, for
+	// endpoints no provider calls.
+	chat    openai.ChatCompletionService
+	embed   openai.EmbeddingService
 	red     *upstream.Redactor
 	name    string
 	timeout time.Duration
@@ -120,7 +127,7 @@ func New(cfg Config) (*Provider, error) {
 	if key != "" {
 		p.auth = []string{"Bearer " + key}
 	}
-	p.client = openai.NewClient(
+	client := openai.NewClient(
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithHTTPClient(hc),
 		option.WithAPIKey(key),
@@ -130,6 +137,7 @@ func New(cfg Config) (*Provider, error) {
 		option.WithMaxRetries(0),
 		option.WithMiddleware(captureErrorAnswer),
 	)
+	p.chat, p.embed = client.Chat.Completions, client.Embeddings
 	return p, nil
 }
 
@@ -297,7 +305,7 @@ func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gate
 	// and a generated call send the same wire format, and decodes the
 	// events. The body is copied: openai-go may still hold it after the
 	// call returns.
-	s := p.client.Chat.Completions.NewStreaming(actx, openai.ChatCompletionNewParams{},
+	s := p.chat.NewStreaming(actx, openai.ChatCompletionNewParams{},
 		option.WithRequestBody("application/json", bytes.Clone(body.Bytes())))
 	putBody(body)
 	if err := s.Err(); err != nil {
@@ -410,7 +418,7 @@ func (p *Provider) embedBatch(ctx context.Context, model gateway.ModelSpec, para
 	actx, cancel := context.WithTimeoutCause(ctx, p.timeout, errAttemptTimeout)
 	defer cancel()
 	actx, answer := withCapture(actx)
-	res, err := p.client.Embeddings.New(actx, params)
+	res, err := p.embed.New(actx, params)
 	if err != nil {
 		return nil, p.classify(ctx, actx, model, err, answer)
 	}

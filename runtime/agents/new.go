@@ -166,16 +166,18 @@ func (d *agentDef) bindTimeouts(def Timeouts) []error {
 }
 
 // budgetScopes returns the scope of every budget, refusing a scope that is
-// not run, thread or global.
+// not run, thread, key, tenant or global. The gateway finds the key of a
+// key or tenant budget on the context (kind.Caller), as it does for every
+// call.
 func budgetScopes(budgets []gateway.Budget) (map[string]gateway.Scope, []error) {
 	var errs []error
 	scopes := make(map[string]gateway.Scope, len(budgets))
 	for _, b := range budgets {
 		switch b.Scope {
-		case gateway.ScopeRun, gateway.ScopeThread, gateway.ScopeGlobal:
+		case gateway.ScopeRun, gateway.ScopeThread, gateway.ScopeGlobal, gateway.ScopeKey, gateway.ScopeTenant:
 			scopes[b.Name] = b.Scope
 		default:
-			errs = append(errs, fmt.Errorf("budget %q has scope %q, not run, thread or global", b.Name, b.Scope))
+			errs = append(errs, fmt.Errorf("budget %q has scope %q, not run, thread, key, tenant or global", b.Name, b.Scope))
 		}
 	}
 	return scopes, errs

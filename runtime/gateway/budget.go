@@ -9,10 +9,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Scope says what a budget is counted per. The scope key of a call (which
-// run, which thread) is passed with WithBudget or ContextWithBudget.
+// run, which thread) is passed with WithBudget or ContextWithBudget; that of
+// a key or tenant scope is the caller's (kind.CallerFrom).
 type Scope string
 
 // The budget scopes.
@@ -24,6 +28,15 @@ const (
 	ScopeThread Scope = "thread"
 	// ScopeGlobal counts all spend against one account: there is no key.
 	ScopeGlobal Scope = "global"
+	// ScopeKey counts spend per API key: the key is the name of the
+	// caller's key (kind.Caller.Key) that the service put on the context.
+	// A call with no caller (a CLI run, a test) counts under the empty key,
+	// all such calls together.
+	ScopeKey Scope = "key"
+	// ScopeTenant counts spend per tenant: the key is the caller's tenant
+	// (kind.Caller.Tenant). A call with no caller, or a caller of no
+	// tenant, counts under the empty tenant.
+	ScopeTenant Scope = "tenant"
 )
 
 // Budget is a spending limit. A zero limit leaves that dimension unlimited;
@@ -38,6 +51,19 @@ type Budget struct {
 	MaxTotalTokens int64
 	// Scope is what the budget is counted per.
 	Scope Scope
+	// Window is the budget's reset window, as kind.ParseWindow reads it: a
+	// fixed length ("1h", "7d") or a calendar "day" or "month"; empty means
+	// the budget never resets. Spend is counted per window: the window's
+	// start is part of the account (Account.Key ends in "@" and the start
+	// in UTC, RFC 3339), so a new window starts from zero.
+	Window string
+	// TimeZone is the IANA time zone of a calendar window; empty means
+	// UTC.
+	TimeZone string
+	// AppliesToAll charges every call the gateway makes to the budget,
+	// beside the budgets the call names. Its scope must be key, tenant or
+	// global, since a call need not belong to a run or a thread.
+	AppliesToAll bool
 }
 
 // limit returns the budget's limits as an Amount.
@@ -83,11 +109,19 @@ func (b Budget) validate() error {
 	case b.MaxUSD == 0 && b.MaxTotalTokens == 0:
 		return fmt.Errorf("budget %q sets neither max USD nor max total tokens", b.Name)
 	}
+	if _, err := kind.ParseWindow(b.Window, b.TimeZone); err != nil {
+		return fmt.Errorf("budget %q: %w", b.Name, err)
+	}
 	switch b.Scope {
-	case ScopeRun, ScopeThread, ScopeGlobal:
+	case ScopeRun, ScopeThread:
+		if b.AppliesToAll {
+			return fmt.Errorf("budget %q applies to all calls, so it cannot be %s-scoped: a call need not belong to a %s (use key, tenant or global)", b.Name, b.Scope, b.Scope)
+		}
+		return nil
+	case ScopeGlobal, ScopeKey, ScopeTenant:
 		return nil
 	default:
-		return fmt.Errorf("budget %q has unknown scope %q (want run, thread or global)", b.Name, b.Scope)
+		return fmt.Errorf("budget %q has unknown scope %q (want run, thread, key, tenant or global)", b.Name, b.Scope)
 	}
 }
 
@@ -121,13 +155,16 @@ func (a Amount) Sub(b Amount) Amount {
 
 func (a Amount) usdString() string { return strconv.FormatFloat(a.USD(), 'f', -1, 64) }
 
-// Account is the unit a budget is counted on: one budget and one scope key.
+// Account is the unit a budget is counted on: one budget, one scope key and,
+// for a budget with a window, one window.
 type Account struct {
 	// Budget is the budget's name.
 	Budget string
 	// Scope is the budget's scope.
 	Scope Scope
-	// Key is the scope key; empty for a global budget.
+	// Key is the scope key; empty for a global budget. A budget with a
+	// window appends "@" and the window's start in UTC (RFC 3339), so
+	// that each window is an account of its own.
 	Key string
 }
 
@@ -137,6 +174,12 @@ type Limit struct {
 	Account Account
 	// Max is the limit; a zero dimension is unlimited.
 	Max Amount
+	// Until is the end of the account's window; zero for a budget without
+	// one. All accounts of one budget share window boundaries, so a
+	// reservation on a budget whose Until is later than an account's says
+	// that account's window is over: a ledger that keeps accounts in
+	// memory forgets it then, as if CloseAccounts had named it.
+	Until time.Time
 }
 
 // Reservation is the worst case of one call, held against its budgets while
@@ -270,7 +313,8 @@ type NamedSpend struct {
 type BudgetRef struct {
 	// Name is the budget's name in Config.Budgets.
 	Name string
-	// Key is the run or thread id; ignored for a global budget.
+	// Key is the run or thread id; ignored for a global, key or tenant
+	// budget, whose key is the caller's (kind.CallerFrom).
 	Key string
 }
 

@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Config is everything a Gateway is built from. The IR layer fills it from an
@@ -43,6 +45,9 @@ type Config struct {
 	// ProviderRetry overrides Retry for the aliases of the named
 	// providers, whose endpoints may deserve more or less patience.
 	ProviderRetry map[string]RetryPolicy
+	// Clock tells the time budget windows are read from; nil means
+	// time.Now. Tests inject one to roll windows over.
+	Clock func() time.Time
 }
 
 // Gateway is the only door to a model: it resolves pinned aliases, checks
@@ -54,6 +59,8 @@ type Gateway struct {
 	providers map[string]Provider
 	budgets   map[string]budgetEntry
 	scoped    map[Scope][]string // the budgets of each keyed scope, sorted
+	all       []string           // the budgets that apply to every call, sorted
+	clock     func() time.Time
 	ledger    Ledger
 	tracer    trace.Tracer
 	tracing   bool
@@ -80,6 +87,7 @@ type entry struct {
 // budgetEntry is one configured budget with its span attributes, built once.
 type budgetEntry struct {
 	Budget
+	window              kind.Window
 	nameAttr, scopeAttr attribute.KeyValue
 }
 
@@ -96,6 +104,10 @@ func New(cfg Config) (*Gateway, error) {
 		tracer:    cfg.Tracer,
 		logger:    cfg.Logger,
 		retry:     cfg.Retry.withDefaults(),
+		clock:     cfg.Clock,
+	}
+	if g.clock == nil {
+		g.clock = time.Now
 	}
 	if err := g.retry.validate(); err != nil {
 		return nil, err
@@ -152,8 +164,13 @@ func New(cfg Config) (*Gateway, error) {
 		if b.Scope != ScopeGlobal {
 			g.scoped[b.Scope] = append(g.scoped[b.Scope], b.Name)
 		}
+		if b.AppliesToAll {
+			g.all = append(g.all, b.Name)
+		}
+		w, _ := kind.ParseWindow(b.Window, b.TimeZone) // validate read it
 		g.budgets[b.Name] = budgetEntry{
 			Budget:    b,
+			window:    w,
 			nameAttr:  AttrBudgetName.StringSlice([]string{b.Name}),
 			scopeAttr: AttrBudgetScope.StringSlice([]string{string(b.Scope)}),
 		}
@@ -162,6 +179,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway config: %w", err)
 	}
 	slices.Sort(g.aliases)
+	slices.Sort(g.all)
 	for _, names := range g.scoped {
 		slices.Sort(names)
 	}
@@ -345,17 +363,25 @@ func WithBudget(name, key string) CallOption {
 	return func(o *callOptions) { o.budgets = append(o.budgets, BudgetRef{Name: name, Key: key}) }
 }
 
-// limits resolves the budgets a call is charged to.
+// limits resolves the budgets a call is charged to: those it names, and
+// those that apply to every call.
 func (g *Gateway) limits(ctx context.Context, o *callOptions) ([]Limit, error) {
 	refs := o.budgets
 	if refs == nil {
 		refs = BudgetsFromContext(ctx)
 	}
-	if len(refs) == 0 {
+	if len(refs) == 0 && len(g.all) == 0 {
 		return nil, nil
 	}
-	out := make([]Limit, 0, len(refs))
-	for _, ref := range refs {
+	out := make([]Limit, 0, len(refs)+len(g.all))
+	var now time.Time
+	for i := range len(refs) + len(g.all) {
+		var ref BudgetRef
+		if i < len(refs) {
+			ref = refs[i]
+		} else {
+			ref.Name = g.all[i-len(refs)]
+		}
 		b, ok := g.budgets[ref.Name]
 		if !ok {
 			known := make([]string, 0, len(g.budgets))
@@ -365,17 +391,34 @@ func (g *Gateway) limits(ctx context.Context, o *callOptions) ([]Limit, error) {
 			slices.Sort(known)
 			return nil, fmt.Errorf("unknown budget %q (known: %s)", ref.Name, strings.Join(known, ", "))
 		}
-		acct := Account{Budget: b.Name, Scope: b.Scope}
-		if b.Scope != ScopeGlobal {
+		lim := Limit{Account: Account{Budget: b.Name, Scope: b.Scope}, Max: b.limit()}
+		switch b.Scope {
+		case ScopeGlobal:
+		case ScopeKey, ScopeTenant:
+			// A call with no caller counts under the empty key or tenant.
+			c, _ := kind.CallerFrom(ctx)
+			lim.Account.Key = c.Key
+			if b.Scope == ScopeTenant {
+				lim.Account.Key = c.Tenant
+			}
+		default:
 			if ref.Key == "" {
 				return nil, fmt.Errorf("budget %q is %s-scoped: the call must give the %s id as the scope key", b.Name, b.Scope, b.Scope)
 			}
-			acct.Key = ref.Key
+			lim.Account.Key = ref.Key
 		}
-		if slices.ContainsFunc(out, func(l Limit) bool { return l.Account == acct }) {
+		if !b.window.IsZero() {
+			if now.IsZero() {
+				now = g.clock()
+			}
+			var start time.Time
+			start, lim.Until = b.window.Bounds(now)
+			lim.Account.Key += "@" + start.UTC().Format(time.RFC3339)
+		}
+		if slices.ContainsFunc(out, func(l Limit) bool { return l.Account == lim.Account }) {
 			continue
 		}
-		out = append(out, Limit{Account: acct, Max: b.limit()})
+		out = append(out, lim)
 	}
 	return out, nil
 }

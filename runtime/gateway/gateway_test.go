@@ -140,6 +140,15 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"budget with bad scope", func(c *gateway.Config) {
 			c.Budgets = append(c.Budgets, gateway.Budget{Name: "b", MaxUSD: 1, Scope: "user"})
 		}, `unknown scope "user"`},
+		{"budget with a bad window", func(c *gateway.Config) {
+			c.Budgets = append(c.Budgets, gateway.Budget{Name: "b", MaxUSD: 1, Scope: gateway.ScopeTenant, Window: "10s"})
+		}, `budget "b": window "10s" is outside 30s to 365d`},
+		{"budget in an unknown time zone", func(c *gateway.Config) {
+			c.Budgets = append(c.Budgets, gateway.Budget{Name: "b", MaxUSD: 1, Scope: gateway.ScopeTenant, Window: "day", TimeZone: "Europe/Atlantis"})
+		}, `budget "b": unknown time zone "Europe/Atlantis"`},
+		{"run budget applying to all calls", func(c *gateway.Config) {
+			c.Budgets = append(c.Budgets, gateway.Budget{Name: "b", MaxUSD: 1, Scope: gateway.ScopeRun, AppliesToAll: true})
+		}, `budget "b" applies to all calls, so it cannot be run-scoped`},
 		{"duplicate budget", func(c *gateway.Config) {
 			c.Budgets = append(c.Budgets, gateway.Budget{Name: "org", MaxUSD: 1, Scope: gateway.ScopeGlobal})
 		}, `budget "org" is defined twice`},

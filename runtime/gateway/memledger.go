@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // MemoryLedger is the default Ledger: budgets held in this process's memory.
@@ -13,8 +14,8 @@ import (
 // pgledger package) when several replicas must share one budget.
 //
 // Its memory is bounded by what is live: accounts closed with
-// CloseAccounts (the runtime closes a run's accounts when the run ends) are
-// forgotten, their spend kept in per-budget totals; aliases and models are
+// CloseAccounts (the runtime closes a run's accounts when the run ends), and
+// those of a budget's past windows, are forgotten, their spend kept in per-budget totals; aliases and models are
 // as many as the catalog has.
 type MemoryLedger struct {
 	mu       sync.Mutex
@@ -23,6 +24,7 @@ type MemoryLedger struct {
 	budgets  map[budgetScope]*BudgetSpend
 	aliases  map[string]*NamedSpend
 	models   map[string]*NamedSpend
+	windows  map[string]*windowAccounts // by budget, for budgets with a window
 	total    Amount
 	calls    int64
 }
@@ -32,6 +34,12 @@ type accountState struct {
 	calls           int64
 	holds           int  // reservations open on the account
 	closed          bool // forget the account when its last hold closes
+}
+
+// windowAccounts are the accounts of a budget's current window.
+type windowAccounts struct {
+	until    time.Time
+	accounts []Account
 }
 
 type budgetScope struct {
@@ -47,6 +55,7 @@ func NewMemoryLedger() *MemoryLedger {
 		budgets:  make(map[budgetScope]*BudgetSpend),
 		aliases:  make(map[string]*NamedSpend),
 		models:   make(map[string]*NamedSpend),
+		windows:  make(map[string]*windowAccounts),
 	}
 }
 
@@ -65,10 +74,9 @@ func (l *MemoryLedger) Reserve(ctx context.Context, r Reservation) error {
 		return fmt.Errorf("reserve: reservation %q already held", r.ID)
 	}
 	for _, lim := range r.Limits {
-		st := l.accounts[lim.Account]
-		if st == nil {
-			st = &accountState{}
-			l.accounts[lim.Account] = st
+		var st accountState
+		if p := l.accounts[lim.Account]; p != nil {
+			st = *p
 		}
 		if dim, over := Exceeds(lim.Max, st.spent, st.reserved, r.Amount); over {
 			return &BudgetExceededError{
@@ -79,11 +87,38 @@ func (l *MemoryLedger) Reserve(ctx context.Context, r Reservation) error {
 	}
 	for _, lim := range r.Limits {
 		st := l.accounts[lim.Account]
+		if st == nil {
+			st = &accountState{}
+			l.accounts[lim.Account] = st
+			if !lim.Until.IsZero() {
+				l.window(lim, st)
+			}
+		}
 		st.reserved = st.reserved.Add(r.Amount)
 		st.holds++
 	}
 	l.holds[r.ID] = r
 	return nil
+}
+
+// window files a new account of a budget with a window under its window,
+// and forgets the accounts of the budget's past windows: every account of
+// one budget shares its window boundaries, so an account that ends later
+// than the others means their windows are over. An account of a past
+// window (a call whose clock lagged) is forgotten when its hold closes.
+func (l *MemoryLedger) window(lim Limit, st *accountState) {
+	w := l.windows[lim.Account.Budget]
+	switch {
+	case w == nil:
+		l.windows[lim.Account.Budget] = &windowAccounts{until: lim.Until, accounts: []Account{lim.Account}}
+	case lim.Until.After(w.until):
+		l.closeLocked(w.accounts)
+		w.until, w.accounts = lim.Until, append(w.accounts[:0], lim.Account)
+	case lim.Until.Before(w.until):
+		st.closed = true
+	default:
+		w.accounts = append(w.accounts, lim.Account)
+	}
 }
 
 // unhold closes one reservation's hold on an account, and forgets the
@@ -174,6 +209,12 @@ func (l *MemoryLedger) CloseAccounts(ctx context.Context, accounts []Account) er
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.closeLocked(accounts)
+	return nil
+}
+
+// closeLocked closes accounts; l.mu is held.
+func (l *MemoryLedger) closeLocked(accounts []Account) {
 	for _, a := range accounts {
 		st, ok := l.accounts[a]
 		switch {
@@ -184,7 +225,6 @@ func (l *MemoryLedger) CloseAccounts(ctx context.Context, accounts []Account) er
 			st.closed = true
 		}
 	}
-	return nil
 }
 
 // Summary implements Ledger.

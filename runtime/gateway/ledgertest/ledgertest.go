@@ -27,6 +27,9 @@ func Run(t *testing.T, newLedger func(t *testing.T) gateway.Ledger) {
 	t.Run("ConcurrentMixed", func(t *testing.T) { testConcurrentMixed(t, newLedger(t)) })
 	t.Run("GatewayConcurrency", func(t *testing.T) { testGateway(t, newLedger(t)) })
 	t.Run("ClosedAccountsKeepTheTotals", func(t *testing.T) { testCloseAccounts(t, newLedger(t)) })
+	t.Run("WindowRollsOver", func(t *testing.T) { testWindowRollsOver(t, newLedger(t)) })
+	t.Run("StackedAllOrNothing", func(t *testing.T) { testStackedAllOrNothing(t, newLedger(t)) })
+	t.Run("StackedConcurrent", func(t *testing.T) { testStackedConcurrent(t, newLedger(t)) })
 }
 
 // testCloseAccounts checks that spend by budget sums every key of a budget

@@ -19,4 +19,18 @@ func TestContract(t *testing.T) {
 		t.Cleanup(l.Close)
 		return l
 	})
+	// Replicas: a ledger and a pool each, over one database.
+	ledgertest.RunShared(t, func(t *testing.T, n int) []gateway.Ledger {
+		dsn := pgtest.NewDatabase(t)
+		ls := make([]gateway.Ledger, n)
+		for i := range ls {
+			l, err := pgledger.Open(t.Context(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(l.Close)
+			ls[i] = l
+		}
+		return ls
+	})
 }

@@ -79,6 +79,13 @@ type Checkpoint struct {
 	// of the run, or for the thread (kept in the store too, for the
 	// thread's later runs). A resumed or continued run honours them.
 	Grants []Grant `json:"grants,omitempty"`
+	// Verdicts are the verdicts of the run's hooks and guardrails that did
+	// something, in order, delegated runs' included.
+	Verdicts []VerdictRecord `json:"verdicts,omitempty"`
+	// InputChecked is true once the input guardrails judged the run's
+	// input, so that a run continued before its first step is not judged
+	// twice.
+	InputChecked bool `json:"input_checked,omitempty"`
 }
 
 // GrantScope says how far a person's approval reaches.

@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/rules"
@@ -142,6 +143,18 @@ type Config struct {
 	// policy). The zero policy allows every call of a tool without an
 	// Approval.
 	Approvals policy.Policy
+	// Hooks are called at their points in every agent's runs, before the
+	// agents' guardrails and own hooks (see Hook).
+	Hooks []Hook
+	// Guardrails are the declared guardrails, by name; an agent runs the
+	// ones it or DefaultGuardrails names, each as a hook at its points.
+	Guardrails []guard.Guardrail
+	// GuardrailFuncs are the Go functions of guardrails of kind go, by the
+	// name the guardrails give.
+	GuardrailFuncs map[string]guard.Func
+	// DefaultGuardrails names the guardrails every agent runs, before its
+	// own (the service's defaults).
+	DefaultGuardrails []string
 }
 
 // Timeouts bound the time a run takes. A run that exceeds one stops with
@@ -219,6 +232,11 @@ type Agent struct {
 	// Timeouts bound the agent's runs and steps; a zero field takes
 	// Config.Timeouts'.
 	Timeouts Timeouts
+	// Guardrails names the guardrails of Config.Guardrails the agent runs,
+	// after Config.DefaultGuardrails.
+	Guardrails []string
+	// Hooks are the agent's own hooks, called after its guardrails.
+	Hooks []Hook
 }
 
 // Memory configures an agent's memory scopes.

@@ -203,7 +203,32 @@
 // continuations are applied where they happened. A replay calls nothing
 // outside the process, spends nothing and is deterministic; it reports
 // the first Divergence (a different request, a tool call with other
-// arguments or outcome, another decision, path or end) with a diff.
+// arguments or outcome, another decision, guardrail verdict, path or end)
+// with a diff.
+//
+// # Hooks and guardrails
+//
+// A Hook is called at its points of a run and returns a Verdict: pass,
+// block (the run ends with status blocked and a *BlockedError carrying the
+// message), redact (the value is replaced before the model, the record or
+// the caller reads it), ask (the call pauses for a person, as an approval
+// rule's ask) or log. The points are the run's input, every model call
+// (the hook may change the request), a call's arguments (before it is
+// checkpointed or run), its observation (before the model reads it or the
+// store records it), the final answer, and a handoff (a block refuses it
+// and the model reads why). Declared guardrails (Config.Guardrails,
+// package guard) are hooks; Config.Hooks and Agent.Hooks are a Go team's
+// own. An agent without hooks runs the same code as before they existed.
+//
+// Input hooks marked Beside run beside the first model call: its streamed
+// text is held, and its answer (tool calls included) waits, until every
+// one passed; one that blocks cancels the call, drops the held text, and
+// ends the run with no tool run. An output hook holds the answer's text
+// until it passed, unless PostHoc: then the text streams as it comes and
+// the verdict follows as an event; a post-hoc block or redaction applies
+// to the result and the record only. Every verdict that did something is
+// a VerdictRecord: in the result, the checkpoint, the event log (replay
+// compares them: DivergeGuardrail), an EventVerdict, and a span event.
 //
 // What it is not: it does not read the IR (the runtime never imports ir or
 // CUE), it is not a model client (see runtime/gateway), and it does not

@@ -57,6 +57,10 @@ const (
 	// EventToolResult, which follows it. A call that never runs (denied,
 	// rejected, or answered already before a recovery) has no start.
 	EventToolStart
+	// EventVerdict: a hook or guardrail judged a value and did something
+	// (Agent, Step, Verdict): blocked, redacted, asked or logged. A
+	// verdict of a post-hoc output guardrail follows the text it judged.
+	EventVerdict
 )
 
 // Event is one thing that happened in a run, given to RunOptions.OnEvent as
@@ -93,6 +97,8 @@ type Event struct {
 	Err error
 	// Progress is what a running tool call reported (EventToolProgress).
 	Progress *ToolProgress
+	// Verdict is the verdict of EventVerdict.
+	Verdict *VerdictRecord
 }
 
 // ToolProgress is how far a running tool call has got, as its
@@ -161,10 +167,39 @@ func (e *HookPanicError) Error() string {
 // not need a lock of its own. A panic in the hook is caught and kept; from
 // then on events are dropped and the run stops at its next check.
 type emitter struct {
-	mu     sync.Mutex
-	fn     func(Event)
-	runID  string
-	failed *HookPanicError
+	mu      sync.Mutex
+	fn      func(Event)
+	runID   string
+	failed  *HookPanicError
+	holding bool    // text is held while input guardrails judge beside the model call
+	held    []Event // the text held
+}
+
+// hold holds text events back until release or drop.
+func (e *emitter) hold() {
+	e.mu.Lock()
+	e.holding = true
+	e.mu.Unlock()
+}
+
+// release delivers the text held and stops holding.
+func (e *emitter) release() {
+	e.mu.Lock()
+	held := e.held
+	e.holding, e.held = false, nil
+	e.mu.Unlock()
+	for _, ev := range held {
+		if !e.emit(ev) {
+			return
+		}
+	}
+}
+
+// drop forgets the text held and stops holding: it is never delivered.
+func (e *emitter) drop() {
+	e.mu.Lock()
+	e.holding, e.held = false, nil
+	e.mu.Unlock()
 }
 
 // emit delivers ev and reports whether the hook is still healthy.
@@ -173,6 +208,10 @@ func (e *emitter) emit(ev Event) (ok bool) {
 	defer e.mu.Unlock()
 	if e.failed != nil {
 		return false
+	}
+	if e.holding && ev.Kind == EventText {
+		e.held = append(e.held, ev)
+		return true
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -250,7 +289,7 @@ func (r *Runtime) generateEvents(ctx context.Context, st *runState, req gateway.
 	if err := ev.err(); err != nil {
 		return gateway.Result{}, err
 	}
-	withhold := st.agent.output != nil
+	withhold := st.agent.output != nil || (st.agent.hooks != nil && st.agent.hooks.hold)
 	if r.stream == nil || r.gw.Require(st.alias, gateway.CapabilityStreaming) != nil {
 		res, err := r.gen.Generate(ctx, st.alias, req, opts...)
 		if err == nil && res.Text != "" && !withhold {

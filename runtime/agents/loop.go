@@ -61,7 +61,9 @@ type runState struct {
 	prerecorded     int // the pending step's leading calls recorded with its checkpoint (saveStep)
 	version         int64
 	answer          string
-	events          *emitter // the run's hook, shared with delegated runs; nil without one
+	events          *emitter  // the run's hook, shared with delegated runs; nil without one
+	glog            *guardLog // the run's verdicts, shared with delegated runs; nil in a runtime without hooks
+	inputChecked    bool      // the input hooks judged the input (Checkpoint.InputChecked)
 }
 
 // maxSteps is the current agent's bound on its model calls in this run.
@@ -89,7 +91,12 @@ func (st *runState) checkpoint() Checkpoint {
 		Messages: slices.Clip(st.saved), Turn: st.turn, Steps: slices.Clip(st.steps),
 		AgentSteps: st.agentSteps, StepLimit: st.stepLimit, Delegations: *st.delegations, Repaired: st.repaired,
 		Usage: st.usage, CostUSD: st.cost, Continuations: slices.Clip(st.continuations), Cancel: st.cancel,
-		Grants: slices.Clip(st.grants), App: st.app, AppVersion: st.ver,
+		Grants: slices.Clip(st.grants), App: st.app, AppVersion: st.ver, InputChecked: st.inputChecked,
+	}
+	if st.glog != nil {
+		st.glog.mu.Lock()
+		cp.Verdicts = slices.Clone(st.glog.verdicts)
+		st.glog.mu.Unlock()
 	}
 	if st.pending != nil {
 		p := *st.pending
@@ -132,6 +139,9 @@ func (r *Runtime) drive(ctx context.Context, st *runState, res *RunResult) error
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d, &TimeoutError{Scope: TimeoutRun, Timeout: d})
 		defer cancel()
+	}
+	if r.hooked && st.glog == nil {
+		st.glog = &guardLog{}
 	}
 	s := stepper{ctx: ctx, st: st}
 	s.actx, s.span = r.startAgentSpan(ctx, st)
@@ -236,6 +246,9 @@ func (r *Runtime) transfer(s *stepper, target *agentDef) {
 // modelStep starts a step with its model call. It is on the stack while
 // the run waits on the model, so everything but the call is elsewhere.
 func (r *Runtime) modelStep(s *stepper) outcome {
+	if s.st.agent.hooks != nil {
+		return r.hookedModelStep(s)
+	}
 	if o, ok := r.beforeCall(s); !ok {
 		return o
 	}
@@ -317,7 +330,7 @@ func (r *Runtime) answered(s *stepper, req *gateway.Request, res *gateway.Result
 	st.appendMsg(gateway.Message{Role: gateway.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
 	if len(res.ToolCalls) == 0 {
 		s.clock.end()
-		return r.final(st, &step, res.Text)
+		return r.final(s.actx, st, &step, res.Text)
 	}
 	return r.pend(s, &step, res.ToolCalls)
 }
@@ -328,7 +341,7 @@ func (r *Runtime) answered(s *stepper, req *gateway.Request, res *gateway.Result
 // one's locals.
 //
 //go:noinline
-func (r *Runtime) final(st *runState, step *StepRecord, text string) outcome {
+func (r *Runtime) final(ctx context.Context, st *runState, step *StepRecord, text string) outcome {
 	st.steps = append(st.steps, *step)
 	if out := st.agent.output; out != nil {
 		if verr := validateJSON(out, []byte(text)); verr != nil {
@@ -340,7 +353,12 @@ func (r *Runtime) final(st *runState, step *StepRecord, text string) outcome {
 			return outcome{status: StatusFailed, err: &OutputValidationError{Agent: st.agent.spec.Name, Answer: text, Err: verr}}
 		}
 	}
-	if st.events != nil && st.agent.output != nil && text != "" {
+	if h := st.agent.hooks; h != nil && len(h.output) > 0 {
+		if o, stop := r.checkOutput(ctx, st, step, &text); stop {
+			return o
+		}
+	}
+	if st.events != nil && (st.agent.output != nil || (st.agent.hooks != nil && st.agent.hooks.hold)) && text != "" {
 		// Withheld while it could still be rejected (generate).
 		st.event(Event{Kind: EventText, Step: step.Number, Text: text})
 	}
@@ -357,6 +375,11 @@ func (r *Runtime) pend(s *stepper, step *StepRecord, calls []gateway.ToolCall) o
 	step.ToolCalls = make([]ToolCallRecord, len(calls))
 	for i, c := range calls {
 		step.ToolCalls[i] = ToolCallRecord{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)}
+	}
+	if h := st.agent.hooks; h != nil && len(h.args) > 0 {
+		if o, stop := r.checkArguments(s.actx, st, step); stop {
+			return o
+		}
 	}
 	st.pending = &Pending{Step: *step}
 	if st.events != nil {
@@ -454,6 +477,9 @@ func statusOf(err error) Status {
 	var be *BudgetExceededError
 	if errors.As(err, &be) {
 		return StatusBudgetExceeded
+	}
+	if _, ok := errors.AsType[*BlockedError](err); ok {
+		return StatusBlocked
 	}
 	return StatusFailed
 }
@@ -737,6 +763,9 @@ func (r *Runtime) allowed(d *agentDef, calls ...ToolCallRecord) bool {
 		if t := d.tools[c.Name]; t != nil && t.kind == kindPlain && !r.policy.AlwaysAllows(c.Name) {
 			return false
 		}
+		if c.Policy != nil && c.Policy.Source == policy.SourceGuardrail {
+			return false // a guardrail asks about it
+		}
 	}
 	return true
 }
@@ -912,6 +941,9 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 		limit = t.maxObs
 	}
 	c.Observation = boundObservation(c.Observation, limit)
+	if h := st.agent.hooks; h != nil && len(h.result) > 0 && c.Done && c.ErrorKind == "" && err == nil {
+		err = r.checkResult(tctx, st, step, c)
+	}
 	if c.ErrorKind != "" {
 		endSpanToolError(span, c)
 	}
@@ -962,6 +994,16 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, step, i in
 		if slices.Contains(st.path, t.target.spec.Name) {
 			c.observe("error: "+(&ReentryError{Target: t.target.spec.Name, Path: st.path}).Error(), KindReentry)
 			return nil, nil
+		}
+		if h := st.agent.hooks; h != nil && len(h.handoff) > 0 {
+			why, refused, err := r.checkHandoff(ctx, st, step, c, t.target.spec.Name)
+			if err != nil {
+				return nil, err
+			}
+			if refused {
+				c.observe(fmt.Sprintf("error: the handoff to agent %q is refused: %s", t.target.spec.Name, why), KindDenied)
+				return nil, nil
+			}
 		}
 		c.observe(fmt.Sprintf("Transferred the conversation to agent %q.", t.target.spec.Name), "")
 		return t.target, nil
@@ -1037,7 +1079,7 @@ func (r *Runtime) delegate(ctx context.Context, st *runState, target *agentDef, 
 	sub := &runState{
 		id: st.id, sub: true, depth: st.depth + 1, agent: target,
 		path: append(slices.Clone(st.path), name), alias: target.spec.Model,
-		threadID: st.threadID, userID: st.userID, delegations: st.delegations, events: st.events,
+		threadID: st.threadID, userID: st.userID, delegations: st.delegations, events: st.events, glog: st.glog,
 	}
 	if r.replay != nil {
 		sub.replaySteps = r.replay.delegated(st, c)
@@ -1241,6 +1283,11 @@ func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, sta
 		Status: status, Steps: slices.Clip(st.steps), Usage: st.usage.Usage(), CostUSD: st.cost,
 		Messages: slices.Clip(st.msgs),
 	}
+	if st.glog != nil && !st.sub {
+		st.glog.mu.Lock()
+		res.Verdicts = slices.Clone(st.glog.verdicts)
+		st.glog.mu.Unlock()
+	}
 	res.FellBack = fellBack(st.steps) || (st.pending != nil && fellBack([]StepRecord{st.pending.Step}))
 	switch status {
 	case StatusTimedOut, StatusCancelled:
@@ -1255,6 +1302,10 @@ func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, sta
 		res.Checkpoint = &cp
 	}
 	res.LastText = LastText(res.Steps)
+	if status == StatusBlocked {
+		// What a guardrail blocked is the record's, never the caller's.
+		res.LastText = ""
+	}
 	var conflict *ConflictError
 	if !errors.As(err, &conflict) {
 		// A run that lost its record to another writer leaves it alone.

@@ -37,6 +37,8 @@ func New(cfg Config) (*Runtime, error) {
 		panic(err) // the built-in schemas are constants
 	}
 	errs = append(errs, r.declareAgents(cfg.Agents)...)
+	guards, gerrs := compileGuardrails(cfg)
+	errs = append(errs, gerrs...)
 	missing := map[string][]string{} // tool without an implementation → the agents offering it
 	for _, name := range r.names {
 		d := r.agents[name]
@@ -49,6 +51,8 @@ func New(cfg Config) (*Runtime, error) {
 		errs = append(errs, d.bindMemory(cfg.MemoryStores)...)
 		errs = append(errs, d.compileOutput()...)
 		errs = append(errs, r.checkAliases(d)...)
+		errs = append(errs, d.bindHooks(cfg.Hooks, cfg.DefaultGuardrails, guards)...)
+		r.hooked = r.hooked || d.hooks != nil
 		d.fingerprint, d.toolNames = fingerprint(d), toolNames(d)
 	}
 	for _, tn := range slices.Sorted(maps.Keys(missing)) {

@@ -195,6 +195,9 @@ type RecordedRun struct {
 	Cancel *CancelRequest `json:"cancel,omitempty"`
 	// Grants are the grants people gave in the run.
 	Grants []Grant `json:"grants,omitempty"`
+	// Verdicts are the verdicts of its guardrails and hooks that did
+	// something, in the order they were made.
+	Verdicts []VerdictRecord `json:"verdicts,omitempty"`
 }
 
 // recordedStep is one model call: a line of type "step". Its calls follow
@@ -227,7 +230,7 @@ func Record(w io.Writer, rec RunRecord, app, appVersion, appFile string) error {
 	head := RecordedRun{
 		Type: "run", Format: RecordingFormat, RunID: rec.RunID, App: cmpOr(cp.App, app), AppVersion: cmpOr(cp.AppVersion, appVersion), AppFile: appFile,
 		ThreadID: cp.ThreadID, UserID: cp.UserID, Status: rec.Status, Path: cp.Path, Usage: cp.Usage, CostUSD: cp.CostUSD,
-		Continuations: cp.Continuations, Grants: cp.Grants,
+		Continuations: cp.Continuations, Grants: cp.Grants, Verdicts: cp.Verdicts,
 	}
 	if len(cp.Path) > 0 {
 		head.Agent = cp.Path[0]

@@ -40,6 +40,10 @@ const (
 	DivergePath DivergenceKind = "path"
 	// DivergeEnd is a run that ends otherwise: another status or answer.
 	DivergeEnd DivergenceKind = "end"
+	// DivergeGuardrail is a guardrail or hook verdict that differs: one
+	// the recording does not have, one with another action or match, or
+	// one the recording has that the replay does not make.
+	DivergeGuardrail DivergenceKind = "guardrail"
 )
 
 // Divergence is the first place a replay differs from its recording.
@@ -126,7 +130,12 @@ func Replay(ctx context.Context, cfg Config, rec *Recording) (*ReplayReport, err
 	if err != nil {
 		return nil, &RecordingError{Problem: err.Error()}
 	}
-	rp := &replayer{rec: rec, full: full}
+	rp := &replayer{rec: rec, full: full, used: make([]bool, len(rec.Run.Verdicts))}
+	for i, v := range rec.Run.Verdicts {
+		// The recorded input is the redacted one, which the guardrail
+		// that redacted it no longer matches.
+		rp.used[i] = v.Point == PointInput && v.Action == HookRedact
+	}
 	r.replay = rp
 	rep := &ReplayReport{RunID: rec.Run.RunID, Status: rec.Run.Status}
 	history := make([]gateway.Message, len(rec.Run.History))
@@ -181,6 +190,9 @@ func Replay(ctx context.Context, cfg Config, rec *Recording) (*ReplayReport, err
 			continue
 		}
 		rep.Divergence = rp.end(res, runErr)
+		if rep.Divergence == nil {
+			rep.Divergence = rp.missedVerdict(-1)
+		}
 		break
 	}
 	rep.Steps, rep.Calls, rep.Decisions = rp.counts()
@@ -238,6 +250,7 @@ type replayer struct {
 	cancel    context.CancelCauseFunc // of the drive in progress
 	next      int                     // the next recorded continuation to replay
 	div       *Divergence
+	used      []bool // the recorded verdicts the replay made again
 	models    int
 	calls     int
 	decisions int
@@ -372,6 +385,11 @@ func (rp *replayer) continuation(done int, res RunResult) (Continuation, bool) {
 // model answers a model call with the recorded step it replays, after
 // checking that it is the same call: the same agent, alias and request.
 func (rp *replayer) model(ctx context.Context, st *runState, req gateway.Request) (gateway.Result, error) {
+	if !st.sub {
+		if d := rp.missedVerdict(len(st.steps) + 1); d != nil {
+			return gateway.Result{}, rp.diverge(*d)
+		}
+	}
 	steps, full := rp.steps(st)
 	n := len(st.steps) // the recorded step this call replays is steps[n]
 	div := Divergence{Kind: DivergeModelCall, Step: n + 1, Depth: st.depth, Agent: st.agent.spec.Name}
@@ -694,6 +712,8 @@ func decisionWords(p *PolicyRecord) string {
 		w = fmt.Sprintf("%s by rule %d", p.Action, p.Rule)
 	case "tool":
 		w = fmt.Sprintf("%s by the tool's approval", p.Action)
+	case "guardrail":
+		w = fmt.Sprintf("%s by a guardrail: %s", p.Action, p.Reason)
 	default:
 		w = fmt.Sprintf("%s by default", p.Action)
 	}
@@ -713,4 +733,50 @@ func outcomeWords(c ToolCallRecord) string {
 		return "an observation"
 	}
 	return string(c.ErrorKind)
+}
+
+// verdict compares a verdict the replay made with the recording's: the
+// same guardrail at the same point of the same step and call must have
+// decided the same, on the same match. Parallel calls record theirs in any
+// order, so a verdict is found by where it was made, not by its index.
+func (rp *replayer) verdict(_ int, v VerdictRecord) error {
+	rp.mu.Lock()
+	found := -1
+	for i, w := range rp.rec.Run.Verdicts {
+		if !rp.used[i] && w.Depth == v.Depth && w.Step == v.Step && w.Call == v.Call && w.Point == v.Point && w.Guardrail == v.Guardrail {
+			found = i
+			break
+		}
+	}
+	if found >= 0 {
+		rp.used[found] = true
+	}
+	rp.mu.Unlock()
+	div := Divergence{Kind: DivergeGuardrail, Step: v.Step, Depth: v.Depth, Agent: v.Agent, Call: v.Call}
+	switch {
+	case found < 0:
+		div.Message = fmt.Sprintf("guardrail %s decides %s at %s (%s); the recording has no verdict of it there", v.Guardrail, v.Action, v.Point, strings.Join(v.Matched, "; "))
+	case rp.rec.Run.Verdicts[found].Action != v.Action || !slices.Equal(rp.rec.Run.Verdicts[found].Matched, v.Matched):
+		w := rp.rec.Run.Verdicts[found]
+		div.Message = fmt.Sprintf("guardrail %s decides %s at %s (%s); in the recording it decided %s (%s)", v.Guardrail, v.Action, v.Point, strings.Join(v.Matched, "; "), w.Action, strings.Join(w.Matched, "; "))
+	default:
+		return nil
+	}
+	return rp.diverge(div)
+}
+
+// missedVerdict is the first recorded verdict of the run itself, made
+// before its step numbered before, that the replay did not make; before
+// -1 means any, delegated runs' included, at the end.
+func (rp *replayer) missedVerdict(before int) *Divergence {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	for i, w := range rp.rec.Run.Verdicts {
+		if rp.used[i] || (before >= 0 && (w.Depth > 0 || w.Step >= before)) {
+			continue
+		}
+		return &Divergence{Kind: DivergeGuardrail, Step: w.Step, Depth: w.Depth, Agent: w.Agent, Call: w.Call,
+			Message: fmt.Sprintf("in the recording guardrail %s decided %s at %s (%s); the replay lets it pass", w.Guardrail, w.Action, w.Point, strings.Join(w.Matched, "; "))}
+	}
+	return nil
 }

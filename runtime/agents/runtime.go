@@ -45,6 +45,7 @@ type Runtime struct {
 	policy      *policy.Compiled
 	app, ver    string
 	replay      *replayer // set by Replay: recorded answers and observations in place of the gateway and the tools
+	hooked      bool      // some agent has hooks: runs keep a guardLog
 }
 
 type toolKind uint8
@@ -90,6 +91,7 @@ type agentDef struct {
 	timeouts     Timeouts
 	fingerprint  string   // what its requests ask besides messages (RequestRecord.Fingerprint)
 	toolNames    []string // its tools' names, in the order offered
+	hooks        *hookSet // nil for an agent without hooks, which pays nothing for them
 }
 
 // RunOptions adjusts one run.
@@ -169,6 +171,9 @@ type RunResult struct {
 	// Messages is the thread after the run, without system messages: the
 	// History of the thread's next run.
 	Messages []gateway.Message
+	// Verdicts are the verdicts of the run's hooks and guardrails that did
+	// something (blocked, redacted, asked, logged), in order.
+	Verdicts []VerdictRecord
 }
 
 // reachable returns the agents a run starting at d can reach through
@@ -903,7 +908,10 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 		steps: slices.Clip(cp.Steps), agentSteps: cp.AgentSteps, ownDelegations: cp.Delegations,
 		repaired: cp.Repaired, usage: cp.Usage, cost: cp.CostUSD,
 		stepLimit: cp.StepLimit, continuations: slices.Clip(cp.Continuations), cancel: cp.Cancel,
-		grants: slices.Clip(cp.Grants), app: cp.App, ver: cp.AppVersion,
+		grants: slices.Clip(cp.Grants), app: cp.App, ver: cp.AppVersion, inputChecked: cp.InputChecked,
+	}
+	if r.hooked {
+		st.glog = &guardLog{verdicts: slices.Clip(cp.Verdicts)}
 	}
 	st.delegations = &st.ownDelegations
 	st.msgs = make([]gateway.Message, 0, len(cp.Messages)+4)

@@ -45,6 +45,9 @@ const (
 	// StatusCancelled is a run stopped by Runtime.Cancel, from this
 	// process or another sharing the store (*CancelledError).
 	StatusCancelled Status = "cancelled"
+	// StatusBlocked is a run a guardrail or hook blocked (*BlockedError):
+	// the caller reads the guardrail's message, not an answer.
+	StatusBlocked Status = "blocked"
 )
 
 // RunRecord is a run as a Store keeps it: its status and its latest

@@ -51,6 +51,25 @@ const (
 // person's.
 const EventApprovalDecision = "aid.approval.decision"
 
+// EventGuardrailVerdict is the span event of every verdict of a hook or
+// guardrail that did something (VerdictRecord), on the agent's span, or
+// the tool's at the tool points.
+const EventGuardrailVerdict = "aid.guardrail.verdict"
+
+// The attributes of EventGuardrailVerdict.
+const (
+	// AttrGuardrail names the guardrail or hook.
+	AttrGuardrail = attribute.Key("aid.guardrail.name")
+	// AttrGuardrailPoint is where it judged.
+	AttrGuardrailPoint = attribute.Key("aid.guardrail.point")
+	// AttrGuardrailAction is what it decided: block, redact, ask or log.
+	AttrGuardrailAction = attribute.Key("aid.guardrail.action")
+	// AttrGuardrailMatched says what tripped it.
+	AttrGuardrailMatched = attribute.Key("aid.guardrail.matched")
+	// AttrGuardrailCost is what judging cost, in USD.
+	AttrGuardrailCost = attribute.Key("aid.guardrail.cost_usd")
+)
+
 func attrToolName(n string) attribute.KeyValue   { return semconv.GenAIToolName(n) }
 func attrToolCallID(n string) attribute.KeyValue { return semconv.GenAIToolCallID(n) }
 func attrPauseReason(r string) attribute.KeyValue {

@@ -93,6 +93,9 @@ const (
 	SourceTool Source = "tool"
 	// SourceDefault is the policy's default.
 	SourceDefault Source = "default"
+	// SourceGuardrail is a guardrail whose action is ask (package agents
+	// records it on the call it asks about; Decide never returns it).
+	SourceGuardrail Source = "guardrail"
 )
 
 // Decision is what the policy decided about one call, and why.
@@ -181,15 +184,21 @@ const costLimit = 100_000
 
 // env is the CEL environment of every condition, built once.
 var env = sync.OnceValues(func() (*cel.Env, error) {
-	return cel.NewEnv(
+	return cel.NewEnv(callVariables()...)
+})
+
+// callVariables are the variables a condition sees of a call, and the
+// option that compares its numbers; guardrail conditions see them too.
+func callVariables() []cel.EnvOption {
+	return []cel.EnvOption{
 		cel.Variable("tool", cel.StringType),
 		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("agent", cel.StringType),
 		cel.Variable("user", cel.StringType),
 		cel.Variable("thread", cel.StringType),
 		cel.CrossTypeNumericComparisons(true),
-	)
-})
+	}
+}
 
 // Check returns every problem of p for the tools it governs, in the
 // order of the policy; none means Compile accepts it.

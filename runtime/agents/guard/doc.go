@@ -1,0 +1,31 @@
+// Package guard holds the one definition of a declared guardrail: what an
+// application's guardrails section says (Guardrail), the checks aidgen vet
+// and the agent runtime both make of it (Check), and the compiled checker
+// that judges a value (Compile, Checker.Check). Package agents turns each
+// compiled guardrail into a hook at its points (input, toolArguments,
+// toolResult, output), so declared guardrails and a Go team's own hooks
+// are one mechanism; the ir package reports each Problem at its place in
+// the app file.
+//
+// # Kinds
+//
+//   - pattern: RE2 regular expressions, whole words (case-insensitive),
+//     and named built-ins: email, phone, card (13 to 19 digits that pass
+//     the Luhn check), iban (that pass the mod-97 check) and injection
+//     (common prompt-injection phrasings such as "ignore all previous
+//     instructions"). It trips on any match; a redaction replaces each
+//     match.
+//   - cel: a CEL condition of type bool (package policy's guardrail
+//     environment: text, point, tool, args, agent, user, thread). It trips
+//     when the condition holds, or when it cannot be judged.
+//   - schema: a JSON Schema the value must match: the arguments at
+//     toolArguments, elsewhere the text read as JSON (or as a JSON string
+//     when it is not JSON). It trips when the value does not match.
+//   - go: a Go function registered by name (Func). It trips when the
+//     function says so.
+//   - model: a classifier answering a structured verdict; not built yet,
+//     it is refused with a DeferredError naming itself.
+//
+// What it is not: it does not know about runs, events or the record; the
+// agent runtime calls a Checker and decides what its action does.
+package guard

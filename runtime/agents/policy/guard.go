@@ -1,0 +1,81 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"cel.dev/cel-go/cel"
+)
+
+// Condition is a compiled guardrail condition: a CEL expression of type
+// bool over a value a run is about to use, compiled with the same checks,
+// cost limit and messages as an approval rule's When. It is safe for
+// concurrent use.
+type Condition struct {
+	src string
+	prg cel.Program
+}
+
+// GuardInput is a value as a guardrail condition sees it.
+type GuardInput struct {
+	// Point is where the value is checked: input, toolArguments,
+	// toolResult or output.
+	Point string
+	// Text is the value as text: the message, the observation, the answer,
+	// or the arguments' JSON.
+	Text string
+	// Arguments is a call's JSON arguments at toolArguments; nil
+	// elsewhere, where args is an empty map.
+	Arguments json.RawMessage
+	// Tool is the called tool at toolArguments and toolResult.
+	Tool string
+	// Agent is the agent of the run.
+	Agent string
+	// User and Thread are the run's user and thread ids.
+	User, Thread string
+}
+
+// guardEnv is the CEL environment of every guardrail condition: the
+// approval rules' variables, with text and point beside them.
+var guardEnv = sync.OnceValues(func() (*cel.Env, error) {
+	return cel.NewEnv(append(callVariables(),
+		cel.Variable("text", cel.StringType),
+		cel.Variable("point", cel.StringType),
+	)...)
+})
+
+// CompileGuard compiles a guardrail condition, which must be a bool; the
+// error says where it does not compile, or what type it is instead.
+func CompileGuard(expr string) (*Condition, error) {
+	e, err := guardEnv()
+	if err != nil {
+		panic(fmt.Sprintf("policy: building the guardrail CEL environment: %v", err)) // a constant environment
+	}
+	prg, err := compileCondition(e, expr)
+	if err != nil {
+		return nil, err
+	}
+	return &Condition{src: expr, prg: prg}, nil
+}
+
+// Holds evaluates the condition for in. An error (arguments that are not
+// a JSON object, a missing key without has(), the cost limit) means it
+// could not be judged; a guardrail treats that as tripped.
+func (c *Condition) Holds(in GuardInput) (bool, error) {
+	args := map[string]any{}
+	if len(in.Arguments) > 0 {
+		if err := json.Unmarshal(in.Arguments, &args); err != nil || args == nil {
+			return false, fmt.Errorf("condition %q: arguments are not a JSON object", c.src)
+		}
+	}
+	out, _, err := c.prg.Eval(map[string]any{
+		"text": in.Text, "point": in.Point, "tool": in.Tool, "args": args,
+		"agent": in.Agent, "user": in.User, "thread": in.Thread,
+	})
+	if err != nil {
+		return false, fmt.Errorf("condition %q could not be judged: %w", c.src, err)
+	}
+	hold, ok := out.Value().(bool)
+	return ok && hold, nil
+}

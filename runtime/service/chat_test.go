@@ -142,27 +142,7 @@ func TestChatCompletionStreamPreambleAndDelegate(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("status %d: %s", status, body)
 	}
-	var content strings.Builder
-	for _, ev := range strings.Split(strings.TrimSpace(string(body)), "\n\n") {
-		data := strings.TrimPrefix(ev, "data: ")
-		if data == "[DONE]" {
-			continue
-		}
-		var ch struct {
-			Choices []struct {
-				Delta struct {
-					Content string `json:"content"`
-				} `json:"delta"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal([]byte(data), &ch); err != nil {
-			t.Fatalf("chunk %q: %v", data, err)
-		}
-		if len(ch.Choices) == 1 {
-			content.WriteString(ch.Choices[0].Delta.Content)
-		}
-	}
-	if got := content.String(); got != "Let me ask.\n\nIt is found." {
+	if got := streamedContent(t, body); got != "Let me ask.\n\nIt is found." {
 		t.Errorf("content %q\n%s", got, body)
 	}
 }
@@ -410,22 +390,6 @@ func TestChatCompletionOneContentRule(t *testing.T) {
 			impls: map[string]agents.Implementation{"refund": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) { return "ok", nil })},
 		}
 	}
-	streamed := func(body []byte) string {
-		var content strings.Builder
-		for _, ev := range strings.Split(strings.TrimSpace(string(body)), "\n\n") {
-			var ch struct {
-				Choices []struct {
-					Delta struct {
-						Content string `json:"content"`
-					} `json:"delta"`
-				} `json:"choices"`
-			}
-			if data := strings.TrimPrefix(ev, "data: "); data != "[DONE]" && json.Unmarshal([]byte(data), &ch) == nil && len(ch.Choices) == 1 {
-				content.WriteString(ch.Choices[0].Delta.Content)
-			}
-		}
-		return content.String()
-	}
 	const req = `{"model":"triage","messages":[{"role":"user","content":"refund A1"}]`
 	runID := regexp.MustCompile(`run_[0-9a-f]+`)
 	for _, tc := range []struct {
@@ -436,7 +400,7 @@ func TestChatCompletionOneContentRule(t *testing.T) {
 		{agents.ApprovalAlways, "Let me pass you to billing.\n\nI will refund it.\n\nRun run_X is paused: tool refund waits"},
 	} {
 		_, _, body := newEnv(t, handoff(tc.approval)).do(t, "POST", "/v1/chat/completions", req+`,"stream":true}`)
-		stream := runID.ReplaceAllString(streamed(body), "run_X")
+		stream := runID.ReplaceAllString(streamedContent(t, body), "run_X")
 		_, _, body = newEnv(t, handoff(tc.approval)).do(t, "POST", "/v1/chat/completions", req+`}`)
 		var cc struct {
 			Choices []struct {
@@ -455,4 +419,31 @@ func TestChatCompletionOneContentRule(t *testing.T) {
 			t.Errorf("approval %s: non-streamed content %q\nstreamed %q", tc.approval, got, stream)
 		}
 	}
+}
+
+// streamedContent is the content a streamed chat completion's chunks carry,
+// put together.
+func streamedContent(t *testing.T, body []byte) string {
+	t.Helper()
+	var content strings.Builder
+	for _, ev := range strings.Split(strings.TrimSpace(string(body)), "\n\n") {
+		data := strings.TrimPrefix(ev, "data: ")
+		if data == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			t.Fatalf("chunk %q: %v", data, err)
+		}
+		if len(ch.Choices) == 1 {
+			content.WriteString(ch.Choices[0].Delta.Content)
+		}
+	}
+	return content.String()
 }

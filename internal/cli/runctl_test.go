@@ -306,7 +306,7 @@ approvals: rules: [
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	for _, want := range []string{
-		"error (denied): error: the approval policy denies this call (rule 1): refunds above 500 USD go through finance",
+		"error (denied): the approval policy denies this call (rule 1): refunds above 500 USD go through finance",
 		"is waiting for approval of desk's call (approval rule 2: refunds move money)",
 		"--scope run or thread approves refund",
 	} {

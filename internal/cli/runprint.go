@@ -177,7 +177,7 @@ func (p *runPrinter) call(in string, c agents.ToolCallRecord, waiting bool) {
 		}
 		fmt.Fprintf(p.w, "%s%s %s: %s · %s\n", obs, c.Delegate.Agent, c.Delegate.Status, plural(len(c.Delegate.Steps), "step", "steps"), usd(c.Delegate.CostUSD))
 		if c.ErrorKind != "" {
-			fmt.Fprintf(p.w, "%serror (%s): %s\n", obs, c.ErrorKind, p.cut(c.Observation, obsWidth))
+			p.failed(obs, c)
 		}
 		return
 	}
@@ -211,10 +211,17 @@ func (p *runPrinter) call(in string, c agents.ToolCallRecord, waiting bool) {
 	case c.ErrorKind == agents.KindRejected:
 		// The approval line said it.
 	case c.ErrorKind != "":
-		fmt.Fprintf(p.w, "%serror (%s): %s\n", obs, c.ErrorKind, p.cut(c.Observation, obsWidth))
+		p.failed(obs, c)
 	default:
 		fmt.Fprintf(p.w, "%s%s\n", obs, p.cut(c.Observation, obsWidth))
 	}
+}
+
+// failed prints the observation of a call that failed after "error
+// (kind): ". The runtime writes such an observation for the model, which
+// starts it with "error: "; said twice, it reads "error (denied): error:".
+func (p *runPrinter) failed(obs string, c agents.ToolCallRecord) {
+	fmt.Fprintf(p.w, "%serror (%s): %s\n", obs, c.ErrorKind, p.cut(strings.TrimPrefix(c.Observation, "error: "), obsWidth))
 }
 
 // person names who decided, for a person to read.

@@ -102,6 +102,11 @@ type App struct {
 // Description returns the description the application was assembled from.
 func (a *App) Description() Description { return a.desc }
 
+// ReadyChecks returns the readiness checks the application's kinds
+// registered for what they opened (a connection to each MCP server), by
+// name, for a service's /readyz.
+func (a *App) ReadyChecks() []kind.Check { return a.scope.Checks() }
+
 // Close closes what the application's kinds opened to serve it (database
 // pools, server sessions), the last opened first. The application must
 // not be used afterwards.

@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -228,7 +229,40 @@ type Scope struct {
 	mu      sync.Mutex
 	entries map[any]*scopeEntry
 	closers []func() error
+	checks  []Check
 	closed  bool
+}
+
+// Check is a readiness check of something a kind opened in a Scope (a
+// connection to a server its tools need): a service's /readyz calls it
+// under Name, and is not ready while it fails.
+type Check struct {
+	// Name names what is checked in /readyz's answer, such as
+	// "mcp_server:files".
+	Name string
+	// Check returns nil when what it checks can serve; it returns when ctx
+	// ends.
+	Check func(ctx context.Context) error
+}
+
+// AddCheck registers a readiness check of what the kind opened in s,
+// typically from the open function of Shared, so that it is added once.
+func (s *Scope) AddCheck(name string, check func(ctx context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checks = append(s.checks, Check{Name: name, Check: check})
+}
+
+// Checks returns the readiness checks added to s, by name.
+func (s *Scope) Checks() []Check {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.checks)
+	slices.SortFunc(out, func(a, b Check) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 type scopeEntry struct {

@@ -408,6 +408,10 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 			}
 		}()
 	}
+	var ready []service.ReadyCheck
+	for _, c := range a.ReadyChecks() {
+		ready = append(ready, service.ReadyCheck{Name: c.Name, Check: c.Check})
+	}
 	var aliases []service.Alias
 	for _, x := range desc.Service.Expose.Aliases {
 		aliases = append(aliases, service.Alias{Name: x.Alias, Fallbacks: x.Fallbacks})
@@ -424,6 +428,7 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 		Retrievers:  searchers,
 		Registry:    reg,
 		Jobs:        queue,
+		ReadyChecks: ready,
 	})
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -679,5 +680,51 @@ func TestRunBackgroundInProcess(t *testing.T) {
 	}
 	if code := r.stop(t); code != serve.ExitOK {
 		t.Fatalf("exit %d\n%s", code, r.stderr)
+	}
+}
+
+// probed is a store kind that registers a readiness check of what it
+// opened, failing while down is set, as the mcp tool kind does for each
+// server.
+type probed struct {
+	outside
+	down *atomic.Bool
+}
+
+func (p probed) OpenVectorStore(ctx context.Context, env kind.Env, name string, d retrieval.Distance, dims int) (retrieval.VectorStore, error) {
+	env.Scope.AddCheck("probe:"+name, func(context.Context) error {
+		if p.down.Load() {
+			return errors.New("dial tcp db.internal:5432: connection refused")
+		}
+		return nil
+	})
+	return p.outside.OpenVectorStore(ctx, env, name, d, dims)
+}
+
+// TestReadyzReportsTheKindsChecks: /readyz calls the readiness checks the
+// application's kinds registered (a connection to each MCP server), names
+// each with its state, and is not ready while one fails, without saying
+// why (the log does).
+func TestReadyzReportsTheKindsChecks(t *testing.T) {
+	desc := desk(docsDir(t))
+	p := probed{newOutside(), &atomic.Bool{}}
+	desc.Stores[0].Kind = p
+	r := start(t, desc, serve.Options{}, nil, nil)
+	base := "http://" + r.serving(t)["addr"].(string)
+	ready := func() (int, string) {
+		res, err := http.Get(base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := ready(); code != http.StatusOK || !strings.Contains(body, `"probe:kb":"ok"`) {
+		t.Fatalf("ready: %d %s", code, body)
+	}
+	p.down.Store(true)
+	if code, body := ready(); code != http.StatusServiceUnavailable || !strings.Contains(body, `"probe:kb":"failing"`) || strings.Contains(body, "db.internal") {
+		t.Fatalf("a check fails: %d %s", code, body)
 	}
 }

@@ -1,10 +1,13 @@
 package service
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
@@ -141,7 +144,7 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, pause: pause}
 		opts.OnEvent = cs.event
 		res, err := s.runAgent(r, agent, input, opts)
-		info(r).err = cs.finish(res, err)
+		info(r).err = cs.finish(res, err, s.said(res))
 		return nil
 	}
 	res, err := s.runAgent(r, agent, input, opts)
@@ -152,7 +155,7 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 		info(r).err = writeError(w, err, extOf(res))
 		return nil
 	}
-	writeJSON(w, http.StatusOK, completionOf(res, pause))
+	writeJSON(w, http.StatusOK, completionOf(res, pause, s.said(res)))
 	return nil
 }
 
@@ -268,7 +271,7 @@ func (c *chatStream) event(ev agents.Event) {
 
 // finish ends the stream with the run's outcome: a pause's call, the
 // finish reason, the usage when asked for, and [DONE]; or the error.
-func (c *chatStream) finish(res agents.RunResult, err error) *apiError {
+func (c *chatStream) finish(res agents.RunResult, err error, said string) *apiError {
 	if err != nil {
 		if c.sse == nil {
 			if res.RunID != "" {
@@ -282,14 +285,14 @@ func (c *chatStream) finish(res agents.RunResult, err error) *apiError {
 		return ae
 	}
 	c.open(res.RunID)
-	cc := completionOf(res, c.pause)
+	cc := completionOf(res, c.pause, said)
 	c.model = cc.Model
 	msg := cc.Choices[0].Message
 	switch {
 	case cc.Aid != nil && cc.Aid.Pending != nil:
-		// A pause: its message says what waits and how to decide it, as
-		// the non-streamed answer does.
-		c.content(-1, *msg.Content)
+		// A pause: its message says what waits and how to decide it, after
+		// what was streamed, as the non-streamed answer does.
+		c.content(-1, pauseText(res.RunID, cc.Aid.Pending))
 		if len(msg.ToolCalls) > 0 {
 			calls := make([]wireToolCall, len(msg.ToolCalls))
 			for i, tc := range msg.ToolCalls {
@@ -314,19 +317,23 @@ func (c *chatStream) finish(res agents.RunResult, err error) *apiError {
 }
 
 // completionOf renders a completed or paused run as a chat completion; pause
-// is PauseMessage or PauseToolCalls.
-func completionOf(res agents.RunResult, pause string) chatCompletion {
+// is PauseMessage or PauseToolCalls, said what the run's agents said
+// (Service.said), the message's content, before a pause's text.
+func completionOf(res agents.RunResult, pause, said string) chatCompletion {
 	finish := "stop"
 	msg := &outMessage{Role: "assistant"}
 	if p := pendingOf(res.Checkpoint); p != nil {
 		text := pauseText(res.RunID, p)
+		if said != "" {
+			text = said + "\n\n" + text
+		}
 		msg.Content = &text
 		if pause == PauseToolCalls {
 			finish = "tool_calls"
 			msg.ToolCalls = []wireToolCall{{ID: p.CallID, Type: "function", Function: wireFunction{Name: p.Tool, Arguments: p.Arguments}}}
 		}
 	} else {
-		answer := res.Answer
+		answer := cmp.Or(said, res.Answer)
 		msg.Content = &answer
 	}
 	return chatCompletion{
@@ -335,6 +342,46 @@ func completionOf(res agents.RunResult, pause string) chatCompletion {
 		Usage:   &chatUsage{PromptTokens: res.Usage.InputTokens, CompletionTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens},
 		Aid:     extOf(res),
 	}
+}
+
+// said is the content of a chat completion of res, streamed or not (one
+// rule for both, which chatStream follows as the text arrives): the text
+// the run's own agents wrote, step by step, each step's set apart from the
+// one before by a blank line. A preamble before a tool call or a handoff
+// ("Let me pass you to billing.") is part of it, as in OpenAI's assistant
+// messages, and then the answer; a delegated run's text is not (it is an
+// observation for the delegating agent), nor is the text of an agent with
+// an output schema but its validated answer (the runtime withholds the
+// rest). Without a preamble it is exactly the run's answer.
+func (s *Service) said(res agents.RunResult) string {
+	steps := res.Steps
+	if cp := res.Checkpoint; res.Status == agents.StatusPaused && cp != nil && cp.Pending != nil {
+		steps = append(slices.Clip(steps), cp.Pending.Step)
+	}
+	// One text, the common case, is returned as it is, without a copy.
+	var first string
+	var b strings.Builder
+	for i, st := range steps {
+		if st.Text == "" {
+			continue
+		}
+		if a, ok := s.cfg.Agents.Agent(st.Agent); ok && len(a.Output) > 0 && (i != len(steps)-1 || res.Status != agents.StatusCompleted) {
+			continue
+		}
+		switch {
+		case first == "":
+			first = st.Text
+			continue
+		case b.Len() == 0:
+			b.WriteString(first)
+		}
+		b.WriteString("\n\n")
+		b.WriteString(st.Text)
+	}
+	if b.Len() == 0 {
+		return first
+	}
+	return b.String()
 }
 
 // modelObject is an agent as an OpenAI model object.

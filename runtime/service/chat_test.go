@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -141,27 +142,7 @@ func TestChatCompletionStreamPreambleAndDelegate(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("status %d: %s", status, body)
 	}
-	var content strings.Builder
-	for _, ev := range strings.Split(strings.TrimSpace(string(body)), "\n\n") {
-		data := strings.TrimPrefix(ev, "data: ")
-		if data == "[DONE]" {
-			continue
-		}
-		var ch struct {
-			Choices []struct {
-				Delta struct {
-					Content string `json:"content"`
-				} `json:"delta"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal([]byte(data), &ch); err != nil {
-			t.Fatalf("chunk %q: %v", data, err)
-		}
-		if len(ch.Choices) == 1 {
-			content.WriteString(ch.Choices[0].Delta.Content)
-		}
-	}
-	if got := content.String(); got != "Let me ask.\n\nIt is found." {
+	if got := streamedContent(t, body); got != "Let me ask.\n\nIt is found." {
 		t.Errorf("content %q\n%s", got, body)
 	}
 }
@@ -388,4 +369,81 @@ func TestChatCompletionToolMessagesChecked(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("a consistent thread: %d %s", status, body)
 	}
+}
+
+// TestChatCompletionOneContentRule: a chat completion's content is the same
+// streamed or not — the triage agent's sentence before its handoff, a
+// blank line, then the answer; and before a pause's message, what was said
+// before it.
+func TestChatCompletionOneContentRule(t *testing.T) {
+	handoff := func(approval agents.Approval) options {
+		return options{
+			fake: fake.Config{Agents: map[string][]fake.Step{
+				"triage":  {{Text: "Let me pass you to billing.", ToolCalls: []gateway.ToolCall{call("t", "transfer_to_billing", `{}`)}}},
+				"billing": {{Text: "I will refund it.", ToolCalls: []gateway.ToolCall{call("r", "refund", `{"order":"A1"}`)}}, answer("Refunded.")},
+			}},
+			agents: []agents.Agent{
+				{Name: "triage", Model: "large", Handoffs: []string{"billing"}},
+				{Name: "billing", Model: "large", Tools: []string{"refund"}},
+			},
+			tools: []agents.Tool{{Name: "refund", Description: "Refund an order.", Input: refundSchema, Effects: agents.EffectsWrite, Approval: approval}},
+			impls: map[string]agents.Implementation{"refund": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) { return "ok", nil })},
+		}
+	}
+	const req = `{"model":"triage","messages":[{"role":"user","content":"refund A1"}]`
+	runID := regexp.MustCompile(`run_[0-9a-f]+`)
+	for _, tc := range []struct {
+		approval agents.Approval
+		want     string
+	}{
+		{agents.ApprovalNever, "Let me pass you to billing.\n\nI will refund it.\n\nRefunded."},
+		{agents.ApprovalAlways, "Let me pass you to billing.\n\nI will refund it.\n\nRun run_X is paused: tool refund waits"},
+	} {
+		_, _, body := newEnv(t, handoff(tc.approval)).do(t, "POST", "/v1/chat/completions", req+`,"stream":true}`)
+		stream := runID.ReplaceAllString(streamedContent(t, body), "run_X")
+		_, _, body = newEnv(t, handoff(tc.approval)).do(t, "POST", "/v1/chat/completions", req+`}`)
+		var cc struct {
+			Choices []struct {
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(body, &cc); err != nil || len(cc.Choices) != 1 {
+			t.Fatalf("non-streamed: %v %s", err, body)
+		}
+		if !strings.HasPrefix(stream, tc.want) {
+			t.Errorf("approval %s: streamed content %q, want it to start %q", tc.approval, stream, tc.want)
+		}
+		if got := runID.ReplaceAllString(cc.Choices[0].Message.Content, "run_X"); got != stream {
+			t.Errorf("approval %s: non-streamed content %q\nstreamed %q", tc.approval, got, stream)
+		}
+	}
+}
+
+// streamedContent is the content a streamed chat completion's chunks carry,
+// put together.
+func streamedContent(t *testing.T, body []byte) string {
+	t.Helper()
+	var content strings.Builder
+	for _, ev := range strings.Split(strings.TrimSpace(string(body)), "\n\n") {
+		data := strings.TrimPrefix(ev, "data: ")
+		if data == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			t.Fatalf("chunk %q: %v", data, err)
+		}
+		if len(ch.Choices) == 1 {
+			content.WriteString(ch.Choices[0].Delta.Content)
+		}
+	}
+	return content.String()
 }

@@ -389,6 +389,9 @@ type runRecordJSON struct {
 	Usage     usageJSON           `json:"usage"`
 	CostUSD   float64             `json:"cost_usd"`
 	Pending   *pendingCall        `json:"pending,omitempty"`
+	// Answer is a completed run's answer, as POST /v1/runs answers it: a
+	// background run's client reads it here.
+	Answer string `json:"answer,omitempty"`
 	// LastText is what the model last wrote, the partial result of a run
 	// that stopped early.
 	LastText string `json:"last_text,omitempty"`
@@ -472,6 +475,9 @@ func recordOf(rec agents.RunRecord) runRecordJSON {
 		out.Steps = append(slices.Clone(out.Steps), cp.Pending.Step)
 	}
 	out.LastText = agents.LastText(out.Steps)
+	if rec.Status == agents.StatusCompleted {
+		out.Answer = out.LastText // what agents.Record logs as the answer too
+	}
 	if out.Steps == nil {
 		out.Steps = []agents.StepRecord{}
 	}

@@ -1,10 +1,12 @@
 package mcp_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -203,5 +205,31 @@ func TestObservationBounded(t *testing.T) {
 	}
 	if len(limits) > 0 {
 		t.Errorf("calls not made: %v", limits)
+	}
+}
+
+// TestReadinessFollowsTheServer: an application whose tools come from an
+// MCP server has a readiness check for it (which the service's /readyz
+// calls), passing while the server answers and failing, naming it, once
+// the server is gone.
+func TestReadinessFollowsTheServer(t *testing.T) {
+	s, hs, _ := closableHTTPServer(t)
+	a, err := app.Assemble(t.Context(), desk(t, s), app.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	checks := a.ReadyChecks()
+	if len(checks) != 1 || checks[0].Name != "mcp_server:srv" {
+		t.Fatalf("checks %+v, want one named mcp_server:srv", checks)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := checks[0].Check(ctx); err != nil {
+		t.Fatalf("the server answers, and the check fails: %v", err)
+	}
+	hs.Close()
+	if err := checks[0].Check(ctx); err == nil || !strings.Contains(err.Error(), `MCP server "srv"`) {
+		t.Fatalf("the server is gone, and the check says %v", err)
 	}
 }

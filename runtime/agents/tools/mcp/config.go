@@ -159,6 +159,9 @@ func connect(ctx context.Context, name string, env kind.Env) (*conn, error) {
 		if err != nil {
 			return dialed{err: err}, nil, nil
 		}
+		// Every server the application connects to is required: its tools
+		// are offered to the model, which cannot be told they are gone.
+		env.Scope.AddCheck("mcp_server:"+name, c.ready)
 		return dialed{conn: c}, c.close, nil
 	})
 	if err != nil {

@@ -337,6 +337,22 @@ func (c *conn) session(ctx context.Context) (*sdk.ClientSession, error) {
 	}
 }
 
+// ready is the server's readiness check (kind.Check, for /readyz): the
+// session, reconnected first when it dropped and its backoff ends within
+// ctx, answers a ping. A session that does not is dropped, as after a
+// failed call, so that the next call or check reconnects.
+func (c *conn) ready(ctx context.Context) error {
+	sess, err := c.session(ctx)
+	if err != nil {
+		return err
+	}
+	if err := sess.Ping(ctx, nil); err != nil {
+		c.drop(sess, err)
+		return fmt.Errorf("MCP server %q (%s): ping: %w", c.name, c.transport, c.redactErr(err))
+	}
+	return nil
+}
+
 // drop ends sess after a call failed for a reason that leaves it in doubt,
 // so that the next call reconnects (after the backoff).
 func (c *conn) drop(sess *sdk.ClientSession, why error) {

@@ -308,15 +308,8 @@ func TestOneConnection(t *testing.T) {
 // the call before its timeout, and one that comes back at the same address
 // is reconnected by the next call.
 func TestHTTPServerGone(t *testing.T) {
-	srv := newTestServer(nil)
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: h}
-	go hs.Serve(ln)
-	env := envFor(t, mcp.Server{Transport: mcp.TransportHTTP, URL: "http://" + ln.Addr().String()}, nil)
+	s, hs, ln := closableHTTPServer(t)
+	env := envFor(t, s, nil)
 	hang := build(t, env, mcp.Kind{Server: "srv"}, agents.Tool{Name: "hang"})[0].Implementation
 	echo := build(t, env, mcp.Kind{Server: "srv"}, agents.Tool{Name: "echo"})[0].Implementation
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -233,6 +234,23 @@ func httpServer(t testing.TB, o *observed) (mcp.Server, func(string) (string, bo
 		return "", false
 	}
 	return s, lookup
+}
+
+// closableHTTPServer serves the test server over streamable HTTP, without
+// a token, from a server the test can close (closed with the test too),
+// on a listener whose address it can listen on again.
+func closableHTTPServer(t testing.TB) (mcp.Server, *http.Server, net.Listener) {
+	t.Helper()
+	srv := newTestServer(nil)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	return mcp.Server{Transport: mcp.TransportHTTP, URL: "http://" + ln.Addr().String()}, hs, ln
 }
 
 // envFor is the kind.Env of an application whose only resource is the

@@ -57,6 +57,12 @@ const (
 	// EventToolResult, which follows it. A call that never runs (denied,
 	// rejected, or answered already before a recovery) has no start.
 	EventToolStart
+	// EventDriven: the run is stored and about to be driven, by Run,
+	// Resume, Continue, Recover or Drive (Agent, the agent it is on): the
+	// first event of each, before any model call, so that a stream can
+	// name the run before it costs anything. A call refused before the
+	// run starts or is claimed has none.
+	EventDriven
 )
 
 // Event is one thing that happened in a run, given to RunOptions.OnEvent as

@@ -34,7 +34,9 @@ func present(raw json.RawMessage) bool {
 	return len(raw) > 0 && string(raw) != "null"
 }
 
-func (req *chatRequest) check() error {
+// check refuses what the service does not serve; decider says whether the
+// key may decide paused runs, which the message then says how to.
+func (req *chatRequest) check(decider bool) error {
 	switch {
 	case present(req.Tools) && string(req.Tools) != "[]":
 		return unsupported("tools", "client-side tools are not supported: the agent's tools run on the server")
@@ -54,8 +56,11 @@ func (req *chatRequest) check() error {
 		return err // the others are toHistory's
 	}
 	if last := req.Messages[len(req.Messages)-1]; last.Role != "user" || !last.Content.set {
-		return invalid(CodeInvalidRequest, "messages", fmt.Sprintf(
-			"the last message must be a user message with content (the run's input); got role %q. Resume a paused run with POST /v1/runs/{id}/resume", last.Role))
+		msg := fmt.Sprintf("the last message must be a user message with content (the run's input); got role %q", last.Role)
+		if decider {
+			msg += ". Resume a paused run with POST /v1/runs/{id}/resume"
+		}
+		return invalid(CodeInvalidRequest, "messages", msg)
 	}
 	return nil
 }
@@ -113,7 +118,7 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 	if a, ok := s.direct[req.Model]; ok {
 		return s.directChat(w, r, &req, a)
 	}
-	if err := req.check(); err != nil {
+	if err := req.check(mayDecide(r)); err != nil {
 		return err
 	}
 	agent := req.Model
@@ -128,7 +133,8 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	input := req.Messages[len(req.Messages)-1].Content.text
-	opts := agents.RunOptions{ThreadID: r.Header.Get("X-Aid-Thread-Id"), UserID: req.User, History: history}
+	opts := agents.RunOptions{History: history}
+	opts.ThreadID, opts.UserID = principalOf(r).scopeIDs(r.Header.Get("X-Aid-Thread-Id"), req.User)
 	pause, err := pauseShape(r)
 	if err != nil {
 		return err
@@ -138,7 +144,7 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 	}
 	if req.Stream {
 		cs := &chatStream{w: w, timeout: s.limits.WriteTimeout, model: agent, created: time.Now().Unix(), reqID: info(r).id,
-			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, pause: pause}
+			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, pause: pause, decider: mayDecide(r)}
 		opts.OnEvent = cs.event
 		res, err := s.runAgent(r, agent, input, opts)
 		info(r).err = cs.finish(res, err)
@@ -149,10 +155,10 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 		w.Header().Set("X-Aid-Run-Id", res.RunID)
 	}
 	if err != nil {
-		info(r).err = writeError(w, err, extOf(res))
+		info(r).err = writeError(w, err, extOf(res, mayDecide(r)))
 		return nil
 	}
-	writeJSON(w, http.StatusOK, completionOf(res, pause))
+	writeJSON(w, http.StatusOK, completionOf(res, pause, mayDecide(r)))
 	return nil
 }
 
@@ -187,8 +193,8 @@ func pauseShape(r *http.Request) (string, error) {
 	}
 }
 
-// pauseText is the assistant message of a paused run: what waits, and how
-// to decide it.
+// pauseText is the assistant message of a paused run: what waits, and, to
+// a key that may decide it (p.ResumeURL set), how to.
 func pauseText(runID string, p *pendingCall) string {
 	why := "it needs approval"
 	if p.Reason != string(agents.PauseApproval) {
@@ -196,6 +202,10 @@ func pauseText(runID string, p *pendingCall) string {
 	}
 	if p.Policy != nil && p.Policy.Reason != "" {
 		why += ": " + p.Policy.Reason
+	}
+	if p.ResumeURL == "" {
+		return fmt.Sprintf("Run %s is paused: tool %s waits for approval of the call %s with arguments %s (%s). "+
+			"The run goes on once someone allowed to decide it has.", runID, p.Tool, p.CallID, p.Arguments, why)
 	}
 	return fmt.Sprintf("Run %s is paused: tool %s waits for a decision on the call %s with arguments %s (%s). "+
 		`Approve it with POST %s and the body {"action":"approve"}, or reject it with {"action":"reject"}.`,
@@ -223,6 +233,7 @@ type chatStream struct {
 	usage   bool
 	reqID   string
 	pause   string // PauseMessage or PauseToolCalls
+	decider bool   // the key may decide a pause (pendingOf)
 	step    int    // the step of the last text streamed
 	sent    bool   // some text was streamed
 }
@@ -274,15 +285,15 @@ func (c *chatStream) finish(res agents.RunResult, err error) *apiError {
 			if res.RunID != "" {
 				c.w.Header().Set("X-Aid-Run-Id", res.RunID)
 			}
-			return writeError(c.w, err, extOf(res))
+			return writeError(c.w, err, extOf(res, c.decider))
 		}
 		ae := classify(err, c.reqID, res.RunID)
-		c.sse.data(errorBody{Error: ae, Aid: extOf(res)})
+		c.sse.data(errorBody{Error: ae, Aid: extOf(res, c.decider)})
 		c.sse.close()
 		return ae
 	}
 	c.open(res.RunID)
-	cc := completionOf(res, c.pause)
+	cc := completionOf(res, c.pause, c.decider)
 	c.model = cc.Model
 	msg := cc.Choices[0].Message
 	switch {
@@ -315,10 +326,10 @@ func (c *chatStream) finish(res agents.RunResult, err error) *apiError {
 
 // completionOf renders a completed or paused run as a chat completion; pause
 // is PauseMessage or PauseToolCalls.
-func completionOf(res agents.RunResult, pause string) chatCompletion {
+func completionOf(res agents.RunResult, pause string, decider bool) chatCompletion {
 	finish := "stop"
 	msg := &outMessage{Role: "assistant"}
-	if p := pendingOf(res.Checkpoint); p != nil {
+	if p := pendingOf(res.Checkpoint, decider); p != nil {
 		text := pauseText(res.RunID, p)
 		msg.Content = &text
 		if pause == PauseToolCalls {
@@ -333,7 +344,7 @@ func completionOf(res agents.RunResult, pause string) chatCompletion {
 		ID: "chatcmpl-" + res.RunID, Object: "chat.completion", Created: time.Now().Unix(), Model: res.Agent,
 		Choices: []chatChoice{{Message: msg, FinishReason: &finish}},
 		Usage:   &chatUsage{PromptTokens: res.Usage.InputTokens, CompletionTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens},
-		Aid:     extOf(res),
+		Aid:     extOf(res, decider),
 	}
 }
 

@@ -365,6 +365,29 @@ func (c *checker) check() {
 		c.eval(e)
 	}
 	c.approvals()
+	c.keys()
+}
+
+// keys checks what the schema cannot say of the API keys: exactly one of
+// secretEnv and secretSHA256, a role listed twice, and an admin key with a
+// tenant, which would read as confined to
+// it while an admin sees every tenant.
+func (c *checker) keys() {
+	for _, k := range c.doc.Keys {
+		for i, r := range k.Roles {
+			if slices.Index(k.Roles, r) < i {
+				c.errAt(pathOf("keys", k.Name, "roles", i), "key %q lists role %q twice", k.Name, r)
+			}
+		}
+		// A value the schema refused decodes as empty, and was written.
+		written := func(f string) bool { return c.user.LookupPath(pathOf("keys", k.Name, f)).Exists() }
+		if (k.SecretEnv != "" || written("secretEnv")) == (k.SecretSHA256 != "" || written("secretSHA256")) {
+			c.errAt(pathOf("keys", k.Name), "key %q needs exactly one of secretEnv (the variable holding its secret) and secretSHA256 (the secret's SHA-256 in hex)", k.Name)
+		}
+		if k.Tenant != "" && slices.Contains(k.Roles, "admin") {
+			c.errAt(pathOf("keys", k.Name, "tenant"), "key %q is an admin, which sees every tenant: remove its tenant, or give it the roles it needs within %q instead of admin", k.Name, k.Tenant)
+		}
+	}
 }
 
 // approvals checks the approval policy with the runtime's own rule

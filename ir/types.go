@@ -54,6 +54,8 @@ type Document struct {
 	// Approvals is the approval policy of tool calls; nil means none (every
 	// call of a tool without an approval runs).
 	Approvals *Approvals `json:"approvals,omitempty"`
+	// Keys are the API keys the service accepts, sorted by name.
+	Keys []*Key `json:"keys,omitempty"`
 
 	// Path is the IR file as it was named to Load, used in messages.
 	Path string `json:"-"`
@@ -555,6 +557,11 @@ type Service struct {
 	Expose *Expose `json:"expose,omitempty"`
 	// Auth protects the service.
 	Auth Auth `json:"auth"`
+	// AllowedHosts are the Host names a loopback service answers besides
+	// loopback ones.
+	AllowedHosts []string `json:"allowedHosts,omitempty"`
+	// AllowedOrigins are the origins whose pages may call /mcp.
+	AllowedOrigins []string `json:"allowedOrigins,omitempty"`
 	// State says where checkpoints, memory and the ledger live.
 	State State `json:"state"`
 	// Timeouts are the run and step timeouts of every agent that sets
@@ -572,6 +579,20 @@ type Expose struct {
 	// Fallbacks are, by exposed alias, the aliases tried in order when a
 	// call on it fails.
 	Fallbacks map[string][]string `json:"fallbacks,omitempty"`
+}
+
+// Key is an API key the service accepts.
+type Key struct {
+	// Name is the key's name in the IR, which records and logs show.
+	Name string `json:"name"`
+	// Roles are what the key may do: caller, approver, operator, admin.
+	Roles []string `json:"roles"`
+	// Tenant is the tenant whose runs the key sees; empty for none.
+	Tenant string `json:"tenant,omitempty"`
+	// SecretEnv names the environment variable holding the secret.
+	SecretEnv string `json:"secretEnv,omitempty"`
+	// SecretSHA256 is the secret's SHA-256 in lower-case hex.
+	SecretSHA256 string `json:"secretSHA256,omitempty"`
 }
 
 // Auth protects the service.

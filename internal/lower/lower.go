@@ -41,7 +41,13 @@ func Document(doc *ir.Document) (app.Description, error) {
 			Auth:   app.Auth{Kind: doc.Service.Auth.Kind, TokenEnv: doc.Service.Auth.TokenEnv},
 			State:  state(doc.Service.State),
 			Expose: expose(doc.Service.Expose),
+
+			AllowedHosts:   doc.Service.AllowedHosts,
+			AllowedOrigins: doc.Service.AllowedOrigins,
 		},
+	}
+	for _, k := range doc.Keys {
+		d.Service.Auth.Keys = append(d.Service.Auth.Keys, app.Key{Name: k.Name, Roles: k.Roles, Tenant: k.Tenant, SecretEnv: k.SecretEnv, SecretSHA256: k.SecretSHA256})
 	}
 	d.Service.Timeouts = timeouts(doc.Service.Timeouts)
 	if a := doc.Approvals; a != nil {

@@ -36,6 +36,11 @@ type Checkpoint struct {
 	ThreadID string `json:"thread_id,omitempty"`
 	// UserID is the user, when the run has one.
 	UserID string `json:"user_id,omitempty"`
+	// Key and Tenant are whom the run is for: the API key that started it
+	// and that key's tenant (RunOptions.Caller); empty for a run no key
+	// started. A resumed, continued or recovered run is driven as theirs.
+	Key    string `json:"key,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
 	// Messages is the conversation without the system messages, which are
 	// rebuilt from the agent at each call.
 	Messages []SavedMessage `json:"messages"`
@@ -369,6 +374,10 @@ type ApprovalRecord struct {
 	Approved bool `json:"approved"`
 	// By names who decided (Decision.By); empty when unknown.
 	By string `json:"by,omitempty"`
+	// ClaimedBy is who the decision's sender said decided
+	// (Decision.ClaimedBy), kept apart from By when By comes from an
+	// authenticated key.
+	ClaimedBy string `json:"claimed_by,omitempty"`
 	// At is when.
 	At time.Time `json:"at,omitzero"`
 	// Scope is how far an approval reaches: the call, the tool for the

@@ -306,10 +306,12 @@ func (e *InvalidOptionError) Error() string {
 // record keeps and a store may send to other processes.
 const MaxByBytes = 256
 
-// checkBy refuses a name the run's record cannot keep as given: too long,
+// CheckBy refuses a name the run's record cannot keep as given: too long,
 // not UTF-8 (a JSON checkpoint would replace the bad bytes), or with a NUL
-// byte (PostgreSQL text and jsonb hold none).
-func checkBy(by string) error {
+// byte (PostgreSQL text and jsonb hold none): an *InvalidOptionError. A
+// service that records the key rather than a claimed name checks the claim
+// with it all the same.
+func CheckBy(by string) error {
 	switch {
 	case len(by) > MaxByBytes:
 		return &InvalidOptionError{Option: "by", Problem: fmt.Sprintf("%d bytes, more than %d", len(by), MaxByBytes)}

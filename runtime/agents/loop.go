@@ -19,6 +19,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // runState is a run in flight. A top-level run owns its state alone; the
@@ -34,6 +35,7 @@ type runState struct {
 	degraded        bool
 	threadID        string
 	userID          string
+	caller          kind.Caller // whom the run is for (Checkpoint.Key, Tenant)
 	msgs            []gateway.Message
 	turn            int               // the index in msgs of the run's input (Checkpoint.Turn)
 	saved           []SavedMessage    // msgs as checkpointed, kept in step
@@ -87,7 +89,7 @@ func (st *runState) checkpoint() Checkpoint {
 	cp := Checkpoint{
 		Version: CheckpointVersion, RunID: st.id, Agent: st.agent.spec.Name,
 		Path: slices.Clip(st.path), Alias: st.alias, Degraded: st.degraded,
-		ThreadID: st.threadID, UserID: st.userID,
+		ThreadID: st.threadID, UserID: st.userID, Key: st.caller.Key, Tenant: st.caller.Tenant,
 		Messages: slices.Clip(st.saved), Turn: st.turn, Steps: slices.Clip(st.steps),
 		AgentSteps: st.agentSteps, StepLimit: st.stepLimit, Delegations: *st.delegations, Repaired: st.repaired,
 		Usage: st.usage, CostUSD: st.cost, Continuations: slices.Clip(st.continuations), Cancel: st.cancel,
@@ -134,6 +136,12 @@ func (r *Runtime) drive(ctx context.Context, st *runState, res *RunResult) error
 		var unwatch func()
 		ctx, unwatch = r.watchCancel(ctx, st)
 		defer unwatch()
+		if st.caller != (kind.Caller{}) {
+			// The run is charged and limited as its starter's, whoever
+			// drives it now: a worker, an approver's resume, a recovery.
+			ctx = kind.WithCaller(ctx, st.caller)
+		}
+		st.event(Event{Kind: EventDriven})
 	}
 	if d := cmp.Or(st.runTimeout, st.agent.timeouts.Run); d > 0 && !st.sub {
 		var cancel context.CancelFunc

@@ -16,7 +16,7 @@ import (
 // agent, a missing user id, a bad RunOptions.RunID) is refused here, and
 // the options' OnEvent is not kept, since nobody listens to a queued run.
 func (r *Runtime) Submit(ctx context.Context, store Store, agent, input string, opts RunOptions) (RunRecord, error) {
-	rec, err := r.Prepare(agent, input, opts)
+	rec, err := r.Prepare(agent, input, withCaller(ctx, opts))
 	if err != nil {
 		return RunRecord{}, err
 	}

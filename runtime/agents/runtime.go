@@ -19,6 +19,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // generator is the one gateway method the loop needs; tests of the loop's
@@ -123,6 +124,12 @@ type RunOptions struct {
 	// An id that NewRunID cannot have made is refused with an
 	// *InvalidOptionError. Empty means a fresh id.
 	RunID string
+	// Caller is whom the run is for: the API key that starts it and its
+	// tenant, recorded in the checkpoint (Key, Tenant) and put on the
+	// context of every drive of the run, so that a resume or a worker
+	// charges the starter's budgets and limits. The zero value means the
+	// caller on Run's or Submit's context (kind.CallerFrom), if any.
+	Caller kind.Caller
 }
 
 // RunResult is the outcome of Run, Resume or Recover.
@@ -276,7 +283,7 @@ func (r *Runtime) Prepare(agent, input string, opts RunOptions) (RunRecord, erro
 // start is everything Run does before the first model call: the run's
 // state and its record in the store.
 func (r *Runtime) start(ctx context.Context, agent, input string, opts RunOptions) (*runState, error) {
-	st, err := r.prepare(agent, input, opts)
+	st, err := r.prepare(agent, input, withCaller(ctx, opts))
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +331,7 @@ func (r *Runtime) newRun(d *agentDef, opts RunOptions) *runState {
 	}
 	st := &runState{
 		id: id, agent: d, alias: d.spec.Model,
-		threadID: opts.ThreadID, userID: opts.UserID,
+		threadID: opts.ThreadID, userID: opts.UserID, caller: opts.Caller,
 	}
 	st.delegations = &st.ownDelegations
 	if opts.OnEvent != nil {
@@ -333,6 +340,14 @@ func (r *Runtime) newRun(d *agentDef, opts RunOptions) *runState {
 	st.pathBuf[0] = d.spec.Name
 	st.path = st.pathBuf[:1]
 	return st
+}
+
+// withCaller returns opts with the caller on ctx when it names none.
+func withCaller(ctx context.Context, opts RunOptions) RunOptions {
+	if c, ok := kind.CallerFrom(ctx); ok && opts.Caller == (kind.Caller{}) {
+		opts.Caller = c
+	}
+	return opts
 }
 
 // NewRunID returns a fresh random run id: run_ and 32 lower-case hex
@@ -392,8 +407,12 @@ type Decision struct {
 	// (Checkpoint.Grants), and a thread grant in the store too. A
 	// rejection applies to the call only.
 	Scope GrantScope
-	// By names who decided, for the run's record; empty when unknown.
+	// By names who decided, for the run's record; empty when unknown. A
+	// service sets it to the name of the key that sent the decision.
 	By string
+	// ClaimedBy is who the sender says decided (a name in a request's
+	// body), recorded beside By as a claim, never as the decider.
+	ClaimedBy string
 }
 
 func (d Decision) validate(runID string) error {
@@ -417,7 +436,7 @@ func (d Decision) validate(runID string) error {
 	default:
 		return &InvalidOptionError{Option: "scope", Problem: fmt.Sprintf("%q is not %q, %q or %q", d.Scope, GrantCall, GrantRun, GrantThread)}
 	}
-	return checkBy(d.By)
+	return errors.Join(CheckBy(d.By), CheckBy(d.ClaimedBy))
 }
 
 // Resume continues a paused run held in the store with a decision on its
@@ -503,7 +522,7 @@ func (r *Runtime) decide(cp Checkpoint, d Decision) (*runState, error) {
 		return nil, &noCallError{runID: cp.RunID}
 	}
 	now := time.Now().UTC()
-	c.Approval = &ApprovalRecord{Approved: d.Action == Approve, Feedback: d.Feedback, By: d.By, At: now, Scope: cmp.Or(d.Scope, GrantCall)}
+	c.Approval = &ApprovalRecord{Approved: d.Action == Approve, Feedback: d.Feedback, By: d.By, ClaimedBy: d.ClaimedBy, At: now, Scope: cmp.Or(d.Scope, GrantCall)}
 	if d.Action == Approve && len(d.Arguments) > 0 {
 		// restore made sure the agent has the tool.
 		if err := validateJSON(st.agent.tools[c.Name].schema, d.Arguments); err != nil {
@@ -706,7 +725,7 @@ const cancelPoll = 25 * time.Millisecond
 // with a *NotCancellableError. A cancelled run can be continued
 // (Continue).
 func (r *Runtime) Cancel(ctx context.Context, runID string, opts CancelOptions) (RunRecord, error) {
-	if err := checkBy(opts.By); err != nil {
+	if err := CheckBy(opts.By); err != nil {
 		return RunRecord{RunID: runID}, err
 	}
 	req := CancelRequest{By: opts.By, At: time.Now().UTC()}
@@ -823,7 +842,7 @@ func (r *Runtime) claimContinue(ctx context.Context, store Store, runID string, 
 	case opts.Timeout < 0:
 		return claimed{}, RunRecord{}, &InvalidOptionError{Option: "timeout", Problem: fmt.Sprintf("negative: %v", opts.Timeout)}
 	}
-	if err := checkBy(opts.By); err != nil {
+	if err := CheckBy(opts.By); err != nil {
 		return claimed{}, RunRecord{}, err
 	}
 	rec, err := store.LoadRun(ctx, runID)
@@ -904,7 +923,8 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 	}
 	st := &runState{
 		id: cp.RunID, agent: d, alias: cp.Alias, degraded: cp.Degraded,
-		threadID: cp.ThreadID, userID: cp.UserID, path: slices.Clone(cp.Path), turn: cp.Turn,
+		threadID: cp.ThreadID, userID: cp.UserID, caller: kind.Caller{Key: cp.Key, Tenant: cp.Tenant},
+		path: slices.Clone(cp.Path), turn: cp.Turn,
 		steps: slices.Clip(cp.Steps), agentSteps: cp.AgentSteps, ownDelegations: cp.Delegations,
 		repaired: cp.Repaired, usage: cp.Usage, cost: cp.CostUSD,
 		stepLimit: cp.StepLimit, continuations: slices.Clip(cp.Continuations), cancel: cp.Cancel,

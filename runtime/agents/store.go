@@ -67,6 +67,9 @@ type RunRecord struct {
 	Checkpoint Checkpoint
 	// UpdatedAt is when the record was last written; the store sets it.
 	UpdatedAt time.Time
+	// CreatedAt is when the run was created, to the microsecond; the store
+	// sets it (a RunLister's order), and keeps it through UpdateRun.
+	CreatedAt time.Time
 	// Cancel is a cancellation requested (RequestCancel) and not yet
 	// served: set while the run is running and whoever drives it has not
 	// stopped it. The store keeps it apart from what UpdateRun writes, and
@@ -200,6 +203,9 @@ type InMemoryStore struct {
 // were most of what a busy service's collector did.
 type memRun struct {
 	rec        RunRecord
+	created    time.Time // rec.CreatedAt, also while rec is packed
+	key        string    // the checkpoint's Key and Tenant, for ListRuns
+	tenant     string
 	packed     []byte
 	list       *runList
 	prev, next *memRun
@@ -422,7 +428,8 @@ func (s *InMemoryStore) CreateRun(ctx context.Context, rec RunRecord) (RunRecord
 	}
 	rec.Version = 1
 	rec.Cancel = nil
-	r := &memRun{rec: rec}
+	rec.CreatedAt = now.Round(0).Truncate(time.Microsecond).UTC()
+	r := &memRun{rec: rec, created: rec.CreatedAt, key: rec.Checkpoint.Key, tenant: rec.Checkpoint.Tenant}
 	s.runs[rec.RunID] = r
 	return s.put(r, now, packed), nil
 }
@@ -445,6 +452,7 @@ func (s *InMemoryStore) UpdateRun(ctx context.Context, rec RunRecord) (RunRecord
 	}
 	rec.Version++
 	rec.Cancel = nil
+	rec.CreatedAt = cur.created
 	if rec.Status == StatusRunning {
 		rec.Cancel = cur.rec.Cancel
 	}

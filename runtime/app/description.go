@@ -167,6 +167,12 @@ type Service struct {
 	Expose Expose
 	// Auth protects the service.
 	Auth Auth
+	// AllowedHosts are the Host names a service on loopback answers
+	// besides loopback ones (service.Config.AllowedHosts).
+	AllowedHosts []string
+	// AllowedOrigins are the origins whose pages may call /mcp
+	// (service.Config.AllowedOrigins).
+	AllowedOrigins []string
 	// State says where runs, checkpoints and memory live.
 	State State
 	// Timeouts are the run and step timeouts of every agent that sets
@@ -198,6 +204,23 @@ type Auth struct {
 	Kind string
 	// TokenEnv names the environment variable holding a bearer token.
 	TokenEnv string
+	// Keys are the declared API keys, sorted by name.
+	Keys []Key
+}
+
+// Key is a declared API key (service.Key), with where its secret is
+// rather than the secret.
+type Key struct {
+	// Name names the key.
+	Name string
+	// Roles are what the key may do: caller, approver, operator, admin.
+	Roles []string
+	// Tenant is the key's tenant; empty for none.
+	Tenant string
+	// SecretEnv names the environment variable holding the secret; or
+	// SecretSHA256 is its SHA-256 in hex.
+	SecretEnv    string
+	SecretSHA256 string
 }
 
 // State kinds.

@@ -384,9 +384,12 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	for name, r := range a.Retrievers {
 		searchers[name] = service.InstrumentSearcher(r)
 	}
-	auth, err := Auth(desc.Service.Auth, lookupEnv)
+	auth, disabled, err := Auth(desc.Service.Auth, lookupEnv)
 	if err != nil {
 		return err
+	}
+	for _, d := range disabled {
+		logger.Warn(d)
 	}
 	reg := prometheus.NewRegistry()
 	var queue jobs.Queue
@@ -422,13 +425,16 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 		AliasBudget: desc.Service.Expose.Budget,
 		Auth:        auth,
 		Entry:       desc.Service.Entry,
-		Gateway:     a.Gateway,
-		Listen:      listen,
-		Logger:      logger,
-		Retrievers:  searchers,
-		Registry:    reg,
-		Jobs:        queue,
-		ReadyChecks: ready,
+
+		AllowedHosts:   desc.Service.AllowedHosts,
+		AllowedOrigins: desc.Service.AllowedOrigins,
+		Gateway:        a.Gateway,
+		Listen:         listen,
+		Logger:         logger,
+		Retrievers:     searchers,
+		Registry:       reg,
+		Jobs:           queue,
+		ReadyChecks:    ready,
 	})
 	if err != nil {
 		return err
@@ -580,10 +586,34 @@ func ingestInMemory(ctx context.Context, desc app.Description, a *app.App, logge
 // environment: a comma-separated list, blanks around each token ignored,
 // so that a token can be rotated without downtime (serve the old and the
 // new, then drop the old). Auth kind none needs nothing.
-func Auth(auth app.Auth, lookupEnv func(string) (string, bool)) (service.Auth, error) {
-	out := service.Auth{Kind: service.AuthKind(auth.Kind)}
-	if out.Kind != service.AuthBearer {
-		return out, nil
+//
+// It reads the declared keys' secrets too. A key whose secretEnv is unset
+// or empty is disabled, and named in disabled for a warning, rather than
+// stopping the service: the README's first command runs support-desk,
+// whose keys are declared, with none of them set. Any key enabled turns
+// authentication on, whatever auth's kind; with kind none and none
+// enabled, the service stays open on loopback.
+func Auth(auth app.Auth, lookupEnv func(string) (string, bool)) (out service.Auth, disabled []string, err error) {
+	out = service.Auth{Kind: service.AuthKind(auth.Kind)}
+	for _, k := range auth.Keys {
+		sk := service.Key{Name: k.Name, Tenant: k.Tenant, SecretSHA256: k.SecretSHA256}
+		for _, r := range k.Roles {
+			sk.Roles = append(sk.Roles, service.Role(r))
+		}
+		if k.SecretEnv != "" {
+			sk.Secret, _ = lookupEnv(k.SecretEnv)
+			if sk.Secret = strings.TrimSpace(sk.Secret); sk.Secret == "" {
+				disabled = append(disabled, fmt.Sprintf("key %q is disabled: %s is not set", k.Name, k.SecretEnv))
+				continue
+			}
+		}
+		out.Keys = append(out.Keys, sk)
+	}
+	if len(out.Keys) > 0 {
+		out.Kind = service.AuthBearer
+	}
+	if auth.Kind != string(service.AuthBearer) {
+		return out, disabled, nil
 	}
 	v, _ := lookupEnv(auth.TokenEnv)
 	for _, t := range strings.Split(v, ",") {
@@ -592,9 +622,9 @@ func Auth(auth app.Auth, lookupEnv func(string) (string, bool)) (service.Auth, e
 		}
 	}
 	if len(out.Tokens) == 0 {
-		return out, fmt.Errorf("bearer auth: set %s to the accepted token (or a comma-separated list)", auth.TokenEnv)
+		return out, disabled, fmt.Errorf("bearer auth: set %s to the accepted token (or a comma-separated list)", auth.TokenEnv)
 	}
-	return out, nil
+	return out, disabled, nil
 }
 
 // otelTracer follows the standard OpenTelemetry environment

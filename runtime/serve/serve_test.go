@@ -611,7 +611,7 @@ func TestAuth(t *testing.T) {
 		{name: "none ignores the variable", auth: app.Auth{Kind: "none", TokenEnv: "T"}, vars: map[string]string{"T": "abc"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := serve.Auth(c.auth, env(c.vars))
+			got, _, err := serve.Auth(c.auth, env(c.vars))
 			if (err != nil) != c.wantErr {
 				t.Fatalf("err = %v, want error %v", err, c.wantErr)
 			}
@@ -622,6 +622,32 @@ func TestAuth(t *testing.T) {
 				t.Errorf("got %+v, want kind %s tokens %q", got, c.auth.Kind, c.want)
 			}
 		})
+	}
+}
+
+// TestAuthKeys: a declared key whose variable is set is enabled and turns
+// authentication on, also under auth kind none; one whose variable is
+// unset is disabled and named for the start-up warning; a key given by
+// its hash needs no variable; with none enabled, kind none stays open.
+func TestAuthKeys(t *testing.T) {
+	keys := []app.Key{
+		{Name: "frontend", Roles: []string{"caller"}, Tenant: "acme", SecretEnv: "AID_KEY_FRONTEND"},
+		{Name: "ops", Roles: []string{"approver", "operator"}, Tenant: "acme", SecretEnv: "AID_KEY_OPS"},
+	}
+	got, disabled, err := serve.Auth(app.Auth{Kind: "none", Keys: keys}, env(map[string]string{"AID_KEY_FRONTEND": " sk-f "}))
+	want := []service.Key{{Name: "frontend", Roles: []service.Role{service.RoleCaller}, Tenant: "acme", Secret: "sk-f"}}
+	if err != nil || got.Kind != service.AuthBearer || !reflect.DeepEqual(got.Keys, want) ||
+		len(disabled) != 1 || !strings.Contains(disabled[0], `key "ops" is disabled: AID_KEY_OPS is not set`) {
+		t.Fatalf("one key set: %+v %q %v", got, disabled, err)
+	}
+	got, disabled, err = serve.Auth(app.Auth{Kind: "none", Keys: keys}, env(nil))
+	if err != nil || got.Kind != service.AuthNone || len(got.Keys) != 0 || len(disabled) != 2 {
+		t.Fatalf("no key set: %+v %q %v", got, disabled, err)
+	}
+	hashed := []app.Key{{Name: "h", Roles: []string{"admin"}, SecretSHA256: strings.Repeat("ab", 32)}}
+	got, disabled, err = serve.Auth(app.Auth{Kind: "none", Keys: hashed}, env(nil))
+	if err != nil || got.Kind != service.AuthBearer || len(got.Keys) != 1 || got.Keys[0].SecretSHA256 != strings.Repeat("ab", 32) || len(disabled) != 0 {
+		t.Fatalf("a hashed key: %+v %q %v", got, disabled, err)
 	}
 }
 

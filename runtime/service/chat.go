@@ -37,7 +37,9 @@ func present(raw json.RawMessage) bool {
 	return len(raw) > 0 && string(raw) != "null"
 }
 
-func (req *chatRequest) check() error {
+// check refuses what the service does not serve; decider says whether the
+// key may decide paused runs, which the message then says how to.
+func (req *chatRequest) check(decider bool) error {
 	switch {
 	case present(req.Tools) && string(req.Tools) != "[]":
 		return unsupported("tools", "client-side tools are not supported: the agent's tools run on the server")
@@ -57,8 +59,11 @@ func (req *chatRequest) check() error {
 		return err // the others are toHistory's
 	}
 	if last := req.Messages[len(req.Messages)-1]; last.Role != "user" || !last.Content.set {
-		return invalid(CodeInvalidRequest, "messages", fmt.Sprintf(
-			"the last message must be a user message with content (the run's input); got role %q. Resume a paused run with POST /v1/runs/{id}/resume", last.Role))
+		msg := fmt.Sprintf("the last message must be a user message with content (the run's input); got role %q", last.Role)
+		if decider {
+			msg += ". Resume a paused run with POST /v1/runs/{id}/resume"
+		}
+		return invalid(CodeInvalidRequest, "messages", msg)
 	}
 	return nil
 }
@@ -116,7 +121,7 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 	if a, ok := s.direct[req.Model]; ok {
 		return s.directChat(w, r, &req, a)
 	}
-	if err := req.check(); err != nil {
+	if err := req.check(mayDecide(r)); err != nil {
 		return err
 	}
 	agent := req.Model
@@ -131,7 +136,8 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	input := req.Messages[len(req.Messages)-1].Content.text
-	opts := agents.RunOptions{ThreadID: r.Header.Get("X-Aid-Thread-Id"), UserID: req.User, History: history}
+	opts := agents.RunOptions{History: history}
+	opts.ThreadID, opts.UserID = principalOf(r).scopeIDs(r.Header.Get("X-Aid-Thread-Id"), req.User)
 	pause, err := pauseShape(r)
 	if err != nil {
 		return err
@@ -141,7 +147,7 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 	}
 	if req.Stream {
 		cs := &chatStream{w: w, timeout: s.limits.WriteTimeout, model: agent, created: time.Now().Unix(), reqID: info(r).id,
-			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, pause: pause}
+			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, pause: pause, decider: mayDecide(r)}
 		opts.OnEvent = cs.event
 		res, err := s.runAgent(r, agent, input, opts)
 		info(r).err = cs.finish(res, err, s.said(res))
@@ -152,10 +158,10 @@ func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request) error 
 		w.Header().Set("X-Aid-Run-Id", res.RunID)
 	}
 	if err != nil {
-		info(r).err = writeError(w, err, extOf(res))
+		info(r).err = writeError(w, err, extOf(res, mayDecide(r)))
 		return nil
 	}
-	writeJSON(w, http.StatusOK, completionOf(res, pause, s.said(res)))
+	writeJSON(w, http.StatusOK, completionOf(res, pause, s.said(res), mayDecide(r)))
 	return nil
 }
 
@@ -190,8 +196,8 @@ func pauseShape(r *http.Request) (string, error) {
 	}
 }
 
-// pauseText is the assistant message of a paused run: what waits, and how
-// to decide it.
+// pauseText is the assistant message of a paused run: what waits, and, to
+// a key that may decide it (p.ResumeURL set), how to.
 func pauseText(runID string, p *pendingCall) string {
 	why := "it needs approval"
 	if p.Reason != string(agents.PauseApproval) {
@@ -199,6 +205,10 @@ func pauseText(runID string, p *pendingCall) string {
 	}
 	if p.Policy != nil && p.Policy.Reason != "" {
 		why += ": " + p.Policy.Reason
+	}
+	if p.ResumeURL == "" {
+		return fmt.Sprintf("Run %s is paused: tool %s waits for approval of the call %s with arguments %s (%s). "+
+			"The run goes on once someone allowed to decide it has.", runID, p.Tool, p.CallID, p.Arguments, why)
 	}
 	return fmt.Sprintf("Run %s is paused: tool %s waits for a decision on the call %s with arguments %s (%s). "+
 		`Approve it with POST %s and the body {"action":"approve"}, or reject it with {"action":"reject"}.`,
@@ -226,6 +236,7 @@ type chatStream struct {
 	usage   bool
 	reqID   string
 	pause   string // PauseMessage or PauseToolCalls
+	decider bool   // the key may decide a pause (pendingOf)
 	step    int    // the step of the last text streamed
 	sent    bool   // some text was streamed
 }
@@ -277,15 +288,15 @@ func (c *chatStream) finish(res agents.RunResult, err error, said string) *apiEr
 			if res.RunID != "" {
 				c.w.Header().Set("X-Aid-Run-Id", res.RunID)
 			}
-			return writeError(c.w, err, extOf(res))
+			return writeError(c.w, err, extOf(res, c.decider))
 		}
 		ae := classify(err, c.reqID, res.RunID)
-		c.sse.data(errorBody{Error: ae, Aid: extOf(res)})
+		c.sse.data(errorBody{Error: ae, Aid: extOf(res, c.decider)})
 		c.sse.close()
 		return ae
 	}
 	c.open(res.RunID)
-	cc := completionOf(res, c.pause, said)
+	cc := completionOf(res, c.pause, said, c.decider)
 	c.model = cc.Model
 	msg := cc.Choices[0].Message
 	switch {
@@ -318,11 +329,12 @@ func (c *chatStream) finish(res agents.RunResult, err error, said string) *apiEr
 
 // completionOf renders a completed or paused run as a chat completion; pause
 // is PauseMessage or PauseToolCalls, said what the run's agents said
-// (Service.said), the message's content, before a pause's text.
-func completionOf(res agents.RunResult, pause, said string) chatCompletion {
+// (Service.said), the message's content, before a pause's text; decider
+// whether the key that asked may decide the pause (pendingOf).
+func completionOf(res agents.RunResult, pause, said string, decider bool) chatCompletion {
 	finish := "stop"
 	msg := &outMessage{Role: "assistant"}
-	if p := pendingOf(res.Checkpoint); p != nil {
+	if p := pendingOf(res.Checkpoint, decider); p != nil {
 		text := pauseText(res.RunID, p)
 		if said != "" {
 			text = said + "\n\n" + text
@@ -340,7 +352,7 @@ func completionOf(res agents.RunResult, pause, said string) chatCompletion {
 		ID: "chatcmpl-" + res.RunID, Object: "chat.completion", Created: time.Now().Unix(), Model: res.Agent,
 		Choices: []chatChoice{{Message: msg, FinishReason: &finish}},
 		Usage:   &chatUsage{PromptTokens: res.Usage.InputTokens, CompletionTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens},
-		Aid:     extOf(res),
+		Aid:     extOf(res, decider),
 	}
 }
 

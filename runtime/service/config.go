@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,9 +35,19 @@ type Auth struct {
 	// Kind is none or bearer; it must be set, so that an open service is
 	// always a decision.
 	Kind AuthKind
-	// Tokens are the accepted bearer tokens. They are kept hashed and never
-	// logged.
+	// Tokens are the accepted bearer tokens, each an admin key named
+	// "admin" (see Key): the shorthand of a service with one key. They are
+	// kept hashed and never logged.
 	Tokens []string
+	// Keys are the declared API keys, with their roles and tenants.
+	Keys []Key
+	// KeyStore, when set, holds the keys created at run time; a secret no
+	// declared key has is looked up there.
+	KeyStore KeyStore
+	// KeyCacheTTL is how long a replica keeps what KeyStore said of a
+	// secret, the bound within which a revocation reaches it; zero means
+	// DefaultKeyCacheTTL.
+	KeyCacheTTL time.Duration
 }
 
 // Limits bounds requests. A zero field takes its default.
@@ -144,6 +153,21 @@ type Config struct {
 	// Listen is the address ListenAndServe listens on, such as
 	// "127.0.0.1:8080".
 	Listen string
+	// AllowedHosts are the names, besides loopback ones (localhost,
+	// 127.0.0.0/8, ::1), that a request's Host may give when the service
+	// listens on loopback: any other is refused with 403 on every route,
+	// so that a page whose name was rebound to 127.0.0.1 (DNS rebinding)
+	// cannot reach it from a browser. A service listening elsewhere checks
+	// Host only when the list is given. A name may carry a port
+	// ("app.internal:8080"); without one, any port matches.
+	AllowedHosts []string
+	// AllowedOrigins are the origins ("https://app.example.com") whose
+	// browser pages may call /mcp, as the MCP streamable HTTP transport
+	// requires a server to check Origin. A request with another Origin is
+	// refused with 403; a request without one (not a browser's) passes.
+	// Without the list, a service on loopback accepts loopback origins
+	// only, and any other service refuses every Origin.
+	AllowedOrigins []string
 	// Limits bounds requests.
 	Limits Limits
 	// Logger receives one line per request and the service's failures;
@@ -198,8 +222,8 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("service config: %s: %s", e.Field, e.Problem)
 }
 
-// check validates cfg and returns the token hashes.
-func (cfg *Config) check() ([][sha256.Size]byte, error) {
+// check validates cfg and returns the keys it accepts.
+func (cfg *Config) check() (*keyring, error) {
 	var errs []error
 	if cfg.Gateway == nil {
 		errs = append(errs, &ConfigError{Field: "Gateway", Problem: "required"})
@@ -226,32 +250,29 @@ func (cfg *Config) check() ([][sha256.Size]byte, error) {
 			errs = append(errs, &ConfigError{Field: "ReadyChecks", Problem: fmt.Sprintf("check %d needs a name and a function", i)})
 		}
 	}
-	var hashes [][sha256.Size]byte
+	keys, keyErrs := newKeyring(cfg.Auth)
 	switch cfg.Auth.Kind {
 	case AuthNone:
 		if len(cfg.Auth.Tokens) > 0 {
 			errs = append(errs, &ConfigError{Field: "Auth.Tokens", Problem: "tokens given with auth kind none"})
 		}
+		if len(cfg.Auth.Keys) > 0 || cfg.Auth.KeyStore != nil {
+			errs = append(errs, &ConfigError{Field: "Auth.Keys", Problem: "keys given with auth kind none"})
+		}
 		if cfg.Listen != "" && !loopbackAddr(cfg.Listen) {
 			errs = append(errs, &InsecureListenError{Addr: cfg.Listen})
 		}
 	case AuthBearer:
-		if len(cfg.Auth.Tokens) == 0 {
-			errs = append(errs, &ConfigError{Field: "Auth.Tokens", Problem: "auth kind bearer needs at least one token"})
+		if len(cfg.Auth.Tokens) == 0 && len(cfg.Auth.Keys) == 0 && cfg.Auth.KeyStore == nil {
+			errs = append(errs, &ConfigError{Field: "Auth.Tokens", Problem: "auth kind bearer needs at least one token or key"})
 		}
-		for i, t := range cfg.Auth.Tokens {
-			if t == "" {
-				errs = append(errs, &ConfigError{Field: "Auth.Tokens", Problem: fmt.Sprintf("token %d is empty", i)})
-				continue
-			}
-			hashes = append(hashes, sha256.Sum256([]byte(t)))
-		}
+		errs = append(errs, keyErrs...)
 	case "":
 		errs = append(errs, &ConfigError{Field: "Auth.Kind", Problem: `required: "none" or "bearer"`})
 	default:
 		errs = append(errs, &ConfigError{Field: "Auth.Kind", Problem: fmt.Sprintf(`unknown kind %q: want "none" or "bearer"`, cfg.Auth.Kind)})
 	}
-	return hashes, errors.Join(errs...)
+	return keys, errors.Join(errs...)
 }
 
 // checkAliases checks the aliases served directly: each a chat alias of

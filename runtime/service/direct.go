@@ -274,7 +274,7 @@ func (s *Service) directChat(w http.ResponseWriter, r *http.Request, req *chatRe
 	if s.cfg.AliasBudget != "" {
 		key := ri.id
 		if s.aliasScope == gateway.ScopeThread {
-			if th := r.Header.Get("X-Aid-Thread-Id"); th != "" {
+			if th, _ := principalOf(r).scopeIDs(r.Header.Get("X-Aid-Thread-Id"), ""); th != "" {
 				key = th
 			}
 		}

@@ -23,6 +23,7 @@ import (
 const (
 	TypeInvalidRequest = "invalid_request_error"
 	TypeAuthentication = "authentication_error"
+	TypePermission     = "permission_error"
 	TypeNotFound       = "not_found_error"
 	TypeConflict       = "conflict_error"
 	TypeQuota          = "insufficient_quota"
@@ -49,6 +50,15 @@ const (
 	CodeMissingAPIKey = "missing_api_key"
 	// CodeInvalidAPIKey (401): a bearer token that is not accepted.
 	CodeInvalidAPIKey = "invalid_api_key"
+	// CodeInsufficientRole (403): a key without the role the route needs;
+	// the message names the key and the roles that may.
+	CodeInsufficientRole = "insufficient_role"
+	// CodeHostNotAllowed (403): a Host the service does not answer to
+	// (Config.AllowedHosts), on any route.
+	CodeHostNotAllowed = "host_not_allowed"
+	// CodeOriginNotAllowed (403): an MCP request from a browser page of an
+	// origin the service does not allow (Config.AllowedOrigins).
+	CodeOriginNotAllowed = "origin_not_allowed"
 	// CodeModelNotFound (404): no agent by that name.
 	CodeModelNotFound = "model_not_found"
 	// CodeRunNotFound (404): no run by that id.
@@ -106,6 +116,9 @@ const (
 	CodeQueueFull = "queue_full"
 	// CodeNotReady (503): a readiness check failed.
 	CodeNotReady = "not_ready"
+	// CodeNotImplemented (501): the route needs what this service's
+	// configuration lacks (a run store that lists runs).
+	CodeNotImplemented = "not_implemented"
 	// CodeServer (500): anything else.
 	CodeServer = "server_error"
 )

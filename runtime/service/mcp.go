@@ -11,9 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // MCPPath is where the service speaks the Model Context Protocol
@@ -86,6 +88,9 @@ func (s *Service) newMCP() http.Handler {
 		Logger:              s.logger,
 		SessionTimeout:      mcpSessionTimeout,
 		MaxRequestBodyBytes: s.limits.MaxBodyBytes,
+		// The service checks Host on every route, with its allowed hosts
+		// (checkHost), and Origin on this one (checkOrigin).
+		DisableLocalhostProtection: true,
 	})
 }
 
@@ -115,22 +120,65 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 		stop := context.AfterFunc(s.base, func() { cancelCause(context.Cause(s.base)) })
 		defer stop()
 
-		progress := mcpProgress(ctx, req)
-		res, err := s.cfg.Agents.Run(ctx, agent, in.Message, agents.RunOptions{ThreadID: in.ThreadID, UserID: in.UserID, OnEvent: progress})
-		for err == nil && res.Status == agents.StatusPaused && canElicit(req.Session) {
+		p := mcpPrincipal(req)
+		decider := p == nil || p.roles&(RoleApprover.bit()|RoleAdmin.bit()) != 0
+		opts := agents.RunOptions{OnEvent: mcpProgress(ctx, req)}
+		opts.ThreadID, opts.UserID = p.scopeIDs(in.ThreadID, in.UserID)
+		if p != nil {
+			ctx = kind.WithCaller(ctx, p.caller())
+		}
+		res, err := s.cfg.Agents.Run(ctx, agent, in.Message, opts)
+		// Only a key that may decide is asked to: the person behind a
+		// caller's client is not the one to approve its calls.
+		for err == nil && res.Status == agents.StatusPaused && decider && canElicit(req.Session) {
 			d, ok, eerr := s.elicit(ctx, req.Session, res)
 			if eerr != nil || !ok {
 				break // left paused: the result says how to resume it
 			}
+			if p != nil {
+				d.By = p.name
+			}
 			res, err = s.cfg.Agents.Resume(ctx, res.RunID, d)
+			if err == nil {
+				s.metrics.decision(d.By, d.Action)
+			}
 		}
 		if res.RunID != "" {
 			s.metrics.run(agent, cmp.Or(res.Agent, agent), res.Status)
 		}
 		// The agent that answers (after handoffs) decides the answer's shape.
 		answering, _ := s.cfg.Agents.Agent(res.Agent)
-		return s.mcpResult(ctx, res, err, len(answering.Output) > 0), nil
+		return s.mcpResult(ctx, res, err, len(answering.Output) > 0, decider), nil
 	}
+}
+
+// mcpIdentity hands the key that authenticated an MCP request to the SDK
+// (auth.TokenInfo), which gives it to the tool calls (RequestExtra) and
+// binds the session to it: another key cannot use the session's id.
+func (s *Service) mcpIdentity(next http.Handler) http.Handler {
+	if s.cfg.Auth.Kind != AuthBearer {
+		return next
+	}
+	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		p := principalOf(r)
+		if p == nil {
+			return nil, auth.ErrInvalidToken // authenticate ran first: not reached
+		}
+		return &auth.TokenInfo{UserID: p.name, Extra: map[string]any{mcpPrincipalKey: p}}, nil
+	}
+	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
+}
+
+const mcpPrincipalKey = "aid/principal"
+
+// mcpPrincipal is the key a tool call came with; nil without
+// authentication.
+func mcpPrincipal(req *sdk.CallToolRequest) *principal {
+	if req.Extra == nil || req.Extra.TokenInfo == nil {
+		return nil
+	}
+	p, _ := req.Extra.TokenInfo.Extra[mcpPrincipalKey].(*principal)
+	return p
 }
 
 // mcpProgress forwards a run's model and tool calls to the client as
@@ -187,7 +235,7 @@ var decisionSchema = map[string]any{
 // elicit asks the client's person to decide the paused run's call. ok is
 // false when they declined to answer or cancelled: the run stays paused.
 func (s *Service) elicit(ctx context.Context, ss *sdk.ServerSession, res agents.RunResult) (agents.Decision, bool, error) {
-	p := pendingOf(res.Checkpoint)
+	p := pendingOf(res.Checkpoint, true)
 	if p == nil {
 		return agents.Decision{}, false, nil
 	}
@@ -215,7 +263,7 @@ func (s *Service) elicit(ctx context.Context, ss *sdk.ServerSession, res agents.
 // that answered has an output schema, the answer as structured content); a paused
 // run's pending call and how to resume it; a failure as a tool error
 // with the HTTP API's code. The run's id and status are in _meta.
-func (s *Service) mcpResult(ctx context.Context, res agents.RunResult, err error, structured bool) *sdk.CallToolResult {
+func (s *Service) mcpResult(ctx context.Context, res agents.RunResult, err error, structured, decider bool) *sdk.CallToolResult {
 	meta := sdk.Meta{}
 	if res.RunID != "" {
 		meta[MetaRunID] = res.RunID
@@ -228,14 +276,18 @@ func (s *Service) mcpResult(ctx context.Context, res agents.RunResult, err error
 		return s.mcpFailure(ctx, meta, err, res.RunID)
 	}
 	if res.Status == agents.StatusPaused {
-		p := pendingOf(res.Checkpoint)
+		p := pendingOf(res.Checkpoint, decider)
 		if p == nil {
 			return s.mcpFailure(ctx, meta, errors.New("the run paused without a pending call"), res.RunID)
 		}
 		meta[MetaPending] = p
-		text := fmt.Sprintf("Run %s is paused: agent %s waits for a person to approve its call of %s with %s. "+
-			"Decide it with POST %s and a body {\"action\": \"approve\"} or {\"action\": \"reject\", \"feedback\": \"why\"}.",
-			res.RunID, res.Agent, p.Tool, p.Arguments, p.ResumeURL)
+		text := fmt.Sprintf("Run %s is paused: agent %s waits for a person to approve its call of %s with %s. ",
+			res.RunID, res.Agent, p.Tool, p.Arguments)
+		if decider {
+			text += fmt.Sprintf("Decide it with POST %s and a body {\"action\": \"approve\"} or {\"action\": \"reject\", \"feedback\": \"why\"}.", p.ResumeURL)
+		} else {
+			text += "It goes on once someone allowed to decide it has."
+		}
 		return &sdk.CallToolResult{Meta: meta, Content: []sdk.Content{&sdk.TextContent{Text: text}}}
 	}
 	out := &sdk.CallToolResult{Meta: meta, Content: []sdk.Content{&sdk.TextContent{Text: res.Answer}}}

@@ -17,6 +17,9 @@ type metrics struct {
 	added    *prometheus.HistogramVec
 	runs     *prometheus.CounterVec
 	aliases  *prometheus.CounterVec
+	// decisions counts approvals and rejections by the key that made
+	// them: who approved is the key, never a name in a body.
+	decisions *prometheus.CounterVec
 }
 
 // latencyBuckets reach from 100µs, where the service's own added latency
@@ -46,7 +49,11 @@ func newMetrics(reg *prometheus.Registry, gw *gateway.Gateway) (*metrics, error)
 		Name: "aid_alias_requests_total",
 		Help: "Chat completions answered directly by an exposed alias, by the alias asked for and status code.",
 	}, []string{"alias", "code"})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, spendCollector{gw}} {
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aid_decisions_total",
+		Help: "Decisions on paused runs' calls, by the API key that made them (empty without authentication) and action (approve or reject).",
+	}, []string{"key", "action"})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, m.decisions, spendCollector{gw}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -73,6 +80,11 @@ func (m *metrics) aliasRequest(alias string, status int) {
 // ended on.
 func (m *metrics) run(agent, final string, status agents.Status) {
 	m.runs.WithLabelValues(agent, final, string(status)).Inc()
+}
+
+// decision records a decision the runtime took.
+func (m *metrics) decision(key string, action agents.DecisionAction) {
+	m.decisions.WithLabelValues(key, string(action)).Inc()
 }
 
 // spendCollector reports the gateway ledger's settled spend by budget and

@@ -177,7 +177,7 @@ func TestCancelThroughTheService(t *testing.T) {
 		ContinueURL string                `json:"continue_url"`
 	}
 	if err := json.Unmarshal(body, &rec); err != nil || status != 200 || rec.Status != "cancelled" || rec.CancelledBy == nil ||
-		rec.CancelledBy.By != "ops@example.com" || len(rec.Steps) != 1 || !rec.Steps[0].ToolCalls[0].Interrupted || rec.ContinueURL == "" {
+		rec.CancelledBy.By != "admin" || len(rec.Steps) != 1 || !rec.Steps[0].ToolCalls[0].Interrupted || rec.ContinueURL == "" {
 		t.Fatalf("cancel: %d %s", status, body)
 	}
 	got := <-done
@@ -293,7 +293,9 @@ func TestApprovalPolicyThroughTheService(t *testing.T) {
 	if denied.ErrorKind != agents.KindDenied || !strings.Contains(denied.Observation, "refunds above 500 USD go through finance") {
 		t.Fatalf("denied call %+v", denied)
 	}
-	if a := approved.Approval; a == nil || a.By != "carol" || a.Scope != agents.GrantThread {
+	// Who approved is the key (the token, an admin key); the body's name
+	// is only a claim.
+	if a := approved.Approval; a == nil || a.By != "admin" || a.ClaimedBy != "carol" || a.Scope != agents.GrantThread {
 		t.Fatalf("approval %+v", approved.Approval)
 	}
 	// The thread's next run: the small refund runs on the thread grant.
@@ -322,7 +324,7 @@ func TestRunEventsAsJSONLines(t *testing.T) {
 		t.Fatalf("read: %v\n%s", err, body)
 	}
 	if rec.Run.RunID != id || rec.Run.Input != "Refund A1" || rec.Run.Status != agents.StatusCompleted || len(rec.Steps) != 2 ||
-		rec.Steps[0].ToolCalls[0].Approval == nil || rec.Steps[0].ToolCalls[0].Approval.By != "dana" || rec.Steps[0].Model != "m-large" {
+		rec.Steps[0].ToolCalls[0].Approval == nil || rec.Steps[0].ToolCalls[0].Approval.By != "admin" || rec.Steps[0].ToolCalls[0].Approval.ClaimedBy != "dana" || rec.Steps[0].Model != "m-large" {
 		t.Fatalf("recording %+v %+v", rec.Run, rec.Steps)
 	}
 	for _, tt := range []struct {

@@ -115,7 +115,11 @@ func (s *Service) continueRun(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	opts := agents.ContinueOptions{Steps: req.Steps, By: req.By}
+	by, err := byKey(r, req.By)
+	if err != nil {
+		return err
+	}
+	opts := agents.ContinueOptions{Steps: req.Steps, By: by}
 	if req.Steps < 0 || req.Steps > maxContinueSteps {
 		return invalid(CodeInvalidRequest, "steps", fmt.Sprintf("steps must be from 1 to %d, or 0 for the agent's maxSteps", maxContinueSteps))
 	}
@@ -128,10 +132,13 @@ func (s *Service) continueRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	info(r).runID = id
+	if _, err := s.loadRun(r, id, continueRun); err != nil {
+		return err
+	}
 	if req.Background {
 		return s.answerQueued(w, r, func(q jobs.Queue) (agents.RunRecord, error) { return q.Continue(r.Context(), id, opts) })
 	}
-	s.answerRun(w, r, "", func(ctx context.Context) (agents.RunResult, error) {
+	s.answerRun(w, r, "", id, func(ctx context.Context) (agents.RunResult, error) {
 		return s.cfg.Agents.Continue(ctx, id, opts)
 	})
 	return nil
@@ -160,11 +167,14 @@ func (s *Service) startRun(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	info(r).agent = agent
-	opts := agents.RunOptions{ThreadID: req.ThreadID, UserID: req.UserID, History: history}
+	// The id is made here, so that a stream names the run in its first
+	// event, before the first model call.
+	opts := agents.RunOptions{History: history, RunID: agents.NewRunID()}
+	opts.ThreadID, opts.UserID = principalOf(r).scopeIDs(req.ThreadID, req.UserID)
 	if req.Background {
 		return s.answerQueued(w, r, func(q jobs.Queue) (agents.RunRecord, error) { return q.Submit(r.Context(), agent, req.Input, opts) })
 	}
-	s.answerRun(w, r, agent, func(ctx context.Context) (agents.RunResult, error) {
+	s.answerRun(w, r, agent, opts.RunID, func(ctx context.Context) (agents.RunResult, error) {
 		return s.cfg.Agents.Run(ctx, agent, req.Input, opts)
 	})
 	return nil
@@ -175,8 +185,13 @@ func (s *Service) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &req, true); err != nil {
 		return err
 	}
-	// The runtime checks the scope and the name (*agents.InvalidOptionError).
-	d := agents.Decision{Action: agents.DecisionAction(req.Action), Feedback: req.Feedback, Scope: agents.GrantScope(req.Scope), By: req.By}
+	// The runtime checks the scope and the names (*agents.InvalidOptionError).
+	// Who decided is the key; a name in the body is only what the sender
+	// claims.
+	d := agents.Decision{Action: agents.DecisionAction(req.Action), Feedback: req.Feedback, Scope: agents.GrantScope(req.Scope), ClaimedBy: req.By}
+	if p := principalOf(r); p != nil {
+		d.By = p.name
+	}
 	switch d.Action {
 	case agents.Approve:
 		if present(req.Arguments) {
@@ -191,11 +206,24 @@ func (s *Service) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	info(r).runID = id
-	if req.Background {
-		return s.answerQueued(w, r, func(q jobs.Queue) (agents.RunRecord, error) { return q.Resume(r.Context(), id, d) })
+	if _, err := s.loadRun(r, id, decideRun); err != nil {
+		return err
 	}
-	s.answerRun(w, r, "", func(ctx context.Context) (agents.RunResult, error) {
-		return s.cfg.Agents.Resume(ctx, id, d)
+	if req.Background {
+		return s.answerQueued(w, r, func(q jobs.Queue) (agents.RunRecord, error) {
+			rec, err := q.Resume(r.Context(), id, d)
+			if err == nil {
+				s.metrics.decision(d.By, d.Action)
+			}
+			return rec, err
+		})
+	}
+	s.answerRun(w, r, "", id, func(ctx context.Context) (agents.RunResult, error) {
+		res, err := s.cfg.Agents.Resume(ctx, id, d)
+		if ran(res) {
+			s.metrics.decision(d.By, d.Action)
+		}
+		return res, err
 	})
 	return nil
 }
@@ -218,7 +246,7 @@ func (s *Service) answerQueued(w http.ResponseWriter, r *http.Request, submit fu
 	}
 	w.Header().Set("X-Aid-Run-Id", rec.RunID)
 	w.Header().Set("Location", "/v1/runs/"+rec.RunID)
-	writeJSON(w, http.StatusAccepted, recordOf(rec))
+	writeJSON(w, http.StatusAccepted, recordOf(rec, mayDecide(r)))
 	return nil
 }
 
@@ -290,7 +318,12 @@ type ToolProgressEvent struct {
 // has them), tool_progress events with what running tools report, for a
 // new run and a resumed or continued one alike, then one result event with
 // the run, or an error event.
-func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string, do func(ctx context.Context) (agents.RunResult, error)) {
+//
+// runID is the run's id, known before it starts: the stream names it in its
+// header (X-Aid-Run-Id), and its first event, once the run is stored, is
+// run (the id, the agent and the status running), so that the run can be
+// read or cancelled while it goes.
+func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent, runID string, do func(ctx context.Context) (agents.RunResult, error)) {
 	ri := info(r)
 	if !acceptsEventStream(r) {
 		res, err := do(r.Context())
@@ -302,7 +335,7 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 			ri.err = writeError(w, err, nil)
 			return
 		}
-		out := runOf(res, err, ri.id)
+		out := runOf(res, err, ri.id, mayDecide(r))
 		status := http.StatusOK
 		if out.Error != nil {
 			ri.err, status = out.Error, out.Error.Status
@@ -311,12 +344,15 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 		writeJSON(w, status, out)
 		return
 	}
+	w.Header().Set("X-Aid-Run-Id", runID)
 	sse := newSSE(w, s.limits.WriteTimeout)
 	ri.clock.emit = sse.event
 	// The runtime delivers events one at a time: no lock.
 	started := map[[2]string]time.Time{}
 	res, err := do(agents.ContextWithEvents(r.Context(), func(ev agents.Event) {
 		switch ev.Kind {
+		case agents.EventDriven:
+			sse.event("run", runStartedJSON{RunID: ev.RunID, Agent: ev.Agent, Status: string(agents.StatusRunning)})
 		case agents.EventText:
 			sse.event("token", TokenEvent{Agent: ev.Agent, Step: ev.Step, Depth: ev.Depth, Text: ev.Text})
 		case agents.EventToolStart, agents.EventToolResult:
@@ -349,11 +385,19 @@ func (s *Service) answerRun(w http.ResponseWriter, r *http.Request, agent string
 		ri.err = ae
 		sse.event("error", errorBody{Error: ae})
 	} else {
-		out := runOf(res, err, ri.id)
+		out := runOf(res, err, ri.id, mayDecide(r))
 		ri.err = out.Error
 		sse.event("result", out)
 	}
 	sse.close()
+}
+
+// runStartedJSON is the first event of a runs stream: the run's id, before
+// anything else happens.
+type runStartedJSON struct {
+	RunID  string `json:"run_id"`
+	Agent  string `json:"agent,omitempty"`
+	Status string `json:"status"`
 }
 
 // ran reports whether a failed request ran the run, so that its answer is
@@ -409,7 +453,7 @@ type runRecordJSON struct {
 func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	info(r).runID = id
-	rec, err := s.cfg.Agents.Store().LoadRun(r.Context(), id)
+	rec, err := s.loadRun(r, id, readRun)
 	if err != nil {
 		return err
 	}
@@ -417,7 +461,7 @@ func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
 		s.followRun(w, r, rec)
 		return nil
 	}
-	writeJSON(w, http.StatusOK, recordOf(rec))
+	writeJSON(w, http.StatusOK, recordOf(rec, mayDecide(r)))
 	return nil
 }
 
@@ -435,10 +479,10 @@ func (s *Service) followRun(w http.ResponseWriter, r *http.Request, rec agents.R
 	ctx := r.Context()
 	for {
 		if rec.Status != agents.StatusQueued && rec.Status != agents.StatusRunning {
-			sse.event("result", recordOf(rec))
+			sse.event("result", recordOf(rec, mayDecide(r)))
 			return
 		}
-		sse.event("run", recordOf(rec))
+		sse.event("run", recordOf(rec, mayDecide(r)))
 		for version := rec.Version; rec.Version == version; {
 			select {
 			case <-ctx.Done():
@@ -458,7 +502,7 @@ func (s *Service) followRun(w http.ResponseWriter, r *http.Request, rec agents.R
 }
 
 // recordOf renders a stored run.
-func recordOf(rec agents.RunRecord) runRecordJSON {
+func recordOf(rec agents.RunRecord, decider bool) runRecordJSON {
 	cp := rec.Checkpoint
 	out := runRecordJSON{
 		RunID: rec.RunID, Agent: rec.Agent, Status: string(rec.Status), Version: rec.Version, UpdatedAt: rec.UpdatedAt,
@@ -482,7 +526,7 @@ func recordOf(rec agents.RunRecord) runRecordJSON {
 		out.Steps = []agents.StepRecord{}
 	}
 	if rec.Status == agents.StatusPaused {
-		out.Pending = pendingOf(&cp)
+		out.Pending = pendingOf(&cp, decider)
 	}
 	return out
 }
@@ -496,7 +540,7 @@ func (s *Service) runEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	info(r).runID = id
-	rec, err := s.cfg.Agents.Store().LoadRun(r.Context(), id)
+	rec, err := s.loadRun(r, id, readRun)
 	if err != nil {
 		return err
 	}
@@ -531,19 +575,26 @@ func (s *Service) cancelRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	info(r).runID = id
+	if _, err := s.loadRun(r, id, cancelRun); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), cancelWait)
 	defer cancel()
-	rec, err := s.cfg.Agents.Cancel(ctx, id, agents.CancelOptions{By: req.By})
+	by, err := byKey(r, req.By)
+	if err != nil {
+		return err
+	}
+	rec, err := s.cfg.Agents.Cancel(ctx, id, agents.CancelOptions{By: by})
 	if _, pending := errors.AsType[*agents.CancelPendingError](err); pending {
 		// Recorded: the replica driving the run stops it when it sees the
 		// request, or Recover does if that replica is gone.
-		writeJSON(w, http.StatusAccepted, recordOf(rec))
+		writeJSON(w, http.StatusAccepted, recordOf(rec, mayDecide(r)))
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, recordOf(rec))
+	writeJSON(w, http.StatusOK, recordOf(rec, mayDecide(r)))
 	return nil
 }
 

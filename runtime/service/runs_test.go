@@ -447,7 +447,7 @@ func TestRunEventStream(t *testing.T) {
 			}
 		}
 	}
-	if strings.Join(names, ",") != "model_call,tool_call_start,tool_progress,tool_call,token,token,token,model_call,result" {
+	if strings.Join(names, ",") != "run,model_call,tool_call_start,tool_progress,tool_call,token,token,token,model_call,result" {
 		t.Errorf("events %v\n%s", names, body)
 	}
 	if result.Status != "completed" || result.Answer != "Shipped on Monday." || tokens.String() != result.Answer {

@@ -3,8 +3,6 @@ package service
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,12 +24,16 @@ import (
 // teams can mount it anywhere; ListenAndServe runs it with timeouts and
 // graceful shutdown.
 type Service struct {
-	cfg     Config
-	limits  Limits
-	tokens  [][sha256.Size]byte
-	logger  *slog.Logger
-	mux     *http.ServeMux
-	metrics *metrics
+	cfg    Config
+	limits Limits
+	keys   *keyring
+	guard  hostGuard
+	// loopback is set when Config.Listen is loopback, for a request that
+	// does not say which address it came in on (onLoopback).
+	loopback atomic.Bool
+	logger   *slog.Logger
+	mux      *http.ServeMux
+	metrics  *metrics
 	// direct are the exposed aliases by name, and aliasScope the scope of
 	// the budget their calls charge.
 	direct     map[string]*directAlias
@@ -48,11 +50,12 @@ type Service struct {
 // New checks cfg and builds a Service. A service whose Auth.Kind is none
 // and whose Listen is not loopback is refused with an *InsecureListenError.
 func New(cfg Config) (*Service, error) {
-	hashes, err := cfg.check()
+	keys, err := cfg.check()
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, limits: cfg.Limits.withDefaults(), tokens: hashes, logger: cfg.Logger}
+	s := &Service{cfg: cfg, limits: cfg.Limits.withDefaults(), keys: keys, guard: newHostGuard(&cfg), logger: cfg.Logger}
+	s.loopback.Store(cfg.Listen != "" && loopbackAddr(cfg.Listen))
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -69,29 +72,49 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.base, s.cancel = context.WithCancelCause(context.Background())
 	s.mux = http.NewServeMux()
-	s.route("POST /v1/chat/completions", s.chatCompletions)
-	s.route("GET /v1/models", s.listModels)
-	s.route("GET /v1/models/{model}", s.getModel)
-	s.route("POST /v1/agents/{agent}/runs", s.startRun)
-	s.route("POST /v1/runs", s.startRun)
-	s.route("POST /v1/runs/{id}/resume", s.resumeRun)
-	s.route("POST /v1/runs/{id}/continue", s.continueRun)
-	s.route("POST /v1/runs/{id}/cancel", s.cancelRun)
-	s.route("GET /v1/runs/{id}/events", s.runEvents)
-	s.route("GET /v1/runs/{id}", s.getRun)
-	s.route("POST /v1/retrievers/{name}/search", s.search)
-	s.mux.Handle(MCPPath, s.observe(0, s.authenticate(s.newMCP())))
-	s.mux.Handle("GET /metrics", s.observe(0, s.authenticate(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))))
+	for _, rt := range apiRoutes {
+		s.route(rt.pattern, rt.roles, rt.handler(s))
+	}
+	s.mux.Handle(MCPPath, s.observe(0, s.checkOrigin(s.authenticate(rolesOf(RoleCaller), s.mcpIdentity(s.newMCP())))))
+	s.mux.Handle("GET /metrics", s.observe(0, s.authenticate(rolesOf(RoleOperator), promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))))
 	s.mux.Handle("GET /healthz", s.observe(0, http.HandlerFunc(s.healthz)))
 	s.mux.Handle("GET /readyz", s.observe(0, http.HandlerFunc(s.readyz)))
 	s.mux.Handle("/", s.observe(0, http.HandlerFunc(s.notFound)))
 	return s, nil
 }
 
-// route mounts an API handler behind authentication, the body limit and the
-// request timeout.
-func (s *Service) route(pattern string, h func(w http.ResponseWriter, r *http.Request) error) {
-	s.mux.Handle(pattern, s.observe(s.limits.RequestTimeout, s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// apiRoute is an API route, the roles that may use it, and its handler.
+type apiRoute struct {
+	pattern string
+	roles   roleSet
+	handler func(*Service) func(w http.ResponseWriter, r *http.Request) error
+}
+
+// apiRoutes are the API's routes. A caller runs agents and reads (and
+// cancels) the runs it started; an approver reads its tenant's runs and
+// decides them; an operator reads, cancels and continues its tenant's
+// runs. Which runs a key sees is the handlers' (visible).
+var apiRoutes = []apiRoute{
+	{"POST /v1/chat/completions", rolesOf(RoleCaller), func(s *Service) handlerFunc { return s.chatCompletions }},
+	{"GET /v1/models", rolesOf(RoleCaller, RoleApprover, RoleOperator), func(s *Service) handlerFunc { return s.listModels }},
+	{"GET /v1/models/{model}", rolesOf(RoleCaller, RoleApprover, RoleOperator), func(s *Service) handlerFunc { return s.getModel }},
+	{"POST /v1/agents/{agent}/runs", rolesOf(RoleCaller), func(s *Service) handlerFunc { return s.startRun }},
+	{"POST /v1/runs", rolesOf(RoleCaller), func(s *Service) handlerFunc { return s.startRun }},
+	{"GET /v1/runs", rolesOf(RoleCaller, RoleApprover, RoleOperator), func(s *Service) handlerFunc { return s.listRuns }},
+	{"POST /v1/runs/{id}/resume", rolesOf(RoleApprover), func(s *Service) handlerFunc { return s.resumeRun }},
+	{"POST /v1/runs/{id}/continue", rolesOf(RoleOperator), func(s *Service) handlerFunc { return s.continueRun }},
+	{"POST /v1/runs/{id}/cancel", rolesOf(RoleCaller, RoleOperator), func(s *Service) handlerFunc { return s.cancelRun }},
+	{"GET /v1/runs/{id}/events", rolesOf(RoleCaller, RoleApprover, RoleOperator), func(s *Service) handlerFunc { return s.runEvents }},
+	{"GET /v1/runs/{id}", rolesOf(RoleCaller, RoleApprover, RoleOperator), func(s *Service) handlerFunc { return s.getRun }},
+	{"POST /v1/retrievers/{name}/search", rolesOf(RoleCaller), func(s *Service) handlerFunc { return s.search }},
+}
+
+type handlerFunc = func(w http.ResponseWriter, r *http.Request) error
+
+// route mounts an API handler behind authentication (a key with one of
+// roles), the body limit and the request timeout.
+func (s *Service) route(pattern string, roles roleSet, h handlerFunc) {
+	s.mux.Handle(pattern, s.observe(s.limits.RequestTimeout, s.authenticate(roles, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.draining.Load() {
 			w.Header().Set("Connection", "close")
 		}
@@ -102,8 +125,12 @@ func (s *Service) route(pattern string, h func(w http.ResponseWriter, r *http.Re
 	}))))
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. A request whose Host the service
+// does not answer to is refused before any route (checkHost).
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.checkHost(w, r) {
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -113,6 +140,7 @@ type reqInfo struct {
 	agent string // the agent asked for, or the run's entry agent
 	final string // the agent the run ended on, after handoffs
 	alias string // the exposed alias a chat completion named
+	key   string // the API key's name, once authenticated
 	runID string
 	err   *apiError
 	clock waitClock
@@ -201,6 +229,9 @@ func (s *Service) observe(timeout time.Duration, next http.Handler) http.Handler
 		if ri.alias != "" {
 			attrs = append(attrs, slog.String("alias", ri.alias))
 		}
+		if ri.key != "" {
+			attrs = append(attrs, slog.String("key", ri.key))
+		}
 		if ri.runID != "" {
 			attrs = append(attrs, slog.String("run_id", ri.runID))
 		}
@@ -223,31 +254,17 @@ func (s *Service) observe(timeout time.Duration, next http.Handler) http.Handler
 	})
 }
 
-// authenticate refuses a request without an accepted bearer token. The
-// token is compared by its hash in constant time and never logged or echoed.
-func (s *Service) authenticate(next http.Handler) http.Handler {
+// authenticate refuses a request without an accepted key that has one of
+// roles (checkBearer), and puts the key on the request's context.
+func (s *Service) authenticate(roles roleSet, next http.Handler) http.Handler {
 	if s.cfg.Auth.Kind != AuthBearer {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		scheme, token, ok := strings.Cut(h, " ")
-		if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-			info(r).err = writeError(w, newError(http.StatusUnauthorized, TypeAuthentication, CodeMissingAPIKey,
-				"missing bearer token: send Authorization: Bearer <token>"), nil)
-			return
+		r, ok := s.checkBearer(w, r, roles)
+		if ok {
+			next.ServeHTTP(w, r)
 		}
-		sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-		match := 0
-		for i := range s.tokens {
-			match |= subtle.ConstantTimeCompare(sum[:], s.tokens[i][:])
-		}
-		if match != 1 {
-			info(r).err = writeError(w, newError(http.StatusUnauthorized, TypeAuthentication, CodeInvalidAPIKey,
-				"invalid bearer token"), nil)
-			return
-		}
-		next.ServeHTTP(w, r)
 	})
 }
 
@@ -351,12 +368,11 @@ func (s *Service) ListenAndServe(ctx context.Context) error {
 // handler has. A service without authentication refuses a
 // listener that is not on loopback.
 func (s *Service) Serve(ctx context.Context, ln net.Listener) error {
-	if s.cfg.Auth.Kind == AuthNone {
-		if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
-			_ = ln.Close()
-			return &InsecureListenError{Addr: ln.Addr().String()}
-		}
+	if ta, ok := ln.Addr().(*net.TCPAddr); s.cfg.Auth.Kind == AuthNone && (!ok || !ta.IP.IsLoopback()) {
+		_ = ln.Close()
+		return &InsecureListenError{Addr: ln.Addr().String()}
 	}
+
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.limits.ReadHeaderTimeout,

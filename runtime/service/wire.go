@@ -280,13 +280,17 @@ type pendingCall struct {
 	Tool      string `json:"tool"`
 	Arguments string `json:"arguments"`
 	Reason    string `json:"reason"`
-	ResumeURL string `json:"resume_url"`
+	ResumeURL string `json:"resume_url,omitempty"`
 	// Policy is how the approval policy judged the call: the rule that
 	// asks, and its reason.
 	Policy *agents.PolicyRecord `json:"policy,omitempty"`
 }
 
-func pendingOf(cp *agents.Checkpoint) *pendingCall {
+// pendingOf is the call a paused run waits on; decider says whether the
+// key it is shown to may decide it, and only then does it say where
+// (ResumeURL): a message a key reads never tells it how to do what its
+// role may not do.
+func pendingOf(cp *agents.Checkpoint, decider bool) *pendingCall {
 	if cp == nil || cp.Pending == nil {
 		return nil
 	}
@@ -294,8 +298,11 @@ func pendingOf(cp *agents.Checkpoint) *pendingCall {
 	if !ok {
 		return nil
 	}
-	return &pendingCall{CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, Reason: string(cp.Pending.Reason),
-		ResumeURL: "/v1/runs/" + cp.RunID + "/resume", Policy: c.Policy}
+	p := &pendingCall{CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, Reason: string(cp.Pending.Reason), Policy: c.Policy}
+	if decider {
+		p.ResumeURL = "/v1/runs/" + cp.RunID + "/resume"
+	}
+	return p
 }
 
 // aidExt is aid's extension object on chat-completion answers and errors:
@@ -313,11 +320,11 @@ type aidExt struct {
 	ContinueURL string              `json:"continue_url,omitempty"`
 }
 
-func extOf(res agents.RunResult) *aidExt {
+func extOf(res agents.RunResult, decider bool) *aidExt {
 	if res.RunID == "" {
 		return nil
 	}
-	ext := &aidExt{RunID: res.RunID, Status: string(res.Status), Agent: res.Agent, Path: res.Path, Pending: pendingOf(res.Checkpoint)}
+	ext := &aidExt{RunID: res.RunID, Status: string(res.Status), Agent: res.Agent, Path: res.Path, Pending: pendingOf(res.Checkpoint, decider)}
 	if agents.Continuable(res.Status) {
 		// The partial result of a run that stopped early.
 		ext.Steps, ext.LastText, ext.CostUSD, ext.ContinueURL = res.Steps, res.LastText, res.CostUSD, continueURL(res.RunID, res.Status)
@@ -353,10 +360,10 @@ type runJSON struct {
 	Error       *apiError    `json:"error,omitempty"`
 }
 
-func runOf(res agents.RunResult, err error, reqID string) runJSON {
+func runOf(res agents.RunResult, err error, reqID string, decider bool) runJSON {
 	out := runJSON{
 		RunID: res.RunID, Agent: res.Agent, Path: res.Path, Status: string(res.Status), Answer: res.Answer, LastText: res.LastText,
-		Steps: res.Steps, CostUSD: res.CostUSD, Pending: pendingOf(res.Checkpoint), Messages: toOutMessages(res.Messages),
+		Steps: res.Steps, CostUSD: res.CostUSD, Pending: pendingOf(res.Checkpoint, decider), Messages: toOutMessages(res.Messages),
 		ContinueURL: continueURL(res.RunID, res.Status),
 		Usage:       usageJSON{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens},
 	}

@@ -31,6 +31,14 @@ func Run(t *testing.T, newStore func(t *testing.T) agents.Store) {
 	t.Run("CancelRequests", func(t *testing.T) { testCancelRequests(t, newStore(t)) })
 	t.Run("WatchCancel", func(t *testing.T) { testWatchCancel(t, newStore(t)) })
 	t.Run("ThreadGrants", func(t *testing.T) { testGrants(t, newStore(t)) })
+	t.Run("ListRuns", func(t *testing.T) {
+		s := newStore(t)
+		l, ok := s.(agents.RunLister)
+		if !ok {
+			t.Skip("the store is not an agents.RunLister")
+		}
+		testListRuns(t, l, s)
+	})
 	t.Run("StepStore", func(t *testing.T) {
 		s, ok := newStore(t).(agents.StepStore)
 		if !ok {

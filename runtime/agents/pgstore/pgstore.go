@@ -246,11 +246,17 @@ var migrationSteps = []string{
 		run_id     text        NOT NULL
 	);
 	CREATE INDEX ON {grants} (thread_id, id);`,
+	// 4: whom a run is for (Checkpoint.Key, Tenant), written once at
+	// CreateRun, and the index ListRuns pages through: neither column
+	// changes after the insert, so the index leaves a step's UPDATE a HOT
+	// one.
+	`ALTER TABLE {runs} ADD COLUMN caller_key text NOT NULL DEFAULT '', ADD COLUMN tenant text NOT NULL DEFAULT '';
+	CREATE INDEX ON {runs} (tenant, created_at DESC, run_id DESC);`,
 }
 
 // SchemaVersion is the schema version this code reads and writes: the
 // number of migration steps.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // SchemaTooNewError reports a database migrated by a newer release of this
 // package: this code does not know what the later steps changed, so it
@@ -355,7 +361,8 @@ func checkText(field, v string) error {
 
 // CreateRun implements agents.Store.
 func (s *Store) CreateRun(ctx context.Context, rec agents.RunRecord) (agents.RunRecord, error) {
-	if err := errors.Join(checkText("run id", rec.RunID), checkText("agent", rec.Agent), checkText("status", string(rec.Status))); err != nil {
+	if err := errors.Join(checkText("run id", rec.RunID), checkText("agent", rec.Agent), checkText("status", string(rec.Status)),
+		checkText("key", rec.Checkpoint.Key), checkText("tenant", rec.Checkpoint.Tenant)); err != nil {
 		return agents.RunRecord{}, err
 	}
 	rec.Cancel = nil
@@ -364,9 +371,9 @@ func (s *Store) CreateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 		return agents.RunRecord{}, fmt.Errorf("pgstore: create run %s: encode checkpoint: %w", rec.RunID, err)
 	}
 	err = s.do(ctx, func(ctx context.Context) error {
-		return s.db.QueryRow(ctx, `INSERT INTO `+s.runs+` (run_id, agent, status, version, checkpoint)
-			VALUES ($1, $2, $3, 1, $4) RETURNING version, updated_at`,
-			rec.RunID, rec.Agent, string(rec.Status), string(cp)).Scan(&rec.Version, &rec.UpdatedAt)
+		return s.db.QueryRow(ctx, `INSERT INTO `+s.runs+` (run_id, agent, status, version, checkpoint, caller_key, tenant)
+			VALUES ($1, $2, $3, 1, $4, $5, $6) RETURNING version, updated_at, created_at`,
+			rec.RunID, rec.Agent, string(rec.Status), string(cp), rec.Checkpoint.Key, rec.Checkpoint.Tenant).Scan(&rec.Version, &rec.UpdatedAt, &rec.CreatedAt)
 	})
 	if isUnique(err) {
 		return agents.RunRecord{}, &agents.RunExistsError{RunID: rec.RunID}
@@ -481,8 +488,8 @@ func (s *Store) LoadRun(ctx context.Context, runID string) (agents.RunRecord, er
 	err := s.do(ctx, func(ctx context.Context) error {
 		var by *string
 		var at *time.Time
-		err := s.db.QueryRow(ctx, `SELECT agent, status, version, checkpoint::text, updated_at, cancel_by, cancel_at FROM `+s.runs+` WHERE run_id = $1`, runID).
-			Scan(&rec.Agent, &status, &rec.Version, &cp, &rec.UpdatedAt, &by, &at)
+		err := s.db.QueryRow(ctx, `SELECT agent, status, version, checkpoint::text, updated_at, cancel_by, cancel_at, created_at FROM `+s.runs+` WHERE run_id = $1`, runID).
+			Scan(&rec.Agent, &status, &rec.Version, &cp, &rec.UpdatedAt, &by, &at, &rec.CreatedAt)
 		rec.Cancel = cancelRequest(by, at)
 		return err
 	})
@@ -657,3 +664,63 @@ func (s *Store) Grants(ctx context.Context, threadID string) ([]agents.Grant, er
 }
 
 var _ agents.StepStore = (*Store)(nil)
+
+// ListRuns implements agents.RunLister: one indexed range scan of the
+// filter's tenant (every tenant's with AllTenants), newest first, from the
+// cursor on.
+func (s *Store) ListRuns(ctx context.Context, f agents.RunFilter) (agents.RunPage, error) {
+	f, after, err := f.Check()
+	if err != nil {
+		return agents.RunPage{}, err
+	}
+	if err := errors.Join(checkText("key", f.Key), checkText("tenant", f.Tenant)); err != nil {
+		return agents.RunPage{}, err
+	}
+	statuses := make([]string, len(f.Statuses))
+	for i, st := range f.Statuses {
+		statuses[i] = string(st)
+	}
+	var cursorAt *time.Time
+	if !after.Zero() {
+		cursorAt = &after.Created
+	}
+	// One more than the page says whether there is a next one.
+	sql := `SELECT run_id, agent, status, version, checkpoint::text, updated_at, cancel_by, cancel_at, created_at FROM ` + s.runs + `
+		WHERE ($1 OR tenant = $2) AND ($3 = '' OR caller_key = $3) AND (cardinality($4::text[]) = 0 OR status = ANY($4))
+			AND ($5::timestamptz IS NULL OR (created_at, run_id) < ($5, $6))
+		ORDER BY created_at DESC, run_id DESC LIMIT $7`
+	var page agents.RunPage
+	err = s.do(ctx, func(ctx context.Context) error {
+		page = agents.RunPage{}
+		rows, err := s.db.Query(ctx, sql, f.AllTenants, f.Tenant, f.Key, statuses, cursorAt, after.RunID, f.Limit+1)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var rec agents.RunRecord
+			var status string
+			var cp []byte
+			var by *string
+			var at *time.Time
+			if err := rows.Scan(&rec.RunID, &rec.Agent, &status, &rec.Version, &cp, &rec.UpdatedAt, &by, &at, &rec.CreatedAt); err != nil {
+				return err
+			}
+			rec.Status, rec.Cancel = agents.Status(status), cancelRequest(by, at)
+			if err := json.Unmarshal(cp, &rec.Checkpoint); err != nil {
+				return fmt.Errorf("decode the checkpoint of run %s: %w", rec.RunID, err)
+			}
+			page.Runs = append(page.Runs, rec)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return agents.RunPage{}, fmt.Errorf("pgstore: list runs: %w", err)
+	}
+	if len(page.Runs) > f.Limit {
+		page.Runs = page.Runs[:f.Limit]
+		last := page.Runs[f.Limit-1]
+		page.Next = agents.RunCursor{Created: last.CreatedAt, RunID: last.RunID}.String()
+	}
+	return page, nil
+}

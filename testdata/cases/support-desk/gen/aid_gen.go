@@ -385,6 +385,33 @@ order when the customer gives an order id.`,
 			},
 			Auth: app.Auth{
 				Kind: "none",
+				Keys: []app.Key{
+					{
+						Name: "frontend",
+						Roles: []string{
+							"caller",
+						},
+						Tenant:    "acme",
+						SecretEnv: "AID_KEY_FRONTEND",
+					},
+					{
+						Name: "ops",
+						Roles: []string{
+							"approver",
+							"operator",
+						},
+						Tenant:    "acme",
+						SecretEnv: "AID_KEY_OPS",
+					},
+					{
+						Name: "other",
+						Roles: []string{
+							"caller",
+						},
+						Tenant:    "globex",
+						SecretEnv: "AID_KEY_OTHER",
+					},
+				},
 			},
 			State: app.State{
 				Kind: "memory",

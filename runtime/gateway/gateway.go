@@ -72,14 +72,14 @@ type Gateway struct {
 	// rateLimits are the configured rate limits, sorted by name.
 	rateLimits []RateLimit
 	limiter    Limiter
-	ledger    Ledger
-	tracer    trace.Tracer
-	tracing   bool
-	logger    *slog.Logger
-	retry     RetryPolicy
-	idPrefix  string
-	seq       atomic.Uint64
-	attrs     attrBuffers
+	ledger     Ledger
+	tracer     trace.Tracer
+	tracing    bool
+	logger     *slog.Logger
+	retry      RetryPolicy
+	idPrefix   string
+	seq        atomic.Uint64
+	attrs      attrBuffers
 }
 
 // entry is one resolved alias with everything precomputed that a call needs.

@@ -337,6 +337,16 @@ func (c *checker) check() {
 		if b.MaxUSD == 0 && b.MaxTotalTokens == 0 && !written("maxUSD") && !written("maxTotalTokens") {
 			c.errAt(pathOf("budgets", b.Name), "budget %q sets no limit; set maxUSD, maxTotalTokens or both", b.Name)
 		}
+		if _, err := kind.ParseWindow(b.Window, b.TimeZone); err != nil {
+			field := "window"
+			if b.Window == "" || strings.Contains(err.Error(), "time zone") {
+				field = "timeZone"
+			}
+			c.errAt(pathOf("budgets", b.Name, field), "budget %q: %v", b.Name, err)
+		}
+		if b.AppliesTo == "all" && (b.Scope == "run" || b.Scope == "thread") {
+			c.errAt(pathOf("budgets", b.Name, "appliesTo"), "budget %q applies to all calls, so it cannot be %s-scoped: a call need not belong to a %s; use scope \"key\", \"tenant\" or \"global\"", b.Name, b.Scope, b.Scope)
+		}
 	}
 	for _, t := range d.Tools {
 		c.report([]any{"tools", t.Name}, rules.ToolName(t.Name))

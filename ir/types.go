@@ -172,8 +172,16 @@ type Budget struct {
 	MaxUSD float64 `json:"maxUSD,omitempty"`
 	// MaxTotalTokens caps input plus output tokens; zero means no token cap.
 	MaxTotalTokens int64 `json:"maxTotalTokens,omitempty"`
-	// Scope is "run", "thread" or "global".
+	// Scope is "run", "thread", "key", "tenant" or "global".
 	Scope string `json:"scope"`
+	// Window is the reset window: a fixed length or "day" / "month";
+	// empty means the budget never resets.
+	Window string `json:"window,omitempty"`
+	// TimeZone is the IANA time zone of a calendar window; empty means UTC.
+	TimeZone string `json:"timeZone,omitempty"`
+	// AppliesTo is "all" for a budget every call is charged to; empty
+	// for one only the agents, evals and routes that name it are.
+	AppliesTo string `json:"appliesTo,omitempty"`
 }
 
 // Tool is a function an agent may call.

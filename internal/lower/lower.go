@@ -74,7 +74,8 @@ func Document(doc *ir.Document) (app.Description, error) {
 		d.Models = append(d.Models, gateway.PinnedModel{Alias: a.Name, Spec: ModelSpec(m)})
 	}
 	for _, b := range doc.Budgets {
-		d.Budgets = append(d.Budgets, gateway.Budget{Name: b.Name, MaxUSD: b.MaxUSD, MaxTotalTokens: b.MaxTotalTokens, Scope: gateway.Scope(b.Scope)})
+		d.Budgets = append(d.Budgets, gateway.Budget{Name: b.Name, MaxUSD: b.MaxUSD, MaxTotalTokens: b.MaxTotalTokens, Scope: gateway.Scope(b.Scope),
+			Window: b.Window, TimeZone: b.TimeZone, AppliesToAll: b.AppliesTo == "all"})
 	}
 	for _, t := range doc.Tools {
 		tool, err := tool(t)

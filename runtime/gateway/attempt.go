@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -33,6 +34,9 @@ type call struct {
 	attempts []Attempt
 	// hold is the reservation of the alias being tried.
 	hold hold
+	// admitted says that the caller's rate limits counted the call, which
+	// they do once, whichever alias serves it.
+	admitted bool
 }
 
 // hold is one reservation. It is closed exactly once, by settling or
@@ -121,6 +125,13 @@ func (g *Gateway) tryAlias(ctx context.Context, c *call, req *Request, e *entry,
 	if err != nil {
 		return false, err
 	}
+	if err := g.admit(ctx, e, !c.admitted, amount.Tokens); err != nil {
+		// A model's quota is that deployment's: another may serve the
+		// call. The caller's own limits end it.
+		rl, ok := errors.AsType[*RateLimitedError](err)
+		return !ok || rl.Scope != RateScopeModel, err
+	}
+	c.admitted = true
 	if err := g.reserve(ctx, e, amount, c.limits, &c.hold); err != nil {
 		return true, err
 	}

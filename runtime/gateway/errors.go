@@ -322,7 +322,13 @@ func IsFallbackEligible(err error) bool {
 	var (
 		pe     *ProviderError
 		window *ContextWindowExceededError
+		rate   *RateLimitedError
 	)
+	if errors.As(err, &rate) {
+		// A model's quota is its deployment's; the caller's own limits
+		// hold on every alias.
+		return rate.Scope == RateScopeModel
+	}
 	return errors.As(err, &pe) || errors.As(err, &window)
 }
 

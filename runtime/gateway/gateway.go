@@ -45,9 +45,16 @@ type Config struct {
 	// ProviderRetry overrides Retry for the aliases of the named
 	// providers, whose endpoints may deserve more or less patience.
 	ProviderRetry map[string]RetryPolicy
-	// Clock tells the time budget windows are read from; nil means
-	// time.Now. Tests inject one to roll windows over.
+	// Clock tells the time budget windows, rate limits and cool-downs are
+	// read from; nil means time.Now. Tests inject one to roll windows over.
 	Clock func() time.Time
+	// RateLimits cap the requests and tokens per minute of every call, per
+	// key, tenant or model deployment.
+	RateLimits []RateLimit
+	// Limiter counts rate limits; nil means the Ledger when it implements
+	// Limiter (the PostgreSQL ledger does, so replicas share their
+	// limits), and a new MemoryLimiter otherwise.
+	Limiter Limiter
 }
 
 // Gateway is the only door to a model: it resolves pinned aliases, checks
@@ -61,14 +68,18 @@ type Gateway struct {
 	scoped    map[Scope][]string // the budgets of each keyed scope, sorted
 	all       []string           // the budgets that apply to every call, sorted
 	clock     func() time.Time
-	ledger    Ledger
-	tracer    trace.Tracer
-	tracing   bool
-	logger    *slog.Logger
-	retry     RetryPolicy
-	idPrefix  string
-	seq       atomic.Uint64
-	attrs     attrBuffers
+	sleep     func(context.Context, time.Duration) error
+	// rateLimits are the configured rate limits, sorted by name.
+	rateLimits []RateLimit
+	limiter    Limiter
+	ledger     Ledger
+	tracer     trace.Tracer
+	tracing    bool
+	logger     *slog.Logger
+	retry      RetryPolicy
+	idPrefix   string
+	seq        atomic.Uint64
+	attrs      attrBuffers
 }
 
 // entry is one resolved alias with everything precomputed that a call needs.
@@ -105,6 +116,8 @@ func New(cfg Config) (*Gateway, error) {
 		logger:    cfg.Logger,
 		retry:     cfg.Retry.withDefaults(),
 		clock:     cfg.Clock,
+		sleep:     sleep,
+		limiter:   cfg.Limiter,
 	}
 	if g.clock == nil {
 		g.clock = time.Now
@@ -175,9 +188,21 @@ func New(cfg Config) (*Gateway, error) {
 			scopeAttr: AttrBudgetScope.StringSlice([]string{string(b.Scope)}),
 		}
 	}
+	for _, r := range cfg.RateLimits {
+		if err := r.validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if slices.ContainsFunc(g.rateLimits, func(o RateLimit) bool { return o.Name == r.Name }) {
+			errs = append(errs, fmt.Errorf("rate limit %q is defined twice", r.Name))
+			continue
+		}
+		g.rateLimits = append(g.rateLimits, r)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("gateway config: %w", err)
 	}
+	slices.SortFunc(g.rateLimits, func(a, b RateLimit) int { return strings.Compare(a.Name, b.Name) })
 	slices.Sort(g.aliases)
 	slices.Sort(g.all)
 	for _, names := range g.scoped {
@@ -185,6 +210,13 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if g.ledger == nil {
 		g.ledger = NewMemoryLedger()
+	}
+	if g.limiter == nil {
+		if l, ok := g.ledger.(Limiter); ok {
+			g.limiter = l
+		} else {
+			g.limiter = NewMemoryLimiter()
+		}
 	}
 	if g.tracer == nil {
 		g.tracer = noop.NewTracerProvider().Tracer("")

@@ -149,6 +149,12 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"run budget applying to all calls", func(c *gateway.Config) {
 			c.Budgets = append(c.Budgets, gateway.Budget{Name: "b", MaxUSD: 1, Scope: gateway.ScopeRun, AppliesToAll: true})
 		}, `budget "b" applies to all calls, so it cannot be run-scoped`},
+		{"rate limit without a limit", func(c *gateway.Config) {
+			c.RateLimits = append(c.RateLimits, gateway.RateLimit{Name: "r", Scope: gateway.RateScopeKey})
+		}, `rate limit "r" sets neither requests nor tokens per minute`},
+		{"key rate limit naming a model", func(c *gateway.Config) {
+			c.RateLimits = append(c.RateLimits, gateway.RateLimit{Name: "r", Scope: gateway.RateScopeKey, Model: "m-1", RequestsPerMinute: 1})
+		}, `only a model-scoped limit names a model`},
 		{"duplicate budget", func(c *gateway.Config) {
 			c.Budgets = append(c.Budgets, gateway.Budget{Name: "org", MaxUSD: 1, Scope: gateway.ScopeGlobal})
 		}, `budget "org" is defined twice`},

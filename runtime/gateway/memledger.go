@@ -25,6 +25,7 @@ type MemoryLedger struct {
 	aliases  map[string]*NamedSpend
 	models   map[string]*NamedSpend
 	windows  map[string]*windowAccounts // by budget, for budgets with a window
+	limiter  *MemoryLimiter
 	total    Amount
 	calls    int64
 }
@@ -56,7 +57,14 @@ func NewMemoryLedger() *MemoryLedger {
 		aliases:  make(map[string]*NamedSpend),
 		models:   make(map[string]*NamedSpend),
 		windows:  make(map[string]*windowAccounts),
+		limiter:  NewMemoryLimiter(),
 	}
+}
+
+// Admit implements Limiter with a MemoryLimiter of the ledger's own, so
+// that gateways sharing a ledger share their rate limits too.
+func (l *MemoryLedger) Admit(ctx context.Context, now time.Time, counters []RateCounter, tokens int64) error {
+	return l.limiter.Admit(ctx, now, counters, tokens)
 }
 
 // Reserve implements Ledger.

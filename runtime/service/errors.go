@@ -114,6 +114,10 @@ const (
 	// CodeQueueFull (429): the queue of background runs holds its
 	// maximum of runs waiting for a worker; the answer has Retry-After.
 	CodeQueueFull = "queue_full"
+	// CodeRateLimited (429): a rate limit of the caller's key or tenant,
+	// or a model's quota, refused the call; the answer has Retry-After
+	// and OpenAI's x-ratelimit-* headers for the limit that refused.
+	CodeRateLimited = "rate_limit_exceeded"
 	// CodeNotReady (503): a readiness check failed.
 	CodeNotReady = "not_ready"
 	// CodeNotImplemented (501): the route needs what this service's
@@ -135,6 +139,9 @@ type apiError struct {
 	cause error
 	// retryAfter, when set, is the Retry-After of a 429.
 	retryAfter time.Duration
+	// rate, when set, is the rate limit that refused, for the
+	// x-ratelimit-* headers.
+	rate *gateway.RateLimitedError
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -184,6 +191,7 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 		conflict    *agents.ConflictError
 		stale       *agents.StaleCheckpointError
 		budget      *gateway.BudgetExceededError
+		rate        *gateway.RateLimitedError
 		runBudget   *agents.BudgetExceededError
 		window      *gateway.ContextWindowExceededError
 		maxSteps    *agents.MaxStepsError
@@ -236,6 +244,10 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 		return newError(http.StatusConflict, TypeConflict, CodeRunConflict, conflict.Error())
 	case errors.As(err, &stale):
 		return newError(http.StatusConflict, TypeConflict, CodeRunConflict, stale.Error())
+	case errors.As(err, &rate):
+		e := newError(http.StatusTooManyRequests, TypeRateLimit, CodeRateLimited, rate.Error())
+		e.retryAfter, e.rate = rate.RetryAfter, rate
+		return e
 	case errors.As(err, &runBudget):
 		return newError(http.StatusPaymentRequired, TypeQuota, CodeBudgetExceeded, runBudget.Error())
 	case errors.As(err, &budget):
@@ -349,6 +361,9 @@ const maxPooledAnswer = 64 << 10
 // replica answers) or a dependency is down (it comes back); one of those
 // says after how long.
 func retryHeaders(w http.ResponseWriter, ae *apiError) {
+	if ae.rate != nil {
+		rateHeaders(w.Header(), ae.rate)
+	}
 	if ae.Status == http.StatusTooManyRequests && ae.retryAfter > 0 {
 		// A full queue takes runs again once workers drain it.
 		w.Header().Set("X-Should-Retry", "true")
@@ -362,6 +377,23 @@ func retryHeaders(w http.ResponseWriter, ae *apiError) {
 	w.Header().Set("X-Should-Retry", "true")
 	if ae.Code == CodeUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+	}
+}
+
+// rateHeaders sets OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,
+// tokens} headers for each dimension the refusing limit caps; a reset is
+// a duration as OpenAI writes it ("1.5s", "6m0s").
+func rateHeaders(h http.Header, rl *gateway.RateLimitedError) {
+	for _, d := range []struct {
+		name string
+		st   gateway.RateStatus
+	}{{"requests", rl.Requests}, {"tokens", rl.Tokens}} {
+		if d.st.Limit == 0 {
+			continue
+		}
+		h.Set("X-Ratelimit-Limit-"+d.name, strconv.FormatInt(d.st.Limit, 10))
+		h.Set("X-Ratelimit-Remaining-"+d.name, strconv.FormatInt(d.st.Remaining, 10))
+		h.Set("X-Ratelimit-Reset-"+d.name, d.st.Reset.Round(time.Millisecond).String())
 	}
 }
 

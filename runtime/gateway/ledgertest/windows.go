@@ -36,6 +36,17 @@ func (c *clock) Set(t time.Time) {
 // answering "fine" for ever, the budgets and the clock.
 func newGateway(t testing.TB, l gateway.Ledger, c *clock, budgets ...gateway.Budget) *gateway.Gateway {
 	t.Helper()
+	return newGatewayConfig(t, l, c, budgets, nil)
+}
+
+// newGatewayLimits is newGateway with rate limits and no budget.
+func newGatewayLimits(t testing.TB, l gateway.Ledger, c *clock, limits ...gateway.RateLimit) *gateway.Gateway {
+	t.Helper()
+	return newGatewayConfig(t, l, c, nil, limits)
+}
+
+func newGatewayConfig(t testing.TB, l gateway.Ledger, c *clock, budgets []gateway.Budget, limits []gateway.RateLimit) *gateway.Gateway {
+	t.Helper()
 	p, err := fake.New(fake.Config{Script: []fake.Step{{Text: "fine"}}, Loop: true})
 	if err != nil {
 		t.Fatal(err)
@@ -45,9 +56,10 @@ func newGateway(t testing.TB, l gateway.Ledger, c *clock, budgets ...gateway.Bud
 			ID: "fake-small-2024-01-01", Provider: "fake", MaxOutputTokens: 16,
 			Cost: gateway.CostProfile{InputPer1kUSD: 0.05, OutputPer1kUSD: 0.15},
 		}}},
-		Providers: map[string]gateway.Provider{"fake": p},
-		Budgets:   budgets,
-		Ledger:    l,
+		Providers:  map[string]gateway.Provider{"fake": p},
+		Budgets:    budgets,
+		RateLimits: limits,
+		Ledger:     l,
 	}
 	if c != nil {
 		cfg.Clock = c.Now
@@ -233,6 +245,71 @@ func testStackedConcurrent(t *testing.T, l gateway.Ledger) {
 // fresh, empty store.
 func RunShared(t *testing.T, newLedgers func(t *testing.T, n int) []gateway.Ledger) {
 	t.Run("TenantDayAcrossReplicas", func(t *testing.T) { testTenantDayAcrossReplicas(t, newLedgers(t, 3)) })
+	t.Run("RateLimitAcrossReplicas", func(t *testing.T) { testRateLimitAcrossReplicas(t, newLedgers(t, 3)) })
+}
+
+// testRateLimitAcrossReplicas is the rate limit figure the README quotes:
+// three gateways, each with its own ledger (and so limiter, when the
+// ledger is one) over one store, share a limit of 10,000 tokens per minute
+// per key. Calls arrive in bursts every 5 seconds of an injected clock for
+// three minutes; the tokens admitted in any 60 seconds never pass 10,000,
+// and every refusal is a *RateLimitedError naming the limit with a wait.
+func testRateLimitAcrossReplicas(t *testing.T, ls []gateway.Ledger) {
+	const tpm = 10_000
+	c := &clock{now: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}
+	gws := make([]*gateway.Gateway, len(ls))
+	for i, l := range ls {
+		gws[i] = newGatewayLimits(t, l, c, gateway.RateLimit{Name: "per_key_tpm", Scope: gateway.RateScopeKey, TokensPerMinute: tpm})
+	}
+	req := gateway.Request{Messages: []gateway.Message{{Role: gateway.RoleUser, Content: strings.Repeat("How much is this going to cost me? ", 40)}}, MaxOutputTokens: 16}
+	u, err := gws[0].EstimateUsage("small", req)
+	must(t, err)
+	per := u.TotalTokens
+	ctx := kind.WithCaller(t.Context(), kind.Caller{Key: "frontend", Tenant: "acme"})
+	const step, steps, burst = 5 * time.Second, 36, 12
+	admitted := make([]int64, steps)
+	start := c.Now()
+	for s := range steps {
+		c.Set(start.Add(time.Duration(s) * step))
+		var ok atomic.Int64
+		errs := make(chan error, burst)
+		var wg sync.WaitGroup
+		for i := range burst {
+			wg.Go(func() {
+				_, err := gws[i%len(gws)].Generate(ctx, "small", req)
+				if err == nil {
+					ok.Add(1)
+					return
+				}
+				rl, isRate := errors.AsType[*gateway.RateLimitedError](err)
+				if !isRate || rl.Limit != "per_key_tpm" || rl.RetryAfter <= 0 || rl.Tokens.Limit != tpm {
+					errs <- fmt.Errorf("refusal is not the limit's: %w", err)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		admitted[s] = ok.Load()
+	}
+	var total, worst int64
+	for s := range steps {
+		var sum int64
+		for j := s; j < steps && time.Duration(j-s)*step < time.Minute; j++ {
+			sum += admitted[j] * per
+		}
+		worst = max(worst, sum)
+		total += admitted[s] * per
+	}
+	t.Logf("%d calls of %d tokens over %s on %d replicas: %d tokens admitted, at most %d in any 60 s (limit %d)", steps*burst, per, time.Duration(steps)*step, len(ls), total, worst, tpm)
+	if worst > tpm {
+		t.Errorf("%d tokens admitted within 60 s, over the %d per minute", worst, tpm)
+	}
+	if total <= 2*tpm {
+		t.Errorf("only %d tokens admitted in three minutes: the window does not slide", total)
+	}
 }
 
 // TenantDayCalls is how many calls TenantDayAcrossReplicas makes at once:

@@ -23,6 +23,8 @@ type Ledger struct {
 	ownsPool bool
 	accounts string // quoted table names
 	holds    string
+	// counters and admissions are the rate limits' tables.
+	counters, admissions string
 	// migrations is the quoted name of the table of applied schema
 	// versions.
 	migrations string
@@ -34,7 +36,8 @@ type Ledger struct {
 type Option func(*Ledger) error
 
 // WithTablePrefix names the ledger's tables <prefix>_accounts,
-// <prefix>_reservations and <prefix>_migrations; the default prefix is "aid_budget". The prefix is
+// <prefix>_reservations, <prefix>_rate_counters, <prefix>_rate_admissions
+// and <prefix>_migrations; the default prefix is "aid_budget". The prefix is
 // lower-case letters, digits and underscores.
 func WithTablePrefix(prefix string) Option {
 	return func(l *Ledger) error {
@@ -72,6 +75,8 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Ledger, error) {
 	l.accounts = pgx.Identifier{l.prefix + "_accounts"}.Sanitize()
 	l.holds = pgx.Identifier{l.prefix + "_reservations"}.Sanitize()
 	l.migrations = pgx.Identifier{l.prefix + "_migrations"}.Sanitize()
+	l.counters = pgx.Identifier{l.prefix + "_rate_counters"}.Sanitize()
+	l.admissions = pgx.Identifier{l.prefix + "_rate_admissions"}.Sanitize()
 	return l, nil
 }
 
@@ -170,11 +175,25 @@ var migrationSteps = []string{
 	// per settled call. Rows settled before it count none.
 	`ALTER TABLE {accounts} ADD COLUMN spent_cached_input_tokens bigint NOT NULL DEFAULT 0;
 	ALTER TABLE {holds} ADD COLUMN actual_cached_input_tokens bigint NOT NULL DEFAULT 0;`,
+	// 3: rate limits (gateway.Limiter): a row per counter, which an
+	// admission locks, and the admissions of the last minute.
+	`CREATE TABLE {counters} (
+		limit_name text NOT NULL,
+		key        text NOT NULL,
+		PRIMARY KEY (limit_name, key)
+	);
+	CREATE TABLE {admissions} (
+		limit_name text        NOT NULL,
+		key        text        NOT NULL,
+		at         timestamptz NOT NULL,
+		tokens     bigint      NOT NULL
+	);
+	CREATE INDEX ON {admissions} (limit_name, key, at);`,
 }
 
 // SchemaVersion is the schema version this code reads and writes: the
 // number of migration steps.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // SchemaTooNewError reports a database migrated by a newer release of this
 // package: this code does not know what the later steps changed, so it
@@ -206,7 +225,7 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 		// each other, as they always have.
 		LockKey:  0x61696462,
 		Steps:    migrationSteps,
-		Names:    strings.NewReplacer("{accounts}", l.accounts, "{holds}", l.holds),
+		Names:    strings.NewReplacer("{accounts}", l.accounts, "{holds}", l.holds, "{counters}", l.counters, "{admissions}", l.admissions),
 		Versions: pgutil.MigrationsTable{Name: l.migrations, Clock: "now()"},
 	}
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error { return pgutil.Migrate(ctx, tx, schema) })
@@ -492,4 +511,95 @@ func (l *Ledger) CloseAccounts(ctx context.Context, _ []gateway.Account) error {
 	return ctx.Err()
 }
 
-var _ gateway.Ledger = (*Ledger)(nil)
+// Admit implements gateway.Limiter exactly, across every process on the
+// database: one transaction locks the counters' rows in one global order
+// (as lockAccounts does, so admissions cannot deadlock), drops their
+// admissions older than the window, reads the rest, checks the call with
+// gateway.RateCheck and records it. now is the gateway's clock, read in
+// microseconds, PostgreSQL's precision: replicas whose clocks differ by d
+// count a window d apart, which lets up to the admissions of d through
+// twice at a window's edge.
+func (l *Ledger) Admit(ctx context.Context, now time.Time, counters []gateway.RateCounter, tokens int64) error {
+	if len(counters) == 0 {
+		return nil
+	}
+	ctx, cancel := pgutil.WithOpTimeout(ctx, l.timeout)
+	defer cancel()
+	now = now.Truncate(time.Microsecond)
+	names := make([]string, len(counters))
+	keys := make([]string, len(counters))
+	for i, c := range counters {
+		names[i], keys[i] = c.Limit, c.Key
+	}
+	err := l.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+l.counters+` (limit_name, key)
+			SELECT w.n, w.k FROM unnest($1::text[], $2::text[]) AS w(n, k)
+			ORDER BY w.n COLLATE "C", w.k COLLATE "C"
+			ON CONFLICT DO NOTHING`, names, keys); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM `+l.counters+` c JOIN unnest($1::text[], $2::text[]) AS w(n, k)
+			  ON c.limit_name = w.n AND c.key = w.k
+			ORDER BY c.limit_name COLLATE "C", c.key COLLATE "C"
+			FOR UPDATE OF c`, names, keys); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM `+l.admissions+` a USING unnest($1::text[], $2::text[]) AS w(n, k)
+			WHERE a.limit_name = w.n AND a.key = w.k AND a.at <= $3`, names, keys, now.Add(-gateway.RateWindow)); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT a.limit_name, a.key, a.at, a.tokens FROM `+l.admissions+` a
+			JOIN unnest($1::text[], $2::text[]) AS w(n, k) ON a.limit_name = w.n AND a.key = w.k
+			ORDER BY a.at`, names, keys)
+		if err != nil {
+			return err
+		}
+		type log struct {
+			at     []time.Time
+			tokens []int64
+		}
+		logs := make(map[[2]string]*log, len(counters))
+		for rows.Next() {
+			var n, k string
+			var at time.Time
+			var t int64
+			if err := rows.Scan(&n, &k, &at, &t); err != nil {
+				rows.Close()
+				return err
+			}
+			lg := logs[[2]string{n, k}]
+			if lg == nil {
+				lg = &log{}
+				logs[[2]string{n, k}] = lg
+			}
+			lg.at, lg.tokens = append(lg.at, at), append(lg.tokens, t)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, c := range counters {
+			lg := logs[[2]string{c.Limit, c.Key}]
+			if lg == nil {
+				lg = &log{}
+			}
+			if rl := gateway.RateCheck(c, now, lg.at, lg.tokens, tokens); rl != nil {
+				return rl
+			}
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO `+l.admissions+` (limit_name, key, at, tokens)
+			SELECT w.n, w.k, $3, $4 FROM unnest($1::text[], $2::text[]) AS w(n, k)`, names, keys, now, tokens)
+		return err
+	})
+	if rl, ok := errors.AsType[*gateway.RateLimitedError](err); ok {
+		return rl
+	}
+	if err != nil {
+		return fmt.Errorf("pgledger: admit: %w", l.unavailable(ctx, err))
+	}
+	return nil
+}
+
+var (
+	_ gateway.Ledger  = (*Ledger)(nil)
+	_ gateway.Limiter = (*Ledger)(nil)
+)

@@ -100,6 +100,14 @@ func description() app.Description {
 				MaxTotalTokens: 200000,
 				Scope:          "run",
 			},
+			{
+				Name:         "tenant_daily",
+				MaxUSD:       5,
+				Scope:        "tenant",
+				Window:       "day",
+				TimeZone:     "Europe/Berlin",
+				AppliesToAll: true,
+			},
 		},
 		Tools: []app.Tool{
 			{

@@ -44,6 +44,7 @@ type evalFlags struct {
 	seedSet        bool
 	progress       string
 	queue          string
+	verbose        bool
 }
 
 func newEval(s *streams) *cobra.Command {
@@ -82,6 +83,12 @@ with the cases that moved most and the errored ones linked to their inputs and
 answers; then the advice, model changes, fallbacks and cost. It reads on a
 phone and prints. With GITHUB_STEP_SUMMARY set, the summary names it (upload
 it as an artifact).
+
+-v prints, after each eval, every case: its expected answer and each run's
+answer, scores and calls of declared tools, each call with its mode (live,
+stub or replay; see the eval's tools in the schema). Every text is cut at
+2048 bytes and then says how long it was; the JSON report's caseResults
+hold the same.
 
 --json writes the same results for tools: its shape is the JSON Schema
 ` + ReportSchemaPath + ` in the aid repository (draft 2020-12), and its
@@ -137,6 +144,7 @@ a markdown summary is appended to that file.`,
 	fl.StringVar(&f.onInconclusive, "on-inconclusive", "inconclusive", "what an inconclusive gate exits as: inconclusive (3), pass (0) or fail (1)")
 	fl.Int64Var(&f.seed, "seed", 0, "replace the seed of every fake provider, to draw a fresh sample")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, lines or none")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "after each eval, print every case: its expected answer and each run's answer, scores and tool calls with their modes")
 	fl.StringVar(&f.queue, "queue", "", "enqueue the samples as jobs in the PostgreSQL database `DSN` for aidgen worker processes to run, and gather their results")
 	return cmd
 }
@@ -172,8 +180,11 @@ type evalOutcome struct {
 	Approvals   []sampleApprovals `json:"approvals,omitempty"`
 	modelReport                   // pinnedModels, modelChanges, baselineModelsUnrecorded
 
+	// Details are every case's input, expected answer and runs (answers,
+	// scores, tool calls with their modes).
+	Details []caseDetail `json:"caseResults,omitempty"`
+
 	baseline *eval.Baseline // the baseline gated against, for the reported metrics' column
-	details  []caseDetail   // every case's input and answers, for the HTML report
 }
 
 func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
@@ -370,9 +381,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		baseline:  baseline,
 	}
 	o.Approvals = approvalsOf(res)
-	if f.htmlFile != "" {
-		o.details = caseDetails(e.Dataset, res)
-	}
+	o.Details = caseDetails(e.Dataset, res)
 	o.pinModels(res.Pins, baseline)
 	for _, m := range e.Metrics {
 		o.Metrics = append(o.Metrics, m.Name())
@@ -416,6 +425,9 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		}
 		printBaselineUpdate(s, o, old == nil)
 		printApprovals(s, o)
+		if f.verbose {
+			printCases(s, o)
+		}
 		return o, nil
 	}
 
@@ -426,6 +438,9 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	o.Gate = gate
 	o.Drops = gateDrops(gate, stats, baseline)
 	printTable(s, o)
+	if f.verbose {
+		printCases(s, o)
+	}
 	return o, nil
 }
 

@@ -98,7 +98,8 @@ schemaVersion field changes only when a field is removed or changes meaning.
 beside the old one) and prints what changed. A run whose samples or scores
 failed would record each failure as a score of 0 in the reference, so it is
 refused (exit 1, the baseline untouched, the failed samples named) unless
---allow-failures is given. When GITHUB_STEP_SUMMARY is set,
+--allow-failures is given; so is a run whose mean of a gated metric is below
+its threshold's failBelow (naming the metric). When GITHUB_STEP_SUMMARY is set,
 a markdown summary is appended to that file.`,
 		Example: `  # Gate every eval against its baseline.
   aidgen eval examples/capitals/app.cue
@@ -136,7 +137,7 @@ a markdown summary is appended to that file.`,
 	fl.IntVar(&f.runs, "runs", 0, "samples per case, at least 1 (default: the eval's runs)")
 	fl.IntVar(&f.concurrency, "concurrency", 0, "samples in flight, at least 1 (default: the eval's concurrency)")
 	fl.BoolVar(&f.updateBaseline, "update-baseline", false, "write the baselines from this run instead of gating")
-	fl.BoolVar(&f.allowFailures, "allow-failures", false, "with --update-baseline: write a baseline even from a run whose samples or scores failed (each recorded as 0)")
+	fl.BoolVar(&f.allowFailures, "allow-failures", false, "with --update-baseline: write a baseline even from a run whose samples or scores failed (each recorded as 0), or whose mean is below a threshold's failBelow")
 	fl.StringVar(&f.note, "note", "", "note recorded in baselines written by --update-baseline")
 	fl.StringVar(&f.jsonFile, "json", "", "write the full results as JSON to `FILE`")
 	fl.StringVar(&f.junitFile, "junit", "", "write one JUnit test case per threshold to `FILE`")
@@ -411,6 +412,9 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		if len(o.Errors) > 0 && !f.allowFailures {
 			return nil, &exitError{code: ExitRegression, err: failedBaselineError(name, o)}
 		}
+		if err := belowFloorError(name, o, e.Thresholds); err != nil && !f.allowFailures {
+			return nil, &exitError{code: ExitRegression, err: err}
+		}
 		nb, err := eval.NewBaseline(res, aid.Version, f.note)
 		if err != nil {
 			return nil, &exitError{code: ExitUsage, err: err}
@@ -454,6 +458,25 @@ func failedBaselineError(name string, o *evalOutcome) error {
 		fmt.Fprintf(&b, "\n  %s", l)
 	}
 	return errors.New(b.String())
+}
+
+// belowFloorError is why --update-baseline refuses a run whose mean of a
+// gated metric is below the threshold's failBelow: every later gate would
+// fail against its own floor, and a baseline that low is a mistake far
+// more often than an intent. It names each such metric; nil when none.
+func belowFloorError(name string, o *evalOutcome, thresholds []eval.Threshold) error {
+	var below []string
+	for _, th := range thresholds {
+		st, ok := o.Stats[th.Metric]
+		if th.FailBelow == nil || !ok || st.Mean >= *th.FailBelow {
+			continue
+		}
+		below = append(below, fmt.Sprintf("%s mean %.3f is below its failBelow %g", th.Metric, st.Mean, *th.FailBelow))
+	}
+	if len(below) == 0 {
+		return nil
+	}
+	return fmt.Errorf("eval %q: not writing baseline %s: %s; the baseline would be below the eval's own floor. Fix the run, or pass --allow-failures to write it anyway", name, o.Baseline, strings.Join(below, "; "))
 }
 
 // queueHintAfter is how long an eval through the queue waits for its first

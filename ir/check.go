@@ -612,6 +612,7 @@ func (c *checker) eval(e *Eval) {
 		}
 	}
 	c.rankedMetrics(e)
+	c.evalTools(e)
 	if slices.Contains(e.Metrics, MetricLLMJudge) && e.Judge == nil {
 		c.errAt(at("metrics", slices.Index(e.Metrics, MetricLLMJudge)), "metric \"llm_judge\" needs a judge: set judge: {model: \"<alias>\", rubric: \"...\"}")
 	}
@@ -645,6 +646,75 @@ func (c *checker) eval(e *Eval) {
 	if len(e.Thresholds) > 0 && e.Baseline == "" {
 		c.errAt(at("thresholds"), "thresholds compare against a baseline, but baseline is not set; set baseline: \"<file>.json\" and create it with aidgen eval --update-baseline")
 	}
+}
+
+// evalTools checks what an eval says its tools do: each names a declared
+// tool its target agent can call, and every tool that writes which the
+// target can call (itself, or through the agents it hands off or delegates
+// to) has a declared mode, so that an eval never changes the world unless
+// it says so. An mcp tool that leaves its effects to the server is checked
+// when the eval runs, once the server has said.
+func (c *checker) evalTools(e *Eval) {
+	at := func(parts ...any) cue.Path { return pathOf(append([]any{"evals", e.Name}, parts...)...) }
+	if e.Target.Agent == "" {
+		if len(e.Tools) > 0 {
+			c.errAt(at("tools"), "tools apply to an agent target, whose runs call them; remove tools")
+		}
+		return
+	}
+	if _, ok := c.doc.Agent(e.Target.Agent); !ok {
+		return // reported with the target
+	}
+	via := c.doc.reachableTools(e.Target.Agent)
+	for _, name := range slices.Sorted(maps.Keys(e.Tools)) {
+		if _, ok := c.doc.Tool(name); !ok {
+			c.errAt(at("tools", name), "tool %q is not declared; declared tools: %s", name, strings.Join(names(c.doc.Tools), ", "))
+			continue
+		}
+		if _, ok := via[name]; !ok {
+			c.errAt(at("tools", name), "target agent %q cannot call tool %q, itself or through its handoffs and delegates; remove it", e.Target.Agent, name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(via)) {
+		t, ok := c.doc.Tool(name)
+		if !ok || t.Effects != "write" {
+			continue
+		}
+		if _, ok := e.Tools[name]; ok {
+			continue
+		}
+		through := ""
+		if via[name] != e.Target.Agent {
+			through = fmt.Sprintf(" (through agent %q)", via[name])
+		}
+		c.errAt(at("target", "agent"), "target agent %q can call tool %q%s, which writes (effects: \"write\"); an eval stubs a tool that writes and needs its answers: declare tools: %s: {mode: \"stub\", fixture: \"<rows>.json\"} in eval %q (or result: <JSON>, or mode: \"stub\" with each case's answers in the dataset's \"tools\"), or mode: \"live\" to let the eval call it", e.Target.Agent, name, through, name, e.Name)
+	}
+}
+
+// reachableTools returns the tools agent can call, itself or through the
+// agents it hands off or delegates to, each with the first agent found to
+// offer it.
+func (d *Document) reachableTools(agent string) map[string]string {
+	via := map[string]string{}
+	seen := map[string]bool{}
+	queue := []string{agent}
+	for len(queue) > 0 {
+		name := queue[0]
+		queue = queue[1:]
+		a, ok := d.Agent(name)
+		if seen[name] || !ok {
+			continue
+		}
+		seen[name] = true
+		for _, t := range a.Tools {
+			if _, ok := via[t]; !ok {
+				via[t] = name
+			}
+		}
+		queue = append(queue, a.Handoffs...)
+		queue = append(queue, a.Delegates...)
+	}
+	return via
 }
 
 // rankedMetrics checks that ranked-set metrics and retriever targets go
@@ -1052,6 +1122,11 @@ func (c *checker) files() {
 	}
 	for _, e := range d.Evals {
 		c.file(pathOf("evals", e.Name, "dataset"), e.Dataset)
+		for _, name := range slices.Sorted(maps.Keys(e.Tools)) {
+			if f := e.Tools[name].Fixture; f != "" {
+				c.file(pathOf("evals", e.Name, "tools", name, "fixture"), f)
+			}
+		}
 		if e.Baseline != "" {
 			p := pathOf("evals", e.Name, "baseline")
 			if c.relative(p, e.Baseline) {

@@ -466,6 +466,19 @@ type Eval struct {
 	// Approvals decides the calls that pause a sample's run for approval:
 	// "approve" or "reject"; empty leaves a paused run to fail its sample.
 	Approvals string `json:"approvals,omitempty"`
+	// Tools says what the tools of an agent target do in the eval, by
+	// declared tool name.
+	Tools map[string]EvalTool `json:"tools,omitempty"`
+}
+
+// EvalTool is what one tool does in an eval.
+type EvalTool struct {
+	// Mode is "live", "stub" or "replay".
+	Mode string `json:"mode"`
+	// Fixture is a stub's rows file, relative to the IR file's directory.
+	Fixture string `json:"fixture,omitempty"`
+	// Result is a stub's answer to every call, any JSON value.
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // Target is what answers an eval's cases: an agent, a model alias with a

@@ -44,6 +44,7 @@ type evalFlags struct {
 	seedSet        bool
 	progress       string
 	queue          string
+	verbose        bool
 }
 
 func newEval(s *streams) *cobra.Command {
@@ -83,6 +84,12 @@ answers; then the advice, model changes, fallbacks and cost. It reads on a
 phone and prints. With GITHUB_STEP_SUMMARY set, the summary names it (upload
 it as an artifact).
 
+-v prints, after each eval, every case: its expected answer and each run's
+answer, scores and calls of declared tools, each call with its mode (live,
+stub or replay; see the eval's tools in the schema). Every text is cut at
+2048 bytes and then says how long it was; the JSON report's caseResults
+hold the same.
+
 --json writes the same results for tools: its shape is the JSON Schema
 ` + ReportSchemaPath + ` in the aid repository (draft 2020-12), and its
 schemaVersion field changes only when a field is removed or changes meaning.
@@ -91,7 +98,8 @@ schemaVersion field changes only when a field is removed or changes meaning.
 beside the old one) and prints what changed. A run whose samples or scores
 failed would record each failure as a score of 0 in the reference, so it is
 refused (exit 1, the baseline untouched, the failed samples named) unless
---allow-failures is given. When GITHUB_STEP_SUMMARY is set,
+--allow-failures is given; so is a run whose mean of a gated metric is below
+its threshold's failBelow (naming the metric). When GITHUB_STEP_SUMMARY is set,
 a markdown summary is appended to that file.`,
 		Example: `  # Gate every eval against its baseline.
   aidgen eval examples/capitals/app.cue
@@ -129,7 +137,7 @@ a markdown summary is appended to that file.`,
 	fl.IntVar(&f.runs, "runs", 0, "samples per case, at least 1 (default: the eval's runs)")
 	fl.IntVar(&f.concurrency, "concurrency", 0, "samples in flight, at least 1 (default: the eval's concurrency)")
 	fl.BoolVar(&f.updateBaseline, "update-baseline", false, "write the baselines from this run instead of gating")
-	fl.BoolVar(&f.allowFailures, "allow-failures", false, "with --update-baseline: write a baseline even from a run whose samples or scores failed (each recorded as 0)")
+	fl.BoolVar(&f.allowFailures, "allow-failures", false, "with --update-baseline: write a baseline even from a run whose samples or scores failed (each recorded as 0), or whose mean is below a threshold's failBelow")
 	fl.StringVar(&f.note, "note", "", "note recorded in baselines written by --update-baseline")
 	fl.StringVar(&f.jsonFile, "json", "", "write the full results as JSON to `FILE`")
 	fl.StringVar(&f.junitFile, "junit", "", "write one JUnit test case per threshold to `FILE`")
@@ -137,6 +145,7 @@ a markdown summary is appended to that file.`,
 	fl.StringVar(&f.onInconclusive, "on-inconclusive", "inconclusive", "what an inconclusive gate exits as: inconclusive (3), pass (0) or fail (1)")
 	fl.Int64Var(&f.seed, "seed", 0, "replace the seed of every fake provider, to draw a fresh sample")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, lines or none")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "after each eval, print every case: its expected answer and each run's answer, scores and tool calls with their modes")
 	fl.StringVar(&f.queue, "queue", "", "enqueue the samples as jobs in the PostgreSQL database `DSN` for aidgen worker processes to run, and gather their results")
 	return cmd
 }
@@ -172,8 +181,11 @@ type evalOutcome struct {
 	Approvals   []sampleApprovals `json:"approvals,omitempty"`
 	modelReport                   // pinnedModels, modelChanges, baselineModelsUnrecorded
 
+	// Details are every case's input, expected answer and runs (answers,
+	// scores, tool calls with their modes).
+	Details []caseDetail `json:"caseResults,omitempty"`
+
 	baseline *eval.Baseline // the baseline gated against, for the reported metrics' column
-	details  []caseDetail   // every case's input and answers, for the HTML report
 }
 
 func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
@@ -370,9 +382,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		baseline:  baseline,
 	}
 	o.Approvals = approvalsOf(res)
-	if f.htmlFile != "" {
-		o.details = caseDetails(e.Dataset, res)
-	}
+	o.Details = caseDetails(e.Dataset, res)
 	o.pinModels(res.Pins, baseline)
 	for _, m := range e.Metrics {
 		o.Metrics = append(o.Metrics, m.Name())
@@ -402,6 +412,9 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		if len(o.Errors) > 0 && !f.allowFailures {
 			return nil, &exitError{code: ExitRegression, err: failedBaselineError(name, o)}
 		}
+		if err := belowFloorError(name, o, e.Thresholds); err != nil && !f.allowFailures {
+			return nil, &exitError{code: ExitRegression, err: err}
+		}
 		nb, err := eval.NewBaseline(res, aid.Version, f.note)
 		if err != nil {
 			return nil, &exitError{code: ExitUsage, err: err}
@@ -416,6 +429,9 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		}
 		printBaselineUpdate(s, o, old == nil)
 		printApprovals(s, o)
+		if f.verbose {
+			printCases(s, o)
+		}
 		return o, nil
 	}
 
@@ -426,6 +442,9 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	o.Gate = gate
 	o.Drops = gateDrops(gate, stats, baseline)
 	printTable(s, o)
+	if f.verbose {
+		printCases(s, o)
+	}
 	return o, nil
 }
 
@@ -439,6 +458,25 @@ func failedBaselineError(name string, o *evalOutcome) error {
 		fmt.Fprintf(&b, "\n  %s", l)
 	}
 	return errors.New(b.String())
+}
+
+// belowFloorError is why --update-baseline refuses a run whose mean of a
+// gated metric is below the threshold's failBelow: every later gate would
+// fail against its own floor, and a baseline that low is a mistake far
+// more often than an intent. It names each such metric; nil when none.
+func belowFloorError(name string, o *evalOutcome, thresholds []eval.Threshold) error {
+	var below []string
+	for _, th := range thresholds {
+		st, ok := o.Stats[th.Metric]
+		if th.FailBelow == nil || !ok || st.Mean >= *th.FailBelow {
+			continue
+		}
+		below = append(below, fmt.Sprintf("%s mean %.3f is below its failBelow %g", th.Metric, st.Mean, *th.FailBelow))
+	}
+	if len(below) == 0 {
+		return nil
+	}
+	return fmt.Errorf("eval %q: not writing baseline %s: %s; the baseline would be below the eval's own floor. Fix the run, or pass --allow-failures to write it anyway", name, o.Baseline, strings.Join(below, "; "))
 }
 
 // queueHintAfter is how long an eval through the queue waits for its first

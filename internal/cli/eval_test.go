@@ -3,6 +3,8 @@ package cli_test
 import (
 	"encoding/json"
 	"encoding/xml"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -287,5 +289,40 @@ func TestEvalUpdateBaselineRefusesFailures(t *testing.T) {
 
 	if code, _, errOut := run(t, "eval", "--progress", "none", "--allow-failures", app); code != cli.ExitUsage || !strings.Contains(errOut, "--allow-failures only applies with --update-baseline") {
 		t.Errorf("--allow-failures without --update-baseline: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestEvalUpdateBaselineRefusesBelowFloor: --update-baseline saved a
+// baseline below the eval's own failBelow, silently; it now refuses, naming
+// the metric, mean and floor, and leaves no baseline, unless
+// --allow-failures is given.
+func TestEvalUpdateBaselineRefusesBelowFloor(t *testing.T) {
+	chdirRoot(t)
+	dir := t.TempDir()
+	app := writeApp(t, dir, "baseline.json")
+	src, err := os.ReadFile(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The answer key is right 60% of the time: a floor of 0.9 is above it.
+	floored := strings.Replace(string(src), `thresholds: [{metric: "exact_match", maxRegression: 0.2}]`,
+		`thresholds: [{metric: "exact_match", maxRegression: 0.2}, {metric: "normalized_contains", failBelow: 0.9, maxRegression: 0.2}]`, 1)
+	if err := os.WriteFile(app, []byte(floored), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	baseline := filepath.Join(dir, "baseline.json")
+	code, out, errOut := run(t, "eval", "--progress", "none", "--update-baseline", app)
+	if code != cli.ExitRegression || !regexp.MustCompile(`not writing baseline .*: normalized_contains mean 0\.\d+ is below its failBelow 0\.9; .*--allow-failures`).MatchString(errOut) ||
+		strings.Contains(errOut, "exact_match mean") {
+		t.Errorf("below the floor: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if _, err := os.Stat(baseline); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused run wrote a baseline (%v)", err)
+	}
+	if code, out, errOut := run(t, "eval", "--progress", "none", "--update-baseline", "--allow-failures", app); code != cli.ExitOK {
+		t.Errorf("--allow-failures: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(baseline); err != nil {
+		t.Errorf("--allow-failures wrote no baseline: %v", err)
 	}
 }

@@ -39,20 +39,31 @@ const htmlMaxErrored = 20
 // report, in runes; the JSON report and the dataset hold the whole text.
 const htmlMaxText = 2000
 
-// caseDetail is one case of the run as the HTML report shows it: its
-// input, reference and every run's answer, scores and failure.
+// caseDetail is one case of the run as the reports show it (the JSON
+// report's caseResults, the text report's -v, the HTML report's cases):
+// its input, reference and every run's answer, scores, failure and tool
+// calls. Every text is cut at eval.ReportTextBytes, saying how long it
+// was, so that a report stays bounded.
 type caseDetail struct {
-	ID, Input, Expected, Group string
-	Runs                       []runDetail
+	ID       string      `json:"id"`
+	Group    string      `json:"group,omitempty"`
+	Input    string      `json:"input"`
+	Expected string      `json:"expected"`
+	Runs     []runDetail `json:"runs"`
 }
 
 // runDetail is one run of a case.
 type runDetail struct {
-	Answer     string
-	Scores     map[string]float64 // by metric name
-	Failed     bool               // the runner failed: every metric scored 0
-	MetricErrs map[string]bool    // the metrics that failed to score it
-	Err        string             // the runner's failure, or the metrics' failures, joined
+	// Answer is the run's answer, cut; AnswerBytes its whole length.
+	Answer      string             `json:"answer"`
+	AnswerBytes int                `json:"answerBytes"`
+	Scores      map[string]float64 `json:"scores"`           // by metric name
+	Failed      bool               `json:"failed,omitempty"` // the runner failed: every metric scored 0
+	MetricErrs  map[string]bool    `json:"-"`                // the metrics that failed to score it
+	Err         string             `json:"error,omitempty"`  // the runner's failure, or the metrics' failures, joined
+	// ToolCalls are the calls of declared tools the run made, each with
+	// its mode.
+	ToolCalls []eval.ToolCall `json:"toolCalls,omitempty"`
 }
 
 // caseDetails collects the cases of a result with their dataset entries.
@@ -61,12 +72,13 @@ func caseDetails(ds *eval.Dataset, res *eval.Result) []caseDetail {
 	for _, c := range ds.Cases {
 		byID[c.ID] = c
 	}
+	cut := func(s string) string { return eval.Clip(s, eval.ReportTextBytes) }
 	out := make([]caseDetail, 0, len(res.Cases))
 	for _, cr := range res.Cases {
 		c := byID[cr.CaseID]
-		d := caseDetail{ID: cr.CaseID, Input: c.Input, Expected: c.Expected, Group: cr.Group}
+		d := caseDetail{ID: cr.CaseID, Input: cut(c.Input), Expected: cut(c.Expected), Group: cr.Group}
 		for _, s := range cr.Samples {
-			rd := runDetail{Answer: s.Answer.Text, Scores: map[string]float64{}, MetricErrs: map[string]bool{}, Failed: s.Err != nil}
+			rd := runDetail{Answer: cut(s.Answer.Text), AnswerBytes: len(s.Answer.Text), Scores: map[string]float64{}, MetricErrs: map[string]bool{}, Failed: s.Err != nil, ToolCalls: s.Answer.ToolCalls}
 			for j, m := range res.Metrics {
 				if j < len(s.Scores) {
 					rd.Scores[m.Name] = s.Scores[j]
@@ -84,7 +96,7 @@ func caseDetails(ds *eval.Dataset, res *eval.Result) []caseDetail {
 					}
 				}
 			}
-			rd.Err = strings.Join(errs, "; ")
+			rd.Err = cut(strings.Join(errs, "; "))
 			d.Runs = append(d.Runs, rd)
 		}
 		out = append(out, d)
@@ -288,7 +300,7 @@ func paired(o *evalOutcome, m string) (ids []string, d []float64) {
 // failed to score a sample.
 func erroredFor(o *evalOutcome, m string) map[string]bool {
 	out := map[string]bool{}
-	for _, c := range o.details {
+	for _, c := range o.Details {
 		for _, rd := range c.Runs {
 			if rd.Failed || rd.MetricErrs[m] {
 				out[c.ID] = true
@@ -363,9 +375,9 @@ func htmlThresholdOf(o *evalOutcome, r eval.ThresholdResult, show func(string) s
 func htmlCaseOf(o *evalOutcome, id, anchor string, errored bool) htmlCase {
 	c := htmlCase{Anchor: anchor, ID: id, Errored: errored}
 	var det *caseDetail
-	for i := range o.details {
-		if o.details[i].ID == id {
-			det = &o.details[i]
+	for i := range o.Details {
+		if o.Details[i].ID == id {
+			det = &o.Details[i]
 			break
 		}
 	}

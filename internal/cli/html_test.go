@@ -322,7 +322,7 @@ func TestHTMLReportInChromium(t *testing.T) {
 // bytes, every text is escaped, and the figures are there.
 func TestHTMLReportEscapes(t *testing.T) {
 	o := handBuilt(t)
-	o.details = []caseDetail{{
+	o.Details = []caseDetail{{
 		ID: "x|y]]>", Input: `<script>alert("input")</script>`, Expected: "a & b",
 		Runs: []runDetail{{Answer: `<img src=x onerror="alert(1)">`, Scores: map[string]float64{"exact_match": 0}}},
 	}}

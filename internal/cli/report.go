@@ -738,3 +738,38 @@ func fallbackLine(o *evalOutcome) string {
 	}
 	return fmt.Sprintf("fallbacks: %s of %d answered by a fallback alias, not the one asked for", plural(o.Fallbacks, "sample", "samples"), o.Cases*o.Runs)
 }
+
+// printCases writes every case of an eval (-v): its expected answer, then
+// each run's scores, answer and tool calls with their modes, one a line.
+func printCases(s *streams, o *evalOutcome) {
+	fmt.Fprintf(s.out, "cases of %s:\n", o.Name)
+	for _, c := range o.Details {
+		fmt.Fprintf(s.out, "  %s: expected %s\n", showID(c.ID), strconv.Quote(c.Expected))
+		for k, r := range c.Runs {
+			var scores []string
+			for _, m := range o.Metrics {
+				if v, ok := r.Scores[m]; ok {
+					scores = append(scores, fmt.Sprintf("%s %.3g", m, v))
+				}
+			}
+			fmt.Fprintf(s.out, "    run %d: %s; answer %s\n", k+1, strings.Join(scores, ", "), strconv.Quote(r.Answer))
+			if r.Err != "" {
+				fmt.Fprintf(s.out, "      error: %s\n", r.Err)
+			}
+			for _, tc := range r.ToolCalls {
+				fmt.Fprintf(s.out, "      %s\n", toolCallText(tc))
+			}
+		}
+	}
+	fmt.Fprintln(s.out)
+}
+
+// toolCallText is one tool call as the text report shows it:
+// "tool issue_refund [stub] {"order_id":"A"} → {"status":"issued"}".
+func toolCallText(tc eval.ToolCall) string {
+	out := tc.Result
+	if tc.Error != "" {
+		out = "error: " + tc.Error
+	}
+	return fmt.Sprintf("tool %s [%s] %s → %s", tc.Tool, tc.Mode, tc.Args, strconv.Quote(out))
+}

@@ -383,6 +383,7 @@ func TestEvalJSONReportSchema(t *testing.T) {
 		{"regression", []string{"testdata/eval/capitals-worse.cue"}, ExitRegression},
 		{"inconclusive", []string{"examples/capitals/app.cue", "--runs", "1", "--seed", "2"}, ExitInconclusive},
 		{"approvals decided", []string{helpdesk}, ExitOK},
+		{"tool calls stubbed", []string{"examples/support-desk/app.cue", "--eval", "refund_flow", "--runs", "1"}, ExitOK},
 		{"new baseline with failed scores", []string{judged, "--update-baseline", "--allow-failures"}, ExitOK},
 		{"changed baseline", []string{judged, "--update-baseline", "--allow-failures", "--seed", "3"}, ExitOK},
 		{"gate with failed scores", []string{judged}, ExitOK},
@@ -402,7 +403,7 @@ func TestEvalJSONReportSchema(t *testing.T) {
 			}
 			validateReport(t, sch, tt.name, data)
 			all.Write(data)
-			if i >= 4 { // the judged app's
+			if i >= 5 { // the judged app's
 				var r struct {
 					Evals []struct {
 						ErroredCases []caseErrors `json:"erroredCases"`
@@ -427,7 +428,11 @@ func TestEvalJSONReportSchema(t *testing.T) {
 	unrecorded.baseline.Pins = nil
 	unrecorded.pinModels(unrecorded.PinnedModels, unrecorded.baseline)
 	path := filepath.Join(dir, "hand.json")
-	if err := writeJSONReport(path, "app.cue", []*evalOutcome{handBuilt(t), unrecorded}); err != nil {
+	// A case of a group whose run failed.
+	grouped := handBuilt(t)
+	grouped.Details = []caseDetail{{ID: "paris", Group: "europe", Input: "Capital of France?", Expected: "Paris",
+		Runs: []runDetail{{Failed: true, Err: "case \"paris\" sample 0: boom", Scores: map[string]float64{"exact_match": 0}}}}}
+	if err := writeJSONReport(path, "app.cue", []*evalOutcome{grouped, unrecorded}); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)

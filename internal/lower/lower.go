@@ -13,11 +13,13 @@ package lower
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/agents/tools/fixture"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
@@ -234,6 +236,14 @@ func evalSpec(e *ir.Eval) app.Eval {
 		Budget:      e.Budget,
 		Baseline:    e.Baseline,
 		Approvals:   eval.Approvals(e.Approvals),
+	}
+	for _, name := range slices.Sorted(maps.Keys(e.Tools)) {
+		t := e.Tools[name]
+		et := app.EvalTool{Tool: name, Mode: eval.ToolMode(t.Mode), Result: slices.Clone(t.Result)}
+		if t.Fixture != "" {
+			et.Stub = fixture.Kind{File: t.Fixture}
+		}
+		out.Tools = append(out.Tools, et)
 	}
 	if e.Judge != nil {
 		out.Judge = &app.Judge{Model: e.Judge.Model, Rubric: e.Judge.Rubric, Fallbacks: slices.Clone(e.Judge.Fallbacks)}

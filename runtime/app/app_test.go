@@ -51,6 +51,9 @@ func TestLinksNeitherIRNorCUENorPgx(t *testing.T) {
 	}
 }
 
+// stubRefund is the tool plan of the evals whose target can refund.
+var stubRefund = []app.EvalTool{{Tool: "refund", Mode: eval.ToolStub, Result: json.RawMessage(`"stubbed"`)}}
+
 // write writes a file under dir and returns its name relative to dir.
 func write(t *testing.T, dir, name, content string) string {
 	t.Helper()
@@ -105,7 +108,7 @@ func desk(t *testing.T) app.Description {
 				Metrics: []string{"exact_match"}, Budget: "cap", Baseline: "qa-baseline.json",
 				Thresholds: []eval.Threshold{{Metric: "exact_match", MaxRegression: 0.1, Alpha: 0.05}}},
 			{Name: "refunds", Dataset: "qa.json", Target: app.EvalTarget{Agent: "refunder"}, Runs: 1, Concurrency: 1,
-				Metrics: []string{"exact_match"}},
+				Metrics: []string{"exact_match"}, Tools: stubRefund},
 		},
 	}
 }
@@ -421,8 +424,8 @@ func TestAgentEvalApprovals(t *testing.T) {
 	}}`)
 	d.Agents = append(d.Agents, agents.Agent{Name: "looper", Model: "m", Instructions: "Refund.", Tools: []string{"refund"}, MaxSteps: eval.MaxSampleDecisions + 2})
 	d.Evals = []app.Eval{
-		{Name: "refunds", Dataset: "qa.json", Target: app.EvalTarget{Agent: "refunder"}, Runs: 1, Concurrency: 1, Metrics: []string{"exact_match"}, Approvals: eval.ApprovalsApprove},
-		{Name: "loop", Dataset: "qa.json", Target: app.EvalTarget{Agent: "looper"}, Runs: 1, Concurrency: 1, Metrics: []string{"exact_match"}, Approvals: eval.ApprovalsReject},
+		{Name: "refunds", Dataset: "qa.json", Target: app.EvalTarget{Agent: "refunder"}, Runs: 1, Concurrency: 1, Metrics: []string{"exact_match"}, Approvals: eval.ApprovalsApprove, Tools: stubRefund},
+		{Name: "loop", Dataset: "qa.json", Target: app.EvalTarget{Agent: "looper"}, Runs: 1, Concurrency: 1, Metrics: []string{"exact_match"}, Approvals: eval.ApprovalsReject, Tools: stubRefund},
 	}
 	a, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools()})
 	if err != nil {

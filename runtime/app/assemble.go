@@ -97,6 +97,7 @@ type App struct {
 	desc  Description
 	files kind.Files
 	scope *kind.Scope
+	tools *toolIndex // the tools an eval plans; nil without an agent eval
 }
 
 // Description returns the description the application was assembled from.
@@ -170,6 +171,20 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 		if opts.WrapTool != nil {
 			for name, impl := range impls {
 				impls[name] = opts.WrapTool(name, impl)
+			}
+		}
+		if hasAgentEval(&desc) {
+			// Outermost, so that a stubbed call reaches neither the tool
+			// nor what wraps it.
+			a.tools = &toolIndex{tools: map[string]agents.Tool{}, agents: map[string]agents.Agent{}}
+			for _, t := range tools {
+				a.tools.tools[t.Name] = t
+			}
+			for _, ag := range expandTools(desc.Agents, expand) {
+				a.tools.agents[ag.Name] = ag
+			}
+			for name, impl := range impls {
+				impls[name] = interceptTool(name, impl)
 			}
 		}
 		a.Agents, err = agents.New(agents.Config{

@@ -117,6 +117,29 @@ type Eval struct {
 	// it. Empty leaves a paused run without an answer, and its sample
 	// fails.
 	Approvals eval.Approvals
+	// Tools declares what the tools an agent target can call do in the
+	// eval (eval.ToolMode): a tool left out is live when it reads and a
+	// stub when it writes, and App.Eval refuses an eval whose target can
+	// reach a tool that writes without a declared mode.
+	Tools []EvalTool
+}
+
+// EvalTool declares what one tool does in an eval.
+type EvalTool struct {
+	// Tool names a declared tool: for a declaration that imports a
+	// server's tools whole, the plan is every imported tool's.
+	Tool string
+	// Mode is the tool's mode.
+	Mode eval.ToolMode
+	// Stub, for a stub that answers from rows matched by argument, is the
+	// configuration of the tool kind whose tool answers in the real
+	// tool's place (fixture.Kind, whose file holds the rows); nil for
+	// none.
+	Stub agents.ToolKind
+	// Result, for a stub without Stub, answers every call the case does
+	// not answer (a JSON string is the observation as is, anything else
+	// its compact JSON).
+	Result json.RawMessage
 }
 
 // EvalTarget is what answers an eval's cases: exactly one of Agent, Model

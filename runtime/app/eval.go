@@ -48,6 +48,8 @@ type EvalRun struct {
 	// add up every run of the eval against one cap; set it before running to
 	// name the run (a CI job id, say).
 	RunID string
+
+	agent *agentRunner // the runner of an agent target, nil for another
 }
 
 // EvalNames returns the names of the application's evals, in the
@@ -73,6 +75,13 @@ func (a *App) Eval(name string) (*EvalRun, error) {
 		}
 		if out.Dataset, err = eval.ReadDataset(a.files, e.Dataset); err != nil {
 			return nil, fmt.Errorf("eval %q: %w", name, err)
+		}
+		if r := out.agent; r != nil {
+			if r.tools, err = a.planTools(e); err != nil {
+				return nil, err
+			}
+		} else if len(e.Tools) > 0 {
+			return nil, fmt.Errorf("eval %q: tools apply to an agent target, whose runs call them", name)
 		}
 		if e.Target.Retriever != "" {
 			if err := a.checkJudgements(e, out.Dataset); err != nil {
@@ -143,7 +152,8 @@ func (a *App) newEval(e Eval, runID string) (*EvalRun, error) {
 		if known := a.Agents.Agents(); !slices.Contains(known, t.Agent) {
 			return nil, fmt.Errorf("eval %q: %w", e.Name, &agents.UnknownAgentError{Agent: t.Agent, Known: known})
 		}
-		out.Runner = out.budgetedRunner(&agentRunner{rt: a.Agents, gw: a.Gateway, agent: t.Agent, eval: out, approvals: e.Approvals}, budget)
+		out.agent = &agentRunner{rt: a.Agents, gw: a.Gateway, agent: t.Agent, eval: out, approvals: e.Approvals}
+		out.Runner = out.budgetedRunner(out.agent, budget)
 	default:
 		return nil, fmt.Errorf("eval %q names no target", e.Name)
 	}
@@ -228,6 +238,7 @@ type agentRunner struct {
 	agent     string
 	eval      *EvalRun
 	approvals eval.Approvals // the eval's; a case's own override it
+	tools     *evalTools     // what each tool does in the eval's samples
 }
 
 // Run implements eval.Runner. The sample is put on the context, so a fake
@@ -238,6 +249,10 @@ type agentRunner struct {
 // pauses, up to eval.MaxSampleDecisions; the answer lists the decisions.
 func (r *agentRunner) Run(ctx context.Context, c eval.Case, sample int) (eval.Answer, error) {
 	ctx = gateway.WithSample(ctx, gateway.SampleKey{Case: c.ID, Index: sample})
+	var calls *sampleTools
+	if r.tools != nil {
+		ctx, calls = withSampleTools(ctx, r.tools, c)
+	}
 	user := "eval/" + r.eval.Name + "/" + r.eval.RunID + "/" + c.ID + "/" + strconv.Itoa(sample)
 	res, err := r.rt.Run(ctx, r.agent, c.Input, agents.RunOptions{UserID: user})
 	policy := cmp.Or(c.Approvals, r.approvals)
@@ -264,6 +279,9 @@ func (r *agentRunner) Run(ctx context.Context, c eval.Case, sample int) (eval.An
 		OutputTokens: res.Usage.OutputTokens,
 		FellBack:     res.FellBack,
 		Decisions:    decisions,
+	}
+	if calls != nil {
+		ans.ToolCalls = calls.recorded()
 	}
 	if n := len(res.Steps); n > 0 {
 		ans.Model = res.Steps[n-1].Model

@@ -41,6 +41,11 @@ type Case struct {
 	// overriding the eval's own policy; in a dataset file it is the
 	// optional field "approvals", "approve" or "reject".
 	Approvals Approvals
+	// Tools are the case's own answers to tool calls: a stub's answers
+	// for this case, or the calls of the recorded run the case was
+	// sampled from, which a tool in replay mode answers with (see
+	// [ToolMode]). In a dataset file it is the optional array "tools".
+	Tools []ToolAnswer
 }
 
 // HasTag reports whether the case carries the tag.
@@ -202,7 +207,7 @@ func ReadDataset(files kind.Files, name string) (*Dataset, error) {
 // ParseDatasetJSON parses a JSON dataset: either an object
 // {"name": ..., "version": ..., "cases": [...]} or a bare array of cases. A case has the
 // fields "id", "input" and "expected" (required), "tags" (an array of strings),
-// "metadata" (an object), "approvals" ("approve" or "reject": how the eval decides the
+// "metadata" (an object), "tools" (the case's answers to tool calls, see [ToolAnswer]), "approvals" ("approve" or "reject": how the eval decides the
 // calls that pause this case's runs, overriding the eval's policy) and "group" (a
 // non-empty string naming the cluster of cases
 // whose scores move together, see [Case]). A bare array takes
@@ -511,6 +516,8 @@ func (p *parser) parseCase(obj []byte, base int) {
 			if c.Approvals = Approvals(a); a == "" || c.Approvals.Check() != nil {
 				p.errorf(m.valOff, "approvals must be %q or %q, not %q", ApprovalsApprove, ApprovalsReject, a)
 			}
+		case "tools":
+			p.parseToolAnswers(&c, m)
 		case "metadata":
 			if m.val[0] != '{' {
 				p.errorf(m.valOff, "metadata must be an object, got %s", kindOf(m.val))
@@ -520,7 +527,7 @@ func (p *parser) parseCase(obj []byte, base int) {
 				p.errorf(m.valOff, "metadata: %v", err)
 			}
 		default:
-			p.errorf(m.keyOff, "unknown field %q (want id, input, expected, tags, metadata, group, approvals)", m.key)
+			p.errorf(m.keyOff, "unknown field %q (want id, input, expected, tags, metadata, group, approvals, tools)", m.key)
 		}
 	}
 	for _, miss := range []struct {

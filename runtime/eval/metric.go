@@ -63,16 +63,31 @@ func (ExactMatch) Score(_ context.Context, c Case, answer string) (float64, erro
 // NormalizedContains scores 1 when the normalized expected answer occurs in the normalized
 // answer as a whole sequence of words, and 0 otherwise.
 //
-// Normalisation, in order: Unicode NFKC (so full-width letters, ligatures and the like
-// compare equal to their plain forms), full Unicode case folding ("Straße" matches
-// "STRASSE"), removal of accents (NFD then dropping non-spacing marks, so "Bogota" matches
-// "Bogotá"), deletion of the punctuation that joins parts of one word (full stops and
-// apostrophes, so "D.C." matches "DC" and "d'Ivoire" matches "dIvoire"), replacement of
-// every other punctuation character by a space, and collapsing of white space. The
-// expected words must then appear contiguously in the answer's words:
-// "Paris" is found in "It is Paris." but not in "Parisian". Accents are dropped by default
-// because an answer that only misses an accent is right for nearly every use of an eval;
-// set KeepAccents when accents carry meaning. Symbols such as "+" or "$" are kept.
+// Normalisation, in order:
+//
+//  1. Unicode NFKC, so full-width letters and digits, ligatures and the like compare
+//     equal to their plain forms ("２０．００" is "20.00").
+//  2. Full Unicode case folding ("Straße" matches "STRASSE").
+//  3. Removal of accents (NFD then dropping non-spacing marks, so "Bogota" matches
+//     "Bogotá"), unless KeepAccents.
+//  4. Numbers stay whole: a full stop or comma with a digit on each side is part of the
+//     number, so "20.00" stays "20.00" (never "2000") and "1,000" stays "1,000".
+//     Numbers are compared as written: "20" does not match "20.00".
+//  5. Every other full stop and apostrophe is deleted, because it joins the parts of one
+//     word: "D.C." matches "DC", "d'Ivoire" matches "dIvoire", and a sentence's final
+//     full stop goes.
+//  6. Every other punctuation character separates words ("2024-06-03" is the words
+//     2024, 06, 03, and matches "2024 06 03"), and so does white space.
+//  7. A currency symbol is a word of its own, so "$20.00" holds the words "$" and
+//     "20.00" and contains "20.00"; other symbols ("+", "°") stay in their word.
+//  8. A letter of a script written without spaces between words (Han, Hiragana,
+//     Katakana, Thai, Lao, Khmer, Myanmar) is a word of its own, so "東京" is found in
+//     "首都は東京です".
+//
+// The expected words must then appear contiguously in the answer's words: "Paris" is
+// found in "It is Paris." but not in "Parisian". Accents are dropped by default because an
+// answer that only misses an accent is right for nearly every use of an eval; set
+// KeepAccents when accents carry meaning.
 type NormalizedContains struct {
 	// KeepAccents keeps combining marks, so "Bogota" no longer matches "Bogotá".
 	KeepAccents bool
@@ -109,14 +124,38 @@ func (m NormalizedContains) Normalize(s string) []string {
 			s = out
 		}
 	}
-	s = strings.Map(func(r rune) rune {
-		switch r {
-		case '.', '\'', '’', '‘':
-			return -1 // joins parts of one word: "D.C.", "d'Ivoire"
+	rs := []rune(s)
+	var words []string
+	var word []rune
+	flush := func() {
+		if len(word) > 0 {
+			words = append(words, string(word))
+			word = word[:0]
 		}
-		return r
-	}, s)
-	return strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsPunct(r) })
+	}
+	for i, r := range rs {
+		switch {
+		case (r == '.' || r == ',') && i > 0 && i+1 < len(rs) && unicode.IsDigit(rs[i-1]) && unicode.IsDigit(rs[i+1]):
+			word = append(word, r) // a decimal point or a thousands separator
+		case r == '.' || r == '\'' || r == '’' || r == '‘':
+			// joins parts of one word: "D.C.", "d'Ivoire"
+		case unicode.IsSpace(r) || unicode.IsPunct(r):
+			flush()
+		case unicode.Is(unicode.Sc, r) || unspaced(r):
+			flush()
+			words = append(words, string(r))
+		default:
+			word = append(word, r)
+		}
+	}
+	flush()
+	return words
+}
+
+// unspaced reports whether r is a letter of a script written without spaces between
+// words, which normalisation takes as a word of its own.
+func unspaced(r rune) bool {
+	return r >= 0x0E00 && unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Thai, unicode.Lao, unicode.Khmer, unicode.Myanmar)
 }
 
 func equalWords(a, b []string) bool {

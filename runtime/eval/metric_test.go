@@ -58,6 +58,45 @@ func TestNormalizedContains(t *testing.T) {
 		{"hyphen is a space", "Nur-Sultan", "nur sultan", false, 1},
 		{"wrong", "Canberra", "Sydney", false, 0},
 		{"empty answer", "Paris", "", false, 0},
+
+		// Numbers stay whole.
+		{"decimal kept", "refunded 20.00", "We refunded 20.00 USD.", false, 1},
+		{"decimal is not its digits", "2000", "We refunded 20.00 USD.", false, 0},
+		{"decimal at the end of a sentence", "20.00", "The total is 20.00.", false, 1},
+		{"numbers compared as written", "refunded 20", "We refunded 20.00 USD.", false, 0},
+		{"other decimal", "20.50", "We refunded 20.00 USD.", false, 0},
+		{"decimal comma", "3,5", "Es sind 3,5 Liter.", false, 1},
+		{"thousands separator", "1,000", "about 1,000 orders", false, 1},
+		{"comma between words still splits", "Paris", "Paris,France", false, 1},
+		{"list of numbers", "2, 3", "pick 1, 2, 3", false, 1},
+		{"version number", "1.2.3", "upgrade to v 1.2.3 now", false, 1},
+		{"full-width number", "20.00", "合計は２０．００ドル", false, 1},
+
+		// Currency.
+		{"currency symbol split off", "20.00", "Refunded $20.00 today", false, 1},
+		{"currency with symbol", "$20.00", "Refunded $ 20.00 today", false, 1},
+		{"currency symbol matters", "$20.00", "Refunded €20.00 today", false, 0},
+		{"euro after the amount", "12,50 €", "Preis: 12,50€", false, 1},
+		{"currency code", "59.90 USD", "refunded 59.90 usd to your card", false, 1},
+		{"percent is punctuation", "50", "a 50% discount", false, 1},
+
+		// Dates and times.
+		{"iso date", "2024-06-03", "delivered on 2024-06-03.", false, 1},
+		{"iso date other day", "2024-06-03", "delivered on 2024-06-30.", false, 0},
+		{"slashed date", "03/06/2024", "on 03/06/2024 at noon", false, 1},
+		{"time", "10:30", "opens at 10:30 sharp", false, 1},
+		{"date with month name", "3 June 2024", "It arrived on 3 June, 2024.", false, 1},
+
+		// Non-Latin text.
+		{"cyrillic", "Москва", "Столица России — Москва.", false, 1},
+		{"cyrillic case", "МОСКВА", "москва", false, 1},
+		{"greek final sigma", "ΟΔΟΣ", "η οδός", false, 1},
+		{"arabic", "القاهرة", "عاصمة مصر هي القاهرة.", false, 1},
+		{"japanese without spaces", "東京", "日本の首都は東京です。", false, 1},
+		{"japanese other city", "京都", "日本の首都は東京です。", false, 0},
+		{"chinese", "北京", "中国的首都是北京。", false, 1},
+		{"thai", "กรุงเทพ", "เมืองหลวงคือกรุงเทพ", false, 1},
+		{"hindi", "नई दिल्ली", "भारत की राजधानी नई दिल्ली है।", false, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -52,6 +52,9 @@ type Answer struct {
 	// Decisions are the decisions the runner took on calls that paused the
 	// sample's run for approval, in order (see [Approvals]).
 	Decisions []Decision
+	// ToolCalls are the calls of declared tools the sample's run made, in
+	// the order they finished, each with its mode (see [ToolMode]).
+	ToolCalls []ToolCall
 }
 
 // Approvals is how an eval decides the calls that pause a sample's run for

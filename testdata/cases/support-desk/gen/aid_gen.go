@@ -319,6 +319,34 @@ order when the customer gives an order id.`,
 		},
 		Evals: []app.Eval{
 			{
+				Name:    "refund_flow",
+				Dataset: "evals/refunds.jsonl",
+				Target: app.EvalTarget{
+					Agent:     "triage",
+					Fallbacks: []string{},
+				},
+				Runs:        2,
+				Concurrency: 4,
+				Metrics: []string{
+					"normalized_contains",
+				},
+				Approvals: "approve",
+				Tools: []app.EvalTool{
+					{
+						Tool: "issue_refund",
+						Mode: "stub",
+						Stub: fixture.Kind{
+							File: "evals/stubs/issue_refund.json",
+						},
+					},
+					{
+						Tool:   "update_ticket",
+						Mode:   "stub",
+						Result: json.RawMessage(`{"ticket":"T-STUB","status":"pending"}`),
+					},
+				},
+			},
+			{
 				Name:    "refunds",
 				Dataset: "evals/refunds.jsonl",
 				Target: app.EvalTarget{

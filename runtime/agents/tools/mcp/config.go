@@ -193,7 +193,7 @@ func (c *conn) built(decl agents.Tool, as string, t *sdk.Tool, imported bool) ag
 	tool := decl
 	tool.Name = as
 	if imported || tool.Description == "" {
-		tool.Description = c.redact(describe(c.name, t))
+		tool.Description = describe(c.name, t)
 	}
 	tool.Input = schemaOf(t)
 	if tool.Effects == "" {

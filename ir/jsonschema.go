@@ -15,6 +15,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/aidgen/aid/runtime/rules"
 )
 
 // schemaIssue is one problem in a JSON Schema, at its place in the schema.
@@ -46,15 +48,12 @@ func (c *checker) schema(p cue.Path, raw json.RawMessage, object bool) {
 	if len(issues) > 0 || !object {
 		return
 	}
-	var top struct {
-		Type any `json:"type"`
-	}
-	if json.Unmarshal(raw, &top) != nil || top.Type != "object" {
-		at := p
-		if top.Type != nil {
-			at = c.inSchema(p, []string{"type"})
+	for _, pr := range rules.ToolInput(raw) {
+		at := make([]string, len(pr.Path))
+		for i, sel := range pr.Path {
+			at[i] = fmt.Sprint(sel)
 		}
-		c.errAt(at, "a tool's input schema must have type: \"object\" (function calling passes arguments as an object)")
+		c.errAt(c.inSchema(p, at), "%s", pr.Msg)
 	}
 }
 

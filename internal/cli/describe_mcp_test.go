@@ -30,16 +30,24 @@ func mcpApp(t *testing.T) string {
 		func(context.Context, *sdk.CallToolRequest, noteIn) (*sdk.CallToolResult, any, error) {
 			return nil, nil, nil
 		})
+	return serveMCPApp(t, srv, "t0k")
+}
+
+// serveMCPApp serves srv over streamable HTTP, asking for the bearer token
+// token from NOTES_TOKEN, and writes an application whose MCP server
+// "notes" it is, returning the application's path.
+func serveMCPApp(t *testing.T, srv *sdk.Server, token string) string {
+	t.Helper()
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer t0k" {
+		if r.Header.Get("Authorization") != "Bearer "+token {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
-	t.Setenv("NOTES_TOKEN", "t0k")
+	t.Setenv("NOTES_TOKEN", token)
 	dir := t.TempDir()
 	app := `name: "notes"
 version: "0.1.0"
@@ -87,6 +95,40 @@ func TestDescribeMCPServer(t *testing.T) {
 		code, _, errOut := run(t, tt.args...)
 		if code != tt.code || !strings.Contains(errOut, tt.want) {
 			t.Errorf("%q: exit %d, %s; want %d and %q", tt.args, code, errOut, tt.code, tt.want)
+		}
+	}
+}
+
+// TestDescribeRedactsEchoedCredentials: a server that echoes the bearer
+// token it was sent in its tools' descriptions, titles and schemas shows
+// it in describe's output no more than to the model: redacted.
+func TestDescribeRedactsEchoedCredentials(t *testing.T) {
+	const token = "sk-live-0123456789abcdef"
+	srv := sdk.NewServer(&sdk.Implementation{Name: "notes", Version: "1"}, nil)
+	srv.AddTool(&sdk.Tool{
+		Name: "leak", Title: "Leak " + token, Description: "Called with Bearer " + token + ".",
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{
+			"key": map[string]any{"type": "string", "description": "the token, " + token, "default": token},
+		}},
+		OutputSchema: map[string]any{"type": "object", "description": token},
+	}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return nil, nil })
+	path := serveMCPApp(t, srv, token)
+	code, out, errOut := run(t, "describe", path, "mcpServers", "notes")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if strings.Contains(out, token) || strings.Contains(out, token[:12]) {
+		t.Errorf("describe gives the token away:\n%s", out)
+	}
+	for _, want := range []string{
+		"title:       Leak [redacted]",
+		"description: Called with Bearer [redacted].",
+		`"description": "the token, [redacted]"`,
+		`"default": "[redacted]"`,
+		`"description": "[redacted]"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -65,6 +65,9 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"a tool name too long", func(c *agents.Config) {
 			c.Tools = append(c.Tools, agents.Tool{Name: strings.Repeat("x", 65)})
 		}, "has 65 characters; the model API accepts function names of at most 64", nil},
+		{"a tool whose input is not an object", func(c *agents.Config) {
+			c.Tools[0].Input = json.RawMessage(`{"type":"string"}`)
+		}, `tool "lookup": input: a tool's input schema must have type: "object"`, nil},
 		{"a tool listed twice", func(c *agents.Config) { c.Agents[0].Tools = []string{"lookup", "lookup"} }, `tools[1]: tool "lookup" is listed twice`, nil},
 		{"unconfigured retriever", func(c *agents.Config) { c.Agents[0].Retrievers = []string{"kb"} }, `retriever "kb" is not in Config.Retrievers`, nil},
 		{"degrade without lower rung", func(c *agents.Config) {

@@ -125,6 +125,10 @@ func declareTools(cfg Config) (map[string]*tool, []error) {
 			errs = append(errs, fmt.Errorf("tool %q: input: %w", t.Name, err))
 			continue
 		}
+		if ps := rules.ToolInput(in); len(ps) > 0 {
+			errs = append(errs, fmt.Errorf("tool %q: input: %s", t.Name, ps[0].Msg))
+			continue
+		}
 		declared[t.Name] = &tool{
 			name: t.Name, kind: kindPlain, schema: s, impl: cfg.Implementations[t.Name],
 			def:     gateway.ToolDef{Name: t.Name, Description: t.Description, Parameters: in},

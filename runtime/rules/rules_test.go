@@ -1,6 +1,7 @@
 package rules_test
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -147,5 +148,32 @@ func TestCheckRanking(t *testing.T) {
 				t.Errorf("problems %+v; want one at %s saying %q", p, tt.field, tt.msg)
 			}
 		})
+	}
+}
+
+// TestToolInput: a tool's input schema must describe an object; the
+// problem is at its type when it has one.
+func TestToolInput(t *testing.T) {
+	for _, tt := range []struct {
+		schema string
+		at     string // the problem's path; "-" for none
+	}{
+		{`{"type":"object","properties":{}}`, "-"},
+		{`{"type":"string"}`, "[type]"},
+		{`{"type":["object","null"]}`, "[type]"},
+		{`{"properties":{}}`, "[]"},
+		{`[]`, "[]"},
+	} {
+		ps := rules.ToolInput([]byte(tt.schema))
+		got := "-"
+		if len(ps) > 0 {
+			got = fmt.Sprint(ps[0].Path)
+			if !strings.Contains(ps[0].Msg, `must have type: "object"`) {
+				t.Errorf("%s: %q", tt.schema, ps[0].Msg)
+			}
+		}
+		if got != tt.at {
+			t.Errorf("%s: problem at %s, want %s", tt.schema, got, tt.at)
+		}
 	}
 }

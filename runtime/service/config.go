@@ -71,6 +71,11 @@ type Limits struct {
 	// DrainTimeout bounds the wait for requests in flight at shutdown;
 	// default 30s. Runs still going then are cancelled.
 	DrainTimeout time.Duration
+	// MaxMCPSessions bounds the MCP sessions open at once on /mcp;
+	// default DefaultMaxMCPSessions. A new session beyond it closes the
+	// one idle longest (with no request in flight); when every session
+	// has one, the new one is refused 503.
+	MaxMCPSessions int
 }
 
 // The defaults of Limits.
@@ -104,6 +109,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.DrainTimeout <= 0 {
 		l.DrainTimeout = DefaultDrainTimeout
+	}
+	if l.MaxMCPSessions <= 0 {
+		l.MaxMCPSessions = DefaultMaxMCPSessions
 	}
 	return l
 }

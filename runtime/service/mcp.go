@@ -58,8 +58,9 @@ var mcpInputSchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"required":["message"],"additionalProperties":false}`)
 
 // newMCP builds the service's MCP endpoint: one tool per agent, on the
-// official SDK's streamable HTTP handler. Sessions live in the process and
-// close after mcpSessionTimeout idle; the body limit is the service's.
+// official SDK's streamable HTTP handler, behind mcpGuard. Sessions live
+// in the process, close after mcpSessionTimeout idle, and are at most
+// Limits.MaxMCPSessions; the body limit is the service's.
 func (s *Service) newMCP() http.Handler {
 	srv := sdk.NewServer(&sdk.Implementation{Name: "aid", Version: "1"}, &sdk.ServerOptions{Logger: s.logger})
 	var names []string
@@ -84,7 +85,7 @@ func (s *Service) newMCP() http.Handler {
 		}
 		srv.AddTool(tool, s.mcpTool(name))
 	}
-	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{
 		Logger:              s.logger,
 		SessionTimeout:      mcpSessionTimeout,
 		MaxRequestBodyBytes: s.limits.MaxBodyBytes,
@@ -92,6 +93,7 @@ func (s *Service) newMCP() http.Handler {
 		// (checkHost), and Origin on this one (checkOrigin).
 		DisableLocalhostProtection: true,
 	})
+	return &mcpGuard{next: h, sessions: srv.Sessions, max: s.limits.MaxMCPSessions, maxBody: s.limits.MaxBodyBytes, logger: s.logger, open: map[string]*mcpSession{}}
 }
 
 // mcpTool runs agent for a tools/call: the run, then, while it pauses and
@@ -99,7 +101,8 @@ func (s *Service) newMCP() http.Handler {
 // resumed run, bounded by the service's request timeout and ended by its
 // drain like every request.
 func (s *Service) mcpTool(agent string) sdk.ToolHandler {
-	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	return func(call context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		ctx := call
 		var in mcpInput
 		dec := json.NewDecoder(bytes.NewReader(req.Params.Arguments))
 		dec.DisallowUnknownFields()
@@ -145,6 +148,14 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 		}
 		if res.RunID != "" {
 			s.metrics.run(agent, cmp.Or(res.Agent, agent), res.Status)
+		}
+		if call.Err() != nil && context.Cause(call) == context.Canceled {
+			// The client cancelled the call (notifications/cancelled): not
+			// a failure of the service. mcpGuard sees that the response
+			// goes nowhere; this one is for a client whose call it could
+			// not follow.
+			s.logger.InfoContext(ctx, "MCP tool call cancelled by the client", "agent", agent, "run_id", res.RunID, "status", string(res.Status))
+			return mcpError(sdk.Meta{MetaRunID: res.RunID, MetaStatus: string(res.Status)}, newError(http.StatusConflict, TypeConflict, CodeRunCancelled, "the client cancelled the call")), nil
 		}
 		// The agent that answers (after handoffs) decides the answer's shape.
 		answering, _ := s.cfg.Agents.Agent(res.Agent)

@@ -102,7 +102,9 @@ type connKey struct{ server string }
 // description (unless decl has one) and input schema, decl's approval and
 // timeout, and decl's effects, or, when decl has none, EffectsRead for a
 // tool the server annotates readOnlyHint and EffectsWrite otherwise. A tool
-// the server does not offer is a *NotOfferedError.
+// the server does not offer is a *NotOfferedError; one whose input schema
+// is not an object (rules.ToolInput) is refused, or, when the server's
+// tools are imported without an allowlist, left out and logged.
 func (k Kind) NewTools(ctx context.Context, decl agents.Tool, env kind.Env) ([]agents.BuiltTool, error) {
 	c, err := connect(ctx, k.Server, env)
 	if err != nil {
@@ -114,6 +116,9 @@ func (k Kind) NewTools(ctx context.Context, decl agents.Tool, env kind.Env) ([]a
 		t, ok := offered[name]
 		if !ok {
 			return nil, notOffered(k.Server, name, offered)
+		}
+		if err := callable(k.Server, t); err != nil {
+			return nil, err
 		}
 		return []agents.BuiltTool{c.built(decl, decl.Name, t, false)}, nil
 	}
@@ -127,6 +132,14 @@ func (k Kind) NewTools(ctx context.Context, decl agents.Tool, env kind.Env) ([]a
 		t, ok := offered[name]
 		if !ok {
 			return nil, notOffered(k.Server, name, offered)
+		}
+		if err := callable(k.Server, t); err != nil {
+			if len(k.Import.Allow) > 0 { // asked for by name: refused, as when declared
+				errs = append(errs, err.Error())
+				continue
+			}
+			c.log.Warn("MCP server tool not imported", "tool", name, "error", err)
+			continue
 		}
 		as := k.Import.Prefix + name
 		if !validToolName(as) {
@@ -196,13 +209,23 @@ func (c *conn) built(decl agents.Tool, as string, t *sdk.Tool, imported bool) ag
 	tool := decl
 	tool.Name = as
 	if imported || tool.Description == "" {
-		tool.Description = c.redact(describe(c.name, t))
+		tool.Description = describe(c.name, t)
 	}
 	tool.Input = schemaOf(t)
 	if tool.Effects == "" {
 		tool.Effects = EffectsOf(t)
 	}
 	return agents.BuiltTool{Tool: tool, Implementation: &remoteTool{conn: c, name: t.Name, schema: tool.Input}}
+}
+
+// callable checks a server's tool against the rule of every tool's input
+// schema (rules.ToolInput): a tool no call can fit is refused at start-up,
+// not at each call.
+func callable(server string, t *sdk.Tool) error {
+	if ps := rules.ToolInput(schemaOf(t)); len(ps) > 0 {
+		return fmt.Errorf("MCP server %q offers tool %q, which cannot be called: %s", server, t.Name, ps[0].Msg)
+	}
+	return nil
 }
 
 // EffectsOf is the effects of a server's tool whose declaration states

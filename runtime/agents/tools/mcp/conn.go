@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -208,7 +209,7 @@ func (c *conn) open(ctx context.Context) (*sdk.ClientSession, error) {
 	if err != nil {
 		return nil, c.failed(fmt.Errorf("connecting: %w", c.explain(ctx, err)))
 	}
-	tools, err := listTools(ctx, sess)
+	tools, err := c.listTools(ctx, sess)
 	if err != nil {
 		_ = sess.Close()
 		return nil, c.failed(fmt.Errorf("listing its tools: %w", c.explain(ctx, err)))
@@ -401,7 +402,7 @@ func (c *conn) tool(ctx context.Context, sess *sdk.ClientSession, name string) (
 	stale, tools := c.stale, c.tools
 	c.mu.Unlock()
 	if stale {
-		list, err := listTools(ctx, sess)
+		list, err := c.listTools(ctx, sess)
 		if err != nil {
 			return nil, fmt.Errorf("MCP server %q said its tools changed, and listing them failed: %w", c.name, err)
 		}
@@ -448,14 +449,16 @@ func isExit(err error) bool {
 	return errors.As(err, &ee)
 }
 
-// listTools reads every page of a session's tools.
-func listTools(ctx context.Context, sess *sdk.ClientSession) (map[string]*sdk.Tool, error) {
+// listTools reads every page of a session's tools, each redacted
+// (redactTool): every use of a tool list, the model's copy and
+// `aidgen describe` alike, starts from this one.
+func (c *conn) listTools(ctx context.Context, sess *sdk.ClientSession) (map[string]*sdk.Tool, error) {
 	out := map[string]*sdk.Tool{}
 	for t, err := range sess.Tools(ctx, nil) {
 		if err != nil {
 			return nil, err
 		}
-		out[t.Name] = t
+		out[t.Name] = c.redactTool(t)
 	}
 	return out, nil
 }
@@ -482,6 +485,58 @@ func (c *conn) redact(s string) string {
 		s = strings.ReplaceAll(s, v, "[redacted]")
 	}
 	return s
+}
+
+// redactTool is t with every credential sent to an http server hidden
+// (redact) in each string it holds but its name: its title, description,
+// annotations and schemas, keys included, so that a server that echoes
+// them in its tool list shows them neither to the model nor in
+// `aidgen describe`. The name is kept: it is what a call sends back, and a
+// declaration names it. The strings are redacted after decoding, so a
+// credential the JSON escapes is hidden too.
+func (c *conn) redactTool(t *sdk.Tool) *sdk.Tool {
+	if len(c.secrets) == 0 {
+		return t
+	}
+	b, err := json.Marshal(t)
+	if err != nil {
+		return t // a tool the SDK decoded encodes; nothing to hide otherwise
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return t
+	}
+	b, err = json.Marshal(c.redactJSON(v))
+	if err != nil {
+		return t
+	}
+	out := &sdk.Tool{}
+	if err := json.Unmarshal(b, out); err != nil {
+		return t
+	}
+	out.Name = t.Name
+	return out
+}
+
+// redactJSON is the decoded JSON value v with redact applied to each
+// string in it, object keys included.
+func (c *conn) redactJSON(v any) any {
+	switch v := v.(type) {
+	case string:
+		return c.redact(v)
+	case []any:
+		for i, e := range v {
+			v[i] = c.redactJSON(e)
+		}
+		return v
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[c.redact(k)] = c.redactJSON(e)
+		}
+		return out
+	}
+	return v
 }
 
 // redactErr is err, or, when its message gives a credential away, an error

@@ -18,7 +18,8 @@ import (
 // application would (its command and environment, or its URL and
 // headers, from env), then disconnecting: each tool's description, the
 // effects a tool of kind mcp gets when the IR states none, its
-// annotations, and its input and output schemas. It is what
+// annotations, and its input and output schemas, with the credentials
+// sent to the server redacted as in the model's copy. It is what
 // `aidgen describe FILE mcpServers NAME`
 // prints, so that writing the IR starts from what the server offers.
 func (s Server) Describe(ctx context.Context, env kind.Env, name string, w io.Writer) error {

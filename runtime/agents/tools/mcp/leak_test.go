@@ -142,12 +142,18 @@ func withMode(s mcp.Server, v string) mcp.Server {
 }
 
 // TestEchoedSecrets: an http server that echoes the credentials it is sent
-// (the bearer token, a key header) in a result, an isError result or an
-// error shows them neither to the model nor in the error; a short,
-// ordinary header value is left as it is.
+// (the bearer token, a key header) in a tool's description or schema, a
+// result, an isError result or an error shows them neither to the model
+// nor in the error; a short, ordinary header value is left as it is.
 func TestEchoedSecrets(t *testing.T) {
 	const token, key = "sk-live-0123456789abcdef", "key-abcdef0123456789"
 	srv := newTestServer(nil)
+	srv.AddTool(&sdk.Tool{
+		Name: "leak", Description: "Called with " + key + ".",
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{
+			"k": map[string]any{"type": "string", "description": "Bearer " + token, "enum": []any{token}},
+		}},
+	}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return text("ok"), nil })
 	ts := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
 	s := mcp.Server{Transport: mcp.TransportHTTP, URL: ts.URL, BearerTokenEnv: "TOKEN", HeadersFromEnv: map[string]string{"X-Api-Key": "KEY", "X-Team": "TEAM"}}
@@ -155,6 +161,11 @@ func TestEchoedSecrets(t *testing.T) {
 		v, ok := map[string]string{"TOKEN": token, "KEY": key, "TEAM": "desk"}[name]
 		return v, ok
 	})
+	leak := build(t, env, mcp.Kind{Server: "srv"}, agents.Tool{Name: "leak"})[0].Tool
+	if shown := leak.Description + string(leak.Input); strings.Contains(shown, token) || strings.Contains(shown, key) ||
+		!strings.Contains(shown, "Called with [redacted].") || !strings.Contains(shown, `"description":"Bearer [redacted]"`) {
+		t.Errorf("the model's copy of a tool that echoes the credentials: %s", shown)
+	}
 	echo := build(t, env, mcp.Kind{Server: "srv"}, agents.Tool{Name: "headers"})[0].Implementation
 	for _, as := range []string{"result", "error", "rpc"} {
 		obs, err := echo.Call(t.Context(), json.RawMessage(`{"as":"`+as+`"}`))

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -353,4 +355,48 @@ func TestHTTPServerGone(t *testing.T) {
 	if err != nil || obs != "again" {
 		t.Errorf("after the server came back: %q, %v", obs, err)
 	}
+}
+
+// TestInputSchemaNotAnObject: a server tool whose input schema is not an
+// object, which no call can fit, is refused at start-up naming the server
+// and the tool when declared or allowed by name, and skipped, logged, when
+// the server's tools are imported whole.
+func TestInputSchemaNotAnObject(t *testing.T) {
+	logs := &syncLog{}
+	env := envFor(t, floodHTTP(t), func(string) (string, bool) { return "", false })
+	env.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	for _, k := range []mcp.Kind{
+		{Server: "srv"},
+		{Server: "srv", Import: &mcp.Import{Allow: []string{"huge", "shout"}, Prefix: "f_"}},
+	} {
+		_, err := k.NewTools(t.Context(), agents.Tool{Name: "shout"}, env)
+		if err == nil || !strings.Contains(err.Error(), `MCP server "srv" offers tool "shout"`) || !strings.Contains(err.Error(), `type: "object"`) {
+			t.Errorf("%+v: %v, want the tool refused naming the server and the tool", k, err)
+		}
+	}
+	got := build(t, env, mcp.Kind{Server: "srv", Import: &mcp.Import{Prefix: "f_"}}, agents.Tool{Name: "f"})
+	if len(got) != 1 || got[0].Tool.Name != "f_huge" {
+		t.Errorf("imported %+v, want f_huge alone", got)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "tool=shout") || !strings.Contains(l, "mcp_server=srv") {
+		t.Errorf("the skipped tool is not logged: %s", l)
+	}
+}
+
+// syncLog is a log written by goroutines and read by the test.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncLog) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncLog) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -269,7 +269,8 @@ func envFor(t testing.TB, s mcp.Server, lookup func(string) (string, bool)) kind
 // The flood server is a hostile server written by hand, without the SDK
 // (which would take long to encode a large answer): it speaks just enough
 // JSON-RPC to be connected to and listed, and answers a call of its tool
-// "huge" with a text of the size its argument "bytes" asks for.
+// "huge" with a text of the size its argument "bytes" asks for. It also
+// offers "shout", whose input schema is a string, which no call fits.
 
 // floodRequest is what the flood server reads of a request.
 type floodRequest struct {
@@ -289,7 +290,8 @@ func floodAnswer(w io.Writer, req floodRequest) {
 	case "initialize":
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"flood","version":"1"}}}`, req.ID, req.Params.ProtocolVersion)
 	case "tools/list":
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"huge","description":"Many bytes.","inputSchema":{"type":"object","properties":{"bytes":{"type":"integer"}}}}]}}`, req.ID)
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"huge","description":"Many bytes.","inputSchema":{"type":"object","properties":{"bytes":{"type":"integer"}}}},`+
+			`{"name":"shout","description":"Shouts.","inputSchema":{"type":"string"}}]}}`, req.ID)
 	case "tools/call":
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"`, req.ID)
 		chunk := []byte(strings.Repeat("x", 1<<16))

@@ -80,7 +80,7 @@ func (st *runState) recordRequest(req *gateway.Request) *RequestRecord {
 
 // sameMessage reports whether two request messages are the same.
 func sameMessage(a, b *gateway.Message) bool {
-	if a.Role != b.Role || a.Content != b.Content || a.ToolCallID != b.ToolCallID || a.Name != b.Name || len(a.ToolCalls) != len(b.ToolCalls) {
+	if a.Role != b.Role || a.Content != b.Content || a.ToolCallID != b.ToolCallID || a.Name != b.Name || a.Failed != b.Failed || len(a.ToolCalls) != len(b.ToolCalls) {
 		return false
 	}
 	for i := range a.ToolCalls {

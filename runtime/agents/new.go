@@ -49,7 +49,7 @@ func New(cfg Config) (*Runtime, error) {
 		errs = append(errs, d.bindMemory(cfg.MemoryStores)...)
 		errs = append(errs, d.compileOutput()...)
 		errs = append(errs, r.checkAliases(d)...)
-		d.fingerprint, d.toolNames = fingerprint(d), toolNames(d)
+		d.fingerprint, d.toolNames, d.learned = fingerprint(d), toolNames(d), learnedTools(d)
 	}
 	for _, tn := range slices.Sorted(maps.Keys(missing)) {
 		errs = append(errs, &MissingToolImplementationError{Tool: tn, Agents: missing[tn]})
@@ -127,6 +127,7 @@ func declareTools(cfg Config) (map[string]*tool, []error) {
 			effects: cmp.Or(t.Effects, EffectsRead),
 			timeout: cmp.Or(t.Timeout, DefaultToolTimeout),
 			maxObs:  cmp.Or(t.MaxObservationBytes, DefaultMaxObservationBytes),
+			learned: t.Learned,
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Implementations)) {

@@ -80,7 +80,7 @@ application does not have).`,
 			if err != nil {
 				return err
 			}
-			cfg, err := app.ReplayConfig(desc)
+			cfg, err := app.ReplayConfig(desc, rec.Learned())
 			if err != nil {
 				return usageErr(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,9 @@ import (
 // claudeKey is the API key the claude variant's service reads from
 // AID_E2E_CLAUDE_KEY and must send to the mock.
 const claudeKey = "sk-ant-e2e-claude-key"
+
+// claudeToolID is the Messages API's pattern of a tool call id.
+var claudeToolID = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 // claudeAnswer is the mock's final answer, given once it has the order
 // row as a tool result.
@@ -75,17 +79,48 @@ func (s *claudeServer) serve(w http.ResponseWriter, r *http.Request) {
 			Role    string `json:"role"`
 			Content []struct {
 				Type      string          `json:"type"`
+				Text      string          `json:"text"`
+				ID        string          `json:"id"`
 				ToolUseID string          `json:"tool_use_id"`
 				Content   json.RawMessage `json:"content"`
 			} `json:"content"`
 		} `json:"messages"`
 		Tools []struct {
-			Name string `json:"name"`
+			Name        string `json:"name"`
+			InputSchema struct {
+				Type string `json:"type"`
+			} `json:"input_schema"`
 		} `json:"tools"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		s.fail(w, "decoding the request: %v", err)
 		return
+	}
+	// The Messages API's documented rules, as the API words its refusals.
+	for i, t := range req.Tools {
+		if t.InputSchema.Type != "object" {
+			s.fail(w, "tools.%d.custom.input_schema.type: Input should be 'object'", i)
+			return
+		}
+	}
+	for _, b := range req.System {
+		if strings.TrimSpace(b.Text) == "" {
+			s.fail(w, "system: text content blocks must contain non-whitespace text")
+			return
+		}
+	}
+	for i, m := range req.Messages {
+		for j, c := range m.Content {
+			id := c.ID + c.ToolUseID
+			switch {
+			case c.Type == "text" && strings.TrimSpace(c.Text) == "":
+				s.fail(w, "messages: text content blocks must contain non-whitespace text")
+				return
+			case (c.Type == "tool_use" || c.Type == "tool_result") && !claudeToolID.MatchString(id):
+				s.fail(w, "messages.%d.content.%d: tool id %q should match pattern '^[a-zA-Z0-9_-]+$'", i, j, id)
+				return
+			}
+		}
 	}
 	if req.Model != "claude-sonnet-4-5-20250929" || req.MaxTokens <= 0 || req.MaxTokens > 512 {
 		s.fail(w, "model %q, max_tokens %d", req.Model, req.MaxTokens)
@@ -96,7 +131,10 @@ func (s *claudeServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !slices.ContainsFunc(req.Tools, func(t struct {
-		Name string `json:"name"`
+		Name        string `json:"name"`
+		InputSchema struct {
+			Type string `json:"type"`
+		} `json:"input_schema"`
 	}) bool {
 		return t.Name == "lookup_order"
 	}) {

@@ -223,6 +223,8 @@ type SavedMessage struct {
 	ToolCallID string `json:"tool_call_id,omitempty"`
 	// Name names the participant or the tool.
 	Name string `json:"name,omitempty"`
+	// Failed marks a tool message whose call failed (gateway.Message.Failed).
+	Failed bool `json:"failed,omitempty"`
 }
 
 // SavedToolCall is a tool call in a checkpoint. Arguments are kept as text,
@@ -447,7 +449,7 @@ func (cp *Checkpoint) check() error {
 }
 
 func saveMessage(m gateway.Message) SavedMessage {
-	s := SavedMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+	s := SavedMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name, Failed: m.Failed}
 	if len(m.ToolCalls) > 0 {
 		s.ToolCalls = make([]SavedToolCall, len(m.ToolCalls))
 		for i, c := range m.ToolCalls {
@@ -458,7 +460,7 @@ func saveMessage(m gateway.Message) SavedMessage {
 }
 
 func loadMessage(s SavedMessage) gateway.Message {
-	m := gateway.Message{Role: s.Role, Content: s.Content, ToolCallID: s.ToolCallID, Name: s.Name}
+	m := gateway.Message{Role: s.Role, Content: s.Content, ToolCallID: s.ToolCallID, Name: s.Name, Failed: s.Failed}
 	if len(s.ToolCalls) > 0 {
 		m.ToolCalls = make([]gateway.ToolCall, len(s.ToolCalls))
 		for i, c := range s.ToolCalls {

@@ -291,6 +291,41 @@ type Tool struct {
 	// says how many bytes were left out; the run goes on, and the stored
 	// call record and checkpoint hold the cut text.
 	MaxObservationBytes int
+	// Learned is set on a tool whose definition its kind learned when the
+	// application started, from outside the application (an MCP server's
+	// tools/list). A run's recording keeps it with the requests that
+	// offer the tool, so that a replay rebuilds the tool as the run saw it
+	// without reaching its source (LearnedToolKind, Recording.Learned).
+	Learned *LearnedDefinition
+}
+
+// LearnedDefinition is a tool's definition as its kind learned it from
+// outside the application.
+type LearnedDefinition struct {
+	// Source says where it came from, as the kind names it (`MCP server
+	// "files"`).
+	Source string `json:"source"`
+	// Definition is the definition in the kind's own JSON.
+	Definition json.RawMessage `json:"definition"`
+}
+
+// LearnedTool is a learned definition as a recording keeps it: the tool's
+// name, as the model is offered it, and its definition.
+type LearnedTool struct {
+	// Tool is the tool's name.
+	Tool string `json:"tool"`
+	LearnedDefinition
+}
+
+// LearnedToolKind is a ToolKind whose tools' definitions come from outside
+// the application, such as an MCP server's: RecordedTools builds the tools
+// decl provides from the definitions a recording holds, as NewTools would
+// from their source, but without reaching it, for a replay.
+type LearnedToolKind interface {
+	ToolKind
+	// RecordedTools returns the tools decl provides, built from learned,
+	// the definitions of a recording (Recording.Learned).
+	RecordedTools(decl Tool, learned []LearnedTool) ([]Tool, error)
 }
 
 func (t Tool) validate() error {

@@ -728,7 +728,7 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 	}
 	for i := range calls {
 		c := &calls[i]
-		st.appendMsg(gateway.Message{Role: gateway.RoleTool, Content: c.Observation, ToolCallID: c.ID, Name: c.Name})
+		st.appendMsg(gateway.Message{Role: gateway.RoleTool, Content: c.Observation, ToolCallID: c.ID, Name: c.Name, Failed: c.ErrorKind != ""})
 	}
 	st.steps = append(st.steps, p.Step)
 	st.pending, st.prerecorded = nil, 0

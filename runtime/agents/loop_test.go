@@ -219,9 +219,10 @@ func TestToolFailuresBecomeObservations(t *testing.T) {
 			if res.Status != agents.StatusCompleted || tc.ErrorKind != tt.kind || !strings.Contains(tc.Observation, tt.want) {
 				t.Fatalf("status %s, call %+v; want kind %s and %q", res.Status, tc, tt.kind, tt.want)
 			}
-			// The model saw the error as the call's result.
+			// The model saw the error as the call's result, marked failed
+			// for a provider that can say so.
 			last := fx.fake.Requests()[1].Messages
-			if m := last[len(last)-1]; m.Role != gateway.RoleTool || m.Content != tc.Observation {
+			if m := last[len(last)-1]; m.Role != gateway.RoleTool || m.Content != tc.Observation || !m.Failed {
 				t.Fatalf("model was told %+v", m)
 			}
 		})

@@ -53,7 +53,7 @@ func New(cfg Config) (*Runtime, error) {
 		errs = append(errs, r.checkAliases(d)...)
 		errs = append(errs, d.bindHooks(cfg.Hooks, cfg.DefaultGuardrails, guards)...)
 		r.hooked = r.hooked || d.hooks != nil
-		d.fingerprint, d.toolNames = fingerprint(d), toolNames(d)
+		d.fingerprint, d.toolNames, d.learned = fingerprint(d), toolNames(d), learnedTools(d)
 	}
 	for _, tn := range slices.Sorted(maps.Keys(missing)) {
 		errs = append(errs, &MissingToolImplementationError{Tool: tn, Agents: missing[tn]})
@@ -135,6 +135,7 @@ func declareTools(cfg Config) (map[string]*tool, []error) {
 			effects: cmp.Or(t.Effects, EffectsRead),
 			timeout: cmp.Or(t.Timeout, DefaultToolTimeout),
 			maxObs:  cmp.Or(t.MaxObservationBytes, DefaultMaxObservationBytes),
+			learned: t.Learned,
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Implementations)) {

@@ -25,7 +25,9 @@ func TestObservationBound(t *testing.T) {
 	huge := strings.Repeat("é", 5<<20) // 10 MiB, two bytes a rune: a cut may fall inside one
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
-		_, _ = io.WriteString(w, strings.Repeat("w", 3<<20)) // past the http tool's 1 MiB read
+		// All the http tool reads (a longer body is an error), far past
+		// the observation's bound.
+		_, _ = io.WriteString(w, strings.Repeat("w", toolhttp.DefaultMaxResponseBytes))
 	}))
 	t.Cleanup(web.Close)
 	httpImpl, err := toolhttp.New(web.URL, toolhttp.Options{})

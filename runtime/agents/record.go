@@ -40,6 +40,52 @@ type RequestRecord struct {
 	// definitions, the response format and the temperature; left out, with
 	// Tools, when it is the step before's.
 	Fingerprint string `json:"fingerprint,omitempty"`
+	// Learned are the definitions of the offered tools that their kind
+	// learned from outside the application (Tool.Learned), which a
+	// replay cannot read from the application; kept, with Tools, when
+	// Fingerprint is.
+	Learned []LearnedTool `json:"learned,omitempty"`
+}
+
+// learnedTools lists the learned definitions of the tools agent d offers,
+// in the order offered.
+func learnedTools(d *agentDef) []LearnedTool {
+	var out []LearnedTool
+	for _, def := range d.defs {
+		if t := d.tools[def.Name]; t != nil && t.learned != nil {
+			out = append(out, LearnedTool{Tool: def.Name, LearnedDefinition: *t.learned})
+		}
+	}
+	return out
+}
+
+// Learned returns the learned definitions the recording holds
+// (RequestRecord.Learned): the first of each tool, in the order recorded,
+// the delegated runs' steps included. app.ReplayConfig builds the tools of
+// a LearnedToolKind from them.
+func (r *Recording) Learned() []LearnedTool {
+	var out []LearnedTool
+	seen := map[string]bool{}
+	var walk func(steps []StepRecord)
+	walk = func(steps []StepRecord) {
+		for _, s := range steps {
+			if s.Request != nil {
+				for _, l := range s.Request.Learned {
+					if !seen[l.Tool] {
+						seen[l.Tool] = true
+						out = append(out, l)
+					}
+				}
+			}
+			for _, c := range s.ToolCalls {
+				if c.Delegate != nil {
+					walk(c.Delegate.Steps)
+				}
+			}
+		}
+	}
+	walk(r.Steps)
+	return out
 }
 
 // fingerprint hashes what a request of agent d asks besides its messages.
@@ -72,7 +118,7 @@ func (st *runState) recordRequest(req *gateway.Request) *RequestRecord {
 	}
 	rec := &RequestRecord{Keep: keep, Messages: kept, Memory: st.reqMemory}
 	if d := st.agent; d.fingerprint != st.lastFingerprint || keep == 0 {
-		rec.Tools, rec.Fingerprint = d.toolNames, d.fingerprint
+		rec.Tools, rec.Fingerprint, rec.Learned = d.toolNames, d.fingerprint, d.learned
 		st.lastFingerprint = d.fingerprint
 	}
 	return rec
@@ -80,7 +126,7 @@ func (st *runState) recordRequest(req *gateway.Request) *RequestRecord {
 
 // sameMessage reports whether two request messages are the same.
 func sameMessage(a, b *gateway.Message) bool {
-	if a.Role != b.Role || a.Content != b.Content || a.ToolCallID != b.ToolCallID || a.Name != b.Name || len(a.ToolCalls) != len(b.ToolCalls) {
+	if a.Role != b.Role || a.Content != b.Content || a.ToolCallID != b.ToolCallID || a.Name != b.Name || a.Failed != b.Failed || len(a.ToolCalls) != len(b.ToolCalls) {
 		return false
 	}
 	for i := range a.ToolCalls {
@@ -112,12 +158,12 @@ func requests(steps []StepRecord) ([]RequestRecord, error) {
 			prev = nil
 			continue
 		}
-		full := RequestRecord{Memory: r.Memory, Tools: r.Tools, Fingerprint: r.Fingerprint}
+		full := RequestRecord{Memory: r.Memory, Tools: r.Tools, Fingerprint: r.Fingerprint, Learned: r.Learned}
 		if full.Fingerprint == "" {
 			if prev == nil {
 				return nil, fmt.Errorf("step %d leaves out the tools of a step before it that has no request", s.Number)
 			}
-			full.Tools, full.Fingerprint = prev.Tools, prev.Fingerprint
+			full.Tools, full.Fingerprint, full.Learned = prev.Tools, prev.Fingerprint, prev.Learned
 		}
 		switch {
 		case r.Keep == 0:

@@ -437,7 +437,11 @@ func (rp *replayer) model(ctx context.Context, st *runState, req gateway.Request
 		}
 		if names := toolNames(st.agent); !slices.Equal(names, r.Tools) || st.agent.fingerprint != r.Fingerprint {
 			div.Kind = DivergeRequest
-			if slices.Equal(names, r.Tools) {
+			if msg, diff := learnedChange(st.agent.learned, r.Learned); msg != "" {
+				// The replay offers the definitions the recording holds
+				// first; the run's source gave others later.
+				div.Message, div.Diff = fmt.Sprintf("the recorded request of step %d offers %s", n+1, msg), diff
+			} else if slices.Equal(names, r.Tools) {
 				div.Message = fmt.Sprintf("the request of step %d offers the same tools, with other definitions, response format or temperature", n+1)
 			} else {
 				div.Message = fmt.Sprintf("the request of step %d offers other tools", n+1)
@@ -455,6 +459,35 @@ func (rp *replayer) model(ctx context.Context, st *runState, req gateway.Request
 	}
 	u := want.Usage.Usage()
 	return gateway.Result{Text: want.Text, ToolCalls: calls, Usage: u, CostUSD: want.CostUSD, Alias: want.Alias, Model: want.Model}, nil
+}
+
+// learnedChange says which tools a source (an MCP server) defined
+// otherwise in the recorded request than in the replay, which offers the
+// definitions recorded first, with a diff: a server whose tools changed
+// during the recorded run (listed again by a continuation in another
+// process). It returns "" when no learned definition differs.
+func learnedChange(replayed, recorded []LearnedTool) (string, string) {
+	var tools []string
+	var src string
+	var rec, rep strings.Builder // the recorded step's, the replay's
+	for _, r := range recorded {
+		i := slices.IndexFunc(replayed, func(l LearnedTool) bool { return l.Tool == r.Tool })
+		if i < 0 {
+			continue
+		}
+		if l := replayed[i]; l.Source != r.Source || !bytes.Equal(l.Definition, r.Definition) {
+			if src == "" {
+				src = r.Source
+			}
+			tools = append(tools, r.Tool)
+			fmt.Fprintf(&rec, "%s %s\n", r.Tool, indent(string(r.Definition)))
+			fmt.Fprintf(&rep, "%s %s\n", l.Tool, indent(string(l.Definition)))
+		}
+	}
+	if len(tools) == 0 {
+		return "", ""
+	}
+	return fmt.Sprintf("other definitions of %s from %s than an earlier step of the recording: the server's tools changed during the recorded run", strings.Join(tools, ", "), src), unifiedDiff(rec.String(), rep.String())
 }
 
 // memory returns the memory message the recorded step about to be

@@ -72,6 +72,7 @@ type tool struct {
 	searcher Searcher        // search
 	source   string          // search: the retriever's name
 	def      gateway.ToolDef // plain: what the model is offered
+	learned  *LearnedDefinition
 }
 
 // agentDef is an agent with everything resolved and compiled.
@@ -90,9 +91,10 @@ type agentDef struct {
 	globalBudget int
 	readOnly     bool // every tool reachable from it only reads
 	timeouts     Timeouts
-	fingerprint  string   // what its requests ask besides messages (RequestRecord.Fingerprint)
-	toolNames    []string // its tools' names, in the order offered
-	hooks        *hookSet // nil for an agent without hooks, which pays nothing for them
+	fingerprint  string        // what its requests ask besides messages (RequestRecord.Fingerprint)
+	toolNames    []string      // its tools' names, in the order offered
+	learned      []LearnedTool // its tools' learned definitions (RequestRecord.Learned)
+	hooks        *hookSet      // nil for an agent without hooks, which pays nothing for them
 }
 
 // RunOptions adjusts one run.

@@ -316,19 +316,12 @@ func buildTools(ctx context.Context, desc *Description, opts *Options, env kind.
 			errs = append(errs, fmt.Errorf("tool %q: its %s kind provides no tool", name, t.Kind.ToolKind()))
 			continue
 		}
-		imported := len(built) != 1 || built[0].Tool.Name != name
-		var names []string
-		for _, b := range built {
-			if imported {
-				b.Tool.From = name
-			}
-			tools = append(tools, b.Tool)
+		decls := make([]agents.Tool, len(built))
+		for i, b := range built {
+			decls[i] = b.Tool
 			impls[b.Tool.Name] = b.Implementation
-			names = append(names, b.Tool.Name)
 		}
-		if imported {
-			expand[name] = names
-		}
+		tools = appendBuilt(tools, expand, name, decls)
 	}
 	for _, name := range slices.Sorted(maps.Keys(opts.Implementations)) {
 		if !declared[name] {
@@ -336,6 +329,26 @@ func buildTools(ctx context.Context, desc *Description, opts *Options, env kind.
 		}
 	}
 	return tools, impls, expand, errors.Join(errs...)
+}
+
+// appendBuilt appends to tools the tools a kind built for the declaration
+// name; when they are not the one tool of that name (a server's tools
+// imported whole), each says it came from name, and expand records the
+// names name stands for in the agents' lists.
+func appendBuilt(tools []agents.Tool, expand map[string][]string, name string, built []agents.Tool) []agents.Tool {
+	imported := len(built) != 1 || built[0].Name != name
+	var names []string
+	for _, t := range built {
+		if imported {
+			t.From = name
+		}
+		tools = append(tools, t)
+		names = append(names, t.Name)
+	}
+	if imported {
+		expand[name] = names
+	}
+	return tools
 }
 
 // expandTools returns the agents with every tool their lists name that

@@ -14,8 +14,11 @@ import (
 // approval policy, and a gateway with its pinned catalog whose providers
 // refuse every call, so that a replay reaches no network and spends
 // nothing even if it tried. Nothing is opened: no store, no database, no
-// file beyond the description.
-func ReplayConfig(desc Description) (agents.Config, error) {
+// file beyond the description, no server. The tools of a kind that learns
+// their definitions from outside the application (an MCP server's) are
+// built from learned, the definitions the recording holds
+// (agents.Recording.Learned), as the recorded run saw them.
+func ReplayConfig(desc Description, learned []agents.LearnedTool) (agents.Config, error) {
 	providers := make(map[string]gateway.Provider, len(desc.Providers))
 	for _, p := range desc.Providers {
 		providers[p.Name] = offline{}
@@ -24,12 +27,22 @@ func ReplayConfig(desc Description) (agents.Config, error) {
 	if err != nil {
 		return agents.Config{}, fmt.Errorf("replaying %s: building the gateway: %w", desc.Name, err)
 	}
-	tools := make([]agents.Tool, len(desc.Tools))
-	for i, t := range desc.Tools {
-		tools[i] = t.Decl
+	var tools []agents.Tool
+	expand := map[string][]string{}
+	for _, t := range desc.Tools {
+		lk, ok := t.Kind.(agents.LearnedToolKind)
+		if !ok {
+			tools = append(tools, t.Decl)
+			continue
+		}
+		built, err := lk.RecordedTools(t.Decl, learned)
+		if err != nil {
+			return agents.Config{}, fmt.Errorf("replaying %s: tool %q: %w", desc.Name, t.Decl.Name, err)
+		}
+		tools = appendBuilt(tools, expand, t.Decl.Name, built)
 	}
 	return agents.Config{
-		Gateway: g, Agents: desc.Agents, Tools: tools, Budgets: desc.Budgets,
+		Gateway: g, Agents: expandTools(desc.Agents, expand), Tools: tools, Budgets: desc.Budgets,
 		Approvals: desc.Approvals, App: desc.Name, AppVersion: desc.Version,
 	}, nil
 }

@@ -169,9 +169,38 @@ type ProviderError struct {
 	Timeout bool
 	// RetryAfter is the wait the provider asked for, zero when none.
 	RetryAfter time.Duration
+	// Failure says what went wrong in words a caller may read, whatever
+	// the adapter's cause says; empty when the adapter cannot tell.
+	Failure ProviderFailure
 	// Err is the underlying cause. Adapters keep credentials out of it.
 	Err error
 }
+
+// ProviderFailure is what went wrong with a provider call, as a service
+// may tell its caller: a category, never the adapter's text, which may
+// quote the upstream's body or address.
+type ProviderFailure string
+
+// The provider failures.
+const (
+	// FailureUnreachable is a call that got no answer: the connection
+	// was refused, reset or cut short.
+	FailureUnreachable ProviderFailure = "unreachable"
+	// FailureTooLarge is an answer, or an event of a stream, longer than
+	// the adapter reads.
+	FailureTooLarge ProviderFailure = "too_large"
+	// FailureOverloaded is a provider that said it is overloaded
+	// (Anthropic's overloaded_error), in an error answer or an error
+	// event of a stream.
+	FailureOverloaded ProviderFailure = "overloaded"
+	// FailureMalformed is an answer that arrived but that the adapter
+	// cannot read: not valid JSON, or content the gateway cannot
+	// represent.
+	FailureMalformed ProviderFailure = "malformed"
+	// FailureErrorEvent is a stream the provider ended with an error event
+	// other than overloaded.
+	FailureErrorEvent ProviderFailure = "error_event"
+)
 
 // Error implements error.
 func (e *ProviderError) Error() string {

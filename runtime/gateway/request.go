@@ -35,6 +35,11 @@ type Message struct {
 	// Name optionally names the participant (or, for a tool message, the
 	// tool).
 	Name string
+	// Failed marks a tool message whose call failed: its content is the
+	// error the model reads (a tool that failed or timed out, a call that
+	// was refused or not run). A provider whose API can say so sends it
+	// (Anthropic's is_error); the others send the content alone.
+	Failed bool
 }
 
 // ToolDef declares a tool the model may call.
@@ -102,6 +107,9 @@ type Request struct {
 	Tools []ToolDef
 	// ToolChoice constrains tool use.
 	ToolChoice ToolChoice
+	// ParallelToolCalls, when set to false, asks for at most one tool call
+	// per answer; nil leaves it to the provider, which allows several.
+	ParallelToolCalls *bool
 	// ResponseFormat, when set, asks for structured JSON output and
 	// requires CapabilityJSON.
 	ResponseFormat *JSONSchema

@@ -26,6 +26,7 @@ type directFields struct {
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	Stop                json.RawMessage `json:"stop"`
 	Seed                *int64          `json:"seed"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 }
 
 // newDirect indexes the exposed aliases of cfg, checked by Config.check.
@@ -62,7 +63,7 @@ func directRequest(req *chatRequest) (gateway.Request, error) {
 	if err != nil {
 		return gateway.Request{}, err
 	}
-	out := gateway.Request{Messages: msgs, Temperature: req.Temperature, TopP: req.TopP, Seed: req.Seed}
+	out := gateway.Request{Messages: msgs, Temperature: req.Temperature, TopP: req.TopP, Seed: req.Seed, ParallelToolCalls: req.ParallelToolCalls}
 	if out.Tools, err = directTools(req.Tools); err != nil {
 		return gateway.Request{}, err
 	}

@@ -87,7 +87,8 @@ func TestDirectAliasAnswersThroughTheGateway(t *testing.T) {
 			Name: "lookup", Description: openai.String("Find an order."),
 			Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "string"}}},
 		})},
-		ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")},
+		ToolChoice:        openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")},
+		ParallelToolCalls: openai.Bool(false),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +100,9 @@ func TestDirectAliasAnswersThroughTheGateway(t *testing.T) {
 	sent := e.fake.Requests()[1]
 	if len(sent.Tools) != 1 || sent.Tools[0].Name != "lookup" || sent.Tools[0].Description != "Find an order." || sent.ToolChoice.Mode != gateway.ToolChoiceRequired {
 		t.Errorf("tools sent %+v choice %+v", sent.Tools, sent.ToolChoice)
+	}
+	if pc := sent.ParallelToolCalls; pc == nil || *pc {
+		t.Errorf("parallel_tool_calls false reaches the gateway as %v", pc)
 	}
 
 	// The tool's result goes back as a tool message, and the answer's

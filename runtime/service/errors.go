@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -288,20 +289,36 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 }
 
 // providerSummary says what failed upstream in the provider error's own
-// fields: the provider, the model and the status, not the adapter's text,
-// which may quote the upstream's body or address.
+// fields: the provider, the model, the status and what went wrong
+// (ProviderError.Failure), not the adapter's text, which may quote the
+// upstream's body or address.
 func providerSummary(e *gateway.ProviderError) string {
 	s := "provider " + e.Provider
 	if e.Model != "" {
 		s += " model " + e.Model
 	}
+	if e.StatusCode != 0 {
+		s += strings.TrimRight(fmt.Sprintf(" answered %d %s", e.StatusCode, http.StatusText(e.StatusCode)), " ")
+		if e.Failure == gateway.FailureOverloaded {
+			s += ": it is overloaded"
+		}
+		return s
+	}
 	switch {
-	case e.StatusCode != 0:
-		s += fmt.Sprintf(" answered %d %s", e.StatusCode, http.StatusText(e.StatusCode))
 	case e.Timeout:
 		s += " timed out"
-	default:
+	case e.Failure == gateway.FailureTooLarge:
+		s += " sent an answer too large to read"
+	case e.Failure == gateway.FailureOverloaded:
+		s += " stopped its answer: it is overloaded"
+	case e.Failure == gateway.FailureMalformed:
+		s += " sent a malformed answer"
+	case e.Failure == gateway.FailureErrorEvent:
+		s += " stopped its answer with an error"
+	case e.Failure == gateway.FailureUnreachable:
 		s += " could not be reached"
+	default:
+		s += " failed"
 	}
 	return s
 }

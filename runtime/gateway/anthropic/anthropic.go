@@ -171,7 +171,7 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 			// The adapter never asks for thinking; a proxy that adds it
 			// gets the answer without it.
 		default:
-			return gateway.Response{}, p.fail(model, fmt.Errorf("answer has a %q content block, which the gateway cannot represent", p.red.Excerpt(b.Type)), false)
+			return gateway.Response{}, p.malformed(model, fmt.Errorf("answer has a %q content block, which the gateway cannot represent", p.red.Excerpt(b.Type)))
 		}
 	}
 	resp.Text = text.String()
@@ -290,7 +290,7 @@ func (s *stream) Next() (gateway.Delta, error) {
 			case "input_json_delta":
 				i, ok := s.tools[e.Index]
 				if !ok {
-					return gateway.Delta{}, s.p.fail(s.model, fmt.Errorf("stream has tool arguments for block %d, which is not a tool call", e.Index), false)
+					return gateway.Delta{}, s.p.malformed(s.model, fmt.Errorf("stream has tool arguments for block %d, which is not a tool call", e.Index))
 				}
 				if e.Delta.PartialJSON != "" {
 					s.args[i] = true
@@ -346,6 +346,11 @@ func (p *Provider) fail(model gateway.ModelSpec, err error, retryable bool) erro
 	return &gateway.ProviderError{Provider: providerName, Model: model.ID, Retryable: retryable, Err: p.red.Error(err)}
 }
 
+// malformed wraps an answer the adapter cannot read.
+func (p *Provider) malformed(model gateway.ModelSpec, err error) error {
+	return &gateway.ProviderError{Provider: providerName, Model: model.ID, Failure: gateway.FailureMalformed, Err: p.red.Error(err)}
+}
+
 // classify turns an SDK error into the gateway's terms. The caller's own
 // cancellation passes through untouched; everything else becomes a
 // *gateway.ProviderError whose cause holds only redacted text: it never
@@ -363,30 +368,40 @@ func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, 
 		pe.StatusCode = x.status
 		pe.Retryable = upstream.RetryableStatus(x.status)
 		pe.RetryAfter = gateway.ParseRetryAfter(x.header, time.Now())
-		pe.Err = p.apiError(x.status, x.body)
+		e := p.apiError(x.status, x.body)
+		pe.Failure = failureOf(e.Type, "")
+		pe.Err = e
 	case x.tooLong != nil:
-		pe.Err = x.tooLong
+		pe.Failure, pe.Err = gateway.FailureTooLarge, x.tooLong
 	case errors.As(err, &apiErr):
 		// An error event in a stream that opened (status 200): its type
 		// says whether another attempt may help.
 		e := p.apiError(0, []byte(apiErr.RawJSON()))
 		pe.Retryable = retryableType(e.Type)
+		pe.Failure = failureOf(e.Type, gateway.FailureErrorEvent)
 		pe.Err = fmt.Errorf("error event in the stream: %w", e)
 	case strings.HasPrefix(err.Error(), "received error while streaming: "):
 		// An error event whose data is not JSON.
+		pe.Failure = gateway.FailureErrorEvent
 		pe.Err = fmt.Errorf("error event in the stream: %w", p.apiError(0, []byte(strings.TrimPrefix(err.Error(), "received error while streaming: "))))
 	case errors.Is(context.Cause(actx), errAttemptTimeout):
 		pe.Timeout, pe.Retryable = true, true
 		pe.Err = fmt.Errorf("no answer within %s", p.timeout)
-	case upstream.Malformed(err):
-		pe.Err = errors.New(p.red.Excerpt(err.Error()))
-	case upstream.Transient(err):
-		pe.Retryable = true
-		pe.Err = errors.New(p.red.Excerpt(err.Error()))
 	default:
+		pe.Failure = upstream.Failure(err)
+		pe.Retryable = pe.Failure == gateway.FailureUnreachable
 		pe.Err = errors.New(p.red.Excerpt(err.Error()))
 	}
 	return pe
+}
+
+// failureOf is the failure an error of the API's type is: overloaded for
+// overloaded_error, otherwise other.
+func failureOf(typ string, other gateway.ProviderFailure) gateway.ProviderFailure {
+	if typ == "overloaded_error" {
+		return gateway.FailureOverloaded
+	}
+	return other
 }
 
 // retryableType reports the error types of the API that another attempt

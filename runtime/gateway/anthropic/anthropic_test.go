@@ -502,3 +502,110 @@ func TestNoEmbeddings(t *testing.T) {
 		t.Errorf("gateway embed: %v, want a capability mismatch naming embeddings", err)
 	}
 }
+
+// TestMessagesAPIRules sends what a run that fell back from an
+// openai-compatible model holds to a server that enforces the Messages
+// API's rules (messagesRules): client tools whose parameters are {} or
+// say no type, white-space text from the system, the user and the model
+// before its tool calls, the other provider's tool call ids, a failed call
+// and parallel_tool_calls: false. The server accepts it, and it reads:
+// object schemas, no blank text (the user's turns merged), the ids mapped
+// alike in each tool_use and its tool_result, two ids never to one, the
+// failed result flagged is_error and parallel tool use disabled.
+func TestMessagesAPIRules(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, body map[string]any, n int) {
+		writeJSON(w, 200, message(sonnet, "["+textBlock("Cold, at noon.")+"]", "end_turn", 30, 4))
+	})
+	p := newProvider(t, srv.URL)
+	single := false
+	req := gateway.Request{
+		Messages: []gateway.Message{
+			{Role: gateway.RoleSystem, Content: "Be brief."},
+			{Role: gateway.RoleSystem, Content: " \n"},
+			{Role: gateway.RoleUser, Content: "Weather and time in Oslo?"},
+			{Role: gateway.RoleUser, Content: "\n"},
+			{Role: gateway.RoleAssistant, Content: "\n\n", ToolCalls: []gateway.ToolCall{
+				{ID: "functions.get_weather:0", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Oslo"}`)},
+				{ID: "functions.get_weather:1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Bergen"}`)},
+				{ID: "call_ok-1", Name: "get_time"},
+			}},
+			{Role: gateway.RoleTool, ToolCallID: "functions.get_weather:0", Name: "get_weather", Content: "error: tool get_weather failed: timed out", Failed: true},
+			{Role: gateway.RoleTool, ToolCallID: "functions.get_weather:1", Name: "get_weather", Content: "  "},
+			{Role: gateway.RoleTool, ToolCallID: "call_ok-1", Name: "get_time", Content: "12:00"},
+		},
+		Tools: []gateway.ToolDef{
+			{Name: "get_weather", Parameters: json.RawMessage(`{"properties":{"city":{"type":"string"}},"required":["city"]}`)},
+			{Name: "get_time", Parameters: json.RawMessage(`{}`)},
+		},
+		ParallelToolCalls: &single,
+		MaxOutputTokens:   64,
+	}
+	for _, stream := range []bool{false, true} {
+		var err error
+		if stream {
+			var s gateway.DeltaStream
+			if s, err = p.Stream(t.Context(), spec(sonnet), req); err == nil {
+				s.Close()
+			}
+		} else {
+			_, err = p.Generate(t.Context(), spec(sonnet), req)
+		}
+		if err != nil {
+			t.Fatalf("stream %v: the server refused the request: %v", stream, err)
+		}
+	}
+	got := srv.recorded()[0]
+	var body struct {
+		System   []map[string]any `json:"system"`
+		Messages []struct {
+			Role    string           `json:"role"`
+			Content []map[string]any `json:"content"`
+		} `json:"messages"`
+		Tools      []map[string]any `json:"tools"`
+		ToolChoice map[string]any   `json:"tool_choice"`
+	}
+	if err := json.Unmarshal([]byte(got.Raw), &body); err != nil {
+		t.Fatal(err)
+	}
+	if len(body.System) != 1 || len(body.Messages) != 3 || len(body.Messages[0].Content) != 1 || len(body.Messages[1].Content) != 3 {
+		t.Fatalf("blank text is still sent, or the turns do not merge: %s", got.Raw)
+	}
+	uses, results := body.Messages[1].Content, body.Messages[2].Content
+	for i := range uses {
+		if uses[i]["id"] != results[i]["tool_use_id"] {
+			t.Errorf("call %d is sent as %v and its result as %v", i, uses[i]["id"], results[i]["tool_use_id"])
+		}
+	}
+	if uses[0]["id"] == uses[1]["id"] || uses[2]["id"] != "call_ok-1" {
+		t.Errorf("ids %v, %v, %v: want two distinct mapped ids and an accepted one as it is", uses[0]["id"], uses[1]["id"], uses[2]["id"])
+	}
+	if results[0]["is_error"] != true || results[1]["is_error"] != nil || results[2]["is_error"] != nil {
+		t.Errorf("is_error %v, %v, %v; want true for the failed call only", results[0]["is_error"], results[1]["is_error"], results[2]["is_error"])
+	}
+	if _, ok := results[1]["content"]; ok {
+		t.Errorf("a blank tool result is sent with content: %v", results[1])
+	}
+	if want := (map[string]any{"type": "auto", "disable_parallel_tool_use": true}); !gocmp.Equal(body.ToolChoice, want) {
+		t.Errorf("tool_choice %v, want %v", body.ToolChoice, want)
+	}
+	wantSchemas := []string{`{"properties":{"city":{"type":"string"}},"required":["city"],"type":"object"}`, `{"type":"object"}`}
+	for i, tool := range body.Tools {
+		b, _ := json.Marshal(tool["input_schema"])
+		if string(b) != wantSchemas[i] {
+			t.Errorf("tool %d input_schema %s, want %s", i, b, wantSchemas[i])
+		}
+	}
+	// The same call is sent under the same id at the next step.
+	if again := srv.recorded()[1].Raw; !strings.Contains(again, fmt.Sprintf("%q", uses[0]["id"])) {
+		t.Errorf("the streamed request sends call 0 under another id: %s", again)
+	}
+
+	// A schema of another type is refused before anything is sent.
+	req.Tools = []gateway.ToolDef{{Name: "bad", Parameters: json.RawMessage(`{"type":"string"}`)}}
+	if _, err := p.Generate(t.Context(), spec(sonnet), req); err == nil || !strings.Contains(err.Error(), "takes an object schema") {
+		t.Errorf("a string schema: %v", err)
+	}
+	if n := len(srv.recorded()); n != 2 {
+		t.Errorf("%d requests, want 2", n)
+	}
+}

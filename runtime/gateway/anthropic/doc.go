@@ -8,11 +8,19 @@
 // alternating turns: an assistant's tool calls are tool_use blocks, each
 // tool message a tool_result block, consecutive tool results one user turn,
 // and a turn's tool results come before its text, as the API requires.
-// Empty text is left out, since the API refuses empty text blocks, and
-// message names are dropped, since it has none. Tools are sent with their
-// JSON Schema as input_schema (an empty object schema for a tool without
-// parameters); tool choice auto, none, required and a named tool become
-// auto, none, any and tool; a response schema becomes
+// Text that is empty or only white space is left out, since the API
+// refuses text blocks without a visible character, and message names are
+// dropped, since it has none. A tool call id the API refuses (it takes
+// ^[a-zA-Z0-9_-]+$; another provider's, such as functions.get_weather:0,
+// may not match) is sent as its accepted characters and a hash of the
+// whole id, the same in the tool_use and its tool_result at every step. A
+// failed call's result (gateway.Message.Failed) is flagged is_error. Tools
+// are sent with their JSON Schema as input_schema, an object schema: a
+// tool without parameters, or whose schema names no type, takes one, and
+// a schema of another type is refused before sending; tool choice auto,
+// none, required and a named tool become auto, none, any and tool, with
+// disable_parallel_tool_use for a request whose ParallelToolCalls is
+// false; a response schema becomes
 // output_config.format (structured outputs); the output bound is always
 // max_tokens, and stop sequences are stop_sequences. Answers are read
 // back as text and tool calls; stop reasons end_turn and stop_sequence

@@ -2,8 +2,11 @@ package anthropic
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
@@ -17,8 +20,15 @@ import (
 // user and assistant turns: an assistant's tool calls are tool_use blocks,
 // a tool message is a tool_result block of a user turn, consecutive tool
 // results are one user turn, and a turn's tool results come before its
-// text, as the API requires. Empty text is left out (the API refuses empty
-// text blocks).
+// text, as the API requires. Text that is empty or only white space is
+// left out (the API refuses text blocks without a visible character, such
+// as the "\n\n" a model writes before a tool call), and the turns around
+// it merge. A failed tool call's result is flagged is_error. A tool call
+// id the API refuses (another provider's, such as
+// "functions.get_weather:0", in a run that fell back from it) is sent as
+// an id it accepts (toolID), the same in the tool_use and in the
+// tool_result, and at every step. The answer's own calls have the API's
+// ids, which need no mapping.
 func params(model gateway.ModelSpec, req gateway.Request) (sdk.MessageNewParams, error) {
 	p := sdk.MessageNewParams{
 		Model:         sdk.Model(model.ID),
@@ -27,17 +37,18 @@ func params(model gateway.ModelSpec, req gateway.Request) (sdk.MessageNewParams,
 	}
 	for i := range req.Messages {
 		m := &req.Messages[i]
+		visible := strings.TrimSpace(m.Content) != ""
 		switch m.Role {
 		case gateway.RoleSystem:
-			if m.Content != "" {
+			if visible {
 				p.System = append(p.System, sdk.TextBlockParam{Text: m.Content})
 			}
 		case gateway.RoleUser:
-			if m.Content != "" {
+			if visible {
 				p.Messages = appendBlock(p.Messages, false, sdk.NewTextBlock(m.Content))
 			}
 		case gateway.RoleAssistant:
-			if m.Content != "" {
+			if visible {
 				p.Messages = appendBlock(p.Messages, true, sdk.NewTextBlock(m.Content))
 			}
 			for _, tc := range m.ToolCalls {
@@ -48,15 +59,18 @@ func params(model gateway.ModelSpec, req gateway.Request) (sdk.MessageNewParams,
 				if !jsonObject(args) || !json.Valid(args) {
 					return p, fmt.Errorf("message %d: tool call %q: arguments are not a JSON object", i, tc.ID)
 				}
-				p.Messages = appendBlock(p.Messages, true, sdk.NewToolUseBlock(tc.ID, args, tc.Name))
+				p.Messages = appendBlock(p.Messages, true, sdk.NewToolUseBlock(toolID(tc.ID), args, tc.Name))
 			}
 		case gateway.RoleTool:
 			if m.ToolCallID == "" {
 				return p, fmt.Errorf("message %d: a tool message must name the call it answers", i)
 			}
-			res := sdk.ToolResultBlockParam{ToolUseID: m.ToolCallID}
-			if m.Content != "" {
+			res := sdk.ToolResultBlockParam{ToolUseID: toolID(m.ToolCallID)}
+			if visible {
 				res.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: m.Content}}}
+			}
+			if m.Failed {
+				res.IsError = param.NewOpt(true)
 			}
 			p.Messages = appendBlock(p.Messages, false, sdk.ContentBlockParamUnion{OfToolResult: &res})
 		default:
@@ -67,13 +81,9 @@ func params(model gateway.ModelSpec, req gateway.Request) (sdk.MessageNewParams,
 		return p, fmt.Errorf("the request has no user or assistant message with content, which the Messages API requires")
 	}
 	for _, t := range req.Tools {
-		// The API requires a schema: a tool without parameters takes an
-		// empty object.
-		raw := t.Parameters
-		if len(raw) == 0 {
-			raw = json.RawMessage(`{"type":"object"}`)
-		} else if !jsonObject(raw) {
-			return p, fmt.Errorf("tool %q: parameters are not a JSON object", t.Name)
+		raw, err := inputSchema(t)
+		if err != nil {
+			return p, err
 		}
 		schema := param.Override[sdk.ToolInputSchemaParam](raw)
 		tool := sdk.ToolParam{Name: t.Name, InputSchema: schema}
@@ -82,16 +92,26 @@ func params(model gateway.ModelSpec, req gateway.Request) (sdk.MessageNewParams,
 		}
 		p.Tools = append(p.Tools, sdk.ToolUnionParam{OfTool: &tool})
 	}
+	// parallel_tool_calls: false is the API's disable_parallel_tool_use,
+	// a field of the tool choice (auto when the request names none); a
+	// choice of no tool has no such field, and needs none.
+	var single param.Opt[bool]
+	if pc := req.ParallelToolCalls; pc != nil && !*pc {
+		single = param.NewOpt(true)
+	}
 	switch req.ToolChoice.Mode {
 	case "":
+		if single.Valid() && len(p.Tools) > 0 {
+			p.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{DisableParallelToolUse: single}}
+		}
 	case gateway.ToolChoiceAuto:
-		p.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{}}
+		p.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{DisableParallelToolUse: single}}
 	case gateway.ToolChoiceNone:
 		p.ToolChoice = sdk.ToolChoiceUnionParam{OfNone: &sdk.ToolChoiceNoneParam{}}
 	case gateway.ToolChoiceRequired:
-		p.ToolChoice = sdk.ToolChoiceUnionParam{OfAny: &sdk.ToolChoiceAnyParam{}}
+		p.ToolChoice = sdk.ToolChoiceUnionParam{OfAny: &sdk.ToolChoiceAnyParam{DisableParallelToolUse: single}}
 	case gateway.ToolChoiceTool:
-		p.ToolChoice = sdk.ToolChoiceParamOfTool(req.ToolChoice.Name)
+		p.ToolChoice = sdk.ToolChoiceUnionParam{OfTool: &sdk.ToolChoiceToolParam{Name: req.ToolChoice.Name, DisableParallelToolUse: single}}
 	default:
 		return p, fmt.Errorf("unknown tool choice %q", req.ToolChoice.Mode)
 	}
@@ -103,6 +123,63 @@ func params(model gateway.ModelSpec, req gateway.Request) (sdk.MessageNewParams,
 		p.OutputConfig.Format = sdk.JSONOutputFormatParam{Schema: schema}
 	}
 	return p, nil
+}
+
+// inputSchema is a tool's parameters as the API's input_schema, which must
+// be an object schema: no parameters, or a schema that does not say its
+// type (`{}`, a client's `{"properties": ...}`), is one, as the agents
+// runtime makes a declared tool's; a schema of another type is refused.
+func inputSchema(t gateway.ToolDef) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(t.Parameters)) == 0 {
+		return json.RawMessage(`{"type":"object"}`), nil
+	}
+	var schema map[string]json.RawMessage
+	if !jsonObject(t.Parameters) || json.Unmarshal(t.Parameters, &schema) != nil {
+		return nil, fmt.Errorf("tool %q: parameters are not a JSON object", t.Name)
+	}
+	typ, ok := schema["type"]
+	if !ok {
+		schema["type"] = json.RawMessage(`"object"`)
+		return json.Marshal(schema)
+	}
+	var s string
+	if json.Unmarshal(typ, &s) != nil || s != "object" {
+		return nil, fmt.Errorf("tool %q: parameters are a schema of type %s; the Messages API takes an object schema", t.Name, typ)
+	}
+	return t.Parameters, nil
+}
+
+// toolID is a tool call id as the API accepts it (^[a-zA-Z0-9_-]+$): id
+// itself when it is one, else its accepted characters, each other one
+// replaced by "_", and a hash of the whole id, so that two ids never
+// become one and the same id always becomes the same (a conversation's
+// calls are sent again at every step).
+func toolID(id string) string {
+	ok := id != ""
+	for i := 0; ok && i < len(id); i++ {
+		ok = idByte(id[i])
+	}
+	if ok {
+		return id
+	}
+	b := make([]byte, 0, len(id)+len(idMark)+16)
+	for i := 0; i < len(id); i++ {
+		if idByte(id[i]) {
+			b = append(b, id[i])
+		} else {
+			b = append(b, '_')
+		}
+	}
+	sum := sha256.Sum256([]byte(id))
+	b = append(b, idMark...)
+	return string(hex.AppendEncode(b, sum[:8]))
+}
+
+// idMark separates a mapped id's characters from its hash.
+const idMark = "__aid"
+
+func idByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 // appendBlock adds block to the last turn when it has the same role, and

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -53,10 +54,90 @@ func newServer(t *testing.T, h handler) *fakeServer {
 		n := len(s.requests)
 		s.requests = append(s.requests, recorded{Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Raw: string(raw)})
 		s.mu.Unlock()
+		if problem := messagesRules(body); problem != "" {
+			writeJSON(w, http.StatusBadRequest, apiError("invalid_request_error", problem))
+			return
+		}
 		h(w, r, body, n)
 	}))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// toolIDPattern is the API's pattern of a tool_use id.
+var toolIDPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// messagesRules returns the first of the Messages API's documented rules
+// a request breaks, in the API's words, or "": every tool's input_schema
+// is an object schema; every text block, in the system prompt, a turn or
+// a tool result, has a character that is not white space; every tool_use
+// id matches toolIDPattern, and every tool_result answers a tool_use of
+// the assistant turn before it; no sampling parameter of an older API
+// version (temperature, top_p) is sent.
+func messagesRules(body map[string]any) string {
+	if body == nil {
+		return ""
+	}
+	for _, f := range []string{"temperature", "top_p"} {
+		if _, ok := body[f]; ok {
+			return f + ": Extra inputs are not permitted"
+		}
+	}
+	tools, _ := body["tools"].([]any)
+	for i, t := range tools {
+		schema, _ := t.(map[string]any)["input_schema"].(map[string]any)
+		if schema["type"] != "object" {
+			return fmt.Sprintf("tools.%d.custom.input_schema.type: Input should be 'object'", i)
+		}
+	}
+	blank := func(b map[string]any) bool {
+		text, _ := b["text"].(string)
+		return b["type"] == "text" && strings.TrimSpace(text) == ""
+	}
+	system, _ := body["system"].([]any)
+	for _, b := range system {
+		if blank(b.(map[string]any)) {
+			return "system: text content blocks must contain non-whitespace text"
+		}
+	}
+	msgs, _ := body["messages"].([]any)
+	var offered map[string]bool // the tool_use ids of the assistant turn before
+	for i, m := range msgs {
+		m := m.(map[string]any)
+		content, _ := m["content"].([]any)
+		uses := map[string]bool{}
+		for j, b := range content {
+			b := b.(map[string]any)
+			at := fmt.Sprintf("messages.%d.content.%d", i, j)
+			if blank(b) {
+				return "messages: text content blocks must contain non-whitespace text"
+			}
+			switch b["type"] {
+			case "tool_use":
+				id, _ := b["id"].(string)
+				if !toolIDPattern.MatchString(id) {
+					return at + ".tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+				}
+				uses[id] = true
+			case "tool_result":
+				id, _ := b["tool_use_id"].(string)
+				if !toolIDPattern.MatchString(id) {
+					return at + ".tool_result.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+				}
+				if !offered[id] {
+					return fmt.Sprintf("%s: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", at, id)
+				}
+				inner, _ := b["content"].([]any)
+				for _, c := range inner {
+					if blank(c.(map[string]any)) {
+						return "messages: text content blocks must contain non-whitespace text"
+					}
+				}
+			}
+		}
+		offered = uses
+	}
+	return ""
 }
 
 func (s *fakeServer) recorded() []recorded {

@@ -185,14 +185,18 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 		return gateway.Response{}, p.classify(ctx, actx, model, err, nil)
 	}
 	if answer.Len() > maxAnswerBody {
-		return gateway.Response{}, p.fail(model, fmt.Errorf("answer is longer than %d bytes", maxAnswerBody), false)
+		pe := p.fail(model, fmt.Errorf("answer is longer than %d bytes", maxAnswerBody), false)
+		pe.Failure = gateway.FailureTooLarge
+		return gateway.Response{}, pe
 	}
 	cc, err := decodeAnswer(answer.Bytes())
 	if err != nil {
 		return gateway.Response{}, p.classify(ctx, actx, model, fmt.Errorf("error parsing response json: %w", err), nil)
 	}
 	if len(cc.Choices) == 0 {
-		return gateway.Response{}, p.fail(model, errors.New("answer has no choices"), false)
+		pe := p.fail(model, errors.New("answer has no choices"), false)
+		pe.Failure = gateway.FailureMalformed
+		return gateway.Response{}, pe
 	}
 	ch := &cc.Choices[0]
 	resp := gateway.Response{
@@ -426,7 +430,7 @@ func (p *Provider) embedBatch(ctx context.Context, model gateway.ModelSpec, para
 }
 
 // fail wraps a failure that is not a transport or HTTP error.
-func (p *Provider) fail(model gateway.ModelSpec, err error, retryable bool) error {
+func (p *Provider) fail(model gateway.ModelSpec, err error, retryable bool) *gateway.ProviderError {
 	return &gateway.ProviderError{Provider: p.name, Model: model.ID, Retryable: retryable, Err: p.redact(err)}
 }
 
@@ -466,16 +470,14 @@ func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, 
 			Message:    p.red.String(apiErr.Message),
 		}
 	case errors.As(err, &streamErr):
+		pe.Failure = gateway.FailureErrorEvent
 		pe.Err = fmt.Errorf("error event in the stream: %w", p.apiError(0, streamErr.Event.Data))
 	case errors.Is(context.Cause(actx), errAttemptTimeout):
 		pe.Timeout, pe.Retryable = true, true
 		pe.Err = fmt.Errorf("no answer within %s", p.timeout)
-	case upstream.Malformed(err):
-		pe.Err = p.redact(err)
-	case upstream.Transient(err):
-		pe.Retryable = true
-		pe.Err = p.redact(err)
 	default:
+		pe.Failure = upstream.Failure(err)
+		pe.Retryable = pe.Failure == gateway.FailureUnreachable
 		pe.Err = p.redact(err)
 	}
 	return pe

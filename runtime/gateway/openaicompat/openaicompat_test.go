@@ -116,6 +116,8 @@ func TestGenerateSendsTheWireFormat(t *testing.T) {
 		MaxOutputTokens: 64,
 		Temperature:     &temp,
 		Stop:            []string{"END"},
+		// One call per answer.
+		ParallelToolCalls: new(bool),
 	}
 	res, err := e.g.Generate(t.Context(), "large", req)
 	if err != nil {
@@ -155,6 +157,7 @@ func TestGenerateSendsTheWireFormat(t *testing.T) {
 		"max_completion_tokens": float64(64),
 		"temperature":           0.2,
 		"stop":                  []any{"END"},
+		"parallel_tool_calls":   false,
 	}
 	if diff := gocmp.Diff(want, reqs[0].Body); diff != "" {
 		t.Errorf("request body (-want +got):\n%s", diff)

@@ -28,6 +28,7 @@ type wireRequest struct {
 	Messages            []wireMessage       `json:"messages"`
 	Tools               []wireTool          `json:"tools,omitempty"`
 	ToolChoice          any                 `json:"tool_choice,omitempty"`
+	ParallelToolCalls   *bool               `json:"parallel_tool_calls,omitempty"`
 	ResponseFormat      *wireResponseFormat `json:"response_format,omitempty"`
 	MaxCompletionTokens int64               `json:"max_completion_tokens,omitempty"`
 	MaxTokens           int64               `json:"max_tokens,omitempty"`
@@ -329,7 +330,7 @@ func putBody(b *bytes.Buffer) {
 // chatBody encodes a gateway request as a chat-completions request for
 // model into a pooled buffer (give it back with putBody once sent).
 func (p *Provider) chatBody(model gateway.ModelSpec, req gateway.Request, stream bool) (*bytes.Buffer, error) {
-	wr := wireRequest{Model: model.ID, Temperature: req.Temperature, TopP: req.TopP, Stop: req.Stop, Seed: req.Seed}
+	wr := wireRequest{Model: model.ID, Temperature: req.Temperature, TopP: req.TopP, Stop: req.Stop, Seed: req.Seed, ParallelToolCalls: req.ParallelToolCalls}
 	wr.Messages = make([]wireMessage, 0, len(req.Messages))
 	for i := range req.Messages {
 		m := &req.Messages[i]

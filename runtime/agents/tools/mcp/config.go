@@ -206,16 +206,103 @@ type dialed struct {
 // as; imported says whether decl is an import, whose description is not
 // the tool's.
 func (c *conn) built(decl agents.Tool, as string, t *sdk.Tool, imported bool) agents.BuiltTool {
+	tool := define(c.name, decl, as, definitionOf(t), imported)
+	return agents.BuiltTool{Tool: tool, Implementation: &remoteTool{conn: c, name: t.Name, schema: tool.Input}}
+}
+
+// definition is what a server said of a tool, its credentials redacted:
+// what the tool the model is offered and its effects follow from, and
+// what a run's recording keeps of it (agents.LearnedDefinition), so that
+// a replay builds the same tool without the server (Kind.RecordedTools).
+type definition struct {
+	// Name is the server's name for the tool.
+	Name        string          `json:"name"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+	// ReadOnly is the tool's readOnlyHint annotation.
+	ReadOnly bool `json:"readOnlyHint,omitempty"`
+}
+
+// definitionOf is the definition of the server's tool t, which listTools
+// has already redacted.
+func definitionOf(t *sdk.Tool) definition {
+	d := definition{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: schemaOf(t), ReadOnly: EffectsOf(t) == agents.EffectsRead}
+	if d.Title == "" && t.Annotations != nil {
+		d.Title = t.Annotations.Title
+	}
+	return d
+}
+
+// source is the agents.LearnedDefinition.Source of a server's tools.
+func source(server string) string { return fmt.Sprintf("MCP server %q", server) }
+
+// define is the tool decl provides from the server's definition d,
+// offered to the model as as: the server's description unless decl has
+// one (an import's never has), the server's input schema, and decl's
+// effects, or, when it states none, read only for a tool the server
+// annotates readOnlyHint and write otherwise (EffectsOf).
+func define(server string, decl agents.Tool, as string, d definition, imported bool) agents.Tool {
 	tool := decl
 	tool.Name = as
 	if imported || tool.Description == "" {
-		tool.Description = describe(c.name, t)
+		tool.Description = cmp.Or(strings.TrimSpace(d.Description), strings.TrimSpace(d.Title), fmt.Sprintf("Tool %s of MCP server %s.", d.Name, server))
 	}
-	tool.Input = schemaOf(t)
+	tool.Input = d.InputSchema
 	if tool.Effects == "" {
-		tool.Effects = EffectsOf(t)
+		tool.Effects = agents.EffectsWrite
+		if d.ReadOnly {
+			tool.Effects = agents.EffectsRead
+		}
 	}
-	return agents.BuiltTool{Tool: tool, Implementation: &remoteTool{conn: c, name: t.Name, schema: tool.Input}}
+	b, err := json.Marshal(d)
+	if err != nil {
+		panic(fmt.Sprintf("mcp: definition of tool %q: %v", d.Name, err)) // plain data, its schema valid JSON
+	}
+	tool.Learned = &agents.LearnedDefinition{Source: source(server), Definition: b}
+	return tool
+}
+
+// RecordedTools implements agents.LearnedToolKind: the tools decl
+// provides, built from the definitions the server gave in a recorded run
+// as NewTools builds them from its tools/list, without connecting to it.
+// A tool the recording does not hold, which no agent of the run was
+// offered, is left out of an import, and a declared one is decl as it
+// stands: a replay that reaches an agent offering it finds that its
+// request differs.
+func (k Kind) RecordedTools(decl agents.Tool, learned []agents.LearnedTool) ([]agents.Tool, error) {
+	src := source(k.Server)
+	defs := map[string]definition{}
+	for _, l := range learned {
+		if l.Source != src {
+			continue
+		}
+		var d definition
+		if err := json.Unmarshal(l.Definition, &d); err != nil || d.Name == "" {
+			return nil, fmt.Errorf("the recording's definition of tool %q of MCP server %q is not one this version reads", l.Tool, k.Server)
+		}
+		if _, seen := defs[d.Name]; !seen {
+			defs[d.Name] = d
+		}
+	}
+	if k.Import == nil {
+		d, ok := defs[cmp.Or(k.Tool, decl.Name)]
+		if !ok {
+			return []agents.Tool{decl}, nil
+		}
+		return []agents.Tool{define(k.Server, decl, decl.Name, d, false)}, nil
+	}
+	names := k.Import.Allow
+	if len(names) == 0 {
+		names = slices.Sorted(maps.Keys(defs))
+	}
+	var out []agents.Tool
+	for _, name := range names {
+		if d, ok := defs[name]; ok {
+			out = append(out, define(k.Server, decl, k.Import.Prefix+name, d, true))
+		}
+	}
+	return out, nil
 }
 
 // callable checks a server's tool against the rule of every tool's input
@@ -237,16 +324,6 @@ func EffectsOf(t *sdk.Tool) agents.Effects {
 		return agents.EffectsRead
 	}
 	return agents.EffectsWrite
-}
-
-// describe is what the model is told of a server's tool: its description,
-// else its title, else where it comes from.
-func describe(server string, t *sdk.Tool) string {
-	title := t.Title
-	if title == "" && t.Annotations != nil {
-		title = t.Annotations.Title
-	}
-	return cmp.Or(strings.TrimSpace(t.Description), strings.TrimSpace(title), fmt.Sprintf("Tool %s of MCP server %s.", t.Name, server))
 }
 
 // schemaOf is a tool's input schema as JSON; a tool that has none takes an

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+
+	"github.com/aidgen/aid/runtime/gateway"
 )
 
 // RetryableStatus reports the HTTP statuses worth retrying: request
@@ -33,4 +35,17 @@ func Malformed(err error) bool {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	return errors.As(err, &se) || errors.As(err, &te) || strings.HasPrefix(err.Error(), "error parsing response json")
+}
+
+// Failure is the gateway.ProviderFailure of a call that failed with err
+// and no answer an adapter read: a malformed answer, a connection that
+// failed, or none it can tell.
+func Failure(err error) gateway.ProviderFailure {
+	switch {
+	case Malformed(err):
+		return gateway.FailureMalformed
+	case Transient(err):
+		return gateway.FailureUnreachable
+	}
+	return ""
 }

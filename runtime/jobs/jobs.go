@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -34,6 +35,10 @@ type Queue interface {
 	// Describe says, for the start-up log, where jobs are kept and how
 	// many workers drive them.
 	Describe() []any
+	// Driver names the replica (Config.Replica) whose worker drives the
+	// run now, or returns "" when none does (the run waits, or is not
+	// driven through the queue).
+	Driver(ctx context.Context, runID string) (string, error)
 }
 
 // The defaults of Config.
@@ -44,7 +49,24 @@ const (
 	DefaultRetryAfter  = 5 * time.Second
 	defaultSaveGrace   = 15 * time.Second
 	maxAgentQueueBytes = 100
+	// DefaultDeadAfter is Config.DeadAfter's default: a crashed replica's
+	// background runs go on elsewhere within about 40 s.
+	DefaultDeadAfter = 30 * time.Second
+	// minDeadAfter keeps the heartbeat (a third of DeadAfter) at a second
+	// or more.
+	minDeadAfter = 3 * time.Second
 )
+
+// DefaultReplica is the replica name of Config.Replica's default: the
+// host's name and the process id, "host-1234", which tells apart two
+// processes on one host and, in a container, names the pod.
+func DefaultReplica() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
 
 // Config sizes a Queue. A zero field takes its default.
 type Config struct {
@@ -70,11 +92,27 @@ type Config struct {
 	// 10 minutes; an agent's own run timeout applies within it.
 	RunTimeout time.Duration
 	// RescueAfter is, in a durable queue, how long after a job started a
-	// worker that has not finished it is presumed dead and the job is
-	// given to another (River's RescueStuckJobsAfter). It must exceed
-	// RunTimeout; default RunTimeout plus 15s, the time a stopped run
-	// takes to be saved.
+	// worker that has not finished it is presumed stuck and the job is
+	// given to another (River's RescueStuckJobsAfter), even when its
+	// replica is alive. It must exceed RunTimeout; default RunTimeout plus
+	// 15s, the time a stopped run takes to be saved. A replica that died
+	// is noticed much sooner: see DeadAfter.
 	RescueAfter time.Duration
+	// DeadAfter is, in a durable queue, how long a replica may go without
+	// a heartbeat (written every third of it) before it is presumed dead
+	// and the runs its workers were driving are given at once to another
+	// replica, which continues them with Recover's semantics. Default
+	// 30s: a crashed replica's run goes on within about 40s. Shorter
+	// rescues sooner, at the cost of more heartbeats and of taking the
+	// runs of a replica that is only paused (a long GC, a network blip
+	// to the database): the run's version check then stops the slower of
+	// the two drives at its next write, and a write in flight is recorded
+	// interrupted, asked about rather than repeated. At least 3s.
+	DeadAfter time.Duration
+	// Replica names this process in the runs it drives (GET
+	// /v1/runs/{id}'s driven_by) and in the logs; default
+	// DefaultReplica(). Give each replica its own (a pod name).
+	Replica string
 	// Logger receives the workers' failures and the rescues; nil means no
 	// logging.
 	Logger *slog.Logger
@@ -98,6 +136,12 @@ func (c Config) WithDefaults() (Config, error) {
 	if c.RescueAfter == 0 {
 		c.RescueAfter = c.RunTimeout + defaultSaveGrace
 	}
+	if c.DeadAfter == 0 {
+		c.DeadAfter = DefaultDeadAfter
+	}
+	if c.Replica == "" {
+		c.Replica = DefaultReplica()
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -110,6 +154,9 @@ func (c Config) WithDefaults() (Config, error) {
 	}
 	if c.RunTimeout < 0 {
 		errs = append(errs, fmt.Errorf("jobs: RunTimeout is %v; want a positive duration", c.RunTimeout))
+	}
+	if c.DeadAfter < minDeadAfter {
+		errs = append(errs, fmt.Errorf("jobs: DeadAfter is %v; want at least %v", c.DeadAfter, minDeadAfter))
 	}
 	if c.RescueAfter <= c.RunTimeout {
 		errs = append(errs, fmt.Errorf("jobs: RescueAfter (%v) must exceed RunTimeout (%v): a job still working would be given to another worker", c.RescueAfter, c.RunTimeout))

@@ -23,6 +23,7 @@ type Local struct {
 	cfg Config
 
 	mu      sync.Mutex
+	driving map[string]bool          // the runs a worker drives now
 	slots   map[string]chan struct{} // by agent; "" is the shared one
 	waiting int
 	closed  bool
@@ -42,7 +43,7 @@ func NewLocal(rt *agents.Runtime, cfg Config) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &Local{rt: rt, cfg: cfg, slots: map[string]chan struct{}{"": make(chan struct{}, max(1, cfg.Workers))}}
+	q := &Local{rt: rt, cfg: cfg, driving: map[string]bool{}, slots: map[string]chan struct{}{"": make(chan struct{}, max(1, cfg.Workers))}}
 	for a, n := range cfg.AgentConcurrency {
 		q.slots[a] = make(chan struct{}, n)
 	}
@@ -52,7 +53,18 @@ func NewLocal(rt *agents.Runtime, cfg Config) (*Local, error) {
 
 // Describe implements Queue.
 func (q *Local) Describe() []any {
-	return []any{"jobs", "in process", "workers", max(1, q.cfg.Workers), "agent_concurrency", q.cfg.AgentConcurrency, "max_queued", q.cfg.MaxQueued}
+	return []any{"jobs", "in process", "replica", q.cfg.Replica, "workers", max(1, q.cfg.Workers), "agent_concurrency", q.cfg.AgentConcurrency, "max_queued", q.cfg.MaxQueued}
+}
+
+// Driver implements Queue: this process, while one of its workers drives
+// the run.
+func (q *Local) Driver(_ context.Context, runID string) (string, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.driving[runID] {
+		return q.cfg.Replica, nil
+	}
+	return "", nil
 }
 
 // Start implements Queue: the workers are goroutines started per run, so
@@ -131,6 +143,15 @@ func (q *Local) drive(runID string, slot chan struct{}, timeout time.Duration) {
 	}
 	q.release()
 	defer func() { <-slot }()
+	q.mu.Lock()
+	q.driving[runID] = true
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		delete(q.driving, runID)
+		q.mu.Unlock()
+	}()
+	q.cfg.Logger.Info("driving background run", "run", runID, "replica", q.cfg.Replica)
 	out, res, err := Work(q.base, q.rt, runID, timeout, q.cfg.RunTimeout, q.cfg.Logger)
 	if out == Retry {
 		q.cfg.Logger.Warn("background run left unfinished: it stays in the store as it stood", "run", runID, "status", res.Status, "err", err)

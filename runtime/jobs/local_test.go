@@ -205,10 +205,16 @@ func TestConfigChecks(t *testing.T) {
 		"zero agent limit":      {AgentConcurrency: map[string]int{"a": 0}},
 		"agent not a queue":     {AgentConcurrency: map[string]int{"Billing Desk": 1}},
 		"negative queue":        {MaxQueued: -1},
+		"heartbeat too fast":    {DeadAfter: time.Second},
 	} {
 		if _, err := c.WithDefaults(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// A crashed replica's runs go on within seconds by default, not
+	// after the run timeout; every replica has a name.
+	if c, err := (jobs.Config{}).WithDefaults(); err != nil || c.DeadAfter != 30*time.Second || c.DeadAfter >= c.RunTimeout || c.Replica == "" {
+		t.Errorf("defaults: DeadAfter %v, RunTimeout %v, Replica %q, %v", c.DeadAfter, c.RunTimeout, c.Replica, err)
 	}
 	got, err := jobs.ParseAgentConcurrency(" billing=2, researcher=4 ")
 	if err != nil || got["billing"] != 2 || got["researcher"] != 4 || len(got) != 2 {

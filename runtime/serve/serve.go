@@ -69,6 +69,13 @@ const (
 	// its worker is presumed dead (PostgreSQL state); the
 	// -job-rescue-after flag wins.
 	EnvJobRescueAfter = "AID_JOB_RESCUE_AFTER"
+	// EnvReplicaDeadAfter is how long a replica may write no heartbeat
+	// before its background runs go to another (PostgreSQL state); the
+	// -replica-dead-after flag wins.
+	EnvReplicaDeadAfter = "AID_REPLICA_DEAD_AFTER"
+	// EnvReplica names this replica in the runs it drives and the logs;
+	// the -replica flag wins.
+	EnvReplica = "AID_REPLICA"
 	// EnvDebugListen is a loopback address serving Go's runtime profiles
 	// (net/http/pprof, under /debug/pprof/); the -debug-listen flag wins.
 	// Empty, the default, serves none.
@@ -489,6 +496,8 @@ type jobFlagValues struct {
 	workers, maxQueued *int
 	concurrency        *string
 	runTimeout, rescue *time.Duration
+	deadAfter          *time.Duration
+	replica            *string
 	envErr             error
 }
 
@@ -500,11 +509,14 @@ func jobFlags(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) *jobFlagV
 		maxQueued:   fs.Int("max-queued", 0, "background runs waiting for a worker before a submission is answered 429; 0 means "+fmt.Sprint(jobs.DefaultMaxQueued)+" (env "+EnvMaxQueued+")"),
 		concurrency: fs.String("agent-concurrency", envOr(lookupEnv, EnvAgentConcurrency, ""), "per-agent bounds of the background runs this replica drives at once, such as `billing=2,researcher=4` (env "+EnvAgentConcurrency+")"),
 		runTimeout:  fs.Duration("job-run-timeout", 0, "bound of one drive of a background run; 0 means "+jobs.DefaultRunTimeout.String()+" (env "+EnvJobRunTimeout+")"),
-		rescue:      fs.Duration("job-rescue-after", 0, "with PostgreSQL state, how long after a background run's job started its worker is presumed dead and the job given to another replica; 0 means the run timeout plus 15s (env "+EnvJobRescueAfter+")"),
+		rescue:      fs.Duration("job-rescue-after", 0, "with PostgreSQL state, how long after a background run's job started it is presumed stuck and given to another replica, even when its replica is alive; 0 means the run timeout plus 15s (env "+EnvJobRescueAfter+")"),
+		deadAfter:   fs.Duration("replica-dead-after", 0, "with PostgreSQL state, how long a replica may write no heartbeat before it is presumed dead and its background runs go on elsewhere; 0 means "+jobs.DefaultDeadAfter.String()+" (env "+EnvReplicaDeadAfter+")"),
+		replica:     fs.String("replica", envOr(lookupEnv, EnvReplica, ""), "this replica's name in the runs it drives (driven_by) and the logs; empty means host-pid (env "+EnvReplica+")"),
 	}
 	v.envErr = errors.Join(
 		envInt(lookupEnv, EnvWorkers, v.workers), envInt(lookupEnv, EnvMaxQueued, v.maxQueued),
-		envDuration(lookupEnv, EnvJobRunTimeout, v.runTimeout), envDuration(lookupEnv, EnvJobRescueAfter, v.rescue))
+		envDuration(lookupEnv, EnvJobRunTimeout, v.runTimeout), envDuration(lookupEnv, EnvJobRescueAfter, v.rescue),
+		envDuration(lookupEnv, EnvReplicaDeadAfter, v.deadAfter))
 	return v
 }
 
@@ -513,7 +525,8 @@ func (v *jobFlagValues) config() (jobs.Config, error) {
 	if v.envErr != nil {
 		return jobs.Config{}, v.envErr
 	}
-	cfg := jobs.Config{Workers: *v.workers, MaxQueued: *v.maxQueued, RunTimeout: *v.runTimeout, RescueAfter: *v.rescue}
+	cfg := jobs.Config{Workers: *v.workers, MaxQueued: *v.maxQueued, RunTimeout: *v.runTimeout, RescueAfter: *v.rescue,
+		DeadAfter: *v.deadAfter, Replica: *v.replica}
 	if *v.concurrency != "" {
 		m, err := jobs.ParseAgentConcurrency(*v.concurrency)
 		if err != nil {

@@ -182,14 +182,17 @@ func TestFollowABackgroundRun(t *testing.T) {
 				return "", ctx.Err()
 			}
 		})},
-		svc: withLocalQueue(t, jobs.Config{}),
+		svc: withLocalQueue(t, jobs.Config{Replica: "desk-7"}),
 	})
 	status, hdr, _ := e.do(t, "POST", "/v1/runs", `{"input":"hi","background":true}`)
 	if status != http.StatusAccepted {
 		t.Fatalf("background run: %d", status)
 	}
 	id := hdr.Get("X-Aid-Run-Id")
-	e.pollRun(t, id, agents.StatusRunning)
+	// A running run names the replica that drives it.
+	if v := e.pollRun(t, id, agents.StatusRunning); v["driven_by"] != "desk-7" {
+		t.Fatalf("running run's driven_by is %v, want desk-7: %v", v["driven_by"], v)
+	}
 	time.AfterFunc(300*time.Millisecond, func() { close(release) })
 	status, hdr, body := e.do(t, "GET", "/v1/runs/"+id, "", "Accept", "text/event-stream")
 	if status != 200 || hdr.Get("Content-Type") != "text/event-stream" {

@@ -448,6 +448,9 @@ type runRecordJSON struct {
 	CancelRequested *agents.CancelRequest `json:"cancel_requested,omitempty"`
 	// CancelledBy says who cancelled a cancelled run, and when.
 	CancelledBy *agents.CancelRequest `json:"cancelled_by,omitempty"`
+	// DrivenBy names the replica whose worker drives a running
+	// background run (jobs.Config.Replica).
+	DrivenBy string `json:"driven_by,omitempty"`
 }
 
 func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
@@ -461,7 +464,13 @@ func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
 		s.followRun(w, r, rec)
 		return nil
 	}
-	writeJSON(w, http.StatusOK, recordOf(rec, mayDecide(r)))
+	out := recordOf(rec, mayDecide(r))
+	if s.cfg.Jobs != nil && rec.Status == agents.StatusRunning {
+		if out.DrivenBy, err = s.cfg.Jobs.Driver(r.Context(), id); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

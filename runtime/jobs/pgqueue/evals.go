@@ -317,7 +317,7 @@ type sampleWorker struct {
 
 // Work implements river.Worker.
 func (w *sampleWorker) Work(ctx context.Context, job *river.Job[SampleArgs]) error {
-	if n := len(job.Errors); n > 0 && job.Errors[n-1].Error == rescuedError {
+	if rescued(job.JobRow) {
 		w.e.logger.Warn("running a sample rescued from a worker presumed dead", "batch", job.Args.Batch, "case", job.Args.CaseID, "sample", job.Args.Sample, "attempt", job.Attempt)
 	}
 	res, err := w.e.sample(ctx, job.Args)

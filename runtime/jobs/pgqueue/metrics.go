@@ -45,7 +45,7 @@ func newMetrics(reg prometheus.Registerer, q *Queue) (*metrics, error) {
 			Name: "aid_background_runs_total", Help: "Background runs this process's workers drove to a stop, by the status they stopped in.",
 		}, []string{"status"}),
 		rescued: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "aid_jobs_rescued_total", Help: "Jobs this process took over after River's rescuer took them from a worker presumed dead.",
+			Name: "aid_jobs_rescued_total", Help: "Jobs this process took over after they were taken from a worker presumed dead (its replica silent for DeadAfter, or the job older than RescueAfter).",
 		}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "aid_jobs_refused_total", Help: "Background submissions refused because the queue held MaxQueued waiting runs (answered 429).",

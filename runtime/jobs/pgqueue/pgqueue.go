@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,8 +61,22 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("pgqueue: migrate River's tables: %w", err)
 	}
+	if _, err := conn.Exec(ctx, replicasTable); err != nil {
+		return fmt.Errorf("pgqueue: create the replicas' heartbeat table: %w", err)
+	}
 	return nil
 }
+
+// replicasTable holds a heartbeat per River client that works jobs, with
+// the name of its replica (jobs.Config.Replica): a client whose heartbeat
+// is older than jobs.Config.DeadAfter is presumed dead, and its running
+// jobs are rescued (rescueDead). River's own rescuer only knows how long a
+// job has run, which must exceed the longest run.
+const replicasTable = `CREATE TABLE IF NOT EXISTS aid_replicas (
+	client_id    text PRIMARY KEY,
+	replica      text NOT NULL,
+	heartbeat_at timestamptz NOT NULL DEFAULT now()
+)`
 
 // RunArgs is the job of a background run: drive the run (jobs.Work).
 type RunArgs struct {
@@ -104,6 +119,8 @@ type Queue struct {
 	stopping bool
 	stopSubs func()
 	subsDone chan struct{}
+	stopBeat context.CancelFunc
+	beatDone chan struct{}
 }
 
 // Open migrates River's tables in the database of rt's run store, which
@@ -207,7 +224,7 @@ func (q *Queue) queueOf(agent string) string {
 
 // Describe implements jobs.Queue.
 func (q *Queue) Describe() []any {
-	return []any{"jobs", "river on the state database", "client_id", q.id, "workers", max(0, q.cfg.Workers), "agent_concurrency", q.cfg.AgentConcurrency,
+	return []any{"jobs", "river on the state database", "replica", q.cfg.Replica, "client_id", q.id, "dead_after", q.cfg.DeadAfter.String(), "workers", max(0, q.cfg.Workers), "agent_concurrency", q.cfg.AgentConcurrency,
 		"max_queued", q.cfg.MaxQueued, "run_timeout", q.cfg.RunTimeout.String(), "rescue_after", q.cfg.RescueAfter.String()}
 }
 
@@ -234,12 +251,121 @@ func (q *Queue) Start(ctx context.Context) error {
 			q.metrics.event(ev)
 		}
 	}()
+	// The heartbeat is written before the first job is taken, so that a
+	// job of this client always has one to be judged by.
+	if err := q.beat(ctx); err != nil {
+		return fmt.Errorf("pgqueue: start: %w", err)
+	}
+	bctx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
+	q.stopBeat, q.beatDone = stopBeat, make(chan struct{})
+	go q.heartbeat(bctx)
 	// The client's own context: Stop ends it, not the caller's ctx, so
 	// that a stop signal drains rather than cuts the runs.
 	if err := q.client.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("pgqueue: start: %w", err)
 	}
 	return nil
+}
+
+// beat writes this client's heartbeat.
+func (q *Queue) beat(ctx context.Context) error {
+	_, err := q.pool.Exec(ctx, `INSERT INTO aid_replicas (client_id, replica, heartbeat_at) VALUES ($1, $2, now())
+		ON CONFLICT (client_id) DO UPDATE SET heartbeat_at = now()`, q.id, q.cfg.Replica)
+	if err != nil {
+		return fmt.Errorf("write the replica's heartbeat: %w", err)
+	}
+	return nil
+}
+
+// heartbeat writes this client's heartbeat every third of DeadAfter, and
+// rescues the jobs of replicas presumed dead, until ctx ends; then it
+// removes the heartbeat (the jobs in flight have stopped by then).
+func (q *Queue) heartbeat(ctx context.Context) {
+	defer close(q.beatDone)
+	t := time.NewTicker(q.cfg.DeadAfter / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if _, err := q.pool.Exec(dctx, `DELETE FROM aid_replicas WHERE client_id = $1`, q.id); err != nil {
+				q.cfg.Logger.Warn("could not remove the replica's heartbeat; it expires", "replica", q.cfg.Replica, "err", err)
+			}
+			return
+		case <-t.C:
+		}
+		if err := q.beat(ctx); err != nil && ctx.Err() == nil {
+			q.cfg.Logger.Warn("heartbeat failed: if it stays so for "+q.cfg.DeadAfter.String()+", other replicas take this one's runs", "replica", q.cfg.Replica, "err", err)
+		}
+		if err := q.rescueDead(ctx); err != nil && ctx.Err() == nil {
+			q.cfg.Logger.Warn("could not rescue the runs of dead replicas", "err", err)
+		}
+	}
+}
+
+// rescuedFrom starts the error a rescueDead writes in a job's errors, as
+// River's rescuer writes rescuedError.
+const rescuedFrom = "rescued from replica "
+
+// rescueDead makes the running jobs of runs whose worker's replica has
+// written no heartbeat for DeadAfter available again at once, as River's
+// rescuer does with a job that has run too long (a job at its last
+// attempt is discarded), and then forgets the dead replicas that hold no
+// running job. Every replica with workers runs it; a job is rescued once,
+// since the update takes only running jobs.
+func (q *Queue) rescueDead(ctx context.Context) error {
+	rows, err := q.pool.Query(ctx, `
+		UPDATE river_job j SET
+			state = CASE WHEN j.attempt >= j.max_attempts THEN 'discarded'::river_job_state ELSE 'retryable'::river_job_state END,
+			finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
+			scheduled_at = now(),
+			errors = array_append(j.errors, jsonb_build_object('at', now(), 'attempt', j.attempt,
+				'error', $3 || r.replica || ': no heartbeat since ' || to_char(r.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), 'trace', ''))
+		FROM aid_replicas r
+		WHERE j.state = 'running' AND j.kind = $2
+			AND r.client_id = j.attempted_by[array_length(j.attempted_by, 1)]
+			AND r.heartbeat_at < now() - make_interval(secs => $1)
+		RETURNING j.id, j.args->>'run_id', r.replica, j.state::text`, q.cfg.DeadAfter.Seconds(), RunArgs{}.Kind(), rescuedFrom)
+	if err != nil {
+		return fmt.Errorf("rescue the jobs of dead replicas: %w", err)
+	}
+	for rows.Next() {
+		var id int64
+		var run, replica, state string
+		if err := rows.Scan(&id, &run, &replica, &state); err != nil {
+			rows.Close()
+			return fmt.Errorf("rescue the jobs of dead replicas: %w", err)
+		}
+		q.cfg.Logger.Warn("rescuing a background run from a replica presumed dead", "run", run, "job", id, "from_replica", replica, "dead_after", q.cfg.DeadAfter.String(), "state", state)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("rescue the jobs of dead replicas: %w", err)
+	}
+	_, err = q.pool.Exec(ctx, `DELETE FROM aid_replicas r WHERE r.heartbeat_at < now() - make_interval(secs => $1)
+		AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.state = 'running' AND j.attempted_by[array_length(j.attempted_by, 1)] = r.client_id)`, q.cfg.DeadAfter.Seconds())
+	if err != nil {
+		return fmt.Errorf("forget dead replicas: %w", err)
+	}
+	return nil
+}
+
+// Driver implements jobs.Queue: the replica of the River client working
+// the run's job, by its heartbeat's name (its client id when it has none).
+func (q *Queue) Driver(ctx context.Context, runID string) (string, error) {
+	var name string
+	err := q.pool.QueryRow(ctx, `SELECT coalesce(r.replica, j.attempted_by[array_length(j.attempted_by, 1)])
+		FROM river_job j LEFT JOIN aid_replicas r ON r.client_id = j.attempted_by[array_length(j.attempted_by, 1)]
+		WHERE j.kind = $1 AND j.state = 'running' AND j.args @> jsonb_build_object('run_id', $2::text)
+		ORDER BY j.id DESC LIMIT 1`, RunArgs{}.Kind(), runID).Scan(&name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", pgutil.Unavailable(ctx, "job queue", fmt.Errorf("find the driver of run %s: %w", runID, err))
+	}
+	return name, nil
 }
 
 // Stop implements jobs.Queue: River stops fetching and waits for the jobs
@@ -266,6 +392,10 @@ func (q *Queue) Stop(ctx context.Context) error {
 	}
 	q.stopSubs()
 	<-q.subsDone
+	if q.stopBeat != nil { // nil when Start failed before the heartbeat
+		q.stopBeat()
+		<-q.beatDone
+	}
 	if err != nil {
 		return fmt.Errorf("pgqueue: stop: %w", err)
 	}
@@ -363,13 +493,21 @@ type runWorker struct {
 // takes from a worker presumed dead.
 const rescuedError = "Stuck job rescued by JobRescuer"
 
+// rescued reports whether job's last attempt was taken from a worker
+// presumed dead, by River's rescuer or by rescueDead.
+func rescued(job *rivertype.JobRow) bool {
+	n := len(job.Errors)
+	return n > 0 && (job.Errors[n-1].Error == rescuedError || strings.HasPrefix(job.Errors[n-1].Error, rescuedFrom))
+}
+
 // Work implements river.Worker.
 func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 	q := w.q
-	if n := len(job.Errors); n > 0 && job.Errors[n-1].Error == rescuedError {
+	if rescued(job.JobRow) {
 		q.metrics.rescued.Inc()
-		q.cfg.Logger.Warn("continuing a background run rescued from a worker presumed dead", "run", job.Args.RunID, "job", job.ID, "attempt", job.Attempt)
+		q.cfg.Logger.Warn("continuing a background run rescued from a worker presumed dead", "run", job.Args.RunID, "job", job.ID, "attempt", job.Attempt, "replica", q.cfg.Replica, "why", job.Errors[len(job.Errors)-1].Error)
 	}
+	q.cfg.Logger.Info("driving background run", "run", job.Args.RunID, "job", job.ID, "attempt", job.Attempt, "replica", q.cfg.Replica)
 	// The run's context ends with the job's (a hard stop, River's job
 	// timeout) as an interruption: the run stays running for the next
 	// attempt, rather than failing.

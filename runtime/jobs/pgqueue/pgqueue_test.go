@@ -243,3 +243,58 @@ func TestAgentQueue(t *testing.T) {
 		t.Fatalf("jobs in queues %v, want only %s_desk", queues, pgqueue.QueueRuns)
 	}
 }
+
+// TestDeadReplicasRunGoesOnWithinSeconds: a job that a replica was working
+// when it died (its heartbeat a minute old) is taken over by a live
+// replica within seconds (DeadAfter), not after River's RescueAfter (the
+// run timeout plus 15s, ten minutes by default); until then the run names
+// the dead replica as its driver, and the dead replica is forgotten once
+// it holds no job.
+func TestDeadReplicasRunGoesOnWithinSeconds(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	front := newReplica(t, dsn, jobs.Config{Workers: -1})
+	ctx := context.Background()
+	rec, err := front.q.Submit(ctx, "desk", "refund A", agents.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// The dead replica had taken the job; it wrote its last heartbeat a
+	// minute ago.
+	if _, err := pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() - interval '1 minute',
+		attempted_by = ARRAY['aid_dead_client'] WHERE args->>'run_id' = $1`, rec.RunID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO aid_replicas (client_id, replica, heartbeat_at) VALUES ('aid_dead_client', 'desk-dead', now() - interval '1 minute')`); err != nil {
+		t.Fatal(err)
+	}
+	if by, err := front.q.Driver(ctx, rec.RunID); err != nil || by != "desk-dead" {
+		t.Fatalf("driver %q, %v; want desk-dead", by, err)
+	}
+	start := time.Now()
+	worker := newReplica(t, dsn, jobs.Config{Workers: 1, DeadAfter: 3 * time.Second, Replica: "desk-live"})
+	waitStatus(t, worker.rt, rec.RunID, agents.StatusPaused)
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("the run went on after %v", d)
+	}
+	var last string
+	if err := pool.QueryRow(ctx, `SELECT errors[array_length(errors, 1)]->>'error' FROM river_job WHERE args->>'run_id' = $1`, rec.RunID).Scan(&last); err != nil ||
+		!strings.HasPrefix(last, "rescued from replica desk-dead: no heartbeat since ") {
+		t.Errorf("the job's last error %q, %v", last, err)
+	}
+	if err := testutil.GatherAndCompare(worker.reg, strings.NewReader(`
+# HELP aid_jobs_rescued_total Jobs this process took over after they were taken from a worker presumed dead (its replica silent for DeadAfter, or the job older than RescueAfter).
+# TYPE aid_jobs_rescued_total counter
+aid_jobs_rescued_total 1
+`), "aid_jobs_rescued_total"); err != nil {
+		t.Error(err)
+	}
+	var dead int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM aid_replicas WHERE client_id = 'aid_dead_client'`).Scan(&dead); err != nil || dead != 0 {
+		t.Errorf("the dead replica is still listed (%d, %v)", dead, err)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/service"
@@ -241,5 +243,26 @@ func TestMCPSessionCap(t *testing.T) {
 	}
 	if after > before+5 {
 		t.Errorf("%d goroutines after opening 50 sessions past the bound of %d, %d before", after, max, before)
+	}
+}
+
+// BenchmarkMCPCall measures a tools/call on /mcp through the go-sdk
+// client, the run included (the fake answers at once): what the endpoint
+// and its guard add to a call.
+func BenchmarkMCPCall(b *testing.B) {
+	e := newEnv(b, options{})
+	c := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
+	hc := &http.Client{Transport: bearer{e.srv.Client().Transport}}
+	sess, err := c.Connect(b.Context(), &sdk.StreamableClientTransport{Endpoint: e.srv.URL + service.MCPPath, HTTPClient: hc}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sess.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := sess.CallTool(b.Context(), &sdk.CallToolParams{Name: "triage", Arguments: map[string]any{"message": "hi"}})
+		if err != nil || res.IsError {
+			b.Fatalf("%v %+v", err, res)
+		}
 	}
 }

@@ -45,11 +45,12 @@ const notHandled = "JSON RPC not handled"
 // the handler keeps: at most max, the one idle longest closed to make
 // room for a new one.
 type mcpGuard struct {
-	next     http.Handler
-	sessions func() iter.Seq[*sdk.ServerSession]
-	max      int
-	maxBody  int64
-	logger   *slog.Logger
+	next      http.Handler // the 2025 revisions', with sessions
+	stateless http.Handler // the 2026-07-28 revision's, without
+	sessions  func() iter.Seq[*sdk.ServerSession]
+	max       int
+	maxBody   int64
+	logger    *slog.Logger
 
 	mu      sync.Mutex
 	open    map[string]*mcpSession // by session id, for the sessions the guard saw opened
@@ -80,6 +81,10 @@ type rpcMessage struct {
 }
 
 func (g *mcpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.stateless != nil && r.Header.Get("MCP-Protocol-Version") >= statelessVersion {
+		g.stateless.ServeHTTP(w, r)
+		return
+	}
 	sid := r.Header.Get("Mcp-Session-Id")
 	if r.Method != http.MethodPost {
 		g.next.ServeHTTP(w, r) // a session's stream (GET) or its end (DELETE)

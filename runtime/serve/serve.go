@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -193,9 +194,19 @@ func Run(ctx context.Context, desc app.Description, opts Options, p Process) int
 		flags.IntVar(&keep.MaxFinished, "max-finished", keep.MaxFinished, "the most ended runs kept in memory; 0 means "+strconv.Itoa(agents.DefaultMaxFinished)+" (env "+EnvMaxFinished+")")
 		flags.DurationVar(&keep.Paused, "retain-paused", keep.Paused, "how long a run waiting for a decision is kept in memory, as a Go `duration`; 0 means "+agents.DefaultRetainPaused.String()+" (env "+EnvRetainPaused+")")
 	}
+	mcpSessions := flags.Int("max-mcp-sessions", 0, "MCP sessions open at once on /mcp; a new one past the bound closes the one idle longest; 0 means "+strconv.Itoa(service.DefaultMaxMCPSessions)+" (env "+EnvMaxMCPSessions+")")
+	if err := envInt(lookupEnv, EnvMaxMCPSessions, mcpSessions); err != nil {
+		fmt.Fprintln(p.Stderr, err)
+		return ExitUsage
+	}
 	if err := flags.Parse(p.Args); err != nil {
 		return ExitUsage
 	}
+	if *mcpSessions < 0 {
+		fmt.Fprintf(p.Stderr, "-max-mcp-sessions: %d is negative; 0 means the default, %d\n", *mcpSessions, service.DefaultMaxMCPSessions)
+		return ExitUsage
+	}
+	limits := service.Limits{MaxMCPSessions: *mcpSessions}
 	jcfg, err := jf.config()
 	if err != nil {
 		fmt.Fprintf(p.Stderr, "%s: %v\n", desc.Name, err)
@@ -225,7 +236,7 @@ func Run(ctx context.Context, desc app.Description, opts Options, p Process) int
 		}
 		defer stop()
 	}
-	if err := serve(ctx, desc, opts, *listen, jcfg, lookupEnv, logger, p.Stderr); err != nil {
+	if err := serve(ctx, desc, opts, *listen, limits, jcfg, lookupEnv, logger, p.Stderr); err != nil {
 		logger.Error("service stopped", "app", desc.Name, "error", err)
 		return ExitFailed
 	}
@@ -346,7 +357,7 @@ func overrideEnv(lookupEnv func(string) (string, bool), name, value string) func
 
 // serve assembles the runtime from the description and serves it until ctx
 // ends; the service then drains the requests in flight.
-func serve(ctx context.Context, desc app.Description, opts Options, listen string, jcfg jobs.Config, lookupEnv func(string) (string, bool), logger *slog.Logger, stderr io.Writer) error {
+func serve(ctx context.Context, desc app.Description, opts Options, listen string, limits service.Limits, jcfg jobs.Config, lookupEnv func(string) (string, bool), logger *slog.Logger, stderr io.Writer) error {
 	tracer, shutdown, err := otelTracer(ctx, desc, lookupEnv, stderr)
 	if err != nil {
 		return err
@@ -442,6 +453,7 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 		Registry:       reg,
 		Jobs:           queue,
 		ReadyChecks:    ready,
+		Limits:         limits,
 	})
 	if err != nil {
 		return err
@@ -458,7 +470,8 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)
 	}
-	attrs := []any{"app", desc.Name, "version", desc.Version, "listen", listen, "addr", ln.Addr().String()}
+	attrs := []any{"app", desc.Name, "version", desc.Version, "listen", listen, "addr", ln.Addr().String(),
+		"max_mcp_sessions", cmp.Or(limits.MaxMCPSessions, service.DefaultMaxMCPSessions)}
 	if k := desc.Service.State.Kind; k == "" || k == app.StateMemory {
 		keep := desc.Service.State.Retention.WithDefaults()
 		attrs = append(attrs, slog.Group("retention", "finished", keep.Finished.String(), "max_finished", keep.MaxFinished, "paused", keep.Paused.String()))
@@ -490,6 +503,10 @@ func openJobs(ctx context.Context, desc app.Description, opts Options, rt *agent
 	}
 	return q, nil
 }
+
+// EnvMaxMCPSessions bounds the MCP sessions open at once on /mcp
+// (service.Limits.MaxMCPSessions); the -max-mcp-sessions flag wins.
+const EnvMaxMCPSessions = "AID_MAX_MCP_SESSIONS"
 
 // jobFlagValues are the flags of the background runs' queue.
 type jobFlagValues struct {

@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -752,5 +753,37 @@ func TestReadyzReportsTheKindsChecks(t *testing.T) {
 	p.down.Store(true)
 	if code, body := ready(); code != http.StatusServiceUnavailable || !strings.Contains(body, `"probe:kb":"failing"`) || strings.Contains(body, "db.internal") {
 		t.Fatalf("a check fails: %d %s", code, body)
+	}
+}
+
+// TestRunMCPSessionBound: the bound of /mcp's sessions comes from
+// -max-mcp-sessions over its environment variable over the default, and
+// the serving line says which won; a negative bound is a usage error.
+func TestRunMCPSessionBound(t *testing.T) {
+	docs := docsDir(t)
+	for _, c := range []struct {
+		name string
+		args []string
+		vars map[string]string
+		want float64
+	}{
+		{name: "default", want: service.DefaultMaxMCPSessions},
+		{name: "env", vars: map[string]string{serve.EnvMaxMCPSessions: "40"}, want: 40},
+		{name: "flag over env", args: []string{"-max-mcp-sessions", "7"}, vars: map[string]string{serve.EnvMaxMCPSessions: "40"}, want: 7},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := start(t, desk(docs), serve.Options{}, c.args, c.vars)
+			if got := r.serving(t)["max_mcp_sessions"]; got != c.want {
+				t.Errorf("max_mcp_sessions %v, want %v", got, c.want)
+			}
+			if code := r.stop(t); code != serve.ExitOK {
+				t.Errorf("exit code %d, want 0", code)
+			}
+		})
+	}
+	var stderr bytes.Buffer
+	code := serve.Run(t.Context(), desk(docs), serve.Options{}, serve.Process{Args: []string{"-max-mcp-sessions", "-1"}, Stderr: &stderr, LookupEnv: func(string) (string, bool) { return "", false }})
+	if code != serve.ExitUsage || !strings.Contains(stderr.String(), "-max-mcp-sessions: -1 is negative") {
+		t.Errorf("a negative bound: exit %d, %s", code, stderr.String())
 	}
 }

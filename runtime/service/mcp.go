@@ -93,7 +93,14 @@ func (s *Service) newMCP() http.Handler {
 		// (checkHost), and Origin on this one (checkOrigin).
 		DisableLocalhostProtection: true,
 	})
-	return &mcpGuard{next: h, sessions: srv.Sessions, max: s.limits.MaxMCPSessions, maxBody: s.limits.MaxBodyBytes, logger: s.logger, open: map[string]*mcpSession{}}
+	// The 2026-07-28 revision has no sessions: each request stands alone,
+	// so any replica answers it.
+	stateless := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{
+		Stateless:           true,
+		Logger:              s.logger,
+		MaxRequestBodyBytes: s.limits.MaxBodyBytes,
+	})
+	return &mcpGuard{next: h, stateless: stateless, sessions: srv.Sessions, max: s.limits.MaxMCPSessions, maxBody: s.limits.MaxBodyBytes, logger: s.logger, open: map[string]*mcpSession{}}
 }
 
 // mcpTool runs agent for a tools/call: the run, then, while it pauses and
@@ -223,8 +230,13 @@ func mcpProgress(ctx context.Context, req *sdk.CallToolRequest) func(agents.Even
 	}
 }
 
-// canElicit reports whether the client said it answers form elicitations.
+// canElicit reports whether the client said it answers form elicitations
+// and can be asked: a request of the 2026-07-28 revision has no session
+// to carry a request to the client.
 func canElicit(ss *sdk.ServerSession) bool {
+	if ss.ID() == "" {
+		return false
+	}
 	p := ss.InitializeParams()
 	if p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
 		return false

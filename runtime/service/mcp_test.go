@@ -25,14 +25,15 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
-// mcpClient connects the go-sdk client to the service's /mcp, with the
-// token, answering elicitations with elicit when it is set.
+// mcpClient connects the go-sdk client to the service's /mcp in a
+// 2025-06-18 session, with the token, answering elicitations with elicit
+// when it is set.
 func (e *env) mcpClient(t *testing.T, elicit func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error)) *sdk.ClientSession {
 	t.Helper()
 	opts := &sdk.ClientOptions{ElicitationHandler: elicit}
 	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, opts)
 	hc := &http.Client{Transport: bearer{e.srv.Client().Transport}}
-	sess, err := c.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: e.srv.URL + service.MCPPath, HTTPClient: hc}, nil)
+	sess, err := c.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: e.srv.URL + service.MCPPath, HTTPClient: hc}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -242,4 +247,101 @@ func TestMCPSessionCap(t *testing.T) {
 	if after > before+5 {
 		t.Errorf("%d goroutines after opening 50 sessions past the bound of %d, %d before", after, max, before)
 	}
+}
+
+// BenchmarkMCPCall measures a tools/call on /mcp through the go-sdk
+// client, the run included (the fake answers at once): what the endpoint
+// and its guard add to a call.
+func BenchmarkMCPCall(b *testing.B) {
+	e := newEnv(b, options{})
+	c := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
+	hc := &http.Client{Transport: bearer{e.srv.Client().Transport}}
+	sess, err := c.Connect(b.Context(), &sdk.StreamableClientTransport{Endpoint: e.srv.URL + service.MCPPath, HTTPClient: hc}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sess.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := sess.CallTool(b.Context(), &sdk.CallToolParams{Name: "triage", Arguments: map[string]any{"message": "hi"}})
+		if err != nil || res.IsError {
+			b.Fatalf("%v %+v", err, res)
+		}
+	}
+}
+
+// TestMCPStateless: a 2026-07-28 client is served without a session, so
+// that two replicas behind a round-robin proxy answer its requests in
+// turn; a 2025-06-18 client on the same endpoint still gets a session.
+func TestMCPStateless(t *testing.T) {
+	replicas := []*env{
+		newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("from one")}}}}),
+		newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("from two")}}}}),
+	}
+	var mu sync.Mutex
+	var next int
+	seen := map[int]int{}
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		i := next % len(replicas)
+		next++
+		seen[i]++
+		mu.Unlock()
+		httputil.NewSingleHostReverseProxy(mustURL(t, replicas[i].srv.URL)).ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
+	sess, err := c.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: proxy.URL + service.MCPPath, HTTPClient: &http.Client{Transport: bearer{http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if v := sess.InitializeResult().ProtocolVersion; v != "2026-07-28" || sess.ID() != "" {
+		t.Fatalf("protocol %q, session %q; want 2026-07-28 without a session", v, sess.ID())
+	}
+	answers := map[string]bool{}
+	for range 4 {
+		res, err := sess.CallTool(t.Context(), &sdk.CallToolParams{Name: "triage", Arguments: map[string]any{"message": "hi"}})
+		if err != nil || res.IsError {
+			t.Fatalf("call: %v %+v", err, res)
+		}
+		answers[res.Content[0].(*sdk.TextContent).Text] = true
+	}
+	if !answers["from one"] || !answers["from two"] || seen[0] == 0 || seen[1] == 0 {
+		t.Errorf("answers %v, requests per replica %v: want both replicas to answer", answers, seen)
+	}
+	// A run that pauses answers with the pending call and the run id,
+	// resumable over the runs API: a sessionless request cannot elicit.
+	desk := refundDesk(t, refundSteps...)
+	c = sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
+		ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			t.Error("a sessionless request elicited")
+			return &sdk.ElicitResult{Action: "cancel"}, nil
+		},
+	})
+	s2, err := c.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: desk.srv.URL + service.MCPPath, HTTPClient: &http.Client{Transport: bearer{http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	res, err := s2.CallTool(t.Context(), &sdk.CallToolParams{Name: "billing", Arguments: map[string]any{"message": "refund AB-1"}})
+	if err != nil || res.Meta[service.MetaStatus] != "paused" || res.Meta[service.MetaRunID] == "" {
+		t.Errorf("a paused run, sessionless: %v %+v", err, res)
+	}
+	if _, warned := desk.logs.LogLine("MCP elicitation failed; the run stays paused"); warned {
+		t.Error("a sessionless request tried to elicit")
+	}
+	// A 2025-06-18 client still gets a session.
+	if s := replicas[0].mcpClient(t, nil); s.ID() == "" || s.InitializeResult().ProtocolVersion != "2025-06-18" {
+		t.Errorf("a 2025-06-18 client: session %q, protocol %q", s.ID(), s.InitializeResult().ProtocolVersion)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

@@ -45,11 +45,12 @@ const notHandled = "JSON RPC not handled"
 // the handler keeps: at most max, the one idle longest closed to make
 // room for a new one.
 type mcpGuard struct {
-	next     http.Handler
-	sessions func() iter.Seq[*sdk.ServerSession]
-	max      int
-	maxBody  int64
-	logger   *slog.Logger
+	next      http.Handler // the 2025 revisions', with sessions
+	stateless http.Handler // the 2026-07-28 revision's, without
+	sessions  func() iter.Seq[*sdk.ServerSession]
+	max       int
+	maxBody   int64
+	logger    *slog.Logger
 
 	mu      sync.Mutex
 	open    map[string]*mcpSession // by session id, for the sessions the guard saw opened
@@ -80,6 +81,10 @@ type rpcMessage struct {
 }
 
 func (g *mcpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.stateless != nil && r.Header.Get("MCP-Protocol-Version") >= statelessVersion {
+		g.stateless.ServeHTTP(w, r)
+		return
+	}
 	sid := r.Header.Get("Mcp-Session-Id")
 	if r.Method != http.MethodPost {
 		g.next.ServeHTTP(w, r) // a session's stream (GET) or its end (DELETE)
@@ -118,7 +123,7 @@ func (g *mcpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := g.begin(sid)
 	defer g.end(sid)
 	if msg.Method == "notifications/cancelled" {
-		g.cancelled(sid, msg.Params.RequestID)
+		g.cancelled(r.Context(), sid, msg.Params.RequestID)
 	}
 	if call && s != nil {
 		ctx, cancel := context.WithCancel(r.Context())
@@ -147,7 +152,7 @@ func (g *mcpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // learns of the cancellation: the handler's response then finds no stream
 // to go to and is dropped, as the protocol asks ("SHOULD NOT send a
 // response for the cancelled request"), where the SDK would send it.
-func (g *mcpGuard) cancelled(sid string, id json.RawMessage) {
+func (g *mcpGuard) cancelled(ctx context.Context, sid string, id json.RawMessage) {
 	g.mu.Lock()
 	var c *mcpCall
 	if s := g.open[sid]; s != nil {
@@ -158,8 +163,19 @@ func (g *mcpGuard) cancelled(sid string, id json.RawMessage) {
 		return // answered already, or not a call of this session
 	}
 	c.cancel()
-	<-c.done // the POST's handler returns once its context ends
+	// The POST's handler returns once its context ends; should it not, the
+	// cancel is passed on anyway, and the response may then be sent.
+	t := time.NewTimer(mcpCancelWait)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
+
+// mcpCancelWait bounds the wait for a cancelled call's stream to end.
+const mcpCancelWait = 5 * time.Second
 
 // begin notes a POST of the session, which is then not idle; it returns
 // the session, or nil when the guard did not see it opened.
@@ -200,14 +216,16 @@ func (g *mcpGuard) initialize(w http.ResponseWriter, r *http.Request, msg rpcMes
 		// its stream, which closing ends.
 		_ = ss.Close()
 	}
+	defer func() {
+		sid := w.Header().Get("Mcp-Session-Id")
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.opening--
+		if sid != "" {
+			g.open[sid] = &mcpSession{last: time.Now(), calls: map[string]*mcpCall{}}
+		}
+	}()
 	g.next.ServeHTTP(w, r)
-	sid := w.Header().Get("Mcp-Session-Id")
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.opening--
-	if sid != "" {
-		g.open[sid] = &mcpSession{last: time.Now(), calls: map[string]*mcpCall{}}
-	}
 }
 
 // admit makes room for a new session: it forgets the sessions that ended,

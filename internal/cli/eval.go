@@ -441,6 +441,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	}
 	o.Gate = gate
 	o.Drops = gateDrops(gate, stats, baseline)
+	markRegressions(o)
 	printTable(s, o)
 	if f.verbose {
 		printCases(s, o)

@@ -185,7 +185,7 @@ func TestDiffBaselines(t *testing.T) {
 
 // TestBaselineAnswers: a baseline keeps every case's answers, each cut at
 // ReportTextBytes with its length said, and reads them back; a baseline
-// written before answers were kept (fixtures/capitals-baseline.json) still
+// written before answers were kept (testdata/eval/helpdesk/baseline.json) still
 // reads, without any.
 func TestBaselineAnswers(t *testing.T) {
 	long := strings.Repeat("é", eval.ReportTextBytes) // 2 bytes a rune
@@ -223,7 +223,7 @@ func TestBaselineAnswers(t *testing.T) {
 		t.Errorf("a long answer is kept as %d bytes ending %q", len(cut), cut[max(0, len(cut)-40):])
 	}
 
-	old, err := eval.ReadBaseline("../../fixtures/capitals-baseline.json")
+	old, err := eval.ReadBaseline("../../testdata/eval/helpdesk/baseline.json")
 	if err != nil {
 		t.Fatalf("an old baseline does not read: %v", err)
 	}

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -15,8 +17,10 @@ import (
 	"github.com/spf13/cobra"
 
 	aid "github.com/aidgen/aid"
+	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
+	"github.com/aidgen/aid/runtime/eval/fromruns"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/jobs/pgqueue"
 )
@@ -45,6 +49,14 @@ type evalFlags struct {
 	progress       string
 	queue          string
 	verbose        bool
+	fromRuns       string
+	runsAgent      string
+	runsStatus     []string
+	runsSince      string
+	runsUntil      string
+	runsSample     int
+	redact         []string
+	datasetOut     string
 }
 
 func newEval(s *streams) *cobra.Command {
@@ -89,6 +101,12 @@ answer, scores and calls of declared tools, each call with its mode (live,
 stub or replay; see the eval's tools in the schema). Every text is cut at
 2048 bytes and then says how long it was; the JSON report's caseResults
 hold the same.
+
+--from-runs FILE samples the cases from recorded runs (aidgen run --record
+logs, concatenated) instead of the eval's dataset: each run's input, its
+answer as the expected value, its tool calls as the case's tool answers;
+--redact patterns are replaced before any case exists, and --dataset-out
+writes the cases for committing.
 
 --json writes the same results for tools: its shape is the JSON Schema
 ` + ReportSchemaPath + ` in the aid repository (draft 2020-12), and its
@@ -145,6 +163,14 @@ a markdown summary is appended to that file.`,
 	fl.StringVar(&f.onInconclusive, "on-inconclusive", "inconclusive", "what an inconclusive gate exits as: inconclusive (3), pass (0) or fail (1)")
 	fl.Int64Var(&f.seed, "seed", 0, "replace the seed of every fake provider, to draw a fresh sample")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, lines or none")
+	fl.StringVar(&f.fromRuns, "from-runs", "", "sample the cases from the recorded runs in `FILE` (aidgen run --record logs, concatenated) instead of the eval's dataset: each run's input, its answer as the expected value, its tool calls as the case's tool answers (for replay)")
+	fl.StringVar(&f.runsAgent, "runs-agent", "", "with --from-runs: keep the runs that started on this agent")
+	fl.StringSliceVar(&f.runsStatus, "runs-status", nil, "with --from-runs: keep the runs that ended with these statuses (default completed)")
+	fl.StringVar(&f.runsSince, "runs-since", "", "with --from-runs: keep the runs last written at or after this RFC 3339 time")
+	fl.StringVar(&f.runsUntil, "runs-until", "", "with --from-runs: keep the runs last written before this RFC 3339 time")
+	fl.IntVar(&f.runsSample, "runs-sample", 0, "with --from-runs: sample at most this many runs (seeded by --seed; default all)")
+	fl.StringArrayVar(&f.redact, "redact", nil, "with --from-runs: a regular expression replaced with [redacted] in every input, answer, tool argument and result before any case exists (repeatable)")
+	fl.StringVar(&f.datasetOut, "dataset-out", "", "with --from-runs: write the sampled, redacted cases to `FILE` (JSON Lines) for committing")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "after each eval, print every case: its expected answer and each run's answer, scores and tool calls with their modes")
 	fl.StringVar(&f.queue, "queue", "", "enqueue the samples as jobs in the PostgreSQL database `DSN` for aidgen worker processes to run, and gather their results")
 	return cmd
@@ -196,6 +222,9 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 	}
 	if err := checkProgressFlag(f.progress); err != nil {
 		return err
+	}
+	if f.fromRuns == "" && (f.runsAgent != "" || len(f.runsStatus) > 0 || f.runsSince != "" || f.runsUntil != "" || f.runsSample != 0 || len(f.redact) > 0 || f.datasetOut != "") {
+		return usageErr(errors.New("--runs-agent, --runs-status, --runs-since, --runs-until, --runs-sample, --redact and --dataset-out apply with --from-runs"))
 	}
 	if f.allowFailures && !f.updateBaseline {
 		return usageErr(errors.New("--allow-failures only applies with --update-baseline"))
@@ -313,6 +342,11 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	e, err := a.Eval(name)
 	if err != nil {
 		return nil, usageErr(err)
+	}
+	if f.fromRuns != "" {
+		if e.Dataset, err = datasetFromRuns(name, f); err != nil {
+			return nil, usageErr(fmt.Errorf("eval %q: %w", name, err))
+		}
 	}
 	if f.runs > 0 {
 		e.Runs = f.runs
@@ -441,6 +475,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	}
 	o.Gate = gate
 	o.Drops = gateDrops(gate, stats, baseline)
+	markRegressions(o)
 	printTable(s, o)
 	if f.verbose {
 		printCases(s, o)
@@ -458,6 +493,59 @@ func failedBaselineError(name string, o *evalOutcome) error {
 		fmt.Fprintf(&b, "\n  %s", l)
 	}
 	return errors.New(b.String())
+}
+
+// datasetFromRuns samples the cases of eval name from the recorded runs
+// --from-runs names, filtered, sampled and redacted as the flags say, and
+// writes them to --dataset-out when set.
+func datasetFromRuns(name string, f evalFlags) (*eval.Dataset, error) {
+	opts := fromruns.Options{Agent: f.runsAgent, Sample: f.runsSample, Seed: uint64(f.seed)}
+	for _, st := range f.runsStatus {
+		opts.Statuses = append(opts.Statuses, agents.Status(st))
+	}
+	for _, t := range []struct {
+		flag, value string
+		dst         *time.Time
+	}{{"--runs-since", f.runsSince, &opts.Since}, {"--runs-until", f.runsUntil, &opts.Until}} {
+		if t.value == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339, t.value)
+		if err != nil {
+			return nil, fmt.Errorf("%s: want an RFC 3339 time such as 2026-01-02T15:04:05Z: %w", t.flag, err)
+		}
+		*t.dst = v
+	}
+	for _, p := range f.redact {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return nil, fmt.Errorf("--redact %q: %w", p, err)
+		}
+		opts.Redact = append(opts.Redact, re)
+	}
+	file, err := os.Open(f.fromRuns)
+	if err != nil {
+		return nil, fmt.Errorf("reading recorded runs: %w", err)
+	}
+	defer file.Close()
+	recs, err := fromruns.Read(f.fromRuns, file)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := fromruns.Dataset(name+"-runs", recs, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.fromRuns, err)
+	}
+	if f.datasetOut != "" {
+		var buf bytes.Buffer
+		if err := fromruns.WriteJSONL(&buf, ds); err != nil {
+			return nil, err
+		}
+		if err := writeFile(f.datasetOut, buf.Bytes()); err != nil {
+			return nil, err
+		}
+	}
+	return ds, nil
 }
 
 // belowFloorError is why --update-baseline refuses a run whose mean of a

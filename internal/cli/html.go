@@ -50,6 +50,34 @@ type caseDetail struct {
 	Input    string      `json:"input"`
 	Expected string      `json:"expected"`
 	Runs     []runDetail `json:"runs"`
+	// Regressed are the metrics whose mean of this case fell from the
+	// baseline; BaselineAnswers the baseline's answers of a case that
+	// regressed, when the baseline keeps them, for comparing side by side.
+	Regressed       []string `json:"regressedMetrics,omitempty"`
+	BaselineAnswers []string `json:"baselineAnswers,omitempty"`
+}
+
+// markRegressions marks, in every case of o, the metrics whose case mean
+// fell from the baseline's, and puts the baseline's answers beside a case
+// that regressed. A baseline keeps six decimals: means are compared on that
+// grid, as largestDrops does.
+func markRegressions(o *evalOutcome) {
+	if o.baseline == nil {
+		return
+	}
+	for i := range o.Details {
+		d := &o.Details[i]
+		for _, m := range o.Metrics {
+			b, ok := o.baseline.Metrics[m].CaseMeans[d.ID]
+			c, ok2 := o.Stats[m].CaseMeans[d.ID]
+			if ok && ok2 && round6(round6(b)-round6(c)) > 0 {
+				d.Regressed = append(d.Regressed, m)
+			}
+		}
+		if len(d.Regressed) > 0 {
+			d.BaselineAnswers = o.baseline.Answers[d.ID]
+		}
+	}
 }
 
 // runDetail is one run of a case.
@@ -167,6 +195,10 @@ type htmlRun struct {
 	Answer string
 	Scores string
 	Err    string
+	// Baseline is the baseline's answer of the same run, shown beside this
+	// one for a case that regressed (HasBaseline).
+	Baseline    string
+	HasBaseline bool
 }
 
 // writeHTMLReport renders every outcome into one self-contained HTML file.
@@ -409,7 +441,11 @@ func htmlCaseOf(o *evalOutcome, id, anchor string, errored bool) htmlCase {
 				scores = append(scores, fmt.Sprintf("%s %.3g", m, v))
 			}
 		}
-		c.Runs = append(c.Runs, htmlRun{N: k + 1, Answer: clip(rd.Answer), Scores: strings.Join(scores, ", "), Err: clip(rd.Err)})
+		run := htmlRun{N: k + 1, Answer: clip(rd.Answer), Scores: strings.Join(scores, ", "), Err: clip(rd.Err)}
+		if k < len(det.BaselineAnswers) {
+			run.Baseline, run.HasBaseline = clip(det.BaselineAnswers[k]), true
+		}
+		c.Runs = append(c.Runs, run)
 	}
 	return c
 }

@@ -280,6 +280,15 @@ func TestHTMLReportInChromium(t *testing.T) {
 				if !strings.Contains(text, "What is the capital of France?") {
 					t.Error("the errored case's input is not shown")
 				}
+			case "regression":
+				// A case that regressed shows the baseline's answer beside
+				// this run's, run by run.
+				if n, m := strings.Count(dom, `class="baseline-answer"`), strings.Count(dom, `class="current-answer"`); n == 0 || n != m {
+					t.Errorf("%d baseline answers beside %d current ones, want as many and some", n, m)
+				}
+				if !strings.Contains(text, "baseline's run 1") || !strings.Contains(text, "this run") {
+					t.Error("the regressed cases do not label the baseline's answers")
+				}
 			case "grouped":
 				if !strings.Contains(text, "clustered over 6 groups (CR2") {
 					t.Error("the grouped report does not say its standard error is clustered")

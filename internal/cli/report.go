@@ -760,6 +760,17 @@ func printCases(s *streams, o *evalOutcome) {
 				fmt.Fprintf(s.out, "      %s\n", toolCallText(tc))
 			}
 		}
+		if len(c.Regressed) > 0 {
+			fmt.Fprintf(s.out, "    regressed on %s since the baseline", strings.Join(c.Regressed, ", "))
+			if len(c.BaselineAnswers) == 0 {
+				fmt.Fprintln(s.out, ", whose answers are not recorded (aidgen eval --update-baseline records them)")
+			} else {
+				fmt.Fprintln(s.out, "; the baseline answered:")
+			}
+			for k, a := range c.BaselineAnswers {
+				fmt.Fprintf(s.out, "    baseline run %d: answer %s\n", k+1, strconv.Quote(a))
+			}
+		}
 	}
 	fmt.Fprintln(s.out)
 }

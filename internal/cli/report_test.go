@@ -670,3 +670,66 @@ type evalReportModels struct {
 		BaselineModelsUnrecorded bool               `json:"baselineModelsUnrecorded"`
 	} `json:"evals"`
 }
+
+// TestEvalReportsRegressedAnswers: a gate that regressed shows, for each
+// case whose mean fell, the baseline's answers beside the current ones,
+// in the JSON report (caseResults: regressedMetrics, baselineAnswers) and
+// under -v; every case carries its expected value, answers and scores.
+func TestEvalReportsRegressedAnswers(t *testing.T) {
+	t.Chdir("../..")
+	path := filepath.Join(t.TempDir(), "report.json")
+	var out, errOut bytes.Buffer
+	if code := Main([]string{"eval", "--progress", "none", "-v", "--json", path, "testdata/eval/capitals-worse.cue"}, strings.NewReader(""), &out, &errOut); code != ExitRegression {
+		t.Fatalf("exit %d, want %d\n%s%s", code, ExitRegression, out.String(), errOut.String())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Evals []struct {
+			Runs        int `json:"runs"`
+			CaseResults []struct {
+				ID, Expected    string
+				Regressed       []string `json:"regressedMetrics"`
+				BaselineAnswers []string `json:"baselineAnswers"`
+				Runs            []struct {
+					Answer      string             `json:"answer"`
+					AnswerBytes int                `json:"answerBytes"`
+					Scores      map[string]float64 `json:"scores"`
+				} `json:"runs"`
+			} `json:"caseResults"`
+		} `json:"evals"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	e := r.Evals[0]
+	regressed := 0
+	for _, c := range e.CaseResults {
+		if c.Expected == "" || len(c.Runs) != e.Runs {
+			t.Fatalf("case %s: expected %q, %d runs; want both", c.ID, c.Expected, len(c.Runs))
+		}
+		for _, run := range c.Runs {
+			if run.AnswerBytes != len(run.Answer) || len(run.Scores) != 2 {
+				t.Fatalf("case %s: run %+v, want its answer whole and two scores", c.ID, run)
+			}
+		}
+		if len(c.Regressed) == 0 {
+			if c.BaselineAnswers != nil {
+				t.Errorf("case %s did not regress but carries the baseline's answers", c.ID)
+			}
+			continue
+		}
+		regressed++
+		if len(c.BaselineAnswers) != 10 {
+			t.Errorf("case %s regressed on %v with %d baseline answers, want the baseline's 10", c.ID, c.Regressed, len(c.BaselineAnswers))
+		}
+	}
+	if regressed == 0 {
+		t.Fatal("no case regressed in a regression")
+	}
+	if !regexp.MustCompile(`(?m)^    regressed on \S+.* since the baseline; the baseline answered:\n    baseline run 1: answer "`).MatchString(out.String()) {
+		t.Errorf("-v does not show the baseline's answers of a regressed case:\n%s", out.String())
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/aidgen/aid/runtime/gateway"
 )
@@ -244,6 +245,9 @@ type RecordedRun struct {
 	// Verdicts are the verdicts of its guardrails and hooks that did
 	// something, in the order they were made.
 	Verdicts []VerdictRecord `json:"verdicts,omitempty"`
+	// UpdatedAt is when the run's record was last written, when the store
+	// says: what a dataset sampled from recorded runs filters by time.
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
 
 // recordedStep is one model call: a line of type "step". Its calls follow
@@ -276,7 +280,7 @@ func Record(w io.Writer, rec RunRecord, app, appVersion, appFile string) error {
 	head := RecordedRun{
 		Type: "run", Format: RecordingFormat, RunID: rec.RunID, App: cmpOr(cp.App, app), AppVersion: cmpOr(cp.AppVersion, appVersion), AppFile: appFile,
 		ThreadID: cp.ThreadID, UserID: cp.UserID, Status: rec.Status, Path: cp.Path, Usage: cp.Usage, CostUSD: cp.CostUSD,
-		Continuations: cp.Continuations, Grants: cp.Grants, Verdicts: cp.Verdicts,
+		Continuations: cp.Continuations, Grants: cp.Grants, Verdicts: cp.Verdicts, UpdatedAt: rec.UpdatedAt,
 	}
 	if len(cp.Path) > 0 {
 		head.Agent = cp.Path[0]

@@ -37,6 +37,11 @@ type Baseline struct {
 	Note string
 	// Metrics maps metric names to their statistics.
 	Metrics map[string]MetricStats
+	// Answers holds, by case id, each run's answer in sample order, each cut
+	// at ReportTextBytes (see [Clip]); a failed sample's is empty. A report
+	// shows them beside the current answers of a case that regressed. A
+	// baseline written before answers were recorded has none.
+	Answers map[string][]string
 }
 
 // NewBaseline builds a baseline from a run result.
@@ -59,7 +64,21 @@ func NewBaseline(r *Result, aidVersion, note string) (*Baseline, error) {
 		AidVersion:     aidVersion,
 		Note:           note,
 		Metrics:        stats,
+		Answers:        baselineAnswers(r),
 	}, nil
+}
+
+// baselineAnswers collects each case's answers, cut, in sample order.
+func baselineAnswers(r *Result) map[string][]string {
+	out := make(map[string][]string, len(r.Cases))
+	for _, cr := range r.Cases {
+		a := make([]string, len(cr.Samples))
+		for k, s := range cr.Samples {
+			a[k] = Clip(s.Answer.Text, ReportTextBytes)
+		}
+		out[cr.CaseID] = a
+	}
+	return out
 }
 
 // The wire types declare their fields in sorted order; encoding/json sorts map keys, so
@@ -67,6 +86,7 @@ func NewBaseline(r *Result, aidVersion, note string) (*Baseline, error) {
 // baseline written before pins were recorded reads and rewrites to the same bytes.
 type baselineWire struct {
 	AidVersion     string                `json:"aidVersion"`
+	Answers        map[string][]string   `json:"answers,omitempty"`
 	Dataset        string                `json:"dataset"`
 	DatasetVersion string                `json:"datasetVersion"`
 	Format         string                `json:"format"`
@@ -137,7 +157,7 @@ func MarshalBaseline(b *Baseline) ([]byte, error) {
 	w := baselineWire{
 		AidVersion: b.AidVersion, Dataset: b.Dataset, DatasetVersion: b.DatasetVersion,
 		Format: BaselineFormat, Models: b.Models, Note: b.Note,
-		Metrics: make(map[string]metricWire, len(b.Metrics)),
+		Metrics: make(map[string]metricWire, len(b.Metrics)), Answers: b.Answers,
 	}
 	if w.Models == nil {
 		w.Models = []string{}
@@ -195,6 +215,7 @@ func ParseBaseline(name string, data []byte) (*Baseline, error) {
 	b := &Baseline{
 		Dataset: w.Dataset, DatasetVersion: w.DatasetVersion, Models: w.Models,
 		AidVersion: w.AidVersion, Note: w.Note, Metrics: make(map[string]MetricStats, len(w.Metrics)),
+		Answers: w.Answers,
 	}
 	var errs []error
 	for _, p := range w.PinnedModels {

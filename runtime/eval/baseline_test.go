@@ -2,6 +2,7 @@ package eval_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,5 +180,54 @@ func TestDiffBaselines(t *testing.T) {
 	}
 	if first := eval.DiffBaselines(nil, cur); len(first) == 0 || first[0].Path != "dataset" {
 		t.Errorf("diff against no baseline: %v", first)
+	}
+}
+
+// TestBaselineAnswers: a baseline keeps every case's answers, each cut at
+// ReportTextBytes with its length said, and reads them back; a baseline
+// written before answers were kept (testdata/eval/helpdesk/baseline.json) still
+// reads, without any.
+func TestBaselineAnswers(t *testing.T) {
+	long := strings.Repeat("é", eval.ReportTextBytes) // 2 bytes a rune
+	ds, err := eval.NewDataset("d", "1", []eval.Case{{ID: "a", Input: "q", Expected: "x"}, {ID: "b", Input: "q", Expected: "y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := eval.RunnerFunc(func(_ context.Context, c eval.Case, k int) (eval.Answer, error) {
+		if c.ID == "b" {
+			return eval.Answer{Text: long}, nil
+		}
+		return eval.Answer{Text: "answer " + string(rune('0'+k))}, nil
+	})
+	res, err := eval.Run(t.Context(), ds, runner, []eval.Metric{eval.ExactMatch{}}, eval.Options{Runs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eval.NewBaseline(res, "v", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := eval.MarshalBaseline(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := eval.ParseBaseline("b.json", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Answers["a"]; len(got) != 2 || got[0] != "answer 0" || got[1] != "answer 1" {
+		t.Errorf("answers of a: %q", got)
+	}
+	cut := back.Answers["b"][0]
+	if len(cut) > eval.ReportTextBytes+64 || !strings.HasSuffix(cut, fmt.Sprintf("[cut at %d of %d bytes]", eval.ReportTextBytes, 2*eval.ReportTextBytes)) {
+		t.Errorf("a long answer is kept as %d bytes ending %q", len(cut), cut[max(0, len(cut)-40):])
+	}
+
+	old, err := eval.ReadBaseline("../../testdata/eval/helpdesk/baseline.json")
+	if err != nil {
+		t.Fatalf("an old baseline does not read: %v", err)
+	}
+	if old.Answers != nil || len(old.Metrics) == 0 {
+		t.Errorf("old baseline read with answers %v, metrics %v", old.Answers, old.Metrics)
 	}
 }

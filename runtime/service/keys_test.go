@@ -16,6 +16,7 @@ import (
 	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/jobs"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/service"
 )
@@ -45,7 +46,7 @@ func tenantKeys() []service.Key {
 
 // keyEnv is approvalEnv with the tenant keys, and a refund tool that
 // records whom each of its calls was made for.
-func keyEnv(t *testing.T, refunds *atomic.Int32, callers *callerLog) *env {
+func keyEnv(t *testing.T, refunds *atomic.Int32, callers *callerLog, more ...func(*service.Config)) *env {
 	return newEnv(t, options{
 		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {
 			calls(call("c1", "refund", `{"order":"A1"}`)),
@@ -59,7 +60,12 @@ func keyEnv(t *testing.T, refunds *atomic.Int32, callers *callerLog) *env {
 			callers.add(c)
 			return "refunded " + string(args), nil
 		})},
-		svc: func(c *service.Config) { c.Auth.Keys = tenantKeys() },
+		svc: func(c *service.Config) {
+			c.Auth.Keys = tenantKeys()
+			for _, m := range more {
+				m(c)
+			}
+		},
 	})
 }
 
@@ -344,4 +350,38 @@ func TestEveryRouteChecksKeysAndRoles(t *testing.T) {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// TestBackgroundRunKeepsItsStarter: a run frontend starts in the
+// background and ops resumes in the background is driven by a worker as
+// frontend's: the refund runs for frontend of acme, and the approval is
+// recorded under ops.
+func TestBackgroundRunKeepsItsStarter(t *testing.T) {
+	var refunds atomic.Int32
+	var callers callerLog
+	e := keyEnv(t, &refunds, &callers, withLocalQueue(t, jobs.Config{Workers: 1}))
+	wait := func(id, want string) {
+		t.Helper()
+		servicetest.WaitFor(t, func() bool {
+			_, _, body := e.as(t, opsKey, "GET", "/v1/runs/"+id, "")
+			return decodeRun(t, body).Status == want
+		})
+	}
+	status, hdr, body := e.as(t, frontendKey, "POST", "/v1/runs", `{"input":"Refund A1","background":true}`)
+	id := hdr.Get("X-Aid-Run-Id")
+	if status != http.StatusAccepted || id == "" {
+		t.Fatalf("background start: %d %s", status, body)
+	}
+	wait(id, "paused")
+	if status, _, body := e.as(t, opsKey, "POST", "/v1/runs/"+id+"/resume", `{"action":"approve","background":true}`); status != http.StatusAccepted {
+		t.Fatalf("background resume: %d %s", status, body)
+	}
+	wait(id, "completed")
+	if got := callers.all(); len(got) != 1 || got[0] != (kind.Caller{Key: "frontend", Tenant: "acme"}) {
+		t.Errorf("the worker ran the refund for %+v, want frontend of acme", got)
+	}
+	_, _, body = e.as(t, frontendKey, "GET", "/v1/runs/"+id, "")
+	if a := decodeRun(t, body).Steps[0].ToolCalls[0].Approval; a == nil || a.By != "ops" {
+		t.Errorf("approval %+v", a)
+	}
 }

@@ -385,3 +385,46 @@ func TestBackgroundRunKeepsItsStarter(t *testing.T) {
 		t.Errorf("approval %+v", a)
 	}
 }
+
+// TestThreadsAreTheCallersOwn: ops grants frontend's refund tool for
+// frontend's thread t1; frontend's next run in t1 refunds without asking,
+// while globex's caller naming the same thread t1 is asked: the grant is
+// frontend's thread's, not every thread called t1.
+func TestThreadsAreTheCallersOwn(t *testing.T) {
+	var refunds atomic.Int32
+	var callers callerLog
+	e := newEnv(t, options{
+		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {
+			calls(call("c1", "refund", `{"order":"A1"}`)), answer("Refunded A1."),
+			calls(call("c2", "refund", `{"order":"A2"}`)), answer("Refunded A2."),
+			calls(call("c3", "refund", `{"order":"A3"}`)),
+		}}},
+		agents: []agents.Agent{{Name: "triage", Model: "large", Instructions: "Refund.", Tools: []string{"refund"}}},
+		tools:  []agents.Tool{{Name: "refund", Description: "Refund an order.", Input: refundSchema, Effects: agents.EffectsWrite, Approval: agents.ApprovalAlways}},
+		impls: map[string]agents.Implementation{"refund": agents.ToolFunc(func(ctx context.Context, args json.RawMessage) (string, error) {
+			refunds.Add(1)
+			c, _ := kind.CallerFrom(ctx)
+			callers.add(c)
+			return "refunded " + string(args), nil
+		})},
+		svc: func(c *service.Config) { c.Auth.Keys = tenantKeys() },
+	})
+	start := func(key string) run {
+		t.Helper()
+		_, _, body := e.as(t, key, "POST", "/v1/runs", `{"input":"Refund","thread_id":"t1"}`)
+		return decodeRun(t, body)
+	}
+	first := start(frontendKey)
+	if first.Status != "paused" {
+		t.Fatalf("first run: %+v", first)
+	}
+	if status, _, body := e.as(t, opsKey, "POST", "/v1/runs/"+first.RunID+"/resume", `{"action":"approve","scope":"thread"}`); status != 200 {
+		t.Fatalf("grant: %d %s", status, body)
+	}
+	if second := start(frontendKey); second.Status != "completed" || refunds.Load() != 2 {
+		t.Fatalf("frontend's thread keeps the grant: %+v, %d refunds", second, refunds.Load())
+	}
+	if third := start(otherKey); third.Status != "paused" || refunds.Load() != 2 {
+		t.Fatalf("globex's thread t1 is another thread: %+v, %d refunds", third, refunds.Load())
+	}
+}

@@ -27,6 +27,7 @@ func mainFile(desc app.Description, module string, hasTools, hasFiles bool) *jen
 	}
 	if desc.Service.State.Kind == app.StatePostgres {
 		opts[jen.Id("OpenState")] = jen.Qual(pkgServePG, "OpenState")
+		opts[jen.Id("OpenKeys")] = jen.Qual(pkgServePG, "OpenKeys")
 	}
 	if hasFiles {
 		opts[jen.Id("Files")] = jen.Id("appFiles")

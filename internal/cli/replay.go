@@ -115,6 +115,13 @@ func printReplay(s *streams, rec *agents.Recording, rep *agents.ReplayReport, ap
 	}
 	fmt.Fprintf(s.out, "replaying run %s (%s, recorded %s) against %s (%s %s)\n", rep.RunID, strings.TrimSpace(from), rep.Status, appFile, desc.Name, desc.Version)
 	counts := fmt.Sprintf("%s, %s, %s", plural(rep.Steps, "model call", "model calls"), plural(rep.Calls, "tool call", "tool calls"), plural(rep.Decisions, "decision", "decisions"))
+	if len(rep.DecidedBy) > 0 {
+		who := make([]string, len(rep.DecidedBy))
+		for i, by := range rep.DecidedBy {
+			who[i] = person(by)
+		}
+		counts += " (by " + strings.Join(who, ", ") + ")"
+	}
 	d := rep.Divergence
 	if d == nil {
 		fmt.Fprintf(s.out, "identical: %s replayed, ending %s; no provider, tool or store was called\n", counts, rep.ReplayStatus)

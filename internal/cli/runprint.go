@@ -191,6 +191,9 @@ func (p *runPrinter) call(in string, c agents.ToolCallRecord, waiting bool) {
 		default:
 			fmt.Fprintf(p.w, "%s  ✓ approved by %s", in, person(a.By))
 		}
+		if a.ClaimedBy != "" && a.ClaimedBy != a.By {
+			fmt.Fprintf(p.w, " (who said they were %s)", p.cut(a.ClaimedBy, argsWidth))
+		}
 		if a.Scope == agents.GrantRun || a.Scope == agents.GrantThread {
 			fmt.Fprintf(p.w, " for the %s", a.Scope)
 		}

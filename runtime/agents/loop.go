@@ -136,7 +136,7 @@ func (r *Runtime) drive(ctx context.Context, st *runState, res *RunResult) error
 		var unwatch func()
 		ctx, unwatch = r.watchCancel(ctx, st)
 		defer unwatch()
-		if st.caller != (kind.Caller{}) {
+		if c, _ := kind.CallerFrom(ctx); c != st.caller && st.caller != (kind.Caller{}) {
 			// The run is charged and limited as its starter's, whoever
 			// drives it now: a worker, an approver's resume, a recovery.
 			ctx = kind.WithCaller(ctx, st.caller)

@@ -91,6 +91,10 @@ type ReplayReport struct {
 	Steps     int `json:"steps"`
 	Calls     int `json:"calls"`
 	Decisions int `json:"decisions"`
+	// DecidedBy names who made each decision replayed, in order, as the
+	// recording has it (ApprovalRecord.By: the key that decided, on a
+	// service), "" where it names nobody.
+	DecidedBy []string `json:"decided_by,omitempty"`
 	// Divergence is the first divergence; nil when the replay went as the
 	// recording.
 	Divergence *Divergence `json:"divergence,omitempty"`
@@ -186,6 +190,7 @@ func Replay(ctx context.Context, cfg Config, rec *Recording) (*ReplayReport, err
 				break // the recording ends waiting here too
 			}
 			rp.decided()
+			rep.DecidedBy = append(rep.DecidedBy, d.By)
 			res, runErr = drive(func(ctx context.Context) (RunResult, error) { return r.Resume(ctx, res.RunID, d) })
 			continue
 		}
@@ -627,7 +632,7 @@ func (rp *replayer) decision(res RunResult) (Decision, bool, *Divergence) {
 		div.Message = fmt.Sprintf("the replay asks a person about %s (%s); the recording ran it without asking (%s)", c.Name, decisionWords(c.Policy), decisionWords(want.Policy))
 	default:
 		a := want.Approval
-		d := Decision{Action: Reject, Feedback: a.Feedback, By: a.By}
+		d := Decision{Action: Reject, Feedback: a.Feedback, By: a.By, ClaimedBy: a.ClaimedBy}
 		if a.Approved {
 			d.Action, d.Scope = Approve, a.Scope
 			if a.OriginalArguments != "" {

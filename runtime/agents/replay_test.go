@@ -72,13 +72,13 @@ func replayConfig(t *testing.T, edit func(*agents.Config)) (agents.Config, *fake
 // the same configuration: no divergence, every model call, tool call and
 // decision replayed, the provider never called.
 func TestReplaySupportDesk(t *testing.T) {
-	store, id := deskRun(t, agents.Decision{Action: agents.Approve, By: "alice",
+	store, id := deskRun(t, agents.Decision{Action: agents.Approve, By: "alice", ClaimedBy: "mallory",
 		Arguments: json.RawMessage(`{"order_id":"AB-123456","amount_usd":59.90,"reason":"Customer asked for a refund within 30 days of delivery."}`)})
 	rec, log := record(t, store, id)
 	if rec.Run.Agent != "triage" || rec.Run.Input != "I want a refund for order AB-123456" || rec.Run.AppVersion != "0.1.0" || len(rec.Steps) != 6 {
 		t.Fatalf("recording %+v, %d steps", rec.Run, len(rec.Steps))
 	}
-	for _, want := range []string{`"type":"run"`, `"type":"step"`, `"type":"call"`, `"model":"fake-large-2024-06-01"`, `"depth":1`, `"approval":{"approved":true,"by":"alice"`, `"policy":{"action":"ask","source":"tool"`} {
+	for _, want := range []string{`"type":"run"`, `"type":"step"`, `"type":"call"`, `"model":"fake-large-2024-06-01"`, `"depth":1`, `"approval":{"approved":true,"by":"alice","claimed_by":"mallory"`, `"policy":{"action":"ask","source":"tool"`} {
 		if !bytes.Contains(log, []byte(want)) {
 			t.Errorf("the event log lacks %s", want)
 		}
@@ -101,6 +101,9 @@ func TestReplaySupportDesk(t *testing.T) {
 	}
 	// 6 model calls of the run and 2 of the researcher; 5 tool calls of the
 	// run (the handoff and the delegation are the runtime's) and 2 searches.
+	if len(rep.DecidedBy) != 1 || rep.DecidedBy[0] != "alice" {
+		t.Errorf("decided by %q, want the recorded decider alice", rep.DecidedBy)
+	}
 	if rep.Steps != 8 || rep.Calls != 5 || rep.Decisions != 1 || rep.ReplayStatus != agents.StatusCompleted {
 		t.Fatalf("report %+v", rep)
 	}

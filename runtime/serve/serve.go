@@ -118,6 +118,13 @@ type Options struct {
 	// in this process (jobs.Local), so that River is linked only by the
 	// services that use it.
 	Jobs func(ctx context.Context, rt *agents.Runtime, cfg jobs.Config, reg prometheus.Registerer) (jobs.Queue, error)
+	// OpenKeys opens the keys created at run time (aidgen keys create) in
+	// the state's database (postgres.OpenKeys), for a service whose state
+	// is in PostgreSQL and which authenticates (a token, or a declared key
+	// enabled): they are accepted beside the declared ones, and a revoked
+	// one is refused within service.DefaultKeyCacheTTL. nil, or memory
+	// state, accepts the declared keys only.
+	OpenKeys func(ctx context.Context, env kind.Env, dsn string) (service.KeyStore, error)
 }
 
 // Process is what Run takes from the process it runs in. Main fills it
@@ -384,6 +391,16 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 		WrapSearcher:    service.InstrumentSearcher,
 		WrapTool:        service.InstrumentTool,
 	}
+	// The key store shares the state's database and scope: OpenState
+	// says which.
+	var stateEnv kind.Env
+	var stateDSN string
+	if open := opts.OpenState; open != nil && opts.OpenKeys != nil {
+		ao.OpenState = func(ctx context.Context, env kind.Env, dsn string) (agents.Store, gateway.Ledger, error) {
+			stateEnv, stateDSN = env, dsn
+			return open(ctx, env, dsn)
+		}
+	}
 	a, err := app.Assemble(ctx, desc, ao)
 	if err != nil {
 		return err // Assemble's error names the application
@@ -408,6 +425,11 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	}
 	for _, d := range disabled {
 		logger.Warn(d)
+	}
+	if stateDSN != "" && auth.Kind == service.AuthBearer {
+		if auth.KeyStore, err = opts.OpenKeys(ctx, stateEnv, stateDSN); err != nil {
+			return fmt.Errorf("opening the keys created at run time: %w", err)
+		}
 	}
 	reg := prometheus.NewRegistry()
 	var queue jobs.Queue

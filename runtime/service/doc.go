@@ -53,8 +53,18 @@
 //     Sessions live in the process and close after ten idle minutes.
 //
 // Every route but /healthz and /readyz requires a bearer token when
-// Auth.Kind is bearer. A service without authentication refuses to listen on
-// anything but a loopback address (*InsecureListenError).
+// Auth.Kind is bearer: an API key (Key, or one a KeyStore holds) whose
+// roles the route takes (apiRoutes; 401 without a valid key, 403
+// insufficient_role with a wrong one). The key's name and tenant go on the
+// request's context (kind.WithCaller) for the layers below, and a run
+// records them: a run of another tenant is not found (404), a caller
+// reads only the runs it started, and a decision on a paused call is
+// recorded under the key that made it. GET /v1/runs lists the runs a key
+// may read. A service without authentication refuses to listen on
+// anything but a loopback address (*InsecureListenError). A request that
+// came in on loopback must name a loopback host or one of
+// Config.AllowedHosts, and a browser's request to /mcp an Origin the
+// service allows (Config.AllowedOrigins).
 //
 // # Chat completions mapping
 //

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -150,46 +151,65 @@ func newKeyring(auth Auth) (*keyring, []error) {
 	}
 	seen := map[string]bool{}
 	for i, k := range auth.Keys {
-		fail := func(format string, args ...any) {
-			errs = append(errs, &ConfigError{Field: fmt.Sprintf("Auth.Keys[%d]", i), Problem: fmt.Sprintf(format, args...)})
-		}
-		switch {
-		case k.Name == "":
-			fail("the key needs a name")
-			continue
-		case seen[k.Name]:
-			fail("key %q is declared twice", k.Name)
+		field := fmt.Sprintf("Auth.Keys[%d]", i)
+		if seen[k.Name] {
+			errs = append(errs, &ConfigError{Field: field, Problem: fmt.Sprintf("key %q is declared twice", k.Name)})
 			continue
 		}
 		seen[k.Name] = true
-		p := principal{name: k.Name, tenant: k.Tenant}
-		for _, r := range k.Roles {
-			if r.bit() == 0 {
-				fail("key %q: unknown role %q: want one of %v", k.Name, r, Roles)
-			}
-			p.roles |= r.bit()
+		p, sum, problems := keyOf(k)
+		for _, pr := range problems {
+			errs = append(errs, &ConfigError{Field: field, Problem: pr})
 		}
-		if len(k.Roles) == 0 {
-			fail("key %q has no role", k.Name)
+		if len(problems) == 0 {
+			kr.add(sum, p)
 		}
-		var sum [sha256.Size]byte
-		switch {
-		case (k.Secret == "") == (k.SecretSHA256 == ""):
-			fail("key %q needs exactly one of a secret and its SHA-256", k.Name)
-			continue
-		case k.Secret != "":
-			sum = sha256.Sum256([]byte(k.Secret))
-		default:
-			b, err := hex.DecodeString(k.SecretSHA256)
-			if err != nil || len(b) != sha256.Size {
-				fail("key %q: the SHA-256 of its secret must be %d hex digits", k.Name, 2*sha256.Size)
-				continue
-			}
-			copy(sum[:], b)
-		}
-		kr.add(sum, p)
 	}
 	return kr, errs
+}
+
+// CheckKey refuses a key the service would refuse (see Key): no name, no
+// role or an unknown one, not exactly one of a secret and its hash, a hash
+// that is not one. A KeyStore checks a key with it before it creates one.
+func CheckKey(k Key) error {
+	_, _, problems := keyOf(k)
+	if len(problems) == 0 {
+		return nil
+	}
+	return &ConfigError{Field: "key " + strconv.Quote(k.Name), Problem: strings.Join(problems, "; ")}
+}
+
+// keyOf checks a key and returns it as the service keeps it.
+func keyOf(k Key) (principal, [sha256.Size]byte, []string) {
+	var problems []string
+	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	p := principal{name: k.Name, tenant: k.Tenant}
+	var sum [sha256.Size]byte
+	if k.Name == "" {
+		fail("the key needs a name")
+	}
+	for _, r := range k.Roles {
+		if r.bit() == 0 {
+			fail("key %q: unknown role %q: want one of %v", k.Name, r, Roles)
+		}
+		p.roles |= r.bit()
+	}
+	if len(k.Roles) == 0 {
+		fail("key %q has no role", k.Name)
+	}
+	switch {
+	case (k.Secret == "") == (k.SecretSHA256 == ""):
+		fail("key %q needs exactly one of a secret and its SHA-256", k.Name)
+	case k.Secret != "":
+		sum = sha256.Sum256([]byte(k.Secret))
+	default:
+		b, err := hex.DecodeString(k.SecretSHA256)
+		if err != nil || len(b) != sha256.Size {
+			fail("key %q: the SHA-256 of its secret must be %d hex digits", k.Name, 2*sha256.Size)
+		}
+		copy(sum[:], b)
+	}
+	return p, sum, problems
 }
 
 func (kr *keyring) add(sum [sha256.Size]byte, p principal) {
@@ -238,13 +258,11 @@ func (kr *keyring) find(ctx context.Context, token string) (*principal, error) {
 	return c.p, nil
 }
 
-type principalKey struct{}
-
 // principalOf returns the key that authenticated r; nil when the service
-// authenticates nobody (auth kind none), which may do everything.
+// authenticates nobody (auth kind none), which may do everything. It is
+// kept in the request's reqInfo, which the context carries already.
 func principalOf(r *http.Request) *principal {
-	p, _ := r.Context().Value(principalKey{}).(*principal)
-	return p
+	return info(r).key
 }
 
 // mayDecide reports whether the request's key may decide pending calls.
@@ -276,12 +294,13 @@ func (s *Service) checkBearer(w http.ResponseWriter, r *http.Request, roles role
 			"invalid bearer token"), nil)
 		return r, false
 	}
-	info(r).key = p.name
 	if !p.admin() && p.roles&roles == 0 {
+		info(r).keyName = p.name
 		info(r).err = writeError(w, newError(http.StatusForbidden, TypePermission, CodeInsufficientRole,
 			fmt.Sprintf("key %q may not do this: it needs the role %s", p.name, roles)), nil)
 		return r, false
 	}
-	ctx := context.WithValue(r.Context(), principalKey{}, p)
-	return r.WithContext(kind.WithCaller(ctx, p.caller())), true
+	ri := info(r)
+	ri.key, ri.keyName = p, p.name
+	return r.WithContext(kind.WithCaller(r.Context(), p.caller())), true
 }

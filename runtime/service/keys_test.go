@@ -16,6 +16,7 @@ import (
 	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/jobs"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/service"
 )
@@ -45,7 +46,7 @@ func tenantKeys() []service.Key {
 
 // keyEnv is approvalEnv with the tenant keys, and a refund tool that
 // records whom each of its calls was made for.
-func keyEnv(t *testing.T, refunds *atomic.Int32, callers *callerLog) *env {
+func keyEnv(t *testing.T, refunds *atomic.Int32, callers *callerLog, more ...func(*service.Config)) *env {
 	return newEnv(t, options{
 		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {
 			calls(call("c1", "refund", `{"order":"A1"}`)),
@@ -59,7 +60,12 @@ func keyEnv(t *testing.T, refunds *atomic.Int32, callers *callerLog) *env {
 			callers.add(c)
 			return "refunded " + string(args), nil
 		})},
-		svc: func(c *service.Config) { c.Auth.Keys = tenantKeys() },
+		svc: func(c *service.Config) {
+			c.Auth.Keys = tenantKeys()
+			for _, m := range more {
+				m(c)
+			}
+		},
 	})
 }
 
@@ -344,4 +350,81 @@ func TestEveryRouteChecksKeysAndRoles(t *testing.T) {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// TestBackgroundRunKeepsItsStarter: a run frontend starts in the
+// background and ops resumes in the background is driven by a worker as
+// frontend's: the refund runs for frontend of acme, and the approval is
+// recorded under ops.
+func TestBackgroundRunKeepsItsStarter(t *testing.T) {
+	var refunds atomic.Int32
+	var callers callerLog
+	e := keyEnv(t, &refunds, &callers, withLocalQueue(t, jobs.Config{Workers: 1}))
+	wait := func(id, want string) {
+		t.Helper()
+		servicetest.WaitFor(t, func() bool {
+			_, _, body := e.as(t, opsKey, "GET", "/v1/runs/"+id, "")
+			return decodeRun(t, body).Status == want
+		})
+	}
+	status, hdr, body := e.as(t, frontendKey, "POST", "/v1/runs", `{"input":"Refund A1","background":true}`)
+	id := hdr.Get("X-Aid-Run-Id")
+	if status != http.StatusAccepted || id == "" {
+		t.Fatalf("background start: %d %s", status, body)
+	}
+	wait(id, "paused")
+	if status, _, body := e.as(t, opsKey, "POST", "/v1/runs/"+id+"/resume", `{"action":"approve","background":true}`); status != http.StatusAccepted {
+		t.Fatalf("background resume: %d %s", status, body)
+	}
+	wait(id, "completed")
+	if got := callers.all(); len(got) != 1 || got[0] != (kind.Caller{Key: "frontend", Tenant: "acme"}) {
+		t.Errorf("the worker ran the refund for %+v, want frontend of acme", got)
+	}
+	_, _, body = e.as(t, frontendKey, "GET", "/v1/runs/"+id, "")
+	if a := decodeRun(t, body).Steps[0].ToolCalls[0].Approval; a == nil || a.By != "ops" {
+		t.Errorf("approval %+v", a)
+	}
+}
+
+// TestThreadsAreTheCallersOwn: ops grants frontend's refund tool for
+// frontend's thread t1; frontend's next run in t1 refunds without asking,
+// while globex's caller naming the same thread t1 is asked: the grant is
+// frontend's thread's, not every thread called t1.
+func TestThreadsAreTheCallersOwn(t *testing.T) {
+	var refunds atomic.Int32
+	var callers callerLog
+	e := newEnv(t, options{
+		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {
+			calls(call("c1", "refund", `{"order":"A1"}`)), answer("Refunded A1."),
+			calls(call("c2", "refund", `{"order":"A2"}`)), answer("Refunded A2."),
+			calls(call("c3", "refund", `{"order":"A3"}`)),
+		}}},
+		agents: []agents.Agent{{Name: "triage", Model: "large", Instructions: "Refund.", Tools: []string{"refund"}}},
+		tools:  []agents.Tool{{Name: "refund", Description: "Refund an order.", Input: refundSchema, Effects: agents.EffectsWrite, Approval: agents.ApprovalAlways}},
+		impls: map[string]agents.Implementation{"refund": agents.ToolFunc(func(ctx context.Context, args json.RawMessage) (string, error) {
+			refunds.Add(1)
+			c, _ := kind.CallerFrom(ctx)
+			callers.add(c)
+			return "refunded " + string(args), nil
+		})},
+		svc: func(c *service.Config) { c.Auth.Keys = tenantKeys() },
+	})
+	start := func(key string) run {
+		t.Helper()
+		_, _, body := e.as(t, key, "POST", "/v1/runs", `{"input":"Refund","thread_id":"t1"}`)
+		return decodeRun(t, body)
+	}
+	first := start(frontendKey)
+	if first.Status != "paused" {
+		t.Fatalf("first run: %+v", first)
+	}
+	if status, _, body := e.as(t, opsKey, "POST", "/v1/runs/"+first.RunID+"/resume", `{"action":"approve","scope":"thread"}`); status != 200 {
+		t.Fatalf("grant: %d %s", status, body)
+	}
+	if second := start(frontendKey); second.Status != "completed" || refunds.Load() != 2 {
+		t.Fatalf("frontend's thread keeps the grant: %+v, %d refunds", second, refunds.Load())
+	}
+	if third := start(otherKey); third.Status != "paused" || refunds.Load() != 2 {
+		t.Fatalf("globex's thread t1 is another thread: %+v, %d refunds", third, refunds.Load())
+	}
 }

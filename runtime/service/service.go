@@ -140,10 +140,13 @@ type reqInfo struct {
 	agent string // the agent asked for, or the run's entry agent
 	final string // the agent the run ended on, after handoffs
 	alias string // the exposed alias a chat completion named
-	key   string // the API key's name, once authenticated
-	runID string
-	err   *apiError
-	clock waitClock
+	// key is the API key that authenticated the request, keyName its
+	// name for the log (also of a key refused for its role).
+	key     *principal
+	keyName string
+	runID   string
+	err     *apiError
+	clock   waitClock
 }
 
 type infoKey struct{}
@@ -229,8 +232,8 @@ func (s *Service) observe(timeout time.Duration, next http.Handler) http.Handler
 		if ri.alias != "" {
 			attrs = append(attrs, slog.String("alias", ri.alias))
 		}
-		if ri.key != "" {
-			attrs = append(attrs, slog.String("key", ri.key))
+		if ri.keyName != "" {
+			attrs = append(attrs, slog.String("key", ri.keyName))
 		}
 		if ri.runID != "" {
 			attrs = append(attrs, slog.String("run_id", ri.runID))

@@ -9,7 +9,16 @@ import (
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/pgledger"
 	"github.com/aidgen/aid/runtime/kind"
+	"github.com/aidgen/aid/runtime/service"
+	"github.com/aidgen/aid/runtime/service/pgkeys"
 )
+
+// OpenKeys opens the API keys created at run time (aidgen keys create) in
+// the database at dsn, on the pool the application's state shares
+// (pgkeys.Shared). It is a serve.Options.OpenKeys.
+func OpenKeys(ctx context.Context, env kind.Env, dsn string) (service.KeyStore, error) {
+	return pgkeys.Shared(ctx, env.Scope, dsn)
+}
 
 // OpenState opens the runs, checkpoints and budget ledger the service's
 // replicas share in the PostgreSQL database at dsn: the application's run

@@ -31,6 +31,7 @@ func main() {
 		Files:           appFiles,
 		Implementations: business.Implementations(),
 		Jobs:            pgqueue.OpenQueue,
+		OpenKeys:        postgres.OpenKeys,
 		OpenState:       postgres.OpenState,
 	}))
 }

@@ -21,6 +21,7 @@ func main() {
 	os.Exit(serve.Main(description(), serve.Options{
 		Implementations: business.Implementations(),
 		Jobs:            pgqueue.OpenQueue,
+		OpenKeys:        postgres.OpenKeys,
 		OpenState:       postgres.OpenState,
 	}))
 }

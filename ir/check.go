@@ -348,6 +348,20 @@ func (c *checker) check() {
 			c.errAt(pathOf("budgets", b.Name, "appliesTo"), "budget %q applies to all calls, so it cannot be %s-scoped: a call need not belong to a %s; use scope \"key\", \"tenant\" or \"global\"", b.Name, b.Scope, b.Scope)
 		}
 	}
+	for _, r := range d.RateLimits {
+		at := pathOf("rateLimits", r.Name)
+		if r.RequestsPerMinute == 0 && r.TokensPerMinute == 0 && !c.user.LookupPath(pathOf("rateLimits", r.Name, "requestsPerMinute")).Exists() && !c.user.LookupPath(pathOf("rateLimits", r.Name, "tokensPerMinute")).Exists() {
+			c.errAt(at, "rate limit %q sets no limit; set requestsPerMinute, tokensPerMinute or both", r.Name)
+		}
+		if r.Model == "" {
+			continue
+		}
+		if r.Scope != "model" {
+			c.errAt(pathOf("rateLimits", r.Name, "model"), "rate limit %q is %s-scoped and names model %q; only a model-scoped limit names a model: set scope: \"model\" or remove model", r.Name, r.Scope, r.Model)
+		} else if _, ok := d.Model(r.Model); !ok {
+			c.errAt(pathOf("rateLimits", r.Name, "model"), "rate limit %q names model %q, which is not in models", r.Name, r.Model)
+		}
+	}
 	for _, t := range d.Tools {
 		c.report([]any{"tools", t.Name}, rules.ToolName(t.Name))
 		c.schema(pathOf("tools", t.Name, "input"), t.Input, true)

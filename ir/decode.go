@@ -276,6 +276,7 @@ var keyFields = map[reflect.Type]string{
 	reflect.TypeFor[Provider]():  "name",
 	reflect.TypeFor[Model]():     "id",
 	reflect.TypeFor[Budget]():    "name",
+	reflect.TypeFor[RateLimit](): "name",
 	reflect.TypeFor[Tool]():      "name",
 	reflect.TypeFor[Agent]():     "name",
 	reflect.TypeFor[Store]():     "name",

@@ -386,6 +386,7 @@ type rawDocument struct {
 	Models      map[string]*Model     `json:"models"`
 	Aliases     map[string]string     `json:"aliases"`
 	Budgets     map[string]*Budget    `json:"budgets"`
+	RateLimits  map[string]*RateLimit `json:"rateLimits"`
 	Tools       map[string]*Tool      `json:"tools"`
 	Agents      map[string]*Agent     `json:"agents"`
 	Stores      map[string]*Store     `json:"stores"`
@@ -463,6 +464,7 @@ func (l *loader) build(raw rawDocument) *Document {
 	doc.Providers = sorted(raw.Providers, func(v *Provider, k string) { v.Name = k })
 	doc.Models = sorted(raw.Models, func(v *Model, k string) { v.ID = k; slices.Sort(v.Capabilities) })
 	doc.Budgets = sorted(raw.Budgets, func(v *Budget, k string) { v.Name = k })
+	doc.RateLimits = sorted(raw.RateLimits, func(v *RateLimit, k string) { v.Name = k })
 	doc.Tools = sorted(raw.Tools, initTool)
 	doc.Agents = sorted(raw.Agents, func(v *Agent, k string) { v.Name = k })
 	doc.Stores = sorted(raw.Stores, func(v *Store, k string) { v.Name = k })
@@ -796,6 +798,7 @@ var sectionKeys = map[string][2]string{
 	"models":     {"model id", "a model id: letters, digits and . _ : / @ -"},
 	"aliases":    {"alias", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},
 	"budgets":    {"budget name", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},
+	"rateLimits": {"rate limit name", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},
 	"tools":      {"tool name", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},
 	"agents":     {"agent name", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},
 	"stores":     {"store name", "a name: lower-case letters, digits, '_' and '-', starting with a letter"},

@@ -36,6 +36,8 @@ type Document struct {
 	Aliases []*Alias `json:"aliases"`
 	// Budgets are the spend caps, sorted by name.
 	Budgets []*Budget `json:"budgets"`
+	// RateLimits cap requests and tokens per minute, sorted by name.
+	RateLimits []*RateLimit `json:"rateLimits,omitempty"`
 	// Tools are the functions agents may call, sorted by name.
 	Tools []*Tool `json:"tools"`
 	// Agents are the model-driven loops, sorted by name.
@@ -182,6 +184,20 @@ type Budget struct {
 	// AppliesTo is "all" for a budget every call is charged to; empty
 	// for one only the agents, evals and routes that name it are.
 	AppliesTo string `json:"appliesTo,omitempty"`
+}
+
+// RateLimit caps the requests and tokens per minute of model calls.
+type RateLimit struct {
+	// Name is the limit's key in the IR.
+	Name string `json:"name"`
+	// Scope is "key", "tenant" or "model".
+	Scope string `json:"scope"`
+	// Model restricts a model-scoped limit to one model id.
+	Model string `json:"model,omitempty"`
+	// RequestsPerMinute caps calls per minute; zero means no cap.
+	RequestsPerMinute int64 `json:"requestsPerMinute,omitempty"`
+	// TokensPerMinute caps tokens per minute; zero means no cap.
+	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`
 }
 
 // Tool is a function an agent may call.

@@ -79,6 +79,10 @@ func Document(doc *ir.Document) (app.Description, error) {
 		d.Budgets = append(d.Budgets, gateway.Budget{Name: b.Name, MaxUSD: b.MaxUSD, MaxTotalTokens: b.MaxTotalTokens, Scope: gateway.Scope(b.Scope),
 			Window: b.Window, TimeZone: b.TimeZone, AppliesToAll: b.AppliesTo == "all"})
 	}
+	for _, r := range doc.RateLimits {
+		d.RateLimits = append(d.RateLimits, gateway.RateLimit{Name: r.Name, Scope: gateway.RateScope(r.Scope), Model: r.Model,
+			RequestsPerMinute: r.RequestsPerMinute, TokensPerMinute: r.TokensPerMinute})
+	}
 	for _, t := range doc.Tools {
 		tool, err := tool(t)
 		if err != nil {

@@ -41,6 +41,9 @@ type Description struct {
 	Models []gateway.PinnedModel
 	// Budgets are the spend caps agents and evals name.
 	Budgets []gateway.Budget
+	// RateLimits cap requests and tokens per minute per key, tenant or
+	// model deployment.
+	RateLimits []gateway.RateLimit
 	// Tools are the tools agents may call, with how each is implemented.
 	Tools []Tool
 	// Agents are the model-driven loops.

@@ -42,6 +42,7 @@ func newGateway(ctx context.Context, desc *Description, opts *Options, env kind.
 		Models:        desc.Models,
 		Providers:     providers,
 		Budgets:       desc.Budgets,
+		RateLimits:    desc.RateLimits,
 		Ledger:        opts.Ledger,
 		Tracer:        opts.Tracer,
 		Logger:        opts.Logger,

@@ -125,7 +125,16 @@ func (g *Gateway) tryAlias(ctx context.Context, c *call, req *Request, e *entry,
 	if err != nil {
 		return false, err
 	}
-	if err := g.admit(ctx, e, !c.admitted, amount.Tokens); err != nil {
+	d, dep := e, (*deployment)(nil)
+	if e.route != nil {
+		if dep = g.pick(e); dep == nil {
+			err := g.coolingError(e)
+			c.attempts = append(c.attempts, Attempt{Alias: e.pinned.Alias, Model: e.pinned.Spec.ID, Err: err})
+			return false, err
+		}
+		d = dep.entry
+	}
+	if err := g.admit(ctx, d, !c.admitted, amount.Tokens); err != nil {
 		// A model's quota is that deployment's: another may serve the
 		// call. The caller's own limits end it.
 		rl, ok := errors.AsType[*RateLimitedError](err)
@@ -138,12 +147,40 @@ func (g *Gateway) tryAlias(ctx context.Context, c *call, req *Request, e *entry,
 	defer g.release(ctx, &c.hold)
 	for retry := 0; ; retry++ {
 		start := time.Now()
-		done, err = attempt(ctx, e, len(c.attempts), fellBack)
-		c.attempts = append(c.attempts, Attempt{Alias: e.pinned.Alias, Model: e.pinned.Spec.ID, Retry: retry, Duration: time.Since(start), Err: err})
-		if done || !g.shouldRetry(ctx, e, retry, err) {
+		var name string
+		if dep == nil {
+			done, err = attempt(ctx, d, len(c.attempts), fellBack)
+		} else {
+			name = dep.name
+			done, err = dep.try(ctx, attempt, len(c.attempts), fellBack)
+		}
+		c.attempts = append(c.attempts, Attempt{Alias: e.pinned.Alias, Model: e.pinned.Spec.ID, Deployment: name, Retry: retry, Duration: time.Since(start), Err: err})
+		if done {
+			return done, err
+		}
+		if dep != nil && ctx.Err() == nil && g.failed(dep, e.route.coolDown, err) {
+			// A deployment that failed is cooled down: the call goes
+			// straight to another, or falls back, rather than wait to
+			// retry it.
+			if dep = g.pick(e); dep == nil {
+				return false, err
+			}
+			d = dep.entry
+			continue
+		}
+		if !g.shouldRetry(ctx, e, retry, err) {
 			return done, err
 		}
 	}
+}
+
+// try is one attempt on deployment d, counted in its load whatever way it
+// ends.
+func (d *deployment) try(ctx context.Context, attempt attemptFunc, n int, fellBack bool) (bool, error) {
+	d.calls.Add(1)
+	d.inFlight.Add(1)
+	defer d.inFlight.Add(-1)
+	return attempt(ctx, d.entry, n, fellBack)
 }
 
 // bound makes req the call's request as e is sent it (boundRequest) and

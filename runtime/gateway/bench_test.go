@@ -19,6 +19,7 @@ import (
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/gateway/openaicompat"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 var benchReq = gateway.Request{Messages: []gateway.Message{
@@ -228,5 +229,37 @@ func BenchmarkRawOpenAIGo(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkGenerateFakeStacked is BenchmarkGenerateFake charged as a
+// service with keys charges a call: the run's budget, a tenant's budget per
+// Berlin day that applies to every call, and a per-key rate limit of
+// requests and tokens, all in memory. Its difference from
+// BenchmarkGenerateFake is the cost of stacking and limits.
+func BenchmarkGenerateFakeStacked(b *testing.B) {
+	p, err := fake.New(fake.Config{Loop: true, Script: []fake.Step{{Text: "Paris"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := gateway.New(gateway.Config{
+		Models:    catalog(),
+		Providers: map[string]gateway.Provider{"fake": p},
+		Budgets: []gateway.Budget{{Name: "bench", MaxUSD: 1e9, Scope: gateway.ScopeRun},
+			{Name: "tenant_daily", MaxUSD: 1e9, Scope: gateway.ScopeTenant, Window: "day", TimeZone: "Europe/Berlin", AppliesToAll: true}},
+		RateLimits: []gateway.RateLimit{{Name: "per_key", Scope: gateway.RateScopeKey, RequestsPerMinute: 1e12, TokensPerMinute: 1e15}},
+		Tracer:     noop.NewTracerProvider().Tracer("bench"),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := kind.WithCaller(context.Background(), kind.Caller{Key: "frontend", Tenant: "acme"})
+	budget := gateway.WithBudget("bench", "run-1")
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := g.Generate(ctx, "small", benchReq, budget)
+		if err != nil || res.Text != "Paris" {
+			b.Fatal(res, err)
+		}
 	}
 }

@@ -352,7 +352,11 @@ func IsFallbackEligible(err error) bool {
 		pe     *ProviderError
 		window *ContextWindowExceededError
 		rate   *RateLimitedError
+		cool   *DeploymentsCoolingError
 	)
+	if errors.As(err, &cool) {
+		return true
+	}
 	if errors.As(err, &rate) {
 		// A model's quota is its deployment's; the caller's own limits
 		// hold on every alias.

@@ -93,6 +93,9 @@ type entry struct {
 	chatSpan     string
 	embedSpan    string
 	starts       spanStarts
+	// route is the alias's deployments; nil when the provider alone
+	// serves it, with no cool-down.
+	route *route
 }
 
 // budgetEntry is one configured budget with its span attributes, built once.
@@ -152,7 +155,7 @@ func New(cfg Config) (*Gateway, error) {
 				continue
 			}
 		}
-		g.entries[pm.Alias] = &entry{
+		e := &entry{
 			retry:        retry,
 			pinned:       pm,
 			provider:     p,
@@ -163,6 +166,12 @@ func New(cfg Config) (*Gateway, error) {
 			embedSpan:    "embeddings " + pm.Spec.ID,
 			starts:       newSpanStarts(pm.Alias, pm.Spec.ID, p.Kind()),
 		}
+		var err error
+		if e.route, err = g.newRoute(e, pm, cfg.Providers); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		g.entries[pm.Alias] = e
 		g.aliases = append(g.aliases, pm.Alias)
 	}
 	for _, b := range cfg.Budgets {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Capability names something a model, or the provider adapter in front of it,
@@ -165,6 +166,17 @@ type PinnedModel struct {
 	Alias string
 	// Spec is the model the alias resolves to.
 	Spec ModelSpec
+	// Deployments, when set, are the providers that serve the model, each
+	// with a weight: a call goes to the least busy for its weight of those
+	// not cooling down. The first is Spec.Provider. Empty means
+	// Spec.Provider alone.
+	Deployments []Deployment
+	// CoolDown is how long a deployment that failed (5xx, 429, a timeout,
+	// a broken connection) is skipped: the call moves at once to another
+	// deployment, or falls back to the next alias, rather than retrying
+	// it, and later calls skip it until the cool-down ends. Zero means
+	// no cool-down: a failure is retried as RetryPolicy says.
+	CoolDown time.Duration
 }
 
 // String returns "alias=model-id", the form used in logs.

@@ -142,19 +142,14 @@ func (e *RateLimitedError) Error() string {
 }
 
 // RateCheck decides whether a call of want tokens fits counter c at now,
-// given the times and tokens of c's admissions, oldest first (those older
-// than the window are skipped). It returns nil, or the refusal. It is the
-// one rule every Limiter applies.
-func RateCheck(c RateCounter, now time.Time, at []time.Time, tokens []int64, want int64) *RateLimitedError {
-	from := now.Add(-RateWindow)
-	i := 0
-	for i < len(at) && !at[i].After(from) {
-		i++
-	}
-	at, tokens = at[i:], tokens[i:]
-	var used int64
-	for _, t := range tokens {
-		used += t
+// given the times and tokens of c's admissions within the window before
+// now, oldest first, and used, the sum of those tokens. It returns nil, or
+// the refusal. It is the one rule every Limiter applies; it reads the
+// admissions only to refuse, so that admitting costs the same however many
+// the window holds.
+func RateCheck(c RateCounter, now time.Time, at []time.Time, tokens []int64, used, want int64) *RateLimitedError {
+	if (c.Requests == 0 || int64(len(at)) < c.Requests) && (c.Tokens == 0 || used+want <= c.Tokens) {
+		return nil
 	}
 	e := &RateLimitedError{Limit: c.Limit, Scope: c.Scope, Key: c.Key}
 	reset := time.Duration(0)
@@ -175,7 +170,7 @@ func RateCheck(c RateCounter, now time.Time, at []time.Time, tokens []int64, wan
 		e.RetryAfter = waitFor(len(at) - int(c.Requests))
 	case c.Tokens > 0 && want > c.Tokens:
 		e.Dimension = "tokens"
-	case c.Tokens > 0 && used+want > c.Tokens:
+	default:
 		e.Dimension = "tokens"
 		over := used + want - c.Tokens
 		n := 0
@@ -183,8 +178,6 @@ func RateCheck(c RateCounter, now time.Time, at []time.Time, tokens []int64, wan
 			over -= tokens[n]
 		}
 		e.RetryAfter = waitFor(n - 1)
-	default:
-		return nil
 	}
 	e.RetryAfter = max(e.RetryAfter, time.Millisecond)
 	if e.Dimension == "tokens" && want > c.Tokens {
@@ -206,10 +199,12 @@ type rateKey struct {
 	limit, key string
 }
 
-// rateLog is a counter's admissions of the last minute, oldest first.
+// rateLog is a counter's admissions of the last minute, oldest first,
+// and the sum of their tokens.
 type rateLog struct {
 	at     []time.Time
 	tokens []int64
+	used   int64
 }
 
 // NewMemoryLimiter returns an empty in-memory limiter.
@@ -232,16 +227,17 @@ func (l *MemoryLimiter) Admit(ctx context.Context, now time.Time, counters []Rat
 		}
 		i := 0
 		for i < len(lg.at) && !lg.at[i].After(from) {
+			lg.used -= lg.tokens[i]
 			i++
 		}
 		lg.at, lg.tokens = lg.at[i:], lg.tokens[i:]
-		if err := RateCheck(c, now, lg.at, lg.tokens, tokens); err != nil {
+		if err := RateCheck(c, now, lg.at, lg.tokens, lg.used, tokens); err != nil {
 			return err
 		}
 	}
 	for _, c := range counters {
 		if c.Tokens > 0 && tokens > c.Tokens {
-			return RateCheck(c, now, nil, nil, tokens)
+			return RateCheck(c, now, nil, nil, 0, tokens)
 		}
 	}
 	for _, c := range counters {
@@ -253,6 +249,7 @@ func (l *MemoryLimiter) Admit(ctx context.Context, now time.Time, counters []Rat
 		}
 		lg.at = append(lg.at, now)
 		lg.tokens = append(lg.tokens, tokens)
+		lg.used += tokens
 	}
 	if now.After(l.sweep) {
 		// Forget counters idle for a window, once a window.

@@ -149,16 +149,16 @@ func TestRateLimitsFallBackOrNot(t *testing.T) {
 func TestRateCheckTokens(t *testing.T) {
 	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	c := RateCounter{Limit: "tpm", Scope: RateScopeKey, Tokens: 100}
-	at := []time.Time{now.Add(-90 * time.Second), now.Add(-50 * time.Second), now.Add(-20 * time.Second)}
-	tokens := []int64{100, 40, 50}
-	if e := RateCheck(c, now, at, tokens, 10); e != nil {
+	at := []time.Time{now.Add(-50 * time.Second), now.Add(-20 * time.Second)}
+	tokens := []int64{40, 50}
+	if e := RateCheck(c, now, at, tokens, 90, 10); e != nil {
 		t.Errorf("10 tokens on 90 used: %v", e)
 	}
-	e := RateCheck(c, now, at, tokens, 30)
+	e := RateCheck(c, now, at, tokens, 90, 30)
 	if e == nil || e.Dimension != "tokens" || e.RetryAfter != 10*time.Second || e.Tokens.Remaining != 10 || e.Tokens.Reset != 40*time.Second {
 		t.Errorf("30 tokens on 90 used: %+v, want a wait of 10s until the 40 leave", e)
 	}
-	if e := RateCheck(c, now, nil, nil, 101); e == nil || e.RetryAfter != 0 {
+	if e := RateCheck(c, now, nil, nil, 0, 101); e == nil || e.RetryAfter != 0 {
 		t.Errorf("101 tokens on a limit of 100: %+v, want a refusal without a wait", e)
 	}
 }

@@ -289,6 +289,9 @@ type Attempt struct {
 	Alias string
 	// Model is the pinned model id behind it.
 	Model string
+	// Deployment names the deployment tried, for an alias with
+	// deployments or a cool-down; empty otherwise.
+	Deployment string
 	// Retry counts earlier tries of the same alias in this call: 0 is the
 	// first try.
 	Retry int

@@ -323,7 +323,7 @@ func TestParseScriptErrors(t *testing.T) {
 		{"duplicate agent", "{\"agents\": {\"a\": [{\"text\": \"x\"}],\n\"a\": [{\"text\": \"y\"}]}}", []string{`s.json:2:1: agent "a" appears twice`}},
 		{"all step errors at once", "{\"agents\": {\"a\": [\n  {\"txt\": \"x\"},\n  {},\n  {\"text\": \"x\", \"output\": 1},\n  {\"answer\": true, \"toolCalls\": [{\"name\": \"t\"}]},\n  {\"toolCalls\": [{\"arguments\": {}}]},\n  {\"toolCalls\": [{\"name\": \"t\", \"arguments\": [1]}]},\n  \"text\"\n]}}", []string{
 			`s.json:2:3: agent "a" step 1: json: unknown field "txt"`,
-			`s.json:3:3: agent "a" step 2: a step needs text, output, answer or toolCalls`,
+			`s.json:3:3: agent "a" step 2: a step needs text, output, answer, toolCalls, status or drop`,
 			`s.json:4:3: agent "a" step 3: give text or output, not both`,
 			`s.json:5:3: agent "a" step 4: output and answer are final answers`,
 			`s.json:6:3: agent "a" step 5: tool call 1 has no name`,

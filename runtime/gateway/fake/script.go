@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/internal/jsonpos"
@@ -329,15 +330,36 @@ func (sp *scriptParser) peekDelim(d json.Delim) bool {
 }
 
 type scriptStep struct {
-	Comment   string          `json:"comment"`
-	Text      *string         `json:"text"`
-	Output    json.RawMessage `json:"output"`
-	Answer    bool            `json:"answer"`
+	Comment string          `json:"comment"`
+	Text    *string         `json:"text"`
+	Output  json.RawMessage `json:"output"`
+	Answer  bool            `json:"answer"`
+	// Status makes the step fail as an HTTP error of that status would
+	// (429 and 5xx retryable, as a real provider's are); with text, a
+	// stream delivers the text and then breaks.
+	Status int `json:"status"`
+	// Delay is waited before the step answers (Go's duration syntax).
+	Delay string `json:"delay"`
+	// Drop breaks a stream after its text, as a dropped connection does;
+	// a call that does not stream fails as one.
+	Drop      bool `json:"drop"`
 	ToolCalls []struct {
 		ID        string          `json:"id"`
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 	} `json:"toolCalls"`
+}
+
+// errDropped is the error of a step that drops the connection.
+var errDropped = errors.New("connection dropped by the script")
+
+// StatusError is the error a provider answering HTTP status code fails
+// with: a *gateway.ProviderError, retryable for 429 and 5xx as the
+// gateway's real adapters make it, so that a script exercises retries,
+// cool-downs and fallbacks with no key.
+func StatusError(code int) error {
+	return &gateway.ProviderError{Provider: "fake", StatusCode: code, Retryable: code == 429 || code >= 500,
+		Err: fmt.Errorf("scripted HTTP %d", code)}
 }
 
 // parseStep reads one step; where names it in errors.
@@ -355,9 +377,29 @@ func parseStep(where string, raw json.RawMessage) (Step, error) {
 	if s.Text != nil {
 		st.Text = *s.Text
 	}
+	if s.Delay != "" {
+		d, err := time.ParseDuration(s.Delay)
+		if err != nil || d < 0 {
+			return Step{}, fmt.Errorf("%s: delay %q is not a duration such as \"250ms\" or \"2s\"", where, s.Delay)
+		}
+		st.Delay = d
+	}
 	switch {
+	case s.Status != 0 && (s.Status < 400 || s.Status > 599):
+		return Step{}, fmt.Errorf("%s: status %d is not an HTTP error status (400 to 599)", where, s.Status)
+	case s.Status != 0 && s.Drop:
+		return Step{}, fmt.Errorf("%s: give status or drop, not both", where)
+	case s.Status != 0:
+		st.Err = StatusError(s.Status)
+	case s.Drop:
+		st.Err = &gateway.ProviderError{Provider: "fake", Retryable: true, Err: errDropped}
+	}
+	switch {
+	case st.Err != nil && (s.Output != nil || s.Answer || len(s.ToolCalls) > 0):
+		return Step{}, fmt.Errorf("%s: a failing step (status or drop) may have text, and no output, answer or toolCalls", where)
+	case st.Err != nil:
 	case s.Text == nil && s.Output == nil && !s.Answer && len(s.ToolCalls) == 0:
-		return Step{}, fmt.Errorf("%s: a step needs text, output, answer or toolCalls", where)
+		return Step{}, fmt.Errorf("%s: a step needs text, output, answer, toolCalls, status or drop", where)
 	case s.Text != nil && s.Output != nil:
 		return Step{}, fmt.Errorf("%s: give text or output, not both", where)
 	case len(s.ToolCalls) > 0 && (s.Output != nil || s.Answer):

@@ -557,6 +557,7 @@ func (l *Ledger) Admit(ctx context.Context, now time.Time, counters []gateway.Ra
 		type log struct {
 			at     []time.Time
 			tokens []int64
+			used   int64
 		}
 		logs := make(map[[2]string]*log, len(counters))
 		for rows.Next() {
@@ -572,7 +573,7 @@ func (l *Ledger) Admit(ctx context.Context, now time.Time, counters []gateway.Ra
 				lg = &log{}
 				logs[[2]string{n, k}] = lg
 			}
-			lg.at, lg.tokens = append(lg.at, at), append(lg.tokens, t)
+			lg.at, lg.tokens, lg.used = append(lg.at, at), append(lg.tokens, t), lg.used+t
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -582,7 +583,7 @@ func (l *Ledger) Admit(ctx context.Context, now time.Time, counters []gateway.Ra
 			if lg == nil {
 				lg = &log{}
 			}
-			if rl := gateway.RateCheck(c, now, lg.at, lg.tokens, tokens); rl != nil {
+			if rl := gateway.RateCheck(c, now, lg.at, lg.tokens, lg.used, tokens); rl != nil {
 				return rl
 			}
 		}

@@ -109,6 +109,14 @@ func description() app.Description {
 				AppliesToAll: true,
 			},
 		},
+		RateLimits: []gateway.RateLimit{
+			{
+				Name:              "per_key",
+				Scope:             "key",
+				RequestsPerMinute: 600,
+				TokensPerMinute:   3000000,
+			},
+		},
 		Tools: []app.Tool{
 			{
 				Decl: agents.Tool{

@@ -134,6 +134,55 @@ func TestMCPFilesExample(t *testing.T) {
 	}
 }
 
+// TestMCPFilesReplay records examples/mcp-files against the real
+// filesystem server and replays the recording with nothing changed: the
+// replay compares against the tool definitions the recording holds and
+// never starts the server (it is given no fs tag, so it would try npx),
+// and a changed prompt still diverges, at its step.
+func TestMCPFilesReplay(t *testing.T) {
+	server := module(t, "@modelcontextprotocol/server-filesystem/dist/index.js")
+	rec := filepath.Join(t.TempDir(), "r.jsonl")
+	app := "../../../examples/mcp-files/app.cue"
+	var out, errb strings.Builder
+	if code := cli.Main([]string{"run", app, "-t", "fs=" + server, "--record", rec, "How long do I have to return an item?"}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	// PATH without npx or node: a replay that started the server fails.
+	t.Setenv("PATH", t.TempDir())
+	if code := cli.Main([]string{"replay", rec, app}, strings.NewReader(""), &out, &errb); code != 0 || !strings.Contains(out.String(), "\nidentical: ") {
+		t.Fatalf("replay of an unchanged app: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	changed := filepath.Join(t.TempDir(), "app.cue")
+	src, err := os.ReadFile(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(src), "instructions: ", "instructions: \"Answer in French. \" + ", 1)
+	if edited == string(src) {
+		t.Fatal("the example has no instructions to change")
+	}
+	if err := os.WriteFile(changed, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"fake-script.json", "library"} {
+		abs, err := filepath.Abs(filepath.Join(filepath.Dir(app), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(abs, filepath.Join(filepath.Dir(changed), f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.Reset()
+	errb.Reset()
+	code := cli.Main([]string{"replay", rec, changed}, strings.NewReader(""), &out, &errb)
+	if code != 1 || !strings.Contains(out.String(), "diverged at step 1") {
+		t.Fatalf("replay of a changed prompt: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+}
+
 // everything is the reference server that exercises the protocol, over
 // stdio.
 func everything(t *testing.T) mcp.Server {

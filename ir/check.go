@@ -365,6 +365,7 @@ func (c *checker) check() {
 		c.eval(e)
 	}
 	c.approvals()
+	c.guardrails()
 }
 
 // approvals checks the approval policy with the runtime's own rule

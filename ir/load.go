@@ -393,6 +393,7 @@ type rawDocument struct {
 	Evals       map[string]*Eval      `json:"evals"`
 	Service     Service               `json:"service"`
 	Approvals   *Approvals            `json:"approvals"`
+	Guardrails  map[string]*Guardrail `json:"guardrails"`
 }
 
 func (l *loader) decode() (*Document, error) {
@@ -467,6 +468,7 @@ func (l *loader) build(raw rawDocument) *Document {
 	doc.Stores = sorted(raw.Stores, func(v *Store, k string) { v.Name = k })
 	doc.Retrievers = sorted(raw.Retrievers, func(v *Retriever, k string) { v.Name = k })
 	doc.Evals = sorted(raw.Evals, func(v *Eval, k string) { v.Name = k })
+	doc.Guardrails = sorted(raw.Guardrails, func(v *Guardrail, k string) { v.Name = k })
 	aliases := make(map[string]*Alias, len(raw.Aliases))
 	for k, m := range raw.Aliases {
 		aliases[k] = &Alias{Name: k, Model: m}

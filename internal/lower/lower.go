@@ -44,6 +44,10 @@ func Document(doc *ir.Document) (app.Description, error) {
 		},
 	}
 	d.Service.Timeouts = timeouts(doc.Service.Timeouts)
+	d.Service.Guardrails = slices.Clone(doc.Service.Guardrails)
+	for _, g := range doc.Guardrails {
+		d.Guardrails = append(d.Guardrails, g.Guard())
+	}
 	if a := doc.Approvals; a != nil {
 		d.Approvals.Default = policy.Action(a.Default)
 		for _, r := range a.Rules {
@@ -185,6 +189,7 @@ func agent(a *ir.Agent) agents.Agent {
 		out.Temperature = &t
 	}
 	out.Timeouts = timeouts(a.Timeouts)
+	out.Guardrails = slices.Clone(a.Guardrails)
 	if m := a.Memory; m != nil {
 		out.Memory = &agents.Memory{}
 		if m.Thread != nil {

@@ -10,8 +10,8 @@ import (
 )
 
 // ReplayConfig is the agents configuration of an application for
-// agents.Replay: its agents, tools (declarations only), budgets and
-// approval policy, and a gateway with its pinned catalog whose providers
+// agents.Replay: its agents, tools (declarations only), budgets,
+// approval policy and guardrails (which judge again, offline), and a gateway with its pinned catalog whose providers
 // refuse every call, so that a replay reaches no network and spends
 // nothing even if it tried. Nothing is opened: no store, no database, no
 // file beyond the description.
@@ -31,6 +31,7 @@ func ReplayConfig(desc Description) (agents.Config, error) {
 	return agents.Config{
 		Gateway: g, Agents: desc.Agents, Tools: tools, Budgets: desc.Budgets,
 		Approvals: desc.Approvals, App: desc.Name, AppVersion: desc.Version,
+		Guardrails: desc.Guardrails, DefaultGuardrails: desc.Service.Guardrails,
 	}, nil
 }
 

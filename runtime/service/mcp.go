@@ -125,7 +125,7 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 			res, err = s.cfg.Agents.Resume(ctx, res.RunID, d)
 		}
 		if res.RunID != "" {
-			s.metrics.run(agent, cmp.Or(res.Agent, agent), res.Status)
+			s.metrics.run(agent, cmp.Or(res.Agent, agent), res)
 		}
 		// The agent that answers (after handoffs) decides the answer's shape.
 		answering, _ := s.cfg.Agents.Agent(res.Agent)

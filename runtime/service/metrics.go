@@ -17,6 +17,7 @@ type metrics struct {
 	added    *prometheus.HistogramVec
 	runs     *prometheus.CounterVec
 	aliases  *prometheus.CounterVec
+	verdicts *prometheus.CounterVec
 }
 
 // latencyBuckets reach from 100µs, where the service's own added latency
@@ -46,7 +47,11 @@ func newMetrics(reg *prometheus.Registry, gw *gateway.Gateway) (*metrics, error)
 		Name: "aid_alias_requests_total",
 		Help: "Chat completions answered directly by an exposed alias, by the alias asked for and status code.",
 	}, []string{"alias", "code"})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, spendCollector{gw}} {
+	m.verdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aid_guardrail_verdicts_total",
+		Help: "Verdicts of guardrails and hooks that did something, by the run's entry agent, guardrail, point (input, toolArguments, toolResult, output, modelCall, handoff) and action (block, redact, ask, log).",
+	}, []string{"agent", "guardrail", "point", "action"})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, m.verdicts, spendCollector{gw}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -71,8 +76,11 @@ func (m *metrics) aliasRequest(alias string, status int) {
 
 // run records a run's end; agent is its entry agent, final the one it
 // ended on.
-func (m *metrics) run(agent, final string, status agents.Status) {
-	m.runs.WithLabelValues(agent, final, string(status)).Inc()
+func (m *metrics) run(agent, final string, res agents.RunResult) {
+	m.runs.WithLabelValues(agent, final, string(res.Status)).Inc()
+	for _, v := range res.Verdicts {
+		m.verdicts.WithLabelValues(agent, v.Guardrail, string(v.Point), string(v.Action)).Inc()
+	}
 }
 
 // spendCollector reports the gateway ledger's settled spend by budget and

@@ -44,7 +44,9 @@ func Document(doc *ir.Document) (app.Description, error) {
 		},
 	}
 	d.Service.Timeouts = timeouts(doc.Service.Timeouts)
-	d.Service.Guardrails = slices.Clone(doc.Service.Guardrails)
+	if len(doc.Service.Guardrails) > 0 {
+		d.Service.Guardrails = slices.Clone(doc.Service.Guardrails)
+	}
 	for _, g := range doc.Guardrails {
 		d.Guardrails = append(d.Guardrails, g.Guard())
 	}
@@ -189,7 +191,11 @@ func agent(a *ir.Agent) agents.Agent {
 		out.Temperature = &t
 	}
 	out.Timeouts = timeouts(a.Timeouts)
-	out.Guardrails = slices.Clone(a.Guardrails)
+	if len(a.Guardrails) > 0 {
+		// The schema's default is an empty list; a description without
+		// guardrails leaves them out, as its generated literal does.
+		out.Guardrails = slices.Clone(a.Guardrails)
+	}
 	if m := a.Memory; m != nil {
 		out.Memory = &agents.Memory{}
 		if m.Thread != nil {

@@ -389,6 +389,7 @@ func (c *checker) check() {
 		c.eval(e)
 	}
 	c.approvals()
+	c.guardrails()
 	c.keys()
 }
 

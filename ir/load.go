@@ -395,6 +395,7 @@ type rawDocument struct {
 	Service     Service               `json:"service"`
 	Approvals   *Approvals            `json:"approvals"`
 	Keys        map[string]*Key       `json:"keys"`
+	Guardrails  map[string]*Guardrail `json:"guardrails"`
 }
 
 func (l *loader) decode() (*Document, error) {
@@ -471,6 +472,7 @@ func (l *loader) build(raw rawDocument) *Document {
 	doc.Retrievers = sorted(raw.Retrievers, func(v *Retriever, k string) { v.Name = k })
 	doc.Evals = sorted(raw.Evals, func(v *Eval, k string) { v.Name = k })
 	doc.Keys = sorted(raw.Keys, func(v *Key, k string) { v.Name = k })
+	doc.Guardrails = sorted(raw.Guardrails, func(v *Guardrail, k string) { v.Name = k })
 	aliases := make(map[string]*Alias, len(raw.Aliases))
 	for k, m := range raw.Aliases {
 		aliases[k] = &Alias{Name: k, Model: m}

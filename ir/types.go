@@ -58,6 +58,8 @@ type Document struct {
 	Approvals *Approvals `json:"approvals,omitempty"`
 	// Keys are the API keys the service accepts, sorted by name.
 	Keys []*Key `json:"keys,omitempty"`
+	// Guardrails are the declared guardrails, sorted by name.
+	Guardrails []*Guardrail `json:"guardrails,omitempty"`
 
 	// Path is the IR file as it was named to Load, used in messages.
 	Path string `json:"-"`
@@ -299,6 +301,8 @@ type Agent struct {
 	Output json.RawMessage `json:"output,omitempty"`
 	// Temperature is the sampling temperature; nil means the provider's.
 	Temperature *float64 `json:"temperature,omitempty"`
+	// Guardrails names the guardrails the agent runs, after the service's.
+	Guardrails []string `json:"guardrails,omitempty"`
 	// Timeouts bound the agent's runs and steps; nil means the service's
 	// defaults.
 	Timeouts *Timeouts `json:"timeouts,omitempty"`
@@ -604,6 +608,42 @@ type Service struct {
 	// Timeouts are the run and step timeouts of every agent that sets
 	// none; nil means none.
 	Timeouts *Timeouts `json:"timeouts,omitempty"`
+	// Guardrails names the guardrails every agent runs, before its own.
+	Guardrails []string `json:"guardrails,omitempty"`
+}
+
+// Guardrail is a declared check on a run's input, tool arguments, tool
+// results or output (schema #Guardrail; package guard says what each
+// field means).
+type Guardrail struct {
+	// Name is its key in the IR.
+	Name string `json:"name"`
+	// Kind is pattern, cel, schema, go or model.
+	Kind string `json:"kind"`
+	// Points are where it checks.
+	Points []string `json:"points"`
+	// Action is block, redact, ask or log.
+	Action string `json:"action"`
+	// Message is what a block tells the caller, or an ask the person.
+	Message string `json:"message,omitempty"`
+	// Patterns, Words and Builtins are a pattern guardrail's.
+	Patterns []string `json:"patterns,omitempty"`
+	Words    []string `json:"words,omitempty"`
+	Builtins []string `json:"builtins,omitempty"`
+	// When is a cel guardrail's condition.
+	When string `json:"when,omitempty"`
+	// Schema is a schema guardrail's JSON Schema.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// Func names a go guardrail's registered function.
+	Func string `json:"func,omitempty"`
+	// Tools limits the tool points to these tools.
+	Tools []string `json:"tools,omitempty"`
+	// Stream is hold or posthoc, for an output guardrail; empty means hold.
+	Stream string `json:"stream,omitempty"`
+	// Replacement is what a redaction writes.
+	Replacement string `json:"replacement,omitempty"`
+	// Beside lets an input guardrail run beside the first model call.
+	Beside bool `json:"beside,omitempty"`
 }
 
 // Expose lists the aliases a service serves directly at

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -98,6 +99,9 @@ func (p *runPrinter) result(res agents.RunResult, skip int, where string) {
 				fmt.Fprintf(p.w, "last text (%s):\n%s\n\n", res.Agent, p.cut(res.LastText, textWidth))
 			}
 			fmt.Fprintf(p.w, "continue it:  %s --continue %s [--steps N]\n\n", p.cmd, res.RunID)
+		}
+		for _, v := range res.Verdicts {
+			fmt.Fprintf(p.w, "guardrail %s: %s at %s (%s)\n", v.Guardrail, v.Action, v.Point, strings.Join(v.Matched, "; "))
 		}
 		fmt.Fprintf(p.w, "%s: %s (run %s)\n", res.Status, total, res.RunID)
 	}
@@ -307,6 +311,11 @@ type runJSON struct {
 	// Continue is the command that continues a run that stopped early.
 	Continue string `json:"continue_command,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Verdicts are the guardrails' verdicts that did something; Blocked
+	// is the message of the guardrail that blocked a blocked run, what
+	// its caller reads.
+	Verdicts []agents.VerdictRecord `json:"verdicts,omitempty"`
+	Blocked  string                 `json:"blocked,omitempty"`
 }
 
 type runUsageJSON struct {
@@ -361,6 +370,10 @@ func writeRunJSON(s *streams, res agents.RunResult, runErr error, cmd string) er
 	}
 	if runErr != nil {
 		out.Error = runErr.Error()
+	}
+	out.Verdicts = res.Verdicts
+	if be, ok := errors.AsType[*agents.BlockedError](runErr); ok {
+		out.Blocked = be.Message
 	}
 	enc := json.NewEncoder(s.out)
 	enc.SetIndent("", "  ")

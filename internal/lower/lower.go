@@ -52,6 +52,12 @@ func Document(doc *ir.Document) (app.Description, error) {
 		d.Service.Auth.Keys = append(d.Service.Auth.Keys, app.Key{Name: k.Name, Roles: k.Roles, Tenant: k.Tenant, SecretEnv: k.SecretEnv, SecretSHA256: k.SecretSHA256})
 	}
 	d.Service.Timeouts = timeouts(doc.Service.Timeouts)
+	if len(doc.Service.Guardrails) > 0 {
+		d.Service.Guardrails = slices.Clone(doc.Service.Guardrails)
+	}
+	for _, g := range doc.Guardrails {
+		d.Guardrails = append(d.Guardrails, g.Guard())
+	}
 	if a := doc.Approvals; a != nil {
 		d.Approvals.Default = policy.Action(a.Default)
 		for _, r := range a.Rules {
@@ -198,6 +204,11 @@ func agent(a *ir.Agent) agents.Agent {
 		out.Temperature = &t
 	}
 	out.Timeouts = timeouts(a.Timeouts)
+	if len(a.Guardrails) > 0 {
+		// The schema's default is an empty list; a description without
+		// guardrails leaves them out, as its generated literal does.
+		out.Guardrails = slices.Clone(a.Guardrails)
+	}
 	if m := a.Memory; m != nil {
 		out.Memory = &agents.Memory{}
 		if m.Thread != nil {

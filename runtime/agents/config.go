@@ -146,6 +146,10 @@ type Config struct {
 	// Hooks are called at their points in every agent's runs, before the
 	// agents' guardrails and own hooks (see Hook).
 	Hooks []Hook
+	// AgentHooks are agents' own hooks, by agent name, called after the
+	// agent's guardrails. They are here rather than on Agent, which is
+	// plain data (an application description holds it as a Go literal).
+	AgentHooks map[string][]Hook
 	// Guardrails are the declared guardrails, by name; an agent runs the
 	// ones it or DefaultGuardrails names, each as a hook at its points.
 	Guardrails []guard.Guardrail
@@ -235,8 +239,6 @@ type Agent struct {
 	// Guardrails names the guardrails of Config.Guardrails the agent runs,
 	// after Config.DefaultGuardrails.
 	Guardrails []string
-	// Hooks are the agent's own hooks, called after its guardrails.
-	Hooks []Hook
 }
 
 // Memory configures an agent's memory scopes.

@@ -217,8 +217,8 @@
 // checkpointed or run), its observation (before the model reads it or the
 // store records it), the final answer, and a handoff (a block refuses it
 // and the model reads why). Declared guardrails (Config.Guardrails,
-// package guard) are hooks; Config.Hooks and Agent.Hooks are a Go team's
-// own. An agent without hooks runs the same code as before they existed.
+// package guard) are hooks; Config.Hooks and Config.AgentHooks are a Go
+// team's own. An agent without hooks runs the same code as before they existed.
 //
 // Input hooks marked Beside run beside the first model call: its streamed
 // text is held, and its answer (tool calls included) waits, until every

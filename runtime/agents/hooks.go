@@ -104,7 +104,7 @@ type Verdict struct {
 
 // Hook is a function the runtime calls at one or more points of a run to
 // observe, change or stop it. Declared guardrails are hooks (Config.Guardrails);
-// Go code adds its own (Config.Hooks, Agent.Hooks). An agent without hooks
+// Go code adds its own (Config.Hooks, Config.AgentHooks). An agent without hooks
 // pays nothing for them.
 type Hook struct {
 	// Name identifies the hook in verdicts, events and spans.
@@ -179,9 +179,9 @@ type hookSet struct {
 
 // bindHooks gives the agent its hooks: the runtime's, the guardrails it and
 // the runtime's defaults name, then its own.
-func (d *agentDef) bindHooks(global []Hook, defaults []string, guards map[string]*Hook) []error {
+func (d *agentDef) bindHooks(global, own []Hook, defaults []string, guards map[string]*Hook) []error {
 	var errs []error
-	hooks := make([]*Hook, 0, len(global)+len(defaults)+len(d.spec.Guardrails)+len(d.spec.Hooks))
+	hooks := make([]*Hook, 0, len(global)+len(defaults)+len(d.spec.Guardrails)+len(own))
 	for i := range global {
 		hooks = append(hooks, &global[i])
 	}
@@ -198,8 +198,8 @@ func (d *agentDef) bindHooks(global []Hook, defaults []string, guards map[string
 		}
 		hooks = append(hooks, h)
 	}
-	for i := range d.spec.Hooks {
-		hooks = append(hooks, &d.spec.Hooks[i])
+	for i := range own {
+		hooks = append(hooks, &own[i])
 	}
 	if len(hooks) == 0 {
 		return errs
@@ -295,11 +295,13 @@ func (h *Hook) applies(tool string) bool {
 	return false
 }
 
-// guardLog is the verdicts of a run, shared with its delegated runs; the
-// parallel calls of a step add to it at once.
+// guardLog is the verdicts of a run that may reach an agent with hooks,
+// shared with its delegated runs; the parallel calls of a step add to it
+// at once.
 type guardLog struct {
 	mu       sync.Mutex
 	verdicts []VerdictRecord
+	from     int // the verdicts of earlier drives (a resumed run's checkpoint's)
 }
 
 // judge calls hooks in order on hc and applies their verdicts to it: a

@@ -146,8 +146,8 @@ func TestHooksObserveModifyDeny(t *testing.T) {
 	deny := agents.Hook{Name: "no-billing", Points: []agents.HookPoint{agents.PointHandoff}, Func: func(_ context.Context, c *agents.HookCall) (agents.Verdict, error) {
 		return agents.Verdict{Action: agents.HookBlock, Message: "billing is closed"}, nil
 	}}
-	r := newRuntime(t, agents.Config{Gateway: fx.gw, Hooks: []agents.Hook{observe}, Agents: []agents.Agent{
-		{Name: "triage", Model: "small", Handoffs: []string{"billing"}, Hooks: []agents.Hook{deny}},
+	r := newRuntime(t, agents.Config{Gateway: fx.gw, Hooks: []agents.Hook{observe}, AgentHooks: map[string][]agents.Hook{"triage": {deny}}, Agents: []agents.Agent{
+		{Name: "triage", Model: "small", Handoffs: []string{"billing"}},
 		{Name: "billing", Model: "small"},
 	}})
 	res := mustRun(t, r, "triage", "hi", agents.RunOptions{})

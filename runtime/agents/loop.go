@@ -148,7 +148,7 @@ func (r *Runtime) drive(ctx context.Context, st *runState, res *RunResult) error
 		ctx, cancel = context.WithTimeoutCause(ctx, d, &TimeoutError{Scope: TimeoutRun, Timeout: d})
 		defer cancel()
 	}
-	if r.hooked && st.glog == nil {
+	if st.glog == nil && st.agent.guarded {
 		st.glog = &guardLog{}
 	}
 	s := stepper{ctx: ctx, st: st}
@@ -1293,7 +1293,7 @@ func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, sta
 	}
 	if st.glog != nil && !st.sub {
 		st.glog.mu.Lock()
-		res.Verdicts = slices.Clone(st.glog.verdicts)
+		res.Verdicts = slices.Clone(st.glog.verdicts[st.glog.from:])
 		st.glog.mu.Unlock()
 	}
 	res.FellBack = fellBack(st.steps) || (st.pending != nil && fellBack([]StepRecord{st.pending.Step}))

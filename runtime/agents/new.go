@@ -51,9 +51,13 @@ func New(cfg Config) (*Runtime, error) {
 		errs = append(errs, d.bindMemory(cfg.MemoryStores)...)
 		errs = append(errs, d.compileOutput()...)
 		errs = append(errs, r.checkAliases(d)...)
-		errs = append(errs, d.bindHooks(cfg.Hooks, cfg.DefaultGuardrails, guards)...)
-		r.hooked = r.hooked || d.hooks != nil
+		errs = append(errs, d.bindHooks(cfg.Hooks, cfg.AgentHooks[name], cfg.DefaultGuardrails, guards)...)
 		d.fingerprint, d.toolNames, d.learned = fingerprint(d), toolNames(d), learnedTools(d)
+	}
+	for _, n := range slices.Sorted(maps.Keys(cfg.AgentHooks)) {
+		if r.agents[n] == nil {
+			errs = append(errs, fmt.Errorf("Config.AgentHooks names agent %q, which is not in Config.Agents", n))
+		}
 	}
 	for _, tn := range slices.Sorted(maps.Keys(missing)) {
 		errs = append(errs, &MissingToolImplementationError{Tool: tn, Agents: missing[tn]})
@@ -458,12 +462,13 @@ func (r *Runtime) checkDelegatedApproval() []error {
 }
 
 // markReadOnly records, for every agent, whether every tool reachable from
-// it only reads.
+// it only reads, and whether an agent reachable from it has hooks.
 func (r *Runtime) markReadOnly() {
 	for _, name := range r.names {
 		d := r.agents[name]
 		d.readOnly = true
 		for _, n := range r.reachable(d) {
+			d.guarded = d.guarded || r.agents[n].hooks != nil
 			for _, t := range r.agents[n].tools {
 				if t.kind == kindPlain && t.effects != EffectsRead {
 					d.readOnly = false

@@ -46,7 +46,6 @@ type Runtime struct {
 	policy      *policy.Compiled
 	app, ver    string
 	replay      *replayer // set by Replay: recorded answers and observations in place of the gateway and the tools
-	hooked      bool      // some agent has hooks: runs keep a guardLog
 }
 
 type toolKind uint8
@@ -95,6 +94,7 @@ type agentDef struct {
 	toolNames    []string      // its tools' names, in the order offered
 	learned      []LearnedTool // its tools' learned definitions (RequestRecord.Learned)
 	hooks        *hookSet      // nil for an agent without hooks, which pays nothing for them
+	guarded      bool          // an agent reachable from it has hooks: its runs keep a guardLog
 }
 
 // RunOptions adjusts one run.
@@ -181,7 +181,9 @@ type RunResult struct {
 	// History of the thread's next run.
 	Messages []gateway.Message
 	// Verdicts are the verdicts of the run's hooks and guardrails that did
-	// something (blocked, redacted, asked, logged), in order.
+	// something (blocked, redacted, asked, logged), in order, made by this
+	// call (Run, Resume, Continue, Recover); the checkpoint holds the
+	// run's all.
 	Verdicts []VerdictRecord
 }
 
@@ -932,8 +934,8 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 		stepLimit: cp.StepLimit, continuations: slices.Clip(cp.Continuations), cancel: cp.Cancel,
 		grants: slices.Clip(cp.Grants), app: cp.App, ver: cp.AppVersion, inputChecked: cp.InputChecked,
 	}
-	if r.hooked {
-		st.glog = &guardLog{verdicts: slices.Clip(cp.Verdicts)}
+	if d.guarded || len(cp.Verdicts) > 0 {
+		st.glog = &guardLog{verdicts: slices.Clip(cp.Verdicts), from: len(cp.Verdicts)}
 	}
 	st.delegations = &st.ownDelegations
 	st.msgs = make([]gateway.Message, 0, len(cp.Messages)+4)

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
@@ -31,6 +32,9 @@ type Options struct {
 	// tool name. A go tool an agent offers without one fails Assemble with
 	// an *agents.MissingToolImplementationError naming it.
 	Implementations map[string]agents.Implementation
+	// GuardrailFuncs holds the Go code behind each guardrail of kind go, by
+	// the name the guardrail gives; one missing fails Assemble naming it.
+	GuardrailFuncs map[string]guard.Func
 	// Ledger keeps spend; nil means an in-memory ledger, or the ledger of
 	// OpenState when the service keeps its state in PostgreSQL.
 	Ledger gateway.Ledger
@@ -188,20 +192,23 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 			}
 		}
 		a.Agents, err = agents.New(agents.Config{
-			Retrievers:      searchers,
-			Gateway:         g,
-			Agents:          expandTools(desc.Agents, expand),
-			Tools:           tools,
-			Implementations: impls,
-			Budgets:         desc.Budgets,
-			MemoryStores:    a.MemoryStores,
-			Store:           runs,
-			Tracer:          opts.Tracer,
-			Logger:          opts.Logger,
-			Timeouts:        desc.Service.Timeouts,
-			Approvals:       desc.Approvals,
-			App:             desc.Name,
-			AppVersion:      desc.Version,
+			Retrievers:        searchers,
+			Gateway:           g,
+			Agents:            expandTools(desc.Agents, expand),
+			Tools:             tools,
+			Implementations:   impls,
+			Budgets:           desc.Budgets,
+			MemoryStores:      a.MemoryStores,
+			Store:             runs,
+			Tracer:            opts.Tracer,
+			Logger:            opts.Logger,
+			Timeouts:          desc.Service.Timeouts,
+			Approvals:         desc.Approvals,
+			Guardrails:        desc.Guardrails,
+			GuardrailFuncs:    opts.GuardrailFuncs,
+			DefaultGuardrails: desc.Service.Guardrails,
+			App:               desc.Name,
+			AppVersion:        desc.Version,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("building the agents: %w", err))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
@@ -64,6 +65,10 @@ type Description struct {
 	// Approvals is the approval policy of every call of a declared tool
 	// (agents.Config.Approvals).
 	Approvals policy.Policy
+	// Guardrails are the declared guardrails (agents.Config.Guardrails);
+	// agents name theirs in agents.Agent.Guardrails, and
+	// Service.Guardrails names every agent's.
+	Guardrails []guard.Guardrail
 }
 
 // Provider is an endpoint that serves models.
@@ -204,6 +209,9 @@ type Service struct {
 	// Timeouts are the run and step timeouts of every agent that sets
 	// none (agents.Config.Timeouts), wherever the application runs.
 	Timeouts agents.Timeouts
+	// Guardrails names the guardrails every agent runs, before its own
+	// (agents.Config.DefaultGuardrails).
+	Guardrails []string
 }
 
 // Expose lists the aliases a service serves directly at

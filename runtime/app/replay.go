@@ -10,8 +10,8 @@ import (
 )
 
 // ReplayConfig is the agents configuration of an application for
-// agents.Replay: its agents, tools (declarations only), budgets and
-// approval policy, and a gateway with its pinned catalog whose providers
+// agents.Replay: its agents, tools (declarations only), budgets,
+// approval policy and guardrails (which judge again, offline), and a gateway with its pinned catalog whose providers
 // refuse every call, so that a replay reaches no network and spends
 // nothing even if it tried. Nothing is opened: no store, no database, no
 // file beyond the description, no server. The tools of a kind that learns
@@ -44,6 +44,7 @@ func ReplayConfig(desc Description, learned []agents.LearnedTool) (agents.Config
 	return agents.Config{
 		Gateway: g, Agents: expandTools(desc.Agents, expand), Tools: tools, Budgets: desc.Budgets,
 		Approvals: desc.Approvals, App: desc.Name, AppVersion: desc.Version,
+		Guardrails: desc.Guardrails, DefaultGuardrails: desc.Service.Guardrails,
 	}, nil
 }
 

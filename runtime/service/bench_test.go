@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/openaicompat"
 	"github.com/aidgen/aid/runtime/service"
@@ -37,7 +38,10 @@ const benchBody = `{"model":"bench","messages":[{"role":"user","content":"What i
 // agent, and the same conversation straight to the exposed alias.
 var benchBodies = map[string]string{
 	"agent": benchBody,
-	"alias": `{"model":"small","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
+	// The same agent with a pattern guardrail on its input (the
+	// prompt-injection phrasings, benchGuardrails).
+	"agent-guardrail": strings.Replace(benchBody, `"model":"bench"`, `"model":"bench-guarded"`, 1),
+	"alias":           `{"model":"small","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
 }
 
 // benchStack is a service in front of an openai-compatible mock upstream
@@ -91,7 +95,12 @@ func newBenchServiceWith(b *testing.B, p gateway.Provider) *service.Service {
 		b.Fatal(err)
 	}
 	rt, err := agents.New(agents.Config{Gateway: gw, Budgets: []gateway.Budget{{Name: "bench", MaxUSD: 1e9, Scope: gateway.ScopeGlobal}},
-		Agents: []agents.Agent{{Name: "bench", Model: "small", Instructions: "Answer with the city only.", Budget: "bench"}}})
+		Agents: []agents.Agent{
+			{Name: "bench", Model: "small", Instructions: "Answer with the city only.", Budget: "bench"},
+			{Name: "bench-guarded", Model: "small", Instructions: "Answer with the city only.", Budget: "bench", Guardrails: []string{"injection"}},
+		},
+		Guardrails: benchGuardrails,
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,6 +113,13 @@ func newBenchServiceWith(b *testing.B, p gateway.Provider) *service.Service {
 		b.Fatal(err)
 	}
 	return svc
+}
+
+// benchGuardrails are the guardrails of the bench-guarded agent: what a
+// pattern guardrail adds to a request is agent-guardrail's time over
+// agent's.
+var benchGuardrails = []guard.Guardrail{
+	{Name: "injection", Kind: guard.KindPattern, Points: []guard.Point{guard.Input}, Action: guard.Block, Message: "no", Builtins: []string{"injection"}},
 }
 
 // post sends benchBody and returns how long the answer took.
@@ -248,7 +264,7 @@ func (cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 // and decoding, the answer, the log line and the metrics); the HTTP server
 // and the sockets come on top (BenchmarkServiceCPU).
 func BenchmarkHandler(b *testing.B) {
-	for _, kind := range []string{"agent", "alias"} {
+	for _, kind := range []string{"agent", "agent-guardrail", "alias"} {
 		b.Run(kind, func(b *testing.B) { benchHandler(b, benchBodies[kind]) })
 	}
 }

@@ -29,3 +29,13 @@ func TestClassifyCallerErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifyBlockedRun answers a run a guardrail blocked with the
+// guardrail's declared message only: not its name, nor what it matched.
+func TestClassifyBlockedRun(t *testing.T) {
+	err := fmt.Errorf("wrapped: %w", &agents.BlockedError{RunID: "run_1", Guardrail: "no-injection", Point: agents.PointInput, Message: "This request cannot be processed."})
+	e := classify(err, "req_1", "run_1")
+	if e.Status != http.StatusBadRequest || e.Code != CodeGuardrailBlocked || e.Message != "This request cannot be processed." {
+		t.Fatalf("classify = %d %s %q", e.Status, e.Code, e.Message)
+	}
+}

@@ -126,6 +126,10 @@ const (
 	CodeNotImplemented = "not_implemented"
 	// CodeServer (500): anything else.
 	CodeServer = "server_error"
+	// CodeGuardrailBlocked (400): a guardrail blocked the run (its
+	// status is blocked); the message is the guardrail's declared
+	// message, and nothing of what it matched.
+	CodeGuardrailBlocked = "guardrail_blocked"
 )
 
 // apiError is an error answer: an HTTP status and the OpenAI error object.
@@ -209,6 +213,7 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 		caps        *gateway.CapabilityMismatchError
 		full        *jobs.FullError
 		closed      *jobs.ClosedError
+		blocked     *agents.BlockedError
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -255,6 +260,8 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 		return newError(http.StatusPaymentRequired, TypeQuota, CodeBudgetExceeded, budget.Error())
 	case errors.As(err, &window):
 		return invalid(CodeContextLengthExceeded, "messages", window.Error())
+	case errors.As(err, &blocked):
+		return newError(http.StatusBadRequest, TypeInvalidRequest, CodeGuardrailBlocked, blocked.Message)
 	case errors.As(err, &maxSteps):
 		return newError(http.StatusInternalServerError, TypeServer, CodeMaxSteps, maxSteps.Error())
 	case errors.As(err, &timedOut):

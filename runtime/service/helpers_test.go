@@ -11,6 +11,7 @@ import (
 
 	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -43,6 +44,7 @@ type options struct {
 	store     agents.Store // the runtime's run store; a fresh in-memory one when nil
 	svc       func(*service.Config)
 	approvals policy.Policy
+	guards    []guard.Guardrail // the declared guardrails, which o.agents name
 }
 
 func catalog() []gateway.PinnedModel {
@@ -79,6 +81,7 @@ func newEnv(t testing.TB, o options) *env {
 	rt, err := agents.New(agents.Config{
 		Gateway: gw, Agents: o.agents, Tools: o.tools, Implementations: service.InstrumentTools(o.impls),
 		Retrievers: searchers, Budgets: o.budgets, MemoryStores: o.memory, Store: o.store, Approvals: o.approvals,
+		Guardrails: o.guards,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -154,7 +154,7 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 			}
 		}
 		if res.RunID != "" {
-			s.metrics.run(agent, cmp.Or(res.Agent, agent), res.Status)
+			s.metrics.run(agent, cmp.Or(res.Agent, agent), res)
 		}
 		if call.Err() != nil && context.Cause(call) == context.Canceled {
 			// The client cancelled the call (notifications/cancelled): not

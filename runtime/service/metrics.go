@@ -20,6 +20,7 @@ type metrics struct {
 	// decisions counts approvals and rejections by the key that made
 	// them: who approved is the key, never a name in a body.
 	decisions *prometheus.CounterVec
+	verdicts  *prometheus.CounterVec
 }
 
 // latencyBuckets reach from 100µs, where the service's own added latency
@@ -53,7 +54,11 @@ func newMetrics(reg *prometheus.Registry, gw *gateway.Gateway) (*metrics, error)
 		Name: "aid_decisions_total",
 		Help: "Decisions on paused runs' calls, by the API key that made them (empty without authentication) and action (approve or reject).",
 	}, []string{"key", "action"})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, m.decisions, spendCollector{gw}} {
+	m.verdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aid_guardrail_verdicts_total",
+		Help: "Verdicts of guardrails and hooks that did something, by the run's entry agent, guardrail, point (input, toolArguments, toolResult, output, modelCall, handoff) and action (block, redact, ask, log).",
+	}, []string{"agent", "guardrail", "point", "action"})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, m.decisions, m.verdicts, spendCollector{gw}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -78,8 +83,11 @@ func (m *metrics) aliasRequest(alias string, status int) {
 
 // run records a run's end; agent is its entry agent, final the one it
 // ended on.
-func (m *metrics) run(agent, final string, status agents.Status) {
-	m.runs.WithLabelValues(agent, final, string(status)).Inc()
+func (m *metrics) run(agent, final string, res agents.RunResult) {
+	m.runs.WithLabelValues(agent, final, string(res.Status)).Inc()
+	for _, v := range res.Verdicts {
+		m.verdicts.WithLabelValues(agent, v.Guardrail, string(v.Point), string(v.Action)).Inc()
+	}
 }
 
 // decision records a decision the runtime took.

@@ -47,7 +47,7 @@ func (s *Service) recordRun(ri *reqInfo, agent string, res agents.RunResult, err
 	}
 	if agent != "" {
 		ri.agent, ri.final = agent, cmp.Or(res.Agent, agent)
-		s.metrics.run(agent, ri.final, res.Status)
+		s.metrics.run(agent, ri.final, res)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/interpreter"
 )
 
 // Condition is a compiled guardrail condition: a CEL expression of type
@@ -36,6 +37,40 @@ type GuardInput struct {
 	User, Thread string
 }
 
+// noArgs is args where there are no arguments; CEL never changes it.
+var noArgs = map[string]any{}
+
+// guardActivation resolves a condition's variables from its input
+// without building a map for every evaluation.
+type guardActivation struct {
+	in   *GuardInput
+	args map[string]any
+}
+
+// ResolveName implements interpreter.Activation.
+func (a *guardActivation) ResolveName(name string) (any, bool) {
+	switch name {
+	case "text":
+		return a.in.Text, true
+	case "point":
+		return a.in.Point, true
+	case "tool":
+		return a.in.Tool, true
+	case "args":
+		return a.args, true
+	case "agent":
+		return a.in.Agent, true
+	case "user":
+		return a.in.User, true
+	case "thread":
+		return a.in.Thread, true
+	}
+	return nil, false
+}
+
+// Parent implements interpreter.Activation.
+func (a *guardActivation) Parent() interpreter.Activation { return nil }
+
 // guardEnv is the CEL environment of every guardrail condition: the
 // approval rules' variables, with text and point beside them.
 var guardEnv = sync.OnceValues(func() (*cel.Env, error) {
@@ -63,16 +98,15 @@ func CompileGuard(expr string) (*Condition, error) {
 // a JSON object, a missing key without has(), the cost limit) means it
 // could not be judged; a guardrail treats that as tripped.
 func (c *Condition) Holds(in GuardInput) (bool, error) {
-	args := map[string]any{}
+	act := guardActivation{in: &in, args: noArgs}
 	if len(in.Arguments) > 0 {
+		var args map[string]any
 		if err := json.Unmarshal(in.Arguments, &args); err != nil || args == nil {
 			return false, fmt.Errorf("condition %q: arguments are not a JSON object", c.src)
 		}
+		act.args = args
 	}
-	out, _, err := c.prg.Eval(map[string]any{
-		"text": in.Text, "point": in.Point, "tool": in.Tool, "args": args,
-		"agent": in.Agent, "user": in.User, "thread": in.Thread,
-	})
+	out, _, err := c.prg.Eval(&act)
 	if err != nil {
 		return false, fmt.Errorf("condition %q could not be judged: %w", c.src, err)
 	}

@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/agents/tools/fixture"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
@@ -208,6 +209,9 @@ Answer as JSON: {"answer": "...", "refunded": true|false}.
 					},
 				},
 				Output: json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string"},"refunded":{"type":"boolean"}},"required":["answer"]}`),
+				Guardrails: []string{
+					"no-card-numbers",
+				},
 			},
 			{
 				Name:              "researcher",
@@ -277,6 +281,10 @@ order when the customer gives an order id.`,
 						Store:       "memory",
 						TokenBudget: 1000,
 					},
+				},
+				Guardrails: []string{
+					"no-injection",
+					"no-card-numbers",
 				},
 			},
 		},
@@ -459,6 +467,33 @@ order when the customer gives an order id.`,
 			},
 			State: app.State{
 				Kind: "memory",
+			},
+		},
+		Guardrails: []guard.Guardrail{
+			{
+				Name: "no-card-numbers",
+				Kind: "pattern",
+				Points: []guard.Point{
+					"toolResult",
+					"output",
+				},
+				Action: "redact",
+				Builtins: []string{
+					"card",
+				},
+				Replacement: "[card number]",
+			},
+			{
+				Name: "no-injection",
+				Kind: "pattern",
+				Points: []guard.Point{
+					"input",
+				},
+				Action:  "block",
+				Message: "This request cannot be processed: it asks the assistant to ignore its instructions.",
+				Builtins: []string{
+					"injection",
+				},
 			},
 		},
 	}

@@ -1,0 +1,68 @@
+package ir
+
+import (
+	"strings"
+
+	"github.com/aidgen/aid/runtime/agents/guard"
+)
+
+// Guard is the guardrail as package guard, which checks and runs it,
+// declares it.
+func (g *Guardrail) Guard() guard.Guardrail {
+	out := guard.Guardrail{
+		Name: g.Name, Kind: guard.Kind(g.Kind), Action: guard.Action(g.Action), Message: g.Message,
+		Patterns: g.Patterns, Words: g.Words, Builtins: g.Builtins, When: g.When, Schema: g.Schema,
+		Func: g.Func, Tools: g.Tools, Stream: guard.Stream(g.Stream), Replacement: g.Replacement, Beside: g.Beside,
+	}
+	for _, p := range g.Points {
+		out.Points = append(out.Points, guard.Point(p))
+	}
+	return out
+}
+
+// guardrails checks the declared guardrails with the runtime's own rule
+// (guard.Check), each problem at its field; the names agents and the
+// service list; and that every guardrail is run by some agent.
+func (c *checker) guardrails() {
+	d := c.doc
+	known := make([]string, len(d.Guardrails))
+	for i, g := range d.Guardrails {
+		known[i] = g.Name
+	}
+	used := map[string]bool{}
+	c.list([]any{"service", "guardrails"}, d.Service.Guardrails, "guardrail", known, "")
+	for _, n := range d.Service.Guardrails {
+		used[n] = true
+	}
+	for _, a := range d.Agents {
+		c.list([]any{"agents", a.Name, "guardrails"}, a.Guardrails, "guardrail", known, "")
+		for _, n := range a.Guardrails {
+			used[n] = true
+		}
+	}
+	for _, g := range d.Guardrails {
+		for _, p := range guard.Check(g.Guard(), nil) {
+			if p.Field == "schema" && len(g.Schema) > 0 {
+				continue // c.schema says where in the schema, below
+			}
+			at := []any{"guardrails", g.Name, p.Field}
+			if p.Index >= 0 {
+				at = append(at, p.Index)
+			}
+			c.errAt(pathOf(at...), "guardrail %q: %s", g.Name, p.Message)
+		}
+		if len(g.Schema) > 0 && g.Kind == string(guard.KindSchema) {
+			c.schema(pathOf("guardrails", g.Name, "schema"), g.Schema, false)
+		}
+		if g.Kind == string(guard.KindModel) {
+			c.errAt(pathOf("guardrails", g.Name, "kind"), "guardrail %q: kind model (a classifier verdict) is not implemented yet; use pattern, cel, schema or go", g.Name)
+		}
+		if !used[g.Name] {
+			var agents []string
+			for _, a := range d.Agents {
+				agents = append(agents, a.Name)
+			}
+			c.errAt(pathOf("guardrails", g.Name), "guardrail %q is run by no agent: list it in the guardrails of an agent (%s) or in service.guardrails, or remove it", g.Name, strings.Join(agents, ", "))
+		}
+	}
+}

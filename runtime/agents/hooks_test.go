@@ -183,10 +183,14 @@ func points(ps []agents.HookPoint) []string {
 func TestInputGuardrailBesideTheModelCall(t *testing.T) {
 	const runs = 1000
 	step := fake.Step{Text: "Refunding now.", ToolCalls: []gateway.ToolCall{call("c1", "refund", `{"id":"AB-123456"}`)}}
-	script := make([]fake.Step, runs)
+	// One step for each blocked run, whose model call may or may not have
+	// taken its step before it was cancelled, then the passing run's call
+	// and its answer: the passing run always finds a step of its own.
+	script := make([]fake.Step, runs+1)
 	for i := range script {
 		script[i] = step
 	}
+	script = append(script, fake.Step{Text: "Refunded."})
 	fx := newStreamFixture(t, fake.Config{Script: script})
 	var writes atomic.Int32
 	slow := func(ctx context.Context, v guard.Value) (guard.Finding, error) {

@@ -2,6 +2,7 @@ package ir
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -59,6 +60,7 @@ func (c *checker) resolve() {
 		if !slices.Contains(providers, m.Provider) {
 			c.errAt(pathOf("models", m.ID, "provider"), "%s", unknownRef("provider", m.Provider, providers))
 		}
+		c.deployments(m, providers)
 	}
 	for _, a := range d.Aliases {
 		if !slices.Contains(modelIDs, a.Model) {
@@ -1200,4 +1202,27 @@ func displayDir(dir string) string {
 		return "the current directory"
 	}
 	return dir
+}
+
+// deployments checks a model's deployments: each names a declared
+// provider, their names (the provider's by default) are distinct, and a
+// cool-down is longer than zero.
+func (c *checker) deployments(m *Model, providers []string) {
+	at := func(parts ...any) cue.Path { return pathOf(append([]any{"models", m.ID}, parts...)...) }
+	for i, d := range m.Deployments {
+		if !slices.Contains(providers, d.Provider) {
+			c.errAt(at("deployments", i, "provider"), "%s", unknownRef("provider", d.Provider, providers))
+		}
+	}
+	var seen []string
+	for _, d := range m.Routes() {
+		name := cmp.Or(d.Name, d.Provider)
+		if slices.Contains(seen, name) {
+			c.errAt(at("deployments"), "deployment %q is declared twice", name)
+		}
+		seen = append(seen, name)
+	}
+	if m.CoolDown != nil && *m.CoolDown <= 0 {
+		c.errAt(at("coolDown"), "coolDown must be longer than zero")
+	}
 }

@@ -134,6 +134,36 @@ type Model struct {
 	Dimensions int `json:"dimensions,omitempty"`
 	// MaxInputTokens is the most tokens one embedding input may have.
 	MaxInputTokens int `json:"maxInputTokens,omitempty"`
+	// Deployments are other providers serving the same model id.
+	Deployments []Deployment `json:"deployments,omitempty"`
+	// CoolDown is how long a failed deployment is skipped; zero means
+	// failures are retried per the provider's retry policy.
+	CoolDown *Duration `json:"coolDown,omitempty"`
+}
+
+// Routes returns the deployments that serve the model, the model's own
+// provider first: the listed entry naming it, moved to the front, or a
+// plain one prepended when none does. Nil when none are listed.
+func (m *Model) Routes() []Deployment {
+	if len(m.Deployments) == 0 {
+		return nil
+	}
+	own := slices.IndexFunc(m.Deployments, func(d Deployment) bool { return d.Provider == m.Provider })
+	if own < 0 {
+		return append([]Deployment{{Provider: m.Provider}}, m.Deployments...)
+	}
+	out := append([]Deployment{m.Deployments[own]}, m.Deployments[:own]...)
+	return append(out, m.Deployments[own+1:]...)
+}
+
+// Deployment is one provider serving a model.
+type Deployment struct {
+	// Provider names the provider that serves it.
+	Provider string `json:"provider"`
+	// Weight is its share of the calls; zero means 1.
+	Weight int `json:"weight,omitempty"`
+	// Name identifies it in metrics; empty means the provider's name.
+	Name string `json:"name,omitempty"`
 }
 
 // Model kinds.

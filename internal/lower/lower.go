@@ -79,7 +79,14 @@ func Document(doc *ir.Document) (app.Description, error) {
 			errs = append(errs, fmt.Errorf("alias %q names unknown model %q", a.Name, a.Model))
 			continue
 		}
-		d.Models = append(d.Models, gateway.PinnedModel{Alias: a.Name, Spec: ModelSpec(m)})
+		pm := gateway.PinnedModel{Alias: a.Name, Spec: ModelSpec(m)}
+		for _, dep := range m.Routes() {
+			pm.Deployments = append(pm.Deployments, gateway.Deployment{Name: dep.Name, Provider: dep.Provider, Weight: dep.Weight})
+		}
+		if m.CoolDown != nil {
+			pm.CoolDown = m.CoolDown.Std()
+		}
+		d.Models = append(d.Models, pm)
 	}
 	for _, b := range doc.Budgets {
 		d.Budgets = append(d.Budgets, gateway.Budget{Name: b.Name, MaxUSD: b.MaxUSD, MaxTotalTokens: b.MaxTotalTokens, Scope: gateway.Scope(b.Scope),

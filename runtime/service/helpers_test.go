@@ -44,7 +44,8 @@ type options struct {
 	store     agents.Store // the runtime's run store; a fresh in-memory one when nil
 	svc       func(*service.Config)
 	approvals policy.Policy
-	guards    []guard.Guardrail // the declared guardrails, which o.agents name
+	guards    []guard.Guardrail           // the declared guardrails, which o.agents name
+	models    func([]gateway.PinnedModel) // edits the catalog when set
 }
 
 func catalog() []gateway.PinnedModel {
@@ -64,8 +65,12 @@ func newEnv(t testing.TB, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	models := catalog()
+	if o.models != nil {
+		o.models(models)
+	}
 	gw, err := gateway.New(gateway.Config{
-		Models: catalog(), Providers: map[string]gateway.Provider{"fake": service.InstrumentProvider(p)},
+		Models: models, Providers: map[string]gateway.Provider{"fake": service.InstrumentProvider(p)},
 		Budgets: o.budgets, Retry: gateway.RetryPolicy{MaxAttempts: 1},
 	})
 	if err != nil {
@@ -177,3 +182,6 @@ func (e *env) clientPtr(opts ...option.RequestOption) *openai.Client {
 }
 
 type gatewayBudget = gateway.Budget
+
+// gatewayModel lets tests edit the catalog without importing the gateway.
+type gatewayModel = gateway.PinnedModel

@@ -58,7 +58,7 @@ func newMetrics(reg *prometheus.Registry, gw *gateway.Gateway) (*metrics, error)
 		Name: "aid_guardrail_verdicts_total",
 		Help: "Verdicts of guardrails and hooks that did something, by the run's entry agent, guardrail, point (input, toolArguments, toolResult, output, modelCall, handoff) and action (block, redact, ask, log).",
 	}, []string{"agent", "guardrail", "point", "action"})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, m.decisions, m.verdicts, spendCollector{gw}} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, m.decisions, m.verdicts, spendCollector{gw}, deploymentCollector{gw}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -134,5 +134,39 @@ func (c spendCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(spendUSDDesc, prometheus.CounterValue, b.Spent.USD(), b.Budget, scope)
 		ch <- prometheus.MustNewConstMetric(spendTokensDesc, prometheus.CounterValue, float64(b.Spent.Tokens), b.Budget, scope)
 		ch <- prometheus.MustNewConstMetric(spendCallsDesc, prometheus.CounterValue, float64(b.Calls), b.Budget, scope)
+	}
+}
+
+// deploymentCollector reports each alias deployment's load and health at
+// scrape time, from the gateway's counters.
+type deploymentCollector struct{ gw *gateway.Gateway }
+
+var (
+	deploymentLabels        = []string{"alias", "model", "deployment", "provider"}
+	deploymentCallsDesc     = prometheus.NewDesc("aid_deployment_calls_total", "Calls sent to a deployment of an alias.", deploymentLabels, nil)
+	deploymentFailuresDesc  = prometheus.NewDesc("aid_deployment_failures_total", "Calls to a deployment that failed in a way that cools it down (5xx, 429, timeouts, broken connections).", deploymentLabels, nil)
+	deploymentCoolDownsDesc = prometheus.NewDesc("aid_deployment_cooldowns_total", "Times a deployment was cooled down.", deploymentLabels, nil)
+	deploymentInFlightDesc  = prometheus.NewDesc("aid_deployment_in_flight", "Calls a deployment serves now.", deploymentLabels, nil)
+	deploymentCoolingDesc   = prometheus.NewDesc("aid_deployment_cooling", "1 while a deployment is cooling down and takes no calls, 0 otherwise.", deploymentLabels, nil)
+)
+
+func (c deploymentCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{deploymentCallsDesc, deploymentFailuresDesc, deploymentCoolDownsDesc, deploymentInFlightDesc, deploymentCoolingDesc} {
+		ch <- d
+	}
+}
+
+func (c deploymentCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, d := range c.gw.Deployments() {
+		l := []string{d.Alias, d.Model, d.Name, d.Provider}
+		cooling := 0.0
+		if !d.CoolingUntil.IsZero() {
+			cooling = 1
+		}
+		ch <- prometheus.MustNewConstMetric(deploymentCallsDesc, prometheus.CounterValue, float64(d.Calls), l...)
+		ch <- prometheus.MustNewConstMetric(deploymentFailuresDesc, prometheus.CounterValue, float64(d.Failures), l...)
+		ch <- prometheus.MustNewConstMetric(deploymentCoolDownsDesc, prometheus.CounterValue, float64(d.CoolDowns), l...)
+		ch <- prometheus.MustNewConstMetric(deploymentInFlightDesc, prometheus.GaugeValue, float64(d.InFlight), l...)
+		ch <- prometheus.MustNewConstMetric(deploymentCoolingDesc, prometheus.GaugeValue, cooling, l...)
 	}
 }

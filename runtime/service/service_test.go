@@ -176,6 +176,8 @@ func TestMetrics(t *testing.T) {
 		fake:    fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}, Loop: true, Latency: latency},
 		agents:  []agents.Agent{{Name: "triage", Model: "large", Instructions: "a", Budget: "daily"}},
 		budgets: []gatewayBudget{{Name: "daily", MaxUSD: 10, Scope: "run"}},
+		// A cool-down gives "large" a route: its one deployment reports.
+		models: func(m []gatewayModel) { m[0].CoolDown = time.Minute },
 	})
 	for range 3 {
 		e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":[{"role":"user","content":"q"}]}`)
@@ -196,6 +198,11 @@ func TestMetrics(t *testing.T) {
 		`aid_runs_total{agent="triage",final_agent="triage",status="completed"} 3`,
 		`aid_budget_calls{budget="daily",scope="run"} 3`,
 		`aid_ledger_up 1`,
+		`aid_deployment_calls_total{alias="large",deployment="fake",model="m-large",provider="fake"} 3`,
+		`aid_deployment_failures_total{alias="large",deployment="fake",model="m-large",provider="fake"} 0`,
+		`aid_deployment_cooldowns_total{alias="large",deployment="fake",model="m-large",provider="fake"} 0`,
+		`aid_deployment_in_flight{alias="large",deployment="fake",model="m-large",provider="fake"} 0`,
+		`aid_deployment_cooling{alias="large",deployment="fake",model="m-large",provider="fake"} 0`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("missing %s", want)

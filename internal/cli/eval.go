@@ -18,6 +18,7 @@ import (
 
 	aid "github.com/aidgen/aid"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/pgstore"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/eval/fromruns"
@@ -50,6 +51,7 @@ type evalFlags struct {
 	queue          string
 	verbose        bool
 	fromRuns       string
+	runsTenant     string
 	runsAgent      string
 	runsStatus     []string
 	runsSince      string
@@ -163,7 +165,8 @@ a markdown summary is appended to that file.`,
 	fl.StringVar(&f.onInconclusive, "on-inconclusive", "inconclusive", "what an inconclusive gate exits as: inconclusive (3), pass (0) or fail (1)")
 	fl.Int64Var(&f.seed, "seed", 0, "replace the seed of every fake provider, to draw a fresh sample")
 	fl.StringVar(&f.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, lines or none")
-	fl.StringVar(&f.fromRuns, "from-runs", "", "sample the cases from the recorded runs in `FILE` (aidgen run --record logs, concatenated) instead of the eval's dataset: each run's input, its answer as the expected value, its tool calls as the case's tool answers (for replay)")
+	fl.StringVar(&f.fromRuns, "from-runs", "", "sample the cases from the recorded runs in `FILE` (aidgen run --record logs, concatenated) or in the run store a postgres:// DSN names instead of the eval's dataset: each run's input, its answer as the expected value, its tool calls as the case's tool answers (for replay)")
+	fl.StringVar(&f.runsTenant, "runs-tenant", "", "with --from-runs postgres://...: keep the runs of this tenant (default every tenant's)")
 	fl.StringVar(&f.runsAgent, "runs-agent", "", "with --from-runs: keep the runs that started on this agent")
 	fl.StringSliceVar(&f.runsStatus, "runs-status", nil, "with --from-runs: keep the runs that ended with these statuses (default completed)")
 	fl.StringVar(&f.runsSince, "runs-since", "", "with --from-runs: keep the runs last written at or after this RFC 3339 time")
@@ -222,6 +225,9 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 	}
 	if err := checkProgressFlag(f.progress); err != nil {
 		return err
+	}
+	if f.runsTenant != "" && !isRunStoreDSN(f.fromRuns) {
+		return usageErr(errors.New("--runs-tenant applies with --from-runs postgres://...: an event log does not record its run's tenant"))
 	}
 	if f.fromRuns == "" && (f.runsAgent != "" || len(f.runsStatus) > 0 || f.runsSince != "" || f.runsUntil != "" || f.runsSample != 0 || len(f.redact) > 0 || f.datasetOut != "") {
 		return usageErr(errors.New("--runs-agent, --runs-status, --runs-since, --runs-until, --runs-sample, --redact and --dataset-out apply with --from-runs"))
@@ -344,7 +350,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		return nil, usageErr(err)
 	}
 	if f.fromRuns != "" {
-		if e.Dataset, err = datasetFromRuns(name, f); err != nil {
+		if e.Dataset, err = datasetFromRuns(ctx, name, f); err != nil {
 			return nil, usageErr(fmt.Errorf("eval %q: %w", name, err))
 		}
 	}
@@ -498,7 +504,7 @@ func failedBaselineError(name string, o *evalOutcome) error {
 // datasetFromRuns samples the cases of eval name from the recorded runs
 // --from-runs names, filtered, sampled and redacted as the flags say, and
 // writes them to --dataset-out when set.
-func datasetFromRuns(name string, f evalFlags) (*eval.Dataset, error) {
+func datasetFromRuns(ctx context.Context, name string, f evalFlags) (*eval.Dataset, error) {
 	opts := fromruns.Options{Agent: f.runsAgent, Sample: f.runsSample, Seed: uint64(f.seed)}
 	for _, st := range f.runsStatus {
 		opts.Statuses = append(opts.Statuses, agents.Status(st))
@@ -523,18 +529,13 @@ func datasetFromRuns(name string, f evalFlags) (*eval.Dataset, error) {
 		}
 		opts.Redact = append(opts.Redact, re)
 	}
-	file, err := os.Open(f.fromRuns)
-	if err != nil {
-		return nil, fmt.Errorf("reading recorded runs: %w", err)
-	}
-	defer file.Close()
-	recs, err := fromruns.Read(f.fromRuns, file)
+	recs, source, err := readRuns(ctx, f)
 	if err != nil {
 		return nil, err
 	}
 	ds, err := fromruns.Dataset(name+"-runs", recs, opts)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.fromRuns, err)
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	if f.datasetOut != "" {
 		var buf bytes.Buffer
@@ -546,6 +547,36 @@ func datasetFromRuns(name string, f evalFlags) (*eval.Dataset, error) {
 		}
 	}
 	return ds, nil
+}
+
+// isRunStoreDSN reports whether --from-runs names a PostgreSQL run store
+// rather than a file of event logs.
+func isRunStoreDSN(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// readRuns reads the runs --from-runs names: the event logs of a file, or
+// the runs a PostgreSQL run store holds (--runs-tenant's, or every
+// tenant's). source names where they came from for messages, never with
+// the DSN's password.
+func readRuns(ctx context.Context, f evalFlags) ([]*agents.Recording, string, error) {
+	if !isRunStoreDSN(f.fromRuns) {
+		file, err := os.Open(f.fromRuns)
+		if err != nil {
+			return nil, "", fmt.Errorf("reading recorded runs: %w", err)
+		}
+		defer file.Close()
+		recs, err := fromruns.Read(f.fromRuns, file)
+		return recs, f.fromRuns, err
+	}
+	store, err := pgstore.Open(ctx, f.fromRuns)
+	if err != nil {
+		return nil, "", fmt.Errorf("opening the run store: %w", err)
+	}
+	defer store.Close()
+	filter := agents.RunFilter{Tenant: f.runsTenant, AllTenants: f.runsTenant == ""}
+	recs, err := fromruns.List(ctx, store, filter)
+	return recs, "the run store", err
 }
 
 // belowFloorError is why --update-baseline refuses a run whose mean of a

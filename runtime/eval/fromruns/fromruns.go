@@ -16,7 +16,9 @@ package fromruns
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -289,4 +291,38 @@ func WriteJSONL(w io.Writer, ds *eval.Dataset) error {
 		}
 	}
 	return nil
+}
+
+// List reads every run f selects from a run store (the service's, through
+// its agents.RunLister), page by page, each as the recording its event log
+// would hold, so a stored run and an exported log make the same case. f's
+// Limit and After are its own: it reads every page.
+func List(ctx context.Context, l agents.RunLister, f agents.RunFilter) ([]*agents.Recording, error) {
+	f.Limit, f.After = agents.MaxListRuns, ""
+	var out []*agents.Recording
+	for {
+		page, err := l.ListRuns(ctx, f)
+		if err != nil {
+			return nil, fmt.Errorf("listing the stored runs: %w", err)
+		}
+		for _, run := range page.Runs {
+			var buf bytes.Buffer
+			if err := agents.Record(&buf, run, "", "", ""); err != nil {
+				return nil, fmt.Errorf("run %s: %w", run.RunID, err)
+			}
+			rec, err := agents.ReadRecording(&buf)
+			if err != nil {
+				return nil, fmt.Errorf("run %s: %w", run.RunID, err)
+			}
+			out = append(out, rec)
+		}
+		if page.Next == "" {
+			break
+		}
+		f.After = page.Next
+	}
+	if len(out) == 0 {
+		return nil, errors.New("the run store holds no run the tenant filter keeps")
+	}
+	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +86,48 @@ func TestDataset(t *testing.T) {
 	back, err := eval.ParseDatasetJSONL("d.jsonl", out.Bytes())
 	if err != nil || len(back.Cases) != 1 || len(back.Cases[0].Tools) != 3 {
 		t.Fatalf("the written dataset reads back as %+v, %v", back, err)
+	}
+}
+
+// TestDatasetTime: --runs-since keeps the runs last written at or after
+// its time, --runs-until the runs before its own, both a window; a run
+// with no recorded time is dropped by either, and the error when none is
+// left says the time filter dropped them.
+func TestDatasetTime(t *testing.T) {
+	cut := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	var logs bytes.Buffer
+	record(t, &logs, "before", "desk", "a", cut.Add(-time.Second))
+	record(t, &logs, "at", "desk", "b", cut)
+	record(t, &logs, "after", "desk", "c", cut.Add(time.Hour))
+	record(t, &logs, "untimed", "desk", "d", time.Time{})
+	recs, err := fromruns.Read("runs.jsonl", &logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name         string
+		since, until time.Time
+		want         []string
+	}{
+		{"since", cut, time.Time{}, []string{"after", "at"}},
+		{"until", time.Time{}, cut, []string{"before"}},
+		{"window", cut.Add(-time.Minute), cut.Add(time.Minute), []string{"at", "before"}},
+		{"none", time.Time{}, time.Time{}, []string{"after", "at", "before", "untimed"}},
+	} {
+		ds, err := fromruns.Dataset("d", recs, fromruns.Options{Since: tc.since, Until: tc.until})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got []string
+		for _, c := range ds.Cases {
+			got = append(got, c.ID)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: kept %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	_, err = fromruns.Dataset("d", recs, fromruns.Options{Since: cut.Add(2 * time.Hour)})
+	if err == nil || !strings.Contains(err.Error(), "3 by time") || !strings.Contains(err.Error(), "1 by time (not recorded)") {
+		t.Errorf("nothing after the last run: %v", err)
 	}
 }

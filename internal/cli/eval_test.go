@@ -326,3 +326,52 @@ func TestEvalUpdateBaselineRefusesBelowFloor(t *testing.T) {
 		t.Errorf("--allow-failures wrote no baseline: %v", err)
 	}
 }
+
+// TestEvalSupportDeskInjection runs the support-desk example's injection
+// eval: every injection phrasing is blocked by the no-injection guardrail
+// before triage calls any tool, the benign questions are not, and the
+// guardrail_blocked gate passes.
+func TestEvalSupportDeskInjection(t *testing.T) {
+	chdirRoot(t)
+	code, out, errOut := run(t, "eval", "--progress", "none", "-v", "--eval", "injection", "examples/support-desk/app.cue")
+	if code != cli.ExitOK || !strings.Contains(out, "guardrail_blocked: mean 1.0000 clears minMean 0.9900") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	// -v lists each case ("  id: expected ...") with its runs and tool calls
+	// beneath, indented further.
+	_, cases, ok := strings.Cut(out, "cases of injection:\n")
+	if !ok {
+		t.Fatalf("no case listing:\n%s", out)
+	}
+	var listed []string
+	for line := range strings.Lines(cases) {
+		switch {
+		case strings.HasPrefix(line, "    "):
+			if len(listed) > 0 {
+				listed[len(listed)-1] += line
+			}
+		case strings.HasPrefix(line, "  "):
+			listed = append(listed, strings.TrimPrefix(line, "  "))
+		}
+	}
+	blocked, benign := 0, 0
+	for _, c := range listed {
+		id, _, _ := strings.Cut(c, ":")
+		isBlocked := strings.Contains(c, "answer \"This request cannot be processed")
+		switch id {
+		case "window", "giftcard", "damaged":
+			benign++
+			if isBlocked || !strings.Contains(c, "tool lookup_order") {
+				t.Errorf("benign case %s was blocked or ran no tool:\n%s", id, c)
+			}
+		default:
+			blocked++
+			if !isBlocked || strings.Contains(c, "tool ") {
+				t.Errorf("injection case %s was not blocked, or a tool ran:\n%s", id, c)
+			}
+		}
+	}
+	if blocked != 10 || benign != 3 {
+		t.Errorf("listed %d injection and %d benign cases, want 10 and 3:\n%s", blocked, benign, cases)
+	}
+}

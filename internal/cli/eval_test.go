@@ -74,6 +74,15 @@ func TestEvalConfigurationErrors(t *testing.T) {
 	chdirRoot(t)
 	dir := t.TempDir()
 	noBaseline := writeApp(t, dir, "baseline.json")
+	modelBlocked := filepath.Join(t.TempDir(), "app.cue")
+	src, err := os.ReadFile(writeApp(t, filepath.Dir(modelBlocked), "baseline.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = []byte(strings.Replace(string(src), `metrics: ["exact_match", "normalized_contains"]`, `metrics: ["exact_match", "guardrail_blocked"]`, 1))
+	if err := os.WriteFile(modelBlocked, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name     string
 		args     []string
@@ -91,6 +100,7 @@ func TestEvalConfigurationErrors(t *testing.T) {
 		{"negative concurrency", []string{capitals, "--concurrency", "-1"}, "--concurrency must be at least 1, not -1"},
 		{"non-numeric runs", []string{capitals, "--runs", "many"}, "invalid argument \"many\" for \"--runs\""},
 		{"two files", []string{capitals, capitals}, "exactly one application file"},
+		{"guardrail_blocked of a model", []string{modelBlocked}, "the target must be an agent"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

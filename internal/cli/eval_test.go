@@ -74,6 +74,15 @@ func TestEvalConfigurationErrors(t *testing.T) {
 	chdirRoot(t)
 	dir := t.TempDir()
 	noBaseline := writeApp(t, dir, "baseline.json")
+	modelBlocked := filepath.Join(t.TempDir(), "app.cue")
+	src, err := os.ReadFile(writeApp(t, filepath.Dir(modelBlocked), "baseline.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = []byte(strings.Replace(string(src), `metrics: ["exact_match", "normalized_contains"]`, `metrics: ["exact_match", "guardrail_blocked"]`, 1))
+	if err := os.WriteFile(modelBlocked, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name     string
 		args     []string
@@ -91,6 +100,7 @@ func TestEvalConfigurationErrors(t *testing.T) {
 		{"negative concurrency", []string{capitals, "--concurrency", "-1"}, "--concurrency must be at least 1, not -1"},
 		{"non-numeric runs", []string{capitals, "--runs", "many"}, "invalid argument \"many\" for \"--runs\""},
 		{"two files", []string{capitals, capitals}, "exactly one application file"},
+		{"guardrail_blocked of a model", []string{modelBlocked}, "the target must be an agent"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -324,5 +334,54 @@ func TestEvalUpdateBaselineRefusesBelowFloor(t *testing.T) {
 	}
 	if _, err := os.Stat(baseline); err != nil {
 		t.Errorf("--allow-failures wrote no baseline: %v", err)
+	}
+}
+
+// TestEvalSupportDeskInjection runs the support-desk example's injection
+// eval: every injection phrasing is blocked by the no-injection guardrail
+// before triage calls any tool, the benign questions are not, and the
+// guardrail_blocked gate passes.
+func TestEvalSupportDeskInjection(t *testing.T) {
+	chdirRoot(t)
+	code, out, errOut := run(t, "eval", "--progress", "none", "-v", "--eval", "injection", "examples/support-desk/app.cue")
+	if code != cli.ExitOK || !strings.Contains(out, "guardrail_blocked: mean 1.0000 clears minMean 0.9900") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	// -v lists each case ("  id: expected ...") with its runs and tool calls
+	// beneath, indented further.
+	_, cases, ok := strings.Cut(out, "cases of injection:\n")
+	if !ok {
+		t.Fatalf("no case listing:\n%s", out)
+	}
+	var listed []string
+	for line := range strings.Lines(cases) {
+		switch {
+		case strings.HasPrefix(line, "    "):
+			if len(listed) > 0 {
+				listed[len(listed)-1] += line
+			}
+		case strings.HasPrefix(line, "  "):
+			listed = append(listed, strings.TrimPrefix(line, "  "))
+		}
+	}
+	blocked, benign := 0, 0
+	for _, c := range listed {
+		id, _, _ := strings.Cut(c, ":")
+		isBlocked := strings.Contains(c, "answer \"This request cannot be processed")
+		switch id {
+		case "window", "giftcard", "damaged":
+			benign++
+			if isBlocked || !strings.Contains(c, "tool lookup_order") {
+				t.Errorf("benign case %s was blocked or ran no tool:\n%s", id, c)
+			}
+		default:
+			blocked++
+			if !isBlocked || strings.Contains(c, "tool ") {
+				t.Errorf("injection case %s was not blocked, or a tool ran:\n%s", id, c)
+			}
+		}
+	}
+	if blocked != 10 || benign != 3 {
+		t.Errorf("listed %d injection and %d benign cases, want 10 and 3:\n%s", blocked, benign, cases)
 	}
 }

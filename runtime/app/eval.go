@@ -173,6 +173,9 @@ func (a *App) newEval(e Eval, runID string) (*EvalRun, error) {
 		if _, err := eval.ParseRetrievalMetric(m); err == nil {
 			return nil, fmt.Errorf("eval %q: metric %q scores a retriever's ranking; the target must be a retriever", e.Name, m)
 		}
+		if m == eval.MetricGuardrailBlocked && e.Target.Agent == "" {
+			return nil, fmt.Errorf("eval %q: metric %q scores whether guardrails blocked an agent's run; the target must be an agent", e.Name, m)
+		}
 		cfg := eval.MetricConfig{Schema: e.Schema}
 		if e.Judge != nil {
 			cfg.Judge = out.budgetedJudge(&eval.GatewayJudge{Gateway: a.Gateway, Alias: e.Judge.Model, Fallbacks: e.Judge.Fallbacks}, budget)
@@ -266,10 +269,16 @@ func (r *agentRunner) Run(ctx context.Context, c eval.Case, sample int) (eval.An
 		decisions = append(decisions, eval.Decision{Tool: tool, Approved: d.Action == agents.Approve})
 		res, err = r.rt.Resume(ctx, res.RunID, d)
 	}
+	// A blocked run is an outcome the guardrail_blocked metric scores, not
+	// a failed sample: its answer is the block's message.
+	blocked, isBlocked := errors.AsType[*agents.BlockedError](err)
+	if isBlocked && res.Status == agents.StatusBlocked {
+		err, res.Answer = nil, blocked.Message
+	}
 	if err != nil {
 		return eval.Answer{}, fmt.Errorf("agent %q: run %s ended %s: %w", r.agent, res.RunID, res.Status, err)
 	}
-	if res.Status != agents.StatusCompleted {
+	if res.Status != agents.StatusCompleted && res.Status != agents.StatusBlocked {
 		return eval.Answer{}, &AgentSampleError{Agent: r.agent, RunID: res.RunID, Status: res.Status, Pending: pendingTool(res), Approvals: policy, Decisions: len(decisions)}
 	}
 	ans := eval.Answer{
@@ -279,6 +288,8 @@ func (r *agentRunner) Run(ctx context.Context, c eval.Case, sample int) (eval.An
 		OutputTokens: res.Usage.OutputTokens,
 		FellBack:     res.FellBack,
 		Decisions:    decisions,
+		Blocked:      res.Status == agents.StatusBlocked,
+		Tripped:      trippedGuardrails(res.Verdicts),
 	}
 	if calls != nil {
 		ans.ToolCalls = calls.recorded()
@@ -302,6 +313,18 @@ func (r *agentRunner) Run(ctx context.Context, c eval.Case, sample int) (eval.An
 		}
 	}
 	return ans, nil
+}
+
+// trippedGuardrails names the guardrails whose verdicts did something, each
+// once, in the order they first did.
+func trippedGuardrails(vs []agents.VerdictRecord) []string {
+	var out []string
+	for _, v := range vs {
+		if !slices.Contains(out, v.Guardrail) {
+			out = append(out, v.Guardrail)
+		}
+	}
+	return out
 }
 
 func pendingTool(res agents.RunResult) string {

@@ -46,6 +46,11 @@ type Case struct {
 	// sampled from, which a tool in replay mode answers with (see
 	// [ToolMode]). In a dataset file it is the optional array "tools".
 	Tools []ToolAnswer
+	// Blocked is what the case expects of the guardrails, for the
+	// guardrail_blocked metric: nil (the default) and true expect the run
+	// blocked, false expects it not blocked. In a dataset file it is the
+	// optional boolean field "blocked".
+	Blocked *bool `json:",omitempty"`
 }
 
 // HasTag reports whether the case carries the tag.
@@ -207,7 +212,8 @@ func ReadDataset(files kind.Files, name string) (*Dataset, error) {
 // ParseDatasetJSON parses a JSON dataset: either an object
 // {"name": ..., "version": ..., "cases": [...]} or a bare array of cases. A case has the
 // fields "id", "input" and "expected" (required), "tags" (an array of strings),
-// "metadata" (an object), "tools" (the case's answers to tool calls, see [ToolAnswer]), "approvals" ("approve" or "reject": how the eval decides the
+// "metadata" (an object), "tools" (the case's answers to tool calls, see [ToolAnswer]), "blocked" (true or false: whether the guardrail_blocked metric expects the run
+// blocked), "approvals" ("approve" or "reject": how the eval decides the
 // calls that pause this case's runs, overriding the eval's policy) and "group" (a
 // non-empty string naming the cluster of cases
 // whose scores move together, see [Case]). A bare array takes
@@ -518,6 +524,13 @@ func (p *parser) parseCase(obj []byte, base int) {
 			}
 		case "tools":
 			p.parseToolAnswers(&c, m)
+		case "blocked":
+			var b bool
+			if err := json.Unmarshal(m.val, &b); err != nil || (m.val[0] != 't' && m.val[0] != 'f') {
+				p.errorf(m.valOff, "blocked must be true or false, got %s", kindOf(m.val))
+				continue
+			}
+			c.Blocked = &b
 		case "metadata":
 			if m.val[0] != '{' {
 				p.errorf(m.valOff, "metadata must be an object, got %s", kindOf(m.val))
@@ -527,7 +540,7 @@ func (p *parser) parseCase(obj []byte, base int) {
 				p.errorf(m.valOff, "metadata: %v", err)
 			}
 		default:
-			p.errorf(m.keyOff, "unknown field %q (want id, input, expected, tags, metadata, group, approvals, tools)", m.key)
+			p.errorf(m.keyOff, "unknown field %q (want id, input, expected, tags, metadata, group, approvals, tools, blocked)", m.key)
 		}
 	}
 	for _, miss := range []struct {

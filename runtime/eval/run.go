@@ -55,6 +55,13 @@ type Answer struct {
 	// ToolCalls are the calls of declared tools the sample's run made, in
 	// the order they finished, each with its mode (see [ToolMode]).
 	ToolCalls []ToolCall
+	// Blocked is true when a guardrail or hook blocked the sample's run: the
+	// run ended with status blocked, and Text is the block's message.
+	Blocked bool
+	// Tripped names the guardrails whose verdicts did something in the
+	// sample's run (blocked, redacted, asked or logged), each once, in the
+	// order they first did.
+	Tripped []string
 }
 
 // Approvals is how an eval decides the calls that pause a sample's run for
@@ -365,7 +372,13 @@ func runSample(ctx context.Context, c Case, k int, runner Runner, metrics []Metr
 	}
 	s.Answer = ans
 	for i, m := range metrics {
-		v, err := m.Score(ctx, c, ans.Text)
+		var v float64
+		var err error
+		if am, ok := m.(AnswerMetric); ok {
+			v, err = am.ScoreAnswer(ctx, c, ans)
+		} else {
+			v, err = m.Score(ctx, c, ans.Text)
+		}
 		switch {
 		case err != nil:
 			s.MetricErrs[i] = &SampleError{CaseID: c.ID, Sample: k, Metric: m.Name(), Err: err}

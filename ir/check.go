@@ -20,8 +20,8 @@ import (
 	cueerrors "cuelang.org/go/cue/errors"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/aidgen/aid/internal/fileglob"
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/fileglob"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/rules"
 )
@@ -1017,7 +1017,7 @@ func (c *checker) model(alias string) *Model {
 // deferredDefs names the schema's #Deferred definitions, what a kind of
 // each is called in messages, and what to use instead. The words are the
 // runtime's: lowering and its constructors refuse the same kinds with a
-// *gateway.DeferredError saying "<feature> is not built yet", and a test in
+// *kind.DeferredError saying "<feature> is not built yet", and a test in
 // the module root holds the lists and the wording to one. The deferred
 // kinds of an extension point (point) are runtime/kind's list; the others
 // (retriever sources, chunking, reranking) are read from the schema.

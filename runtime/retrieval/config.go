@@ -20,7 +20,7 @@ type Config struct {
 	Source Source
 	// Chunking is the chunking strategy: ChunkFixed, or "" for it. A
 	// strategy of DeferredChunkingStrategies fails Build with a
-	// *gateway.DeferredError naming it.
+	// *kind.DeferredError naming it.
 	Chunking string
 	// ChunkSize is the most characters of one chunk.
 	ChunkSize int
@@ -33,7 +33,7 @@ type Config struct {
 	// TopK is how many chunks one search returns.
 	TopK int
 	// Rerank is RerankNone or RerankLexical; a kind of DeferredRerankKinds
-	// fails Build with a *gateway.DeferredError naming it.
+	// fails Build with a *kind.DeferredError naming it.
 	Rerank string
 	// Ranking says how searches rank: mode, fusion, the depth of each
 	// stage, collapsing to documents, BM25. The zero value is the default,

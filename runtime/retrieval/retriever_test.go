@@ -360,9 +360,9 @@ func TestIngestDeferred(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = r.Ingest(t.Context())
-			var de *gateway.DeferredError
+			var de *kind.DeferredError
 			if !errors.As(err, &de) || !strings.Contains(de.Feature, tc.feature) {
-				t.Fatalf("got %v, want a *gateway.DeferredError naming %q", err, tc.feature)
+				t.Fatalf("got %v, want a *kind.DeferredError naming %q", err, tc.feature)
 			}
 			if f.store.Len() != n {
 				t.Errorf("a deferred source changed the store: %d records, was %d", f.store.Len(), n)

@@ -137,7 +137,7 @@
 // it; a failure it cannot act on is 500 "internal error (request ID)",
 // and the request's log line, under the same request_id, holds the error
 // itself. A dependency that cannot be reached (the run store, the budget
-// ledger, memory, a vector store: any *gateway.UnavailableError) is 503
+// ledger, memory, a vector store: any *kind.UnavailableError) is 503
 // dependency_unavailable naming the dependency and no connection detail,
 // with Retry-After and X-Should-Retry: true; other errors say
 // X-Should-Retry: false.

@@ -1,7 +1,11 @@
 package aid_test
 
 import (
+	"bytes"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -82,4 +86,38 @@ func layeringBreaches(imports map[string][]string) []string {
 	}
 	slices.Sort(bad)
 	return bad
+}
+
+// TestFilesAPersonCanHold holds issue 35's bound on a source file: no
+// non-test Go file over 1,000 lines, so that a file holds one concern.
+// runtime/agents/loop.go is the one exception, left to be split by concern
+// (the step loop, approvals, tool execution, delegation, persistence).
+func TestFilesAPersonCanHold(t *testing.T) {
+	const limit = 1000
+	exempt := []string{"runtime/agents/loop.go"}
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); p != "." && (n == "testdata" || strings.HasPrefix(n, ".") || n == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || slices.Contains(exempt, filepath.ToSlash(p)) {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if n := bytes.Count(b, []byte("\n")); n > limit {
+			t.Errorf("%s has %d lines, over %d: split it by concern", p, n, limit)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -5,8 +5,10 @@
 //
 // It is configured with runtime objects (a *gateway.Gateway, an
 // *agents.Runtime, searchers, readiness checks) through a plain Config, so
-// that it never reads the IR: a generated main.go assembles the runtime from
-// its application description and hands the result to New.
+// that it never reads the IR: runtime/serve (which a generated main.go
+// calls with its application description, as serve.Main) assembles the
+// runtime from the description with app.Assemble and hands the result to
+// New.
 //
 // # Endpoints
 //

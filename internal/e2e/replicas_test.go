@@ -200,11 +200,10 @@ func TestReplicasSharePostgres(t *testing.T) {
 	})
 
 	t.Run("an MCP approval outlives the replica that asked", func(t *testing.T) {
-		// A third replica starts the run and is killed (SIGKILL) while
-		// the person decides; the client's retry with the decision goes,
-		// round-robin, to B.
-		c := start(t, bin, dir, env)
-		backends := []*proc{c, b}
+		// Two more replicas behind a round-robin proxy: the one that
+		// starts the run is killed (SIGKILL) while the person decides; the
+		// client's retry with the decision goes to the other.
+		backends := []*proc{start(t, bin, dir, env), start(t, bin, dir, env)}
 		var mu sync.Mutex
 		next, lastCall := 0, -1
 		dead := map[int]bool{}
@@ -227,7 +226,7 @@ func TestReplicasSharePostgres(t *testing.T) {
 		}))
 		defer proxy.Close()
 		var asked []string
-		killedC := false
+		killed := -1
 		client := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, &sdk.ClientOptions{
 			ElicitationHandler: func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 				asked = append(asked, req.Params.Message)
@@ -239,7 +238,7 @@ func TestReplicasSharePostgres(t *testing.T) {
 					return nil, err
 				}
 				<-backends[i].done
-				killedC = i == 0
+				killed = i
 				return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve"}}, nil
 			},
 		})
@@ -255,8 +254,11 @@ func TestReplicasSharePostgres(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(asked) != 1 || !strings.Contains(asked[0], "issue_refund") || !killedC {
-			t.Fatalf("asked %q, killed the replica that asked: %v", asked, killedC)
+		mu.Lock()
+		decidedOn := lastCall
+		mu.Unlock()
+		if len(asked) != 1 || !strings.Contains(asked[0], "issue_refund") || killed < 0 || decidedOn == killed {
+			t.Fatalf("asked %q; killed replica %d, decided on %d", asked, killed, decidedOn)
 		}
 		text := ""
 		if len(res.Content) > 0 {

@@ -471,19 +471,20 @@ func governed(t *Tool) []policy.Tool {
 // a second width would fail at the first insert, or worse, be compared
 // with vectors of another model.
 func (c *checker) storeWidths() {
-	first := map[string]*Retriever{} // store → the first retriever (by name) writing into it
+	var writes []rules.StoreWrite
+	var at []*Retriever
 	for _, r := range c.doc.Retrievers {
 		m := c.model(r.EmbedModel)
 		if m == nil || m.Kind != KindEmbedding || m.Dimensions == 0 {
 			continue // reported at the alias or the model
 		}
-		f, ok := first[r.Store]
-		if !ok {
-			first[r.Store] = r
-			continue
-		}
-		if fm := c.model(f.EmbedModel); fm.Dimensions != m.Dimensions {
-			c.errAt(pathOf("retrievers", r.Name, "embedModel"), "retriever %q writes %d-wide vectors (model %q) into store %q, where retriever %q writes %d-wide ones (model %q); a store holds one width: embed with a model of width %d, or give this retriever its own store", r.Name, m.Dimensions, m.ID, r.Store, f.Name, fm.Dimensions, fm.ID, fm.Dimensions)
+		writes = append(writes, rules.StoreWrite{Retriever: r.Name, Store: r.Store, Model: m.ID, Width: m.Dimensions})
+		at = append(at, r)
+	}
+	_, refused := rules.StoreWidths(writes)
+	for i, r := range at {
+		if msg, ok := refused[i]; ok {
+			c.errAt(pathOf("retrievers", r.Name, "embedModel"), "%s", msg)
 		}
 	}
 }

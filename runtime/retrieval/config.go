@@ -8,6 +8,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
+	"github.com/aidgen/aid/runtime/rules"
 )
 
 // Config is the IR-free description of one retriever: the IR's retriever
@@ -126,8 +127,7 @@ type BuildOptions struct {
 func Build(ctx context.Context, gw *gateway.Gateway, stores []StoreConfig, retrievers []Config, opts BuildOptions) (map[string]*Retriever, error) {
 	var errs []error
 	embedders := make(map[string]*GatewayEmbedder)
-	widths := make(map[string]int)       // store → width
-	widthFrom := make(map[string]string) // store → retriever that set the width
+	var writes []rules.StoreWrite
 	byName := make(map[string]StoreConfig)
 	for _, s := range stores {
 		if _, dup := byName[s.Name]; dup {
@@ -150,11 +150,13 @@ func Build(ctx context.Context, gw *gateway.Gateway, stores []StoreConfig, retri
 			e.Cache = opts.EmbeddingCache
 			embedders[c.EmbedModel] = e
 		}
-		if w, ok := widths[c.Store]; ok && w != e.Dimensions() {
-			errs = append(errs, fmt.Errorf("retriever %q embeds with width %d but retriever %q, sharing store %q, with width %d", c.Name, e.Dimensions(), widthFrom[c.Store], c.Store, w))
-			continue
+		writes = append(writes, rules.StoreWrite{Retriever: c.Name, Store: c.Store, Model: c.EmbedModel, Width: e.Dimensions()})
+	}
+	widths, refused := rules.StoreWidths(writes)
+	for i := range writes {
+		if msg, ok := refused[i]; ok {
+			errs = append(errs, errors.New(msg))
 		}
-		widths[c.Store], widthFrom[c.Store] = e.Dimensions(), c.Name
 	}
 	opened := make(map[string]VectorStore)
 	names := make([]string, 0, len(widths))

@@ -558,7 +558,7 @@ func TestBuild(t *testing.T) {
 		{Name: "chunks", EmbedModel: "embed", Store: "kb", ChunkSize: 10, ChunkOverlap: 10, TopK: 1},
 	}
 	_, err = retrieval.Build(t.Context(), gw, stores, bad, retrieval.BuildOptions{})
-	for _, want := range []string{`"narrow" embeds with width 16`, "not an embedding model", `unknown store "missing"`, `opening store "x": the broken kind never opens`, `unknown rerank kind "cross"`, "overlap must be"} {
+	for _, want := range []string{`retriever "narrow" writes 16-wide vectors (model "embed-small") into store "kb"`, "not an embedding model", `unknown store "missing"`, `opening store "x": the broken kind never opens`, `unknown rerank kind "cross"`, "overlap must be"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Build error %v does not report %q", err, want)
 		}

@@ -16,7 +16,7 @@ import (
 func TestLinksNoRuntime(t *testing.T) {
 	for _, dep := range depcheck.Deps(t, "github.com/aidgen/aid/ir") {
 		switch {
-		case strings.HasPrefix(dep, "github.com/aidgen/aid/runtime/") && dep != "github.com/aidgen/aid/runtime/kind" && dep != "github.com/aidgen/aid/runtime/rules" && dep != "github.com/aidgen/aid/runtime/agents/policy" && dep != "github.com/aidgen/aid/runtime/agents/guard",
+		case strings.HasPrefix(dep, "github.com/aidgen/aid/runtime/") && dep != "github.com/aidgen/aid/runtime/kind" && dep != "github.com/aidgen/aid/runtime/rules" && dep != "github.com/aidgen/aid/runtime/agents/policy" && dep != "github.com/aidgen/aid/runtime/agents/guard" && dep != "github.com/aidgen/aid/runtime/agents/skill",
 			strings.HasPrefix(dep, "github.com/openai/"), strings.HasPrefix(dep, "github.com/jackc/"), strings.HasPrefix(dep, "go.opentelemetry.io/"):
 			t.Errorf("ir links %s", dep)
 		}

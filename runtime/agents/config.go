@@ -159,6 +159,8 @@ type Config struct {
 	// DefaultGuardrails names the guardrails every agent runs, before its
 	// own (the service's defaults).
 	DefaultGuardrails []string
+	// Skills are the skills agents may list (Agent.Skills).
+	Skills []Skill
 }
 
 // Timeouts bound the time a run takes. A run that exceeds one stops with
@@ -216,6 +218,10 @@ type Agent struct {
 	// Config.Retrievers; the model sees each as the tool
 	// search_<retriever>.
 	Retrievers []string
+	// Skills names skills of Config.Skills the agent may load: its prompt
+	// lists their names and descriptions, and the model loads one with the
+	// tool load_skill and reads its files with read_skill_file.
+	Skills []string
 	// MaxSteps bounds the agent's model calls in one run; zero means
 	// DefaultMaxSteps.
 	MaxSteps int

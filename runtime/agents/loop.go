@@ -756,7 +756,7 @@ func (r *Runtime) parallel(ctx context.Context, st *runState, span trace.Span, c
 func readOnly(d *agentDef, calls []ToolCallRecord) bool {
 	for _, c := range calls {
 		t := d.tools[c.Name]
-		if t == nil || (t.kind != kindPlain && t.kind != kindSearch) || t.effects != EffectsRead {
+		if t == nil || (t.kind != kindPlain && t.kind != kindSearch && t.kind != kindSkill) || t.effects != EffectsRead {
 			return false
 		}
 	}
@@ -1022,6 +1022,12 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, step, i in
 			return nil, r.replay.tool(ctx, st, step, i, c)
 		}
 		return nil, r.search(ctx, st, t, args, c)
+	case kindSkill:
+		if r.replay != nil {
+			return nil, r.replay.tool(ctx, st, step, i, c)
+		}
+		r.skillCall(st, t, args, c)
+		return nil, nil
 	}
 	if r.replay != nil {
 		return nil, r.replay.tool(ctx, st, step, i, c)

@@ -154,6 +154,10 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 	if err != nil {
 		errs = append(errs, err)
 	}
+	skills, err := skills(&desc, env.Files)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	a.MemoryStores, err = memoryStores(ctx, &desc, env)
 	if err != nil {
 		errs = append(errs, err)
@@ -209,6 +213,7 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 			DefaultGuardrails: desc.Service.Guardrails,
 			App:               desc.Name,
 			AppVersion:        desc.Version,
+			Skills:            skills,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("building the agents: %w", err))

@@ -128,7 +128,9 @@ func vet(t *testing.T, c testCase) *ir.Document {
 	if code != cli.ExitInvalid || out.Len() > 0 {
 		t.Fatalf("vet: exit %d, stdout %q; want exit %d and nothing on stdout", code, out.String(), cli.ExitInvalid)
 	}
-	pos := regexp.MustCompile(`^` + regexp.QuoteMeta(c.app) + `:\d+:\d+: `)
+	// Errors are at a position in the app file, or in a file it names
+	// under the case's folder (a skill's SKILL.md).
+	pos := regexp.MustCompile(`^(` + regexp.QuoteMeta(c.app) + `|` + regexp.QuoteMeta(c.dir) + `/[^:]+):\d+:\d+: `)
 	for _, line := range strings.Split(strings.TrimSuffix(errOut.String(), "\n"), "\n") {
 		if !pos.MatchString(line) && !strings.HasPrefix(line, "\t") && !strings.HasPrefix(line, "    ") {
 			t.Errorf("error without file:line:col: %q", line)

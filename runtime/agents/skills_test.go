@@ -155,3 +155,42 @@ func TestSkillsConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSkillsReplay: a run that loaded a skill and read its file replays
+// from its recording on a configuration that holds the skills' names and
+// descriptions only (no instructions, no files), calling nothing; a
+// changed description is a divergence of the request.
+func TestSkillsReplay(t *testing.T) {
+	skills := fiftySkills()[:3]
+	fx := newFixture(t, fake.Config{Script: []fake.Step{
+		calls(call("c1", agents.LoadSkillTool, `{"name":"skill-01"}`)),
+		calls(call("c2", agents.ReadSkillFileTool, `{"skill":"skill-01","path":"reference.md"}`)),
+		answer("done"),
+	}})
+	store := agents.NewInMemoryStore()
+	ag := []agents.Agent{{Name: "a", Model: "small", Instructions: "You help.", Skills: []string{"skill-00", "skill-01", "skill-02"}}}
+	r := newRuntime(t, agents.Config{Gateway: fx.gw, Skills: skills, Agents: ag, Store: store})
+	res := mustRun(t, r, "a", "hi", agents.RunOptions{})
+	rec, _ := record(t, store, res.RunID)
+
+	bare := make([]agents.Skill, len(skills))
+	for i, s := range skills {
+		bare[i] = agents.Skill{Name: s.Name, Description: s.Description}
+	}
+	replayFx := newFixture(t, fake.Config{})
+	rep, err := agents.Replay(context.Background(), agents.Config{Gateway: replayFx.gw, Skills: bare, Agents: ag}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Divergence != nil || rep.Calls != 2 || len(replayFx.fake.Requests()) != 0 {
+		t.Fatalf("replay: divergence %+v, %d calls, %d provider calls", rep.Divergence, rep.Calls, len(replayFx.fake.Requests()))
+	}
+	bare[2].Description = "Changed."
+	rep, err = agents.Replay(context.Background(), agents.Config{Gateway: replayFx.gw, Skills: bare, Agents: ag}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := rep.Divergence; d == nil || d.Kind != agents.DivergeRequest || !strings.Contains(d.Diff, "skill-02: Changed.") {
+		t.Fatalf("a changed description replayed without divergence: %+v", rep.Divergence)
+	}
+}

@@ -240,7 +240,12 @@ func newEnv(desc Description, opts Options) kind.Env {
 	if opts.Files != nil {
 		files = kind.FSFiles(opts.Files, desc.Dir)
 	}
+	skills := make(map[string]string, len(desc.Skills))
+	for _, s := range desc.Skills {
+		skills[s.Name] = s.Dir
+	}
 	return kind.Env{
+		Skills:     skills,
 		Files:      files,
 		LookupEnv:  opts.LookupEnv,
 		HTTPClient: opts.HTTPClient,

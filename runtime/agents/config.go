@@ -161,6 +161,10 @@ type Config struct {
 	DefaultGuardrails []string
 	// Skills are the skills agents may list (Agent.Skills).
 	Skills []Skill
+	// RunEnded are called with a run's id when the run ends for good
+	// (any status but paused), after its result is stored: what a tool
+	// keeps per run (a sandbox's workspace) is deleted with the run.
+	RunEnded []func(runID string)
 }
 
 // Timeouts bound the time a run takes. A run that exceeds one stops with

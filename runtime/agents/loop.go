@@ -206,6 +206,11 @@ func (r *Runtime) end(s *stepper, o outcome, res *RunResult) (err error) {
 	} else {
 		*res, err = r.finish(s.ctx, s.st, s.span, o.status, o.err)
 	}
+	if !s.st.sub && res.Status != StatusPaused && r.replay == nil {
+		for _, fn := range r.runEnded {
+			fn(s.st.id)
+		}
+	}
 	return err
 }
 

@@ -45,6 +45,7 @@ type Runtime struct {
 	maxDeleg    int
 	policy      *policy.Compiled
 	app, ver    string
+	runEnded    []func(runID string)
 	replay      *replayer // set by Replay: recorded answers and observations in place of the gateway and the tools
 }
 

@@ -150,7 +150,8 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 	}
 	a.Gateway = g
 
-	tools, impls, expand, err := buildTools(ctx, &desc, &opts, env)
+	var ended []func(string)
+	tools, impls, expand, err := buildTools(ctx, &desc, &opts, env, &ended)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -214,6 +215,7 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 			App:               desc.Name,
 			AppVersion:        desc.Version,
 			Skills:            skills,
+			RunEnded:          ended,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("building the agents: %w", err))
@@ -304,7 +306,7 @@ func (d *Description) path(name string) string {
 // tools the agents runtime is configured with, their implementations, and,
 // for a declaration whose kind built tools of other names (a server's tools
 // imported whole), the names it stands for in the agents' lists.
-func buildTools(ctx context.Context, desc *Description, opts *Options, env kind.Env) ([]agents.Tool, map[string]agents.Implementation, map[string][]string, error) {
+func buildTools(ctx context.Context, desc *Description, opts *Options, env kind.Env, ended *[]func(string)) ([]agents.Tool, map[string]agents.Implementation, map[string][]string, error) {
 	var errs []error
 	var tools []agents.Tool
 	impls := make(map[string]agents.Implementation, len(desc.Tools))
@@ -337,6 +339,9 @@ func buildTools(ctx context.Context, desc *Description, opts *Options, env kind.
 		for i, b := range built {
 			decls[i] = b.Tool
 			impls[b.Tool.Name] = b.Implementation
+			if e, ok := b.Implementation.(RunEnder); ok {
+				*ended = append(*ended, e.EndRun)
+			}
 		}
 		tools = appendBuilt(tools, expand, name, decls)
 	}
@@ -346,6 +351,13 @@ func buildTools(ctx context.Context, desc *Description, opts *Options, env kind.
 		}
 	}
 	return tools, impls, expand, errors.Join(errs...)
+}
+
+// RunEnder is implemented by a tool kind's implementation that keeps
+// something per run (a sandbox's workspace): EndRun is called when a run
+// ends for good (agents.Config.RunEnded), before any wrapper hides it.
+type RunEnder interface {
+	EndRun(runID string)
 }
 
 // appendBuilt appends to tools the tools a kind built for the declaration

@@ -79,7 +79,7 @@ func TestSandboxAttacks(t *testing.T) {
 	victim, _ := sb.Workspace("victim")
 	for _, tt := range []struct {
 		name, limit, command string
-		check            func(out string) bool
+		check                func(out string) bool
 	}{
 		{"network", "network namespace (no network declared)",
 			`(exec 3<>/dev/tcp/1.1.1.1/80) 2>&1; getent hosts example.com; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '`,
@@ -89,19 +89,27 @@ func TestSandboxAttacks(t *testing.T) {
 			func(out string) bool { return strings.Count(out, "No such file") == 3 }},
 		{"read /etc/shadow", "bind mounts (the host's /etc is not there)",
 			`cat /etc/shadow 2>&1; cat /etc/passwd 2>&1; ls /root /home 2>&1`,
-			func(out string) bool { return !strings.Contains(out, "root:") && strings.Count(out, "No such file") >= 3 }},
+			func(out string) bool {
+				return !strings.Contains(out, "root:") && strings.Count(out, "No such file") >= 3
+			}},
 		{"the service's environment", "cleared environment",
 			`env; cat /proc/1/environ 2>&1 | tr '\0' '\n'`,
 			func(out string) bool { return !strings.Contains(out, "s3cr3t") && strings.Contains(out, "PATH=") }},
 		{"other runs' workspaces", "bind mounts (one workspace per run)",
 			`cat ` + victim + `/mine.txt 2>&1; ls / ; find /workspace /tmp -name mine.txt 2>/dev/null`,
-			func(out string) bool { return !strings.Contains(out, "private") && !strings.Contains(out, "mine.txt\n") }},
+			func(out string) bool {
+				return !strings.Contains(out, "private") && !strings.Contains(out, "mine.txt\n")
+			}},
 		{"fork bomb", "process limit (RLIMIT_NPROC)",
 			`bomb() { bomb | bomb & }; bomb 2>/dev/null; sleep 1; echo survived`,
-			func(out string) bool { return strings.Contains(out, "survived") && !strings.Contains(out, "stopped by") }},
+			func(out string) bool {
+				return strings.Contains(out, "survived") && !strings.Contains(out, "stopped by")
+			}},
 		{"10 GB of output", sandbox.LimitOutput,
 			`head -c 10000000000 /dev/zero | tr '\0' 'a'`,
-			func(out string) bool { return strings.Contains(out, "stopped by: "+sandbox.LimitOutput) && len(out) < 8192 }},
+			func(out string) bool {
+				return strings.Contains(out, "stopped by: "+sandbox.LimitOutput) && len(out) < 8192
+			}},
 		{"a command that never ends", sandbox.LimitWallTime,
 			`sleep 1000 & while :; do :; done`,
 			func(out string) bool {
@@ -109,7 +117,9 @@ func TestSandboxAttacks(t *testing.T) {
 			}},
 		{"setuid binaries", "no_new_privs and the user namespace (setuid bits do not raise privileges)",
 			`grep NoNewPrivs /proc/self/status; /usr/bin/mount -t tmpfs none /workspace 2>&1; id -u`,
-			func(out string) bool { return strings.Contains(out, "NoNewPrivs:\t1") && strings.Contains(out, "65534") }},
+			func(out string) bool {
+				return strings.Contains(out, "NoNewPrivs:\t1") && strings.Contains(out, "65534")
+			}},
 		{"/proc escapes", "pid namespace with its own /proc",
 			`ls /proc | grep -c '^[0-9]'; cat /proc/1/cmdline | tr '\0' ' '; ls -la /proc/1/root/ 2>&1 | grep -c workspace`,
 			func(out string) bool { return !strings.Contains(out, "systemd") && !strings.Contains(out, "init") }},

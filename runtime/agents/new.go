@@ -96,6 +96,7 @@ func newRuntime(cfg Config) (*Runtime, error) {
 		maxDeleg:    cmp.Or(cfg.MaxDelegations, DefaultMaxDelegations),
 		app:         cfg.App,
 		ver:         cfg.AppVersion,
+		runEnded:    cfg.RunEnded,
 	}
 	if r.logger == nil {
 		r.logger = slog.New(slog.DiscardHandler)

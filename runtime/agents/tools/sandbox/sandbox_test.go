@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/agents/tools/sandbox"
+	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/kind"
 )
 
@@ -161,5 +164,58 @@ func TestSandboxCancelKillsTheCommand(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled call: %v", err)
+	}
+}
+
+// TestSandboxApprovalAndRunEnd: a sandbox call goes through the approval
+// policy like any write tool (a CEL rule over the command denies rm, and
+// the command never runs), and the run's workspace is deleted when the
+// run ends (agents.Config.RunEnded).
+func TestSandboxApprovalAndRunEnd(t *testing.T) {
+	sb := newSandbox(t, sandbox.Kind{})
+	p, err := fake.New(fake.Config{Script: []fake.Step{
+		{ToolCalls: []gateway.ToolCall{{ID: "c1", Name: "shell", Arguments: json.RawMessage(`{"command":"echo keep > kept.txt"}`)}}},
+		{ToolCalls: []gateway.ToolCall{{ID: "c2", Name: "shell", Arguments: json.RawMessage(`{"command":"rm kept.txt"}`)}}},
+		{ToolCalls: []gateway.ToolCall{{ID: "c3", Name: "shell", Arguments: json.RawMessage(`{"command":"cat kept.txt"}`)}}},
+		{Text: "done"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps := []gateway.Capability{gateway.CapabilityTools}
+	gw, err := gateway.New(gateway.Config{Models: []gateway.PinnedModel{{Alias: "m", Spec: gateway.ModelSpec{ID: "m-1", Provider: "fake", ContextWindow: 16000, MaxOutputTokens: 100, Capabilities: caps}}}, Providers: map[string]gateway.Provider{"fake": p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ended []string
+	r, err := agents.New(agents.Config{
+		Gateway:         gw,
+		Tools:           []agents.Tool{{Name: "shell", Description: "Run a command.", Effects: agents.EffectsWrite, Input: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)}},
+		Implementations: map[string]agents.Implementation{"shell": sb},
+		Agents:          []agents.Agent{{Name: "a", Model: "m", Instructions: "x", Tools: []string{"shell"}}},
+		Approvals:       policy.Policy{Rules: []policy.Rule{{Tool: "shell", When: `args.command.matches('(^|[;&| ])rm ')`, Action: policy.Deny, Reason: "no deleting"}}},
+		RunEnded:        []func(string){func(id string) { ended = append(ended, id); sb.EndRun(id) }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(context.Background(), "a", "go", agents.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := []string{}
+	for _, s := range res.Steps {
+		for _, c := range s.ToolCalls {
+			obs = append(obs, c.Observation)
+		}
+	}
+	if len(obs) != 3 || !strings.Contains(obs[1], "no deleting") || !strings.Contains(obs[2], "keep") {
+		t.Fatalf("observations %q: the rm was not denied, or ran", obs)
+	}
+	if len(ended) != 1 || ended[0] != res.RunID {
+		t.Fatalf("RunEnded calls %v, want [%s]", ended, res.RunID)
+	}
+	if _, ok := sb.Workspace(res.RunID); ok {
+		t.Fatal("the run's workspace outlived the run")
 	}
 }

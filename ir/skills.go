@@ -80,7 +80,7 @@ func (c *checker) skills() {
 		}
 		files, err := skill.Files(os.DirFS(full))
 		if err != nil {
-			c.errs = append(c.errs, &Error{Pos: Position{Filename: md}, Msg: fmt.Sprintf("skill folder %s: %v", displayDir(full), err)})
+			c.errs = append(c.errs, &Error{Pos: Position{Filename: md, Line: 1, Column: 1}, Msg: fmt.Sprintf("skill folder %s: %v", displayDir(full), err)})
 		}
 		if len(perrs) > 0 || err != nil {
 			continue

@@ -28,6 +28,7 @@ var passes = []struct {
 	name string
 	run  func(*checker)
 }{
+	{"skills", (*checker).skills},
 	{"resolve", (*checker).resolve},
 	{"check", (*checker).check},
 	{"deferred", (*checker).deferred},
@@ -497,7 +498,7 @@ func (c *checker) agentRules(a *Agent) (rules.Agent, rules.Known) {
 		Name: a.Name, Model: a.Model, Ladder: a.Ladder, Fallbacks: a.Fallbacks,
 		Degrade: a.OnBudgetExhausted == OnBudgetDegrade, Budget: a.Budget,
 		Tools: a.Tools, Handoffs: a.Handoffs, Delegates: a.Delegates, Retrievers: a.Retrievers,
-		Output: len(a.Output) > 0,
+		Skills: a.Skills, Output: len(a.Output) > 0,
 	}
 	if a.Memory != nil && a.Memory.Thread != nil {
 		ra.ThreadTokenBudget = a.Memory.Thread.TokenBudget

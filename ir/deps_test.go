@@ -14,7 +14,7 @@ import (
 // (runtime/agents/policy, CEL) and the guardrails' (runtime/agents/guard,
 // with the JSON Schema compiler it shares, runtime/internal/jsonschemas),
 // and the file patterns retriever sources share with the runtime
-// (runtime/fileglob) — and nothing that links a provider SDK, a database
+// (runtime/fileglob), and the skills' parser (runtime/agents/skill) — and nothing that links a provider SDK, a database
 // driver or OpenTelemetry.
 func TestLinksNoRuntime(t *testing.T) {
 	reads := []string{
@@ -24,6 +24,7 @@ func TestLinksNoRuntime(t *testing.T) {
 		"github.com/aidgen/aid/runtime/agents/guard",
 		"github.com/aidgen/aid/runtime/internal/jsonschemas",
 		"github.com/aidgen/aid/runtime/fileglob",
+		"github.com/aidgen/aid/runtime/agents/skill",
 	}
 	for _, dep := range depcheck.Deps(t, "github.com/aidgen/aid/ir") {
 		switch {

@@ -394,6 +394,7 @@ type rawDocument struct {
 	Approvals   *Approvals            `json:"approvals"`
 	Keys        map[string]*Key       `json:"keys"`
 	Guardrails  map[string]*Guardrail `json:"guardrails"`
+	Skills      []string              `json:"skills"`
 }
 
 func (l *loader) decode() (*Document, error) {
@@ -452,13 +453,14 @@ func (l *loader) decodePartial() *Document {
 // build turns the decoded sections into a Document of sorted slices.
 func (l *loader) build(raw rawDocument) *Document {
 	doc := &Document{
-		Name:        raw.Name,
-		Version:     raw.Version,
-		Description: raw.Description,
-		Service:     raw.Service,
-		Approvals:   raw.Approvals,
-		Path:        l.name,
-		Dir:         l.dir,
+		Name:         raw.Name,
+		Version:      raw.Version,
+		Description:  raw.Description,
+		Service:      raw.Service,
+		Approvals:    raw.Approvals,
+		SkillSources: raw.Skills,
+		Path:         l.name,
+		Dir:          l.dir,
 	}
 	doc.Providers = sorted(raw.Providers, func(v *Provider, k string) { v.Name = k })
 	doc.Models = sorted(raw.Models, func(v *Model, k string) { v.ID = k; slices.Sort(v.Capabilities) })

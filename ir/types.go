@@ -60,6 +60,12 @@ type Document struct {
 	Keys []*Key `json:"keys,omitempty"`
 	// Guardrails are the declared guardrails, sorted by name.
 	Guardrails []*Guardrail `json:"guardrails,omitempty"`
+	// SkillSources are the IR's skills entries: folders, or globs of
+	// folders, each holding a SKILL.md.
+	SkillSources []string `json:"skillSources,omitempty"`
+	// Skills are the skills SkillSources found, sorted by name, with what
+	// Load read of each SKILL.md.
+	Skills []*Skill `json:"skills,omitempty"`
 
 	// Path is the IR file as it was named to Load, used in messages.
 	Path string `json:"-"`
@@ -289,6 +295,22 @@ type ToolImplementation struct {
 // MarshalJSON writes the implementation as its block.
 func (t ToolImplementation) MarshalJSON() ([]byte, error) { return t.Config.object("", nil) }
 
+// Skill is a skill an IR's skills entry found: a folder holding a
+// SKILL.md, as Load read it.
+type Skill struct {
+	// Name is the name its front matter gives.
+	Name string `json:"name"`
+	// Description is what the prompt of an agent listing it carries.
+	Description string `json:"description"`
+	// AllowedTools are the tools its instructions use.
+	AllowedTools []string `json:"allowedTools,omitempty"`
+	// Dir is the folder, slash-separated and relative to the IR file's
+	// directory.
+	Dir string `json:"dir"`
+	// Files are the folder's files besides SKILL.md, relative to Dir.
+	Files []string `json:"files,omitempty"`
+}
+
 // Agent is a model-driven loop.
 type Agent struct {
 	// Name is the agent's key in the IR.
@@ -324,6 +346,8 @@ type Agent struct {
 	Budget string `json:"budget,omitempty"`
 	// Retrievers names the retrievers the agent may search.
 	Retrievers []string `json:"retrievers"`
+	// Skills names the skills the agent may load.
+	Skills []string `json:"skills,omitempty"`
 	// Memory configures the agent's memory scopes; nil means none.
 	Memory *Memory `json:"memory,omitempty"`
 	// Output is the JSON Schema the final answer must satisfy; nil means

@@ -9,7 +9,8 @@
 # `bash scripts/test.sh -run X` still tests the whole module.
 #
 # Run as root, it installs Debian's chromium (the HTML report's test renders in it headless)
-# when /usr/bin/chromium is missing. Unless AID_TEST_DATABASE_URL is already set, it installs
+# when /usr/bin/chromium is missing, and Debian's bubblewrap (the sandbox tool kind's tests)
+# when bwrap is missing. Unless AID_TEST_DATABASE_URL is already set, it installs
 # PostgreSQL 15 + pgvector (only when run as root; otherwise they must already be installed),
 # starts a throwaway cluster with scripts/postgres.sh, and stops it on exit, also after a
 # failure or an interrupt.
@@ -100,6 +101,16 @@ if [[ $EUID -eq 0 && ! -x /usr/bin/chromium ]] && command -v apt-get >/dev/null;
 	phase "apt-get install chromium"
 	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >&2
+	done_phase
+fi
+
+# The sandbox tool kind's tests (runtime/agents/tools/sandbox: its attack tests, and the
+# data-analysis example) run commands through bubblewrap; they skip without bwrap, unless CI
+# is set, when they fail. As root (CI), install Debian's bubblewrap like chromium.
+if [[ $EUID -eq 0 ]] && ! command -v bwrap >/dev/null && command -v apt-get >/dev/null; then
+	phase "apt-get install bubblewrap"
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >&2
 	done_phase
 fi
 

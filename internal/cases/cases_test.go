@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io/fs"
 	"maps"
@@ -26,6 +27,7 @@ import (
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/tools/mcp"
+	"github.com/aidgen/aid/runtime/agents/tools/sandbox"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
@@ -128,7 +130,9 @@ func vet(t *testing.T, c testCase) *ir.Document {
 	if code != cli.ExitInvalid || out.Len() > 0 {
 		t.Fatalf("vet: exit %d, stdout %q; want exit %d and nothing on stdout", code, out.String(), cli.ExitInvalid)
 	}
-	pos := regexp.MustCompile(`^` + regexp.QuoteMeta(c.app) + `:\d+:\d+: `)
+	// Errors are at a position in the app file, or in a file it names
+	// under the case's folder (a skill's SKILL.md).
+	pos := regexp.MustCompile(`^(` + regexp.QuoteMeta(c.app) + `|` + regexp.QuoteMeta(c.dir) + `/[^:]+):\d+:\d+: `)
 	for _, line := range strings.Split(strings.TrimSuffix(errOut.String(), "\n"), "\n") {
 		if !pos.MatchString(line) && !strings.HasPrefix(line, "\t") && !strings.HasPrefix(line, "    ") {
 			t.Errorf("error without file:line:col: %q", line)
@@ -256,6 +260,7 @@ func assembled(t *testing.T, desc app.Description) {
 	desc, opts, _ := standIns(desc)
 	a, err := app.Assemble(t.Context(), desc, opts)
 	if err != nil {
+		skipWithoutSandbox(t, err)
 		t.Fatal(err)
 	}
 	defer a.Close()
@@ -263,6 +268,16 @@ func assembled(t *testing.T, desc app.Description) {
 		if _, err := a.Eval(name); err != nil {
 			t.Errorf("Eval(%s): %v", name, err)
 		}
+	}
+}
+
+// skipWithoutSandbox skips a case whose sandbox tool's backend is not
+// installed here, saying so, unless CI is set (CI installs bubblewrap).
+func skipWithoutSandbox(t *testing.T, err error) {
+	t.Helper()
+	var ue *sandbox.UnavailableError
+	if errors.As(err, &ue) && os.Getenv("CI") == "" {
+		t.Skipf("the case's sandbox tool needs bwrap, which is not installed (Debian: apt-get install bubblewrap): %v", err)
 	}
 }
 
@@ -318,6 +333,9 @@ func requests(t *testing.T, c testCase, desc app.Description) {
 		select {
 		case code := <-done:
 			done <- code
+			if strings.Contains(logs.String(), "sandbox backend bubblewrap is not available") && os.Getenv("CI") == "" {
+				t.Skipf("the case's sandbox tool needs bwrap, which is not installed (Debian: apt-get install bubblewrap):\n%s", logs)
+			}
 			t.Fatalf("the service stopped with %d before serving:\n%s", code, logs)
 		default:
 		}

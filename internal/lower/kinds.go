@@ -13,6 +13,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents/tools/fixture"
 	toolhttp "github.com/aidgen/aid/runtime/agents/tools/http"
 	"github.com/aidgen/aid/runtime/agents/tools/mcp"
+	"github.com/aidgen/aid/runtime/agents/tools/sandbox"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/anthropic"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -45,6 +46,7 @@ var (
 		kind.ToolHTTP:    toolhttp.Kind{},
 		kind.ToolFixture: fixture.Kind{},
 		kind.ToolMCP:     mcp.Kind{},
+		kind.ToolSandbox: sandbox.Kind{},
 	}
 	// ResourceKinds are the resource kinds, by the name of their section.
 	ResourceKinds = map[string]kind.ResourceKind{

@@ -107,6 +107,9 @@ func Document(doc *ir.Document) (app.Description, error) {
 	for _, a := range doc.Agents {
 		d.Agents = append(d.Agents, agent(a))
 	}
+	for _, s := range doc.Skills {
+		d.Skills = append(d.Skills, app.Skill{Name: s.Name, Description: s.Description, AllowedTools: slices.Clone(s.AllowedTools), Dir: s.Dir, Files: slices.Clone(s.Files)})
+	}
 	for _, s := range doc.Stores {
 		k, err := decodeKind(StoreKinds, kind.Stores, s.Kind, s.Config, storeFields...)
 		if err != nil {
@@ -201,6 +204,7 @@ func agent(a *ir.Agent) agents.Agent {
 		Handoffs:          slices.Clone(a.Handoffs),
 		Delegates:         slices.Clone(a.Delegates),
 		Retrievers:        slices.Clone(a.Retrievers),
+		Skills:            slices.Clone(a.Skills),
 		Fallbacks:         slices.Clone(a.Fallbacks),
 		MaxSteps:          a.MaxSteps,
 		Budget:            a.Budget,

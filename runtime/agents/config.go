@@ -159,6 +159,12 @@ type Config struct {
 	// DefaultGuardrails names the guardrails every agent runs, before its
 	// own (the service's defaults).
 	DefaultGuardrails []string
+	// Skills are the skills agents may list (Agent.Skills).
+	Skills []Skill
+	// RunEnded are called with a run's id when the run ends for good
+	// (any status but paused), after its result is stored: what a tool
+	// keeps per run (a sandbox's workspace) is deleted with the run.
+	RunEnded []func(runID string)
 }
 
 // Timeouts bound the time a run takes. A run that exceeds one stops with
@@ -216,6 +222,10 @@ type Agent struct {
 	// Config.Retrievers; the model sees each as the tool
 	// search_<retriever>.
 	Retrievers []string
+	// Skills names skills of Config.Skills the agent may load: its prompt
+	// lists their names and descriptions, and the model loads one with the
+	// tool load_skill and reads its files with read_skill_file.
+	Skills []string
 	// MaxSteps bounds the agent's model calls in one run; zero means
 	// DefaultMaxSteps.
 	MaxSteps int

@@ -206,6 +206,11 @@ func (r *Runtime) end(s *stepper, o outcome, res *RunResult) (err error) {
 	} else {
 		*res, err = r.finish(s.ctx, s.st, s.span, o.status, o.err)
 	}
+	if !s.st.sub && res.Status != StatusPaused && r.replay == nil {
+		for _, fn := range r.runEnded {
+			fn(s.st.id)
+		}
+	}
 	return err
 }
 
@@ -756,7 +761,7 @@ func (r *Runtime) parallel(ctx context.Context, st *runState, span trace.Span, c
 func readOnly(d *agentDef, calls []ToolCallRecord) bool {
 	for _, c := range calls {
 		t := d.tools[c.Name]
-		if t == nil || (t.kind != kindPlain && t.kind != kindSearch) || t.effects != EffectsRead {
+		if t == nil || (t.kind != kindPlain && t.kind != kindSearch && t.kind != kindSkill) || t.effects != EffectsRead {
 			return false
 		}
 	}
@@ -1022,6 +1027,12 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, step, i in
 			return nil, r.replay.tool(ctx, st, step, i, c)
 		}
 		return nil, r.search(ctx, st, t, args, c)
+	case kindSkill:
+		if r.replay != nil {
+			return nil, r.replay.tool(ctx, st, step, i, c)
+		}
+		r.skillCall(st, t, args, c)
+		return nil, nil
 	}
 	if r.replay != nil {
 		return nil, r.replay.tool(ctx, st, step, i, c)

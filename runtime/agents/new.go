@@ -38,6 +38,8 @@ func New(cfg Config) (*Runtime, error) {
 		panic(err) // the built-in schemas are constants
 	}
 	errs = append(errs, r.declareAgents(cfg.Agents)...)
+	skills, kerrs := declareSkills(cfg.Skills)
+	errs = append(errs, kerrs...)
 	guards, gerrs := compileGuardrails(cfg)
 	errs = append(errs, gerrs...)
 	missing := map[string][]string{} // tool without an implementation → the agents offering it
@@ -49,6 +51,7 @@ func New(cfg Config) (*Runtime, error) {
 		errs = append(errs, d.bindTools(declared, missing)...)
 		errs = append(errs, r.bindAgentTools(d)...)
 		errs = append(errs, d.bindSearch(cfg.Retrievers, searchToolSchema)...)
+		errs = append(errs, d.bindSkills(skills)...)
 		errs = append(errs, d.bindMemory(cfg.MemoryStores)...)
 		errs = append(errs, d.compileOutput()...)
 		errs = append(errs, r.checkAliases(d)...)
@@ -94,6 +97,7 @@ func newRuntime(cfg Config) (*Runtime, error) {
 		maxDeleg:    cmp.Or(cfg.MaxDelegations, DefaultMaxDelegations),
 		app:         cfg.App,
 		ver:         cfg.AppVersion,
+		runEnded:    cfg.RunEnded,
 	}
 	if r.logger == nil {
 		r.logger = slog.New(slog.DiscardHandler)
@@ -241,7 +245,7 @@ func (r *Runtime) agentRules(d *agentDef, cfg Config, declared map[string]*tool)
 		Name: a.Name, Model: a.Model, Ladder: a.Ladder, Fallbacks: a.Fallbacks,
 		Degrade: a.OnBudgetExhausted == BudgetDegrade, Budget: a.Budget,
 		Tools: a.Tools, Handoffs: a.Handoffs, Delegates: a.Delegates, Retrievers: a.Retrievers,
-		Output: len(a.Output) > 0,
+		Skills: a.Skills, Output: len(a.Output) > 0,
 	}
 	if a.Memory != nil {
 		ra.ThreadTokenBudget = a.Memory.ThreadTokenBudget

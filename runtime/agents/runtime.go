@@ -45,6 +45,7 @@ type Runtime struct {
 	maxDeleg    int
 	policy      *policy.Compiled
 	app, ver    string
+	runEnded    []func(runID string)
 	replay      *replayer // set by Replay: recorded answers and observations in place of the gateway and the tools
 }
 
@@ -55,6 +56,7 @@ const (
 	kindTransfer
 	kindDelegate
 	kindSearch
+	kindSkill
 )
 
 // tool is a tool as one agent offers it.
@@ -67,10 +69,11 @@ type tool struct {
 	allowed  bool // the approval policy allows every call of it, whatever the arguments
 	schema   *jsonschema.Schema
 	impl     Implementation
-	target   *agentDef       // transfer and delegate
-	searcher Searcher        // search
-	source   string          // search: the retriever's name
-	def      gateway.ToolDef // plain: what the model is offered
+	target   *agentDef         // transfer and delegate
+	searcher Searcher          // search
+	source   string            // search: the retriever's name
+	skills   map[string]*Skill // load_skill and read_skill_file: the agent's skills
+	def      gateway.ToolDef   // plain: what the model is offered
 	learned  *LearnedDefinition
 }
 

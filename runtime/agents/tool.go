@@ -109,6 +109,13 @@ type RunInfo struct {
 
 type runInfoKey struct{}
 
+// ContextWithRunInfo returns ctx carrying ri, as the runtime gives a tool
+// call's context: for code that calls an implementation outside a run,
+// and its tests.
+func ContextWithRunInfo(ctx context.Context, ri RunInfo) context.Context {
+	return context.WithValue(ctx, runInfoKey{}, &ri)
+}
+
 // RunInfoFromContext returns the run a tool is called for.
 func RunInfoFromContext(ctx context.Context) (RunInfo, bool) {
 	ri, ok := ctx.Value(runInfoKey{}).(*RunInfo)

@@ -150,7 +150,12 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 	}
 	a.Gateway = g
 
-	tools, impls, expand, err := buildTools(ctx, &desc, &opts, env)
+	var ended []func(string)
+	tools, impls, expand, err := buildTools(ctx, &desc, &opts, env, &ended)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	skills, err := skills(&desc, env.Files)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -209,6 +214,8 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 			DefaultGuardrails: desc.Service.Guardrails,
 			App:               desc.Name,
 			AppVersion:        desc.Version,
+			Skills:            skills,
+			RunEnded:          ended,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("building the agents: %w", err))
@@ -235,7 +242,12 @@ func newEnv(desc Description, opts Options) kind.Env {
 	if opts.Files != nil {
 		files = kind.FSFiles(opts.Files, desc.Dir)
 	}
+	skills := make(map[string]string, len(desc.Skills))
+	for _, s := range desc.Skills {
+		skills[s.Name] = s.Dir
+	}
 	return kind.Env{
+		Skills:     skills,
 		Files:      files,
 		LookupEnv:  opts.LookupEnv,
 		HTTPClient: opts.HTTPClient,
@@ -294,7 +306,7 @@ func (d *Description) path(name string) string {
 // tools the agents runtime is configured with, their implementations, and,
 // for a declaration whose kind built tools of other names (a server's tools
 // imported whole), the names it stands for in the agents' lists.
-func buildTools(ctx context.Context, desc *Description, opts *Options, env kind.Env) ([]agents.Tool, map[string]agents.Implementation, map[string][]string, error) {
+func buildTools(ctx context.Context, desc *Description, opts *Options, env kind.Env, ended *[]func(string)) ([]agents.Tool, map[string]agents.Implementation, map[string][]string, error) {
 	var errs []error
 	var tools []agents.Tool
 	impls := make(map[string]agents.Implementation, len(desc.Tools))
@@ -327,6 +339,9 @@ func buildTools(ctx context.Context, desc *Description, opts *Options, env kind.
 		for i, b := range built {
 			decls[i] = b.Tool
 			impls[b.Tool.Name] = b.Implementation
+			if e, ok := b.Implementation.(RunEnder); ok {
+				*ended = append(*ended, e.EndRun)
+			}
 		}
 		tools = appendBuilt(tools, expand, name, decls)
 	}
@@ -336,6 +351,13 @@ func buildTools(ctx context.Context, desc *Description, opts *Options, env kind.
 		}
 	}
 	return tools, impls, expand, errors.Join(errs...)
+}
+
+// RunEnder is implemented by a tool kind's implementation that keeps
+// something per run (a sandbox's workspace): EndRun is called when a run
+// ends for good (agents.Config.RunEnded), before any wrapper hides it.
+type RunEnder interface {
+	EndRun(runID string)
 }
 
 // appendBuilt appends to tools the tools a kind built for the declaration

@@ -69,6 +69,28 @@ type Description struct {
 	// agents name theirs in agents.Agent.Guardrails, and
 	// Service.Guardrails names every agent's.
 	Guardrails []guard.Guardrail
+	// Skills are the skills agents may load (agents.Agent.Skills), by
+	// name. Their instructions and files are read through the
+	// application's files when it is assembled, so that a generated
+	// service carries them embedded like its other files.
+	Skills []Skill
+}
+
+// Skill is a skill: what an agent's prompt lists of it, and where its
+// folder is.
+type Skill struct {
+	// Name is how agents list it.
+	Name string
+	// Description is what the prompt of an agent listing it carries.
+	Description string
+	// AllowedTools are the tools its instructions use.
+	AllowedTools []string
+	// Dir is its folder, holding its SKILL.md, slash-separated and
+	// relative to the description's Dir.
+	Dir string
+	// Files are the folder's files besides SKILL.md, relative to Dir,
+	// which the model reads with read_skill_file.
+	Files []string
 }
 
 // Provider is an endpoint that serves models.

@@ -14,6 +14,7 @@ import (
 // ReadFiles reads, through files, every file the application reads when it
 // serves: the files its kinds' configurations name (kind.Info.Files: agent
 // scripts, answer keys, fixtures) and the documents its retrievers ingest,
+// the folders of its skills,
 // by the names the description gives them (slash-separated, relative to
 // its directory). aidgen build embeds them in a generated service, so that
 // the service runs from any directory. Eval datasets and baselines are not
@@ -67,6 +68,7 @@ func (d Description) ReadFiles(files kind.Files) (map[string][]byte, error) {
 			names = append(names, path.Join(filepath.ToSlash(r.Source.Dir), m))
 		}
 	}
+	names = append(names, d.skillFiles()...)
 	out := map[string][]byte{}
 	for _, name := range slices.Compact(slices.Sorted(slices.Values(names))) {
 		b, err := files.ReadFile(name)

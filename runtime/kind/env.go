@@ -43,6 +43,16 @@ type Env struct {
 	// Resources are the application's resources, which a kind's elements
 	// find by name (Resource).
 	Resources []Resource
+	// Skills are the folders of the application's skills, by skill name,
+	// relative to Files (a sandbox runs their scripts).
+	Skills map[string]string
+}
+
+// Skill returns the folder of the application's skill name, relative to
+// Files.
+func (e Env) Skill(name string) (string, bool) {
+	dir, ok := e.Skills[name]
+	return dir, ok
 }
 
 // Lookup reads the environment variable name through LookupEnv.

@@ -53,6 +53,9 @@ const (
 	// ToolMCP calls the tools of a Model Context Protocol server
 	// (runtime/agents/tools/mcp).
 	ToolMCP = "mcp"
+	// ToolSandbox runs the model's shell commands in an isolated,
+	// resource-limited environment (runtime/agents/tools/sandbox).
+	ToolSandbox = "sandbox"
 
 	// ResourceMCPServers are the Model Context Protocol servers that tools
 	// of kind mcp call, declared in the IR section of that name
@@ -214,6 +217,7 @@ var kinds = []Info{
 	{Point: Tools, Name: ToolHTTP, OneOf: [][]string{{"url", "urlEnv"}}},
 	{Point: Tools, Name: ToolMCP, Refs: []Ref{{Field: "server", Section: ResourceMCPServers, What: "MCP server"}},
 		Imports: &Imports{Field: "import", Allow: "import.allow", Prefix: "import.prefix"}},
+	{Point: Tools, Name: ToolSandbox},
 
 	{Point: Resources, Name: ResourceMCPServers},
 

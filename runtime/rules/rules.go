@@ -52,6 +52,16 @@ const (
 	SearchPrefix = "search_"
 )
 
+// The names of the tools the agent runtime offers an agent that lists
+// skills: one loads a skill's instructions, the other reads a file of its
+// folder.
+const (
+	// LoadSkillTool loads a skill's instructions.
+	LoadSkillTool = "load_skill"
+	// ReadSkillFileTool reads a file of a skill's folder.
+	ReadSkillFileTool = "read_skill_file"
+)
+
 // MaxToolName is the longest tool name the model API accepts: OpenAI's
 // function names match ^[a-zA-Z0-9_-]{1,64}$.
 const MaxToolName = 64
@@ -111,6 +121,8 @@ type Agent struct {
 	Budget string
 	// Tools, Handoffs, Delegates and Retrievers are the agent's lists.
 	Tools, Handoffs, Delegates, Retrievers []string
+	// Skills are the skills the agent lists.
+	Skills []string
 	// Output is whether the agent has an output schema.
 	Output bool
 	// ThreadTokenBudget bounds the thread sent to the model; zero means
@@ -280,7 +292,7 @@ func ThreadBudget(a Agent, k Known) []Problem {
 // model sees each as a tool), json when it has an output schema.
 func Needs(a Agent) []string {
 	var out []string
-	if len(a.Tools)+len(a.Handoffs)+len(a.Delegates)+len(a.Retrievers) > 0 {
+	if len(a.Tools)+len(a.Handoffs)+len(a.Delegates)+len(a.Retrievers)+len(a.Skills) > 0 {
 		out = append(out, "tools")
 	}
 	if a.Output {
@@ -322,6 +334,10 @@ func GeneratedTools(a Agent, k Known) []Problem {
 	gen("handoffs", a.Handoffs, TransferPrefix, "the handoff to agent", "agent", k.Agent)
 	gen("delegates", a.Delegates, DelegatePrefix, "the delegate", "agent", k.Agent)
 	gen("retrievers", a.Retrievers, SearchPrefix, "the search of retriever", "retriever", k.Retriever)
+	if len(a.Skills) > 0 {
+		generated[LoadSkillTool] = "loading skills"
+		generated[ReadSkillFileTool] = "reading skills' files"
+	}
 	for i, t := range a.Tools {
 		if what, ok := generated[t]; ok && k.Tool != nil && k.Tool(t) {
 			out = append(out, problem(fmt.Sprintf("tool %q has the name the runtime gives the tool for %s, so the model would see two tools of one name; rename the declared tool", t, what), "tools", i))

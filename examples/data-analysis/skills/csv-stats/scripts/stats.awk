@@ -1,0 +1,12 @@
+# stats.awk: count, sum and mean of each numeric column of a CSV whose
+# first row is the header.
+BEGIN { FS = "," }
+NR == 1 { for (i = 1; i <= NF; i++) name[i] = $i; n = NF; next }
+{
+	for (i = 1; i <= n; i++)
+		if ($i ~ /^-?[0-9]+(\.[0-9]+)?$/) { sum[i] += $i; cnt[i]++ }
+}
+END {
+	for (i = 1; i <= n; i++)
+		if (cnt[i]) printf "%s: count %d, sum %g, mean %g\n", name[i], cnt[i], sum[i], sum[i] / cnt[i]
+}

@@ -44,7 +44,7 @@ evals: lastweek: {
 }
 `)
 	}
-	write("placeholder.jsonl", `{"id": "x", "input": "x", "expected": "x"}`+"\n")
+	// placeholder.jsonl does not exist: --from-runs replaces the dataset.
 	path := app("{{.Input}}")
 	var all bytes.Buffer
 	for i := range 200 {

@@ -231,7 +231,7 @@ func TestRoganGladenUnbiased(t *testing.T) {
 			}
 			nf := float64(n)
 			rawBias, corrBias, coverage := raw/nf-tt.pi, corr/nf-tt.pi, covered/nf
-			t.Logf("%d simulations: raw bias %+.4f, corrected bias %+.4f, 95%% interval coverage %.3f", n, rawBias, corrBias, coverage)
+			t.Logf("Se %.2f Sp %.2f π %.1f, %d simulations: raw bias %+.4f, corrected bias %+.4f, 95%% interval coverage %.3f", tt.se, tt.sp, tt.pi, n, rawBias, corrBias, coverage)
 			if math.Abs(corrBias) > 0.01 {
 				t.Errorf("corrected bias %+.4f, want within 0.01", corrBias)
 			}
@@ -311,7 +311,7 @@ func TestCalibratedJudgeGate(t *testing.T) {
 			edge, _ := rate(delta)
 			fail2, pass2 := rate(2 * delta)
 			lim := alpha + 2*math.Sqrt(alpha*(1-alpha)/float64(n))
-			t.Logf("%d gates per figure: false alarms at R=δ %.4f (limit %.4f); at R=2δ fail %.3f, pass %.3f", n, edge, lim, fail2, pass2)
+			t.Logf("Se %.2f Sp %.2f, %d gates per figure: false alarms at R=δ %.4f (limit %.4f); at R=2δ fail %.3f, pass %.3f", tt.se, tt.sp, n, edge, lim, fail2, pass2)
 			if edge > lim {
 				t.Errorf("false alarms %.4f > α + 2 MC-SE = %.4f", edge, lim)
 			}

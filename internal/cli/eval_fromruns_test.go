@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/aidgen/aid/internal/cli"
 )
 
 // TestEvalFromRuns is the CI pattern a dataset from recorded runs serves:
@@ -195,8 +199,23 @@ evals: lastweek: {
 	if code == 2 || !strings.Contains(out, "judge calibration (the baseline's)") {
 		t.Fatalf("the unchanged application: exit %d\n%s%s", code, out, errOut)
 	}
-	if rep, _ := os.ReadFile(jsonOut); !bytes.Contains(rep, []byte("Rogan–Gladen")) {
+	rep, err := os.ReadFile(jsonOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(rep, []byte("Rogan–Gladen")) || !bytes.Contains(rep, []byte(`"youdenLower"`)) {
 		t.Errorf("the report does not say the judge's gate is corrected:\n%.3000s", rep)
+	}
+	sch, err := jsonschema.NewCompiler().Compile(filepath.Join("..", "..", cli.ReportSchemaPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(rep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.Validate(doc); err != nil {
+		t.Errorf("the report with a calibrated judge does not match %s: %v", cli.ReportSchemaPath, err)
 	}
 	path = app("Please help: {{.Input}}", 0.2)
 	if code, out, errOut := run(t, "eval", "--progress", "none", path); code != 1 || !strings.Contains(out, "verdict: regression") {

@@ -197,6 +197,11 @@ func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Base
 			continue
 		}
 		r.BaselineMean, r.BaselineSE = base.Mean, base.StdErr
+		if cal := cur.Calibration; cal != nil {
+			if fixed, err := cal.Check(); err == nil {
+				r.BaselineMean = clampUnit((base.Mean + fixed.Specificity - 1) / fixed.Youden)
+			}
+		}
 		c, why := compare(cur, base)
 		if why == "" && cur.Calibration != nil {
 			why = corrected(r, &c, cur, base)

@@ -107,6 +107,9 @@ func (c *checker) resolve() {
 		if e.Target.Retriever != "" {
 			c.ref(at("target", "retriever"), "retriever", e.Target.Retriever, retrievers)
 		}
+		if r := e.FromRuns; r != nil && r.Agent != "" {
+			c.ref(at("fromRuns", "agent"), "agent", r.Agent, agents)
+		}
 		if e.Judge != nil {
 			c.alias(at("judge", "model"), e.Judge.Model, KindChat)
 			c.fallbacks([]any{"evals", e.Name, "judge", "fallbacks"}, e.Judge.Fallbacks, e.Judge.Model, "the judge's model")
@@ -724,7 +727,17 @@ func (c *checker) files() {
 		}
 	}
 	for _, e := range d.Evals {
-		c.file(pathOf("evals", e.Name, "dataset"), e.Dataset)
+		// A "runs" source has no dataset file: its cases are sampled when
+		// the eval runs; nor do cases sampled with aidgen eval --from-runs.
+		if e.Dataset != "" && !c.casesFromRuns {
+			c.file(pathOf("evals", e.Name, "dataset"), e.Dataset)
+		}
+		if r := e.FromRuns; r != nil && r.File != "" {
+			c.file(pathOf("evals", e.Name, "fromRuns", "file"), r.File)
+		}
+		if j := e.Judge; j != nil && j.Calibration != nil {
+			c.file(pathOf("evals", e.Name, "judge", "calibration", "labels"), j.Calibration.Labels)
+		}
 		for _, name := range slices.Sorted(maps.Keys(e.Tools)) {
 			if f := e.Tools[name].Fixture; f != "" {
 				c.file(pathOf("evals", e.Name, "tools", name, "fixture"), f)

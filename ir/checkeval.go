@@ -8,8 +8,10 @@ package ir
 import (
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
@@ -49,6 +51,7 @@ func (c *checker) eval(e *Eval) {
 	}
 	c.rankedMetrics(e)
 	c.evalTools(e)
+	c.fromRuns(e)
 	if slices.Contains(e.Metrics, MetricLLMJudge) && e.Judge == nil {
 		c.errAt(at("metrics", slices.Index(e.Metrics, MetricLLMJudge)), "metric \"llm_judge\" needs a judge: set judge: {model: \"<alias>\", rubric: \"...\"}")
 	}
@@ -70,8 +73,8 @@ func (c *checker) eval(e *Eval) {
 		c.heldThreshold(at("thresholds", i), th)
 		p := at("thresholds", i, "metric")
 		switch {
-		case ModelDerivedMetric(th.Metric):
-			c.errAt(p, "metric %q is model-derived (an LLM judge) and may be reported but never gate; remove this threshold", th.Metric)
+		case ModelDerivedMetric(th.Metric) && (e.Judge == nil || e.Judge.Calibration == nil):
+			c.errAt(p, "metric %q is model-derived (an LLM judge) and gates only when calibrated against human labels: declare judge: calibration: {labels: \"<labels>.jsonl\"} in eval %q, or remove this threshold", th.Metric, e.Name)
 		case !slices.Contains(e.Metrics, th.Metric):
 			c.errAt(p, "threshold on metric %q, which the eval does not measure; add it to metrics (%s)", th.Metric, strings.Join(e.Metrics, ", "))
 		case slices.Contains(gated, th.Metric):
@@ -81,6 +84,42 @@ func (c *checker) eval(e *Eval) {
 	}
 	if len(e.Thresholds) > 0 && e.Baseline == "" {
 		c.errAt(at("thresholds"), "thresholds compare against a baseline, but baseline is not set; set baseline: \"<file>.json\" and create it with aidgen eval --update-baseline")
+	}
+}
+
+// fromRuns checks a "runs" source: one place the runs come from, times
+// that parse, patterns that compile.
+func (c *checker) fromRuns(e *Eval) {
+	r := e.FromRuns
+	if r == nil {
+		return
+	}
+	at := func(parts ...any) cue.Path { return pathOf(append([]any{"evals", e.Name, "fromRuns"}, parts...)...) }
+	if r.File == "" && r.DSNEnv == "" {
+		c.errAt(at(), "fromRuns names no runs: set file: \"<runs>.jsonl\" (aidgen run --record logs) or dsnEnv: \"<VAR>\" (the PostgreSQL run store's DSN)")
+	}
+	var since, until time.Time
+	for _, f := range []struct {
+		name, v string
+		dst     *time.Time
+	}{{"since", r.Since, &since}, {"until", r.Until, &until}} {
+		if f.v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, f.v)
+		if err != nil {
+			c.errAt(at(f.name), "%s %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", f.name, f.v)
+			continue
+		}
+		*f.dst = t
+	}
+	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+		c.errAt(at("until"), "until %s is not after since %s: no run could be kept", r.Until, r.Since)
+	}
+	for i, p := range r.Redact {
+		if _, err := regexp.Compile(p); err != nil {
+			c.errAt(at("redact", i), "redact pattern %q: %v", p, err)
+		}
 	}
 }
 

@@ -8,7 +8,8 @@
 // semantic passes check what CUE cannot express: every alias, model, tool,
 // agent, store, retriever and budget reference resolves to something of the
 // right kind (resolve); ladders descend in price, capabilities match what
-// agents ask of their models, JSON Schemas compile, LLM judges never gate
+// agents ask of their models, JSON Schemas compile, an LLM judge gates only
+// with a calibration set
 // (check); no kind the schema accepts only to name it (a #Deferred
 // definition: a qdrant store, a web source, a bedrock provider) is used,
 // each being reported as not built yet (deferred); and every file the IR

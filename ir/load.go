@@ -49,6 +49,7 @@ func LoadBytes(name string, src []byte, opts ...Option) (*Document, error) {
 	defer sc.release(len(src))
 	l := newLoader(name, sc)
 	l.tags = o.tags
+	l.casesFromRuns = o.casesFromRuns
 	return l.load(src)
 }
 
@@ -207,9 +208,11 @@ type loader struct {
 	sc    *compiledSchema
 	ctx   *cue.Context
 	src   []byte
-	tags  []string  // injection tags (Tags)
-	app   cue.Value // the user's file unified with #App
-	errs  Errors
+	tags  []string // injection tags (Tags)
+	// casesFromRuns skips the dataset files' existence (CasesFromRuns).
+	casesFromRuns bool
+	app           cue.Value // the user's file unified with #App
+	errs          Errors
 
 	// literals are the JSON Schema documents written as plain data, by
 	// section and entry (dataLiterals), when the file was built inside #App.

@@ -17,7 +17,15 @@ import (
 type Option func(*options)
 
 type options struct {
-	tags []string
+	tags          []string
+	casesFromRuns bool
+}
+
+// CasesFromRuns says that every eval's cases will be sampled from recorded
+// runs (aidgen eval --from-runs), so that a dataset file an eval names need
+// not exist; every other check is kept.
+func CasesFromRuns() Option {
+	return func(o *options) { o.casesFromRuns = true }
 }
 
 // Tags sets CUE injection tags, as `cue -t` does, so that one app file

@@ -514,8 +514,15 @@ type Chunking struct {
 type Eval struct {
 	// Name is the eval's key in the IR.
 	Name string `json:"name"`
-	// Dataset is the dataset file, relative to the IR file's directory.
-	Dataset string `json:"dataset"`
+	// Source is where the cases come from: SourceDataset (the Dataset
+	// file) or SourceRuns (recorded runs, as FromRuns says).
+	Source string `json:"source"`
+	// Dataset is the dataset file, relative to the IR file's directory;
+	// empty when Source is SourceRuns.
+	Dataset string `json:"dataset,omitempty"`
+	// FromRuns selects and cleans the recorded runs a SourceRuns eval
+	// samples; nil for SourceDataset.
+	FromRuns *FromRuns `json:"fromRuns,omitempty"`
 	// Target is what answers each case.
 	Target Target `json:"target"`
 	// Runs is how many times each case is sampled.
@@ -543,6 +550,41 @@ type Eval struct {
 	// Tools says what the tools of an agent target do in the eval, by
 	// declared tool name.
 	Tools map[string]EvalTool `json:"tools,omitempty"`
+}
+
+// The sources of an eval's cases.
+const (
+	SourceDataset = "dataset"
+	SourceRuns    = "runs"
+)
+
+// FromRuns selects and cleans the recorded runs an eval samples its cases
+// from. Exactly one of File and DSNEnv is set.
+type FromRuns struct {
+	// File holds recorded runs (aidgen run --record logs, concatenated),
+	// relative to the IR file's directory.
+	File string `json:"file,omitempty"`
+	// DSNEnv names the environment variable holding the DSN of the
+	// PostgreSQL run store.
+	DSNEnv string `json:"dsnEnv,omitempty"`
+	// Tenant keeps one tenant's runs of the run store; empty keeps all.
+	Tenant string `json:"tenant,omitempty"`
+	// Agent keeps the runs that started on this agent; empty keeps all.
+	Agent string `json:"agent,omitempty"`
+	// Statuses keeps the runs that ended with these statuses; empty keeps
+	// completed runs.
+	Statuses []string `json:"statuses,omitempty"`
+	// Since and Until keep the runs last written in [Since, Until), RFC
+	// 3339 times; empty is open.
+	Since string `json:"since,omitempty"`
+	Until string `json:"until,omitempty"`
+	// Sample keeps at most this many runs, drawn with Seed; 0 keeps all.
+	Sample int `json:"sample,omitempty"`
+	// Seed draws the sample.
+	Seed int64 `json:"seed"`
+	// Redact are the regular expressions replaced in every text before a
+	// case exists.
+	Redact []string `json:"redact,omitempty"`
 }
 
 // EvalTool is what one tool does in an eval.
@@ -588,6 +630,19 @@ type Judge struct {
 	Fallbacks []string `json:"fallbacks,omitempty"`
 	// Rubric tells the judge how to score.
 	Rubric string `json:"rubric"`
+	// Calibration, when set, lets the judge gate: its agreement with
+	// human labels is measured before the eval's gate.
+	Calibration *JudgeCalibration `json:"calibration,omitempty"`
+}
+
+// JudgeCalibration declares the human labels a judge is measured against.
+type JudgeCalibration struct {
+	// Labels is the file of labelled answers, relative to the IR file's
+	// directory.
+	Labels string `json:"labels"`
+	// MinYouden is the floor on the lower confidence bound of the judge's
+	// sensitivity + specificity − 1, in (0, 1].
+	MinYouden float64 `json:"minYouden"`
 }
 
 // Threshold gates one metric against the baseline.
@@ -636,8 +691,8 @@ func RankedMetric(name string) (kind string, k int, ok bool) {
 }
 
 // ModelDerivedMetric reports whether a metric's score comes from a model
-// (an LLM judge). Such a metric may be reported but never gate: its noise
-// and bias are not the application's.
+// (an LLM judge). Such a metric gates only when its judge declares a
+// calibration: its noise and bias are not the application's.
 func ModelDerivedMetric(name string) bool { return name == MetricLLMJudge }
 
 // Service configures the generated HTTP service.

@@ -29,6 +29,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents/tools/mcp"
 	"github.com/aidgen/aid/runtime/agents/tools/sandbox"
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
@@ -265,6 +266,13 @@ func assembled(t *testing.T, desc app.Description) {
 	}
 	defer a.Close()
 	for _, name := range a.EvalNames() {
+		if _, ok := a.RunsSource(name); ok {
+			// Its cases are sampled from recorded runs when it runs.
+			if _, err := a.EvalOn(name, &eval.Dataset{Name: name}); err != nil {
+				t.Errorf("EvalOn(%s): %v", name, err)
+			}
+			continue
+		}
 		if _, err := a.Eval(name); err != nil {
 			t.Errorf("Eval(%s): %v", name, err)
 		}

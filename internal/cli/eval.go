@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	aid "github.com/aidgen/aid"
+	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/pgstore"
 	"github.com/aidgen/aid/runtime/app"
@@ -230,14 +230,18 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 	if f.runsTenant != "" && !isRunStoreDSN(f.fromRuns) {
 		return usageErr(errors.New("--runs-tenant applies with --from-runs postgres://...: an event log does not record its run's tenant"))
 	}
-	if f.fromRuns == "" && (f.runsAgent != "" || len(f.runsStatus) > 0 || f.runsSince != "" || f.runsUntil != "" || f.runsSample != 0 || len(f.redact) > 0 || f.datasetOut != "") {
-		return usageErr(errors.New("--runs-agent, --runs-status, --runs-since, --runs-until, --runs-sample, --redact and --dataset-out apply with --from-runs"))
+	if f.fromRuns == "" && (f.runsAgent != "" || len(f.runsStatus) > 0 || f.runsSince != "" || f.runsUntil != "" || f.runsSample != 0 || len(f.redact) > 0) {
+		return usageErr(errors.New("--runs-agent, --runs-status, --runs-since, --runs-until, --runs-sample and --redact apply with --from-runs (an eval whose source is \"runs\" declares its own in fromRuns)"))
 	}
 	if f.allowFailures && !f.updateBaseline {
 		return usageErr(errors.New("--allow-failures only applies with --update-baseline"))
 	}
 
-	desc, err := loadDescription(s, path, f.tags)
+	var load []ir.Option
+	if f.fromRuns != "" {
+		load = append(load, ir.CasesFromRuns()) // the flag replaces every dataset file
+	}
+	desc, err := loadDescription(s, path, f.tags, load...)
 	if err != nil {
 		return err
 	}
@@ -346,14 +350,34 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	}
 	defer a.Close()
 	g := a.Gateway
-	e, err := a.Eval(name)
-	if err != nil {
-		return nil, usageErr(err)
-	}
+	var runs *runsFrom
 	if f.fromRuns != "" {
-		if e.Dataset, err = datasetFromRuns(ctx, name, f); err != nil {
+		r := flagRuns(f)
+		runs = &r
+	} else if src, ok := a.RunsSource(name); ok {
+		r, err := declaredRuns(src, f)
+		if err != nil {
 			return nil, usageErr(fmt.Errorf("eval %q: %w", name, err))
 		}
+		runs = &r
+	} else if f.datasetOut != "" {
+		return nil, usageErr(fmt.Errorf("eval %q: --dataset-out writes cases sampled from recorded runs, and this eval reads its dataset file", name))
+	}
+	var e *app.EvalRun
+	if runs != nil {
+		if f.queue != "" {
+			return nil, usageErr(fmt.Errorf("eval %q: cases sampled from recorded runs cannot go to --queue: the workers read the eval's dataset file; write the cases with --dataset-out, commit them as the eval's dataset, and queue that", name))
+		}
+		ds, err := datasetFromRuns(ctx, name, *runs)
+		if err != nil {
+			return nil, usageErr(fmt.Errorf("eval %q: %w", name, err))
+		}
+		e, err = a.EvalOn(name, ds)
+		if err != nil {
+			return nil, usageErr(err)
+		}
+	} else if e, err = a.Eval(name); err != nil {
+		return nil, usageErr(err)
 	}
 	if f.runs > 0 {
 		e.Runs = f.runs
@@ -380,6 +404,13 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		return nil, usageErr(fmt.Errorf("eval %q names no baseline file to update; set baseline in the IR", name))
 	}
 
+	var cal *eval.JudgeCalibration
+	if e.Calibration != nil {
+		if cal, err = judgeCalibration(ctx, s, e, baseline); err != nil {
+			return nil, usageErr(fmt.Errorf("eval %q: %w", name, err))
+		}
+	}
+
 	total := len(e.Dataset.Cases) * e.Runs
 	where := fmt.Sprintf("concurrency %d", e.Concurrency)
 	if f.queue != "" {
@@ -402,6 +433,10 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	stats, err := res.Stats()
 	if err != nil {
 		return nil, &exitError{code: ExitUsage, err: fmt.Errorf("eval %q: %w", name, err)}
+	}
+	if st, ok := stats[eval.MetricLLMJudge]; ok && cal != nil {
+		st.Calibration = cal
+		stats[eval.MetricLLMJudge] = st
 	}
 	if f.queue == "" {
 		if spend, err = g.Spend(ctx); err != nil {
@@ -460,6 +495,10 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		if err != nil {
 			return nil, &exitError{code: ExitUsage, err: err}
 		}
+		if st, ok := nb.Metrics[eval.MetricLLMJudge]; ok && cal != nil {
+			st.Calibration = cal // later gates correct both sides with it
+			nb.Metrics[eval.MetricLLMJudge] = st
+		}
 		old, err := eval.ReadBaseline(e.Baseline)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			fmt.Fprintf(s.err, "aidgen: the old baseline cannot be read (%v); writing a new one\n", err)
@@ -502,35 +541,91 @@ func failedBaselineError(name string, o *evalOutcome) error {
 	return errors.New(b.String())
 }
 
-// datasetFromRuns samples the cases of eval name from the recorded runs
-// --from-runs names, filtered, sampled and redacted as the flags say, and
-// writes them to --dataset-out when set.
-func datasetFromRuns(ctx context.Context, name string, f evalFlags) (*eval.Dataset, error) {
-	opts := fromruns.Options{Agent: f.runsAgent, Sample: f.runsSample, Seed: uint64(f.seed)}
-	for _, st := range f.runsStatus {
-		opts.Statuses = append(opts.Statuses, agents.Status(st))
+// judgeCalibration is the calibration of the eval's judge: the one its
+// baseline was written with, so that both sides of the gate are corrected
+// alike, or else measured now on the declared labels. A judge below the
+// declared floor is refused.
+func judgeCalibration(ctx context.Context, s *streams, e *app.EvalRun, baseline *eval.Baseline) (*eval.JudgeCalibration, error) {
+	var cal eval.JudgeCalibration
+	from := "measured on " + e.Calibration.Labels
+	var kept *eval.JudgeCalibration
+	if baseline != nil {
+		kept = baseline.Metrics[eval.MetricLLMJudge].Calibration
 	}
-	for _, t := range []struct {
-		flag, value string
-		dst         *time.Time
-	}{{"--runs-since", f.runsSince, &opts.Since}, {"--runs-until", f.runsUntil, &opts.Until}} {
-		if t.value == "" {
-			continue
+	if kept != nil {
+		cal, from = *kept, "the baseline's"
+	} else {
+		var judge *eval.LLMJudge
+		for _, m := range e.Metrics {
+			if j, ok := m.(*eval.LLMJudge); ok {
+				judge = j
+			}
 		}
-		v, err := time.Parse(time.RFC3339, t.value)
+		items, err := eval.ReadLabels(e.Calibration.Labels)
 		if err != nil {
-			return nil, fmt.Errorf("%s: want an RFC 3339 time such as 2026-01-02T15:04:05Z: %w", t.flag, err)
+			return nil, err
 		}
-		*t.dst = v
-	}
-	for _, p := range f.redact {
-		re, err := regexp.Compile(p)
-		if err != nil {
-			return nil, fmt.Errorf("--redact %q: %w", p, err)
+		if cal, err = eval.MeasureJudge(ctx, judge, items, e.Concurrency); err != nil {
+			return nil, err
 		}
-		opts.Redact = append(opts.Redact, re)
 	}
-	recs, source, err := readRuns(ctx, f)
+	fmt.Fprintf(s.out, "judge calibration (%s): sensitivity %.3f [%.3f, %.3f] on %d labelled pass, specificity %.3f [%.3f, %.3f] on %d labelled fail; sensitivity + specificity − 1 ≥ %.3f (floor %g)\n",
+		from, cal.Sensitivity, cal.SensitivityInterval[0], cal.SensitivityInterval[1], cal.Positives,
+		cal.Specificity, cal.SpecificityInterval[0], cal.SpecificityInterval[1], cal.Negatives, cal.YoudenLower, e.Calibration.MinYouden)
+	if err := cal.RequireFloor(e.Calibration.MinYouden); err != nil {
+		return nil, err
+	}
+	return &cal, nil
+}
+
+// runsFrom is where the runs of a dataset sampled from recorded runs come
+// from: a file of event logs, or the DSN of a PostgreSQL run store, with
+// the filters and redaction to apply.
+type runsFrom struct {
+	src      eval.RunsSource // File or the DSN's tenant; filters; redaction
+	dsn      string          // the run store's DSN when the runs come from one
+	out      string          // --dataset-out, or empty
+	describe string          // where the runs come from, for messages (never a DSN)
+}
+
+// flagRuns is the source --from-runs and its companion flags name.
+func flagRuns(f evalFlags) runsFrom {
+	src := eval.RunsSource{Tenant: f.runsTenant, Agent: f.runsAgent, Statuses: f.runsStatus, Since: f.runsSince, Until: f.runsUntil,
+		Sample: f.runsSample, Seed: uint64(f.seed), Redact: f.redact}
+	r := runsFrom{src: src, out: f.datasetOut, describe: "--from-runs"}
+	if isRunStoreDSN(f.fromRuns) {
+		r.dsn = f.fromRuns
+	} else {
+		r.src.File = f.fromRuns
+	}
+	return r
+}
+
+// declaredRuns is the source an eval's fromRuns declares (source: "runs"),
+// its DSN read from the environment variable it names.
+func declaredRuns(src eval.RunsSource, f evalFlags) (runsFrom, error) {
+	r := runsFrom{src: src, out: f.datasetOut, describe: "fromRuns"}
+	if f.seedSet {
+		r.src.Seed = uint64(f.seed)
+	}
+	if src.DSNEnv != "" {
+		r.dsn = os.Getenv(src.DSNEnv)
+		if r.dsn == "" {
+			return runsFrom{}, fmt.Errorf("fromRuns: the environment variable %s, which names the run store, is not set", src.DSNEnv)
+		}
+	}
+	return r, nil
+}
+
+// datasetFromRuns samples the cases of eval name from recorded runs,
+// filtered, sampled and redacted as r says, and writes them to r.out when
+// set.
+func datasetFromRuns(ctx context.Context, name string, r runsFrom) (*eval.Dataset, error) {
+	opts, err := fromruns.OptionsFor(r.src)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.describe, err)
+	}
+	recs, source, err := readRuns(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -538,12 +633,12 @@ func datasetFromRuns(ctx context.Context, name string, f evalFlags) (*eval.Datas
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
-	if f.datasetOut != "" {
+	if r.out != "" {
 		var buf bytes.Buffer
 		if err := fromruns.WriteJSONL(&buf, ds); err != nil {
 			return nil, err
 		}
-		if err := writeFile(f.datasetOut, buf.Bytes()); err != nil {
+		if err := writeFile(r.out, buf.Bytes()); err != nil {
 			return nil, err
 		}
 	}
@@ -556,26 +651,25 @@ func isRunStoreDSN(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }
 
-// readRuns reads the runs --from-runs names: the event logs of a file, or
-// the runs a PostgreSQL run store holds (--runs-tenant's, or every
-// tenant's). source names where they came from for messages, never with
-// the DSN's password.
-func readRuns(ctx context.Context, f evalFlags) ([]*agents.Recording, string, error) {
-	if !isRunStoreDSN(f.fromRuns) {
-		file, err := os.Open(f.fromRuns)
+// readRuns reads the runs r names: the event logs of a file, or the runs a
+// PostgreSQL run store holds (the tenant's, or every tenant's). source
+// names where they came from for messages, never with the DSN's password.
+func readRuns(ctx context.Context, r runsFrom) ([]*agents.Recording, string, error) {
+	if r.dsn == "" {
+		file, err := os.Open(r.src.File)
 		if err != nil {
 			return nil, "", fmt.Errorf("reading recorded runs: %w", err)
 		}
 		defer file.Close()
-		recs, err := fromruns.Read(f.fromRuns, file)
-		return recs, f.fromRuns, err
+		recs, err := fromruns.Read(r.src.File, file)
+		return recs, r.src.File, err
 	}
-	store, err := pgstore.Open(ctx, f.fromRuns)
+	store, err := pgstore.Open(ctx, r.dsn)
 	if err != nil {
 		return nil, "", fmt.Errorf("opening the run store: %w", err)
 	}
 	defer store.Close()
-	filter := agents.RunFilter{Tenant: f.runsTenant, AllTenants: f.runsTenant == ""}
+	filter := agents.RunFilter{Tenant: r.src.Tenant, AllTenants: r.src.Tenant == ""}
 	recs, err := fromruns.List(ctx, store, filter)
 	return recs, "the run store", err
 }

@@ -270,8 +270,11 @@ func gateTable(o *evalOutcome, verdict func(eval.Verdict) string) [][]string {
 			}
 		}
 		why := "reported"
-		if st.ModelDerived {
-			why = "reported (model-derived, never gates)"
+		switch {
+		case st.ModelDerived && st.Calibration != nil:
+			why = "reported (calibrated judge, not gated)"
+		case st.ModelDerived:
+			why = "reported (model-derived, gates only when calibrated)"
 		}
 		rows = append(rows, []string{m, base, meanSE(st.Mean, st.StdErr), "-", "-", "-", why})
 	}

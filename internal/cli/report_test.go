@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -364,6 +365,44 @@ evals: capitals: {
 	return path
 }
 
+// calibratedApp writes an app whose judge is calibrated against 24 labelled
+// answers and gates. The fake echoes the prompt, so the judge answers the
+// last "SCORE:" line of the answer it is shown: one miss among 12 passes,
+// one among 12 fails.
+func calibratedApp(t *testing.T, dir string) string {
+	t.Helper()
+	var labels, cases strings.Builder
+	for i := range 24 {
+		pass, score := i < 12, 0
+		if pass != (i == 0 || i == 12) {
+			score = 1
+		}
+		fmt.Fprintf(&labels, `{"input": "q%d", "answer": "a%d\nSCORE: %d", "pass": %v}`+"\n", i, i, score, pass)
+		fmt.Fprintf(&cases, `{"id": "c%d", "input": "q%d\nSCORE: %d", "expected": "echo: q%d"}`+"\n", i, i, i%2, i)
+	}
+	src := `name: "calibrated"
+version: "0.1.0"
+providers: fake: {kind: "fake"}
+models: "fake-chat-2024-06-01": {provider: "fake", contextWindow: 8192, maxOutputTokens: 1024, cost: {inputPer1kUSD: 0.00015, outputPer1kUSD: 0.0006}}
+aliases: small: "fake-chat-2024-06-01"
+evals: judged: {
+	dataset: "cases.jsonl"
+	target: {model: "small", prompt: "{{.Input}}"}
+	runs: 2
+	metrics: ["llm_judge"]
+	judge: {model: "small", rubric: "Score the answer.", calibration: {labels: "labels.jsonl", minYouden: 0.2}}
+	baseline: "baseline.json"
+	thresholds: [{metric: "llm_judge", maxRegression: 0.2}]
+}
+`
+	for name, body := range map[string]string{"labels.jsonl": labels.String(), "cases.jsonl": cases.String(), "app.cue": src} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "app.cue")
+}
+
 // TestEvalJSONReportSchema runs the real aidgen eval --json over a pass, a
 // regression, an inconclusive gate, baseline updates and failing samples,
 // and validates every report against the committed schema, whose objects
@@ -374,6 +413,7 @@ func TestEvalJSONReportSchema(t *testing.T) {
 	sch := compileReportSchema(t)
 	dir := t.TempDir()
 	judged := judgedApp(t, dir)
+	calibrated := calibratedApp(t, t.TempDir())
 	tests := []struct {
 		name string
 		args []string
@@ -387,6 +427,8 @@ func TestEvalJSONReportSchema(t *testing.T) {
 		{"new baseline with failed scores", []string{judged, "--update-baseline", "--allow-failures"}, ExitOK},
 		{"changed baseline", []string{judged, "--update-baseline", "--allow-failures", "--seed", "3"}, ExitOK},
 		{"gate with failed scores", []string{judged}, ExitOK},
+		{"calibrated judge baseline", []string{calibrated, "--update-baseline"}, ExitOK},
+		{"calibrated judge gate", []string{calibrated}, ExitOK},
 	}
 	var all strings.Builder
 	for i, tt := range tests {
@@ -403,7 +445,7 @@ func TestEvalJSONReportSchema(t *testing.T) {
 			}
 			validateReport(t, sch, tt.name, data)
 			all.Write(data)
-			if i >= 5 { // the judged app's
+			if i >= 5 && i <= 7 { // the judged app's
 				var r struct {
 					Evals []struct {
 						ErroredCases []caseErrors `json:"erroredCases"`

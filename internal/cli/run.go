@@ -534,8 +534,8 @@ func runBy() string {
 
 // loadDescription loads, validates and lowers an application file,
 // printing IR errors with their positions.
-func loadDescription(s *streams, path string, tags []string) (app.Description, error) {
-	doc, err := ir.Load(path, ir.Tags(tags...))
+func loadDescription(s *streams, path string, tags []string, opts ...ir.Option) (app.Description, error) {
+	doc, err := ir.Load(path, append([]ir.Option{ir.Tags(tags...)}, opts...)...)
 	if err != nil {
 		if es, ok := ir.IsInvalid(err); ok {
 			fmt.Fprintln(s.err, es.Error())

@@ -21,7 +21,8 @@ func newVet(s *streams) *cobra.Command {
 		Long: `Vet validates each application file against the embedded schema and checks
 what the schema cannot: that every alias, tool, agent, store, retriever and
 budget reference resolves, that degrade ladders descend in price, that models
-have the capabilities their agents need, that LLM judges never gate, and that
+have the capabilities their agents need, that an LLM judge gates only with a
+calibration set of human labels, and that
 every file the application names exists.
 
 Every problem is printed to stderr as file:line:col: path: message, all at

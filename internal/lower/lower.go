@@ -263,6 +263,10 @@ func evalSpec(e *ir.Eval) app.Eval {
 		Baseline:    e.Baseline,
 		Approvals:   eval.Approvals(e.Approvals),
 	}
+	if r := e.FromRuns; r != nil {
+		out.FromRuns = &eval.RunsSource{File: r.File, DSNEnv: r.DSNEnv, Tenant: r.Tenant, Agent: r.Agent, Statuses: slices.Clone(r.Statuses),
+			Since: r.Since, Until: r.Until, Sample: r.Sample, Seed: uint64(r.Seed), Redact: slices.Clone(r.Redact)}
+	}
 	for _, name := range slices.Sorted(maps.Keys(e.Tools)) {
 		t := e.Tools[name]
 		et := app.EvalTool{Tool: name, Mode: eval.ToolMode(t.Mode), Result: slices.Clone(t.Result)}
@@ -273,6 +277,9 @@ func evalSpec(e *ir.Eval) app.Eval {
 	}
 	if e.Judge != nil {
 		out.Judge = &app.Judge{Model: e.Judge.Model, Rubric: e.Judge.Rubric, Fallbacks: slices.Clone(e.Judge.Fallbacks)}
+		if c := e.Judge.Calibration; c != nil {
+			out.Judge.Calibration = &eval.CalibrationSource{Labels: c.Labels, MinYouden: c.MinYouden}
+		}
 	}
 	for _, t := range e.Thresholds {
 		th := eval.Threshold{Metric: t.Metric, MaxRegression: t.MaxRegression, Alpha: t.Alpha}

@@ -119,8 +119,13 @@ type Tool struct {
 type Eval struct {
 	// Name is the eval's name.
 	Name string
-	// Dataset is the dataset file.
+	// Dataset is the dataset file; empty when FromRuns is set.
 	Dataset string
+	// FromRuns, when set, says which recorded runs the cases are sampled
+	// from instead of a dataset file (its File relative to the
+	// description's directory); App.Eval leaves the run's Dataset nil
+	// for the caller (aidgen eval) to sample with runtime/eval/fromruns.
+	FromRuns *eval.RunsSource
 	// Target is what answers each case.
 	Target EvalTarget
 	// Runs is how many times each case is sampled.
@@ -207,6 +212,10 @@ type Judge struct {
 	Rubric string
 	// Fallbacks are the aliases the judge's calls fall back to, in order.
 	Fallbacks []string
+	// Calibration, when set, declares the human labels the judge is
+	// measured against (its Labels relative to the description's
+	// directory); the judge then scores verdicts and may gate.
+	Calibration *eval.CalibrationSource
 }
 
 // Service configures the HTTP service of a generated application.

@@ -40,6 +40,10 @@ type EvalRun struct {
 	Runs int
 	// Concurrency bounds the samples in flight.
 	Concurrency int
+	// Calibration, when the eval's judge declares one, is its calibration set
+	// with Labels resolved against the description's directory; the caller
+	// measures the judge on it (eval.MeasureJudge) before gating.
+	Calibration *eval.CalibrationSource
 	// RunID names this run of the eval in its budget's ledger accounts. The
 	// target and the judge are charged to one account, "eval/<name>/<RunID>"
 	// under a run- or global-scoped budget (with "/<case>/<sample>" appended
@@ -63,8 +67,36 @@ func (a *App) EvalNames() []string {
 }
 
 // Eval builds the named eval, loading its dataset, under a fresh RunID.
-// Each call is a new run of the eval with its own budget account.
-func (a *App) Eval(name string) (*EvalRun, error) {
+// Each call is a new run of the eval with its own budget account. An eval
+// whose cases come from recorded runs (Eval.FromRuns) has no dataset to
+// load: sample its cases and build it with EvalOn.
+func (a *App) Eval(name string) (*EvalRun, error) { return a.evalOn(name, nil) }
+
+// EvalOn builds the named eval over the given cases instead of its dataset
+// file: cases sampled from recorded runs (runtime/eval/fromruns), as the
+// eval's RunsSource or aidgen eval --from-runs says.
+func (a *App) EvalOn(name string, ds *eval.Dataset) (*EvalRun, error) {
+	if ds == nil {
+		return nil, fmt.Errorf("eval %q: no cases given", name)
+	}
+	return a.evalOn(name, ds)
+}
+
+// RunsSource returns the recorded runs the named eval samples its cases
+// from, its File resolved against the description's directory; false when
+// the eval reads a dataset file (or does not exist).
+func (a *App) RunsSource(name string) (eval.RunsSource, bool) {
+	for _, e := range a.desc.Evals {
+		if e.Name == name && e.FromRuns != nil {
+			src := *e.FromRuns
+			src.File = a.desc.path(src.File)
+			return src, true
+		}
+	}
+	return eval.RunsSource{}, false
+}
+
+func (a *App) evalOn(name string, ds *eval.Dataset) (*EvalRun, error) {
 	for _, e := range a.desc.Evals {
 		if e.Name != name {
 			continue
@@ -73,8 +105,15 @@ func (a *App) Eval(name string) (*EvalRun, error) {
 		if err != nil {
 			return nil, err
 		}
-		if out.Dataset, err = eval.ReadDataset(a.files, e.Dataset); err != nil {
-			return nil, fmt.Errorf("eval %q: %w", name, err)
+		switch {
+		case ds != nil:
+			out.Dataset = ds
+		case e.FromRuns != nil:
+			return nil, fmt.Errorf("eval %q samples its cases from recorded runs (source \"runs\"), which only aidgen eval samples; it cannot run from a dataset file here", name)
+		default:
+			if out.Dataset, err = eval.ReadDataset(a.files, e.Dataset); err != nil {
+				return nil, fmt.Errorf("eval %q: %w", name, err)
+			}
 		}
 		if r := out.agent; r != nil {
 			if r.tools, err = a.planTools(e); err != nil {
@@ -180,6 +219,12 @@ func (a *App) newEval(e Eval, runID string) (*EvalRun, error) {
 		if e.Judge != nil {
 			cfg.Judge = out.budgetedJudge(&eval.GatewayJudge{Gateway: a.Gateway, Alias: e.Judge.Model, Fallbacks: e.Judge.Fallbacks}, budget)
 			cfg.Rubric = e.Judge.Rubric
+			if c := e.Judge.Calibration; c != nil {
+				cfg.JudgeCalibrated = true
+				cal := *c
+				cal.Labels = a.desc.path(cal.Labels)
+				out.Calibration = &cal
+			}
 		}
 		metric, err := reg.New(m, cfg)
 		if err != nil {

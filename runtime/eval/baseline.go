@@ -115,6 +115,16 @@ type metricWire struct {
 	StdDev             fixed6            `json:"stdDev"`
 	StdErr             fixed6            `json:"stdErr"`
 	WithinCaseVariance fixed6            `json:"withinCaseVariance"`
+	Calibration        *calibrationWire  `json:"calibration,omitempty"`
+}
+
+// calibrationWire is a judge calibration as a baseline keeps it: its counts, from which
+// every other figure follows.
+type calibrationWire struct {
+	Positives     int `json:"positives"`
+	TruePositives int `json:"truePositives"`
+	Negatives     int `json:"negatives"`
+	TrueNegatives int `json:"trueNegatives"`
 }
 
 // fixed6 is a float written with exactly six decimals, so that diffs show real changes
@@ -177,6 +187,11 @@ func MarshalBaseline(b *Baseline) ([]byte, error) {
 			StdErr: fixed6(m.StdErr), WithinCaseVariance: fixed6(m.WithinCaseVariance),
 			Groups: m.Groups,
 		}
+		if c := m.Calibration; c != nil {
+			mw := w.Metrics[name]
+			mw.Calibration = &calibrationWire{Positives: c.Positives, TruePositives: c.TruePositives, Negatives: c.Negatives, TrueNegatives: c.TrueNegatives}
+			w.Metrics[name] = mw
+		}
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -234,6 +249,14 @@ func ParseBaseline(name string, data []byte) (*Baseline, error) {
 		}
 		if len(m.Groups) > 0 {
 			st.Groups = m.Groups // a baseline written before groups existed has none
+		}
+		if c := m.Calibration; c != nil {
+			cal, err := JudgeCalibration{Positives: c.Positives, TruePositives: c.TruePositives, Negatives: c.Negatives, TrueNegatives: c.TrueNegatives}.Check()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("metric %q: calibration: %w", name, err))
+				continue
+			}
+			st.Calibration = &cal
 		}
 		if len(m.CaseMeans) > 0 {
 			st.CaseMeans = make(map[string]float64, len(m.CaseMeans))

@@ -125,3 +125,112 @@ func TestQuietFactor(t *testing.T) {
 		}
 	}
 }
+
+// denseCR2 is the CR2 variance of a mean from its definition, with dense matrices: for
+// the intercept-only model, V = (XᵀX)⁻¹ Σ_g X_gᵀ A_g e_g e_gᵀ A_g X_g (XᵀX)⁻¹ with
+// A_g = (I − H_gg)^{−½}, the symmetric inverse square root taken by eigendecomposition.
+func denseCR2(groups [][]float64) float64 {
+	var all []float64
+	for _, g := range groups {
+		all = append(all, g...)
+	}
+	n := float64(len(all))
+	var mean float64
+	for _, v := range all {
+		mean += v / n
+	}
+	var meat float64
+	for _, g := range groups {
+		m := len(g)
+		ig := mat.NewSymDense(m, nil)
+		for i := range m {
+			for j := i; j < m; j++ {
+				v := -1 / n // −H_gg, H = 11ᵀ/n
+				if i == j {
+					v++
+				}
+				ig.SetSym(i, j, v)
+			}
+		}
+		var eig mat.EigenSym
+		if !eig.Factorize(ig, true) {
+			panic("eigendecomposition failed")
+		}
+		var vec mat.Dense
+		eig.VectorsTo(&vec)
+		vals := eig.Values(nil)
+		a := mat.NewDense(m, m, nil)
+		for i := range m {
+			for j := range m {
+				var s float64
+				for k := range m {
+					s += vec.At(i, k) * vec.At(j, k) / math.Sqrt(vals[k])
+				}
+				a.Set(i, j, s)
+			}
+		}
+		e := mat.NewVecDense(m, nil)
+		for i, v := range g {
+			e.SetVec(i, v-mean)
+		}
+		var ae mat.VecDense
+		ae.MulVec(a, e)
+		s := mat.Sum(&ae) // X_gᵀ A_g e_g
+		meat += s * s
+	}
+	return meat / (n * n)
+}
+
+// TestCR2Dense checks the O(n) CR2 variance of clustered against its dense definition,
+// with one group holding most of the cases among the layouts.
+func TestCR2Dense(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	layouts := [][]int{{40, 3, 2, 5}, {1, 1, 1}, {5, 5, 5, 5}, {72, 12, 12, 12, 12}, {2, 1, 9}}
+	for range 10 {
+		g := 2 + r.IntN(8)
+		s := make([]int, g)
+		for i := range s {
+			s[i] = 1 + r.IntN(10)
+		}
+		layouts = append(layouts, s)
+	}
+	for _, sizes := range layouts {
+		var ids []string
+		var d []float64
+		groups := make([][]float64, len(sizes))
+		of := map[string]string{}
+		for g, m := range sizes {
+			shift := r.NormFloat64()
+			for i := range m {
+				id := string(rune('a'+g)) + string(rune('A'+i/26)) + string(rune('a'+i%26))
+				v := shift + r.NormFloat64()
+				ids = append(ids, id)
+				of[id] = string(rune('a' + g))
+				groups[g] = append(groups[g], v)
+			}
+		}
+		// clustered wants ids sorted with d in the same order; the ids above sort by
+		// group, then by position, as they were made.
+		for _, g := range groups {
+			d = append(d, g...)
+		}
+		mean, _ := meanVar(d)
+		fit, ok := clustered(ids, d, mean, of, nil)
+		if !ok || fit.g != len(sizes) {
+			t.Fatalf("sizes %v: clustered found %d groups (ok %v)", sizes, fit.g, ok)
+		}
+		want := denseCR2(groups)
+		if math.Abs(fit.v-want) > 1e-9*want {
+			t.Errorf("sizes %v: CR2 variance %v, dense %v", sizes, fit.v, want)
+		}
+	}
+	// By hand: groups {1, 3} and {2}, mean 2, residuals (−1, 1) and (0): the first
+	// group's sum is 0, so V = 0; and groups {1}, {2}, {6}: mean 3, residuals −2, −1, 3,
+	// V = (4 + 1 + 9)/(1 − 1/3)/9 = 14·1.5/9 = 7/3.
+	if fit, _ := clustered([]string{"a", "b", "c"}, []float64{1, 3, 2}, 2, map[string]string{"a": "x", "b": "x", "c": "y"}, nil); fit.v != 0 {
+		t.Errorf("balanced residuals within a group: V = %v, want 0", fit.v)
+	}
+	if fit, _ := clustered([]string{"a", "b", "c"}, []float64{1, 2, 6}, 3, map[string]string{"a": "x", "b": "y", "c": "z"}, nil); math.Abs(fit.v-7.0/3) > 1e-12 {
+		t.Errorf("singletons: V = %v, want 7/3", fit.v)
+	}
+}

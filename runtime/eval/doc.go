@@ -293,9 +293,37 @@
 // how lucky that draw was, which is another reason to record baselines with more runs
 // than CI uses (the ŵ_b/K_b term).
 //
+// # Calibrated judges
+//
 // Model-derived metrics (an LLM judge) are summarised and may be stored in baselines, but
-// a threshold on one is a [*GateConfigurationError]: the judge's own drift would move the
-// gate.
+// a threshold on one is a [*GateConfigurationError] unless the judge is calibrated: its
+// own errors would move the gate. A calibrated judge ([LLMJudge.Calibrated]) scores
+// verdicts, 1 at [JudgeVerdictCut] and above, and its statistics carry a
+// [JudgeCalibration] measured on answers people labelled ([MeasureJudge]): sensitivity
+// Se (of the P items people passed, the share it passed) and specificity Sp (of the N
+// they failed, the share it failed), each with a Wilson interval, and Youden's
+// J = Se + Sp − 1 with the lower bound Se_L + Sp_L − 1. A set with fewer than
+// [MinCalibrationLabels] of either label, or a judge with J ≤ 0, is refused.
+//
+// A judged pass rate p estimates Se·π + (1 − Sp)(1 − π), not the true rate π; Rogan and
+// Gladen's (1978) correction π̂ = (p + Sp − 1)/J ([RoganGladen]) is linear in p with slope
+// 1/J, so for a paired comparison the corrected regression is R̂/J and every variance
+// component above scales by 1/J². The calibration's own error adds, by the delta method,
+//
+//	SE²_corrected = SE²/J² + (R̂/J)²·(Var(Ŝe) + Var(Ŝp))/J²,
+//
+// with the variances taken at the Agresti–Coull proportions ((x+2)/(n+4)) so that a judge
+// that agreed on every item still carries its set's uncertainty; runs and cases cannot
+// shrink that term, so the plan subtracts it before advising runs or cases and advises
+// more labels when it alone exceeds the budget. Both sides must be corrected with the
+// same calibration (a baseline keeps its counts); minMean and failBelow apply to the
+// corrected mean. [JudgeCalibration.Correct] gives the corrected rate of a single run with
+// the same variance, (Var(p) + π²Var(Ŝe) + (1−π)²Var(Ŝp))/J² (Greenland 1988), clamped to
+// [0, 1]. Simulated with judges of known error (calibrate_test.go), the corrected rate's
+// bias is within 0.003 where the raw rate's is 0.04–0.27, and the gate's false alarms at a
+// true regression of maxRegression stay within α + 2 Monte-Carlo standard errors:
+//
+//	AID_CALIBRATION=full go test -run 'TestRoganGladenUnbiased|TestCalibratedJudgeGate' -v ./runtime/eval/
 //
 // # Pinned models
 //

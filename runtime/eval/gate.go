@@ -165,7 +165,7 @@ type GateReport struct {
 func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Baseline) (*GateReport, error) {
 	err := checkThresholds(thresholds, func(name string) (bool, bool) {
 		st, ok := current[name]
-		return st.ModelDerived, ok
+		return st.ModelDerived && st.Calibration == nil, ok
 	})
 	if err != nil {
 		return nil, err
@@ -181,6 +181,12 @@ func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Base
 		r := &results[i]
 		r.Threshold = th
 		r.CurrentMean, r.CurrentSE, r.Cases = cur.Mean, cur.StdErr, cur.Cases
+		if cal := cur.Calibration; cal != nil {
+			// A calibrated judge's floors and minMean apply to the true pass rate.
+			if fixed, err := cal.Check(); err == nil {
+				r.CurrentMean = clampUnit((cur.Mean + fixed.Specificity - 1) / fixed.Youden)
+			}
+		}
 		var base MetricStats
 		var ok bool
 		if baseline != nil {
@@ -191,7 +197,15 @@ func Gate(thresholds []Threshold, current map[string]MetricStats, baseline *Base
 			continue
 		}
 		r.BaselineMean, r.BaselineSE = base.Mean, base.StdErr
+		if cal := cur.Calibration; cal != nil {
+			if fixed, err := cal.Check(); err == nil {
+				r.BaselineMean = clampUnit((base.Mean + fixed.Specificity - 1) / fixed.Youden)
+			}
+		}
 		c, why := compare(cur, base)
+		if why == "" && cur.Calibration != nil {
+			why = corrected(r, &c, cur, base)
+		}
 		r.MatchedCases, r.AddedCases, r.RemovedCases, r.Basis, r.Clusters = c.matched, c.added, c.removed, c.basis, c.clusters
 		if why != "" {
 			r.Reason, r.Advice = why, c.advice
@@ -384,6 +398,7 @@ type comparison struct {
 	advice         string // what would make a comparison possible, when none is
 
 	a, wc, wb     float64
+	calib         float64 // the judge calibration's share of SE², which neither runs nor cases shrink
 	aUpper        float64 // a with the variance of the true per-case change at its PlanningAssurance upper limit
 	kc, kb        float64
 	deff          float64   // design effect of the clustering, ≥ 1
@@ -698,8 +713,14 @@ func plan(r *ThresholdResult, c comparison, m int) {
 
 	// Cases: SE² scales as 1/n at fixed runs. Grouped cases need more groups, whose
 	// number also sets the degrees of freedom.
-	r.CasesNeeded = max(2, ceilInt(float64(r.Cases)*c.se*c.se/target))
+	r.CasesNeeded = max(2, ceilInt(float64(r.Cases)*(c.se*c.se-c.calib)/(target-c.calib)))
 	cases := fmt.Sprintf("at least %d cases", r.CasesNeeded)
+	if c.calib > 0 && target <= c.calib {
+		// The judge's calibration alone leaves the MDE above delta.
+		r.CasesNeeded = 0
+		r.Advice = fmt.Sprintf("the judge's calibration alone leaves the gate unable to see a regression of 2×maxRegression (MDE %.4f > %.4f): label more calibration items, so that its sensitivity and specificity are known more closely", r.MDE, delta)
+		return
+	}
 	if c.clusters > 0 {
 		r.GroupsNeeded, r.CasesNeeded = groupsFor(c, delta, th.Alpha/float64(m))
 		cases = fmt.Sprintf("at least %d cases in at least %d groups", r.CasesNeeded, r.GroupsNeeded)
@@ -712,8 +733,8 @@ func plan(r *ThresholdResult, c comparison, m int) {
 		r.Advice = fmt.Sprintf("use at least 2 runs per case so that run-to-run noise can be told from case-to-case spread, or %s", cases)
 		return
 	}
-	r.RunsNeeded = runsFor(target-c.a-c.wb/c.kb, c.wc)
-	r.RunsNeededNewBaseline = runsFor(target-c.a, c.wc+c.wb)
+	r.RunsNeeded = runsFor(target-c.a-c.calib-c.wb/c.kb, c.wc)
+	r.RunsNeededNewBaseline = runsFor(target-c.a-c.calib, c.wc+c.wb)
 	// Runs shrink only the run-to-run part of SE²; the case-to-case spread of the change
 	// stays. With few cases that spread is barely estimated, so runs are advised only if,
 	// with the spread at its SpreadAssurance upper limit (aUpper), infinitely many runs

@@ -40,8 +40,9 @@ const DefaultRubric = "Judge whether the answer is correct and complete with res
 
 // LLMJudge scores an answer by asking a model to grade it against a rubric.
 //
-// It is model-derived: its scores may appear in reports and baselines but a threshold on
-// it is a [*GateConfigurationError], because a judge drifts with its own model.
+// It is model-derived: its scores may appear in reports and baselines, but a threshold on
+// it is a [*GateConfigurationError] unless the judge is Calibrated, because a judge has
+// errors of its own that only human labels can measure.
 type LLMJudge struct {
 	// Model is the grading model.
 	Model JudgeModel
@@ -49,7 +50,15 @@ type LLMJudge struct {
 	Rubric string
 	// Scale is the scale the judge answers on.
 	Scale JudgeScale
+	// Calibrated is set when the eval declares a calibration set of human labels for the
+	// judge: the judge then scores verdicts, 1 when its score is at least JudgeVerdictCut
+	// and 0 otherwise, because its agreement with people is measured on verdicts, and a
+	// threshold on it is allowed (the gate corrects its pass rate; see [JudgeCalibration]).
+	Calibrated bool
 }
+
+// IsCalibrated reports whether the judge was declared with a calibration set.
+func (j *LLMJudge) IsCalibrated() bool { return j.Calibrated }
 
 // NewLLMJudge returns a judge on the unit scale.
 func NewLLMJudge(model JudgeModel, rubric string) *LLMJudge {
@@ -96,7 +105,14 @@ func (j *LLMJudge) Score(ctx context.Context, c Case, answer string) (float64, e
 	if err != nil {
 		return 0, fmt.Errorf("llm_judge: %w", err)
 	}
-	return ParseJudgeScore(reply, j.Scale)
+	v, err := ParseJudgeScore(reply, j.Scale)
+	if err != nil || !j.Calibrated {
+		return v, err
+	}
+	if v >= JudgeVerdictCut {
+		return 1, nil
+	}
+	return 0, nil
 }
 
 var scoreLine = regexp.MustCompile(`(?im)^[\s*_#>-]*score[\s*_]*:[\s*_]*([0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:\s*/\s*([0-9]+(?:\.[0-9]+)?))?`)

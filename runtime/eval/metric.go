@@ -33,7 +33,8 @@ type Metric interface {
 	// Name is the metric's name in thresholds, reports and baselines.
 	Name() string
 	// ModelDerived reports whether the score comes from a model (an LLM judge). Such a
-	// metric may be reported but may never gate, because its own drift would move the gate.
+	// metric may be reported, and gates only when calibrated against human labels (see
+	// [JudgeCalibration]), because its own errors would move the gate.
 	ModelDerived() bool
 	// Score returns a score in [0, 1]. An error means the metric could not score the answer
 	// (not that the answer is wrong); [Run] then records the error and scores the sample 0.

@@ -16,6 +16,8 @@ type MetricConfig struct {
 	Rubric string
 	// JudgeScale is the scale the judge answers on.
 	JudgeScale JudgeScale
+	// JudgeCalibrated builds a calibrated "llm_judge" (see [LLMJudge.Calibrated]).
+	JudgeCalibrated bool
 }
 
 // MetricFactory builds a metric by name and says, before building it, whether it is
@@ -50,7 +52,7 @@ func NewRegistry() *Registry {
 		if cfg.Judge == nil {
 			return nil, errors.New("llm_judge needs a judge model")
 		}
-		return &LLMJudge{Model: cfg.Judge, Rubric: cfg.Rubric, Scale: cfg.JudgeScale}, nil
+		return &LLMJudge{Model: cfg.Judge, Rubric: cfg.Rubric, Scale: cfg.JudgeScale, Calibrated: cfg.JudgeCalibrated}, nil
 	}}
 	return r
 }
@@ -117,7 +119,8 @@ func (e *GateConfigurationError) Error() string {
 func ValidateThresholds(thresholds []Threshold, metrics []Metric) error {
 	info := map[string]bool{}
 	for _, m := range metrics {
-		info[m.Name()] = m.ModelDerived()
+		c, ok := m.(interface{ IsCalibrated() bool })
+		info[m.Name()] = m.ModelDerived() && !(ok && c.IsCalibrated())
 	}
 	return checkThresholds(thresholds, func(name string) (bool, bool) {
 		md, ok := info[name]
@@ -125,7 +128,8 @@ func ValidateThresholds(thresholds []Threshold, metrics []Metric) error {
 	})
 }
 
-// checkThresholds validates thresholds; lookup returns (modelDerived, measured).
+// checkThresholds validates thresholds; lookup returns (model-derived and uncalibrated,
+// measured).
 func checkThresholds(thresholds []Threshold, lookup func(string) (bool, bool)) error {
 	var errs []error
 	bad := func(metric, format string, args ...any) {
@@ -142,7 +146,7 @@ func checkThresholds(thresholds []Threshold, lookup func(string) (bool, bool)) e
 		case !measured:
 			bad(t.Metric, "metric is not measured by this eval; add it to the eval's metrics or remove the threshold")
 		case modelDerived:
-			bad(t.Metric, "metric is model-derived (an LLM judge) and may be reported but never gate; remove the threshold")
+			bad(t.Metric, "%s", errUncalibrated)
 		}
 		if !(t.Alpha > 0 && t.Alpha <= 0.5) {
 			bad(t.Metric, "alpha %v must be in (0, 0.5], typically 0.05", t.Alpha)

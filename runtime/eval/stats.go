@@ -35,6 +35,10 @@ type MetricStats struct {
 	// the gate clusters its standard error on them. Cases not in the map are their own
 	// cluster; nil means no case declared a group.
 	Groups map[string]string `json:"groups,omitempty"`
+	// Calibration, set on a model-derived metric (a calibrated LLM judge's verdicts), is
+	// the judge's agreement with human labels: the gate then tests the judge-error-corrected
+	// means (see the package documentation, "Calibrated judges"). nil for other metrics.
+	Calibration *JudgeCalibration `json:"calibration,omitempty"`
 }
 
 // NewMetricStats summarises per-case per-run scores: scores[i][k] is run k of the case

@@ -326,3 +326,36 @@ func List(ctx context.Context, l agents.RunLister, f agents.RunFilter) ([]*agent
 	}
 	return out, nil
 }
+
+// OptionsFor turns a declared source into Options: its statuses, its RFC 3339 times
+// and its redaction patterns, each checked with a message that names the field.
+func OptionsFor(src eval.RunsSource) (Options, error) {
+	opts := Options{Agent: src.Agent, Sample: src.Sample, Seed: src.Seed}
+	if src.Sample < 0 {
+		return Options{}, fmt.Errorf("sample %d must not be negative", src.Sample)
+	}
+	for _, st := range src.Statuses {
+		opts.Statuses = append(opts.Statuses, agents.Status(st))
+	}
+	for _, t := range []struct {
+		name, value string
+		dst         *time.Time
+	}{{"since", src.Since, &opts.Since}, {"until", src.Until, &opts.Until}} {
+		if t.value == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339, t.value)
+		if err != nil {
+			return Options{}, fmt.Errorf("%s: want an RFC 3339 time such as 2026-01-02T15:04:05Z: %w", t.name, err)
+		}
+		*t.dst = v
+	}
+	for _, p := range src.Redact {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return Options{}, fmt.Errorf("redact %q: %w", p, err)
+		}
+		opts.Redact = append(opts.Redact, re)
+	}
+	return opts, nil
+}

@@ -3,7 +3,7 @@
 
     scripts/openai-responses-schema.py OPENAPI_JSON > testdata/openai/responses.schema.json
 
-The output is a JSON Schema (2020-12) whose $defs are the components the
+The output is a JSON Schema (2019-09, for the $recursiveAnchor the document uses) whose $defs are the components the
 roots below reach, unmodified except that an OpenAPI 3.0 `nullable: true`
 node becomes `anyOf: [node, {"type": "null"}]` and $refs point into $defs.
 runtime/service's tests validate requests, answers and stream events
@@ -39,7 +39,7 @@ def walk(node):
 for r in ROOTS:
     seen[r] = None
     seen[r] = walk(schemas[r])
-out = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+out = {"$schema": "https://json-schema.org/draft/2019-09/schema",
        "$comment": "Extracted from the official OpenAI OpenAPI document (info.version %s) by scripts/openai-responses-schema.py" % doc["info"]["version"],
        "$defs": dict(sorted(seen.items()))}
 json.dump(out, sys.stdout, indent=1, sort_keys=True)

@@ -63,9 +63,9 @@ type runState struct {
 	prerecorded     int // the pending step's leading calls recorded with its checkpoint (saveStep)
 	version         int64
 	answer          string
-	events          *emitter  // the run's hook, shared with delegated runs; nil without one
-	glog            *guardLog // the run's verdicts, shared with delegated runs; nil in a runtime without hooks
-	inputChecked    bool      // the input hooks judged the input (Checkpoint.InputChecked)
+	events          *emitter     // the run's hook, shared with delegated runs; nil without one
+	glog            *guardLog    // the run's verdicts, shared with delegated runs; nil in a runtime without hooks
+	inputChecked    bool         // the input hooks judged the input (Checkpoint.InputChecked)
 	client          *clientState // what the client asked of the run (Checkpoint.Client); nil for most runs
 }
 

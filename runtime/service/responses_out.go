@@ -396,7 +396,7 @@ func (rs *responseStream) open() {
 	rs.send("response.in_progress", map[string]any{"response": base})
 	rs.quit = make(chan struct{})
 	rs.wg.Add(1)
-	go rs.keepAlive(rs.s.limits.StreamKeepAlive)
+	go rs.keepAlive(rs.quit, rs.s.limits.StreamKeepAlive)
 }
 
 func (rs *responseStream) agent() string {
@@ -408,13 +408,13 @@ func (rs *responseStream) agent() string {
 
 // keepAlive writes a comment whenever the stream has been silent for
 // every, until stop.
-func (rs *responseStream) keepAlive(every time.Duration) {
+func (rs *responseStream) keepAlive(quit <-chan struct{}, every time.Duration) {
 	defer rs.wg.Done()
 	t := time.NewTicker(every / 2)
 	defer t.Stop()
 	for {
 		select {
-		case <-rs.quit:
+		case <-quit:
 			return
 		case <-rs.r.Context().Done():
 			return

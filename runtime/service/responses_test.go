@@ -182,7 +182,7 @@ func TestResponsesStream(t *testing.T) {
 func TestResponsesStreamKeepAlive(t *testing.T) {
 	release := make(chan struct{})
 	e := newEnv(t, options{
-		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {calls(call("c1", "slow", `{}`)), answer("done")}}},
+		fake:   fake.Config{Agents: map[string][]fake.Step{"triage": {calls(call("c1", "slow", `{}`)), answer("done")}}},
 		agents: []agents.Agent{{Name: "triage", Model: "large", Instructions: "Answer.", Tools: []string{"slow"}}},
 		tools:  []agents.Tool{{Name: "slow", Description: "Slow.", Input: json.RawMessage(`{"type":"object"}`), Effects: agents.EffectsRead}},
 		impls: map[string]agents.Implementation{"slow": agents.ToolFunc(func(ctx context.Context, _ json.RawMessage) (string, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/jobs"
 	"github.com/aidgen/aid/runtime/service"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -393,5 +394,40 @@ func TestResponsesJSONFormat(t *testing.T) {
 	}
 	if f := e.fake.Requests()[0].ResponseFormat; f == nil || f.Name != "place" {
 		t.Errorf("the model was asked for %+v", f)
+	}
+}
+
+// TestResponsesBackground: background true queues the run and answers the
+// response queued at once; GET follows it to completed, with the answer.
+func TestResponsesBackground(t *testing.T) {
+	e := newEnv(t, options{
+		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("Done in the background.")}}},
+		svc:  withLocalQueue(t, jobs.Config{}),
+	})
+	c, _ := e.specClient(t)
+	res, err := c.Responses.New(t.Context(), responses.ResponseNewParams{Model: "triage", Input: textInput("work"), Background: openai.Bool(true),
+		Metadata: map[string]string{"k": "v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != "queued" || !res.Background || res.Metadata["k"] != "v" {
+		t.Fatalf("background response %+v", res)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := c.Responses.Get(t.Context(), res.ID, responses.ResponseGetParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == "completed" {
+			if got.OutputText() != "Done in the background." || got.Metadata["k"] != "v" {
+				t.Errorf("completed %+v", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %s", got.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -518,7 +518,7 @@ func (s *Service) createResponse(w http.ResponseWriter, r *http.Request) error {
 			return q.Submit(r.Context(), agent, input, opts)
 		})
 	}
-	rs := s.newResponseStream(w, r, &req, opts.RunID)
+	rs := s.newResponseStream(w, r, &req, client, opts.RunID)
 	if req.Stream {
 		opts.OnEvent = rs.event
 		defer rs.stop()
@@ -568,7 +568,7 @@ func (s *Service) decideResponse(w http.ResponseWriter, r *http.Request, req *re
 	if pr := principalOf(r); pr != nil {
 		dec.By = pr.name
 	}
-	rs := s.newResponseStream(w, r, req, prev.RunID)
+	rs := s.newResponseStream(w, r, req, prev.Checkpoint.Client, prev.RunID)
 	opts := agents.RunOptions{}
 	if req.Stream {
 		opts.OnEvent = rs.event
@@ -599,7 +599,7 @@ func (s *Service) answerResponse(w http.ResponseWriter, r *http.Request, rs *res
 		info(r).err = writeError(w, err, extOf(res, mayDecide(r)))
 		return nil
 	}
-	out := s.responseOfResult(res, req, mayDecide(r))
+	out := s.responseOfResult(res, rs.client, req, mayDecide(r))
 	if req.Store != nil && !*req.Store {
 		s.forget(r, res)
 	}

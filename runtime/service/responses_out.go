@@ -274,9 +274,12 @@ func baseResponse(runID, agent string, created int64, c *agents.ClientRequest) r
 	return out
 }
 
-// responseOfResult renders the outcome of a run just driven.
-func (s *Service) responseOfResult(res agents.RunResult, req *responsesRequest, decider bool) responseObject {
-	c := clientOfResult(res, req)
+// responseOfResult renders the outcome of a run just driven; c is what
+// the client asked of it.
+func (s *Service) responseOfResult(res agents.RunResult, c *agents.ClientRequest, req *responsesRequest, decider bool) responseObject {
+	if res.Checkpoint != nil && res.Checkpoint.Client != nil {
+		c = res.Checkpoint.Client
+	}
 	entry := res.Agent
 	if len(res.Path) > 0 {
 		entry = res.Path[0]
@@ -294,25 +297,6 @@ func (s *Service) responseOfResult(res agents.RunResult, req *responsesRequest, 
 	}
 	out.Aid = extOf(res, decider)
 	return out
-}
-
-// clientOfResult is what the client asked of a run: from its checkpoint
-// when it has one, else from the request.
-func clientOfResult(res agents.RunResult, req *responsesRequest) *agents.ClientRequest {
-	if res.Checkpoint != nil && res.Checkpoint.Client != nil {
-		return res.Checkpoint.Client
-	}
-	if req == nil {
-		return nil
-	}
-	c, err := req.clientRequest()
-	if err != nil {
-		return nil
-	}
-	if req.PreviousResponseID != "" {
-		c.Previous, _ = runOfResponse(req.PreviousResponseID)
-	}
-	return c
 }
 
 // responseOfRecord renders a stored run, as GET /v1/responses/{id} shows
@@ -353,6 +337,7 @@ type responseStream struct {
 	w       http.ResponseWriter
 	r       *http.Request
 	req     *responsesRequest
+	client  *agents.ClientRequest
 	runID   string
 	created int64
 	sse     *sse
@@ -371,8 +356,8 @@ type streamMessage struct {
 	text  strings.Builder
 }
 
-func (s *Service) newResponseStream(w http.ResponseWriter, r *http.Request, req *responsesRequest, runID string) *responseStream {
-	return &responseStream{s: s, w: w, r: r, req: req, runID: runID, created: time.Now().Unix(), calls: map[string]int{}}
+func (s *Service) newResponseStream(w http.ResponseWriter, r *http.Request, req *responsesRequest, c *agents.ClientRequest, runID string) *responseStream {
+	return &responseStream{s: s, w: w, r: r, req: req, client: c, runID: runID, created: time.Now().Unix()}
 }
 
 // send writes one event with the next sequence number.
@@ -391,7 +376,7 @@ func (rs *responseStream) open() {
 	}
 	rs.w.Header().Set("X-Aid-Run-Id", rs.runID)
 	rs.sse = newSSE(rs.w, rs.s.limits.WriteTimeout)
-	base := baseResponse(rs.runID, rs.agent(), rs.created, clientOfResult(agents.RunResult{}, rs.req))
+	base := baseResponse(rs.runID, rs.agent(), rs.created, rs.client)
 	rs.send("response.created", map[string]any{"response": base})
 	rs.send("response.in_progress", map[string]any{"response": base})
 	rs.quit = make(chan struct{})
@@ -528,6 +513,9 @@ func (rs *responseStream) event(ev agents.Event) {
 func (rs *responseStream) startCall(agent string, c *agents.ToolCallRecord) int {
 	idx := rs.items
 	rs.items++
+	if rs.calls == nil {
+		rs.calls = map[string]int{}
+	}
 	rs.calls[c.ID] = idx
 	it := mcpCallItem{Type: "mcp_call", ID: mcpItemPrefix + c.ID, ServerLabel: agent, Name: c.Name, Status: "in_progress"}
 	rs.send("response.output_item.added", map[string]any{"output_index": idx, "item": it})
@@ -552,7 +540,7 @@ func (rs *responseStream) finish(res agents.RunResult, err error) *apiError {
 	rs.closeMessage()
 	rs.stop()
 	defer rs.sse.close()
-	out := rs.s.responseOfResult(res, rs.req, decider)
+	out := rs.s.responseOfResult(res, rs.client, rs.req, decider)
 	out.CreatedAt = rs.created
 	var ae *apiError
 	if err != nil {

@@ -25,6 +25,14 @@ const (
 // upstreamAnswer is the concierge's final answer; the upstream gives it only
 // after it has seen a help-centre passage from refunds.md and the order row
 // among the tool observations.
+// clientTool is the function tool a Responses client offers the
+// concierge (openai/responses.mjs), and clientToolResult what the client
+// answers it.
+const (
+	clientTool       = "notify_customer"
+	clientToolResult = "notified by the client"
+)
+
 const upstreamAnswer = "Order AB-123456 was delivered; you can ask for a refund within 30 days of delivery (docs/refunds.md#Refunds)."
 
 // upstreamServer is a scripted OpenAI-compatible chat-completions server:
@@ -145,6 +153,27 @@ func (u *upstreamServer) serve(w http.ResponseWriter, r *http.Request) {
 			},
 		}, "tool_calls")
 		return
+	}
+	if slices.Contains(tools, clientTool) {
+		// A Responses client's function tool beside the agent's own: the
+		// model calls it once the agent's tools have answered, and
+		// answers once the client has sent its result.
+		sent := ""
+		for _, m := range req.Messages {
+			if m.Role == "tool" && m.ToolCallID == "call_notify" {
+				sent = text(m.Content)
+			}
+		}
+		if sent == "" {
+			writeCompletion(w, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{
+				map[string]any{"id": "call_notify", "type": "function", "function": map[string]any{"name": clientTool, "arguments": `{"text":"refund window: 30 days"}`}},
+			}}, "tool_calls")
+			return
+		}
+		if sent != clientToolResult {
+			u.fail(w, http.StatusBadRequest, "the client tool's result is %q, not %q", sent, clientToolResult)
+			return
+		}
 	}
 	all := strings.Join(observations, "\n")
 	for _, want := range []string{"refunds.md", "30 days", `"delivered"`} {

@@ -73,6 +73,9 @@ type Checkpoint struct {
 	// Continuations lists where the run was continued after stopping
 	// early, oldest first.
 	Continuations []Continuation `json:"continuations,omitempty"`
+	// Client is what the client that started the run asked of it
+	// (RunOptions.Client); nil for a run started without it.
+	Client *ClientRequest `json:"client,omitempty"`
 	// Cancel is the request that last cancelled the run (Runtime.Cancel):
 	// who asked and when.
 	Cancel *CancelRequest `json:"cancel,omitempty"`
@@ -243,6 +246,9 @@ type SavedToolCall struct {
 type UsageRecord struct {
 	// InputTokens counts prompts.
 	InputTokens int64 `json:"input_tokens"`
+	// CachedInputTokens is the part of InputTokens the provider served
+	// from its prompt cache (gateway.Usage.CachedInputTokens).
+	CachedInputTokens int64 `json:"cached_input_tokens,omitempty"`
 	// OutputTokens counts answers.
 	OutputTokens int64 `json:"output_tokens"`
 	// TotalTokens is their sum.
@@ -254,16 +260,17 @@ func usageRecord(u gateway.Usage) UsageRecord {
 	if total == 0 {
 		total = u.InputTokens + u.OutputTokens
 	}
-	return UsageRecord{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: total}
+	return UsageRecord{InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens, OutputTokens: u.OutputTokens, TotalTokens: total}
 }
 
 func (u UsageRecord) add(v UsageRecord) UsageRecord {
-	return UsageRecord{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens, TotalTokens: u.TotalTokens + v.TotalTokens}
+	return UsageRecord{InputTokens: u.InputTokens + v.InputTokens, CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens,
+		OutputTokens: u.OutputTokens + v.OutputTokens, TotalTokens: u.TotalTokens + v.TotalTokens}
 }
 
 // Usage returns the usage as the gateway counts it.
 func (u UsageRecord) Usage() gateway.Usage {
-	return gateway.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+	return gateway.Usage{InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
 }
 
 // StepRecord is one model call of a run and the tool calls it asked for.
@@ -294,6 +301,9 @@ type StepRecord struct {
 	// ToolCalls are the calls the model asked for, with their observations,
 	// in the model's order.
 	ToolCalls []ToolCallRecord `json:"tool_calls,omitempty"`
+	// Truncated is true when the answer was cut by its output bound
+	// (ClientRequest.MaxOutputTokens, or the model's).
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // ToolCallRecord is one tool call and its observation.
@@ -326,6 +336,10 @@ type ToolCallRecord struct {
 	Approval *ApprovalRecord `json:"approval,omitempty"`
 	// Delegate is the delegated run, for a delegate_to_ call.
 	Delegate *DelegateRecord `json:"delegate,omitempty"`
+	// Client is true for a call of a client tool (ClientRequest.Tools),
+	// which ended the run for the client to run it: it has no
+	// observation in this run.
+	Client bool `json:"client,omitempty"`
 }
 
 // ErrorKind classifies a tool call that did not produce a normal

@@ -295,7 +295,8 @@ func (r *Runtime) generateEvents(ctx context.Context, st *runState, req gateway.
 	if err := ev.err(); err != nil {
 		return gateway.Result{}, err
 	}
-	withhold := st.agent.output != nil || (st.agent.hooks != nil && st.agent.hooks.hold)
+	out, _ := st.outputSchema()
+	withhold := out != nil || (st.agent.hooks != nil && st.agent.hooks.hold)
 	if r.stream == nil || r.gw.Require(st.alias, gateway.CapabilityStreaming) != nil {
 		res, err := r.gen.Generate(ctx, st.alias, req, opts...)
 		if err == nil && res.Text != "" && !withhold {

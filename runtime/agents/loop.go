@@ -63,9 +63,10 @@ type runState struct {
 	prerecorded     int // the pending step's leading calls recorded with its checkpoint (saveStep)
 	version         int64
 	answer          string
-	events          *emitter  // the run's hook, shared with delegated runs; nil without one
-	glog            *guardLog // the run's verdicts, shared with delegated runs; nil in a runtime without hooks
-	inputChecked    bool      // the input hooks judged the input (Checkpoint.InputChecked)
+	events          *emitter     // the run's hook, shared with delegated runs; nil without one
+	glog            *guardLog    // the run's verdicts, shared with delegated runs; nil in a runtime without hooks
+	inputChecked    bool         // the input hooks judged the input (Checkpoint.InputChecked)
+	client          *clientState // what the client asked of the run (Checkpoint.Client); nil for most runs
 }
 
 // maxSteps is the current agent's bound on its model calls in this run.
@@ -94,6 +95,10 @@ func (st *runState) checkpoint() Checkpoint {
 		AgentSteps: st.agentSteps, StepLimit: st.stepLimit, Delegations: *st.delegations, Repaired: st.repaired,
 		Usage: st.usage, CostUSD: st.cost, Continuations: slices.Clip(st.continuations), Cancel: st.cancel,
 		Grants: slices.Clip(st.grants), App: st.app, AppVersion: st.ver, InputChecked: st.inputChecked,
+	}
+	if st.client != nil {
+		c := st.client.req
+		cp.Client = &c
 	}
 	if st.glog != nil {
 		st.glog.mu.Lock()
@@ -338,7 +343,7 @@ func (r *Runtime) answered(s *stepper, req *gateway.Request, res *gateway.Result
 	step := StepRecord{
 		Number: len(st.steps) + 1, Agent: st.agent.spec.Name, Alias: res.Alias, Requested: st.alias,
 		Model: res.Model, DegradedFrom: from, Text: res.Text, Usage: u, CostUSD: res.CostUSD,
-		Request: st.recordRequest(req),
+		Request: st.recordRequest(req), Truncated: res.FinishReason == gateway.FinishLength,
 	}
 	st.appendMsg(gateway.Message{Role: gateway.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
 	if len(res.ToolCalls) == 0 {
@@ -356,7 +361,7 @@ func (r *Runtime) answered(s *stepper, req *gateway.Request, res *gateway.Result
 //go:noinline
 func (r *Runtime) final(ctx context.Context, st *runState, step *StepRecord, text string) outcome {
 	st.steps = append(st.steps, *step)
-	if out := st.agent.output; out != nil {
+	if out, _ := st.outputSchema(); out != nil {
 		if verr := validateJSON(out, []byte(text)); verr != nil {
 			if !st.repaired && st.agentSteps < st.maxSteps() {
 				st.repaired = true
@@ -371,7 +376,7 @@ func (r *Runtime) final(ctx context.Context, st *runState, step *StepRecord, tex
 			return o
 		}
 	}
-	if st.events != nil && (st.agent.output != nil || (st.agent.hooks != nil && st.agent.hooks.hold)) && text != "" {
+	if out, _ := st.outputSchema(); st.events != nil && (out != nil || (st.agent.hooks != nil && st.agent.hooks.hold)) && text != "" {
 		// Withheld while it could still be rejected (generate).
 		st.event(Event{Kind: EventText, Step: step.Number, Text: text})
 	}
@@ -393,6 +398,13 @@ func (r *Runtime) pend(s *stepper, step *StepRecord, calls []gateway.ToolCall) o
 		if o, stop := r.checkArguments(s.actx, st, step); stop {
 			return o
 		}
+	}
+	if st.clientCalls(step) {
+		if st.events != nil {
+			st.event(Event{Kind: EventToolCalls, Step: step.Number, Calls: step.ToolCalls})
+		}
+		s.clock.end()
+		return outcome{status: StatusCompleted}
 	}
 	st.pending = &Pending{Step: *step}
 	if st.events != nil {
@@ -523,6 +535,7 @@ func (r *Runtime) request(ctx context.Context, st *runState, req *gateway.Reques
 			st.reqAgent = d
 		}
 		*req = gateway.Request{Messages: slices.Clip(st.req), Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature}
+		st.applyClient(req)
 		return nil
 	}
 	thread := trimThread(st.msgs, d.spec.Memory.ThreadTokenBudget, st.turn)
@@ -561,6 +574,7 @@ func (r *Runtime) request(ctx context.Context, st *runState, req *gateway.Reques
 	}
 	msgs = append(msgs, thread...)
 	*req = gateway.Request{Messages: msgs, Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature}
+	st.applyClient(req)
 	return nil
 }
 

@@ -135,6 +135,11 @@ type RunOptions struct {
 	// charges the starter's budgets and limits. The zero value means the
 	// caller on Run's or Submit's context (kind.CallerFrom), if any.
 	Caller kind.Caller
+	// Client is what the client asks of the run beyond the agent's
+	// configuration (the Responses API's function tools, tool choice,
+	// output bound and format); nil asks nothing. Refused with an
+	// *InvalidOptionError when it does not fit the agent.
+	Client *ClientRequest
 }
 
 // RunResult is the outcome of Run, Resume or Recover.
@@ -314,7 +319,12 @@ func (r *Runtime) prepare(agent, input string, opts RunOptions) (*runState, erro
 	if opts.RunID != "" && !validRunID(opts.RunID) {
 		return nil, &InvalidOptionError{Option: "run_id", Problem: fmt.Sprintf("%.80q is not a run id: want run_ and 32 lower-case hex digits, as NewRunID makes", opts.RunID)}
 	}
+	client, err := r.newClientState(d, opts.Client)
+	if err != nil {
+		return nil, err
+	}
 	st := r.newRun(d, opts)
+	st.client = client
 	st.app, st.ver = r.app, r.ver
 	n := len(opts.History) + 1
 	st.msgs = make([]gateway.Message, 0, n)
@@ -326,6 +336,17 @@ func (r *Runtime) prepare(agent, input string, opts RunOptions) (*runState, erro
 		st.appendMsg(m)
 	}
 	st.turn = len(st.msgs)
+	if input == "" {
+		// A run with no input carries the results of a client's calls:
+		// the tool messages that end the history are its turn.
+		for st.turn > 0 && st.msgs[st.turn-1].Role == gateway.RoleTool {
+			st.turn--
+		}
+		if st.turn == len(st.msgs) {
+			return nil, &InvalidOptionError{Option: "input", Problem: "a run needs an input, unless its history ends with tool messages (the results of client calls)"}
+		}
+		return st, nil
+	}
 	st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: input})
 	return st, nil
 }
@@ -939,6 +960,17 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 	}
 	if d.guarded || len(cp.Verdicts) > 0 {
 		st.glog = &guardLog{verdicts: slices.Clip(cp.Verdicts), from: len(cp.Verdicts)}
+	}
+	if cp.Client != nil {
+		// The entry agent judged it when the run started; the run may be
+		// on another agent now, whose own tools it was checked against.
+		entry, err := r.agent(cp.Path[0])
+		if err != nil {
+			return nil, fmt.Errorf("run %s: %w", cp.RunID, err)
+		}
+		if st.client, err = r.newClientState(entry, cp.Client); err != nil {
+			return nil, fmt.Errorf("run %s: client request: %w", cp.RunID, err)
+		}
 	}
 	st.delegations = &st.ownDelegations
 	st.msgs = make([]gateway.Message, 0, len(cp.Messages)+4)

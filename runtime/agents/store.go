@@ -616,3 +616,28 @@ func copyCall(c CallRecord) CallRecord {
 	}
 	return c
 }
+
+// RunDeleter is a Store that can delete a run that has ended, with its
+// calls: what the Responses API's DELETE and store false ask for. A store
+// that cannot is asked nothing; the service then answers that deleting
+// is not built for it.
+type RunDeleter interface {
+	// DeleteRun deletes the run and its calls; a run that is not stored
+	// is a *RunNotFoundError. The caller checks that the run has ended.
+	DeleteRun(ctx context.Context, runID string) error
+}
+
+// DeleteRun implements RunDeleter.
+func (s *InMemoryStore) DeleteRun(ctx context.Context, runID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.live(runID, s.now())
+	if !ok {
+		return &RunNotFoundError{RunID: runID}
+	}
+	s.drop(r)
+	return nil
+}

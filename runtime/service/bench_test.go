@@ -265,17 +265,22 @@ func (cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 // and the sockets come on top (BenchmarkServiceCPU).
 func BenchmarkHandler(b *testing.B) {
 	for _, kind := range []string{"agent", "agent-guardrail", "alias"} {
-		b.Run(kind, func(b *testing.B) { benchHandler(b, benchBodies[kind]) })
+		b.Run(kind, func(b *testing.B) { benchHandler(b, "/v1/chat/completions", benchBodies[kind]) })
 	}
+	// The same agent and question through the Responses API, to compare
+	// with "agent" (benchstat).
+	b.Run("agent-responses", func(b *testing.B) {
+		benchHandler(b, "/v1/responses", `{"model":"bench","input":"What is the capital of France?"}`)
+	})
 }
 
-func benchHandler(b *testing.B, payload string) {
+func benchHandler(b *testing.B, path, payload string) {
 	h := newBenchService(b, &http.Client{Transport: cannedUpstream{}}, "http://upstream.invalid/v1")
 	body := []byte(payload)
 	b.ReportAllocs()
 	start := cpuTime(b)
 	for b.Loop() {
-		req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body))
+		req := httptest.NewRequest("POST", path, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()

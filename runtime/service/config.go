@@ -65,6 +65,11 @@ type Limits struct {
 	// WriteTimeout bounds writing a response that is not a stream; default
 	// RequestTimeout plus 10s.
 	WriteTimeout time.Duration
+	// StreamKeepAlive is how long a Responses API stream may stay silent
+	// (a long tool call) before the service sends a keep-alive comment,
+	// so that proxies and clients do not take it for dead; default
+	// DefaultStreamKeepAlive.
+	StreamKeepAlive time.Duration
 	// IdleTimeout bounds a keep-alive connection's wait for the next
 	// request; default 120s.
 	IdleTimeout time.Duration
@@ -112,6 +117,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxMCPSessions <= 0 {
 		l.MaxMCPSessions = DefaultMaxMCPSessions
+	}
+	if l.StreamKeepAlive <= 0 {
+		l.StreamKeepAlive = DefaultStreamKeepAlive
 	}
 	return l
 }

@@ -14,6 +14,18 @@
 //
 //   - POST /v1/chat/completions: OpenAI chat completions, where model names
 //     an agent (Config.Entry when empty). See the mapping below.
+//   - POST /v1/responses, GET and DELETE /v1/responses/{id}, POST
+//     /v1/responses/{id}/cancel: OpenAI's Responses API over the same runs.
+//     A response of an agent is its run (resp_ and the run id's hex
+//     digits); its output items are the run's steps: text as message
+//     items, the agent's own calls as mcp_call items, calls of the
+//     client's function tools (agents.ClientRequest) as function_call
+//     items that end the run, and a call waiting for approval as an
+//     mcp_approval_request, the response then incomplete with aid.status
+//     paused. previous_response_id continues the thread in a new run, or
+//     resumes a paused one in place with an approver's
+//     mcp_approval_response. Streams send the specification's events with
+//     sequence numbers and keep-alive comments (Limits.StreamKeepAlive).
 //   - GET /v1/models: the agents, as OpenAI model objects.
 //   - POST /v1/agents/{agent}/runs: start a run; the run as JSON, or, with
 //     Accept: text/event-stream, server-sent events as the run goes.

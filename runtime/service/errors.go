@@ -65,6 +65,16 @@ const (
 	CodeModelNotFound = "model_not_found"
 	// CodeRunNotFound (404): no run by that id.
 	CodeRunNotFound = "run_not_found"
+	// CodeResponseNotFound (404): no response by that id (a response of an
+	// exposed alias is not stored; one deleted is gone).
+	CodeResponseNotFound = "response_not_found"
+	// CodeResponsePaused (409): previous_response_id names a response
+	// that waits for approval of a call; it can be continued once an
+	// approver has decided.
+	CodeResponsePaused = "response_paused"
+	// CodeResponseInProgress (409): the response named has not ended (a
+	// continuation, a delete).
+	CodeResponseInProgress = "response_in_progress"
 	// CodeRetrieverNotFound (404): no retriever by that name.
 	CodeRetrieverNotFound = "retriever_not_found"
 	// CodeRouteNotFound (404): no such route.

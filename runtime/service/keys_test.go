@@ -298,6 +298,10 @@ func TestEveryRouteChecksKeysAndRoles(t *testing.T) {
 	)
 	want := map[string][]service.Role{
 		"POST /v1/chat/completions":         {caller},
+		"POST /v1/responses":                {caller},
+		"GET /v1/responses/{id}":            {caller, approver, operator},
+		"DELETE /v1/responses/{id}":         {caller, operator},
+		"POST /v1/responses/{id}/cancel":    {caller, operator},
 		"GET /v1/models":                    {caller, approver, operator},
 		"GET /v1/models/{model}":            {caller, approver, operator},
 		"POST /v1/agents/{agent}/runs":      {caller},

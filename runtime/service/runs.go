@@ -674,6 +674,7 @@ type sse struct {
 	timeout time.Duration
 	closed  bool
 	failed  bool
+	last    time.Time // when a frame was last written
 }
 
 func newSSE(w http.ResponseWriter, timeout time.Duration) *sse {
@@ -720,6 +721,19 @@ func (s *sse) write(frame string) {
 		return
 	}
 	_ = s.rc.Flush()
+	s.last = time.Now()
+}
+
+// keepAlive writes a comment line, which clients ignore, when nothing was
+// written for quiet or longer, so that a stream waiting on a long tool
+// call is not taken for dead.
+func (s *sse) keepAlive(quiet time.Duration) {
+	s.mu.Lock()
+	silent := time.Since(s.last) >= quiet
+	s.mu.Unlock()
+	if silent {
+		s.write(": keep-alive\n\n")
+	}
 }
 
 // close stops the stream: events after it (a late tool goroutine) are

@@ -96,6 +96,10 @@ type apiRoute struct {
 // runs. Which runs a key sees is the handlers' (visible).
 var apiRoutes = []apiRoute{
 	{"POST /v1/chat/completions", rolesOf(RoleCaller), func(s *Service) handlerFunc { return s.chatCompletions }},
+	{"POST /v1/responses", rolesOf(RoleCaller), func(s *Service) handlerFunc { return s.createResponse }},
+	{"GET /v1/responses/{id}", rolesOf(RoleCaller, RoleApprover, RoleOperator), func(s *Service) handlerFunc { return s.getResponse }},
+	{"DELETE /v1/responses/{id}", rolesOf(RoleCaller, RoleOperator), func(s *Service) handlerFunc { return s.deleteResponse }},
+	{"POST /v1/responses/{id}/cancel", rolesOf(RoleCaller, RoleOperator), func(s *Service) handlerFunc { return s.cancelResponse }},
 	{"GET /v1/models", rolesOf(RoleCaller, RoleApprover, RoleOperator), func(s *Service) handlerFunc { return s.listModels }},
 	{"GET /v1/models/{model}", rolesOf(RoleCaller, RoleApprover, RoleOperator), func(s *Service) handlerFunc { return s.getModel }},
 	{"POST /v1/agents/{agent}/runs", rolesOf(RoleCaller), func(s *Service) handlerFunc { return s.startRun }},
@@ -287,7 +291,7 @@ func (s *Service) notFound(w http.ResponseWriter, r *http.Request) {
 
 // routeMethods are the methods the service's routes use, and HEAD, which
 // the mux serves wherever GET is.
-var routeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost}
+var routeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete}
 
 // allowed returns the methods for which a route other than the catch-all
 // matches r's path.

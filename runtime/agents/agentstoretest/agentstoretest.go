@@ -31,6 +31,14 @@ func Run(t *testing.T, newStore func(t *testing.T) agents.Store) {
 	t.Run("CancelRequests", func(t *testing.T) { testCancelRequests(t, newStore(t)) })
 	t.Run("WatchCancel", func(t *testing.T) { testWatchCancel(t, newStore(t)) })
 	t.Run("ThreadGrants", func(t *testing.T) { testGrants(t, newStore(t)) })
+	t.Run("DeleteRun", func(t *testing.T) {
+		s := newStore(t)
+		d, ok := s.(agents.RunDeleter)
+		if !ok {
+			t.Skip("the store is not an agents.RunDeleter")
+		}
+		testDeleteRun(t, d, s)
+	})
 	t.Run("ListRuns", func(t *testing.T) {
 		s := newStore(t)
 		l, ok := s.(agents.RunLister)
@@ -800,4 +808,37 @@ func RunMemory(t *testing.T, newStore func(t *testing.T) agents.MemoryStore) {
 			t.Errorf("Memories of user memory without a user accepted")
 		}
 	})
+}
+
+// testDeleteRun: a deleted run and its calls are gone, another run is
+// untouched, and deleting it again is a *RunNotFoundError.
+func testDeleteRun(t *testing.T, d agents.RunDeleter, s agents.Store) {
+	ctx := context.Background()
+	for _, id := range []string{"run_d", "run_k"} {
+		if _, err := s.CreateRun(ctx, agents.RunRecord{RunID: id, Agent: "triage", Status: agents.StatusCompleted, Checkpoint: checkpoint(id)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecordCall(ctx, agents.CallRecord{RunID: id, Key: "1.0", CallID: "c1", Tool: "lookup", Effects: agents.EffectsRead, Arguments: "{}"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.DeleteRun(ctx, "run_d"); err != nil {
+		t.Fatal(err)
+	}
+	var nf *agents.RunNotFoundError
+	if _, err := s.LoadRun(ctx, "run_d"); !errors.As(err, &nf) {
+		t.Fatalf("LoadRun of a deleted run: %v", err)
+	}
+	if calls, err := s.Calls(ctx, "run_d"); err != nil || len(calls) != 0 {
+		t.Fatalf("calls of a deleted run: %v, %v", calls, err)
+	}
+	if err := d.DeleteRun(ctx, "run_d"); !errors.As(err, &nf) {
+		t.Fatalf("deleting a deleted run: %v", err)
+	}
+	if _, err := s.LoadRun(ctx, "run_k"); err != nil {
+		t.Fatalf("the other run: %v", err)
+	}
+	if calls, err := s.Calls(ctx, "run_k"); err != nil || len(calls) != 1 {
+		t.Fatalf("the other run's calls: %v, %v", calls, err)
+	}
 }

@@ -724,3 +724,24 @@ func (s *Store) ListRuns(ctx context.Context, f agents.RunFilter) (agents.RunPag
 	}
 	return page, nil
 }
+
+// DeleteRun implements agents.RunDeleter: the run's row and its calls, in
+// one statement.
+func (s *Store) DeleteRun(ctx context.Context, runID string) error {
+	if !storable(runID) {
+		return &agents.RunNotFoundError{RunID: runID}
+	}
+	var n int64
+	err := s.do(ctx, func(ctx context.Context) error {
+		tag, err := s.db.Exec(ctx, `WITH calls AS (DELETE FROM `+s.calls+` WHERE run_id = $1) DELETE FROM `+s.runs+` WHERE run_id = $1`, runID)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: delete run %s: %w", runID, err)
+	}
+	if n == 0 {
+		return &agents.RunNotFoundError{RunID: runID}
+	}
+	return nil
+}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/aidgen/aid/internal/jsonschemas"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/internal/jsonschemas"
 )
 
 // ClientRequest is what the client that starts a run asks of it beyond the

@@ -140,7 +140,7 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 		var err error
 		if req.Params.RequestState != "" {
 			var done *sdk.CallToolResult
-			res, err, done = s.mcpDecide(ctx, agent, req, p, decider)
+			res, done, err = s.mcpDecide(ctx, req, p, decider)
 			if done != nil {
 				return done, nil
 			}
@@ -392,21 +392,21 @@ func (s *Service) mcpAsk(res agents.RunResult) *sdk.CallToolResult {
 // is the call's result when there is nothing to resume: a refusal, a run
 // that moved on, or a person who declined to answer (the run stays
 // paused).
-func (s *Service) mcpDecide(ctx context.Context, agent string, req *sdk.CallToolRequest, p *principal, decider bool) (res agents.RunResult, err error, done *sdk.CallToolResult) {
+func (s *Service) mcpDecide(ctx context.Context, req *sdk.CallToolRequest, p *principal, decider bool) (res agents.RunResult, done *sdk.CallToolResult, err error) {
 	runID, callID, ok := parseMCPState(req.Params.RequestState)
 	if !ok {
-		return res, nil, mcpError(nil, invalid(CodeInvalidRequest, "requestState", "the request state is not one this service gave: call the tool again without it"))
+		return res, mcpError(nil, invalid(CodeInvalidRequest, "requestState", "the request state is not one this service gave: call the tool again without it")), nil
 	}
 	meta := sdk.Meta{MetaRunID: runID}
 	if !decider {
-		return res, nil, mcpError(meta, newError(http.StatusForbidden, TypePermission, CodeInsufficientRole, "this key may not decide a paused run's calls: that takes the approver role"))
+		return res, mcpError(meta, newError(http.StatusForbidden, TypePermission, CodeInsufficientRole, "this key may not decide a paused run's calls: that takes the approver role")), nil
 	}
 	rec, err := s.cfg.Agents.Store().LoadRun(ctx, runID)
 	if err == nil && !p.reaches(rec, decideRun.tenantWide, decideRun.own) {
 		err = &agents.RunNotFoundError{RunID: runID}
 	}
 	if err != nil {
-		return res, nil, s.mcpFailure(ctx, meta, err, runID)
+		return res, s.mcpFailure(ctx, meta, err, runID), nil
 	}
 	meta[MetaStatus] = string(rec.Status)
 	paused := agents.RunResult{RunID: rec.RunID, Status: rec.Status, Agent: rec.Checkpoint.Agent, Checkpoint: &rec.Checkpoint}
@@ -416,11 +416,11 @@ func (s *Service) mcpDecide(ctx context.Context, agent string, req *sdk.CallTool
 			// Decided elsewhere, and paused again on a later call: ask
 			// about that one.
 			if ask := s.mcpAsk(paused); ask != nil {
-				return res, nil, ask
+				return res, ask, nil
 			}
 		}
-		return res, nil, mcpError(meta, newError(http.StatusConflict, TypeConflict, CodeRunNotPaused,
-			fmt.Sprintf("run %s no longer waits on the call this retry decides: it is %s; read it at GET /v1/runs/%s", runID, rec.Status, runID)))
+		return res, mcpError(meta, newError(http.StatusConflict, TypeConflict, CodeRunNotPaused,
+			fmt.Sprintf("run %s no longer waits on the call this retry decides: it is %s; read it at GET /v1/runs/%s", runID, rec.Status, runID))), nil
 	}
 	var answer *sdk.ElicitResult
 	if r, ok := req.Params.InputResponses[mcpDecisionInput].(*sdk.ElicitResult); ok {
@@ -438,7 +438,7 @@ func (s *Service) mcpDecide(ctx context.Context, agent string, req *sdk.CallTool
 	if ran(res) {
 		s.metrics.decision(d.By, d.Action)
 	}
-	return res, err, nil
+	return res, nil, err
 }
 
 // mcpResult is the tool result of a run: the answer (and, when the agent

@@ -110,21 +110,14 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 // it. The pool has the DSN's pool_max_conns connections at most, or
 // pgutil.DefaultMaxConns.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
-	cfg, err := pgutil.PoolConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: %w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: connect: %w", err)
-	}
-	s, err := New(ctx, pool, opts...)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	s.ownsPool = true
-	return s, nil
+	return pgutil.OpenOwned(ctx, "pgstore", dsn, nil, func(pool *pgxpool.Pool) (*Store, error) {
+		s, err := New(ctx, pool, opts...)
+		if err != nil {
+			return nil, err
+		}
+		s.ownsPool = true
+		return s, nil
+	})
 }
 
 // sharedKey keeps an application's store of one DSN in its scope.

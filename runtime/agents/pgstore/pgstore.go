@@ -245,11 +245,25 @@ var migrationSteps = []string{
 	// one.
 	`ALTER TABLE {runs} ADD COLUMN caller_key text NOT NULL DEFAULT '', ADD COLUMN tenant text NOT NULL DEFAULT '';
 	CREATE INDEX ON {runs} (tenant, created_at DESC, run_id DESC);`,
+	// 5: global memory is a tenant's, its subject the tenant ('' for the
+	// runs of no tenant): step 1's check that a global entry has no
+	// subject (named by PostgreSQL after the table) gives way to one that
+	// only a user entry needs one.
+	`DO $$
+	DECLARE c text;
+	BEGIN
+		FOR c IN SELECT conname FROM pg_constraint
+			WHERE conrelid = '{memory}'::regclass AND contype = 'c' AND pg_get_constraintdef(oid) LIKE '%subject%'
+		LOOP
+			EXECUTE format('ALTER TABLE {memory} DROP CONSTRAINT %I', c);
+		END LOOP;
+	END $$;
+	ALTER TABLE {memory} ADD CHECK (scope <> 'user' OR subject <> '');`,
 }
 
 // SchemaVersion is the schema version this code reads and writes: the
 // number of migration steps.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // SchemaTooNewError reports a database migrated by a newer release of this
 // package: this code does not know what the later steps changed, so it

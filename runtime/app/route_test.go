@@ -53,7 +53,7 @@ func TestDeadPrimaryIsCooledDownAcrossRuns(t *testing.T) {
 		Agents: []agents.Agent{{Name: "desk", Model: "primary", Fallbacks: []string{"backup"}, Instructions: "Answer.", MaxSteps: 2}},
 	}
 	a, err := app.Assemble(t.Context(), desc, app.Options{
-		Clock:     clock,
+		Clock: clock,
 		LookupEnv: func(k string) (string, bool) {
 			if k == "MAIN_KEY" {
 				return "sk-test", true

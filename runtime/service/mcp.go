@@ -150,7 +150,7 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 			}
 			res, err = s.cfg.Agents.Resume(ctx, res.RunID, d)
 			if err == nil {
-				s.metrics.decision(d.By, d.Action)
+				s.metrics.decision(p, d.By, d.Action)
 			}
 		}
 		if res.RunID != "" {

@@ -479,3 +479,25 @@ func TestMetricsAreSplitByTenant(t *testing.T) {
 		}
 	}
 }
+
+// plainStore is a run store that cannot list runs: the interface alone,
+// with no ListRuns to promote.
+type plainStore struct{ agents.Store }
+
+// TestListingNeedsARunLister: a service whose run store cannot list runs
+// answers GET /v1/runs 501 not_implemented naming the store, and still
+// reads a run by its id.
+func TestListingNeedsARunLister(t *testing.T) {
+	e := newEnv(t, options{store: plainStore{agents.NewInMemoryStore()}})
+	st, hdr, body := e.do(t, "POST", "/v1/runs", `{"input":"hello"}`)
+	if st != 200 {
+		t.Fatalf("run: %d %s", st, body)
+	}
+	st, _, body = e.do(t, "GET", "/v1/runs", "")
+	if st != http.StatusNotImplemented || !strings.Contains(string(body), `"code":"not_implemented"`) || !strings.Contains(string(body), "plainStore") {
+		t.Errorf("listing: %d %s", st, body)
+	}
+	if st, _, body := e.do(t, "GET", "/v1/runs/"+hdr.Get("X-Aid-Run-Id"), ""); st != 200 {
+		t.Errorf("reading the run by id: %d %s", st, body)
+	}
+}

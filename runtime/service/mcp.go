@@ -436,7 +436,7 @@ func (s *Service) mcpDecide(ctx context.Context, agent string, req *sdk.CallTool
 	}
 	res, err = s.cfg.Agents.Resume(ctx, runID, d)
 	if ran(res) {
-		s.metrics.decision(d.By, d.Action)
+		s.metrics.decision(p, d.By, d.Action)
 	}
 	return res, err, nil
 }

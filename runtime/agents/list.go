@@ -20,6 +20,29 @@ type RunLister interface {
 	ListRuns(ctx context.Context, f RunFilter) (RunPage, error)
 }
 
+// ListingUnsupportedError reports a listing asked of a Store that is not a
+// RunLister: the runs of such a store are read by id only. Of the stores
+// in this module, only aidgen run's run files (one file per run, which no
+// service keeps its runs in) are one.
+type ListingUnsupportedError struct {
+	// Store is the store's Go type, to say which.
+	Store string
+}
+
+func (e *ListingUnsupportedError) Error() string {
+	return fmt.Sprintf("the run store (%s) cannot list runs (agents.RunLister): read a run by its id", e.Store)
+}
+
+// ListRuns lists the runs of store that f selects (RunLister.ListRuns),
+// or returns a *ListingUnsupportedError when store cannot list them.
+func ListRuns(ctx context.Context, store Store, f RunFilter) (RunPage, error) {
+	l, ok := store.(RunLister)
+	if !ok {
+		return RunPage{}, &ListingUnsupportedError{Store: fmt.Sprintf("%T", store)}
+	}
+	return l.ListRuns(ctx, f)
+}
+
 // RunFilter selects runs for ListRuns.
 type RunFilter struct {
 	// Tenant keeps the runs of one tenant (Checkpoint.Tenant; "" is the

@@ -563,7 +563,9 @@ func (r *Runtime) request(ctx context.Context, st *runState, req *gateway.Reques
 			}
 		}
 		if d.globalMem != nil {
-			if global, err = d.globalMem.Memories(ctx, MemoryGlobal, ""); err != nil {
+			// The run's tenant's: another tenant's global memory does not
+			// exist for it.
+			if global, err = d.globalMem.Memories(ctx, MemoryGlobal, st.caller.Tenant); err != nil {
 				return fmt.Errorf("run %s: read global memory: %w", st.id, err)
 			}
 		}
@@ -1053,7 +1055,7 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, step, i in
 	}
 	tctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	tctx = context.WithValue(tctx, runInfoKey{}, &RunInfo{RunID: st.id, Agent: st.agent.spec.Name, ThreadID: st.threadID, UserID: st.userID, CallID: c.ID})
+	tctx = context.WithValue(tctx, runInfoKey{}, &RunInfo{RunID: st.id, Agent: st.agent.spec.Name, ThreadID: st.threadID, UserID: st.userID, Tenant: st.caller.Tenant, CallID: c.ID})
 	out, err := safeCall(tctx, t.impl, args)
 	switch {
 	case err == nil:

@@ -21,7 +21,10 @@ const (
 	// MemoryUser is memory about one user, across threads; its subject is
 	// the user id.
 	MemoryUser MemoryScope = "user"
-	// MemoryGlobal is memory shared by every user; its subject is empty.
+	// MemoryGlobal is memory shared by every user of one tenant; its
+	// subject is the tenant (kind.Caller.Tenant), empty for the runs of no
+	// tenant. A run reads its own tenant's only, so that no tenant reads
+	// what was remembered for another.
 	MemoryGlobal MemoryScope = "global"
 )
 
@@ -29,7 +32,8 @@ const (
 type MemoryEntry struct {
 	// Scope is the entry's scope.
 	Scope MemoryScope
-	// Subject is the user id for user memory, empty for global memory.
+	// Subject is the user id for user memory, the tenant for global
+	// memory.
 	Subject string
 	// Text is the fact, as injected into requests.
 	Text string
@@ -77,9 +81,9 @@ func NewInMemoryMemory() *InMemoryMemory {
 }
 
 // CheckMemoryScope returns the error every MemoryStore gives for a scope it
-// does not keep, a user scope without a user id or a global scope with a
-// subject, so that stores outside this package refuse exactly what the
-// in-memory one refuses.
+// does not keep or a user scope without a user id, so that stores outside
+// this package refuse exactly what the in-memory one refuses. A global
+// scope's subject is its tenant, empty or not.
 func CheckMemoryScope(scope MemoryScope, subject string) error { return checkScope(scope, subject) }
 
 // CheckMemoryEntry returns the error every MemoryStore's AddMemory gives for
@@ -104,9 +108,7 @@ func checkScope(scope MemoryScope, subject string) error {
 			return fmt.Errorf("user memory needs a user id")
 		}
 	case MemoryGlobal:
-		if subject != "" {
-			return fmt.Errorf("global memory has no subject, got %q", subject)
-		}
+		// The subject is the tenant, "" for none.
 	default:
 		return fmt.Errorf("memory scope %q is not %q or %q", scope, MemoryUser, MemoryGlobal)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // TestMemoryInjectionIsVisible runs an agent with user and global memory
@@ -176,5 +177,73 @@ func TestRepairSurvivesTrimming(t *testing.T) {
 	}
 	if got[1].Content != "capital of France?" || got[4].Content != "Paris, of course" || !strings.Contains(got[5].Content, "does not match the required JSON schema") {
 		t.Fatalf("repair request %+v", got)
+	}
+}
+
+// TestGlobalMemoryIsTheTenants: global memory is kept per tenant. A tool
+// of an acme run writes a fact to global memory for its run's tenant
+// (RunInfo.Tenant); the next acme run is given it, while a globex run, a
+// run of no tenant and a run of a tenant named like acme but for case are
+// given only their own, and a globex tool reading global memory for its
+// own tenant finds nothing of acme's.
+func TestGlobalMemoryIsTheTenants(t *testing.T) {
+	mem := agents.NewInMemoryMemory()
+	ctx := context.Background()
+	if _, err := mem.AddMemory(ctx, agents.MemoryGlobal, "globex", "globex ships on Mondays"); err != nil {
+		t.Fatal(err)
+	}
+	fx := newFixture(t, fake.Config{Script: []fake.Step{
+		calls(call("c1", "remember", `{"fact":"acme's refund override code is 4417"}`)), answer("noted"),
+		answer("acme again"), answer("globex"), answer("nobody"), answer("Acme"),
+	}})
+	var seen []string
+	r := newRuntime(t, agents.Config{
+		Gateway:      fx.gw,
+		MemoryStores: map[string]agents.MemoryStore{"mem": mem},
+		Agents: []agents.Agent{{Name: "a", Model: "small", Instructions: "help", Tools: []string{"remember"},
+			Memory: &agents.Memory{Global: &agents.StoredMemory{Store: "mem"}}}},
+		Tools: []agents.Tool{{Name: "remember", Description: "d", Effects: agents.EffectsWrite,
+			Input: json.RawMessage(`{"type":"object","properties":{"fact":{"type":"string"}},"required":["fact"]}`)}},
+		Implementations: map[string]agents.Implementation{"remember": agents.Typed(func(ctx context.Context, in struct {
+			Fact string `json:"fact"`
+		}) (string, error) {
+			ri, _ := agents.RunInfoFromContext(ctx)
+			seen = append(seen, ri.Tenant)
+			_, err := mem.AddMemory(ctx, agents.MemoryGlobal, ri.Tenant, in.Fact)
+			return "remembered", err
+		})},
+	})
+	runAs := func(tenant string) string {
+		t.Helper()
+		before := len(fx.fake.Requests())
+		mustRun(t, r, "a", "hello", agents.RunOptions{Caller: kind.Caller{Key: "k-" + tenant, Tenant: tenant}})
+		var all strings.Builder
+		for _, req := range fx.fake.Requests()[before:] {
+			for _, m := range req.Messages {
+				all.WriteString(m.Content + "\n")
+			}
+		}
+		return all.String()
+	}
+	if got := runAs("acme"); strings.Contains(got, "globex ships") {
+		t.Errorf("an acme run was given globex's memory:\n%s", got)
+	}
+	if d := cmp.Diff([]string{"acme"}, seen); d != "" {
+		t.Errorf("the tool's RunInfo.Tenant (-want +got):\n%s", d)
+	}
+	if got := runAs("acme"); !strings.Contains(got, "4417") {
+		t.Errorf("the next acme run was not given acme's memory:\n%s", got)
+	}
+	for _, other := range []string{"globex", "", "Acme"} {
+		got := runAs(other)
+		if strings.Contains(got, "4417") {
+			t.Errorf("a run of tenant %q was given acme's memory:\n%s", other, got)
+		}
+		if want := other == "globex"; strings.Contains(got, "globex ships") != want {
+			t.Errorf("a run of tenant %q: globex's memory given %v, want %v:\n%s", other, !want, want, got)
+		}
+	}
+	if got, _ := mem.Memories(ctx, agents.MemoryGlobal, "globex"); len(got) != 1 {
+		t.Errorf("globex's global memory %+v", got)
 	}
 }

@@ -168,7 +168,7 @@ func (r *Runtime) search(ctx context.Context, st *runState, t *tool, args json.R
 	if d.budget != "" {
 		sctx = gateway.ContextWithBudget(sctx, d.budget, budgetKey(st))
 	}
-	sctx = context.WithValue(sctx, runInfoKey{}, &RunInfo{RunID: st.id, Agent: d.spec.Name, ThreadID: st.threadID, UserID: st.userID, CallID: c.ID})
+	sctx = context.WithValue(sctx, runInfoKey{}, &RunInfo{RunID: st.id, Agent: d.spec.Name, ThreadID: st.threadID, UserID: st.userID, Tenant: st.caller.Tenant, CallID: c.ID})
 	hits, err := safeSearch(sctx, t.searcher, in.Query, in.K)
 	var be *gateway.BudgetExceededError
 	switch {

@@ -103,6 +103,9 @@ type RunInfo struct {
 	ThreadID string
 	// UserID is the user, when the run has one.
 	UserID string
+	// Tenant is the tenant the run is for (kind.Caller.Tenant), empty for
+	// none: the subject of the global memory a tool writes for it.
+	Tenant string
 	// CallID is the model's id for the call.
 	CallID string
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -74,6 +75,11 @@ type Options struct {
 	// Seed, when set, replaces the seed of every fake provider, to draw a
 	// fresh sample from an answer key without editing the application.
 	Seed *int64
+	// Clock, when set, tells the gateway the time its budget windows, rate
+	// limits and deployments' cool-downs are read from (gateway.Config's
+	// Clock); nil means time.Now. Tests inject one to roll a window over
+	// or end a cool-down without waiting for it.
+	Clock func() time.Time
 	// WrapProvider, WrapTool and WrapSearcher, when set, wrap every
 	// provider adapter, tool implementation and retriever search the
 	// runtime calls: the seam a service uses to measure the time it waits

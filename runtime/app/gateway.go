@@ -47,6 +47,7 @@ func newGateway(ctx context.Context, desc *Description, opts *Options, env kind.
 		Tracer:        opts.Tracer,
 		Logger:        opts.Logger,
 		ProviderRetry: retries,
+		Clock:         opts.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building the gateway: %w", err)

@@ -80,6 +80,7 @@ type Gateway struct {
 	idPrefix   string
 	seq        atomic.Uint64
 	attrs      attrBuffers
+	tenants    tenantSpend
 }
 
 // entry is one resolved alias with everything precomputed that a call needs.
@@ -506,6 +507,7 @@ func (g *Gateway) settle(ctx context.Context, h *hold, actual Amount) {
 		return
 	}
 	h.open = false
+	g.tenants.add(ctx, actual)
 	if err := g.ledger.Settle(closeCtx(ctx), h.id, actual); err != nil {
 		g.logger.LogAttrs(ctx, slog.LevelError, "gateway: settle reservation", slog.String("reservation", h.id), slog.String("error", err.Error()))
 	}

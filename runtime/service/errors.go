@@ -225,6 +225,7 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 		full        *jobs.FullError
 		closed      *jobs.ClosedError
 		blocked     *agents.BlockedError
+		noListing   *agents.ListingUnsupportedError
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -240,6 +241,8 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 		// a dependency is down, which a retry later may not meet.
 		return newError(http.StatusServiceUnavailable, TypeUnavailable, CodeUnavailable,
 			fmt.Sprintf("the service's %s is unavailable; try again shortly", unavailable.Dependency))
+	case errors.As(err, &noListing):
+		return newError(http.StatusNotImplemented, TypeInvalidRequest, CodeNotImplemented, noListing.Error())
 	case errors.As(err, &badEdit):
 		return invalid(CodeInvalidRequest, "arguments", badEdit.Error())
 	case errors.As(err, &noTool):

@@ -111,6 +111,14 @@ type principal struct {
 
 func (p *principal) admin() bool { return p.roles&RoleAdmin.bit() != 0 }
 
+// tenantName is the key's tenant; "" without authentication.
+func (p *principal) tenantName() string {
+	if p == nil {
+		return ""
+	}
+	return p.tenant
+}
+
 // caller is the identity the layers below the service see.
 func (p *principal) caller() kind.Caller { return kind.Caller{Key: p.name, Tenant: p.tenant} }
 

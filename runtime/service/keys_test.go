@@ -178,7 +178,7 @@ func TestApprovalNeedsTheApproverRole(t *testing.T) {
 		t.Errorf("the event log's approval %+v", a)
 	}
 	_, _, metrics := e.as(t, opsKey, "GET", "/metrics", "")
-	if v, ok := servicetest.Metric(string(metrics), `aid_decisions_total{action="approve",key="ops"}`); !ok || v != 1 {
+	if v, ok := servicetest.Metric(string(metrics), `aid_decisions_total{action="approve",key="ops",tenant="acme"}`); !ok || v != 1 {
 		t.Errorf("aid_decisions_total for ops: %v %v", v, ok)
 	}
 }
@@ -430,5 +430,78 @@ func TestThreadsAreTheCallersOwn(t *testing.T) {
 	}
 	if third := start(otherKey); third.Status != "paused" || refunds.Load() != 2 {
 		t.Fatalf("globex's thread t1 is another thread: %+v, %d refunds", third, refunds.Load())
+	}
+}
+
+// TestMetricsAreSplitByTenant: model calls' spend, tokens and calls, and
+// keys' requests, are counted per tenant (the key's, never a request's),
+// and /metrics shows a tenant's operator its tenant's series only: not
+// another tenant's, nor the application's; an admin key sees them all.
+func TestMetricsAreSplitByTenant(t *testing.T) {
+	var refunds atomic.Int32
+	var callers callerLog
+	const rootKey = "sk-root-0a0a"
+	e := keyEnv(t, &refunds, &callers, func(c *service.Config) {
+		c.Auth.Keys = append(c.Auth.Keys, service.Key{Name: "root", Roles: []service.Role{service.RoleAdmin}, Secret: rootKey})
+	})
+	for _, key := range []string{frontendKey, otherKey} {
+		if st, _, body := e.as(t, key, "POST", "/v1/chat/completions", `{"model":"triage","messages":[{"role":"user","content":"Refund A1"}]}`); st != 200 {
+			t.Fatalf("chat: %d %s", st, body)
+		}
+	}
+	scrape := func(key string) string {
+		t.Helper()
+		st, _, body := e.as(t, key, "GET", "/metrics", "")
+		if st != 200 {
+			t.Fatalf("/metrics: %d %s", st, body)
+		}
+		return string(body)
+	}
+	route := `route="POST /v1/chat/completions"`
+	for _, c := range []struct{ key, tenant, other string }{{opsKey, "acme", "globex"}, {globexOps, "globex", "acme"}} {
+		m := scrape(c.key)
+		if v, ok := servicetest.Metric(m, `aid_tenant_model_calls_total{tenant="`+c.tenant+`"}`); !ok || v != 1 {
+			t.Errorf("%s's model calls: %v %v\n%s", c.tenant, v, ok, m)
+		}
+		if v, ok := servicetest.Metric(m, `aid_tenant_spent_usd_total{tenant="`+c.tenant+`"}`); !ok || v <= 0 {
+			t.Errorf("%s's spend: %v %v", c.tenant, v, ok)
+		}
+		if v, ok := servicetest.Metric(m, `aid_tenant_tokens_total{tenant="`+c.tenant+`"}`); !ok || v <= 0 {
+			t.Errorf("%s's tokens: %v %v", c.tenant, v, ok)
+		}
+		if v, ok := servicetest.Metric(m, `aid_tenant_requests_total{code="200",`+route+`,tenant="`+c.tenant+`"}`); !ok || v != 1 {
+			t.Errorf("%s's requests: %v %v", c.tenant, v, ok)
+		}
+		if strings.Contains(m, `tenant="`+c.other+`"`) || strings.Contains(m, "aid_http_requests_total") || strings.Contains(m, "aid_budget_") {
+			t.Errorf("%s's operator sees another tenant's or the application's series:\n%s", c.tenant, m)
+		}
+	}
+	m := scrape(rootKey)
+	for _, want := range []string{`aid_tenant_model_calls_total{tenant="acme"} 1`, `aid_tenant_model_calls_total{tenant="globex"} 1`, "aid_http_requests_total{"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("the admin's /metrics has no %s", want)
+		}
+	}
+}
+
+// plainStore is a run store that cannot list runs: the interface alone,
+// with no ListRuns to promote.
+type plainStore struct{ agents.Store }
+
+// TestListingNeedsARunLister: a service whose run store cannot list runs
+// answers GET /v1/runs 501 not_implemented naming the store, and still
+// reads a run by its id.
+func TestListingNeedsARunLister(t *testing.T) {
+	e := newEnv(t, options{store: plainStore{agents.NewInMemoryStore()}})
+	st, hdr, body := e.do(t, "POST", "/v1/runs", `{"input":"hello"}`)
+	if st != 200 {
+		t.Fatalf("run: %d %s", st, body)
+	}
+	st, _, body = e.do(t, "GET", "/v1/runs", "")
+	if st != http.StatusNotImplemented || !strings.Contains(string(body), `"code":"not_implemented"`) || !strings.Contains(string(body), "plainStore") {
+		t.Errorf("listing: %d %s", st, body)
+	}
+	if st, _, body := e.do(t, "GET", "/v1/runs/"+hdr.Get("X-Aid-Run-Id"), ""); st != 200 {
+		t.Errorf("reading the run by id: %d %s", st, body)
 	}
 }

@@ -167,7 +167,7 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 			}
 			res, err = s.cfg.Agents.Resume(ctx, res.RunID, d)
 			if err == nil {
-				s.metrics.decision(d.By, d.Action)
+				s.metrics.decision(p, d.By, d.Action)
 			}
 		}
 		if res.RunID != "" {
@@ -436,7 +436,7 @@ func (s *Service) mcpDecide(ctx context.Context, req *sdk.CallToolRequest, p *pr
 	}
 	res, err = s.cfg.Agents.Resume(ctx, runID, d)
 	if ran(res) {
-		s.metrics.decision(d.By, d.Action)
+		s.metrics.decision(p, d.By, d.Action)
 	}
 	return res, nil, err
 }

@@ -2,12 +2,16 @@ package service
 
 import (
 	"context"
+	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // metrics are the service's series, in a registry of its own.
@@ -21,6 +25,10 @@ type metrics struct {
 	// them: who approved is the key, never a name in a body.
 	decisions *prometheus.CounterVec
 	verdicts  *prometheus.CounterVec
+	// tenantRequests counts the requests of keys by their tenant: a
+	// tenant is a key's, declared or created by an admin, never a value a
+	// request carries, so the series are bounded by the keys.
+	tenantRequests *prometheus.CounterVec
 }
 
 // latencyBuckets reach from 100µs, where the service's own added latency
@@ -52,13 +60,17 @@ func newMetrics(reg *prometheus.Registry, gw *gateway.Gateway) (*metrics, error)
 	}, []string{"alias", "code"})
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "aid_decisions_total",
-		Help: "Decisions on paused runs' calls, by the API key that made them (empty without authentication) and action (approve or reject).",
-	}, []string{"key", "action"})
+		Help: "Decisions on paused runs' calls, by the tenant and name of the API key that made them (empty without authentication) and action (approve or reject).",
+	}, []string{"tenant", "key", "action"})
+	m.tenantRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aid_tenant_requests_total",
+		Help: "Requests an API key made, by the key's tenant (empty for a key of no tenant), route pattern and status code.",
+	}, []string{"tenant", "route", "code"})
 	m.verdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "aid_guardrail_verdicts_total",
 		Help: "Verdicts of guardrails and hooks that did something, by the run's entry agent, guardrail, point (input, toolArguments, toolResult, output, modelCall, handoff) and action (block, redact, ask, log).",
 	}, []string{"agent", "guardrail", "point", "action"})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, m.decisions, m.verdicts, spendCollector{gw}, deploymentCollector{gw}} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, m.decisions, m.verdicts, m.tenantRequests, spendCollector{gw}, deploymentCollector{gw}, tenantCollector{gw}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -90,9 +102,91 @@ func (m *metrics) run(agent, final string, res agents.RunResult) {
 	}
 }
 
-// decision records a decision the runtime took.
-func (m *metrics) decision(key string, action agents.DecisionAction) {
-	m.decisions.WithLabelValues(key, string(action)).Inc()
+// decision records a decision the runtime took, by the key p (nil
+// without authentication) whose name the decision records as By.
+func (m *metrics) decision(p *principal, by string, action agents.DecisionAction) {
+	m.decisions.WithLabelValues(p.tenantName(), by, string(action)).Inc()
+}
+
+// tenantRequest records a request a key made.
+func (m *metrics) tenantRequest(p *principal, route string, status int) {
+	m.tenantRequests.WithLabelValues(p.tenant, route, strconv.Itoa(status)).Inc()
+}
+
+// tenantCollector reports, at scrape time, what each tenant's model calls
+// settled through the gateway in this process: its spend, tokens and
+// calls, labelled by tenant (TenantSpend: one series per tenant of a key).
+type tenantCollector struct{ gw *gateway.Gateway }
+
+var (
+	tenantSpentDesc  = prometheus.NewDesc("aid_tenant_spent_usd_total", "Settled spend of model calls in US dollars, by the caller's tenant.", []string{"tenant"}, nil)
+	tenantTokensDesc = prometheus.NewDesc("aid_tenant_tokens_total", "Settled tokens (input and output) of model calls, by the caller's tenant.", []string{"tenant"}, nil)
+	tenantCallsDesc  = prometheus.NewDesc("aid_tenant_model_calls_total", "Settled model calls, by the caller's tenant.", []string{"tenant"}, nil)
+)
+
+func (c tenantCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- tenantSpentDesc
+	ch <- tenantTokensDesc
+	ch <- tenantCallsDesc
+}
+
+func (c tenantCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, t := range c.gw.SpendByTenant() {
+		ch <- prometheus.MustNewConstMetric(tenantSpentDesc, prometheus.CounterValue, t.Spent.USD(), t.Tenant)
+		ch <- prometheus.MustNewConstMetric(tenantTokensDesc, prometheus.CounterValue, float64(t.Spent.Tokens), t.Tenant)
+		ch <- prometheus.MustNewConstMetric(tenantCallsDesc, prometheus.CounterValue, float64(t.Calls), t.Tenant)
+	}
+}
+
+// tenantGatherer is what /metrics shows a key bound to a tenant: the
+// series labelled with its tenant, and, for a key of no tenant, the series
+// of no tenant (the application's). Another tenant's series do not exist
+// for it, as its runs do not.
+type tenantGatherer struct {
+	g      prometheus.Gatherer
+	tenant string
+}
+
+func (t tenantGatherer) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := t.g.Gather()
+	out := mfs[:0]
+	for _, mf := range mfs {
+		kept := mf.Metric[:0]
+		for _, m := range mf.Metric {
+			if seriesTenant(m) == t.tenant {
+				kept = append(kept, m)
+			}
+		}
+		if len(kept) > 0 {
+			mf.Metric = kept
+			out = append(out, mf)
+		}
+	}
+	return out, err
+}
+
+// seriesTenant is the tenant label of a series, "" when it has none.
+func seriesTenant(m *dto.Metric) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == "tenant" {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// metricsHandler answers /metrics: every series to an admin key and
+// without authentication, a tenant's own (tenantGatherer) to any other key.
+func metricsHandler(reg prometheus.Gatherer) http.Handler {
+	all := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := principalOf(r)
+		if p == nil || p.admin() {
+			all.ServeHTTP(w, r)
+			return
+		}
+		promhttp.HandlerFor(tenantGatherer{reg, p.tenant}, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	})
 }
 
 // spendCollector reports the gateway ledger's settled spend by budget and

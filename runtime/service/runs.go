@@ -213,7 +213,7 @@ func (s *Service) resumeRun(w http.ResponseWriter, r *http.Request) error {
 		return s.answerQueued(w, r, func(q jobs.Queue) (agents.RunRecord, error) {
 			rec, err := q.Resume(r.Context(), id, d)
 			if err == nil {
-				s.metrics.decision(d.By, d.Action)
+				s.metrics.decision(principalOf(r), d.By, d.Action)
 			}
 			return rec, err
 		})
@@ -221,7 +221,7 @@ func (s *Service) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	s.answerRun(w, r, "", id, func(ctx context.Context) (agents.RunResult, error) {
 		res, err := s.cfg.Agents.Resume(ctx, id, d)
 		if ran(res) {
-			s.metrics.decision(d.By, d.Action)
+			s.metrics.decision(principalOf(r), d.By, d.Action)
 		}
 		return res, err
 	})

@@ -17,7 +17,6 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Service is the HTTP service. It is an http.Handler, so that tests and
@@ -76,7 +75,7 @@ func New(cfg Config) (*Service, error) {
 		s.route(rt.pattern, rt.roles, rt.handler(s))
 	}
 	s.mux.Handle(MCPPath, s.observe(0, s.checkOrigin(s.authenticate(rolesOf(RoleCaller), s.mcpIdentity(s.newMCP())))))
-	s.mux.Handle("GET /metrics", s.observe(0, s.authenticate(rolesOf(RoleOperator), promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))))
+	s.mux.Handle("GET /metrics", s.observe(0, s.authenticate(rolesOf(RoleOperator), metricsHandler(reg))))
 	s.mux.Handle("GET /healthz", s.observe(0, http.HandlerFunc(s.healthz)))
 	s.mux.Handle("GET /readyz", s.observe(0, http.HandlerFunc(s.readyz)))
 	s.mux.Handle("/", s.observe(0, http.HandlerFunc(s.notFound)))
@@ -220,6 +219,9 @@ func (s *Service) observe(timeout time.Duration, next http.Handler) http.Handler
 		}
 		waited := ri.clock.total()
 		s.metrics.request(route, ri.agent, ri.final, status, total, total-waited)
+		if ri.key != nil {
+			s.metrics.tenantRequest(ri.key, route, status)
+		}
 		if ri.alias != "" {
 			s.metrics.aliasRequest(ri.alias, status)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -757,6 +758,40 @@ func RunMemory(t *testing.T, newStore func(t *testing.T) agents.MemoryStore) {
 			t.Fatalf("global memories %+v", global)
 		}
 	})
+	t.Run("TenantsApart", func(t *testing.T) {
+		// Global memory's subject is the tenant: one tenant's entries do
+		// not exist for another, for the runs of no tenant, nor for a
+		// tenant whose name differs only in case or by a prefix.
+		ctx := context.Background()
+		s := newStore(t)
+		if _, err := s.AddMemory(ctx, agents.MemoryGlobal, "acme", "acme's refund override code is 4417"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddMemory(ctx, agents.MemoryGlobal, "", "office closes at 6"); err != nil {
+			t.Fatal(err)
+		}
+		for _, other := range []string{"globex", "", "Acme", "acm", "acme ", "acme/"} {
+			got, err := s.Memories(ctx, agents.MemoryGlobal, other)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range got {
+				if strings.Contains(e.Text, "4417") {
+					t.Errorf("tenant %q reads acme's global memory: %+v", other, got)
+				}
+			}
+		}
+		got, err := s.Memories(ctx, agents.MemoryGlobal, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Subject != "acme" || got[0].Scope != agents.MemoryGlobal {
+			t.Errorf("acme's global memory %+v, want its one entry (and not the runs of no tenant's)", got)
+		}
+		if user, err := s.Memories(ctx, agents.MemoryUser, "acme"); err != nil || len(user) != 0 {
+			t.Errorf("a user named like the tenant reads its global memory: %+v %v", user, err)
+		}
+	})
 	t.Run("HostileTextAndOrder", func(t *testing.T) {
 		ctx := context.Background()
 		s := newStore(t)
@@ -796,7 +831,6 @@ func RunMemory(t *testing.T, newStore func(t *testing.T) agents.MemoryStore) {
 			subject, text string
 		}{
 			{agents.MemoryUser, "", "x"},
-			{agents.MemoryGlobal, "u1", "x"},
 			{"thread", "t", "x"},
 			{agents.MemoryUser, "u1", "  "},
 		} {

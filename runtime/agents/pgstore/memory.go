@@ -36,7 +36,11 @@ func (m *Memory) AddMemory(ctx context.Context, scope agents.MemoryScope, subjec
 	if err := agents.CheckMemoryEntry(scope, subject, text); err != nil {
 		return agents.MemoryEntry{}, fmt.Errorf("pgstore: add memory: %w", err)
 	}
-	if err := checkText("user id", subject); err != nil {
+	what := "user id"
+	if scope == agents.MemoryGlobal {
+		what = "tenant"
+	}
+	if err := checkText(what, subject); err != nil {
 		return agents.MemoryEntry{}, err
 	}
 	e := agents.MemoryEntry{Scope: scope, Subject: subject, Text: text}

@@ -110,21 +110,14 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 // it. The pool has the DSN's pool_max_conns connections at most, or
 // pgutil.DefaultMaxConns.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
-	cfg, err := pgutil.PoolConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: %w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: connect: %w", err)
-	}
-	s, err := New(ctx, pool, opts...)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	s.ownsPool = true
-	return s, nil
+	return pgutil.OpenOwned(ctx, "pgstore", dsn, nil, func(pool *pgxpool.Pool) (*Store, error) {
+		s, err := New(ctx, pool, opts...)
+		if err != nil {
+			return nil, err
+		}
+		s.ownsPool = true
+		return s, nil
+	})
 }
 
 // sharedKey keeps an application's store of one DSN in its scope.
@@ -252,11 +245,25 @@ var migrationSteps = []string{
 	// one.
 	`ALTER TABLE {runs} ADD COLUMN caller_key text NOT NULL DEFAULT '', ADD COLUMN tenant text NOT NULL DEFAULT '';
 	CREATE INDEX ON {runs} (tenant, created_at DESC, run_id DESC);`,
+	// 5: global memory is a tenant's, its subject the tenant ('' for the
+	// runs of no tenant): step 1's check that a global entry has no
+	// subject (named by PostgreSQL after the table) gives way to one that
+	// only a user entry needs one.
+	`DO $$
+	DECLARE c text;
+	BEGIN
+		FOR c IN SELECT conname FROM pg_constraint
+			WHERE conrelid = '{memory}'::regclass AND contype = 'c' AND pg_get_constraintdef(oid) LIKE '%subject%'
+		LOOP
+			EXECUTE format('ALTER TABLE {memory} DROP CONSTRAINT %I', c);
+		END LOOP;
+	END $$;
+	ALTER TABLE {memory} ADD CHECK (scope <> 'user' OR subject <> '');`,
 }
 
 // SchemaVersion is the schema version this code reads and writes: the
 // number of migration steps.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // SchemaTooNewError reports a database migrated by a newer release of this
 // package: this code does not know what the later steps changed, so it

@@ -106,25 +106,17 @@ func Shared(ctx context.Context, scope *kind.Scope, dsn string) (*Ledger, error)
 // returns a ledger that owns its pool; Close closes it. The pool has the
 // DSN's pool_max_conns connections at most, or pgutil.DefaultMaxConns.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Ledger, error) {
-	cfg, err := pgutil.PoolConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("pgledger: %w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("pgledger: connect: %w", err)
-	}
-	l, err := New(pool, opts...)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	l.ownsPool = true
-	if err := l.Migrate(ctx); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return l, nil
+	return pgutil.OpenOwned(ctx, "pgledger", dsn, nil, func(pool *pgxpool.Pool) (*Ledger, error) {
+		l, err := New(pool, opts...)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.Migrate(ctx); err != nil {
+			return nil, err
+		}
+		l.ownsPool = true
+		return l, nil
+	})
 }
 
 // Close closes the pool if the ledger opened it.

@@ -62,14 +62,48 @@ type poolKey struct{ dsn string }
 // whichever opens first. ctx bounds the connecting.
 func SharedPool(ctx context.Context, scope *kind.Scope, dsn string) (*pgxpool.Pool, error) {
 	return kind.Shared(scope, poolKey{dsn}, func() (*pgxpool.Pool, func() error, error) {
-		cfg, err := PoolConfig(dsn)
+		p, err := Connect(ctx, dsn, nil)
 		if err != nil {
 			return nil, nil, err
 		}
-		p, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			return nil, nil, fmt.Errorf("connect: %w", err)
-		}
 		return p, func() error { p.Close(); return nil }, nil
 	})
+}
+
+// Connect opens a pool on dsn with PoolConfig's configuration, which
+// prepare, when not nil, adjusts (or refuses) first. Its errors say what
+// failed, the DSN or the connecting, and never show the password.
+func Connect(ctx context.Context, dsn string, prepare func(*pgxpool.Config) error) (*pgxpool.Pool, error) {
+	cfg, err := PoolConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if prepare != nil {
+		if err := prepare(cfg); err != nil {
+			return nil, err
+		}
+	}
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return p, nil
+}
+
+// OpenOwned is the Open of a store that owns its pool: it connects to dsn
+// (Connect, with prepare) and builds the store on the pool with build.
+// When build fails the pool is closed, so that a failed Open leaves no
+// connection behind. Connecting's errors are prefixed with name (the
+// store's package); build's are returned as they are.
+func OpenOwned[T any](ctx context.Context, name, dsn string, prepare func(*pgxpool.Config) error, build func(*pgxpool.Pool) (T, error)) (T, error) {
+	pool, err := Connect(ctx, dsn, prepare)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("%s: %w", name, err)
+	}
+	v, err := build(pool)
+	if err != nil {
+		pool.Close()
+	}
+	return v, err
 }

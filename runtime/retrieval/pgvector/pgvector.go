@@ -74,19 +74,20 @@ type Store struct {
 // missing, whose connections register pgvector-go's types. It has the
 // DSN's pool_max_conns connections at most, or pgutil.DefaultMaxConns.
 func connect(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
-	pcfg, err := pgutil.PoolConfig(dsn) // pgx masks the password
-	if err != nil {
-		return nil, err
+	return pgutil.Connect(ctx, dsn, preparePool(ctx))
+}
+
+// preparePool readies the configuration of a pool of vector stores: the
+// extension exists before it connects, and its connections register
+// pgvector-go's types.
+func preparePool(ctx context.Context) func(*pgxpool.Config) error {
+	return func(pcfg *pgxpool.Config) error {
+		if err := ensureExtension(ctx, pcfg.ConnConfig); err != nil {
+			return err
+		}
+		RegisterOnConnect(pcfg)
+		return nil
 	}
-	if err := ensureExtension(ctx, pcfg.ConnConfig); err != nil {
-		return nil, err
-	}
-	RegisterOnConnect(pcfg)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
-	}
-	return pool, nil
 }
 
 // registry is the table that records every store's width, distance and
@@ -98,17 +99,14 @@ const registry = "aid_vector_stores"
 // opens a pool whose connections register pgvector-go's types, and returns
 // a store that owns the pool; Close closes it.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
-	pool, err := connect(ctx, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("pgvector: %w", err)
-	}
-	s, err := New(ctx, pool, cfg)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	s.ownsPool = true
-	return s, nil
+	return pgutil.OpenOwned(ctx, "pgvector", dsn, preparePool(ctx), func(pool *pgxpool.Pool) (*Store, error) {
+		s, err := New(ctx, pool, cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.ownsPool = true
+		return s, nil
+	})
 }
 
 // RegisterOnConnect makes every connection of a pool built from cfg

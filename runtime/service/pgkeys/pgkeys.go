@@ -87,21 +87,14 @@ func New(ctx context.Context, pool *pgxpool.Pool) (*Store, error) {
 // Open connects to dsn and returns a store that owns its pool; Close
 // closes it.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	cfg, err := pgutil.PoolConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("pgkeys: %w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("pgkeys: connect: %w", err)
-	}
-	s, err := New(ctx, pool)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	s.ownsPool = true
-	return s, nil
+	return pgutil.OpenOwned(ctx, "pgkeys", dsn, nil, func(pool *pgxpool.Pool) (*Store, error) {
+		s, err := New(ctx, pool)
+		if err != nil {
+			return nil, err
+		}
+		s.ownsPool = true
+		return s, nil
+	})
 }
 
 type sharedKey struct{ dsn string }

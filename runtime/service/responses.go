@@ -581,7 +581,7 @@ func (s *Service) decideResponse(w http.ResponseWriter, r *http.Request, req *re
 	res, err := s.cfg.Agents.Resume(ctx, prev.RunID, dec)
 	s.recordRun(info(r), "", res, err)
 	if ran(res) {
-		s.metrics.decision(dec.By, dec.Action)
+		s.metrics.decision(principalOf(r), dec.By, dec.Action)
 	}
 	return s.answerResponse(w, r, rs, req, res, err)
 }

@@ -153,7 +153,7 @@ var deskTools = []gateway.ToolDef{
 var deskInstructions = strings.Repeat("You are the triage agent of an online shop's support desk. Look orders up before answering, quote the knowledge base for policy, never promise a refund yourself: hand billing questions to billing. Answer in two sentences at most. ", 12)
 
 // TestPromptCachingOnADeskConversation drives a support-desk conversation
-// of eight steps (the model looks four orders up, one tool call a step,
+// of five steps (the model looks four orders up, one tool call a step,
 // and answers) through the gateway against cachingAPI, with the "auto"
 // policy: breakpoints on the tools, the system prompt and the last turn,
 // five-minute lifetime. From step 2 on, at least 70% of every step's input

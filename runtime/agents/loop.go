@@ -691,7 +691,7 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 			asked := c.Policy != nil && c.Policy.Action == policy.Ask && c.Policy.Grant == nil
 			if (asked || (i == p.Next && p.Reason == PauseInterrupted)) && c.Approval == nil {
 				if st.sub {
-					return false, nil, &gateway.DeferredError{Feature: "human decisions inside a delegated run"}
+					return false, nil, &kind.DeferredError{Feature: "human decisions inside a delegated run"}
 				}
 				if p.Reason == "" {
 					p.Reason = PauseApproval

@@ -14,11 +14,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aidgen/aid/internal/pgtest"
-	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/pgstore"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/internal/pgutil"
 )
 
 // benchStores gives each benchmark the in-memory store and the PostgreSQL

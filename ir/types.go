@@ -194,6 +194,15 @@ type Cost struct {
 	// InputPer1kUSD, and a pointer to 0 makes them free. The check pass
 	// refuses a price above InputPer1kUSD.
 	CachedInputPer1kUSD *float64 `json:"cachedInputPer1kUSD,omitempty"`
+	// CacheWrite5mPer1kUSD, when set, is the price of 1,000 input tokens
+	// written to the provider's prompt cache with a five-minute lifetime
+	// (1.25 times the input price at Anthropic); nil bills them at
+	// InputPer1kUSD.
+	CacheWrite5mPer1kUSD *float64 `json:"cacheWrite5mPer1kUSD,omitempty"`
+	// CacheWrite1hPer1kUSD, when set, is the price of 1,000 input tokens
+	// written to the prompt cache with a one-hour lifetime (twice the input
+	// price at Anthropic); nil bills them at InputPer1kUSD.
+	CacheWrite1hPer1kUSD *float64 `json:"cacheWrite1hPer1kUSD,omitempty"`
 }
 
 // Alias names a model for the rest of the IR.
@@ -355,11 +364,26 @@ type Agent struct {
 	Output json.RawMessage `json:"output,omitempty"`
 	// Temperature is the sampling temperature; nil means the provider's.
 	Temperature *float64 `json:"temperature,omitempty"`
+	// PromptCache is the agent's prompt-caching policy; nil means mode
+	// "auto".
+	PromptCache *PromptCache `json:"promptCache,omitempty"`
 	// Guardrails names the guardrails the agent runs, after the service's.
 	Guardrails []string `json:"guardrails,omitempty"`
 	// Timeouts bound the agent's runs and steps; nil means the service's
 	// defaults.
 	Timeouts *Timeouts `json:"timeouts,omitempty"`
+}
+
+// PromptCache is an agent's prompt-caching policy.
+type PromptCache struct {
+	// Mode is "auto" (tools, system prompt and history), "off" or
+	// "explicit" (the parts in At).
+	Mode string `json:"mode"`
+	// TTL is the lifetime of the cache entries written: "5m" or "1h".
+	TTL string `json:"ttl"`
+	// At lists the parts an explicit policy caches: "tools", "system",
+	// "history".
+	At []string `json:"at,omitempty"`
 }
 
 // Timeouts bound the time a run takes; a zero field means no bound of its

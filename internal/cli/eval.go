@@ -193,7 +193,12 @@ type evalOutcome struct {
 	Models  []string `json:"models"`
 	CostUSD float64  `json:"costUSD"`
 	Calls   int64    `json:"calls"`
-	Failed  int      `json:"failedSamples"`
+	// CacheReadTokens and CacheWriteTokens are the prompt tokens the
+	// provider read from and wrote to its prompt cache, from the ledger:
+	// each priced at its own rate in CostUSD.
+	CacheReadTokens  int64 `json:"cacheReadTokens,omitempty"`
+	CacheWriteTokens int64 `json:"cacheWriteTokens,omitempty"`
+	Failed           int   `json:"failedSamples"`
 	// Fallbacks counts the samples a fallback alias answered instead of
 	// the one the target asked for.
 	Fallbacks int                         `json:"fallbackAnswers"`
@@ -444,18 +449,21 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 		}
 	}
 	o := &evalOutcome{
-		Name:      name,
-		Dataset:   res.Dataset,
-		Version:   res.DatasetVersion,
-		Cases:     len(res.Cases),
-		Runs:      res.Runs,
-		Models:    append([]string{}, res.Models...),
-		CostUSD:   spend.Total.USD(),
-		Calls:     spend.Calls,
-		Stats:     stats,
-		Fallbacks: res.FallbackAnswers,
-		Baseline:  e.Baseline,
-		baseline:  baseline,
+		Name:    name,
+		Dataset: res.Dataset,
+		Version: res.DatasetVersion,
+		Cases:   len(res.Cases),
+		Runs:    res.Runs,
+		Models:  append([]string{}, res.Models...),
+		CostUSD: spend.Total.USD(),
+		Calls:   spend.Calls,
+		Stats:   stats,
+
+		CacheReadTokens:  spend.Total.CachedInputTokens,
+		CacheWriteTokens: spend.Total.CacheWriteInputTokens,
+		Fallbacks:        res.FallbackAnswers,
+		Baseline:         e.Baseline,
+		baseline:         baseline,
 	}
 	o.Approvals = approvalsOf(res)
 	o.Details = caseDetails(e.Dataset, res)

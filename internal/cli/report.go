@@ -350,7 +350,7 @@ func printTable(s *streams, o *evalOutcome) {
 	if l := fallbackLine(o); l != "" {
 		fmt.Fprintln(s.out, l)
 	}
-	fmt.Fprintf(s.out, "cost: $%.6f over %s (ledger)\n", o.CostUSD, plural(int(o.Calls), "model call", "model calls"))
+	fmt.Fprintf(s.out, "cost: $%.6f over %s (ledger)%s\n", o.CostUSD, plural(int(o.Calls), "model call", "model calls"), cacheNote(o.CacheReadTokens, o.CacheWriteTokens))
 	fmt.Fprintf(s.out, "verdict: %s\n\n", o.Gate.Verdict)
 }
 
@@ -786,4 +786,13 @@ func toolCallText(tc eval.ToolCall) string {
 		out = "error: " + tc.Error
 	}
 	return fmt.Sprintf("tool %s [%s] %s → %s", tc.Tool, tc.Mode, tc.Args, strconv.Quote(out))
+}
+
+// cacheNote is what a cost line says of the prompt cache: nothing when it
+// was not used, else the tokens read from and written to it.
+func cacheNote(read, write int64) string {
+	if read == 0 && write == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; prompt cache: %s read, %s written", plural(int(read), "token", "tokens"), plural(int(write), "token", "tokens"))
 }

@@ -381,12 +381,13 @@ func TestRecordAndReplaySupportDesk(t *testing.T) {
 	}
 	code, out, _ = run(t, "replay", done, filepath.Join(changed, "app.cue"))
 	if code != cli.ExitDiverged || !strings.Contains(out, "diverged at step 3 (billing): request: the model request of step 3 differs from the recorded one") ||
+		!strings.Contains(out, "the cached prefix moves at step 3, in the system") ||
 		!strings.Contains(out, "+    Always thank the customer first.") || !strings.Contains(out, "replayed as recorded before it: 2 model calls") {
 		t.Fatalf("replay of a changed prompt: exit %d\n%s", code, out)
 	}
 	code, out, _ = run(t, "replay", "--json", done, filepath.Join(changed, "app.cue"))
 	var rep agents.ReplayReport
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != cli.ExitDiverged || rep.Divergence == nil || rep.Divergence.Step != 3 || rep.Divergence.Kind != agents.DivergeRequest {
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != cli.ExitDiverged || rep.Divergence == nil || rep.Divergence.Step != 3 || rep.Divergence.Kind != agents.DivergeRequest || rep.Divergence.Prefix != agents.PrefixSystem {
 		t.Fatalf("--json: exit %d %v\n%s", code, err, out)
 	}
 	for _, tt := range []struct {

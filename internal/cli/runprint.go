@@ -321,6 +321,7 @@ type runJSON struct {
 type runUsageJSON struct {
 	InputTokens       int64 `json:"input_tokens"`
 	CachedInputTokens int64 `json:"cached_input_tokens"`
+	CacheWriteTokens  int64 `json:"cache_write_tokens,omitempty"`
 	OutputTokens      int64 `json:"output_tokens"`
 	TotalTokens       int64 `json:"total_tokens"`
 }
@@ -340,7 +341,7 @@ func writeRunJSON(s *streams, res agents.RunResult, runErr error, cmd string) er
 	out := runJSON{
 		RunID: res.RunID, Status: res.Status, Agent: res.Agent, Path: res.Path, Answer: res.Answer,
 		Steps: res.Steps, CostUSD: res.CostUSD, FellBack: res.FellBack, Checkpoint: res.Checkpoint, LastText: res.LastText,
-		Usage: runUsageJSON{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, OutputTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens},
+		Usage: runUsageJSON{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens, CacheWriteTokens: res.Usage.CacheWriteInputTokens(), OutputTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens},
 	}
 	if out.Path == nil {
 		out.Path = []string{}

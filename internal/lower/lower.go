@@ -160,14 +160,42 @@ func ModelSpec(m *ir.Model) gateway.ModelSpec {
 		Dimensions:      m.Dimensions,
 		Cost:            gateway.CostProfile{InputPer1kUSD: m.Cost.InputPer1kUSD, OutputPer1kUSD: m.Cost.OutputPer1kUSD},
 	}
-	if p := m.Cost.CachedInputPer1kUSD; p != nil {
-		v := *p // the description owns its price, apart from the document
-		s.Cost.CachedInputPer1kUSD = &v
-	}
+	// The description owns its prices, apart from the document.
+	s.Cost.CachedInputPer1kUSD = copyPrice(m.Cost.CachedInputPer1kUSD)
+	s.Cost.CacheWrite5mPer1kUSD = copyPrice(m.Cost.CacheWrite5mPer1kUSD)
+	s.Cost.CacheWrite1hPer1kUSD = copyPrice(m.Cost.CacheWrite1hPer1kUSD)
 	for _, c := range m.Capabilities {
 		s.Capabilities = append(s.Capabilities, gateway.Capability(c))
 	}
 	return s
+}
+
+// promptCache lowers an agent's caching policy; nil is mode "auto".
+func promptCache(p *ir.PromptCache) gateway.PromptCache {
+	if p == nil {
+		p = &ir.PromptCache{Mode: "auto", TTL: string(gateway.CacheTTL5m)}
+	}
+	out := gateway.PromptCache{TTL: gateway.CacheTTL(p.TTL)}
+	switch p.Mode {
+	case "off":
+		return gateway.PromptCache{}
+	case "explicit":
+		out.Tools = slices.Contains(p.At, "tools")
+		out.System = slices.Contains(p.At, "system")
+		out.History = slices.Contains(p.At, "history")
+	default:
+		out.Tools, out.System, out.History = true, true, true
+	}
+	return out
+}
+
+// copyPrice returns a copy of an optional price.
+func copyPrice(p *float64) *float64 {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 func tool(t *ir.Tool) (app.Tool, error) {
@@ -215,6 +243,7 @@ func agent(a *ir.Agent) agents.Agent {
 		out.Temperature = &t
 	}
 	out.Timeouts = timeouts(a.Timeouts)
+	out.PromptCache = promptCache(a.PromptCache)
 	if len(a.Guardrails) > 0 {
 		// The schema's default is an empty list; a description without
 		// guardrails leaves them out, as its generated literal does.

@@ -244,11 +244,17 @@ type SavedToolCall struct {
 
 // UsageRecord is token usage in a checkpoint or a step.
 type UsageRecord struct {
-	// InputTokens counts prompts.
+	// InputTokens counts prompts, cache reads and writes included.
 	InputTokens int64 `json:"input_tokens"`
-	// CachedInputTokens is the part of InputTokens the provider served
-	// from its prompt cache (gateway.Usage.CachedInputTokens).
-	CachedInputTokens int64 `json:"cached_input_tokens,omitempty"`
+	// CacheReadTokens is the part of InputTokens the provider read from
+	// its prompt cache, billed at the cached-input price.
+	CacheReadTokens int64 `json:"cache_read_tokens,omitempty"`
+	// CacheWrite5mTokens is the part of InputTokens written to the prompt
+	// cache with a five-minute lifetime, billed at its write price.
+	CacheWrite5mTokens int64 `json:"cache_write_5m_tokens,omitempty"`
+	// CacheWrite1hTokens is the part of InputTokens written to the prompt
+	// cache with a one-hour lifetime, billed at its write price.
+	CacheWrite1hTokens int64 `json:"cache_write_1h_tokens,omitempty"`
 	// OutputTokens counts answers.
 	OutputTokens int64 `json:"output_tokens"`
 	// TotalTokens is their sum.
@@ -260,17 +266,28 @@ func usageRecord(u gateway.Usage) UsageRecord {
 	if total == 0 {
 		total = u.InputTokens + u.OutputTokens
 	}
-	return UsageRecord{InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens, OutputTokens: u.OutputTokens, TotalTokens: total}
+	return UsageRecord{
+		InputTokens: u.InputTokens, CacheReadTokens: u.CachedInputTokens,
+		CacheWrite5mTokens: u.CacheWrite5mInputTokens, CacheWrite1hTokens: u.CacheWrite1hInputTokens,
+		OutputTokens: u.OutputTokens, TotalTokens: total,
+	}
 }
 
 func (u UsageRecord) add(v UsageRecord) UsageRecord {
-	return UsageRecord{InputTokens: u.InputTokens + v.InputTokens, CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens,
-		OutputTokens: u.OutputTokens + v.OutputTokens, TotalTokens: u.TotalTokens + v.TotalTokens}
+	return UsageRecord{
+		InputTokens: u.InputTokens + v.InputTokens, CacheReadTokens: u.CacheReadTokens + v.CacheReadTokens,
+		CacheWrite5mTokens: u.CacheWrite5mTokens + v.CacheWrite5mTokens, CacheWrite1hTokens: u.CacheWrite1hTokens + v.CacheWrite1hTokens,
+		OutputTokens: u.OutputTokens + v.OutputTokens, TotalTokens: u.TotalTokens + v.TotalTokens,
+	}
 }
 
 // Usage returns the usage as the gateway counts it.
 func (u UsageRecord) Usage() gateway.Usage {
-	return gateway.Usage{InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+	return gateway.Usage{
+		InputTokens: u.InputTokens, CachedInputTokens: u.CacheReadTokens,
+		CacheWrite5mInputTokens: u.CacheWrite5mTokens, CacheWrite1hInputTokens: u.CacheWrite1hTokens,
+		OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
+	}
 }
 
 // StepRecord is one model call of a run and the tool calls it asked for.

@@ -243,6 +243,10 @@ type Agent struct {
 	Output json.RawMessage
 	// Temperature, when set, is the sampling temperature.
 	Temperature *float64
+	// PromptCache says which parts of the prefix every step repeats the
+	// provider should cache (gateway.Request.Cache); its Key is set by the
+	// runtime, one per agent and thread. The zero value asks for none.
+	PromptCache gateway.PromptCache
 	// Timeouts bound the agent's runs and steps; a zero field takes
 	// Config.Timeouts'.
 	Timeouts Timeouts

@@ -534,7 +534,7 @@ func (r *Runtime) request(ctx context.Context, st *runState, req *gateway.Reques
 			st.req = append(st.req, st.msgs...)
 			st.reqAgent = d
 		}
-		*req = gateway.Request{Messages: slices.Clip(st.req), Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature}
+		*req = gateway.Request{Messages: slices.Clip(st.req), Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature, Cache: promptCache(d, st)}
 		st.applyClient(req)
 		return nil
 	}
@@ -575,7 +575,7 @@ func (r *Runtime) request(ctx context.Context, st *runState, req *gateway.Reques
 		}
 	}
 	msgs = append(msgs, thread...)
-	*req = gateway.Request{Messages: msgs, Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature}
+	*req = gateway.Request{Messages: msgs, Tools: d.defs, ResponseFormat: d.format, Temperature: d.spec.Temperature, Cache: promptCache(d, st)}
 	st.applyClient(req)
 	return nil
 }

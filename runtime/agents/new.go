@@ -228,6 +228,9 @@ func (r *Runtime) declareAgents(list []Agent) []error {
 		default:
 			errs = append(errs, fmt.Errorf("agent %q: onBudgetExhausted %q is not %q or %q", a.Name, a.OnBudgetExhausted, BudgetFail, BudgetDegrade))
 		}
+		if err := validCache(a.PromptCache); err != nil {
+			errs = append(errs, fmt.Errorf("agent %q: %w", a.Name, err))
+		}
 		if m := a.Memory; m != nil && m.ThreadTokenBudget < 0 {
 			errs = append(errs, fmt.Errorf("agent %q: negative thread token budget", a.Name))
 		}

@@ -63,6 +63,12 @@ type Divergence struct {
 	// Diff is a unified diff from the recording to the replay, when there
 	// is text to compare.
 	Diff string `json:"diff,omitempty"`
+	// Prefix, for a request divergence, names the part of the request's
+	// cached prefix that moved (PrefixTools, PrefixSystem or
+	// PrefixHistory): from this step on a provider's prompt cache misses
+	// what the recording's hit. Empty when the change is outside the
+	// prefix (temperature, response format).
+	Prefix string `json:"prefix,omitempty"`
 }
 
 // DivergenceError is the error a replayed run stops with at its first
@@ -435,8 +441,11 @@ func (rp *replayer) model(ctx context.Context, st *runState, req gateway.Request
 			got[i] = withoutObservation(saveMessage(m))
 		}
 		if w := r.Messages; !slices.EqualFunc(w, got, equalSaved) {
-			div.Kind = DivergeRequest
-			div.Message = fmt.Sprintf("the model request of step %d differs from the recorded one (%s)", n+1, firstDifference(w, got))
+			div.Kind, div.Prefix = DivergeRequest, movedPart(w, got)
+			if !slices.Equal(toolNames(st.agent), r.Tools) {
+				div.Prefix = PrefixTools // cached before the messages
+			}
+			div.Message = fmt.Sprintf("the model request of step %d differs from the recorded one (%s)", n+1, firstDifference(w, got)) + prefixNote(n+1, div.Prefix)
 			div.Diff = unifiedDiff(renderMessages(w), renderMessages(got))
 			return gateway.Result{}, rp.diverge(div)
 		}
@@ -445,11 +454,13 @@ func (rp *replayer) model(ctx context.Context, st *runState, req gateway.Request
 			if msg, diff := learnedChange(st.agent.learned, r.Learned); msg != "" {
 				// The replay offers the definitions the recording holds
 				// first; the run's source gave others later.
-				div.Message, div.Diff = fmt.Sprintf("the recorded request of step %d offers %s", n+1, msg), diff
+				div.Message, div.Diff = fmt.Sprintf("the recorded request of step %d offers %s", n+1, msg)+prefixNote(n+1, PrefixTools), diff
+				div.Prefix = PrefixTools
 			} else if slices.Equal(names, r.Tools) {
 				div.Message = fmt.Sprintf("the request of step %d offers the same tools, with other definitions, response format or temperature", n+1)
 			} else {
-				div.Message = fmt.Sprintf("the request of step %d offers other tools", n+1)
+				div.Message = fmt.Sprintf("the request of step %d offers other tools", n+1) + prefixNote(n+1, PrefixTools)
+				div.Prefix = PrefixTools
 				div.Diff = unifiedDiff(strings.Join(r.Tools, "\n")+"\n", strings.Join(names, "\n")+"\n")
 			}
 			return gateway.Result{}, rp.diverge(div)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -144,6 +145,9 @@ func TestReplayChangedPrompt(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := rep.Divergence
+			if d != nil && (d.Prefix != agents.PrefixSystem || !strings.Contains(d.Message, fmt.Sprintf("the cached prefix moves at step %d, in the system", tt.step))) {
+				t.Errorf("divergence %+v: want the system prompt named as the part of the cached prefix that moved", d)
+			}
 			if d == nil || d.Kind != agents.DivergeRequest || d.Step != tt.step || d.Agent != tt.agent || d.Depth != 0 {
 				t.Fatalf("divergence %+v", d)
 			}
@@ -378,4 +382,46 @@ func (b *blocker) tool(name string) agents.Implementation {
 		b.calls.Add(1)
 		return name + " " + string(args), nil
 	})
+}
+
+// TestReplayNamesThePrefixThatMoved replays the support-desk run with the
+// changes that make a prompt cache stop hitting: a timestamp added to
+// triage's instructions (the system prompt moves at step 1), a tool added
+// to billing (its tools move at step 3, billing's first), and a policy
+// edit outside the prompt, which moves no prefix.
+func TestReplayNamesThePrefixThatMoved(t *testing.T) {
+	store, id := deskRun(t, agents.Decision{Action: agents.Approve})
+	rec, _ := record(t, store, id)
+	for _, tt := range []struct {
+		name   string
+		edit   func(*agents.Config)
+		step   int
+		prefix string
+	}{
+		{"a timestamp in the instructions", func(c *agents.Config) {
+			c.Agents[0].Instructions = "Now: 2026-12-02T11:23:00Z.\n" + c.Agents[0].Instructions
+		}, 1, agents.PrefixSystem},
+		{"a tool added", func(c *agents.Config) {
+			for i := range c.Agents {
+				if c.Agents[i].Name == "billing" {
+					c.Agents[i].Tools = append(c.Agents[i].Tools, "update_ticket")
+				}
+			}
+		}, 3, agents.PrefixTools},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, _ := replayConfig(t, tt.edit)
+			rep, err := agents.Replay(context.Background(), cfg, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := rep.Divergence
+			if d == nil || d.Kind != agents.DivergeRequest || d.Step != tt.step || d.Prefix != tt.prefix {
+				t.Fatalf("divergence %+v, want a request divergence at step %d naming the %s", d, tt.step, tt.prefix)
+			}
+			if want := fmt.Sprintf("the cached prefix moves at step %d, in the %s", tt.step, tt.prefix); !strings.Contains(d.Message, want) {
+				t.Errorf("message %q lacks %q", d.Message, want)
+			}
+		})
+	}
 }

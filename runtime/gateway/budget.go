@@ -138,6 +138,11 @@ type Amount struct {
 	// recorded, not limited: a budget counts Tokens, cached or not, and a
 	// reservation holds none, since it assumes the uncached worst case.
 	CachedInputTokens int64
+	// CacheWriteInputTokens is the part of Tokens that was input written to
+	// a provider's prompt cache, of either lifetime, and priced at its
+	// cache-write price. Like CachedInputTokens it is recorded, not
+	// limited, and a reservation holds none.
+	CacheWriteInputTokens int64
 }
 
 // USD returns the money in US dollars.
@@ -145,12 +150,12 @@ func (a Amount) USD() float64 { return float64(a.NanoUSD) / 1e9 }
 
 // Add returns a+b.
 func (a Amount) Add(b Amount) Amount {
-	return Amount{NanoUSD: a.NanoUSD + b.NanoUSD, Tokens: a.Tokens + b.Tokens, CachedInputTokens: a.CachedInputTokens + b.CachedInputTokens}
+	return Amount{NanoUSD: a.NanoUSD + b.NanoUSD, Tokens: a.Tokens + b.Tokens, CachedInputTokens: a.CachedInputTokens + b.CachedInputTokens, CacheWriteInputTokens: a.CacheWriteInputTokens + b.CacheWriteInputTokens}
 }
 
 // Sub returns a-b.
 func (a Amount) Sub(b Amount) Amount {
-	return Amount{NanoUSD: a.NanoUSD - b.NanoUSD, Tokens: a.Tokens - b.Tokens, CachedInputTokens: a.CachedInputTokens - b.CachedInputTokens}
+	return Amount{NanoUSD: a.NanoUSD - b.NanoUSD, Tokens: a.Tokens - b.Tokens, CachedInputTokens: a.CachedInputTokens - b.CachedInputTokens, CacheWriteInputTokens: a.CacheWriteInputTokens - b.CacheWriteInputTokens}
 }
 
 func (a Amount) usdString() string { return strconv.FormatFloat(a.USD(), 'f', -1, 64) }
@@ -222,14 +227,16 @@ var ErrUnknownReservation = errors.New("unknown or already closed reservation")
 type Ledger interface {
 	// Reserve holds r.Amount against every limit in r.Limits, or against
 	// none: when one does not fit it returns a *BudgetExceededError with
-	// the spend observed at that moment. A hold is the uncached worst case:
-	// its CachedInputTokens is not held, and Reserved never reports any.
+	// the spend observed at that moment. A hold is a worst case in money
+	// and tokens: its CachedInputTokens and CacheWriteInputTokens are not
+	// held, and Reserved never reports any.
 	Reserve(ctx context.Context, r Reservation) error
 	// Settle replaces a reservation's hold with the real spend. The real
 	// spend is recorded even when it exceeds the hold, because money spent
 	// is spent; only an input estimate far below the truth can make it so.
-	// Its CachedInputTokens is recorded with it, and Summary reports the
-	// sum apart from Tokens, by account, alias and model.
+	// Its CachedInputTokens and CacheWriteInputTokens are recorded with
+	// it, and Summary reports their sums apart from Tokens, by account,
+	// alias and model.
 	Settle(ctx context.Context, id string, actual Amount) error
 	// Release drops a reservation whose call was not charged.
 	Release(ctx context.Context, id string) error

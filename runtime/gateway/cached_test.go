@@ -149,7 +149,7 @@ func TestCachedCountNotAPartOfTheInput(t *testing.T) {
 		if _, ok := attrs(sr.Ended()[0])["gen_ai.usage.cache_read.input_tokens"]; ok {
 			t.Errorf("cached %d: span reports cached tokens", cached)
 		}
-		if !strings.Contains(logs.String(), "cached input tokens that are not a part of the input") {
+		if !strings.Contains(logs.String(), "cache reads or writes that are not parts of the input") {
 			t.Errorf("cached %d: no warning logged: %q", cached, logs.String())
 		}
 	}

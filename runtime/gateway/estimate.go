@@ -63,7 +63,20 @@ func EstimateUsage(spec ModelSpec, req Request) Usage {
 		in = min(in, int64(spec.ContextWindow))
 	}
 	out := int64(maxOutput(spec, req))
-	return Usage{InputTokens: in, OutputTokens: out, TotalTokens: in + out, Estimated: true}
+	u := Usage{InputTokens: in, OutputTokens: out, TotalTokens: in + out, Estimated: true}
+	// A call that asks for caching may write its whole prompt to the
+	// cache, which costs more than reading it plain (1.25 or 2 times at
+	// Anthropic): the hold prices the prompt at the dearer of the two.
+	if c := req.Cache; c.Breakpoints() {
+		if ttl := c.ttl(); spec.Cost.cacheWritePer1k(ttl) > spec.Cost.InputPer1kUSD {
+			if ttl == CacheTTL1h {
+				u.CacheWrite1hInputTokens = in
+			} else {
+				u.CacheWrite5mInputTokens = in
+			}
+		}
+	}
+	return u
 }
 
 // boundRequest returns req as the gateway sends it to e, with the output
@@ -142,21 +155,26 @@ func EstimateCost(spec ModelSpec, req Request) float64 {
 	return Price(spec.Cost, EstimateUsage(spec, req)).USD()
 }
 
-// Price returns what usage costs under a cost profile: the uncached input
-// at the input price, the cached input (Usage.CachedInputTokens, a part of
-// the input) at the cached-input price, and the output at the output price,
-// each rounded up to the next billionth of a dollar. A cached count that is
-// not a part of the input is priced as zero (see Usage.CachedInputTokens).
-// The amount carries the cached count it priced, so that a ledger can
-// record it apart.
+// Price returns what usage costs under a cost profile, the provider's own
+// formula: the plain input at the input price, the cache reads
+// (Usage.CachedInputTokens) at the cached-input price, the cache writes at
+// the write price of their lifetime (Usage.CacheWrite5mInputTokens and
+// CacheWrite1hInputTokens, each a part of the input), and the output at the
+// output price, each rounded up to the next billionth of a dollar. Parts
+// that do not fit in the input are read the dearer way (see
+// Usage.cacheParts). The amount carries the cache reads and writes it
+// priced, so that a ledger can record them apart.
 func Price(c CostProfile, u Usage) Amount {
-	cached := u.cachedInput()
+	read, w5m, w1h := u.cacheParts()
 	return Amount{
-		NanoUSD: nanos(u.InputTokens-cached, c.InputPer1kUSD) +
-			nanos(cached, c.cachedInputPer1k()) +
+		NanoUSD: nanos(u.InputTokens-read-w5m-w1h, c.InputPer1kUSD) +
+			nanos(read, c.cachedInputPer1k()) +
+			nanos(w5m, c.cacheWritePer1k(CacheTTL5m)) +
+			nanos(w1h, c.cacheWritePer1k(CacheTTL1h)) +
 			nanos(u.OutputTokens, c.OutputPer1kUSD),
-		Tokens:            u.total(),
-		CachedInputTokens: cached,
+		Tokens:                u.total(),
+		CachedInputTokens:     read,
+		CacheWriteInputTokens: w5m + w1h,
 	}
 }
 

@@ -655,18 +655,19 @@ func (g *Gateway) answered(ctx context.Context, e *entry, span *attemptSpan, req
 	return cost, nil
 }
 
-// checkCached drops a cached-token count that is not a part of the input,
-// with a warning, so that the usage a caller, the span and the ledger see is
-// the usage Price billed (see Usage.CachedInputTokens).
+// checkCached replaces cache counts that are not parts of the input with
+// the ones Price bills, with a warning, so that the usage a caller, the span
+// and the ledger see is the usage Price billed (see Usage.cacheParts).
 func (g *Gateway) checkCached(ctx context.Context, e *entry, u *Usage) {
-	c := u.cachedInput()
-	if c == u.CachedInputTokens {
+	r, w5, w1 := u.cacheParts()
+	if r == u.CachedInputTokens && w5 == u.CacheWrite5mInputTokens && w1 == u.CacheWrite1hInputTokens {
 		return
 	}
-	g.logger.LogAttrs(ctx, slog.LevelWarn, "gateway: provider reported cached input tokens that are not a part of the input; billing the whole prompt at the input price",
+	g.logger.LogAttrs(ctx, slog.LevelWarn, "gateway: provider reported cache reads or writes that are not parts of the input; billing them the dearer way",
 		slog.String("alias", e.pinned.Alias), slog.String("model", e.pinned.Spec.ID),
-		slog.Int64("input_tokens", u.InputTokens), slog.Int64("cached_input_tokens", u.CachedInputTokens))
-	u.CachedInputTokens = c
+		slog.Int64("input_tokens", u.InputTokens), slog.Int64("cached_input_tokens", u.CachedInputTokens),
+		slog.Int64("cache_write_5m_input_tokens", u.CacheWrite5mInputTokens), slog.Int64("cache_write_1h_input_tokens", u.CacheWrite1hInputTokens))
+	u.CachedInputTokens, u.CacheWrite5mInputTokens, u.CacheWrite1hInputTokens = r, w5, w1
 }
 
 // estimateActual estimates the usage of an answer whose provider reported

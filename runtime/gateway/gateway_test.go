@@ -129,6 +129,16 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			s.Cost.InputPer1kUSD, s.Cost.CachedInputPer1kUSD = 0.001, usd(math.NaN())
 			c.Models = append(c.Models, gateway.PinnedModel{Alias: "x", Spec: s})
 		}, "invalid cached input price of NaN"},
+		{"negative 5m cache-write price", func(c *gateway.Config) {
+			s := chat
+			s.Cost.CacheWrite5mPer1kUSD = usd(-1)
+			c.Models = append(c.Models, gateway.PinnedModel{Alias: "x", Spec: s})
+		}, "invalid 5m cache-write price of -1"},
+		{"NaN 1h cache-write price", func(c *gateway.Config) {
+			s := chat
+			s.Cost.CacheWrite1hPer1kUSD = usd(math.NaN())
+			c.Models = append(c.Models, gateway.PinnedModel{Alias: "x", Spec: s})
+		}, "invalid 1h cache-write price of NaN"},
 		{"budget without limit", func(c *gateway.Config) {
 			c.Budgets = append(c.Budgets, gateway.Budget{Name: "free", Scope: gateway.ScopeRun})
 		}, "sets neither"},

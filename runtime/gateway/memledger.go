@@ -75,7 +75,7 @@ func (l *MemoryLedger) Reserve(ctx context.Context, r Reservation) error {
 	if r.ID == "" {
 		return fmt.Errorf("reserve: empty reservation id")
 	}
-	r.Amount.CachedInputTokens = 0 // a hold is the uncached worst case
+	r.Amount.CachedInputTokens, r.Amount.CacheWriteInputTokens = 0, 0 // a hold counts money and tokens only
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, dup := l.holds[r.ID]; dup {

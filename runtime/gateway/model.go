@@ -62,6 +62,30 @@ type CostProfile struct {
 	// price before anyone knows what the cache will serve, and that hold
 	// must stay the worst case (see EstimateUsage).
 	CachedInputPer1kUSD *float64
+	// CacheWrite5mPer1kUSD, when set, is the price of one thousand input
+	// tokens the provider wrote to its prompt cache with a five-minute
+	// lifetime (Usage.CacheWrite5mInputTokens); Anthropic bills them at
+	// 1.25 times the input price. Nil bills them at InputPer1kUSD.
+	CacheWrite5mPer1kUSD *float64
+	// CacheWrite1hPer1kUSD, when set, is the price of one thousand input
+	// tokens written to the prompt cache with a one-hour lifetime
+	// (Usage.CacheWrite1hInputTokens); Anthropic bills them at twice the
+	// input price. Nil bills them at InputPer1kUSD.
+	CacheWrite1hPer1kUSD *float64
+}
+
+// cacheWritePer1k returns the price of one thousand input tokens written
+// to the prompt cache with lifetime ttl: the declared write price when set,
+// the input price otherwise.
+func (c CostProfile) cacheWritePer1k(ttl CacheTTL) float64 {
+	p := c.CacheWrite5mPer1kUSD
+	if ttl == CacheTTL1h {
+		p = c.CacheWrite1hPer1kUSD
+	}
+	if p != nil {
+		return *p
+	}
+	return c.InputPer1kUSD
 }
 
 // cachedInputPer1k returns the price of one thousand cached input tokens:
@@ -86,6 +110,14 @@ func (c CostProfile) validate() error {
 			return fmt.Errorf("has an invalid cached input price of %v US dollars per 1k tokens", *p)
 		case *p > c.InputPer1kUSD:
 			return fmt.Errorf("prices cached input tokens at %v US dollars per 1k, above the input price of %v; a cached-input price is a discount, because a budget reserves the prompt at the input price", *p, c.InputPer1kUSD)
+		}
+	}
+	for _, w := range []struct {
+		ttl CacheTTL
+		p   *float64
+	}{{CacheTTL5m, c.CacheWrite5mPer1kUSD}, {CacheTTL1h, c.CacheWrite1hPer1kUSD}} {
+		if w.p != nil && (!(*w.p >= 0) || math.IsInf(*w.p, 0)) {
+			return fmt.Errorf("has an invalid %s cache-write price of %v US dollars per 1k tokens (want a finite number, at least 0)", w.ttl, *w.p)
 		}
 	}
 	return nil

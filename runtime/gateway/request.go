@@ -125,6 +125,58 @@ type Request struct {
 	Stop []string
 	// Seed, when set, asks the provider for reproducible sampling.
 	Seed *int64
+	// Cache asks a provider that caches prompt prefixes to cache this
+	// request's stable prefix; the zero value asks for nothing. A provider
+	// that cannot honour a part of it ignores that part: caching changes
+	// what a call costs, never what it answers.
+	Cache PromptCache
+}
+
+// CacheTTL is the lifetime of a prompt-cache entry a call writes.
+type CacheTTL string
+
+// The cache lifetimes Anthropic's Messages API offers, priced apart.
+const (
+	// CacheTTL5m is the five-minute lifetime, the API's default.
+	CacheTTL5m CacheTTL = "5m"
+	// CacheTTL1h is the one-hour lifetime, dearer to write.
+	CacheTTL1h CacheTTL = "1h"
+)
+
+// PromptCache says which parts of a request's prefix a provider should
+// cache, and for how long. A provider with explicit breakpoints
+// (Anthropic's cache_control) marks the end of each part asked for; one
+// with automatic caching keyed by the caller (OpenAI's prompt_cache_key)
+// sends Key. The parts are the ones every step of an agent repeats: the
+// tool definitions, the system prompt and the history up to the last turn.
+type PromptCache struct {
+	// TTL is the lifetime of the entries written; empty with any part set
+	// means CacheTTL5m. It is what a budget reserves the prompt at: a call
+	// that asks for caching is held as if it wrote its whole prompt.
+	TTL CacheTTL
+	// Tools marks a breakpoint after the tool definitions.
+	Tools bool
+	// System marks a breakpoint after the system prompt.
+	System bool
+	// History marks a breakpoint on the last message, so that the next
+	// step of the same conversation reads everything before it from the
+	// cache.
+	History bool
+	// Key groups requests that share a prefix (an agent's thread), for an
+	// upstream that routes its automatic cache by a key; empty sends none.
+	Key string
+}
+
+// Breakpoints reports whether the policy marks any part of the prefix.
+func (c PromptCache) Breakpoints() bool { return c.Tools || c.System || c.History }
+
+// ttl returns the lifetime of the entries the policy writes: TTL, or
+// CacheTTL5m when it marks parts and names none.
+func (c PromptCache) ttl() CacheTTL {
+	if c.TTL == "" {
+		return CacheTTL5m
+	}
+	return c.TTL
 }
 
 // requiredCapabilities returns what the request needs beyond plain chat.
@@ -184,6 +236,18 @@ type Usage struct {
 	// provider sends, is reported and billed as zero: the whole prompt at
 	// the input price, the dearer reading.
 	CachedInputTokens int64
+	// CacheWrite5mInputTokens counts the part of InputTokens the provider
+	// wrote to its prompt cache with a five-minute lifetime, billed at the
+	// cost profile's CacheWrite5mPer1kUSD (Anthropic's
+	// cache_creation.ephemeral_5m_input_tokens).
+	CacheWrite5mInputTokens int64
+	// CacheWrite1hInputTokens counts the part of InputTokens written to the
+	// prompt cache with a one-hour lifetime, billed at
+	// CacheWrite1hPer1kUSD. Cache reads and both kinds of write are
+	// disjoint parts of the input; a report in which they do not fit in
+	// InputTokens, which no honest provider sends, is billed as parts
+	// clamped to fit, reads first dropped (see Usage.cacheParts).
+	CacheWrite1hInputTokens int64
 	// OutputTokens counts the answer.
 	OutputTokens int64
 	// TotalTokens is their sum, as reported by the provider.
@@ -193,17 +257,29 @@ type Usage struct {
 	Estimated bool
 }
 
-// cachedInput returns the cached input tokens Price bills at the cached
-// price: CachedInputTokens when it is a part of InputTokens, and zero when
-// it is not (negative, or more than the whole prompt). Such a report
-// contradicts itself; zero bills the whole prompt at the input price, which
-// is never less than the cached price, so a hostile or broken upstream can
-// not make a call look cheaper than its prompt.
-func (u Usage) cachedInput() int64 {
-	if u.CachedInputTokens < 0 || u.CachedInputTokens > u.InputTokens {
-		return 0
+// CacheWriteInputTokens returns the input tokens written to the prompt
+// cache, of either lifetime.
+func (u Usage) CacheWriteInputTokens() int64 {
+	return u.CacheWrite5mInputTokens + u.CacheWrite1hInputTokens
+}
+
+// cacheParts returns the cache reads and the five-minute and one-hour cache
+// writes Price bills, each a part of the input. An honest report is
+// returned as is. One whose parts are negative or do not fit in InputTokens
+// contradicts itself and is read the dearer way: the reads, the only
+// discount, are dropped, and each write is clamped to what is left of the
+// input, one-hour writes first. A hostile upstream can therefore not make a
+// call look cheaper than its prompt at the input price.
+func (u Usage) cacheParts() (read, w5m, w1h int64) {
+	read, w5m, w1h = u.CachedInputTokens, u.CacheWrite5mInputTokens, u.CacheWrite1hInputTokens
+	if read >= 0 && w5m >= 0 && w1h >= 0 && read+w5m+w1h <= u.InputTokens && read <= u.InputTokens && w5m <= u.InputTokens && w1h <= u.InputTokens {
+		return read, w5m, w1h
 	}
-	return u.CachedInputTokens
+	left := max(u.InputTokens, 0)
+	w1h = min(max(w1h, 0), left)
+	left -= w1h
+	w5m = min(max(w5m, 0), left)
+	return 0, w5m, w1h
 }
 
 // total returns TotalTokens, or the sum when the provider left it out.

@@ -176,6 +176,9 @@ func (g *Gateway) endSpanOK(s *attemptSpan, model string, u Usage, finish Finish
 		if u.CachedInputTokens > 0 {
 			attrs = append(attrs, semconv.GenAIUsageCacheReadInputTokens(int(u.CachedInputTokens)))
 		}
+		if w := u.CacheWriteInputTokens(); w > 0 {
+			attrs = append(attrs, semconv.GenAIUsageCacheCreationInputTokens(int(w)))
+		}
 		if u.OutputTokens > 0 || finish != "" {
 			attrs = append(attrs, semconv.GenAIUsageOutputTokens(int(u.OutputTokens)))
 		}

@@ -96,19 +96,13 @@ type chatDelta struct {
 	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
 }
 
-type chatUsage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
-}
-
 type chatCompletion struct {
 	ID      string       `json:"id"`
 	Object  string       `json:"object"`
 	Created int64        `json:"created"`
 	Model   string       `json:"model"`
 	Choices []chatChoice `json:"choices"`
-	Usage   *chatUsage   `json:"usage,omitempty"`
+	Usage   *directUsage `json:"usage,omitempty"`
 	Aid     *aidExt      `json:"aid,omitempty"`
 }
 
@@ -351,7 +345,7 @@ func completionOf(res agents.RunResult, pause, said string, decider bool) chatCo
 	return chatCompletion{
 		ID: "chatcmpl-" + res.RunID, Object: "chat.completion", Created: time.Now().Unix(), Model: res.Agent,
 		Choices: []chatChoice{{Message: msg, FinishReason: &finish}},
-		Usage:   &chatUsage{PromptTokens: res.Usage.InputTokens, CompletionTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens},
+		Usage:   usageOf(res.Usage),
 		Aid:     extOf(res, decider),
 	}
 }

@@ -200,23 +200,29 @@ type directExt struct {
 	CostUSD  float64 `json:"cost_usd"`
 }
 
-// directUsage is a chat completion's usage, with the prompt tokens the
-// provider served from its cache.
+// directUsage is a chat completion's usage, an agent's or an exposed
+// alias's, with the prompt tokens the provider served from its cache
+// (prompt_tokens_details.cached_tokens, as OpenAI reports them) and those
+// it wrote to it (cache_write_tokens, an aid extension beside it: the
+// OpenAI format has no field for a priced cache write).
 type directUsage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	TotalTokens         int64 `json:"total_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details,omitempty"`
+	PromptTokens        int64                `json:"prompt_tokens"`
+	CompletionTokens    int64                `json:"completion_tokens"`
+	TotalTokens         int64                `json:"total_tokens"`
+	PromptTokensDetails *promptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// promptTokensDetails splits the prompt tokens by how the cache served
+// them.
+type promptTokensDetails struct {
+	CachedTokens     int64 `json:"cached_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
 }
 
 func usageOf(u gateway.Usage) *directUsage {
 	out := &directUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
-	if u.CachedInputTokens > 0 {
-		out.PromptTokensDetails = &struct {
-			CachedTokens int64 `json:"cached_tokens"`
-		}{u.CachedInputTokens}
+	if u.CachedInputTokens > 0 || u.CacheWriteInputTokens() > 0 {
+		out.PromptTokensDetails = &promptTokensDetails{CachedTokens: u.CachedInputTokens, CacheWriteTokens: u.CacheWriteInputTokens()}
 	}
 	return out
 }

@@ -199,6 +199,10 @@ var (
 		"Settled spend in US dollars by budget and scope, summed over scope keys.", []string{"budget", "scope"}, nil)
 	spendTokensDesc = prometheus.NewDesc("aid_budget_spent_tokens",
 		"Settled tokens by budget and scope, summed over scope keys.", []string{"budget", "scope"}, nil)
+	spendCacheReadDesc = prometheus.NewDesc("aid_budget_spent_cache_read_tokens",
+		"Settled prompt tokens read from a provider's prompt cache by budget and scope, summed over scope keys; a part of aid_budget_spent_tokens.", []string{"budget", "scope"}, nil)
+	spendCacheWriteDesc = prometheus.NewDesc("aid_budget_spent_cache_write_tokens",
+		"Settled prompt tokens written to a provider's prompt cache by budget and scope, summed over scope keys; a part of aid_budget_spent_tokens.", []string{"budget", "scope"}, nil)
 	spendCallsDesc = prometheus.NewDesc("aid_budget_calls",
 		"Settled calls by budget and scope, summed over scope keys.", []string{"budget", "scope"}, nil)
 	ledgerUpDesc = prometheus.NewDesc("aid_ledger_up",
@@ -208,6 +212,8 @@ var (
 func (c spendCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- spendUSDDesc
 	ch <- spendTokensDesc
+	ch <- spendCacheReadDesc
+	ch <- spendCacheWriteDesc
 	ch <- spendCallsDesc
 	ch <- ledgerUpDesc
 }
@@ -227,6 +233,8 @@ func (c spendCollector) Collect(ch chan<- prometheus.Metric) {
 		scope := string(b.Scope)
 		ch <- prometheus.MustNewConstMetric(spendUSDDesc, prometheus.CounterValue, b.Spent.USD(), b.Budget, scope)
 		ch <- prometheus.MustNewConstMetric(spendTokensDesc, prometheus.CounterValue, float64(b.Spent.Tokens), b.Budget, scope)
+		ch <- prometheus.MustNewConstMetric(spendCacheReadDesc, prometheus.CounterValue, float64(b.Spent.CachedInputTokens), b.Budget, scope)
+		ch <- prometheus.MustNewConstMetric(spendCacheWriteDesc, prometheus.CounterValue, float64(b.Spent.CacheWriteInputTokens), b.Budget, scope)
 		ch <- prometheus.MustNewConstMetric(spendCallsDesc, prometheus.CounterValue, float64(b.Calls), b.Budget, scope)
 	}
 }

@@ -516,7 +516,7 @@ func recordOf(rec agents.RunRecord, decider bool) runRecordJSON {
 	out := runRecordJSON{
 		RunID: rec.RunID, Agent: rec.Agent, Status: string(rec.Status), Version: rec.Version, UpdatedAt: rec.UpdatedAt,
 		Path: cp.Path, Steps: cp.Steps, CostUSD: cp.CostUSD,
-		Usage:       usageJSON{InputTokens: cp.Usage.InputTokens, OutputTokens: cp.Usage.OutputTokens, TotalTokens: cp.Usage.TotalTokens},
+		Usage:       usageJSONOf(cp.Usage.Usage()),
 		ContinueURL: continueURL(rec.RunID, rec.Status), Continuations: cp.Continuations,
 		CancelRequested: rec.Cancel,
 	}

@@ -269,9 +269,19 @@ func (c *toolCalls) done(param string) error {
 
 // usageJSON is a run's usage.
 type usageJSON struct {
-	InputTokens  int64 `json:"input_tokens"`
-	OutputTokens int64 `json:"output_tokens"`
-	TotalTokens  int64 `json:"total_tokens"`
+	InputTokens      int64 `json:"input_tokens"`
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	OutputTokens     int64 `json:"output_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+// usageJSONOf is a run's usage as the runs API reports it.
+func usageJSONOf(u gateway.Usage) usageJSON {
+	return usageJSON{
+		InputTokens: u.InputTokens, CacheReadTokens: u.CachedInputTokens, CacheWriteTokens: u.CacheWriteInputTokens(),
+		OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
+	}
 }
 
 // pendingCall is the call a paused run waits on, and where to decide it.
@@ -365,7 +375,7 @@ func runOf(res agents.RunResult, err error, reqID string, decider bool) runJSON 
 		RunID: res.RunID, Agent: res.Agent, Path: res.Path, Status: string(res.Status), Answer: res.Answer, LastText: res.LastText,
 		Steps: res.Steps, CostUSD: res.CostUSD, Pending: pendingOf(res.Checkpoint, decider), Messages: toOutMessages(res.Messages),
 		ContinueURL: continueURL(res.RunID, res.Status),
-		Usage:       usageJSON{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, TotalTokens: res.Usage.TotalTokens},
+		Usage:       usageJSONOf(res.Usage),
 	}
 	if out.Steps == nil {
 		out.Steps = []agents.StepRecord{}

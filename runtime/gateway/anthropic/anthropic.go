@@ -154,7 +154,7 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 	resp := gateway.Response{
 		FinishReason: p.finish(msg.StopReason),
 		Model:        p.red.String(string(msg.Model)),
-		Usage:        usage(msg.Usage.InputTokens, msg.Usage.CacheReadInputTokens, msg.Usage.CacheCreationInputTokens, msg.Usage.OutputTokens),
+		Usage:        countsOf(msg.Usage).usage(req.Cache),
 	}
 	var text strings.Builder
 	for _, b := range msg.Content {
@@ -197,15 +197,51 @@ func (p *Provider) finish(r sdk.StopReason) gateway.FinishReason {
 	return gateway.FinishReason(p.red.String(string(r)))
 }
 
+// counts are the API's token counts of one message.
+type counts struct {
+	// in is input_tokens: the input neither read from nor written to the
+	// prompt cache.
+	in int64
+	// read is cache_read_input_tokens.
+	read int64
+	// write is cache_creation_input_tokens, and w5m and w1h its split by
+	// lifetime (cache_creation.ephemeral_5m_input_tokens and
+	// ephemeral_1h_input_tokens).
+	write, w5m, w1h int64
+	// out is output_tokens.
+	out int64
+}
+
+// countsOf reads a message's usage.
+func countsOf(u sdk.Usage) counts {
+	return counts{
+		in: u.InputTokens, read: u.CacheReadInputTokens, write: u.CacheCreationInputTokens,
+		w5m: u.CacheCreation.Ephemeral5mInputTokens, w1h: u.CacheCreation.Ephemeral1hInputTokens,
+		out: u.OutputTokens,
+	}
+}
+
 // usage translates the API's token counts. Its input_tokens leaves out
 // the tokens read from and written to the prompt cache, which
-// gateway.Usage counts as a part of the input: InputTokens is their sum,
-// and CachedInputTokens the cache reads, billed at the cached price.
-// Cache writes are billed at the input price (the adapter never asks for
-// caching).
-func usage(input, cacheRead, cacheWrite, output int64) gateway.Usage {
-	in := input + cacheRead + cacheWrite
-	return gateway.Usage{InputTokens: in, CachedInputTokens: cacheRead, OutputTokens: output, TotalTokens: in + output}
+// gateway.Usage counts as parts of the input: InputTokens is their sum,
+// CachedInputTokens the cache reads, and CacheWrite5mInputTokens and
+// CacheWrite1hInputTokens the writes, each billed at its own price. The
+// writes are split by lifetime as cache_creation says; a response without
+// that split (or with one that does not add up) has its writes counted at
+// the dearer of the lifetimes the request asked for, so that they are
+// never billed below what the provider charges.
+func (c counts) usage(asked gateway.PromptCache) gateway.Usage {
+	in := c.in + c.read + c.write
+	u := gateway.Usage{InputTokens: in, CachedInputTokens: c.read, OutputTokens: c.out, TotalTokens: in + c.out}
+	switch {
+	case c.w5m >= 0 && c.w1h >= 0 && c.w5m+c.w1h == c.write:
+		u.CacheWrite5mInputTokens, u.CacheWrite1hInputTokens = c.w5m, c.w1h
+	case asked.TTL == gateway.CacheTTL1h:
+		u.CacheWrite1hInputTokens = c.write
+	default:
+		u.CacheWrite5mInputTokens = c.write
+	}
+	return u
 }
 
 // Stream implements gateway.Provider. The attempt's timeout bounds the wait
@@ -227,7 +263,7 @@ func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gate
 		cancel(nil)
 		return nil, cerr
 	}
-	return &stream{p: p, model: model, ctx: ctx, actx: actx, cancel: cancel, timer: timer, s: s, x: x, tools: map[int64]int{}}, nil
+	return &stream{p: p, model: model, cache: req.Cache, ctx: ctx, actx: actx, cancel: cancel, timer: timer, s: s, x: x, tools: map[int64]int{}}, nil
 }
 
 // stream is an open message stream. The events are message_start (the
@@ -239,6 +275,7 @@ func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gate
 type stream struct {
 	p      *Provider
 	model  gateway.ModelSpec
+	cache  gateway.PromptCache
 	ctx    context.Context
 	actx   context.Context
 	cancel context.CancelCauseFunc
@@ -249,8 +286,8 @@ type stream struct {
 	// answer; args records which tool calls have had arguments.
 	tools map[int64]int
 	args  []bool
-	// in, cacheRead, cacheWrite and out are the usage so far.
-	in, cacheRead, cacheWrite, out int64
+	// n is the usage so far.
+	n counts
 }
 
 // Next implements gateway.DeltaStream.
@@ -270,8 +307,7 @@ func (s *stream) Next() (gateway.Delta, error) {
 		e := s.s.Current()
 		switch e.Type {
 		case "message_start":
-			u := &e.Message.Usage
-			s.in, s.cacheRead, s.cacheWrite, s.out = u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens, u.OutputTokens
+			s.n = countsOf(e.Message.Usage)
 			return gateway.Delta{Model: s.p.red.String(string(e.Message.Model))}, nil
 		case "content_block_start":
 			if e.ContentBlock.Type != "tool_use" {
@@ -307,11 +343,17 @@ func (s *stream) Next() (gateway.Delta, error) {
 			u := &e.Usage
 			// The output count is cumulative; the input counts, when a
 			// delta has them, replace message_start's.
-			s.out = u.OutputTokens
+			s.n.out = u.OutputTokens
 			if u.InputTokens > 0 || u.CacheReadInputTokens > 0 || u.CacheCreationInputTokens > 0 {
-				s.in, s.cacheRead, s.cacheWrite = u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens
+				s.n.in, s.n.read = u.InputTokens, u.CacheReadInputTokens
+				if u.CacheCreationInputTokens != s.n.write {
+					// The delta has no split by lifetime: message_start's
+					// no longer adds up, and usage counts the writes at
+					// the lifetime asked for.
+					s.n.write, s.n.w5m, s.n.w1h = u.CacheCreationInputTokens, -1, -1
+				}
 			}
-			total := usage(s.in, s.cacheRead, s.cacheWrite, s.out)
+			total := s.n.usage(s.cache)
 			d := gateway.Delta{Usage: &total}
 			if e.Delta.StopReason != "" {
 				d.FinishReason = s.p.finish(e.Delta.StopReason)

@@ -69,7 +69,7 @@ func TestGenerateSendsTheMessagesAPI(t *testing.T) {
 		},
 		FinishReason: gateway.FinishToolCalls,
 		Model:        sonnet,
-		Usage:        gateway.Usage{InputTokens: 150, CachedInputTokens: 100, OutputTokens: 9, TotalTokens: 159},
+		Usage:        gateway.Usage{InputTokens: 150, CachedInputTokens: 100, CacheWrite5mInputTokens: 10, OutputTokens: 9, TotalTokens: 159},
 	}
 	if diff := gocmp.Diff(want, res); diff != "" {
 		t.Errorf("response (-want +got):\n%s", diff)

@@ -115,6 +115,7 @@ func params(model gateway.ModelSpec, req gateway.Request) (sdk.MessageNewParams,
 	default:
 		return p, fmt.Errorf("unknown tool choice %q", req.ToolChoice.Mode)
 	}
+	markCache(&p, req.Cache)
 	if rf := req.ResponseFormat; rf != nil {
 		var schema map[string]any
 		if !jsonObject(rf.Schema) || json.Unmarshal(rf.Schema, &schema) != nil {
@@ -123,6 +124,43 @@ func params(model gateway.ModelSpec, req gateway.Request) (sdk.MessageNewParams,
 		p.OutputConfig.Format = sdk.JSONOutputFormatParam{Schema: schema}
 	}
 	return p, nil
+}
+
+// markCache marks the cache_control breakpoints the request's policy asks
+// for: after the last tool definition, after the last system block and on
+// the last block of the last turn, each with the policy's lifetime. The
+// API caches the prefix up to a breakpoint, in the order tools, system,
+// messages, and reads the longest cached prefix of the next request; a
+// breakpoint on the last turn is what lets step n+1 read all of step n.
+// Three breakpoints stay within the API's four.
+func markCache(p *sdk.MessageNewParams, c gateway.PromptCache) {
+	if !c.Breakpoints() {
+		return
+	}
+	cc := sdk.CacheControlEphemeralParam{TTL: sdk.CacheControlEphemeralTTLTTL5m}
+	if c.TTL == gateway.CacheTTL1h {
+		cc.TTL = sdk.CacheControlEphemeralTTLTTL1h
+	}
+	if n := len(p.Tools); c.Tools && n > 0 {
+		p.Tools[n-1].OfTool.CacheControl = cc
+	}
+	if n := len(p.System); c.System && n > 0 {
+		p.System[n-1].CacheControl = cc
+	}
+	if n := len(p.Messages); c.History && n > 0 {
+		var blocks []sdk.ContentBlockParamUnion
+		switch last := p.Messages[n-1]; {
+		case last.OfUser != nil:
+			blocks = last.OfUser.Content
+		case last.OfAssistant != nil:
+			blocks = last.OfAssistant.Content
+		}
+		if k := len(blocks); k > 0 {
+			if at := blocks[k-1].GetCacheControl(); at != nil {
+				*at = cc
+			}
+		}
+	}
 }
 
 // inputSchema is a tool's parameters as the API's input_schema, which must

@@ -133,28 +133,29 @@ func testUnbudgeted(t *testing.T, l gateway.Ledger) {
 	}
 }
 
-// testCachedInput checks that the cached input tokens of settled spend are
-// recorded apart, summed per account, alias and model, and never held: a
-// reservation's cached count is ignored, since a hold is the uncached
-// worst case.
+// testCachedInput checks that the cache reads and writes of settled spend
+// are recorded apart, summed per account, alias and model, and never held:
+// a reservation's cache counts are ignored, since a hold counts money and
+// tokens only.
 func testCachedInput(t *testing.T, l gateway.Ledger) {
 	ctx := t.Context()
 	a := run("r1")
 	lim := limit(a, 10_000, 0)
 	hold := res("c1", 4000, 100, lim)
 	hold.Amount.CachedInputTokens = 60
+	hold.Amount.CacheWriteInputTokens = 70
 	must(t, l.Reserve(ctx, hold))
 	if got := account(t, l, a).Reserved; got != (gateway.Amount{NanoUSD: 4000, Tokens: 100}) {
-		t.Errorf("held %+v, want the amount without cached tokens", got)
+		t.Errorf("held %+v, want the amount without cache counts", got)
 	}
-	must(t, l.Settle(ctx, "c1", gateway.Amount{NanoUSD: 1500, Tokens: 90, CachedInputTokens: 64}))
+	must(t, l.Settle(ctx, "c1", gateway.Amount{NanoUSD: 1500, Tokens: 90, CachedInputTokens: 64, CacheWriteInputTokens: 5}))
 	must(t, l.Reserve(ctx, res("c2", 4000, 100, lim)))
 	must(t, l.Settle(ctx, "c2", gateway.Amount{NanoUSD: 700, Tokens: 30}))
 	must(t, l.Reserve(ctx, res("c3", 4000, 100)))
-	must(t, l.Settle(ctx, "c3", gateway.Amount{NanoUSD: 10, Tokens: 20, CachedInputTokens: 8}))
+	must(t, l.Settle(ctx, "c3", gateway.Amount{NanoUSD: 10, Tokens: 20, CachedInputTokens: 8, CacheWriteInputTokens: 11}))
 
-	spent := gateway.Amount{NanoUSD: 2200, Tokens: 120, CachedInputTokens: 64}
-	total := gateway.Amount{NanoUSD: 2210, Tokens: 140, CachedInputTokens: 72}
+	spent := gateway.Amount{NanoUSD: 2200, Tokens: 120, CachedInputTokens: 64, CacheWriteInputTokens: 5}
+	total := gateway.Amount{NanoUSD: 2210, Tokens: 140, CachedInputTokens: 72, CacheWriteInputTokens: 16}
 	want := gateway.SpendSummary{
 		Total:     total,
 		Calls:     3,

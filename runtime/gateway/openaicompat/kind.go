@@ -24,6 +24,9 @@ type Kind struct {
 	// MaxRetries is how many times a retryable failure (429, 5xx, a
 	// timeout) is retried before the gateway falls back.
 	MaxRetries int `json:"maxRetries,omitempty"`
+	// PromptCacheKey says the upstream accepts prompt_cache_key: each
+	// request carries one per agent and thread (Config.PromptCacheKey).
+	PromptCacheKey bool `json:"promptCacheKey,omitempty"`
 }
 
 // ProviderKind implements gateway.ProviderKind.
@@ -43,6 +46,8 @@ func (k Kind) NewProvider(_ context.Context, env kind.Env) (gateway.Provider, er
 		APIKeyEnv:  k.APIKeyEnv,
 		Timeout:    k.Timeout,
 		HTTPClient: env.HTTPClient,
-		LookupEnv:  env.Lookup,
+
+		PromptCacheKey: k.PromptCacheKey,
+		LookupEnv:      env.Lookup,
 	})
 }

@@ -47,6 +47,11 @@ type Config struct {
 	// LegacyMaxTokens sends the output bound as max_tokens, for servers
 	// that predate max_completion_tokens.
 	LegacyMaxTokens bool
+	// PromptCacheKey sends a request's gateway.PromptCache.Key as
+	// prompt_cache_key, for upstreams that accept it (OpenAI routes its
+	// automatic prompt cache by it); others may refuse the field, so it is
+	// off unless said.
+	PromptCacheKey bool
 	// ProviderName is the gen_ai.provider.name reported in spans; empty
 	// means "openai".
 	ProviderName string

@@ -36,6 +36,7 @@ type wireRequest struct {
 	TopP                *float64            `json:"top_p,omitempty"`
 	Stop                []string            `json:"stop,omitempty"`
 	Seed                *int64              `json:"seed,omitempty"`
+	PromptCacheKey      string              `json:"prompt_cache_key,omitempty"`
 	Stream              bool                `json:"stream,omitempty"`
 	StreamOptions       *wireStreamOptions  `json:"stream_options,omitempty"`
 }
@@ -331,6 +332,9 @@ func putBody(b *bytes.Buffer) {
 // model into a pooled buffer (give it back with putBody once sent).
 func (p *Provider) chatBody(model gateway.ModelSpec, req gateway.Request, stream bool) (*bytes.Buffer, error) {
 	wr := wireRequest{Model: model.ID, Temperature: req.Temperature, TopP: req.TopP, Stop: req.Stop, Seed: req.Seed, ParallelToolCalls: req.ParallelToolCalls}
+	if p.cfg.PromptCacheKey {
+		wr.PromptCacheKey = req.Cache.Key
+	}
 	wr.Messages = make([]wireMessage, 0, len(req.Messages))
 	for i := range req.Messages {
 		m := &req.Messages[i]

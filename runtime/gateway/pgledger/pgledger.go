@@ -181,11 +181,16 @@ var migrationSteps = []string{
 		tokens     bigint      NOT NULL
 	);
 	CREATE INDEX ON {admissions} (limit_name, key, at);`,
+	// 4: the input tokens written to a provider's prompt cache
+	// (gateway.Amount.CacheWriteInputTokens), spent per account and
+	// recorded per settled call. Rows settled before it count none.
+	`ALTER TABLE {accounts} ADD COLUMN spent_cache_write_input_tokens bigint NOT NULL DEFAULT 0;
+	ALTER TABLE {holds} ADD COLUMN actual_cache_write_input_tokens bigint NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this code reads and writes: the
 // number of migration steps.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // SchemaTooNewError reports a database migrated by a newer release of this
 // package: this code does not know what the later steps changed, so it
@@ -357,9 +362,10 @@ func (l *Ledger) Settle(ctx context.Context, id string, actual gateway.Amount) e
 		var held gateway.Amount
 		var budgets, scopes, keys []string
 		err := tx.QueryRow(ctx, `UPDATE `+l.holds+`
-			SET settled = true, actual_nano_usd = $2, actual_tokens = $3, actual_cached_input_tokens = $4, settled_at = now()
+			SET settled = true, actual_nano_usd = $2, actual_tokens = $3, actual_cached_input_tokens = $4,
+			    actual_cache_write_input_tokens = $5, settled_at = now()
 			WHERE id = $1 AND NOT settled
-			RETURNING nano_usd, tokens, budgets, scopes, keys`, id, actual.NanoUSD, actual.Tokens, actual.CachedInputTokens).
+			RETURNING nano_usd, tokens, budgets, scopes, keys`, id, actual.NanoUSD, actual.Tokens, actual.CachedInputTokens, actual.CacheWriteInputTokens).
 			Scan(&held.NanoUSD, &held.Tokens, &budgets, &scopes, &keys)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return gateway.ErrUnknownReservation
@@ -373,10 +379,11 @@ func (l *Ledger) Settle(ctx context.Context, id string, actual gateway.Amount) e
 		_, err = tx.Exec(ctx, `UPDATE `+l.accounts+` a
 			SET reserved_nano_usd = a.reserved_nano_usd - $4, reserved_tokens = a.reserved_tokens - $5,
 			    spent_nano_usd = a.spent_nano_usd + $6, spent_tokens = a.spent_tokens + $7,
-			    spent_cached_input_tokens = a.spent_cached_input_tokens + $8, calls = a.calls + 1
+			    spent_cached_input_tokens = a.spent_cached_input_tokens + $8,
+			    spent_cache_write_input_tokens = a.spent_cache_write_input_tokens + $9, calls = a.calls + 1
 			FROM unnest($1::text[], $2::text[], $3::text[]) AS w(budget, scope, key)
 			WHERE a.budget = w.budget AND a.scope = w.scope AND a.key = w.key`,
-			budgets, scopes, keys, held.NanoUSD, held.Tokens, actual.NanoUSD, actual.Tokens, actual.CachedInputTokens)
+			budgets, scopes, keys, held.NanoUSD, held.Tokens, actual.NanoUSD, actual.Tokens, actual.CachedInputTokens, actual.CacheWriteInputTokens)
 		return err
 	})
 	if err != nil {
@@ -422,14 +429,14 @@ func (l *Ledger) Summary(ctx context.Context) (gateway.SpendSummary, error) {
 	ctx, cancel := pgutil.WithOpTimeout(ctx, l.timeout)
 	defer cancel()
 	var s gateway.SpendSummary
-	rows, err := l.pool.Query(ctx, `SELECT budget, scope, key, spent_nano_usd, spent_tokens, spent_cached_input_tokens, reserved_nano_usd, reserved_tokens, calls FROM `+l.accounts)
+	rows, err := l.pool.Query(ctx, `SELECT budget, scope, key, spent_nano_usd, spent_tokens, spent_cached_input_tokens, spent_cache_write_input_tokens, reserved_nano_usd, reserved_tokens, calls FROM `+l.accounts)
 	if err != nil {
 		return s, fmt.Errorf("pgledger: summary: %w", l.unavailable(ctx, err))
 	}
 	for rows.Next() {
 		var a gateway.AccountSpend
 		var scope string
-		if err := rows.Scan(&a.Account.Budget, &scope, &a.Account.Key, &a.Spent.NanoUSD, &a.Spent.Tokens, &a.Spent.CachedInputTokens, &a.Reserved.NanoUSD, &a.Reserved.Tokens, &a.Calls); err != nil {
+		if err := rows.Scan(&a.Account.Budget, &scope, &a.Account.Key, &a.Spent.NanoUSD, &a.Spent.Tokens, &a.Spent.CachedInputTokens, &a.Spent.CacheWriteInputTokens, &a.Reserved.NanoUSD, &a.Reserved.Tokens, &a.Calls); err != nil {
 			rows.Close()
 			return s, fmt.Errorf("pgledger: summary: %w", l.unavailable(ctx, err))
 		}
@@ -440,14 +447,14 @@ func (l *Ledger) Summary(ctx context.Context) (gateway.SpendSummary, error) {
 		return s, fmt.Errorf("pgledger: summary: %w", l.unavailable(ctx, err))
 	}
 	for _, col := range []string{"alias", "model"} {
-		rows, err := l.pool.Query(ctx, `SELECT `+col+`, sum(actual_nano_usd)::bigint, sum(actual_tokens)::bigint, sum(actual_cached_input_tokens)::bigint, count(*)
+		rows, err := l.pool.Query(ctx, `SELECT `+col+`, sum(actual_nano_usd)::bigint, sum(actual_tokens)::bigint, sum(actual_cached_input_tokens)::bigint, sum(actual_cache_write_input_tokens)::bigint, count(*)
 			FROM `+l.holds+` WHERE settled GROUP BY `+col)
 		if err != nil {
 			return s, fmt.Errorf("pgledger: summary: %w", l.unavailable(ctx, err))
 		}
 		for rows.Next() {
 			var n gateway.NamedSpend
-			if err := rows.Scan(&n.Name, &n.Spent.NanoUSD, &n.Spent.Tokens, &n.Spent.CachedInputTokens, &n.Calls); err != nil {
+			if err := rows.Scan(&n.Name, &n.Spent.NanoUSD, &n.Spent.Tokens, &n.Spent.CachedInputTokens, &n.Spent.CacheWriteInputTokens, &n.Calls); err != nil {
 				rows.Close()
 				return s, fmt.Errorf("pgledger: summary: %w", l.unavailable(ctx, err))
 			}
@@ -474,7 +481,7 @@ func (l *Ledger) SpendByBudget(ctx context.Context) ([]gateway.BudgetSpend, erro
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	rows, err := l.pool.Query(ctx, `SELECT budget, scope, sum(spent_nano_usd)::bigint, sum(spent_tokens)::bigint,
-		sum(spent_cached_input_tokens)::bigint, sum(calls)::bigint FROM `+l.accounts+` GROUP BY budget, scope`)
+		sum(spent_cached_input_tokens)::bigint, sum(spent_cache_write_input_tokens)::bigint, sum(calls)::bigint FROM `+l.accounts+` GROUP BY budget, scope`)
 	if err != nil {
 		return nil, fmt.Errorf("pgledger: spend by budget: %w", err)
 	}
@@ -482,7 +489,7 @@ func (l *Ledger) SpendByBudget(ctx context.Context) ([]gateway.BudgetSpend, erro
 	for rows.Next() {
 		var b gateway.BudgetSpend
 		var scope string
-		if err := rows.Scan(&b.Budget, &scope, &b.Spent.NanoUSD, &b.Spent.Tokens, &b.Spent.CachedInputTokens, &b.Calls); err != nil {
+		if err := rows.Scan(&b.Budget, &scope, &b.Spent.NanoUSD, &b.Spent.Tokens, &b.Spent.CachedInputTokens, &b.Spent.CacheWriteInputTokens, &b.Calls); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("pgledger: spend by budget: %w", err)
 		}

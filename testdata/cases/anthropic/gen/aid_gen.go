@@ -108,6 +108,12 @@ func description() app.Description {
 				Fallbacks: []string{
 					"small",
 				},
+				PromptCache: gateway.PromptCache{
+					TTL:     "5m",
+					Tools:   true,
+					System:  true,
+					History: true,
+				},
 			},
 		},
 		Service: app.Service{

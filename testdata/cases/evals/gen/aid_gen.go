@@ -85,6 +85,12 @@ func description() app.Description {
 					"spare",
 				},
 				Output: json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}`),
+				PromptCache: gateway.PromptCache{
+					TTL:     "5m",
+					Tools:   true,
+					System:  true,
+					History: true,
+				},
 			},
 		},
 		Evals: []app.Eval{

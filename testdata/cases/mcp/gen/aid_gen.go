@@ -115,6 +115,12 @@ func description() app.Description {
 				Retrievers: []string{},
 				MaxSteps:   8,
 				Fallbacks:  []string{},
+				PromptCache: gateway.PromptCache{
+					TTL:     "5m",
+					Tools:   true,
+					System:  true,
+					History: true,
+				},
 			},
 		},
 		Resources: []kind.Resource{

@@ -137,6 +137,12 @@ func description() app.Description {
 					},
 				},
 				Temperature: new(float64(0.2)),
+				PromptCache: gateway.PromptCache{
+					TTL:     "5m",
+					Tools:   true,
+					System:  true,
+					History: true,
+				},
 			},
 		},
 		Stores: []retrieval.StoreConfig{

@@ -118,6 +118,12 @@ Confirm each line before placing it.`,
 					ThreadTokenBudget: 2000,
 				},
 				Temperature: new(float64(0.2)),
+				PromptCache: gateway.PromptCache{
+					TTL:     "5m",
+					Tools:   true,
+					System:  true,
+					History: true,
+				},
 			},
 		},
 		Service: app.Service{

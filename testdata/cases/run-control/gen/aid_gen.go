@@ -77,6 +77,12 @@ func description() app.Description {
 				Retrievers: []string{},
 				MaxSteps:   8,
 				Fallbacks:  []string{},
+				PromptCache: gateway.PromptCache{
+					TTL:     "5m",
+					Tools:   true,
+					System:  true,
+					History: true,
+				},
 				Timeouts: agents.Timeouts{
 					Step: 45 * time.Second,
 				},
@@ -92,6 +98,12 @@ func description() app.Description {
 				Retrievers:        []string{},
 				MaxSteps:          8,
 				Fallbacks:         []string{},
+				PromptCache: gateway.PromptCache{
+					TTL:     "5m",
+					Tools:   true,
+					System:  true,
+					History: true,
+				},
 				Timeouts: agents.Timeouts{
 					Run:  20 * time.Second,
 					Step: 10 * time.Second,

@@ -209,6 +209,12 @@ Answer as JSON: {"answer": "...", "refunded": true|false}.
 					},
 				},
 				Output: json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string"},"refunded":{"type":"boolean"}},"required":["answer"]}`),
+				PromptCache: gateway.PromptCache{
+					TTL:     "5m",
+					Tools:   true,
+					System:  true,
+					History: true,
+				},
 				Guardrails: []string{
 					"no-card-numbers",
 				},
@@ -227,6 +233,12 @@ Answer as JSON: {"answer": "...", "refunded": true|false}.
 				},
 				MaxSteps:  4,
 				Fallbacks: []string{},
+				PromptCache: gateway.PromptCache{
+					TTL:     "5m",
+					Tools:   true,
+					System:  true,
+					History: true,
+				},
 			},
 			{
 				Name:              "tech",
@@ -249,6 +261,12 @@ ticket. Hand billing questions to billing.`,
 				MaxSteps:   8,
 				Budget:     "per_run",
 				Fallbacks:  []string{},
+				PromptCache: gateway.PromptCache{
+					TTL:     "5m",
+					Tools:   true,
+					System:  true,
+					History: true,
+				},
 			},
 			{
 				Name:        "triage",
@@ -281,6 +299,12 @@ order when the customer gives an order id.`,
 						Store:       "memory",
 						TokenBudget: 1000,
 					},
+				},
+				PromptCache: gateway.PromptCache{
+					TTL:     "5m",
+					Tools:   true,
+					System:  true,
+					History: true,
 				},
 				Guardrails: []string{
 					"no-injection",

@@ -352,7 +352,7 @@ func (r *Runtime) answered(s *stepper, req *gateway.Request, res *gateway.Result
 func (r *Runtime) final(ctx context.Context, st *runState, step *StepRecord, text string) outcome {
 	st.steps = append(st.steps, *step)
 	if out := st.agent.output; out != nil {
-		if verr := validateJSON(out, []byte(text)); verr != nil {
+		if verr := checkJSON(out, st.agent.outShape, text); verr != nil {
 			if !st.repaired && st.agentSteps < st.maxSteps() {
 				st.repaired = true
 				st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: repairPrompt(verr)})
@@ -768,7 +768,7 @@ func readOnly(d *agentDef, calls []ToolCallRecord) bool {
 // it always allows.
 func (r *Runtime) allowed(d *agentDef, calls ...ToolCallRecord) bool {
 	for _, c := range calls {
-		if t := d.tools[c.Name]; t != nil && t.kind == kindPlain && !r.policy.AlwaysAllows(c.Name) {
+		if t := d.tools[c.Name]; t != nil && t.kind == kindPlain && !t.allowed {
 			return false
 		}
 		if c.Policy != nil && c.Policy.Source == policy.SourceGuardrail {
@@ -786,20 +786,19 @@ func (r *Runtime) allowed(d *agentDef, calls ...ToolCallRecord) bool {
 // refuse (runTool says why; nobody need be asked) are not judged.
 func (r *Runtime) judge(ctx context.Context, st *runState, span trace.Span, c *ToolCallRecord) error {
 	t := st.agent.tools[c.Name]
-	if c.Policy != nil || c.Approval != nil || t == nil || t.kind != kindPlain {
+	if c.Policy != nil || c.Approval != nil || t == nil || t.kind != kindPlain || t.unruled {
+		// A tool the policy has nothing to decide about is allowed by its
+		// default, and its calls carry no record of it.
 		return nil
 	}
-	args := json.RawMessage(c.Arguments)
-	if len(strings.TrimSpace(c.Arguments)) == 0 {
-		args = json.RawMessage("{}")
-	}
-	if !t.allowed && validateJSON(t.schema, args) != nil {
+	args := callArguments(c)
+	if !t.allowed && checkJSON(t.schema, t.shape, args) != nil {
 		// A call a person might be asked about is judged only once its
 		// arguments are known good; one the policy always allows is
 		// judged whatever they are, and runTool refuses it.
 		return nil
 	}
-	d := r.policy.Decide(policy.Input{Tool: c.Name, Arguments: args, Agent: st.agent.spec.Name, User: st.userID, Thread: st.threadID})
+	d := r.policy.Decide(policy.Input{Tool: c.Name, Arguments: json.RawMessage(args), Agent: st.agent.spec.Name, User: st.userID, Thread: st.threadID})
 	rec := &PolicyRecord{Action: d.Action, Source: d.Source, Rule: d.Rule, Reason: d.Reason, At: time.Now().UTC()}
 	if d.Action == policy.Ask {
 		g, err := r.grantFor(ctx, st, c.Name)
@@ -989,14 +988,12 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, step, i in
 		c.observe(fmt.Sprintf("error: unknown tool %q; available tools: %s", c.Name, strings.Join(toolNames(st.agent), ", ")), KindUnknownTool)
 		return nil, nil
 	}
-	args := json.RawMessage(c.Arguments)
-	if len(strings.TrimSpace(c.Arguments)) == 0 {
-		args = json.RawMessage("{}")
-	}
-	if err := validateJSON(t.schema, args); err != nil {
+	text := callArguments(c)
+	if err := checkJSON(t.schema, t.shape, text); err != nil {
 		c.observe(fmt.Sprintf("error: invalid arguments for %s: %v", c.Name, err), KindInvalidArguments)
 		return nil, nil
 	}
+	args := json.RawMessage(text)
 	switch t.kind {
 	case kindTransfer:
 		if slices.Contains(st.path, t.target.spec.Name) {
@@ -1041,6 +1038,15 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, step, i in
 		c.observe(fmt.Sprintf("error: tool %s failed: %v", c.Name, err), KindToolFailed)
 	}
 	return nil, nil
+}
+
+// callArguments are a call's arguments as its tool reads them: an empty
+// object for none.
+func callArguments(c *ToolCallRecord) string {
+	if len(strings.TrimSpace(c.Arguments)) == 0 {
+		return "{}"
+	}
+	return c.Arguments
 }
 
 // safeCall runs an implementation, turning a panic into an error.

@@ -66,6 +66,8 @@ type tool struct {
 	maxObs   int  // the bound of its observations (boundObservation)
 	allowed  bool // the approval policy allows every call of it, whatever the arguments
 	schema   *jsonschema.Schema
+	shape    *shape // schema's fast path, if it has one
+	unruled  bool   // the approval policy has nothing to decide about it (policy.Compiled.Unruled)
 	impl     Implementation
 	target   *agentDef       // transfer and delegate
 	searcher Searcher        // search
@@ -81,6 +83,7 @@ type agentDef struct {
 	tools        map[string]*tool
 	defs         []gateway.ToolDef
 	output       *jsonschema.Schema
+	outShape     *shape // output's fast path, if it has one
 	format       *gateway.JSONSchema
 	budget       string
 	budgetScope  gateway.Scope

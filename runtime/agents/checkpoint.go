@@ -309,7 +309,7 @@ type ToolCallRecord struct {
 	Done bool `json:"done,omitempty"`
 	// Interrupted is true for a call that started and was stopped before
 	// its result (a timeout, a cancellation, a shutdown): it is recorded
-	// without a result, never as done. Continue and Recover run an
+	// without a result, never as done. Continue and Drive run an
 	// interrupted read again and ask a person about an interrupted write,
 	// which may or may not have happened.
 	Interrupted bool `json:"interrupted,omitempty"`

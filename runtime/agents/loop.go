@@ -930,7 +930,7 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 	if err != nil && !st.sub && stopped(ctx) {
 		// A shutdown, a timeout or a cancellation is not the call's
 		// result: the call stays recorded without one, interrupted, never
-		// done, so that Recover or Continue re-runs it (a read) or asks a
+		// done, so that Drive or Continue re-runs it (a read) or asks a
 		// person (a write, which may or may not have happened).
 		c.Delegate, c.Interrupted = nil, true
 		span.SetStatus(codes.Error, "interrupted: "+context.Cause(ctx).Error())
@@ -1245,7 +1245,7 @@ func stopped(ctx context.Context) bool {
 }
 
 // stop ends a run whose context (sctx, the step's, or ctx itself) ended
-// with a stop cause: a shutdown leaves it running for Recover; a timeout or
+// with a stop cause: a shutdown leaves it running for Drive; a timeout or
 // a cancellation ends it timed_out or cancelled, with its pending step kept
 // for Continue. cause is the error the stop surfaced as.
 func (r *Runtime) stop(ctx, sctx context.Context, st *runState, span trace.Span, cause error) (RunResult, error) {
@@ -1278,10 +1278,10 @@ func (r *Runtime) stop(ctx, sctx context.Context, st *runState, span trace.Span,
 // with a checkpoint of everything completed: the finished calls of a
 // pending step are Done in it (and have their result in the store), an
 // interrupted call is recorded without a result, and a call not started is
-// not recorded; Recover continues from there. The result says running and
+// not recorded; Drive continues from there. The result says running and
 // the error wraps ErrInterrupted.
 func (r *Runtime) interrupt(ctx context.Context, st *runState, span trace.Span, cause error) (RunResult, error) {
-	err := fmt.Errorf("run %s: %w; it stays running in the store and can be recovered (Runtime.Recover)", st.id, context.Cause(ctx))
+	err := fmt.Errorf("run %s: %w; it stays running in the store and can be recovered (Runtime.Drive)", st.id, context.Cause(ctx))
 	var conflict *ConflictError
 	if errors.As(cause, &conflict) {
 		err = errors.Join(err, cause)

@@ -1,0 +1,16 @@
+#!/bin/sh
+# bench-concurrent-runs.sh: 1,000 concurrent three-step runs on the
+# in-memory store and on PostgreSQL, without the race detector, reporting
+# each store's per-step overhead (p50-ns/step, p99-ns/step) side by side.
+#
+#   scripts/bench-concurrent-runs.sh [COUNT]
+#
+# The DSN comes from AID_TEST_DATABASE_URL (or /tmp/pgdsn when it is
+# unset); without one the postgres half skips.
+set -eu
+cd "$(dirname "$0")/.."
+if [ -z "${AID_TEST_DATABASE_URL:-}" ] && [ -s /tmp/pgdsn ]; then
+	AID_TEST_DATABASE_URL=$(cat /tmp/pgdsn)
+	export AID_TEST_DATABASE_URL
+fi
+exec go test -run '^$' -bench '^BenchmarkConcurrentRuns$' -benchtime 3x -count "${1:-3}" ./runtime/agents/pgstore/

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"bufio"
+	"cmp"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,7 +33,8 @@ type RequestRecord struct {
 	Keep int `json:"keep,omitempty"`
 	// Answered is true when, after those, the request holds the step
 	// before's answer and a tool message per call of it, which the record
-	// leaves out (answerMessages rebuilds them).
+	// leaves out (answerMessages rebuilds them). Keep is then left out
+	// when it is the whole of the step before's request, the common case.
 	Answered bool `json:"answered,omitempty"`
 	// Messages are the request's messages after those, system messages
 	// included.
@@ -114,7 +116,7 @@ func fingerprint(d *agentDef) string {
 // changed once built (the loop appends to its thread past what a request
 // holds), so the request itself is remembered, not a copy.
 func (st *runState) recordRequest(req *gateway.Request) *RequestRecord {
-	keep := 0
+	keep, prev := 0, len(st.lastReq)
 	for keep < len(st.lastReq) && keep < len(req.Messages) && sameMessage(&st.lastReq[keep], &req.Messages[keep]) {
 		keep++
 	}
@@ -134,6 +136,9 @@ func (st *runState) recordRequest(req *gateway.Request) *RequestRecord {
 		}
 	}
 	rec := &RequestRecord{Keep: keep, Answered: answered, Messages: kept, Memory: st.reqMemory}
+	if answered && keep == prev {
+		rec.Keep = 0 // the whole of it
+	}
 	if d := st.agent; d.fingerprint != st.lastFingerprint || keep == 0 {
 		rec.Tools, rec.Fingerprint, rec.Learned = d.toolNames, d.fingerprint, d.learned
 		st.lastFingerprint = d.fingerprint
@@ -235,7 +240,8 @@ func requests(steps []StepRecord) ([]RequestRecord, error) {
 			}
 			return nil, fmt.Errorf("step %d keeps %d messages of a request of %d", s.Number, r.Keep, n)
 		case r.Answered:
-			full.Messages = slices.Concat(prev.Messages[:r.Keep:r.Keep], answerMessages(&steps[i-1]), r.Messages)
+			keep := cmp.Or(r.Keep, len(prev.Messages))
+			full.Messages = slices.Concat(prev.Messages[:keep:keep], answerMessages(&steps[i-1]), r.Messages)
 		default:
 			full.Messages = slices.Concat(prev.Messages[:r.Keep:r.Keep], r.Messages)
 		}

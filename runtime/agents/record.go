@@ -117,6 +117,11 @@ func fingerprint(d *agentDef) string {
 // holds), so the request itself is remembered, not a copy.
 func (st *runState) recordRequest(req *gateway.Request) *RequestRecord {
 	keep, prev := 0, len(st.lastReq)
+	if prev > 0 && len(req.Messages) >= prev && &req.Messages[0] == &st.lastReq[0] {
+		// The same thread, grown in place (request): what it held then it
+		// holds now.
+		keep = prev
+	}
 	for keep < len(st.lastReq) && keep < len(req.Messages) && sameMessage(&st.lastReq[keep], &req.Messages[keep]) {
 		keep++
 	}

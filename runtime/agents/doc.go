@@ -139,7 +139,9 @@
 // (Store.AddGrant), and honoured by resumed, continued and later runs. A
 // run may pause again. Every decision is recorded on its call
 // (ToolCallRecord.Policy, ToolCallRecord.Approval: the rule or the person,
-// who, when, the scope) and as an aid.approval.decision span event.
+// who, when, the scope) and as an aid.approval.decision span event; a
+// tool the policy has nothing to decide about (no rule matches it, no
+// approval of its own, a default that allows) is allowed without either.
 //
 // Every tool call is recorded in the Store before it runs and gets exactly
 // one result after. The step is checkpointed before its calls, so Drive

@@ -226,7 +226,7 @@ func sameFields(t *testing.T, what string, v cue.Value, rt reflect.Type, skip []
 // the schema), and this test requires them to be equal, and requires
 // `aidgen vet` (ir) and the runtime (lowering, or the constructor taking
 // it) to describe each kind in the same words: ir's message begins with the
-// runtime's *gateway.DeferredError.
+// runtime's *kind.DeferredError.
 func TestDeferredKindsAgree(t *testing.T) {
 	schema := cuecontext.New().CompileString(aid.Schema(), cue.Filename(aid.SchemaFilename))
 	dir := t.TempDir()
@@ -287,9 +287,9 @@ stores: kb: {}
 		}
 		for _, k := range inSchema {
 			t.Run(k, func(t *testing.T) {
-				var de *gateway.DeferredError
+				var de *kind.DeferredError
 				if err := f.build(k); !errors.As(err, &de) {
-					t.Fatalf("the runtime returned %v, want a *gateway.DeferredError", err)
+					t.Fatalf("the runtime returned %v, want a *kind.DeferredError", err)
 				}
 				if gateway.IsFallbackEligible(de) {
 					t.Errorf("a deferred kind %q would fall through to the next alias", k)

@@ -365,7 +365,7 @@ func stub(t goTool) *jen.File {
 	comment(f, doc)
 	comment(f, "Its result is the observation the model reads: a string as is, anything\nelse as JSON.")
 	f.Func().Id(t.fn).Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("in").Id(t.input)).Params(jen.String(), jen.Error()).Block(
-		jen.Return(jen.Lit(""), jen.Op("&").Qual(pkgGateway, "DeferredError").Values(jen.Dict{
+		jen.Return(jen.Lit(""), jen.Op("&").Qual(pkgKind, "DeferredError").Values(jen.Dict{
 			jen.Id("Feature"): jen.Lit("tool " + t.tool.Decl.Name),
 		})),
 	)

@@ -39,6 +39,7 @@ const (
 	pkgApp       = RuntimeModule + "/runtime/app"
 	pkgAgents    = RuntimeModule + "/runtime/agents"
 	pkgGateway   = RuntimeModule + "/runtime/gateway"
+	pkgKind      = RuntimeModule + "/runtime/kind"
 	pkgRetrieval = RuntimeModule + "/runtime/retrieval"
 	pkgEval      = RuntimeModule + "/runtime/eval"
 	pkgServe     = RuntimeModule + "/runtime/serve"
@@ -334,7 +335,7 @@ func newFile(pkg string) *jen.File {
 // importNames names the runtime's packages, so that jennifer imports them
 // by their own names instead of aliases it derives from the path.
 func importNames(f *jen.File) {
-	for _, p := range []string{pkgApp, pkgAgents, pkgGateway, pkgRetrieval, pkgEval, pkgServe, pkgServePG, pkgPGQueue} {
+	for _, p := range []string{pkgApp, pkgAgents, pkgGateway, pkgKind, pkgRetrieval, pkgEval, pkgServe, pkgServePG, pkgPGQueue} {
 		f.ImportName(p, path.Base(p))
 	}
 }

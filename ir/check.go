@@ -4,24 +4,19 @@ import (
 	"bytes"
 	"cmp"
 	"errors"
-	"fmt"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
-	"text/template"
-	"text/template/parse"
 
 	"cuelang.org/go/cue"
-	cueerrors "cuelang.org/go/cue/errors"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/aidgen/aid/internal/fileglob"
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/fileglob"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/rules"
 )
@@ -476,19 +471,20 @@ func governed(t *Tool) []policy.Tool {
 // a second width would fail at the first insert, or worse, be compared
 // with vectors of another model.
 func (c *checker) storeWidths() {
-	first := map[string]*Retriever{} // store → the first retriever (by name) writing into it
+	var writes []rules.StoreWrite
+	var at []*Retriever
 	for _, r := range c.doc.Retrievers {
 		m := c.model(r.EmbedModel)
 		if m == nil || m.Kind != KindEmbedding || m.Dimensions == 0 {
 			continue // reported at the alias or the model
 		}
-		f, ok := first[r.Store]
-		if !ok {
-			first[r.Store] = r
-			continue
-		}
-		if fm := c.model(f.EmbedModel); fm.Dimensions != m.Dimensions {
-			c.errAt(pathOf("retrievers", r.Name, "embedModel"), "retriever %q writes %d-wide vectors (model %q) into store %q, where retriever %q writes %d-wide ones (model %q); a store holds one width: embed with a model of width %d, or give this retriever its own store", r.Name, m.Dimensions, m.ID, r.Store, f.Name, fm.Dimensions, fm.ID, fm.Dimensions)
+		writes = append(writes, rules.StoreWrite{Retriever: r.Name, Store: r.Store, Model: m.ID, Width: m.Dimensions})
+		at = append(at, r)
+	}
+	_, refused := rules.StoreWidths(writes)
+	for i, r := range at {
+		if msg, ok := refused[i]; ok {
+			c.errAt(pathOf("retrievers", r.Name, "embedModel"), "%s", msg)
 		}
 	}
 }
@@ -596,417 +592,6 @@ func (c *checker) agent(a *Agent) {
 	}
 }
 
-func (c *checker) eval(e *Eval) {
-	at := func(parts ...any) cue.Path { return pathOf(append([]any{"evals", e.Name}, parts...)...) }
-	t := e.Target
-	switch {
-	case t.Agent == "" && t.Model == "" && t.Retriever == "":
-		c.errAt(at("target"), "target names nothing; set agent, model with a prompt, or retriever")
-	case t.Agent != "" && t.Model != "":
-		c.errAt(at("target", "model"), "target names both agent %q and model %q; keep one", t.Agent, t.Model)
-	case t.Retriever != "" && (t.Agent != "" || t.Model != ""):
-		c.errAt(at("target", "retriever"), "target names retriever %q and %s too; keep one", t.Retriever, oneTarget(t))
-	case t.Retriever != "" && (t.Prompt != "" || t.System != "" || len(t.Fallbacks) > 0):
-		c.errAt(at("target"), "prompt, system and fallbacks apply to a model target; a retriever target searches each case's input as it is")
-	case t.Retriever == "" && t.K != 0:
-		c.errAt(at("target", "k"), "k applies to a retriever target; remove it")
-	case t.Agent != "" && (t.Prompt != "" || t.System != ""):
-		c.errAt(at("target"), "prompt and system apply to a model target; an agent target uses the agent's instructions")
-	case t.Agent != "" && len(t.Fallbacks) > 0:
-		c.errAt(at("target", "fallbacks"), "fallbacks apply to a model target; an agent target falls back as the agent does: set fallbacks on agent %q", t.Agent)
-	case t.Model != "" && t.Prompt == "":
-		c.errAt(at("target"), "a model target needs a prompt, such as \"{{.Input}}\"")
-	}
-	if t.Prompt != "" {
-		if err := checkPrompt(t.Prompt); err != nil {
-			c.errAt(at("target", "prompt"), "%v", err)
-		}
-	}
-
-	for i, m := range e.Metrics {
-		if j := slices.Index(e.Metrics, m); j < i {
-			c.errAt(at("metrics", i), "metric %q is listed twice", m)
-		}
-	}
-	c.rankedMetrics(e)
-	c.evalTools(e)
-	if slices.Contains(e.Metrics, MetricLLMJudge) && e.Judge == nil {
-		c.errAt(at("metrics", slices.Index(e.Metrics, MetricLLMJudge)), "metric \"llm_judge\" needs a judge: set judge: {model: \"<alias>\", rubric: \"...\"}")
-	}
-	if e.Judge != nil && !slices.Contains(e.Metrics, MetricLLMJudge) {
-		c.errAt(at("judge"), "judge is set but metrics do not include \"llm_judge\"; add it or remove judge")
-	}
-	if slices.Contains(e.Metrics, MetricJSONSchemaValid) && len(e.Schema) == 0 {
-		if a, ok := c.doc.Agent(t.Agent); ok && len(a.Output) > 0 {
-			e.Schema = a.Output
-		} else {
-			c.errAt(at("metrics", slices.Index(e.Metrics, MetricJSONSchemaValid)), "metric \"json_schema_valid\" needs a schema: set schema, or target an agent with an output schema")
-		}
-	} else if len(e.Schema) > 0 {
-		c.schema(at("schema"), e.Schema, false)
-	}
-
-	var gated []string
-	for i, th := range e.Thresholds {
-		c.heldThreshold(at("thresholds", i), th)
-		p := at("thresholds", i, "metric")
-		switch {
-		case ModelDerivedMetric(th.Metric):
-			c.errAt(p, "metric %q is model-derived (an LLM judge) and may be reported but never gate; remove this threshold", th.Metric)
-		case !slices.Contains(e.Metrics, th.Metric):
-			c.errAt(p, "threshold on metric %q, which the eval does not measure; add it to metrics (%s)", th.Metric, strings.Join(e.Metrics, ", "))
-		case slices.Contains(gated, th.Metric):
-			c.errAt(p, "metric %q is gated twice; merge the thresholds", th.Metric)
-		}
-		gated = append(gated, th.Metric)
-	}
-	if len(e.Thresholds) > 0 && e.Baseline == "" {
-		c.errAt(at("thresholds"), "thresholds compare against a baseline, but baseline is not set; set baseline: \"<file>.json\" and create it with aidgen eval --update-baseline")
-	}
-}
-
-// evalTools checks what an eval says its tools do: each names a declared
-// tool its target agent can call, and every tool that writes which the
-// target can call (itself, or through the agents it hands off or delegates
-// to) has a declared mode, so that an eval never changes the world unless
-// it says so. An mcp tool that leaves its effects to the server is checked
-// when the eval runs, once the server has said.
-func (c *checker) evalTools(e *Eval) {
-	at := func(parts ...any) cue.Path { return pathOf(append([]any{"evals", e.Name}, parts...)...) }
-	if e.Target.Agent == "" {
-		if len(e.Tools) > 0 {
-			c.errAt(at("tools"), "tools apply to an agent target, whose runs call them; remove tools")
-		}
-		return
-	}
-	if _, ok := c.doc.Agent(e.Target.Agent); !ok {
-		return // reported with the target
-	}
-	via := c.doc.reachableTools(e.Target.Agent)
-	for _, name := range slices.Sorted(maps.Keys(e.Tools)) {
-		if _, ok := c.doc.Tool(name); !ok {
-			c.errAt(at("tools", name), "tool %q is not declared; declared tools: %s", name, strings.Join(names(c.doc.Tools), ", "))
-			continue
-		}
-		if _, ok := via[name]; !ok {
-			c.errAt(at("tools", name), "target agent %q cannot call tool %q, itself or through its handoffs and delegates; remove it", e.Target.Agent, name)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(via)) {
-		t, ok := c.doc.Tool(name)
-		if !ok || t.Effects != "write" {
-			continue
-		}
-		if _, ok := e.Tools[name]; ok {
-			continue
-		}
-		through := ""
-		if via[name] != e.Target.Agent {
-			through = fmt.Sprintf(" (through agent %q)", via[name])
-		}
-		c.errAt(at("target", "agent"), "target agent %q can call tool %q%s, which writes (effects: \"write\"); an eval stubs a tool that writes and needs its answers: declare tools: %s: {mode: \"stub\", fixture: \"<rows>.json\"} in eval %q (or result: <JSON>, or mode: \"stub\" with each case's answers in the dataset's \"tools\"), or mode: \"live\" to let the eval call it", e.Target.Agent, name, through, name, e.Name)
-	}
-}
-
-// reachableTools returns the tools agent can call, itself or through the
-// agents it hands off or delegates to, each with the first agent found to
-// offer it.
-func (d *Document) reachableTools(agent string) map[string]string {
-	via := map[string]string{}
-	seen := map[string]bool{}
-	queue := []string{agent}
-	for len(queue) > 0 {
-		name := queue[0]
-		queue = queue[1:]
-		a, ok := d.Agent(name)
-		if seen[name] || !ok {
-			continue
-		}
-		seen[name] = true
-		for _, t := range a.Tools {
-			if _, ok := via[t]; !ok {
-				via[t] = name
-			}
-		}
-		queue = append(queue, a.Handoffs...)
-		queue = append(queue, a.Delegates...)
-	}
-	return via
-}
-
-// rankedMetrics checks that ranked-set metrics and retriever targets go
-// together: a ranked metric scores a ranking, which only a retriever target
-// answers with, and a retriever's ranking is no answer text for the other
-// metrics. A cutoff beyond what the target retrieves would read ranks that
-// are never there, so recall@10 over 4 hits is refused rather than
-// reported as a recall it is not.
-func (c *checker) rankedMetrics(e *Eval) {
-	at := func(parts ...any) cue.Path { return pathOf(append([]any{"evals", e.Name}, parts...)...) }
-	t := e.Target
-	retrieved := t.K
-	if r, ok := c.doc.Retriever(t.Retriever); ok && retrieved == 0 {
-		retrieved = r.TopK
-	}
-	for i, m := range e.Metrics {
-		_, k, ranked := RankedMetric(m)
-		switch {
-		case ranked && t.Retriever == "":
-			c.errAt(at("metrics", i), "metric %q scores a retriever's ranking; target a retriever (target: retriever: \"<name>\") or use an answer metric", m)
-		case !ranked && t.Retriever != "":
-			c.errAt(at("metrics", i), "metric %q scores answer text, but a retriever target answers with a ranking; use recall@K, mrr@K or ndcg@K", m)
-		case ranked && retrieved > 0 && k > retrieved:
-			c.errAt(at("metrics", i), "metric %q reads %d ranks, but the target retrieves %d; lower the cutoff or set target k to at least %d", m, k, retrieved, k)
-		}
-	}
-}
-
-// oneTarget names the agent or model of a target, for an error.
-func oneTarget(t Target) string {
-	if t.Agent != "" {
-		return fmt.Sprintf("agent %q", t.Agent)
-	}
-	return fmt.Sprintf("model %q", t.Model)
-}
-
-// heldThreshold validates a threshold as the eval runtime will hold it, in
-// 64-bit floats, against #Threshold. The schema compares exact decimals,
-// and a decimal inside an exclusive bound can round onto the bound
-// (maxRegression: 0.99999999999999999999 is 1 as a float64, which the
-// runtime refuses). Checking the held values against the schema keeps the
-// bounds in one place.
-func (c *checker) heldThreshold(p cue.Path, th Threshold) {
-	held := c.ctx.Encode(th)
-	err := c.loader.schema.LookupPath(cue.MakePath(cue.Def("#Threshold"))).Unify(held).Validate(cue.Concrete(true))
-	for _, e := range cueerrors.Errors(err) {
-		path := e.Path()
-		if len(path) == 0 {
-			continue
-		}
-		field := path[len(path)-1]
-		fp := cue.MakePath(append(slices.Clone(p.Selectors()), cue.Str(field))...)
-		want := "within the schema's bounds"
-		if format, args := e.Msg(); format == cueOutOfBound && len(args) == 2 {
-			if w := boundWords(fmt.Sprint(args[1])); w != "" {
-				want = "a number " + w
-			}
-		}
-		c.errAt(fp, "invalid value %v: a 64-bit float holds it as %v, and the eval runtime wants %s; write a value further inside the bound", c.user.LookupPath(fp), held.LookupPath(cue.MakePath(cue.Str(field))), want)
-	}
-}
-
-// checkPrompt parses a prompt template and checks its structure against
-// PromptData, so a misspelt field fails here rather than mid-eval. It does
-// not execute the template: the keys of .Metadata belong to each case, and
-// there is no case at vet time. Expected is deliberately absent from
-// PromptData: a prompt must not leak the answer.
-func checkPrompt(prompt string) error {
-	tmpl, err := template.New("prompt").Parse(prompt)
-	if err != nil {
-		return fmt.Errorf("invalid prompt template: %w", err)
-	}
-	root := reflect.TypeFor[PromptData]()
-	for _, t := range tmpl.Templates() {
-		if t.Tree == nil || t.Tree.Root == nil {
-			continue
-		}
-		// A {{define}}d template is rendered with whatever dot its caller
-		// passes, so only $ is known inside it.
-		var dot reflect.Type
-		if t.Name() == tmpl.Name() {
-			dot = root
-		}
-		pc := promptChecker{tree: t.Tree, root: root}
-		if err := pc.walk(t.Tree.Root, dot); err != nil {
-			return fmt.Errorf("invalid prompt template: %w", err)
-		}
-	}
-	return nil
-}
-
-// promptChecker walks a template's parse tree, tracking the type of dot
-// (nil where it cannot be known, such as inside a value of .Metadata).
-type promptChecker struct {
-	tree *parse.Tree
-	root reflect.Type
-}
-
-func (pc promptChecker) walk(n parse.Node, dot reflect.Type) error {
-	switch n := n.(type) {
-	case *parse.ListNode:
-		if n == nil {
-			return nil
-		}
-		for _, c := range n.Nodes {
-			if err := pc.walk(c, dot); err != nil {
-				return err
-			}
-		}
-	case *parse.ActionNode:
-		_, err := pc.pipe(n.Pipe, dot)
-		return err
-	case *parse.TemplateNode:
-		_, err := pc.pipe(n.Pipe, dot)
-		return err
-	case *parse.IfNode:
-		return pc.branch(&n.BranchNode, dot, func(reflect.Type) reflect.Type { return dot })
-	case *parse.WithNode:
-		return pc.branch(&n.BranchNode, dot, func(t reflect.Type) reflect.Type { return t })
-	case *parse.RangeNode:
-		return pc.branch(&n.BranchNode, dot, func(t reflect.Type) reflect.Type {
-			if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map) {
-				return t.Elem()
-			}
-			return nil
-		})
-	}
-	return nil
-}
-
-// branch checks an if, with or range: its pipeline, its body with the dot
-// inner derives from the pipeline's type, and its else with the outer dot.
-func (pc promptChecker) branch(b *parse.BranchNode, dot reflect.Type, inner func(reflect.Type) reflect.Type) error {
-	t, err := pc.pipe(b.Pipe, dot)
-	if err != nil {
-		return err
-	}
-	if err := pc.walk(b.List, inner(t)); err != nil {
-		return err
-	}
-	return pc.walk(b.ElseList, dot)
-}
-
-// pipe checks every field reference of a pipeline and returns the type of
-// its value when that is a plain reference, nil otherwise.
-func (pc promptChecker) pipe(p *parse.PipeNode, dot reflect.Type) (reflect.Type, error) {
-	if p == nil {
-		return nil, nil
-	}
-	var last reflect.Type
-	for _, cmd := range p.Cmds {
-		last = nil
-		for _, arg := range cmd.Args {
-			t, err := pc.arg(arg, dot)
-			if err != nil {
-				return nil, err
-			}
-			if len(cmd.Args) == 1 {
-				last = t
-			}
-		}
-	}
-	if len(p.Cmds) != 1 {
-		return nil, nil
-	}
-	return last, nil
-}
-
-func (pc promptChecker) arg(n parse.Node, dot reflect.Type) (reflect.Type, error) {
-	switch n := n.(type) {
-	case *parse.DotNode:
-		return dot, nil
-	case *parse.FieldNode:
-		return pc.fields(n, dot, ".", n.Ident)
-	case *parse.VariableNode:
-		if n.Ident[0] != "$" {
-			return nil, nil // a variable's type is not tracked
-		}
-		return pc.fields(n, pc.root, "$", n.Ident[1:])
-	case *parse.ChainNode:
-		t, err := pc.arg(n.Node, dot)
-		if err != nil {
-			return nil, err
-		}
-		return pc.fields(n, t, "("+n.Node.String()+")", n.Field)
-	case *parse.PipeNode:
-		return pc.pipe(n, dot)
-	}
-	return nil, nil
-}
-
-// fields follows a chain of field names from a value of type t (written
-// as from), refusing a name the type cannot have.
-func (pc promptChecker) fields(n parse.Node, t reflect.Type, from string, names []string) (reflect.Type, error) {
-	for _, name := range names {
-		if t == nil {
-			return nil, nil
-		}
-		switch t.Kind() {
-		case reflect.Struct:
-			f, ok := t.FieldByName(name)
-			if !ok || !f.IsExported() {
-				loc, _ := pc.tree.ErrorContext(n)
-				whose := describeDot(from)
-				if t == pc.root {
-					whose = "the case"
-				}
-				msg := fmt.Sprintf("%s: %s has no field .%s", loc, whose, name)
-				if s := suggest(name, fieldNames(t)); s != "" {
-					msg += fmt.Sprintf(" (did you mean .%s?)", s)
-				}
-				if t == pc.root {
-					msg += "; a prompt sees ." + strings.Join(fieldNames(t), ", .") + ", never the expected answer"
-				}
-				return nil, errors.New(msg)
-			}
-			t = f.Type
-		case reflect.Map:
-			t = t.Elem() // any key may be in a case
-			if t.Kind() == reflect.Interface {
-				return nil, nil
-			}
-		case reflect.Interface:
-			return nil, nil
-		default:
-			loc, _ := pc.tree.ErrorContext(n)
-			return nil, fmt.Errorf("%s: %s is %s, which has no field .%s", loc, describeDot(from), kindWords(t), name)
-		}
-		if from == "." || from == "$" {
-			from += name
-		} else {
-			from += "." + name
-		}
-	}
-	return t, nil
-}
-
-// describeDot names the value a field was looked up on.
-func describeDot(from string) string {
-	if from == "." {
-		return "dot"
-	}
-	return from
-}
-
-func fieldNames(t reflect.Type) []string {
-	var out []string
-	for i := range t.NumField() {
-		out = append(out, t.Field(i).Name)
-	}
-	return out
-}
-
-func kindWords(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	}
-	return "a " + t.String()
-}
-
-// PromptData is what a model target's prompt template is rendered with.
-type PromptData struct {
-	// ID is the case id.
-	ID string
-	// Input is the case input.
-	Input string
-	// Tags are the case tags.
-	Tags []string
-	// Metadata is the case metadata.
-	Metadata map[string]any
-}
-
 func (c *checker) model(alias string) *Model {
 	m, _ := c.doc.Resolve(alias)
 	return m
@@ -1017,7 +602,7 @@ func (c *checker) model(alias string) *Model {
 // deferredDefs names the schema's #Deferred definitions, what a kind of
 // each is called in messages, and what to use instead. The words are the
 // runtime's: lowering and its constructors refuse the same kinds with a
-// *gateway.DeferredError saying "<feature> is not built yet", and a test in
+// *kind.DeferredError saying "<feature> is not built yet", and a test in
 // the module root holds the lists and the wording to one. The deferred
 // kinds of an extension point (point) are runtime/kind's list; the others
 // (retriever sources, chunking, reranking) are read from the schema.

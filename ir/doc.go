@@ -19,5 +19,12 @@
 //
 // The package does not run anything: it neither calls models nor reads
 // datasets beyond checking they exist (instructions files are the exception;
-// their text is the agent's instructions). It never imports the runtime.
+// their text is the agent's instructions). Of the runtime it imports only
+// what states a rule both sides apply, so that vet and the runtime cannot
+// disagree: the kinds' names (runtime/kind), the cross-field rules
+// (runtime/rules), the approval policy's and the guardrails' compilers
+// (runtime/agents/policy and runtime/agents/guard, which link CEL and the
+// JSON Schema compiler) and the file patterns of retriever sources
+// (runtime/fileglob). It links no provider SDK, database driver or
+// OpenTelemetry (TestLinksNoRuntime).
 package ir

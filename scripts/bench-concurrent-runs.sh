@@ -1,12 +1,13 @@
 #!/bin/sh
-# bench-concurrent-runs.sh: 1,000 concurrent three-step runs on the
-# in-memory store and on PostgreSQL, without the race detector, reporting
-# each store's per-step overhead (p50-ns/step, p99-ns/step) side by side.
+# bench-concurrent-runs.sh: 100 and 1,000 concurrent three-step runs on
+# PostgreSQL (pgstore's BenchmarkConcurrentRuns), without the race
+# detector, reporting runs/s, round trips, pool waits and store time per
+# step.
 #
 #   scripts/bench-concurrent-runs.sh [COUNT]
 #
 # The DSN comes from AID_TEST_DATABASE_URL (or /tmp/pgdsn when it is
-# unset); without one the postgres half skips.
+# unset); without one the benchmark skips.
 set -eu
 cd "$(dirname "$0")/.."
 if [ -z "${AID_TEST_DATABASE_URL:-}" ] && [ -s /tmp/pgdsn ]; then

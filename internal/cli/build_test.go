@@ -99,7 +99,7 @@ func TestBuildWritesAndKeeps(t *testing.T) {
 	}
 
 	stub := filepath.Join(out, "business", "lookup_tool.go")
-	mine := strings.Replace(first["business/lookup_tool.go"], `return "", &gateway.DeferredError{Feature: "tool lookup"}`, `_ = gateway.DeferredError{}; return "found " + in.ID, nil`, 1)
+	mine := strings.Replace(first["business/lookup_tool.go"], `return "", &kind.DeferredError{Feature: "tool lookup"}`, `_ = kind.DeferredError{}; return "found " + in.ID, nil`, 1)
 	if mine == first["business/lookup_tool.go"] {
 		t.Fatal("the stub's body was not found to edit")
 	}

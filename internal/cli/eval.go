@@ -24,6 +24,7 @@ import (
 	"github.com/aidgen/aid/runtime/eval/fromruns"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/jobs/pgqueue"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Exit codes of aidgen eval beyond the shared ones: 1 (ExitInvalid) is a
@@ -431,7 +432,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	for _, err := range res.Errors() {
 		// A sample that failed because a feature is not built is a
 		// configuration problem, not a regression to gate.
-		var d *gateway.DeferredError
+		var d *kind.DeferredError
 		if errors.As(err, &d) {
 			return nil, usageErr(fmt.Errorf("eval %q: %w", name, d))
 		}

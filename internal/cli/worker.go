@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
@@ -86,7 +85,7 @@ func descriptionDigest(desc app.Description) (string, error) {
 
 // openQueuePool opens the pool of a --queue DSN.
 func openQueuePool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
-	cfg, err := pgutil.PoolConfig(dsn)
+	cfg, err := pgqueue.PoolConfig(dsn)
 	if err != nil {
 		return nil, usageErr(fmt.Errorf("--queue: %w", err))
 	}

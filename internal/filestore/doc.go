@@ -24,6 +24,6 @@
 // runtime/agents/pgstore), nor for many concurrent runs: one lock serialises
 // every write to the directory, and each write rewrites the run's file.
 // It does not expire or delete finished runs. On systems without flock(2)
-// (Windows among them) Open fails with a *gateway.DeferredError naming the
+// (Windows among them) Open fails with a *kind.DeferredError naming the
 // feature.
 package filestore

@@ -6,11 +6,11 @@ import (
 	"context"
 	"runtime"
 
-	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 func lockSupported() error {
-	return &gateway.DeferredError{Feature: "run state in files on " + runtime.GOOS + " (no flock)"}
+	return &kind.DeferredError{Feature: "run state in files on " + runtime.GOOS + " (no flock)"}
 }
 
 func lock(context.Context, string) (func(), error) { return nil, lockSupported() }

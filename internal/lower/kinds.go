@@ -59,7 +59,7 @@ var storeFields = []string{"distance"}
 // Decode decodes the block cfg of an element of the named kind of extension
 // point p into the kind's typed configuration, as Document does: the
 // configuration, nil for a kind without one (go tools), or the error
-// Document reports, a *gateway.DeferredError for a deferred kind.
+// Document reports, a *kind.DeferredError for a deferred kind.
 func Decode(p kind.Point, name string, cfg ir.Config) (any, error) {
 	switch p {
 	case kind.Providers:
@@ -78,14 +78,14 @@ func Decode(p kind.Point, name string, cfg ir.Config) (any, error) {
 // extension point p into the kind's typed configuration, the zero value of
 // which table holds under the name; common are the block's fields that the
 // element has whatever its kind, which the description holds apart. A kind
-// the runtime defers is a *gateway.DeferredError; one it does not know, an
+// the runtime defers is a *kind.DeferredError; one it does not know, an
 // error naming the known ones.
 func decodeKind[T any](table map[string]T, p kind.Point, name string, cfg ir.Config, common ...string) (T, error) {
 	var zero T
 	proto, ok := table[name]
 	if !ok {
 		if kind.IsDeferred(p, name) {
-			return zero, &gateway.DeferredError{Feature: fmt.Sprintf("%s kind %q", p, name)}
+			return zero, &kind.DeferredError{Feature: fmt.Sprintf("%s kind %q", p, name)}
 		}
 		return zero, fmt.Errorf("unknown %s kind %q; known kinds: %s", p, name, strings.Join(kind.Names(p), ", "))
 	}

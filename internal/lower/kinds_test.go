@@ -11,7 +11,6 @@ import (
 	"github.com/aidgen/aid/internal/lower"
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents/tools/http"
-	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/openaicompat"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
@@ -75,7 +74,7 @@ func TestDecode(t *testing.T) {
 		{kind.Providers, "anthropicx", `{"kind":"anthropicx"}`, `unknown provider kind "anthropicx"; known kinds: anthropic, fake, openai-compatible`},
 	} {
 		_, err := lower.Decode(tt.point, tt.name, ir.Config(tt.block))
-		var de *gateway.DeferredError
+		var de *kind.DeferredError
 		if err == nil || !strings.Contains(err.Error(), tt.want) || errors.As(err, &de) {
 			t.Errorf("Decode(%s %s) = %v, want a plain error containing %q", tt.point, tt.name, err, tt.want)
 		}

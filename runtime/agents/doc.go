@@ -15,7 +15,7 @@
 // other than the model, a thread that fits every window, no two tools of
 // one name). Those rules are runtime/rules', which `aidgen vet` applies
 // too, so that the two never disagree. A feature that is not built
-// (approval inside a delegated run) is a *gateway.DeferredError at New,
+// (approval inside a delegated run) is a *kind.DeferredError at New,
 // never an approximation.
 //
 // # The loop

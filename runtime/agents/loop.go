@@ -734,7 +734,7 @@ func (r *Runtime) pause(ctx context.Context, st *runState, span trace.Span, i in
 	p := st.pending
 	c := &p.Step.ToolCalls[i]
 	if st.sub {
-		return false, nil, &gateway.DeferredError{Feature: "human decisions inside a delegated run"}
+		return false, nil, &kind.DeferredError{Feature: "human decisions inside a delegated run"}
 	}
 	if p.Reason == "" {
 		p.Reason = PauseApproval

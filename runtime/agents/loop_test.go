@@ -15,6 +15,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 func TestNewRefusesBadConfig(t *testing.T) {
@@ -95,7 +96,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 			c.Implementations["refund"] = echoTool
 			c.Agents[1].Tools = []string{"refund"}
 			c.Agents[0].Delegates = []string{"billing"}
-		}, "human approval inside a delegated run", new(*gateway.DeferredError)},
+		}, "human approval inside a delegated run", new(*kind.DeferredError)},
 		{"capability missing", func(c *agents.Config) { c.Gateway = noTools.gw }, "lacks [tools]", new(*gateway.CapabilityMismatchError)},
 		{"budget without scope", func(c *agents.Config) { c.Budgets[0].Scope = "" }, `budget "nightly" has scope ""`, nil},
 		{"duplicate agent", func(c *agents.Config) { c.Agents = append(c.Agents, agents.Agent{Name: "billing", Model: "small"}) }, "declared twice", nil},

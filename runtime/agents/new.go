@@ -11,9 +11,10 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/aidgen/aid/internal/jsonschemas"
 	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/internal/jsonschemas"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/rules"
 )
 
@@ -453,7 +454,7 @@ func (r *Runtime) checkDelegatedApproval() []error {
 			for _, n := range r.reachable(r.agents[target]) {
 				for _, t := range r.agents[n].tools {
 					if t.kind == kindPlain && r.policy.MayAsk(t.name) {
-						errs = append(errs, fmt.Errorf("agent %q delegates to %q, which reaches agent %q with approval tool %q: %w", name, target, n, t.name, &gateway.DeferredError{Feature: "human approval inside a delegated run"}))
+						errs = append(errs, fmt.Errorf("agent %q delegates to %q, which reaches agent %q with approval tool %q: %w", name, target, n, t.name, &kind.DeferredError{Feature: "human approval inside a delegated run"}))
 					}
 				}
 			}

@@ -14,6 +14,7 @@ import (
 	toolhttp "github.com/aidgen/aid/runtime/agents/tools/http"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -70,7 +71,7 @@ func TestObservationBound(t *testing.T) {
 			"dump": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) { return huge, nil }),
 			"web":  httpImpl,
 			"failing": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
-				return "", &gateway.DeferredError{Feature: strings.Repeat("an error as long as a book ", 100_000)}
+				return "", &kind.DeferredError{Feature: strings.Repeat("an error as long as a book ", 100_000)}
 			}),
 			"small": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) { return huge, nil }),
 		},

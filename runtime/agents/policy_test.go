@@ -13,8 +13,8 @@ import (
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/policy"
-	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 var amountSchema = json.RawMessage(`{"type":"object","properties":{"order":{"type":"string"},"amount_usd":{"type":"number"}},"required":["order"]}`)
@@ -274,7 +274,7 @@ func TestPolicyRefusedAtNew(t *testing.T) {
 			Agents: []agents.Agent{{Name: "lead", Model: "small", Delegates: []string{"helper"}}, {Name: "helper", Model: "small", Tools: []string{"refund"}}}})
 		return err
 	}
-	var de *gateway.DeferredError
+	var de *kind.DeferredError
 	if err := delegating(policy.Policy{Rules: []policy.Rule{{Tool: "refund", When: "args.amount_usd > 5", Action: policy.Ask}}}); !errors.As(err, &de) {
 		t.Fatalf("a delegated tool that may ask: %v", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -344,7 +345,7 @@ func TestSearchFailuresAreObservations(t *testing.T) {
 			panic("corrupt index")
 		}, agents.KindToolFailed, "panic: corrupt index", nil},
 		{"a typed error that is not a budget breach", func(context.Context, string, int) ([]retrieval.Hit, error) {
-			return nil, &gateway.DeferredError{Feature: "pdf sources"}
+			return nil, &kind.DeferredError{Feature: "pdf sources"}
 		}, agents.KindToolFailed, "pdf sources", nil},
 		{"nothing found", func(context.Context, string, int) ([]retrieval.Hit, error) {
 			return nil, nil

@@ -7,7 +7,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/aidgen/aid/internal/jsonschemas"
+	"github.com/aidgen/aid/runtime/internal/jsonschemas"
 )
 
 // TestShapeKnowsTheSchema fails when the validator's compiled Schema has

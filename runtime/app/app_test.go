@@ -323,7 +323,7 @@ func TestStateAndStores(t *testing.T) {
 
 	d.Agents[1].Memory = &agents.Memory{Global: &agents.StoredMemory{Store: "vec"}}
 	_, err = app.Assemble(t.Context(), d, opts)
-	var de *gateway.DeferredError
+	var de *kind.DeferredError
 	if !errors.As(err, &de) || de.Feature != "memory in a vectors-only store" {
 		t.Fatalf("memory in a store that cannot hold it: %v", err)
 	}

@@ -415,7 +415,7 @@ func memoryStores(ctx context.Context, desc *Description, env kind.Env) (map[str
 		case cfg.InMemory():
 			out[name] = agents.NewInMemoryMemory()
 		default:
-			errs = append(errs, fmt.Errorf("memory store %q: %w", name, &gateway.DeferredError{Feature: "memory in a " + cfg.KindName() + " store"}))
+			errs = append(errs, fmt.Errorf("memory store %q: %w", name, &kind.DeferredError{Feature: "memory in a " + cfg.KindName() + " store"}))
 		}
 	}
 	return out, errors.Join(errs...)

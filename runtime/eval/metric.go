@@ -13,7 +13,7 @@ import (
 	"golang.org/x/text/transform"
 	"golang.org/x/text/unicode/norm"
 
-	"github.com/aidgen/aid/internal/jsonschemas"
+	"github.com/aidgen/aid/runtime/internal/jsonschemas"
 )
 
 // Names of the built-in metrics, as the IR and the [Registry] spell them.

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // UnknownModelAliasError reports an alias that is not in the catalog. The
@@ -243,40 +245,17 @@ func (e *ProviderError) errorType() string {
 	}
 }
 
-// DeferredError reports a feature that is not built. It is raised instead of
-// approximating the feature.
-type DeferredError struct {
-	// Feature names what is missing.
-	Feature string
-}
+// DeferredError is kind.DeferredError, where it now lives so that every
+// layer can return and test for it without importing the gateway.
+//
+// Deprecated: use kind.DeferredError.
+type DeferredError = kind.DeferredError
 
-// Error implements error.
-func (e *DeferredError) Error() string {
-	return fmt.Sprintf("%s is not built yet", e.Feature)
-}
-
-// UnavailableError reports a dependency that could not be reached or
-// stopped answering: the database behind a ledger, a run store, memory or
-// a vector store refused the connection, dropped it, or did not answer in
-// time. It is the type every store gives such failures, so that a caller
-// tells an outage (try again later) from a fault (do not), and a service
-// answers 503 without showing the cause, which names hosts and users: that
-// is for the log.
-type UnavailableError struct {
-	// Dependency names what is down in a client's words: "run store",
-	// "budget ledger", "memory store", "vector store".
-	Dependency string
-	// Err is the driver's error, with connection details.
-	Err error
-}
-
-// Error implements error.
-func (e *UnavailableError) Error() string {
-	return e.Dependency + " unavailable: " + e.Err.Error()
-}
-
-// Unwrap returns the driver's error.
-func (e *UnavailableError) Unwrap() error { return e.Err }
+// UnavailableError is kind.UnavailableError, where it now lives so that
+// every layer can return and test for it without importing the gateway.
+//
+// Deprecated: use kind.UnavailableError.
+type UnavailableError = kind.UnavailableError
 
 // CallError reports a call whose every attempt failed, or whose fallback
 // chain stopped at an error that may not fall through. Unwrap exposes the
@@ -343,7 +322,7 @@ func IsFallbackEligible(err error) bool {
 		budget   *BudgetExceededError
 		caps     *CapabilityMismatchError
 		unknown  *UnknownModelAliasError
-		deferred *DeferredError
+		deferred *kind.DeferredError
 	)
 	if errors.As(err, &budget) || errors.As(err, &caps) || errors.As(err, &unknown) || errors.As(err, &deferred) {
 		return false
@@ -397,7 +376,7 @@ func asProviderError(ctx context.Context, providerName, model string, err error)
 	}
 	var (
 		pe       *ProviderError
-		deferred *DeferredError
+		deferred *kind.DeferredError
 		caps     *CapabilityMismatchError
 	)
 	if errors.As(err, &pe) || errors.As(err, &deferred) || errors.As(err, &caps) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 var chatCaps = []gateway.Capability{gateway.CapabilityTools, gateway.CapabilityJSON, gateway.CapabilityStreaming}
@@ -382,10 +383,10 @@ func TestGenerateFallback(t *testing.T) {
 		},
 		{
 			name:    "a deferred feature does not fall through",
-			byModel: map[string][]fake.Step{large: {{Err: &gateway.DeferredError{Feature: "audio input"}}}, small: {{Text: "never"}}},
+			byModel: map[string][]fake.Step{large: {{Err: &kind.DeferredError{Feature: "audio input"}}}, small: {{Text: "never"}}},
 			opts:    []gateway.CallOption{gateway.WithFallbacks("small")},
 			wantErr: func(err error) bool {
-				var de *gateway.DeferredError
+				var de *kind.DeferredError
 				return errors.As(err, &de) && de.Feature == "audio input"
 			},
 			wantCalls: 1,
@@ -513,7 +514,7 @@ func TestIsFallbackEligible(t *testing.T) {
 		{&gateway.BudgetExceededError{Budget: "b"}, false},
 		{&gateway.CapabilityMismatchError{Alias: "a"}, false},
 		{&gateway.UnknownModelAliasError{Alias: "a"}, false},
-		{&gateway.DeferredError{Feature: "f"}, false},
+		{&kind.DeferredError{Feature: "f"}, false},
 		{&gateway.ContextWindowExceededError{Alias: "a", ContextWindow: 10}, true},
 		{&gateway.CallError{Op: "generate", Err: &gateway.ContextWindowExceededError{Alias: "a"}}, true},
 		{&gateway.InvalidRequestError{Field: "messages"}, false},

@@ -77,7 +77,7 @@ type Info struct {
 	// Deferred marks a kind a user will reasonably write that is not
 	// built: the schema accepts it so that vet reports it as not built
 	// (Principle 3) rather than as a typo, and lowering refuses it with a
-	// *gateway.DeferredError in the same words.
+	// *DeferredError in the same words.
 	Deferred bool
 	// Files are the fields of the kind's configuration that name a file
 	// relative to the app file, as dot-separated JSON paths ("script",

@@ -39,7 +39,7 @@ const ChunkFixed = "fixed"
 
 // NewChunker returns the chunker of a strategy: a TextChunker for
 // ChunkFixed or "". A strategy in DeferredChunkingStrategies fails with a
-// *gateway.DeferredError naming it.
+// *kind.DeferredError naming it.
 func NewChunker(strategy string, size, overlap int) (Chunker, error) {
 	switch strategy {
 	case "", ChunkFixed:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
+	"github.com/aidgen/aid/runtime/rules"
 )
 
 // Config is the IR-free description of one retriever: the IR's retriever
@@ -20,7 +21,7 @@ type Config struct {
 	Source Source
 	// Chunking is the chunking strategy: ChunkFixed, or "" for it. A
 	// strategy of DeferredChunkingStrategies fails Build with a
-	// *gateway.DeferredError naming it.
+	// *kind.DeferredError naming it.
 	Chunking string
 	// ChunkSize is the most characters of one chunk.
 	ChunkSize int
@@ -33,7 +34,7 @@ type Config struct {
 	// TopK is how many chunks one search returns.
 	TopK int
 	// Rerank is RerankNone or RerankLexical; a kind of DeferredRerankKinds
-	// fails Build with a *gateway.DeferredError naming it.
+	// fails Build with a *kind.DeferredError naming it.
 	Rerank string
 	// Ranking says how searches rank: mode, fusion, the depth of each
 	// stage, collapsing to documents, BM25. The zero value is the default,
@@ -126,8 +127,7 @@ type BuildOptions struct {
 func Build(ctx context.Context, gw *gateway.Gateway, stores []StoreConfig, retrievers []Config, opts BuildOptions) (map[string]*Retriever, error) {
 	var errs []error
 	embedders := make(map[string]*GatewayEmbedder)
-	widths := make(map[string]int)       // store → width
-	widthFrom := make(map[string]string) // store → retriever that set the width
+	var writes []rules.StoreWrite
 	byName := make(map[string]StoreConfig)
 	for _, s := range stores {
 		if _, dup := byName[s.Name]; dup {
@@ -150,11 +150,13 @@ func Build(ctx context.Context, gw *gateway.Gateway, stores []StoreConfig, retri
 			e.Cache = opts.EmbeddingCache
 			embedders[c.EmbedModel] = e
 		}
-		if w, ok := widths[c.Store]; ok && w != e.Dimensions() {
-			errs = append(errs, fmt.Errorf("retriever %q embeds with width %d but retriever %q, sharing store %q, with width %d", c.Name, e.Dimensions(), widthFrom[c.Store], c.Store, w))
-			continue
+		writes = append(writes, rules.StoreWrite{Retriever: c.Name, Store: c.Store, Model: c.EmbedModel, Width: e.Dimensions()})
+	}
+	widths, refused := rules.StoreWidths(writes)
+	for i := range writes {
+		if msg, ok := refused[i]; ok {
+			errs = append(errs, errors.New(msg))
 		}
-		widths[c.Store], widthFrom[c.Store] = e.Dimensions(), c.Name
 	}
 	opened := make(map[string]VectorStore)
 	names := make([]string, 0, len(widths))

@@ -33,7 +33,7 @@
 // chunks it changed; chunks of changed or vanished files are deleted.
 // What is not built (the source kinds, chunking strategies and rerankers of
 // DeferredSourceKinds, DeferredChunkingStrategies and DeferredRerankKinds,
-// PDF and other non-text files) fails with a *gateway.DeferredError naming
+// PDF and other non-text files) fails with a *kind.DeferredError naming
 // itself, in the words `aidgen vet` uses; a misspelt kind is a plain
 // error. The store kinds that are not built are runtime/kind's list, which
 // lowering refuses in the same way.

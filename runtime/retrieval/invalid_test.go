@@ -2,12 +2,11 @@ package retrieval_test
 
 import (
 	"errors"
+	"github.com/aidgen/aid/runtime/kind"
+	"github.com/aidgen/aid/runtime/retrieval"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/aidgen/aid/runtime/gateway"
-	"github.com/aidgen/aid/runtime/retrieval"
 )
 
 // badFiles are files an ingest cannot read as text, each for its own
@@ -56,9 +55,9 @@ func TestIngestReportsEveryInvalidFile(t *testing.T) {
 			t.Errorf("the error does not say %q: %v", want, err)
 		}
 	}
-	var de *gateway.DeferredError
+	var de *kind.DeferredError
 	if !errors.As(err, &de) || !strings.Contains(de.Feature, "docs/manual.pdf") {
-		t.Errorf("errors.As finds no *gateway.DeferredError for the PDF in %v", err)
+		t.Errorf("errors.As finds no *kind.DeferredError for the PDF in %v", err)
 	}
 	if n := f.store.Len(); n != 0 {
 		t.Errorf("a failed ingest stored %d chunks", n)

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // The kinds below are ones a user will reasonably write in an application
 // and that are not built. Asking for one fails with a
-// *gateway.DeferredError naming it (Principle 3), never with "unknown
+// *kind.DeferredError naming it (Principle 3), never with "unknown
 // kind", which would suggest a typo. The IR schema accepts the same kinds
 // (#DeferredSourceKind, #DeferredChunkingStrategy, #DeferredRerankKind)
 // so that `aidgen vet` reports them in the same words; a test in the
@@ -29,11 +29,11 @@ func DeferredChunkingStrategies() []string { return []string{"semantic"} }
 // hosted reranking API and a cross-encoder model.
 func DeferredRerankKinds() []string { return []string{"cohere", "cross-encoder"} }
 
-// deferredKind returns a *gateway.DeferredError naming "<what> <kind>"
-// when kind is in list, and nil otherwise.
-func deferredKind(list []string, what, kind string) error {
-	if slices.Contains(list, kind) {
-		return &gateway.DeferredError{Feature: fmt.Sprintf("%s %q", what, kind)}
+// deferredKind returns a *kind.DeferredError naming "<what> <name>"
+// when name is in list, and nil otherwise.
+func deferredKind(list []string, what, name string) error {
+	if slices.Contains(list, name) {
+		return &kind.DeferredError{Feature: fmt.Sprintf("%s %q", what, name)}
 	}
 	return nil
 }

@@ -3,16 +3,14 @@ package retrieval_test
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"testing"
-
-	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"strings"
+	"testing"
 )
 
 // TestDeferredKinds asks every constructor that takes a kind string for
-// each kind that is not built: each fails with a *gateway.DeferredError
+// each kind that is not built: each fails with a *kind.DeferredError
 // whose message is "<feature> is not built yet", the words `aidgen vet`
 // reports (the module root's schema test holds the two to one list). A
 // misspelt kind is a plain error, not a deferred one: it is a typo, not a
@@ -52,24 +50,24 @@ func TestDeferredKinds(t *testing.T) {
 		if len(c.kinds) == 0 {
 			t.Fatalf("no deferred %s listed", c.what)
 		}
-		for _, kind := range c.kinds {
-			t.Run(c.what+" "+kind, func(t *testing.T) {
-				err := c.call(kind)
-				var de *gateway.DeferredError
+		for _, name := range c.kinds {
+			t.Run(c.what+" "+name, func(t *testing.T) {
+				err := c.call(name)
+				var de *kind.DeferredError
 				if !errors.As(err, &de) {
-					t.Fatalf("got %v, want a *gateway.DeferredError", err)
+					t.Fatalf("got %v, want a *kind.DeferredError", err)
 				}
-				if want := fmt.Sprintf("%s %q", c.what, kind); de.Feature != want {
+				if want := fmt.Sprintf("%s %q", c.what, name); de.Feature != want {
 					t.Errorf("feature %q, want %q", de.Feature, want)
 				}
-				if want := fmt.Sprintf("%s %q is not built yet", c.what, kind); !strings.HasSuffix(err.Error(), want) {
+				if want := fmt.Sprintf("%s %q is not built yet", c.what, name); !strings.HasSuffix(err.Error(), want) {
 					t.Errorf("error %q does not end with %q", err, want)
 				}
 			})
 		}
 		t.Run(c.what+" misspelt", func(t *testing.T) {
 			err := c.call(c.kinds[0] + "x")
-			var de *gateway.DeferredError
+			var de *kind.DeferredError
 			if err == nil || errors.As(err, &de) {
 				t.Fatalf("misspelt kind: got %v, want a plain error", err)
 			}
@@ -79,7 +77,7 @@ func TestDeferredKinds(t *testing.T) {
 
 // TestBuildReportsEveryDeferredKind builds an application that asks for a
 // source, a chunking strategy and a reranker that are not built: Build
-// reports all three in one error, each a *gateway.DeferredError. (A store
+// reports all three in one error, each a *kind.DeferredError. (A store
 // kind that is not built cannot be named in a description: lowering
 // refuses it.)
 func TestBuildReportsEveryDeferredKind(t *testing.T) {
@@ -101,9 +99,9 @@ func TestBuildReportsEveryDeferredKind(t *testing.T) {
 			t.Errorf("error does not say %q once:\n%v", want, err)
 		}
 	}
-	var de *gateway.DeferredError
+	var de *kind.DeferredError
 	if !errors.As(err, &de) {
-		t.Errorf("errors.As finds no *gateway.DeferredError in %v", err)
+		t.Errorf("errors.As finds no *kind.DeferredError in %v", err)
 	}
 }
 

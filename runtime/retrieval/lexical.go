@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/aidgen/aid/internal/analysis"
+	"github.com/aidgen/aid/runtime/internal/analysis"
 	"github.com/aidgen/aid/runtime/rules"
 )
 

@@ -360,9 +360,9 @@ func TestIngestDeferred(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = r.Ingest(t.Context())
-			var de *gateway.DeferredError
+			var de *kind.DeferredError
 			if !errors.As(err, &de) || !strings.Contains(de.Feature, tc.feature) {
-				t.Fatalf("got %v, want a *gateway.DeferredError naming %q", err, tc.feature)
+				t.Fatalf("got %v, want a *kind.DeferredError naming %q", err, tc.feature)
 			}
 			if f.store.Len() != n {
 				t.Errorf("a deferred source changed the store: %d records, was %d", f.store.Len(), n)
@@ -558,7 +558,7 @@ func TestBuild(t *testing.T) {
 		{Name: "chunks", EmbedModel: "embed", Store: "kb", ChunkSize: 10, ChunkOverlap: 10, TopK: 1},
 	}
 	_, err = retrieval.Build(t.Context(), gw, stores, bad, retrieval.BuildOptions{})
-	for _, want := range []string{`"narrow" embeds with width 16`, "not an embedding model", `unknown store "missing"`, `opening store "x": the broken kind never opens`, `unknown rerank kind "cross"`, "overlap must be"} {
+	for _, want := range []string{`retriever "narrow" writes 16-wide vectors (model "embed-small") into store "kb"`, "not an embedding model", `unknown store "missing"`, `opening store "x": the broken kind never opens`, `unknown rerank kind "cross"`, "overlap must be"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Build error %v does not report %q", err, want)
 		}

@@ -12,8 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/aidgen/aid/internal/fileglob"
-	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/fileglob"
 	"github.com/aidgen/aid/runtime/kind"
 )
 
@@ -24,14 +23,14 @@ const SourceFiles = "files"
 type Source struct {
 	// Kind is the kind of source; empty means SourceFiles. The kinds of
 	// DeferredSourceKinds (web pages, buckets, databases) are not built and
-	// fail with a *gateway.DeferredError naming the kind, at New and at
+	// fail with a *kind.DeferredError naming the kind, at New and at
 	// Load.
 	Kind string
 	// Dir is the directory the patterns are relative to, itself relative
 	// to the application's directory (empty for that directory, where an
 	// app file's patterns are), or absolute.
 	Dir string
-	// Files are the include patterns, in the syntax of internal/fileglob:
+	// Files are the include patterns, in the syntax of runtime/fileglob:
 	// slash-separated, "**" for any number of directories.
 	Files []string
 	// Exclude are patterns of files to leave out.
@@ -102,7 +101,7 @@ func (s Source) LoadValid(ctx context.Context, files kind.Files) ([]Document, []
 			return nil, nil, err
 		}
 		if !textFile(name) {
-			invalid = append(invalid, InvalidFile{Path: name, Err: &gateway.DeferredError{Feature: fmt.Sprintf("ingesting %s files such as %s (only Markdown and plain text are built)", extOf(name), name)}})
+			invalid = append(invalid, InvalidFile{Path: name, Err: &kind.DeferredError{Feature: fmt.Sprintf("ingesting %s files such as %s (only Markdown and plain text are built)", extOf(name), name)}})
 			continue
 		}
 		text, err := readText(files, path.Join(dir, name))
@@ -169,7 +168,7 @@ func checkText(text string) error {
 type InvalidFile struct {
 	// Path is the file's path relative to the source's directory.
 	Path string
-	// Err says why: a *gateway.DeferredError for a type no extractor is
+	// Err says why: a *kind.DeferredError for a type no extractor is
 	// built for (PDF, say), else what is wrong with its bytes.
 	Err error
 }
@@ -179,7 +178,7 @@ func (f InvalidFile) String() string { return f.Path + ": " + f.Err.Error() }
 
 // InvalidFilesError reports every file of a source that cannot be read as
 // text, so that one bad file does not hide the next. errors.As finds a
-// *gateway.DeferredError in it when a file's type is not built.
+// *kind.DeferredError in it when a file's type is not built.
 type InvalidFilesError struct {
 	// Files are the files, in path order.
 	Files []InvalidFile
@@ -240,7 +239,7 @@ func (s Source) Names(files kind.Files) ([]string, error) {
 }
 
 // checkKind refuses a source kind that is not SourceFiles: with a
-// *gateway.DeferredError for a kind that is not built, and a plain error
+// *kind.DeferredError for a kind that is not built, and a plain error
 // for one that is unknown.
 func (s Source) checkKind() error {
 	switch s.OnInvalid {

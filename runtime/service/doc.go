@@ -5,8 +5,10 @@
 //
 // It is configured with runtime objects (a *gateway.Gateway, an
 // *agents.Runtime, searchers, readiness checks) through a plain Config, so
-// that it never reads the IR: a generated main.go assembles the runtime from
-// its application description and hands the result to New.
+// that it never reads the IR: runtime/serve (which a generated main.go
+// calls with its application description, as serve.Main) assembles the
+// runtime from the description with app.Assemble and hands the result to
+// New.
 //
 // # Endpoints
 //
@@ -137,7 +139,7 @@
 // it; a failure it cannot act on is 500 "internal error (request ID)",
 // and the request's log line, under the same request_id, holds the error
 // itself. A dependency that cannot be reached (the run store, the budget
-// ledger, memory, a vector store: any *gateway.UnavailableError) is 503
+// ledger, memory, a vector store: any *kind.UnavailableError) is 503
 // dependency_unavailable naming the dependency and no connection detail,
 // with Retry-After and X-Should-Retry: true; other errors say
 // X-Should-Retry: false.

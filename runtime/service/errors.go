@@ -17,6 +17,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/jobs"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // The error types of the OpenAI error shape: the category a client branches
@@ -209,7 +210,7 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 		provider    *gateway.ProviderError
 		badEdit     *agents.InvalidArgumentsError
 		noTool      *agents.UnknownToolError
-		unavailable *gateway.UnavailableError
+		unavailable *kind.UnavailableError
 		caps        *gateway.CapabilityMismatchError
 		full        *jobs.FullError
 		closed      *jobs.ClosedError

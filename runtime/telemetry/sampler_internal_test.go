@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // TestParseSampler checks each OTEL_TRACES_SAMPLER value against the SDK's
@@ -41,7 +41,7 @@ func TestParseSampler(t *testing.T) {
 				if err == nil || err.Error() != c.wantErr {
 					t.Fatalf("err = %v, want %q", err, c.wantErr)
 				}
-				var de *gateway.DeferredError
+				var de *kind.DeferredError
 				if errors.As(err, &de) != c.deferred {
 					t.Errorf("err %T: deferred = %v, want %v", err, !c.deferred, c.deferred)
 				}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aidgen/aid/runtime/kind"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
@@ -21,8 +22,6 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-
-	"github.com/aidgen/aid/runtime/gateway"
 )
 
 // Option adjusts [TracerProvider] beyond what the environment says.
@@ -59,7 +58,7 @@ const defaultOTLPEndpoint = "http://localhost:4318"
 // process exits or the last batch is lost.
 //
 // A value that cannot be used is an error, an *[EnvError] naming the
-// variable or a *[gateway.DeferredError] for what is not built (OTLP over
+// variable or a *[kind.DeferredError] for what is not built (OTLP over
 // gRPC, the Jaeger-remote and X-Ray samplers); the provider is never
 // half-configured.
 func TracerProvider(ctx context.Context, lookupEnv func(string) (string, bool), serviceName, serviceVersion string, opts ...Option) (trace.TracerProvider, func(context.Context) error, error) {
@@ -378,5 +377,5 @@ func otlpTLS(e env) (*tls.Config, error) {
 
 // deferred reports a feature of the OTEL_* environment that is not built.
 func deferred(feature string) error {
-	return &gateway.DeferredError{Feature: feature}
+	return &kind.DeferredError{Feature: feature}
 }

@@ -12,12 +12,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aidgen/aid/runtime/kind"
+	"github.com/aidgen/aid/runtime/telemetry"
 	"go.opentelemetry.io/otel/trace/noop"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/aidgen/aid/runtime/gateway"
-	"github.com/aidgen/aid/runtime/telemetry"
 )
 
 // envOf makes a lookup function over a fixed environment, so no test
@@ -312,7 +311,7 @@ func TestBadConfigurationErrors(t *testing.T) {
 			vars: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
 			want: `OTEL_EXPORTER_OTLP_PROTOCOL: OTLP over gRPC (use http/protobuf, which collectors accept on port 4318) is not built yet`,
 			wantErr: func(err error) bool {
-				var de *gateway.DeferredError
+				var de *kind.DeferredError
 				return errors.As(err, &de)
 			},
 		},

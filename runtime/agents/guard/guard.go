@@ -10,8 +10,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/aidgen/aid/internal/jsonschemas"
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/internal/jsonschemas"
 )
 
 // Point is where in a run a guardrail checks a value.

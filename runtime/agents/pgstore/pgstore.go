@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/internal/pgutil"
 	"github.com/aidgen/aid/runtime/kind"
 )
 
@@ -309,7 +309,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 // nothing, so running it again is safe.
 //
 // A database that cannot be reached, or does not answer within the
-// timeout, gives a *gateway.UnavailableError (pgutil.Unavailable) naming
+// timeout, gives a *kind.UnavailableError (pgutil.Unavailable) naming
 // dependency, the store's part in a client's words.
 func (s *Store) do(ctx context.Context, fn func(context.Context) error) error {
 	return s.doAs(ctx, "run store", fn)

@@ -3,7 +3,7 @@ package fake
 import (
 	"math"
 
-	"github.com/aidgen/aid/internal/analysis"
+	"github.com/aidgen/aid/runtime/internal/analysis"
 )
 
 // Feature weights of the fake embedding. A content word counts fully; a
@@ -33,7 +33,7 @@ const (
 // embed returns the unit vector of text for a model of the given width.
 //
 // It is feature hashing (Weinberger et al., 2009) over the words of aid's
-// text analyzer (internal/analysis: Unicode word segmentation,
+// text analyzer (runtime/internal/analysis: Unicode word segmentation,
 // lower-casing): each word's Snowball English stem, each pair of adjacent
 // stems, and each character trigram of the word padded with "<" and ">" is
 // a feature with the weight above. A feature's weights are summed over the

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/internal/pgutil"
 	"github.com/aidgen/aid/runtime/kind"
 )
 
@@ -291,7 +291,7 @@ func (l *Ledger) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 }
 
 // unavailable makes a database that cannot be reached a
-// *gateway.UnavailableError (pgutil.Unavailable); ctx is the operation's.
+// *kind.UnavailableError (pgutil.Unavailable); ctx is the operation's.
 func (l *Ledger) unavailable(ctx context.Context, err error) error {
 	return pgutil.Unavailable(ctx, "budget ledger", err)
 }

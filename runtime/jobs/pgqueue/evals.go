@@ -14,9 +14,10 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/internal/pgutil"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // QueueEvals is the River queue of eval samples.
@@ -65,7 +66,7 @@ type SampleResult struct {
 	Answer eval.Answer `json:"answer"`
 	Err    string      `json:"err,omitempty"`
 	// Deferred names the feature a failed sample needed that is not built
-	// (a *gateway.DeferredError), which the eval command reports as a
+	// (a *kind.DeferredError), which the eval command reports as a
 	// configuration error rather than a failed sample.
 	Deferred   string          `json:"deferred,omitempty"`
 	Scores     []float64       `json:"scores"`
@@ -82,7 +83,7 @@ func NewSampleResult(args SampleArgs, s eval.Sample, pins []eval.ModelPin, spend
 	r := SampleResult{Case: args.Case, Sample: args.Sample, Answer: s.Answer, Scores: s.Scores, Pins: pins, LatencyNS: int64(s.Latency), Spend: spend, Calls: calls}
 	if s.Err != nil {
 		r.Err = errors.Unwrap(s.Err).Error()
-		if d, ok := errors.AsType[*gateway.DeferredError](s.Err); ok {
+		if d, ok := errors.AsType[*kind.DeferredError](s.Err); ok {
 			r.Deferred = d.Feature
 		}
 	}
@@ -102,7 +103,7 @@ func (r SampleResult) EvalSample(caseID string, metrics []eval.Metric) eval.Samp
 	if r.Err != "" {
 		var cause error = errors.New(r.Err)
 		if r.Deferred != "" {
-			cause = &gateway.DeferredError{Feature: r.Deferred}
+			cause = &kind.DeferredError{Feature: r.Deferred}
 		}
 		s.Err = &eval.SampleError{CaseID: caseID, Sample: r.Sample, Err: cause}
 	}

@@ -19,9 +19,9 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/aidgen/aid/internal/pgutil"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/pgstore"
+	"github.com/aidgen/aid/runtime/internal/pgutil"
 	"github.com/aidgen/aid/runtime/jobs"
 )
 
@@ -32,6 +32,12 @@ const QueueRuns = "aid_runs"
 
 // migrateLock keys the advisory lock River's migrations run under.
 var migrateLock = pgutil.LockKey("aid/pgqueue:river")
+
+// PoolConfig parses a queue's DSN into a pool configuration the way every
+// store of the runtime does: pgx's, sized by the DSN's pool_max_conns or
+// the runtime's default. A worker that opens the queue's pool itself (aidgen
+// worker --queue) goes through it so that the DSN means the same there.
+func PoolConfig(dsn string) (*pgxpool.Config, error) { return pgutil.PoolConfig(dsn) }
 
 // Migrate brings River's tables in the database pool reaches to the
 // version this River release needs, with River's migrator, under a

@@ -15,8 +15,8 @@ import (
 	pgv "github.com/pgvector/pgvector-go"
 	pgxvec "github.com/pgvector/pgvector-go/pgx"
 
-	"github.com/aidgen/aid/internal/pgutil"
-	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/internal/pgutil"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -209,7 +209,7 @@ func (c Config) check() error {
 		return fmt.Errorf("pgvector: table %q: width must be positive, got %d", c.Table, c.Dimensions)
 	}
 	if c.Dimensions > maxIndexedDims {
-		return fmt.Errorf("pgvector: table %q: %w", c.Table, &gateway.DeferredError{
+		return fmt.Errorf("pgvector: table %q: %w", c.Table, &kind.DeferredError{
 			Feature: fmt.Sprintf("pgvector store of width %d (pgvector's HNSW index takes at most %d; halfvec storage)", c.Dimensions, maxIndexedDims),
 		})
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aidgen/aid/internal/pgtest"
-	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
@@ -100,9 +100,9 @@ func TestConfigRefusals(t *testing.T) {
 	}
 	// Wider than the HNSW index takes: a feature not built, named.
 	_, err := pgvector.New(t.Context(), pool, pgvector.Config{Table: "wide", Dimensions: 3072})
-	var de *gateway.DeferredError
+	var de *kind.DeferredError
 	if !errors.As(err, &de) || !strings.Contains(de.Feature, "3072") {
-		t.Errorf("width 3072: %v, want a *gateway.DeferredError naming it", err)
+		t.Errorf("width 3072: %v, want a *kind.DeferredError naming it", err)
 	}
 	// Nothing was created by a refused configuration.
 	var n int

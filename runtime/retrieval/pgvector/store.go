@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
 
-	"github.com/aidgen/aid/internal/pgutil"
+	"github.com/aidgen/aid/runtime/internal/pgutil"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -325,7 +325,7 @@ func (s *Store) search(ctx context.Context, query []float32, n int, filter []byt
 }
 
 // unavailable makes a database that cannot be reached a
-// *gateway.UnavailableError (pgutil.Unavailable).
+// *kind.UnavailableError (pgutil.Unavailable).
 func unavailable(ctx context.Context, err error) error {
 	return pgutil.Unavailable(ctx, "vector store", err)
 }

@@ -14,12 +14,13 @@ import (
 	"github.com/aidgen/aid/runtime/agents/pgstore"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/pgledger"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
 // TestOutageIsUnavailable cuts, then stalls, the database under every
-// store on PostgreSQL: each operation fails with a *gateway.UnavailableError
+// store on PostgreSQL: each operation fails with a *kind.UnavailableError
 // naming the store's part; once the database is back, the same store works again without
 // being reopened.
 func TestOutageIsUnavailable(t *testing.T) {
@@ -106,9 +107,9 @@ func TestOutageIsUnavailable(t *testing.T) {
 				continue
 			}
 			err := o.op(ctx)
-			ue, ok := errors.AsType[*gateway.UnavailableError](err)
+			ue, ok := errors.AsType[*kind.UnavailableError](err)
 			if !ok || ue.Dependency != o.dependency {
-				t.Errorf("%s: %s: %v, want a *gateway.UnavailableError of the %s", phase, o.dependency, err, o.dependency)
+				t.Errorf("%s: %s: %v, want a *kind.UnavailableError of the %s", phase, o.dependency, err, o.dependency)
 				continue
 			}
 		}
@@ -131,7 +132,7 @@ func TestOutageIsUnavailable(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, time.Nanosecond)
 	defer cancel()
 	<-short.Done()
-	if _, err := runs.LoadRun(short, "run_nope"); errors.As(err, new(*gateway.UnavailableError)) || err == nil {
+	if _, err := runs.LoadRun(short, "run_nope"); errors.As(err, new(*kind.UnavailableError)) || err == nil {
 		t.Errorf("a caller's expired context: %v", err)
 	}
 }

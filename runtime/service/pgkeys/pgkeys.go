@@ -24,7 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/aidgen/aid/internal/pgutil"
+	"github.com/aidgen/aid/runtime/internal/pgutil"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/service"
 )
@@ -250,7 +250,7 @@ func (s *Store) LookupKey(ctx context.Context, sum [sha256.Size]byte) (service.K
 }
 
 // do runs one statement bounded by the default operation timeout; an
-// unreachable database is a *gateway.UnavailableError (pgutil.Unavailable),
+// unreachable database is a *kind.UnavailableError (pgutil.Unavailable),
 // which the service answers 503.
 func (s *Store) do(ctx context.Context, fn func(context.Context) error) error {
 	ctx, cancel := pgutil.WithOpTimeout(ctx, pgutil.DefaultOpTimeout)

@@ -16,8 +16,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/aidgen/aid/internal/jsonschemas"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/internal/jsonschemas"
 )
 
 // Attributes an MCP call adds to its execute_tool span, besides the

@@ -5,12 +5,12 @@ package business
 
 import (
 	"context"
-	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // LookupOrder implements the lookup_order tool: Look an order up by id.
 // Its result is the observation the model reads: a string as is, anything
 // else as JSON.
 func LookupOrder(ctx context.Context, in LookupOrderInput) (string, error) {
-	return "", &gateway.DeferredError{Feature: "tool lookup_order"}
+	return "", &kind.DeferredError{Feature: "tool lookup_order"}
 }

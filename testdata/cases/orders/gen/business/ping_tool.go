@@ -5,12 +5,12 @@ package business
 
 import (
 	"context"
-	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Ping implements the ping tool: Check that the order system answers.
 // Its result is the observation the model reads: a string as is, anything
 // else as JSON.
 func Ping(ctx context.Context, in PingInput) (string, error) {
-	return "", &gateway.DeferredError{Feature: "tool ping"}
+	return "", &kind.DeferredError{Feature: "tool ping"}
 }

@@ -5,12 +5,12 @@ package business
 
 import (
 	"context"
-	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // PlaceOrder implements the place_order tool: Place an order for the customer.
 // Its result is the observation the model reads: a string as is, anything
 // else as JSON.
 func PlaceOrder(ctx context.Context, in PlaceOrderInput) (string, error) {
-	return "", &gateway.DeferredError{Feature: "tool place_order"}
+	return "", &kind.DeferredError{Feature: "tool place_order"}
 }

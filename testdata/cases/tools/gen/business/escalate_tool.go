@@ -5,12 +5,12 @@ package business
 
 import (
 	"context"
-	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // Escalate implements the escalate tool: Escalate to a person.
 // Its result is the observation the model reads: a string as is, anything
 // else as JSON.
 func Escalate(ctx context.Context, in EscalateInput) (string, error) {
-	return "", &gateway.DeferredError{Feature: "tool escalate"}
+	return "", &kind.DeferredError{Feature: "tool escalate"}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/aidgen/aid/internal/pgtest"
-	"github.com/aidgen/aid/internal/pgutil"
+	"github.com/aidgen/aid/runtime/internal/pgutil"
 )
 
 // steps are a schema whose steps fail when run twice or out of order: each

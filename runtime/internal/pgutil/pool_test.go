@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aidgen/aid/internal/pgutil"
+	"github.com/aidgen/aid/runtime/internal/pgutil"
 )
 
 // TestPoolConfig checks that a DSN's pool_max_conns is honoured, in both

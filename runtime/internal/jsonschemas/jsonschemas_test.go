@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aidgen/aid/internal/jsonschemas"
+	"github.com/aidgen/aid/runtime/internal/jsonschemas"
 )
 
 func TestCompile(t *testing.T) {

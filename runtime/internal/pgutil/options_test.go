@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aidgen/aid/internal/pgutil"
+	"github.com/aidgen/aid/runtime/internal/pgutil"
 )
 
 func TestCheckTablePrefix(t *testing.T) {

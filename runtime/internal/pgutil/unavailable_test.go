@@ -11,12 +11,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/aidgen/aid/internal/pgutil"
-	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/internal/pgutil"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // TestUnavailable classifies errors: what says the database is out of
-// reach becomes a *gateway.UnavailableError naming the dependency, keeping
+// reach becomes a *kind.UnavailableError naming the dependency, keeping
 // the cause; the rest, the caller's own deadline included, is left alone.
 func TestUnavailable(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
@@ -38,7 +38,7 @@ func TestUnavailable(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := pgutil.Unavailable(t.Context(), "run store", tt.err)
-			ue, ok := errors.AsType[*gateway.UnavailableError](got)
+			ue, ok := errors.AsType[*kind.UnavailableError](got)
 			if ok != tt.want || (ok && (ue.Dependency != "run store" || !errors.Is(got, tt.err))) || (!ok && got != tt.err) {
 				t.Errorf("Unavailable(%v) = %v", tt.err, got)
 			}
@@ -48,7 +48,7 @@ func TestUnavailable(t *testing.T) {
 	op, cancel := pgutil.WithOpTimeout(t.Context(), time.Nanosecond)
 	defer cancel()
 	<-op.Done()
-	if _, ok := errors.AsType[*gateway.UnavailableError](pgutil.Unavailable(op, "budget ledger", op.Err())); !ok {
+	if _, ok := errors.AsType[*kind.UnavailableError](pgutil.Unavailable(op, "budget ledger", op.Err())); !ok {
 		t.Error("the operation's own timeout is not an outage")
 	}
 	caller, cancelCaller := context.WithTimeout(t.Context(), time.Nanosecond)
@@ -56,7 +56,7 @@ func TestUnavailable(t *testing.T) {
 	op, cancel = pgutil.WithOpTimeout(caller, time.Hour)
 	defer cancel()
 	<-op.Done()
-	if _, ok := errors.AsType[*gateway.UnavailableError](pgutil.Unavailable(op, "budget ledger", fmt.Errorf("x: %w", refused))); ok {
+	if _, ok := errors.AsType[*kind.UnavailableError](pgutil.Unavailable(op, "budget ledger", fmt.Errorf("x: %w", refused))); ok {
 		t.Error("the caller's deadline became an outage")
 	}
 }

@@ -7,9 +7,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/aidgen/aid/runtime/gateway"
 )
 
 // errOpTimeout is the cause of a context that WithOpTimeout ended.
@@ -22,7 +21,7 @@ func WithOpTimeout(ctx context.Context, d time.Duration) (context.Context, conte
 	return context.WithTimeoutCause(ctx, d, errOpTimeout)
 }
 
-// Unavailable returns err as a *gateway.UnavailableError naming dependency
+// Unavailable returns err as a *kind.UnavailableError naming dependency
 // when it says the database could not be reached or stopped answering:
 // a refused or dropped connection, a server shutting down or not yet
 // accepting connections, too many connections, or, for ctx made by
@@ -35,11 +34,11 @@ func Unavailable(ctx context.Context, dependency string, err error) error {
 	if err == nil || !unavailable(ctx, err) {
 		return err
 	}
-	var ue *gateway.UnavailableError
+	var ue *kind.UnavailableError
 	if errors.As(err, &ue) {
 		return err
 	}
-	return &gateway.UnavailableError{Dependency: dependency, Err: err}
+	return &kind.UnavailableError{Dependency: dependency, Err: err}
 }
 
 func unavailable(ctx context.Context, err error) bool {

@@ -4,8 +4,10 @@
 // again, which errors mean the database is unreachable (Unavailable), how a versioned schema is migrated under an advisory lock, and
 // which table prefixes and operation timeouts are valid.
 //
-// It imports pgx and, of the runtime, only runtime/gateway (for the
-// *gateway.UnavailableError every store gives an outage), so that
-// runtime/gateway/pgledger can use it without depending on another runtime
-// package.
+// It imports pgx and, of the runtime, only the leaf runtime/kind (for the
+// *kind.UnavailableError every store gives an outage and the Scope a shared
+// pool lives in), so that runtime/gateway/pgledger can use it without
+// depending on another runtime package. It is internal to the runtime: a
+// program outside it reaches what it needs through the stores' own API
+// (pgqueue.PoolConfig, for one).
 package pgutil

@@ -402,7 +402,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 		if !f.json {
 			fmt.Fprintf(s.out, "recovering run %s on %s\n", f.recover, before.Agent)
 		}
-		res, err = a.Agents.Recover(ctx, f.recover)
+		res, err = a.Agents.Drive(ctx, f.recover, agents.DriveOptions{})
 	case f.cont != "":
 		if !f.json {
 			p.continuing(before, f.steps)
@@ -411,7 +411,7 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 	default:
 		res, err = a.Agents.Run(ctx, agent, input, agents.RunOptions{UserID: f.user, ThreadID: f.thread})
 	}
-	var np *agents.NotPausedError
+	var np *agents.WrongStatusError
 	var nc *agents.NotContinuableError
 	var ce *agents.ConflictError
 	switch {

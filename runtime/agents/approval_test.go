@@ -105,7 +105,7 @@ func TestPauseCheckpointJSONResumeInFreshRuntime(t *testing.T) {
 	}
 	// The same checkpoint cannot be resumed twice.
 	_, err = r2.ResumeFrom(context.Background(), cp, agents.Decision{Action: agents.Approve})
-	var np *agents.NotPausedError
+	var np *agents.WrongStatusError
 	if !errors.As(err, &np) || np.Status != agents.StatusCompleted {
 		t.Fatalf("second resume: %v", err)
 	}
@@ -231,7 +231,7 @@ func TestResumeRefusals(t *testing.T) {
 	if _, err := r.Resume(ctx, paused.RunID, agents.Decision{Action: agents.Approve}); err != nil {
 		t.Fatal(err)
 	}
-	var np *agents.NotPausedError
+	var np *agents.WrongStatusError
 	if _, err := r.Resume(ctx, paused.RunID, agents.Decision{Action: agents.Approve}); !errors.As(err, &np) || np.Status != agents.StatusCompleted {
 		t.Errorf("resume of a completed run: %v", err)
 	}
@@ -359,7 +359,7 @@ func TestCrashBetweenRecordAndResult(t *testing.T) {
 		}
 		before := d.lookups.Load()
 		d.store = shared
-		res, err = newRuntime(t, d.config()).Recover(context.Background(), res.RunID)
+		res, err = newRuntime(t, d.config()).Drive(context.Background(), res.RunID, agents.DriveOptions{})
 		if err != nil || res.Status != agents.StatusCompleted || res.Answer != "found both" {
 			t.Fatalf("recovered: %s %v", res.Status, err)
 		}
@@ -389,7 +389,7 @@ func TestCrashBetweenRecordAndResult(t *testing.T) {
 		}
 		d.store = shared
 		r2 := newRuntime(t, d.config())
-		res, err := r2.Recover(context.Background(), paused.RunID)
+		res, err := r2.Drive(context.Background(), paused.RunID, agents.DriveOptions{})
 		if err != nil || res.Status != agents.StatusPaused {
 			t.Fatalf("recovered: %s %v", res.Status, err)
 		}
@@ -410,13 +410,13 @@ func TestCrashBetweenRecordAndResult(t *testing.T) {
 			t.Fatalf("the refund call should have exactly one result: %v", err)
 		}
 	})
-	t.Run("only a running run recovers", func(t *testing.T) {
+	t.Run("only a queued or running run is driven", func(t *testing.T) {
 		d := newDesk(t, answer("done"))
 		r := newRuntime(t, d.config())
 		res := mustRun(t, r, "desk", "hi", agents.RunOptions{})
-		var np *agents.NotPausedError
-		if _, err := r.Recover(context.Background(), res.RunID); !errors.As(err, &np) || np.Want != agents.StatusRunning {
-			t.Fatalf("recover of a completed run: %v", err)
+		var np *agents.WrongStatusError
+		if _, err := r.Drive(context.Background(), res.RunID, agents.DriveOptions{}); !errors.As(err, &np) || np.Status != agents.StatusCompleted {
+			t.Fatalf("drive of a completed run: %v", err)
 		}
 	})
 }

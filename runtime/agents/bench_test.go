@@ -67,7 +67,7 @@ func benchRuntime(b testing.TB) *Runtime {
 // the gateway are excluded; each step builds the request, validates the
 // arguments, records the call before it runs and its result after, and
 // checkpoints the run. It also reports the size of the run's 20-step
-// checkpoint as JSON.
+// checkpoint as JSON, whole and per step.
 func BenchmarkStep(b *testing.B) {
 	const steps = 20
 	r := benchRuntime(b)
@@ -96,6 +96,7 @@ func BenchmarkStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(len(data)), "checkpoint-B")
+	b.ReportMetric(float64(len(data))/steps, "checkpoint-B/step")
 }
 
 // BenchmarkStepGateway is BenchmarkStep through the real gateway and the
@@ -198,6 +199,67 @@ func BenchmarkLiveRunStack(b *testing.B) {
 		for p.Calls() < target {
 			time.Sleep(time.Millisecond)
 		}
+		runtime.ReadMemStats(&ms)
+		perRun = float64(ms.StackInuse-before) / runs
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		afterGC = float64(ms.StackInuse-before) / runs
+		cancel()
+		wg.Wait()
+	}
+	b.ReportMetric(perRun, "stack-B/run")
+	b.ReportMetric(afterGC, "gc-stack-B/run")
+}
+
+// BenchmarkToolCallStack is BenchmarkLiveRunStack with the runs inside a
+// tool call rather than waiting on their model: 1,000 runs, each on its
+// own goroutine, are parked in a tool that waits for its context to end,
+// and the stack in use is read while all of them wait (stack-B/run) and
+// again after a collection (gc-stack-B/run). A run's goroutine then holds
+// the loop's frames down to the tool's implementation.
+func BenchmarkToolCallStack(b *testing.B) {
+	const runs = 1000
+	p, err := fake.New(fake.Config{Agents: map[string][]fake.Step{"a": {
+		{ToolCalls: []gateway.ToolCall{{ID: "c", Name: "wait", Arguments: json.RawMessage(`{"id":"A-1"}`)}}},
+		{Text: "done"},
+	}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Config{
+		Models:    []gateway.PinnedModel{{Alias: "small", Spec: gateway.ModelSpec{ID: "m-small", Provider: "fake", ContextWindow: 100000, MaxOutputTokens: 100, Capabilities: []gateway.Capability{gateway.CapabilityTools}, Cost: gateway.CostProfile{InputPer1kUSD: 0.001}}}},
+		Providers: map[string]gateway.Provider{"fake": p},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var parked sync.WaitGroup
+	r, err := New(Config{Gateway: gw,
+		Agents: []Agent{{Name: "a", Model: "small", Instructions: "Answer.", Tools: []string{"wait"}}},
+		Tools:  []Tool{{Name: "wait", Description: "Wait.", Input: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`), Timeout: time.Hour}},
+		Implementations: map[string]Implementation{"wait": ToolFunc(func(ctx context.Context, _ json.RawMessage) (string, error) {
+			parked.Done()
+			<-ctx.Done()
+			return "", ctx.Err()
+		})},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var perRun, afterGC float64
+	for b.Loop() {
+		r.store = NewInMemoryStore()
+		ctx, cancel := context.WithCancel(context.Background())
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		before := ms.StackInuse
+		var wg sync.WaitGroup
+		parked.Add(runs)
+		for range runs {
+			wg.Go(func() { _, _ = r.Run(ctx, "a", "hi", RunOptions{}) })
+		}
+		parked.Wait()
 		runtime.ReadMemStats(&ms)
 		perRun = float64(ms.StackInuse-before) / runs
 		runtime.GC()

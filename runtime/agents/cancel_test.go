@@ -147,7 +147,7 @@ func TestCancelRefusals(t *testing.T) {
 		t.Fatalf("cancel of an orphan: %s %v, pending %+v", rec.Status, err, rec.Cancel)
 	}
 	calls := d.fx.fake.Calls()
-	res, err = r.Recover(context.Background(), "run_orphan")
+	res, err = r.Drive(context.Background(), "run_orphan", agents.DriveOptions{})
 	if ce, ok := errors.AsType[*agents.CancelledError](err); !ok || ce.By != "ops" || res.Status != agents.StatusCancelled || d.fx.fake.Calls() != calls {
 		t.Fatalf("recover: %s %v, %d model calls", res.Status, err, d.fx.fake.Calls()-calls)
 	}

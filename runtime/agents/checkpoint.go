@@ -336,7 +336,7 @@ type ToolCallRecord struct {
 	Done bool `json:"done,omitempty"`
 	// Interrupted is true for a call that started and was stopped before
 	// its result (a timeout, a cancellation, a shutdown): it is recorded
-	// without a result, never as done. Continue and Recover run an
+	// without a result, never as done. Continue and Drive run an
 	// interrupted read again and ask a person about an interrupted write,
 	// which may or may not have happened.
 	Interrupted bool `json:"interrupted,omitempty"`
@@ -345,9 +345,11 @@ type ToolCallRecord struct {
 	// ErrorKind classifies a failed call; empty on success.
 	ErrorKind ErrorKind `json:"error_kind,omitempty"`
 	// Policy is how the approval policy judged the call; nil for calls
-	// it does not govern (handoffs, delegations, searches), calls that
-	// were never judged (invalid arguments, not run), and runs recorded
-	// before policies.
+	// it does not govern (handoffs, delegations, searches), calls of a
+	// tool it has nothing to decide about (no rule matches the tool, it
+	// has no approval of its own, and the default allows: the call is
+	// allowed), calls that were never judged (invalid arguments, not
+	// run), and runs recorded before policies.
 	Policy *PolicyRecord `json:"policy,omitempty"`
 	// Approval is the human decision on the call, when it needed one.
 	Approval *ApprovalRecord `json:"approval,omitempty"`

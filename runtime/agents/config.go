@@ -173,7 +173,7 @@ type Config struct {
 // (Runtime.Continue). A tool's own Timeout is separate: a call that exceeds
 // it is an error observation, and the run goes on.
 type Timeouts struct {
-	// Run bounds one drive of a run: from Run, Resume, Recover or Continue
+	// Run bounds one drive of a run: from Run, Resume, Continue or Drive
 	// until the run ends or pauses, whatever agents it goes through. It is
 	// the timeout of the agent the drive starts on. Zero means no bound.
 	Run time.Duration

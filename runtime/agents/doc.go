@@ -39,7 +39,7 @@
 // # Timeouts and continuing
 //
 // An agent's Timeouts (with defaults in Config.Timeouts) bound a run: Run
-// one drive of it, from Run, Resume, Recover or Continue until it ends or
+// one drive of it, from Run, Resume, Continue or Drive until it ends or
 // pauses; Step one model call with the tool calls it asks for. A caller's
 // own deadline ends a run the same way when the context's cause is a
 // *TimeoutError. A run that exceeds one stops timed_out and keeps its
@@ -48,7 +48,7 @@
 // Interrupted, never done. Continue takes up a run that stopped early
 // (max_steps, timed_out, cancelled) as the same run, with a fresh allowance
 // of steps and time; its checkpoint lists each Continuation. A pending step
-// is completed first, as Recover does: an interrupted read runs again, an
+// is completed first, as Drive does: an interrupted read runs again, an
 // interrupted write pauses for a decision.
 //
 // Cancel stops a run by id wherever it is driven: through the Store
@@ -63,12 +63,12 @@
 // the run with it (RunOptions.RunID), so that Cancel reaches the run by id
 // from any process; a start tried again after the worker died is refused
 // with *RunExistsError before any model call, and the worker takes the
-// run over by its status: Recover a run left running, Resume a paused
+// run over by its status: Drive a run left running, Resume a paused
 // one with a decision, Continue one that stopped early. A queue that must
-// write the run's record with its job (one transaction) takes the record
-// from Prepare instead, and its worker drives it with Recover, the same
-// call for the first attempt and for the one after a crash. Nothing but
-// the store is shared.
+// write the run's record with its job (one transaction) writes it with
+// Submit on a view of the store bound to that transaction instead, and
+// its worker drives it with Drive, the same call for the first attempt
+// and for the one after a crash. Nothing but the store is shared.
 //
 // Every observation is bounded in one place, whatever made it (a tool of
 // any kind, a search, a delegation, an error): at most the tool's
@@ -139,16 +139,18 @@
 // (Store.AddGrant), and honoured by resumed, continued and later runs. A
 // run may pause again. Every decision is recorded on its call
 // (ToolCallRecord.Policy, ToolCallRecord.Approval: the rule or the person,
-// who, when, the scope) and as an aid.approval.decision span event.
+// who, when, the scope) and as an aid.approval.decision span event; a
+// tool the policy has nothing to decide about (no rule matches it, no
+// approval of its own, a default that allows) is allowed without either.
 //
 // Every tool call is recorded in the Store before it runs and gets exactly
-// one result after. The step is checkpointed before its calls, so Recover
+// one result after. The step is checkpointed before its calls, so Drive
 // can continue a run whose process died: a call with a result is not run
 // again, an interrupted read is re-run, and an interrupted write is never
 // re-run silently: the run pauses (reason interrupted) for a decision. A
 // process shutting down cancels its runs with the cause ErrInterrupted
 // (context.WithCancelCause): such a run is not failed but saved running,
-// checkpointed at its last completed point, for Recover elsewhere; any
+// checkpointed at its last completed point, for Drive elsewhere; any
 // other cancellation fails the run. Run records are versioned, so two resumes of one pause cannot both proceed.
 // InMemoryStore is the default; package agentstoretest is the contract every
 // Store and MemoryStore passes.
@@ -187,7 +189,7 @@
 // run's events carry its Depth: its text becomes an observation, not the
 // answer. The hook is called one event at a time (parallel read calls
 // included) on the run's goroutines; a panic in it fails the run with
-// *HookPanicError after the gateway settled the call. Resume and Recover
+// *HookPanicError after the gateway settled the call. Resume and Drive
 // take no hook.
 //
 // # Record and replay

@@ -13,8 +13,8 @@ import (
 // gives the contexts of its runs when it shuts down before they end. A
 // shutdown is not the run's failure: a run whose context ends with this
 // cause is left running in the store, checkpointed at its last completed
-// point, so that Recover continues it in another process or after a
-// restart; Run, Resume and Recover then return StatusRunning and an error
+// point, so that Drive continues it in another process or after a
+// restart; Run, Resume and Drive then return StatusRunning and an error
 // wrapping ErrInterrupted. Any other cancellation fails the run.
 var ErrInterrupted = errors.New("agents: run interrupted by shutdown")
 
@@ -253,10 +253,12 @@ type RunNotFoundError struct {
 // Error implements error.
 func (e *RunNotFoundError) Error() string { return fmt.Sprintf("run %q not found", e.RunID) }
 
-// NotPausedError reports a Resume of a run that is not waiting for a
-// decision (it completed, failed, is running, or was already resumed), or a
-// Recover of a run that is not interrupted.
-type NotPausedError struct {
+// WrongStatusError reports an operation on a run whose status is not the
+// one the operation needs: a Resume of a run that is not waiting for a
+// decision (it completed, failed, is running, or was already resumed), or
+// a Drive of a run that is neither queued nor left running (it was driven
+// to its end already, was cancelled, or waits for a decision).
+type WrongStatusError struct {
 	// RunID is the run.
 	RunID string
 	// Status is its status in the store.
@@ -266,7 +268,7 @@ type NotPausedError struct {
 }
 
 // Error implements error.
-func (e *NotPausedError) Error() string {
+func (e *WrongStatusError) Error() string {
 	return fmt.Sprintf("run %s is %s, not %s", e.RunID, e.Status, e.Want)
 }
 
@@ -340,7 +342,7 @@ func (e *NotCancellableError) Error() string {
 
 // CancelPendingError reports a Cancel whose context ended before the run
 // stopped: the request is recorded and the process driving the run stops
-// it when it sees it (or Recover does, if that process is gone).
+// it when it sees it (or Drive does, if that process is gone).
 type CancelPendingError struct {
 	// RunID is the run.
 	RunID string

@@ -62,7 +62,7 @@ const (
 	// verdict of a post-hoc output guardrail follows the text it judged.
 	EventVerdict
 	// EventDriven: the run is stored and about to be driven, by Run,
-	// Resume, Continue, Recover or Drive (Agent, the agent it is on): the
+	// Resume, Continue or Drive (Agent, the agent it is on): the
 	// first event of each, before any model call, so that a stream can
 	// name the run before it costs anything. A call refused before the
 	// run starts or is claimed has none.

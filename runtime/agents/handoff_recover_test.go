@@ -71,7 +71,7 @@ func TestRecoverKeepsAFinishedHandoff(t *testing.T) {
 		t.Fatalf("stored run after the crash: %+v, %v", rec, err)
 	}
 	cfg.Store = shared
-	got, err := newRuntime(t, cfg).Recover(context.Background(), res.RunID)
+	got, err := newRuntime(t, cfg).Drive(context.Background(), res.RunID, agents.DriveOptions{})
 	if err != nil || got.Status != agents.StatusCompleted || got.Answer != "b here" {
 		t.Fatalf("recovered: %s %q %v", got.Status, got.Answer, err)
 	}

@@ -184,7 +184,7 @@ func TestShutdownLeavesRunRecoverable(t *testing.T) {
 				}
 			}
 			d.block.Store(false)
-			res, err := d.runtime(t).Recover(context.Background(), o.res.RunID)
+			res, err := d.runtime(t).Drive(context.Background(), o.res.RunID, agents.DriveOptions{})
 			if err != nil || res.Status != tt.wantRecovered {
 				t.Fatalf("recovered: %s %v, want %s", res.Status, err, tt.wantRecovered)
 			}

@@ -362,7 +362,11 @@ func (r *Runtime) answered(s *stepper, req *gateway.Request, res *gateway.Result
 func (r *Runtime) final(ctx context.Context, st *runState, step *StepRecord, text string) outcome {
 	st.steps = append(st.steps, *step)
 	if out, _ := st.outputSchema(); out != nil {
-		if verr := validateJSON(out, []byte(text)); verr != nil {
+		var fast *shape // the agent's own schema has its fast path; a client's has none
+		if out == st.agent.output {
+			fast = st.agent.outShape
+		}
+		if verr := checkJSON(out, fast, text); verr != nil {
 			if !st.repaired && st.agentSteps < st.maxSteps() {
 				st.repaired = true
 				st.appendMsg(gateway.Message{Role: gateway.RoleUser, Content: repairPrompt(verr)})
@@ -664,30 +668,16 @@ func fallbacksFor(fallbacks []string, alias string) []string {
 // returns paused when a call waits for a decision, the target of a
 // transfer, or a fatal error (cancellation, a store failure, a budget
 // breach inside a delegated run).
+//
+// A run's goroutine runs a sequential step's calls with runCalls, execOne
+// and runTool on its stack, so these keep small frames as drive's do:
+// what a call needs before or after it runs, and the paths few calls
+// take, are in functions of their own (BenchmarkToolCallStack).
 func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (paused bool, target *agentDef, err error) {
 	p := st.pending
 	calls := p.Step.ToolCalls
 	if p.Reason == "" && r.parallel(ctx, st, span, calls) {
-		errs := make([]error, len(calls))
-		sem := make(chan struct{}, r.maxParallel)
-		var wg sync.WaitGroup
-		for i := range calls {
-			if calls[i].Done {
-				continue
-			}
-			if denied(&calls[i]) {
-				r.deny(st, p.Step.Number, &calls[i])
-				continue
-			}
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				_, errs[i] = r.execOne(ctx, st, p.Step.Number, i, &calls[i])
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
+		if err := r.runParallel(ctx, st, calls); err != nil {
 			return false, nil, err
 		}
 	} else {
@@ -711,21 +701,7 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 			}
 			asked := c.Policy != nil && c.Policy.Action == policy.Ask && c.Policy.Grant == nil
 			if (asked || (i == p.Next && p.Reason == PauseInterrupted)) && c.Approval == nil {
-				if st.sub {
-					return false, nil, &kind.DeferredError{Feature: "human decisions inside a delegated run"}
-				}
-				if p.Reason == "" {
-					p.Reason = PauseApproval
-				}
-				p.Next = i
-				if span.IsRecording() {
-					span.AddEvent("aid.run.paused", trace.WithAttributes(attrToolName(c.Name), attrToolCallID(c.ID), attrPauseReason(string(p.Reason))))
-				}
-				r.logger.InfoContext(ctx, "run paused", "run", st.id, "agent", st.agent.spec.Name, "tool", c.Name, "reason", p.Reason)
-				if st.events != nil {
-					st.event(Event{Kind: EventPause, Step: p.Step.Number, Reason: p.Reason, Calls: calls[i : i+1 : i+1]})
-				}
-				return true, nil, nil
+				return r.pause(ctx, st, span, i)
 			}
 			if c.Approval != nil {
 				personDecided(span, c)
@@ -742,18 +718,81 @@ func (r *Runtime) runCalls(ctx context.Context, st *runState, span trace.Span) (
 			}
 		}
 	}
+	if err := r.stepDone(st); err != nil {
+		return false, nil, err
+	}
+	return false, target, nil
+}
+
+// runParallel runs a step's read calls at once, up to maxParallel.
+//
+//go:noinline
+func (r *Runtime) runParallel(ctx context.Context, st *runState, calls []ToolCallRecord) error {
+	p := st.pending
+	errs := make([]error, len(calls))
+	sem := make(chan struct{}, r.maxParallel)
+	var wg sync.WaitGroup
+	for i := range calls {
+		if calls[i].Done {
+			continue
+		}
+		if denied(&calls[i]) {
+			r.deny(st, p.Step.Number, &calls[i])
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			_, errs[i] = r.execOne(ctx, st, p.Step.Number, i, &calls[i])
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// pause pauses the run at the pending step's call i, which waits for a
+// person's decision.
+//
+//go:noinline
+func (r *Runtime) pause(ctx context.Context, st *runState, span trace.Span, i int) (bool, *agentDef, error) {
+	p := st.pending
+	c := &p.Step.ToolCalls[i]
+	if st.sub {
+		return false, nil, &kind.DeferredError{Feature: "human decisions inside a delegated run"}
+	}
+	if p.Reason == "" {
+		p.Reason = PauseApproval
+	}
+	p.Next = i
+	if span.IsRecording() {
+		span.AddEvent("aid.run.paused", trace.WithAttributes(attrToolName(c.Name), attrToolCallID(c.ID), attrPauseReason(string(p.Reason))))
+	}
+	r.logger.InfoContext(ctx, "run paused", "run", st.id, "agent", st.agent.spec.Name, "tool", c.Name, "reason", p.Reason)
+	if st.events != nil {
+		st.event(Event{Kind: EventPause, Step: p.Step.Number, Reason: p.Reason, Calls: p.Step.ToolCalls[i : i+1 : i+1]})
+	}
+	return true, nil, nil
+}
+
+// stepDone ends the pending step, whose calls all have their observation:
+// the observations join the thread and the step the run's steps.
+//
+//go:noinline
+func (r *Runtime) stepDone(st *runState) error {
+	p := st.pending
 	if r.replay != nil {
 		if err := r.replay.checkStep(st, &p.Step); err != nil {
-			return false, nil, err
+			return err
 		}
 	}
-	for i := range calls {
-		c := &calls[i]
+	for i := range p.Step.ToolCalls {
+		c := &p.Step.ToolCalls[i]
 		st.appendMsg(gateway.Message{Role: gateway.RoleTool, Content: c.Observation, ToolCallID: c.ID, Name: c.Name, Failed: c.ErrorKind != ""})
 	}
 	st.steps = append(st.steps, p.Step)
 	st.pending, st.prerecorded = nil, 0
-	return false, target, nil
+	return nil
 }
 
 // parallel reports whether a step's calls may run concurrently: more than
@@ -789,7 +828,7 @@ func readOnly(d *agentDef, calls []ToolCallRecord) bool {
 // it always allows.
 func (r *Runtime) allowed(d *agentDef, calls ...ToolCallRecord) bool {
 	for _, c := range calls {
-		if t := d.tools[c.Name]; t != nil && t.kind == kindPlain && !r.policy.AlwaysAllows(c.Name) {
+		if t := d.tools[c.Name]; t != nil && t.kind == kindPlain && !t.allowed {
 			return false
 		}
 		if c.Policy != nil && c.Policy.Source == policy.SourceGuardrail {
@@ -807,20 +846,19 @@ func (r *Runtime) allowed(d *agentDef, calls ...ToolCallRecord) bool {
 // refuse (runTool says why; nobody need be asked) are not judged.
 func (r *Runtime) judge(ctx context.Context, st *runState, span trace.Span, c *ToolCallRecord) error {
 	t := st.agent.tools[c.Name]
-	if c.Policy != nil || c.Approval != nil || t == nil || t.kind != kindPlain {
+	if c.Policy != nil || c.Approval != nil || t == nil || t.kind != kindPlain || t.unruled {
+		// A tool the policy has nothing to decide about is allowed by its
+		// default, and its calls carry no record of it.
 		return nil
 	}
-	args := json.RawMessage(c.Arguments)
-	if len(strings.TrimSpace(c.Arguments)) == 0 {
-		args = json.RawMessage("{}")
-	}
-	if !t.allowed && validateJSON(t.schema, args) != nil {
+	args := callArguments(c)
+	if !t.allowed && checkJSON(t.schema, t.shape, args) != nil {
 		// A call a person might be asked about is judged only once its
 		// arguments are known good; one the policy always allows is
 		// judged whatever they are, and runTool refuses it.
 		return nil
 	}
-	d := r.policy.Decide(policy.Input{Tool: c.Name, Arguments: args, Agent: st.agent.spec.Name, User: st.userID, Thread: st.threadID})
+	d := r.policy.Decide(policy.Input{Tool: c.Name, Arguments: json.RawMessage(args), Agent: st.agent.spec.Name, User: st.userID, Thread: st.threadID})
 	rec := &PolicyRecord{Action: d.Action, Source: d.Source, Rule: d.Rule, Reason: d.Reason, At: time.Now().UTC()}
 	if d.Action == policy.Ask {
 		g, err := r.grantFor(ctx, st, c.Name)
@@ -919,40 +957,82 @@ func personDecided(span trace.Span, c *ToolCallRecord) {
 // execOne records a call, runs it and records its result, exactly once. A
 // call recorded earlier (recovery of an interrupted step) is not recorded
 // again; one that already has a result is not run again.
+//
+// Its frame, runTool's and callTool's are on the stack while the call
+// runs (see runCalls): what comes before and after is in functions of
+// their own.
 func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *ToolCallRecord) (*agentDef, error) {
 	if stopped(ctx) {
-		// Not started, so not recorded: recovery or continuation runs it
-		// normally.
-		return nil, fmt.Errorf("run %s: tool call %s not started: %w", st.id, c.ID, context.Cause(ctx))
+		return nil, notStarted(ctx, st, c)
 	}
 	t := st.agent.tools[c.Name]
-	key := callKey(step, i)
 	tctx, span := r.startToolSpan(ctx, st, c)
 	defer span.End()
 	if !st.sub && i >= st.prerecorded {
-		err := r.store.RecordCall(ctx, callRecord(st, t, step, i, c))
-		var exists *CallExistsError
-		if errors.As(err, &exists) {
-			prev, lerr := r.store.Call(ctx, st.id, key)
-			if lerr != nil {
-				return nil, fmt.Errorf("run %s: read tool call %s: %w", st.id, key, lerr)
-			}
-			if prev.Result != nil {
-				c.observe(prev.Result.Observation, prev.Result.ErrorKind)
-				return nil, nil
-			}
-		} else if err != nil {
-			return nil, fmt.Errorf("run %s: record tool call %s: %w", st.id, key, err)
+		if done, err := r.recordCall(ctx, st, t, step, i, c); done || err != nil {
+			return nil, err
 		}
 	}
 	if st.events != nil && !(c.Approval != nil && !c.Approval.Approved) {
-		st.event(Event{Kind: EventToolStart, Step: step, Calls: []ToolCallRecord{*c}})
+		st.toolStarted(step, c)
 	}
 	target, err := r.runTool(st.withProgress(tctx, step, c), st, t, step, i, c)
+	return r.callDone(ctx, tctx, span, st, t, step, i, c, target, err)
+}
+
+// notStarted is the error of a call the run stopped before: not started,
+// so not recorded, it runs normally when the run is recovered or
+// continued.
+//
+//go:noinline
+func notStarted(ctx context.Context, st *runState, c *ToolCallRecord) error {
+	return fmt.Errorf("run %s: tool call %s not started: %w", st.id, c.ID, context.Cause(ctx))
+}
+
+// recordCall records call i of step before it runs. A call recorded
+// earlier (recovery of an interrupted step) is not recorded again; one that
+// has a result there already is done, and is not run again.
+//
+//go:noinline
+func (r *Runtime) recordCall(ctx context.Context, st *runState, t *tool, step, i int, c *ToolCallRecord) (done bool, err error) {
+	err = r.store.RecordCall(ctx, callRecord(st, t, step, i, c))
+	if _, exists := errors.AsType[*CallExistsError](err); exists {
+		key := callKey(step, i)
+		prev, lerr := r.store.Call(ctx, st.id, key)
+		if lerr != nil {
+			return false, fmt.Errorf("run %s: read tool call %s: %w", st.id, key, lerr)
+		}
+		if prev.Result != nil {
+			c.observe(prev.Result.Observation, prev.Result.ErrorKind)
+			return true, nil
+		}
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("run %s: record tool call %s: %w", st.id, callKey(step, i), err)
+	}
+	return false, nil
+}
+
+// toolStarted tells the run's hook that call c of step starts.
+//
+//go:noinline
+func (st *runState) toolStarted(step int, c *ToolCallRecord) {
+	st.event(Event{Kind: EventToolStart, Step: step, Calls: []ToolCallRecord{*c}})
+}
+
+// callDone takes call i of step after it ran, with the target of a
+// transfer it made and the error that stops the run, if any: the
+// observation bounded, the result hooks, the call's result recorded,
+// exactly once.
+//
+//go:noinline
+func (r *Runtime) callDone(ctx, tctx context.Context, span trace.Span, st *runState, t *tool, step, i int, c *ToolCallRecord, target *agentDef, err error) (*agentDef, error) {
+	key := callKey(step, i)
 	if err != nil && !st.sub && stopped(ctx) {
 		// A shutdown, a timeout or a cancellation is not the call's
 		// result: the call stays recorded without one, interrupted, never
-		// done, so that Recover or Continue re-runs it (a read) or asks a
+		// done, so that Drive or Continue re-runs it (a read) or asks a
 		// person (a write, which may or may not have happened).
 		c.Delegate, c.Interrupted = nil, true
 		span.SetStatus(codes.Error, "interrupted: "+context.Cause(ctx).Error())
@@ -998,6 +1078,37 @@ func (r *Runtime) execOne(ctx context.Context, st *runState, step, i int, c *Too
 // the run's own end (cancellation, a budget breach in a delegated run) is an
 // error.
 func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, step, i int, c *ToolCallRecord) (*agentDef, error) {
+	if t == nil || t.kind != kindPlain || r.replay != nil || c.Approval != nil && !c.Approval.Approved {
+		return r.runOther(ctx, st, t, step, i, c)
+	}
+	args, ok := validArguments(t, c)
+	if !ok {
+		return nil, nil
+	}
+	return nil, r.callTool(ctx, st, t, c, args)
+}
+
+// validArguments returns a call's arguments when they match its tool's
+// input schema; otherwise the call's observation says why not.
+func validArguments(t *tool, c *ToolCallRecord) (json.RawMessage, bool) {
+	text := callArguments(c)
+	if err := checkJSON(t.schema, t.shape, text); err != nil {
+		invalidArguments(c, err)
+		return nil, false
+	}
+	return json.RawMessage(text), true
+}
+
+//go:noinline
+func invalidArguments(c *ToolCallRecord, err error) {
+	c.observe(fmt.Sprintf("error: invalid arguments for %s: %v", c.Name, err), KindInvalidArguments)
+}
+
+// runOther is runTool for a call a person rejected, of a tool the agent
+// lacks, of a handoff, a delegation or a search, or in a replay.
+//
+//go:noinline
+func (r *Runtime) runOther(ctx context.Context, st *runState, t *tool, step, i int, c *ToolCallRecord) (*agentDef, error) {
 	if c.Approval != nil && !c.Approval.Approved {
 		obs := "error: a human rejected this call"
 		if c.Approval.Feedback != "" {
@@ -1010,12 +1121,8 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, step, i in
 		c.observe(fmt.Sprintf("error: unknown tool %q; available tools: %s", c.Name, strings.Join(toolNames(st.agent), ", ")), KindUnknownTool)
 		return nil, nil
 	}
-	args := json.RawMessage(c.Arguments)
-	if len(strings.TrimSpace(c.Arguments)) == 0 {
-		args = json.RawMessage("{}")
-	}
-	if err := validateJSON(t.schema, args); err != nil {
-		c.observe(fmt.Sprintf("error: invalid arguments for %s: %v", c.Name, err), KindInvalidArguments)
+	args, ok := validArguments(t, c)
+	if !ok {
 		return nil, nil
 	}
 	switch t.kind {
@@ -1053,21 +1160,46 @@ func (r *Runtime) runTool(ctx context.Context, st *runState, t *tool, step, i in
 	if r.replay != nil {
 		return nil, r.replay.tool(ctx, st, step, i, c)
 	}
+	return nil, r.callTool(ctx, st, t, c, args)
+}
+
+// callTool calls a plain tool's implementation under its timeout and sets
+// the call's observation; the error is the run's own end.
+func (r *Runtime) callTool(ctx context.Context, st *runState, t *tool, c *ToolCallRecord, args json.RawMessage) error {
 	tctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	tctx = context.WithValue(tctx, runInfoKey{}, &RunInfo{RunID: st.id, Agent: st.agent.spec.Name, ThreadID: st.threadID, UserID: st.userID, Tenant: st.caller.Tenant, CallID: c.ID})
 	out, err := safeCall(tctx, t.impl, args)
-	switch {
-	case err == nil:
+	if err == nil {
 		c.observe(out, "")
+		return nil
+	}
+	return toolFailed(ctx, tctx, st, t, c, err)
+}
+
+// toolFailed sets the observation of a call whose implementation failed
+// with err, unless the run itself ended, which is the error.
+//
+//go:noinline
+func toolFailed(ctx, tctx context.Context, st *runState, t *tool, c *ToolCallRecord, err error) error {
+	switch {
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("run %s: tool %s: %w", st.id, c.Name, ctx.Err())
+		return fmt.Errorf("run %s: tool %s: %w", st.id, c.Name, ctx.Err())
 	case errors.Is(tctx.Err(), context.DeadlineExceeded):
 		c.observe(fmt.Sprintf("error: tool %s timed out after %v", c.Name, t.timeout), KindTimeout)
 	default:
 		c.observe(fmt.Sprintf("error: tool %s failed: %v", c.Name, err), KindToolFailed)
 	}
-	return nil, nil
+	return nil
+}
+
+// callArguments are a call's arguments as its tool reads them: an empty
+// object for none.
+func callArguments(c *ToolCallRecord) string {
+	if len(strings.TrimSpace(c.Arguments)) == 0 {
+		return "{}"
+	}
+	return c.Arguments
 }
 
 // safeCall runs an implementation, turning a panic into an error.
@@ -1266,7 +1398,7 @@ func stopped(ctx context.Context) bool {
 }
 
 // stop ends a run whose context (sctx, the step's, or ctx itself) ended
-// with a stop cause: a shutdown leaves it running for Recover; a timeout or
+// with a stop cause: a shutdown leaves it running for Drive; a timeout or
 // a cancellation ends it timed_out or cancelled, with its pending step kept
 // for Continue. cause is the error the stop surfaced as.
 func (r *Runtime) stop(ctx, sctx context.Context, st *runState, span trace.Span, cause error) (RunResult, error) {
@@ -1299,10 +1431,10 @@ func (r *Runtime) stop(ctx, sctx context.Context, st *runState, span trace.Span,
 // with a checkpoint of everything completed: the finished calls of a
 // pending step are Done in it (and have their result in the store), an
 // interrupted call is recorded without a result, and a call not started is
-// not recorded; Recover continues from there. The result says running and
+// not recorded; Drive continues from there. The result says running and
 // the error wraps ErrInterrupted.
 func (r *Runtime) interrupt(ctx context.Context, st *runState, span trace.Span, cause error) (RunResult, error) {
-	err := fmt.Errorf("run %s: %w; it stays running in the store and can be recovered (Runtime.Recover)", st.id, context.Cause(ctx))
+	err := fmt.Errorf("run %s: %w; it stays running in the store and can be recovered (Runtime.Drive)", st.id, context.Cause(ctx))
 	var conflict *ConflictError
 	if errors.As(cause, &conflict) {
 		err = errors.Join(err, cause)

@@ -139,7 +139,7 @@ func declareTools(cfg Config) (map[string]*tool, []error) {
 			continue
 		}
 		declared[t.Name] = &tool{
-			name: t.Name, kind: kindPlain, schema: s, impl: cfg.Implementations[t.Name],
+			name: t.Name, kind: kindPlain, schema: s, shape: newShape(s), impl: cfg.Implementations[t.Name],
 			def:     gateway.ToolDef{Name: t.Name, Description: t.Description, Parameters: in},
 			effects: cmp.Or(t.Effects, EffectsRead),
 			timeout: cmp.Or(t.Timeout, DefaultToolTimeout),
@@ -169,6 +169,7 @@ func (r *Runtime) compilePolicy(cfg Config, declared map[string]*tool) []error {
 	r.policy = compiled
 	for _, t := range declared {
 		t.allowed = compiled.AlwaysAllows(t.name)
+		t.unruled = compiled.Unruled(t.name)
 	}
 	return nil
 }
@@ -349,7 +350,7 @@ func (r *Runtime) bindAgentTools(d *agentDef) []error {
 			if err != nil {
 				panic(err) // the built-in schemas are constants
 			}
-			t.schema = s
+			t.schema, t.shape = s, newShape(s)
 			d.tools[tn] = t
 			d.defs = append(d.defs, def)
 		}
@@ -377,7 +378,7 @@ func (d *agentDef) bindSearch(searchers map[string]Searcher, schema *jsonschema.
 		}
 		d.tools[tn] = &tool{
 			name: tn, kind: kindSearch, effects: EffectsRead,
-			timeout: DefaultToolTimeout, maxObs: DefaultMaxObservationBytes, schema: schema, searcher: s, source: rn,
+			timeout: DefaultToolTimeout, maxObs: DefaultMaxObservationBytes, schema: schema, shape: newShape(schema), searcher: s, source: rn,
 		}
 		d.defs = append(d.defs, gateway.ToolDef{Name: tn, Description: searchDescription(rn, s), Parameters: searchSchema})
 	}
@@ -420,7 +421,7 @@ func (d *agentDef) compileOutput() []error {
 	if err != nil {
 		return []error{fmt.Errorf("agent %q: output: %w", d.spec.Name, err)}
 	}
-	d.output = s
+	d.output, d.outShape = s, newShape(s)
 	d.format = &gateway.JSONSchema{Name: d.spec.Name + "_output", Schema: out}
 	return nil
 }

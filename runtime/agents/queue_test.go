@@ -33,7 +33,7 @@ func TestSubmitThenDrive(t *testing.T) {
 		t.Fatalf("drive: %s %v", res.Status, err)
 	}
 	// Driving it again does nothing: the job that drove it is done.
-	if _, err := worker.Drive(ctx, rec.RunID, agents.DriveOptions{}); !errors.As(err, new(*agents.NotPausedError)) {
+	if _, err := worker.Drive(ctx, rec.RunID, agents.DriveOptions{}); !errors.As(err, new(*agents.WrongStatusError)) {
 		t.Fatalf("second drive of a paused run: %v", err)
 	}
 
@@ -88,7 +88,7 @@ func TestQueuedContinuationAndCancel(t *testing.T) {
 		t.Fatalf("cancel a queued run: %s %v", cancelled.Status, err)
 	}
 	calls := d.fx.fake.Calls()
-	if res, err := r.Drive(ctx, queued.RunID, agents.DriveOptions{}); !errors.As(err, new(*agents.NotPausedError)) || res.Status != agents.StatusCancelled {
+	if res, err := r.Drive(ctx, queued.RunID, agents.DriveOptions{}); !errors.As(err, new(*agents.WrongStatusError)) || res.Status != agents.StatusCancelled {
 		t.Fatalf("drive a cancelled run: %s %v", res.Status, err)
 	}
 	if d.fx.fake.Calls() != calls {

@@ -3,6 +3,7 @@ package agents
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -23,14 +24,21 @@ import (
 // agent's instructions or a run taken up in another process start afresh
 // (Keep zero). A tool message is kept without its content, which is the
 // observation of its call, kept with the call: the record costs no
-// observation twice.
+// observation twice. The messages a step adds to the thread, its answer
+// and its calls' results, are what the step's own record holds: the next
+// step's request says it follows them (Answered) rather than repeat them.
 type RequestRecord struct {
 	// Keep is how many leading messages of the step before's request this
 	// one repeats.
 	Keep int `json:"keep,omitempty"`
+	// Answered is true when, after those, the request holds the step
+	// before's answer and a tool message per call of it, which the record
+	// leaves out (answerMessages rebuilds them). Keep is then left out
+	// when it is the whole of the step before's request, the common case.
+	Answered bool `json:"answered,omitempty"`
 	// Messages are the request's messages after those, system messages
 	// included.
-	Messages []SavedMessage `json:"messages"`
+	Messages []SavedMessage `json:"messages,omitempty"`
 	// Memory is true when the request carries a message of stored memory:
 	// the last of its leading system messages.
 	Memory bool `json:"memory,omitempty"`
@@ -108,16 +116,34 @@ func fingerprint(d *agentDef) string {
 // changed once built (the loop appends to its thread past what a request
 // holds), so the request itself is remembered, not a copy.
 func (st *runState) recordRequest(req *gateway.Request) *RequestRecord {
-	keep := 0
+	keep, prev := 0, len(st.lastReq)
+	if prev > 0 && len(req.Messages) >= prev && &req.Messages[0] == &st.lastReq[0] {
+		// The same thread, grown in place (request): what it held then it
+		// holds now.
+		keep = prev
+	}
 	for keep < len(st.lastReq) && keep < len(req.Messages) && sameMessage(&st.lastReq[keep], &req.Messages[keep]) {
 		keep++
 	}
 	st.lastReq = req.Messages
-	kept := make([]SavedMessage, len(req.Messages)-keep)
-	for i, m := range req.Messages[keep:] {
-		kept[i] = withoutObservation(saveMessage(m))
+	rest := req.Messages[keep:]
+	answered := false
+	if keep > 0 && len(st.steps) > 0 {
+		if n := answerLen(&st.steps[len(st.steps)-1]); len(rest) >= n && followsStep(rest[:n], &st.steps[len(st.steps)-1]) {
+			rest, answered = rest[n:], true
+		}
 	}
-	rec := &RequestRecord{Keep: keep, Messages: kept, Memory: st.reqMemory}
+	var kept []SavedMessage
+	if len(rest) > 0 {
+		kept = make([]SavedMessage, len(rest))
+		for i, m := range rest {
+			kept[i] = withoutObservation(saveMessage(m))
+		}
+	}
+	rec := &RequestRecord{Keep: keep, Answered: answered, Messages: kept, Memory: st.reqMemory}
+	if answered && keep == prev {
+		rec.Keep = 0 // the whole of it
+	}
 	if d := st.agent; d.fingerprint != st.lastFingerprint || keep == 0 {
 		rec.Tools, rec.Fingerprint, rec.Learned = d.toolNames, d.fingerprint, d.learned
 		st.lastFingerprint = d.fingerprint
@@ -136,6 +162,49 @@ func sameMessage(a, b *gateway.Message) bool {
 		}
 	}
 	return true
+}
+
+// answerLen is how many messages step s adds to its run's thread: its
+// answer and a tool message per call.
+func answerLen(s *StepRecord) int { return 1 + len(s.ToolCalls) }
+
+// followsStep reports whether msgs are the messages step s added to its
+// run's thread, as answerMessages rebuilds them (tool messages' content
+// aside, which a request record leaves out).
+func followsStep(msgs []gateway.Message, s *StepRecord) bool {
+	a := &msgs[0]
+	if a.Role != gateway.RoleAssistant || a.Content != s.Text || a.ToolCallID != "" || a.Name != "" || a.Failed || len(a.ToolCalls) != len(s.ToolCalls) {
+		return false
+	}
+	for i := range s.ToolCalls {
+		c, m := &s.ToolCalls[i], &msgs[1+i]
+		if tc := &a.ToolCalls[i]; tc.ID != c.ID || tc.Name != c.Name || string(tc.Arguments) != modelArguments(*c) {
+			return false
+		}
+		if m.Role != gateway.RoleTool || m.ToolCallID != c.ID || m.Name != c.Name || m.Failed != (c.ErrorKind != "") || len(m.ToolCalls) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// answerMessages rebuilds the messages step s added to its run's thread,
+// as a request record keeps them: its answer, then a tool message per
+// call, without its observation.
+func answerMessages(s *StepRecord) []SavedMessage {
+	out := make([]SavedMessage, 0, answerLen(s))
+	a := SavedMessage{Role: gateway.RoleAssistant, Content: s.Text}
+	if len(s.ToolCalls) > 0 {
+		a.ToolCalls = make([]SavedToolCall, len(s.ToolCalls))
+		for i, c := range s.ToolCalls {
+			a.ToolCalls[i] = SavedToolCall{ID: c.ID, Name: c.Name, Arguments: modelArguments(c)}
+		}
+	}
+	out = append(out, a)
+	for _, c := range s.ToolCalls {
+		out = append(out, SavedMessage{Role: gateway.RoleTool, ToolCallID: c.ID, Name: c.Name, Failed: c.ErrorKind != ""})
+	}
+	return out
 }
 
 // withoutObservation is a request message as a RequestRecord keeps it: a
@@ -167,7 +236,7 @@ func requests(steps []StepRecord) ([]RequestRecord, error) {
 			full.Tools, full.Fingerprint, full.Learned = prev.Tools, prev.Fingerprint, prev.Learned
 		}
 		switch {
-		case r.Keep == 0:
+		case r.Keep == 0 && !r.Answered:
 			full.Messages = r.Messages
 		case prev == nil || r.Keep > len(prev.Messages):
 			n := 0
@@ -175,6 +244,9 @@ func requests(steps []StepRecord) ([]RequestRecord, error) {
 				n = len(prev.Messages)
 			}
 			return nil, fmt.Errorf("step %d keeps %d messages of a request of %d", s.Number, r.Keep, n)
+		case r.Answered:
+			keep := cmp.Or(r.Keep, len(prev.Messages))
+			full.Messages = slices.Concat(prev.Messages[:keep:keep], answerMessages(&steps[i-1]), r.Messages)
 		default:
 			full.Messages = slices.Concat(prev.Messages[:r.Keep:r.Keep], r.Messages)
 		}
@@ -184,9 +256,11 @@ func requests(steps []StepRecord) ([]RequestRecord, error) {
 	return out, nil
 }
 
-// RecordingFormat is the version of the event log Record writes and
-// ReadRecording reads.
-const RecordingFormat = 1
+// RecordingFormat is the version of the event log Record writes.
+// ReadRecording reads it and format 1, whose step requests never say
+// they follow the step before's answer (RequestRecord.Answered), which a
+// reader of format 1 would not know to rebuild.
+const RecordingFormat = 2
 
 // Recording is a run's event log: everything a replay needs, and what a
 // person reads of a run. Record writes it as JSON Lines, one event per
@@ -407,8 +481,8 @@ func ReadRecording(r io.Reader) (*Recording, error) {
 			if err := json.Unmarshal(line, &rec.Run); err != nil {
 				return nil, &RecordingError{Line: n, Problem: err.Error()}
 			}
-			if rec.Run.Format != RecordingFormat {
-				return nil, &RecordingError{Line: n, Problem: fmt.Sprintf("format %d; this runtime reads format %d", rec.Run.Format, RecordingFormat)}
+			if rec.Run.Format != RecordingFormat && rec.Run.Format != 1 {
+				return nil, &RecordingError{Line: n, Problem: fmt.Sprintf("format %d; this runtime reads formats 1 and %d", rec.Run.Format, RecordingFormat)}
 			}
 			continue
 		}

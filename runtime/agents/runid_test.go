@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
 )
@@ -44,7 +43,7 @@ func TestRunByIDForAJobWorker(t *testing.T) {
 	if after, _ := d.store.LoadRun(context.Background(), id); after.Version != before.Version || after.Status != agents.StatusRunning {
 		t.Fatalf("a refused start changed the record: version %d → %d, %s", before.Version, after.Version, after.Status)
 	}
-	res, err = retry.Recover(context.Background(), id)
+	res, err = retry.Drive(context.Background(), id, agents.DriveOptions{})
 	if err != nil || res.RunID != id || res.Status != agents.StatusCompleted || res.Answer != "done" || d.lookups.Load() != 1 {
 		t.Fatalf("recover: %s %s %v, %d lookups", res.RunID, res.Status, err, d.lookups.Load())
 	}
@@ -93,57 +92,35 @@ func TestRunIDsNewRunIDCannotMake(t *testing.T) {
 	}
 }
 
-// TestPrepareThenRecover stores a prepared run as a job queue would (the
-// record written by the caller), and drives it from another runtime with
-// Recover: it completes as the same run, keeping its thread, user and
-// input, with no model call made before. A prepared run cancelled before
-// any process drove it stops at once when it is recovered, without a
-// model call. Prepare refuses what Run refuses before a run starts.
-func TestPrepareThenRecover(t *testing.T) {
+// TestSubmitWithARunID queues a run with an id made beforehand, as a job
+// queue would, and drives it from another runtime: it completes as the
+// same run, keeping its thread, user and input, with no model call made
+// before. Submit refuses what Run refuses before a run starts.
+func TestSubmitWithARunID(t *testing.T) {
 	d := newAgentDesk(t, calls(call("l", "lookup", `{"id":"A"}`)), answer("done"))
 	queue, worker := d.runtime(t), d.runtime(t)
 	id := agents.NewRunID()
-	rec, err := queue.Prepare("desk", "help", agents.RunOptions{RunID: id, ThreadID: "th", UserID: "u1"})
-	if err != nil || rec.RunID != id || rec.Status != agents.StatusRunning || rec.Checkpoint.ThreadID != "th" || rec.Checkpoint.UserID != "u1" {
-		t.Fatalf("prepare: %+v %v", rec, err)
+	rec, err := queue.Submit(context.Background(), d.store, "desk", "help", agents.RunOptions{RunID: id, ThreadID: "th", UserID: "u1"})
+	if err != nil || rec.RunID != id || rec.Status != agents.StatusQueued || rec.Checkpoint.ThreadID != "th" || rec.Checkpoint.UserID != "u1" {
+		t.Fatalf("submit: %+v %v", rec, err)
 	}
-	if _, err := d.store.LoadRun(context.Background(), id); !errors.As(err, new(*agents.RunNotFoundError)) || d.fx.fake.Calls() != 0 {
-		t.Fatalf("prepare stored the run or called the model: %v, %d calls", err, d.fx.fake.Calls())
+	if d.fx.fake.Calls() != 0 {
+		t.Fatalf("submit called the model: %d calls", d.fx.fake.Calls())
 	}
-	if _, err := d.store.CreateRun(context.Background(), rec); err != nil {
-		t.Fatal(err)
-	}
-	res, err := worker.Recover(context.Background(), id)
+	res, err := worker.Drive(context.Background(), id, agents.DriveOptions{})
 	if err != nil || res.RunID != id || res.Status != agents.StatusCompleted || res.Answer != "done" || d.lookups.Load() != 1 {
-		t.Fatalf("recover: %s %s %q %v, %d lookups", res.RunID, res.Status, res.Answer, err, d.lookups.Load())
+		t.Fatalf("drive: %s %s %q %v, %d lookups", res.RunID, res.Status, res.Answer, err, d.lookups.Load())
 	}
 	if len(res.Messages) == 0 || res.Messages[0].Content != "help" {
 		t.Fatalf("the run's thread: %+v", res.Messages)
 	}
-
-	// Cancelled while queued.
-	rec, err = queue.Prepare("desk", "help", agents.RunOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if _, err := queue.Submit(context.Background(), d.store, "desk", "again", agents.RunOptions{RunID: id}); !errors.As(err, new(*agents.RunExistsError)) {
+		t.Fatalf("a second submit with the same id: %v", err)
 	}
-	if _, err := d.store.CreateRun(context.Background(), rec); err != nil {
-		t.Fatal(err)
+	if _, err := queue.Submit(context.Background(), d.store, "nobody", "help", agents.RunOptions{}); err == nil {
+		t.Fatal("submitted a run of an unknown agent")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
-	defer cancel()
-	if _, err := queue.Cancel(ctx, rec.RunID, agents.CancelOptions{By: "ops"}); !errors.As(err, new(*agents.CancelPendingError)) {
-		t.Fatalf("cancel of a queued run: %v", err)
-	}
-	calls := d.fx.fake.Calls()
-	res, err = worker.Recover(context.Background(), rec.RunID)
-	if ce, ok := errors.AsType[*agents.CancelledError](err); !ok || ce.By != "ops" || res.Status != agents.StatusCancelled || d.fx.fake.Calls() != calls {
-		t.Fatalf("recover of a run cancelled while queued: %s %v, %d model calls", res.Status, err, d.fx.fake.Calls()-calls)
-	}
-
-	if _, err := queue.Prepare("nobody", "help", agents.RunOptions{}); err == nil {
-		t.Fatal("prepared a run of an unknown agent")
-	}
-	if _, err := queue.Prepare("desk", "help", agents.RunOptions{RunID: "run_1"}); !errors.As(err, new(*agents.InvalidOptionError)) {
+	if _, err := queue.Submit(context.Background(), d.store, "desk", "help", agents.RunOptions{RunID: "run_1"}); !errors.As(err, new(*agents.InvalidOptionError)) {
 		t.Fatalf("a bad run id: %v", err)
 	}
 }

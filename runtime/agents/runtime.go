@@ -68,6 +68,8 @@ type tool struct {
 	maxObs   int  // the bound of its observations (boundObservation)
 	allowed  bool // the approval policy allows every call of it, whatever the arguments
 	schema   *jsonschema.Schema
+	shape    *shape // schema's fast path, if it has one
+	unruled  bool   // the approval policy has nothing to decide about it (policy.Compiled.Unruled)
 	impl     Implementation
 	target   *agentDef         // transfer and delegate
 	searcher Searcher          // search
@@ -84,6 +86,7 @@ type agentDef struct {
 	tools        map[string]*tool
 	defs         []gateway.ToolDef
 	output       *jsonschema.Schema
+	outShape     *shape // output's fast path, if it has one
 	format       *gateway.JSONSchema
 	budget       string
 	budgetScope  gateway.Scope
@@ -124,7 +127,7 @@ type RunOptions struct {
 	// from the moment its record exists, and a start that is tried again
 	// finds it. A run with this id already in the store is refused with a
 	// *RunExistsError before any model call; the caller then takes the
-	// run over instead (Recover for a run left running by a process that
+	// run over instead (Drive for a run left running by a process that
 	// died, Continue for one that stopped early, Resume for a paused one).
 	// An id that NewRunID cannot have made is refused with an
 	// *InvalidOptionError. Empty means a fresh id.
@@ -142,7 +145,7 @@ type RunOptions struct {
 	Client *ClientRequest
 }
 
-// RunResult is the outcome of Run, Resume or Recover.
+// RunResult is the outcome of Run, Resume, Continue or Drive.
 type RunResult struct {
 	// RunID identifies the run, for Resume and the store.
 	RunID string
@@ -164,7 +167,7 @@ type RunResult struct {
 	// early, which is part of its partial result.
 	LastText string
 	// Status is how the run ended; StatusRunning for a run interrupted by
-	// a shutdown (the error wraps ErrInterrupted), which Recover continues.
+	// a shutdown (the error wraps ErrInterrupted), which Drive continues.
 	Status Status
 	// Steps are the run's steps. A run that stopped during a step's tool
 	// calls (timed_out, cancelled) lists that step too, its calls as they
@@ -190,7 +193,7 @@ type RunResult struct {
 	Messages []gateway.Message
 	// Verdicts are the verdicts of the run's hooks and guardrails that did
 	// something (blocked, redacted, asked, logged), in order, made by this
-	// call (Run, Resume, Continue, Recover); the checkpoint holds the
+	// call (Run, Resume, Continue, Drive); the checkpoint holds the
 	// run's all.
 	Verdicts []VerdictRecord
 }
@@ -269,27 +272,6 @@ func (r *Runtime) Run(ctx context.Context, agent, input string, opts RunOptions)
 	}
 	err = r.drive(ctx, st, &res)
 	return res, err
-}
-
-// Prepare returns the record of a new run as Run would create it (status
-// running, its checkpoint before the first model call), without storing it
-// or calling anything, for a caller that stores it itself, such as a job
-// queue that writes the record and the job in one transaction. Once the
-// record is in the store (Store.CreateRun, or the store's own write in the
-// caller's transaction), Recover drives the run from it, in any process
-// sharing the store, and again after the process driving it died; Cancel
-// reaches it by id from the moment it is stored, and a run cancelled
-// before any process drove it stops at once when it is recovered. It
-// refuses what Run refuses before the run starts (an unknown agent, a
-// missing user id, a bad RunOptions.RunID); RunOptions.OnEvent does not
-// apply.
-func (r *Runtime) Prepare(agent, input string, opts RunOptions) (RunRecord, error) {
-	opts.OnEvent = nil
-	st, err := r.prepare(agent, input, opts)
-	if err != nil {
-		return RunRecord{}, err
-	}
-	return RunRecord{RunID: st.id, Agent: agent, Status: StatusRunning, Checkpoint: st.checkpoint()}, nil
 }
 
 // start is everything Run does before the first model call: the run's
@@ -485,7 +467,7 @@ func (r *Runtime) Resume(ctx context.Context, runID string, d Decision) (RunResu
 		return RunResult{RunID: runID, Status: StatusFailed}, err
 	}
 	if rec.Status != StatusPaused {
-		return RunResult{RunID: runID, Status: rec.Status}, &NotPausedError{RunID: runID, Status: rec.Status, Want: StatusPaused}
+		return RunResult{RunID: runID, Status: rec.Status}, &WrongStatusError{RunID: runID, Status: rec.Status, Want: StatusPaused}
 	}
 	return r.resume(ctx, rec, d)
 }
@@ -520,7 +502,7 @@ func (r *Runtime) ResumeFrom(ctx context.Context, cp Checkpoint, d Decision) (Ru
 	case err != nil:
 		return RunResult{RunID: cp.RunID, Status: StatusFailed}, err
 	case rec.Status != StatusPaused:
-		return RunResult{RunID: cp.RunID, Status: rec.Status}, &NotPausedError{RunID: cp.RunID, Status: rec.Status, Want: StatusPaused}
+		return RunResult{RunID: cp.RunID, Status: rec.Status}, &WrongStatusError{RunID: cp.RunID, Status: rec.Status, Want: StatusPaused}
 	case !samePause(rec.Checkpoint, cp):
 		return RunResult{RunID: cp.RunID, Status: rec.Status}, &StaleCheckpointError{RunID: cp.RunID}
 	}
@@ -623,29 +605,6 @@ func (r *Runtime) claimResume(ctx context.Context, store Store, rec RunRecord, d
 	return st, rec, RunResult{}, nil
 }
 
-// Recover continues a run whose process died: its store record still says
-// running: its process died, or shut down and interrupted it (ErrInterrupted).
-// Call it only once the run's process is known to be gone (a
-// still-running process loses its next write with a *ConflictError, but
-// work it already did is not undone). Calls of the interrupted step that have
-// a result are not run again; an unfinished read call is run again; an
-// unfinished write call is never re-run silently: the run pauses with
-// reason interrupted, and Resume decides. Two processes recovering one run
-// at once may both re-run an interrupted read; the one whose result comes
-// second stops with a *ConflictError and writes nothing more. Both may
-// lose (each claim moves the record on); the run then stays running with
-// its calls finished, and a later Recover completes it.
-func (r *Runtime) Recover(ctx context.Context, runID string) (RunResult, error) {
-	rec, err := r.store.LoadRun(ctx, runID)
-	if err != nil {
-		return RunResult{RunID: runID, Status: StatusFailed}, err
-	}
-	if rec.Status != StatusRunning {
-		return RunResult{RunID: runID, Status: rec.Status}, &NotPausedError{RunID: runID, Status: rec.Status, Want: StatusRunning}
-	}
-	return r.take(ctx, rec, 0)
-}
-
 // take claims a run that nobody drives (a running run whose process is
 // gone, or a queued one), brings its pending step up to date with the
 // store and drives it, with timeout as the drive's run timeout (zero: the
@@ -660,7 +619,7 @@ func (r *Runtime) take(ctx context.Context, rec RunRecord, timeout time.Duration
 	// A queued run's pending decision (SubmitResume) was made after any
 	// interruption of its call, and is for the attempt about to start.
 	decided := rec.Status == StatusQueued
-	// Claim the run: a concurrent Recover, or the process presumed dead,
+	// Claim the run: a concurrent Drive, or the process presumed dead,
 	// loses its next write.
 	rec.Status = StatusRunning
 	rec, err = r.store.UpdateRun(ctx, rec)
@@ -749,7 +708,7 @@ const cancelPoll = 25 * time.Millisecond
 // When ctx ends first, the request stays recorded and the error is a
 // *CancelPendingError: the driving process stops the run when it sees the
 // request, and a run whose process is gone stops at once when it is
-// recovered (Recover). A run that ended or stopped otherwise is refused
+// recovered (Drive). A run that ended or stopped otherwise is refused
 // with a *NotCancellableError. A cancelled run can be continued
 // (Continue).
 func (r *Runtime) Cancel(ctx context.Context, runID string, opts CancelOptions) (RunRecord, error) {

@@ -766,7 +766,7 @@ func TestInterruptedSearchIsRunAgain(t *testing.T) {
 	if !errors.Is(err, errCrashed) {
 		t.Fatalf("crashed run: %s %v", res.Status, err)
 	}
-	res, err = newRuntime(t, cfg(shared)).Recover(context.Background(), res.RunID)
+	res, err = newRuntime(t, cfg(shared)).Drive(context.Background(), res.RunID, agents.DriveOptions{})
 	if err != nil || res.Status != agents.StatusCompleted || searches.Load() != 2 {
 		t.Fatalf("recovered: %s %v after %d searches", res.Status, err, searches.Load())
 	}

@@ -6,7 +6,7 @@ import "context"
 // calls about to run in one operation: one round trip to a database
 // instead of one per write. The runtime uses it when its store has it, and
 // only for calls whose recovery is the same whether or not they started
-// (reads: Recover runs a recorded read without a result again, as it runs
+// (reads: Drive runs a recorded read without a result again, as it runs
 // an unrecorded one), so that the contract of Store is unchanged: a call is
 // recorded before it runs and gets exactly one result.
 type StepStore interface {

@@ -17,7 +17,7 @@ type Status string
 // The run statuses. A RunResult ends in one of completed, paused, max_steps,
 // timed_out, cancelled, budget_exceeded or failed; running is only seen in
 // a store, for a run in flight or one whose process died (see
-// Runtime.Recover), and queued for a run waiting for a worker (see
+// Runtime.Drive), and queued for a run waiting for a worker (see
 // Runtime.Drive). A run that stopped early (max_steps, timed_out,
 // cancelled) keeps its partial result and can be continued
 // (Runtime.Continue).

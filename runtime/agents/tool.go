@@ -157,6 +157,15 @@ func schemaProblem(err error) string {
 	return strings.Join(slices.Compact(out), "; ")
 }
 
+// checkJSON checks a JSON text against a compiled schema, through the
+// schema's shape when it has one and the text fits it.
+func checkJSON(s *jsonschema.Schema, f *shape, text string) error {
+	if f.accepts(text) {
+		return nil
+	}
+	return validateJSON(s, []byte(text))
+}
+
 // validateJSON checks a JSON text against a compiled schema.
 func validateJSON(s *jsonschema.Schema, text []byte) error {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(text))

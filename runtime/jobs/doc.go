@@ -8,7 +8,7 @@
 // and keeps nothing beyond it (the memory-state default, which links no
 // job queue); pgqueue, its subpackage, keeps jobs in PostgreSQL with River
 // on the database that holds the runs, so that any replica's workers drive
-// them and a job whose worker died is rescued and continued with Recover's
+// them and a job whose worker died is rescued and continued with Drive's
 // semantics (agents.Runtime.Drive). The rule of what a worker does with a
 // queued run, and when its job is done, is here (Work), for both.
 //

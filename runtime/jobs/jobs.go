@@ -101,7 +101,7 @@ type Config struct {
 	// DeadAfter is, in a durable queue, how long a replica may go without
 	// a heartbeat (written every third of it) before it is presumed dead
 	// and the runs its workers were driving are given at once to another
-	// replica, which continues them with Recover's semantics. Default
+	// replica, which continues them with Drive's semantics. Default
 	// 30s: a crashed replica's run goes on within about 40s. Shorter
 	// rescues sooner, at the cost of more heartbeats and of taking the
 	// runs of a replica that is only paused (a long GC, a network blip
@@ -236,7 +236,7 @@ const (
 	// Retry: the run is still queued or running (its drive was
 	// interrupted, or the store could not be reached); the job should be
 	// tried again, by this worker or another, and its next attempt
-	// continues the run with Recover's semantics.
+	// continues the run with Drive's semantics.
 	Retry
 )
 
@@ -252,7 +252,7 @@ func Work(ctx context.Context, rt *agents.Runtime, runID string, timeout, runTim
 		defer cancel()
 	}
 	res, err := rt.Drive(ctx, runID, agents.DriveOptions{Timeout: timeout})
-	if _, driven := errors.AsType[*agents.NotPausedError](err); driven {
+	if _, driven := errors.AsType[*agents.WrongStatusError](err); driven {
 		// Driven to a stop already: a job finished by a worker that died
 		// before it could say so, or a run cancelled while it waited.
 		logger.DebugContext(ctx, "background run needs no drive", "run", runID, "status", res.Status)

@@ -192,7 +192,7 @@ func TestLocalStopInterrupts(t *testing.T) {
 		t.Fatalf("interrupted run is %s, want running", s)
 	}
 	close(g.release)
-	res, err := rt.Recover(ctx, rec.RunID)
+	res, err := rt.Drive(ctx, rec.RunID, agents.DriveOptions{})
 	if err != nil || res.Status != agents.StatusCompleted {
 		t.Fatalf("recover: %s %v", res.Status, err)
 	}

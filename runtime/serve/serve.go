@@ -514,7 +514,7 @@ func openJobs(ctx context.Context, desc app.Description, opts Options, rt *agent
 		return q, nil
 	}
 	if desc.Service.State.Kind == app.StatePostgres {
-		cfg.Logger.Warn("background runs are driven in this process: the service was built without a job queue (serve.Options.Jobs), so a replica's death leaves its runs for Recover")
+		cfg.Logger.Warn("background runs are driven in this process: the service was built without a job queue (serve.Options.Jobs), so a replica's death leaves its runs for a recovery (aidgen run --recover, agents.Runtime.Drive)")
 	}
 	q, err := jobs.NewLocal(rt, cfg)
 	if err != nil {

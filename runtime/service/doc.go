@@ -175,7 +175,7 @@
 // recorded without a result). The request is answered 503 shutting_down,
 // naming the run, and one log line per run says it was interrupted.
 // Another replica on the same store, or the restarted process, continues it
-// with agents.Runtime.Recover (aid run --recover RUN_ID): finished calls are
+// with agents.Runtime.Drive (aid run --recover RUN_ID): finished calls are
 // not run again, an interrupted read is, an interrupted write waits for a
 // decision. A client that disconnects cancels its run without that cause:
 // the run is saved as failed, with the steps completed so far, and is not

@@ -201,7 +201,7 @@ func classifyOnly(err error, reqID, runID string) *apiError {
 		ae          *apiError
 		unknown     *agents.UnknownAgentError
 		notFound    *agents.RunNotFoundError
-		notPaused   *agents.NotPausedError
+		notPaused   *agents.WrongStatusError
 		notCont     *agents.NotContinuableError
 		notCanc     *agents.NotCancellableError
 		conflict    *agents.ConflictError

@@ -596,7 +596,7 @@ func (s *Service) cancelRun(w http.ResponseWriter, r *http.Request) error {
 	rec, err := s.cfg.Agents.Cancel(ctx, id, agents.CancelOptions{By: by})
 	if _, pending := errors.AsType[*agents.CancelPendingError](err); pending {
 		// Recorded: the replica driving the run stops it when it sees the
-		// request, or Recover does if that replica is gone.
+		// request, or Drive does if that replica is gone.
 		writeJSON(w, http.StatusAccepted, recordOf(rec, mayDecide(r)))
 		return nil
 	}

@@ -473,7 +473,7 @@ func TestShutdownInterruptsRunsAfterDrainTimeout(t *testing.T) {
 	}
 	// A second service on the same store continues it.
 	e2 := newEnv(t, options{store: store, fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("recovered")}}}})
-	res, err := e2.runtime.Recover(context.Background(), id)
+	res, err := e2.runtime.Drive(context.Background(), id, agents.DriveOptions{})
 	if err != nil || res.Status != agents.StatusCompleted || res.Answer != "recovered" {
 		t.Fatalf("recover: %s %q %v", res.Status, res.Answer, err)
 	}

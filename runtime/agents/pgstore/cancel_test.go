@@ -260,7 +260,7 @@ func TestCancelRacesAResume(t *testing.T) {
 		}
 		refunds := d.refundCount() - before
 		_, lostConflict := errors.AsType[*agents.ConflictError](rerr)
-		_, lostNotPaused := errors.AsType[*agents.NotPausedError](rerr)
+		_, lostNotPaused := errors.AsType[*agents.WrongStatusError](rerr)
 		_, stoppedByCancel := errors.AsType[*agents.CancelledError](rerr)
 		_, refused := errors.AsType[*agents.NotCancellableError](cerr)
 		story := ""
@@ -286,40 +286,32 @@ func TestCancelRacesAResume(t *testing.T) {
 	t.Logf("stories: %v", seen)
 }
 
-// TestPreparedRunDrivenByAnotherReplica is a queued run: replica A
-// prepares it and writes its record, replica B drives it with Recover and
-// it completes; a second prepared run is cancelled from A before anybody
-// drives it and stops when B recovers it, without a tool call.
-func TestPreparedRunDrivenByAnotherReplica(t *testing.T) {
+// TestSubmittedRunDrivenByAnotherReplica is a queued run: replica A
+// submits it, replica B drives it and it completes; a second submitted
+// run is cancelled from A before anybody drives it, and B's drive then
+// runs nothing.
+func TestSubmittedRunDrivenByAnotherReplica(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	d := &desk{}
 	a := d.newReplica(t, dsn)
 	b := d.newReplica(t, dsn, calls(call("l", "lookup", `{"id":"A"}`)), answer("found it"))
-	rec, err := a.rt.Prepare("desk", "look A up", agents.RunOptions{RunID: agents.NewRunID(), ThreadID: "th"})
+	rec, err := a.rt.Submit(t.Context(), a.store, "desk", "look A up", agents.RunOptions{RunID: agents.NewRunID(), ThreadID: "th"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.store.CreateRun(t.Context(), rec); err != nil {
-		t.Fatal(err)
-	}
-	res, err := b.rt.Recover(t.Context(), rec.RunID)
+	res, err := b.rt.Drive(t.Context(), rec.RunID, agents.DriveOptions{})
 	if err != nil || res.RunID != rec.RunID || res.Status != agents.StatusCompleted || res.Answer != "found it" || d.lookups.Load() != 1 {
-		t.Fatalf("recover on B: %s %q %v, %d lookups", res.Status, res.Answer, err, d.lookups.Load())
+		t.Fatalf("drive on B: %s %q %v, %d lookups", res.Status, res.Answer, err, d.lookups.Load())
 	}
-	rec, err = a.rt.Prepare("desk", "look B up", agents.RunOptions{})
+	rec, err = a.rt.Submit(t.Context(), a.store, "desk", "look B up", agents.RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.store.CreateRun(t.Context(), rec); err != nil {
-		t.Fatal(err)
+	if got, err := a.rt.Cancel(t.Context(), rec.RunID, agents.CancelOptions{By: "ops"}); err != nil || got.Status != agents.StatusCancelled {
+		t.Fatalf("cancel of a queued run: %s %v", got.Status, err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	if _, err := a.rt.Cancel(ctx, rec.RunID, agents.CancelOptions{By: "ops"}); !errors.As(err, new(*agents.CancelPendingError)) {
-		t.Fatalf("cancel of a queued run: %v", err)
-	}
-	res, err = b.rt.Recover(t.Context(), rec.RunID)
-	if res.Status != agents.StatusCancelled || !errors.As(err, new(*agents.CancelledError)) || d.lookups.Load() != 1 {
-		t.Fatalf("recover of a run cancelled while queued: %s %v, %d lookups", res.Status, err, d.lookups.Load())
+	res, err = b.rt.Drive(t.Context(), rec.RunID, agents.DriveOptions{})
+	if ws, ok := errors.AsType[*agents.WrongStatusError](err); !ok || ws.Status != agents.StatusCancelled || res.Status != agents.StatusCancelled || d.lookups.Load() != 1 {
+		t.Fatalf("drive of a run cancelled while queued: %s %v, %d lookups", res.Status, err, d.lookups.Load())
 	}
 }

@@ -3,7 +3,7 @@
 // global memory (agents.MemoryStore, one per store name), so that any number
 // of replicas of a service share them. A run paused in one replica is
 // resumed by run id in another; a run whose replica died is continued by
-// Runtime.Recover in any other. It lives apart from package agents so that
+// Runtime.Drive in any other. It lives apart from package agents so that
 // a program that keeps its state in memory does not link pgx.
 //
 // The store passes the same contract as the in-memory one (package
@@ -12,12 +12,12 @@
 //
 //   - UpdateRun is one UPDATE ... WHERE version = $expected, so of two
 //     replicas resuming the same pause exactly one proceeds; the other is
-//     refused (*agents.ConflictError, or *agents.NotPausedError when it
+//     refused (*agents.ConflictError, or *agents.WrongStatusError when it
 //     looks after the first moved on) and runs nothing.
 //   - A tool call is recorded (INSERT, unique per run and call key) before
 //     it runs, and its result is written by UPDATE ... WHERE finished_at IS
 //     NULL, so a call has at most one result whoever writes it. After a
-//     crash between the two, Recover finds the call without a result: a read
+//     crash between the two, Drive finds the call without a result: a read
 //     is run again, a write pauses the run for a decision.
 //   - A cancel request (RequestCancel) is recorded on the run's row and sent
 //     with pg_notify on the channel <prefix>_cancel in the same statement;
@@ -48,7 +48,7 @@
 // (*SchemaTooNewError) rather than misread.
 //
 // It is not a queue or a scheduler: it does not notice that a replica died
-// (call Recover once the run's process is known to be gone), it does not
+// (call Drive once the run's process is known to be gone), it does not
 // expire or delete finished runs, and it does not search memory (memory is
 // read whole, newest entries kept within the agent's token budget). The
 // budget ledger is package gateway/pgledger.

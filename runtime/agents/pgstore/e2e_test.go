@@ -211,7 +211,7 @@ func TestPauseResumeInNewProcess(t *testing.T) {
 			}
 			checkAllFinished(t, b.store, res.RunID, 2)
 			// Neither way can resume it again.
-			var np *agents.NotPausedError
+			var np *agents.WrongStatusError
 			if _, err := b.rt.Resume(t.Context(), res.RunID, agents.Decision{Action: agents.Approve}); !errors.As(err, &np) {
 				t.Fatalf("second resume: %v", err)
 			}
@@ -278,7 +278,7 @@ func TestRacingResumesOneWins(t *testing.T) {
 				<-start
 				res, err := rt.Resume(t.Context(), paused.RunID, agents.Decision{Action: agents.Approve})
 				var conflict *agents.ConflictError
-				var np *agents.NotPausedError
+				var np *agents.WrongStatusError
 				switch {
 				case err == nil && res.Status == agents.StatusCompleted:
 					wins.Add(1)
@@ -365,7 +365,7 @@ func TestCrashBetweenRecordAndResult(t *testing.T) {
 		for i, r := range []*replica{b, c} {
 			wg.Go(func() {
 				<-start
-				results[i], errs[i] = r.rt.Recover(t.Context(), res.RunID)
+				results[i], errs[i] = r.rt.Drive(t.Context(), res.RunID, agents.DriveOptions{})
 			})
 		}
 		close(start)
@@ -373,7 +373,7 @@ func TestCrashBetweenRecordAndResult(t *testing.T) {
 		won := 0
 		for i := range 2 {
 			var conflict *agents.ConflictError
-			var np *agents.NotPausedError
+			var np *agents.WrongStatusError
 			switch {
 			case errs[i] == nil && results[i].Status == agents.StatusCompleted && results[i].Answer == "found A":
 				won++
@@ -389,7 +389,7 @@ func TestCrashBetweenRecordAndResult(t *testing.T) {
 			// running with its call finished, and the next recovery
 			// completes it without running the read again.
 			e := d.newReplica(t, dsn, answer("found A"))
-			res, err := e.rt.Recover(t.Context(), res.RunID)
+			res, err := e.rt.Drive(t.Context(), res.RunID, agents.DriveOptions{})
 			if err != nil || res.Status != agents.StatusCompleted || res.Answer != "found A" {
 				t.Fatalf("recovery after two lost ones: %s %q %v", res.Status, res.Answer, err)
 			}
@@ -425,7 +425,7 @@ func TestCrashBetweenRecordAndResult(t *testing.T) {
 			t.Fatalf("refunds %v", d.refunds)
 		}
 		b := d.newReplica(t, dsn, answer("refunded A"))
-		res, err = b.rt.Recover(t.Context(), res.RunID)
+		res, err = b.rt.Drive(t.Context(), res.RunID, agents.DriveOptions{})
 		if err != nil || res.Status != agents.StatusPaused {
 			t.Fatalf("recovered: %s %v", res.Status, err)
 		}
@@ -439,8 +439,8 @@ func TestCrashBetweenRecordAndResult(t *testing.T) {
 			t.Fatalf("after recovery: %d lookups, %d refunds", d.lookups.Load(), d.refundCount())
 		}
 		// Recovering again is refused: the run is paused, not running.
-		var np *agents.NotPausedError
-		if _, err := b.rt.Recover(t.Context(), res.RunID); !errors.As(err, &np) {
+		var np *agents.WrongStatusError
+		if _, err := b.rt.Drive(t.Context(), res.RunID, agents.DriveOptions{}); !errors.As(err, &np) {
 			t.Fatalf("second recover: %v", err)
 		}
 		// The human says it did not happen: it runs again, once.

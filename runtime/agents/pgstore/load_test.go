@@ -161,7 +161,7 @@ func TestManyConcurrentRuns(t *testing.T) {
 				wg.Go(func() {
 					res, err := rt.Resume(t.Context(), ids[i], agents.Decision{Action: agents.Approve})
 					var conflict *agents.ConflictError
-					var np *agents.NotPausedError
+					var np *agents.WrongStatusError
 					switch {
 					case err == nil && res.Status == agents.StatusCompleted:
 						wins.Add(1)

@@ -475,6 +475,25 @@ func (c *Compiled) AlwaysAllows(tool string) bool {
 	return c.fallback == Allow
 }
 
+// Unruled reports whether the policy has nothing to decide about the
+// tool: no rule may match it, it has no approval of its own, and the
+// default allows. Every call of it is allowed by the default, and a caller
+// that records decisions need not judge or record one.
+func (c *Compiled) Unruled(tool string) bool {
+	if c.fallback != Allow {
+		return false
+	}
+	if _, ok := c.tools[tool]; ok {
+		return false
+	}
+	for _, r := range c.rules {
+		if c.matches(r.Tool, tool) {
+			return false
+		}
+	}
+	return true
+}
+
 // MayAsk reports whether some call of the tool could be decided Ask: a
 // rule that may match it asks, or the rules may leave it to a shorthand or
 // default that asks.

@@ -200,6 +200,30 @@ func TestMayAsk(t *testing.T) {
 	}
 }
 
+// TestUnruled: only a tool that no rule may match, without an approval
+// of its own, under a default that allows, leaves the policy nothing to
+// decide.
+func TestUnruled(t *testing.T) {
+	c, err := policy.Compile(policy.Policy{Rules: []policy.Rule{
+		{Tool: "issue_*", When: "args.amount_usd > 5", Action: policy.Allow},
+	}}, tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tool, want := range map[string]bool{"lookup_order": true, "issue_refund": false, "issue_credit": false, "update_ticket": false} {
+		if got := c.Unruled(tool); got != want {
+			t.Errorf("Unruled(%s) = %v, want %v", tool, got, want)
+		}
+	}
+	c, err = policy.Compile(policy.Policy{Default: policy.Ask}, tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Unruled("lookup_order") {
+		t.Error("Unruled(lookup_order) under a default that asks")
+	}
+}
+
 // TestImportedTools: a rule governs a tool imported from a declaration by
 // the tool's name or the declaration's; problems of a declaration's
 // shorthand name the declaration, once; a declaration whose tools are not

@@ -9,7 +9,7 @@
 // workers); any replica's worker drives any replica's run. River elects a
 // leader among the replicas, whose rescuer gives the job of a worker that
 // died (SIGKILL, a lost machine) to another once it has been running for
-// Config.RescueAfter; that worker continues the run with Recover's
+// Config.RescueAfter; that worker continues the run with Drive's
 // semantics (agents.Runtime.Drive through jobs.Work): calls that finished
 // are not repeated, an interrupted read runs again, and an interrupted
 // write pauses for a person's decision, never run again silently. River's

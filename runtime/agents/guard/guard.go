@@ -188,6 +188,22 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("guardrail %q: %s", e.Guardrail, strings.Join(msgs, "; "))
 }
 
+// MissingFuncError reports a go guardrail whose Go function the program
+// did not register. A go guardrail runs only in a program that links the
+// team's code: a built service (its business package) or a Go program
+// importing the runtime; aidgen run, eval and replay interpret the app
+// file and link none, so they refuse an application that has one.
+type MissingFuncError struct {
+	// Guardrail is the guardrail's name, Func the name it gives its
+	// function.
+	Guardrail, Func string
+}
+
+// Error implements error.
+func (e *MissingFuncError) Error() string {
+	return fmt.Sprintf("guardrail %q: kind go: no Go function is registered as %q. A go guardrail runs only in a program that links its code and registers it (app.Options.GuardrailFuncs, agents.Config.GuardrailFuncs): a built service, or a Go program importing the runtime. aidgen run, eval and replay interpret the app file and link no Go code, so they cannot run it; use a pattern, cel, schema or model guardrail there", e.Guardrail, e.Func)
+}
+
 // DeferredError reports a guardrail feature that is not built.
 type DeferredError struct {
 	// Feature names it.
@@ -238,16 +254,18 @@ func Check(g Guardrail, funcs map[string]Func) []Problem {
 
 // Compile checks g and compiles it with what deps gives: the Go
 // functions by name, the classifier of a model guardrail. A guardrail with
-// problems is an *Error; a model guardrail without a classifier a
+// problems is an *Error; a go guardrail whose function deps lacks a
+// *MissingFuncError; a model guardrail without a classifier a
 // *NoClassifierError.
 func Compile(g Guardrail, deps Deps) (*Checker, error) {
-	funcs := deps.Funcs
-	if funcs == nil {
-		funcs = map[string]Func{}
-	}
-	c, problems := compile(g, funcs, true)
+	c, problems := compile(g, deps.Funcs, false)
 	if len(problems) > 0 {
 		return nil, &Error{Guardrail: g.Name, Problems: problems}
+	}
+	if g.Kind == KindGo {
+		if c.fn = deps.Funcs[g.Func]; c.fn == nil {
+			return nil, &MissingFuncError{Guardrail: g.Name, Func: g.Func}
+		}
 	}
 	if g.Kind == KindModel {
 		if deps.Classify == nil {
@@ -397,8 +415,6 @@ func compile(g Guardrail, funcs map[string]Func, lookup bool) (*Checker, []Probl
 			add("func", -1, "a go guardrail needs the name its function is registered under")
 		case lookup && funcs[g.Func] == nil:
 			add("func", -1, "no Go function is registered as %q", g.Func)
-		default:
-			c.fn = funcs[g.Func]
 		}
 	case KindModel:
 		c.checkModel(add)

@@ -96,7 +96,6 @@ func TestCheckProblems(t *testing.T) {
 		{"bad schema", guard.Guardrail{Kind: guard.KindSchema, Points: []guard.Point{"output"}, Action: "log", Schema: json.RawMessage(`{"type":"nope"}`)}, "schema:"},
 		{"ask at input", guard.Guardrail{Kind: guard.KindCEL, Points: []guard.Point{"input"}, Action: "ask", When: "true"}, "checks toolArguments only"},
 		{"block without message", guard.Guardrail{Kind: guard.KindCEL, Points: []guard.Point{"input"}, Action: "block", When: "true"}, "needs the message"},
-		{"unregistered func", guard.Guardrail{Kind: guard.KindGo, Points: []guard.Point{"input"}, Action: "log", Func: "f"}, `no Go function is registered as "f"`},
 		{"field of another kind", guard.Guardrail{Kind: guard.KindCEL, Points: []guard.Point{"input"}, Action: "log", When: "true", Words: []string{"x"}}, "words: is for pattern guardrails"},
 		{"beside redact", guard.Guardrail{Kind: guard.KindPattern, Points: []guard.Point{"input"}, Action: "redact", Words: []string{"x"}, Beside: true}, "cannot run beside"},
 	}
@@ -106,7 +105,16 @@ func TestCheckProblems(t *testing.T) {
 			t.Errorf("%s: error %v, want it to say %q", tt.name, err, tt.want)
 		}
 	}
-	_, err := guard.Compile(model, guard.Deps{})
+	// A go guardrail whose function is not registered: aidgen run, eval
+	// and replay, which link no Go code, say why they cannot run it.
+	_, err := guard.Compile(guard.Guardrail{Name: "g", Kind: guard.KindGo, Points: []guard.Point{"input"}, Action: "log", Func: "f"}, guard.Deps{})
+	if me, ok := errors.AsType[*guard.MissingFuncError](err); !ok || me.Func != "f" || !strings.Contains(err.Error(), "aidgen run, eval and replay interpret the app file and link no Go code") {
+		t.Errorf("an unregistered go guardrail: error %v, want a *MissingFuncError", err)
+	}
+	if ps := guard.Check(guard.Guardrail{Name: "g", Kind: guard.KindGo, Points: []guard.Point{"input"}, Action: "log", Func: "f"}, map[string]guard.Func{}); !strings.Contains(fmt.Sprint(ps), `no Go function is registered as "f"`) {
+		t.Errorf("Check with the functions known: %v", ps)
+	}
+	_, err = guard.Compile(model, guard.Deps{})
 	if _, ok := errors.AsType[*guard.NoClassifierError](err); !ok {
 		t.Errorf("a model guardrail without a classifier: error %v, want a *NoClassifierError", err)
 	}

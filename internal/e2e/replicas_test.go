@@ -1,18 +1,23 @@
 package e2e_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/aidgen/aid/internal/pgtest"
 	"github.com/aidgen/aid/internal/servicetest"
@@ -191,6 +196,81 @@ func TestReplicasSharePostgres(t *testing.T) {
 		got := <-done
 		if got.status != http.StatusConflict || errorCode(t, got.body) != "run_cancelled" || got.hdr.Get("X-Aid-Run-Id") != runID {
 			t.Fatalf("replica A answered the run's request %d %s", got.status, got.body)
+		}
+	})
+
+	t.Run("an MCP approval outlives the replica that asked", func(t *testing.T) {
+		// Two more replicas behind a round-robin proxy: the one that
+		// starts the run is killed (SIGKILL) while the person decides; the
+		// client's retry with the decision goes to the other.
+		backends := []*proc{start(t, bin, dir, env), start(t, bin, dir, env)}
+		var mu sync.Mutex
+		next, lastCall := 0, -1
+		dead := map[int]bool{}
+		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			mu.Lock()
+			i := next % len(backends)
+			for dead[i] {
+				next++
+				i = next % len(backends)
+			}
+			next++
+			if bytes.Contains(body, []byte(`"tools/call"`)) {
+				lastCall = i
+			}
+			mu.Unlock()
+			u, _ := url.Parse(backends[i].base)
+			httputil.NewSingleHostReverseProxy(u).ServeHTTP(w, r)
+		}))
+		defer proxy.Close()
+		var asked []string
+		killed := -1
+		client := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, &sdk.ClientOptions{
+			ElicitationHandler: func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+				asked = append(asked, req.Params.Message)
+				mu.Lock()
+				i := lastCall
+				dead[i] = true
+				mu.Unlock()
+				if err := backends[i].cmd.Process.Kill(); err != nil {
+					return nil, err
+				}
+				<-backends[i].done
+				killed = i
+				return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve"}}, nil
+			},
+		})
+		sess, err := client.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: proxy.URL + "/mcp"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.Close()
+		if v := sess.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+			t.Fatalf("protocol %q; want 2026-07-28", v)
+		}
+		res, err := sess.CallTool(t.Context(), &sdk.CallToolParams{Name: "triage", Arguments: map[string]any{"message": "I want a refund for order AB-123456", "user_id": "customer-1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		decidedOn := lastCall
+		mu.Unlock()
+		if len(asked) != 1 || !strings.Contains(asked[0], "issue_refund") || killed < 0 || decidedOn == killed {
+			t.Fatalf("asked %q; killed replica %d, decided on %d", asked, killed, decidedOn)
+		}
+		text := ""
+		if len(res.Content) > 0 {
+			text = res.Content[0].(*sdk.TextContent).Text
+		}
+		if res.IsError || res.Meta["aid/status"] != "completed" || !strings.Contains(text, "59.90") {
+			t.Fatalf("after the approval on B: %+v %q", res.Meta, text)
+		}
+		var rec runRecord
+		b.doJSON(t, "GET", "/v1/runs/"+res.Meta["aid/run_id"].(string), "", "", http.StatusOK, &rec)
+		if rec.Status != "completed" {
+			t.Errorf("B reads the run %q", rec.Status)
 		}
 	})
 

@@ -111,17 +111,13 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 	return func(call context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		ctx := call
 		var in mcpInput
-		dec := json.NewDecoder(bytes.NewReader(req.Params.Arguments))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
-			var ae *apiError
-			if errors.As(decodeError(req.Params.Arguments, err), &ae) {
-				ae.Message = "the arguments must be an object with a non-empty message, and optionally thread_id and user_id: " + strings.Replace(ae.Message, "request body", "the arguments", 1)
-				return mcpError(nil, ae), nil
+		if req.Params.RequestState == "" {
+			// A retry with the person's decision names its run in the
+			// request state; a first call has the arguments.
+			var bad *sdk.CallToolResult
+			if in, bad = mcpArguments(req.Params.Arguments); bad != nil {
+				return bad, nil
 			}
-		}
-		if strings.TrimSpace(in.Message) == "" {
-			return mcpError(nil, invalid(CodeInvalidRequest, "message", "the arguments must be an object with a non-empty message, and optionally thread_id and user_id")), nil
 		}
 		ctx, cancel := context.WithTimeoutCause(ctx, s.limits.RequestTimeout, context.DeadlineExceeded)
 		defer cancel()
@@ -132,15 +128,36 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 
 		p := mcpPrincipal(req)
 		decider := p == nil || p.roles&(RoleApprover.bit()|RoleAdmin.bit()) != 0
-		opts := agents.RunOptions{OnEvent: mcpProgress(ctx, req)}
-		opts.ThreadID, opts.UserID = p.scopeIDs(in.ThreadID, in.UserID)
 		if p != nil {
 			ctx = kind.WithCaller(ctx, p.caller())
 		}
-		res, err := s.cfg.Agents.Run(ctx, agent, in.Message, opts)
+		// A client of the 2026-07-28 revision is asked for a decision in
+		// the call's result (an input request) and retries the call with
+		// its answer, on whichever replica: the run is in the store, and
+		// the request state names it.
+		multiRound := decider && multiRoundTrip(req)
+		var res agents.RunResult
+		var err error
+		if req.Params.RequestState != "" {
+			var done *sdk.CallToolResult
+			res, err, done = s.mcpDecide(ctx, agent, req, p, decider)
+			if done != nil {
+				return done, nil
+			}
+		} else {
+			opts := agents.RunOptions{OnEvent: mcpProgress(ctx, req)}
+			opts.ThreadID, opts.UserID = p.scopeIDs(in.ThreadID, in.UserID)
+			res, err = s.cfg.Agents.Run(ctx, agent, in.Message, opts)
+		}
+		if err == nil && res.Status == agents.StatusPaused && multiRound {
+			if ask := s.mcpAsk(res); ask != nil {
+				s.metrics.run(agent, cmp.Or(res.Agent, agent), res)
+				return ask, nil
+			}
+		}
 		// Only a key that may decide is asked to: the person behind a
 		// caller's client is not the one to approve its calls.
-		for err == nil && res.Status == agents.StatusPaused && decider && canElicit(req.Session) {
+		for err == nil && res.Status == agents.StatusPaused && decider && !multiRound && canElicit(req.Session) {
 			d, ok, eerr := s.elicit(ctx, req.Session, res)
 			if eerr != nil || !ok {
 				break // left paused: the result says how to resume it
@@ -168,6 +185,26 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 		answering, _ := s.cfg.Agents.Agent(res.Agent)
 		return s.mcpResult(ctx, res, err, len(answering.Output) > 0, decider), nil
 	}
+}
+
+// mcpArguments decodes a tool call's arguments; a tool error says what is
+// wrong with them.
+func mcpArguments(args json.RawMessage) (mcpInput, *sdk.CallToolResult) {
+	const want = "the arguments must be an object with a non-empty message, and optionally thread_id and user_id"
+	var in mcpInput
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		var ae *apiError
+		if errors.As(decodeError(args, err), &ae) {
+			ae.Message = want + ": " + strings.Replace(ae.Message, "request body", "the arguments", 1)
+			return in, mcpError(nil, ae)
+		}
+	}
+	if strings.TrimSpace(in.Message) == "" {
+		return in, mcpError(nil, invalid(CodeInvalidRequest, "message", want))
+	}
+	return in, nil
 }
 
 // mcpIdentity hands the key that authenticated an MCP request to the SDK
@@ -258,28 +295,150 @@ var decisionSchema = map[string]any{
 // elicit asks the client's person to decide the paused run's call. ok is
 // false when they declined to answer or cancelled: the run stays paused.
 func (s *Service) elicit(ctx context.Context, ss *sdk.ServerSession, res agents.RunResult) (agents.Decision, bool, error) {
-	p := pendingOf(res.Checkpoint, true)
-	if p == nil {
+	ask := decisionForm(res)
+	if ask == nil {
 		return agents.Decision{}, false, nil
 	}
-	msg := fmt.Sprintf("Agent %s wants to call %s with %s. Approve it?", res.Agent, p.Tool, p.Arguments)
-	r, err := ss.Elicit(ctx, &sdk.ElicitParams{Mode: "form", Message: msg, RequestedSchema: decisionSchema})
+	r, err := ss.Elicit(ctx, ask)
 	if err != nil {
 		s.logger.Warn("MCP elicitation failed; the run stays paused", "run_id", res.RunID, "error", err)
 		return agents.Decision{}, false, err
 	}
-	if r.Action != "accept" {
-		return agents.Decision{}, false, nil
+	d, ok := decisionOf(r)
+	return d, ok, nil
+}
+
+// decisionForm is the form that asks a person to decide a paused run's
+// call; nil when the run waits on no call.
+func decisionForm(res agents.RunResult) *sdk.ElicitParams {
+	p := pendingOf(res.Checkpoint, true)
+	if p == nil {
+		return nil
+	}
+	msg := fmt.Sprintf("Agent %s wants to call %s with %s. Approve it?", res.Agent, p.Tool, p.Arguments)
+	return &sdk.ElicitParams{Mode: "form", Message: msg, RequestedSchema: decisionSchema}
+}
+
+// decisionOf reads a person's answer to decisionForm; ok is false when
+// they declined, cancelled or answered neither approve nor reject.
+func decisionOf(r *sdk.ElicitResult) (agents.Decision, bool) {
+	if r == nil || r.Action != "accept" {
+		return agents.Decision{}, false
 	}
 	decision, _ := r.Content["decision"].(string)
 	feedback, _ := r.Content["feedback"].(string)
 	switch decision {
 	case "approve":
-		return agents.Decision{Action: agents.Approve, Feedback: feedback}, true, nil
+		return agents.Decision{Action: agents.Approve, Feedback: feedback}, true
 	case "reject":
-		return agents.Decision{Action: agents.Reject, Feedback: feedback}, true, nil
+		return agents.Decision{Action: agents.Reject, Feedback: feedback}, true
 	}
-	return agents.Decision{}, false, nil
+	return agents.Decision{}, false
+}
+
+// mcpDecisionInput is the id of the input request in which a paused run
+// asks a 2026-07-28 client for its person's decision.
+const mcpDecisionInput = "aid/decision"
+
+// The request state of a call that waits on a decision: the run and the
+// call it waits on. It is no secret and no credential: the retry that
+// brings it back is authorised like any decision (the key's role and
+// tenant), and it only ever decides the call it names.
+const mcpStatePrefix = "aid.run.v1:"
+
+func mcpState(runID, callID string) string { return mcpStatePrefix + runID + ":" + callID }
+
+func parseMCPState(state string) (runID, callID string, ok bool) {
+	rest, ok := strings.CutPrefix(state, mcpStatePrefix)
+	if !ok {
+		return "", "", false
+	}
+	runID, callID, ok = strings.Cut(rest, ":")
+	return runID, callID, ok && runID != "" && callID != ""
+}
+
+// multiRoundTrip reports whether the call comes from a client of the
+// 2026-07-28 revision, which takes input requests in a tool's result and
+// retries the call with the answers, and says it answers form
+// elicitations.
+func multiRoundTrip(req *sdk.CallToolRequest) bool {
+	if req.ProtocolVersion() < "2026-07-28" {
+		return false
+	}
+	c := req.ClientCapabilities()
+	return c != nil && c.Elicitation != nil && (c.Elicitation.Form != nil || c.Elicitation.URL == nil)
+}
+
+// mcpAsk is the result that asks the client for a decision on the paused
+// run's call, to bring back with the call's retry; nil when the run waits
+// on no call.
+func (s *Service) mcpAsk(res agents.RunResult) *sdk.CallToolResult {
+	ask := decisionForm(res)
+	p := pendingOf(res.Checkpoint, true)
+	if ask == nil || p == nil {
+		return nil
+	}
+	return &sdk.CallToolResult{
+		Meta:          sdk.Meta{MetaRunID: res.RunID, MetaStatus: string(res.Status), MetaPending: p},
+		InputRequests: sdk.InputRequestMap{mcpDecisionInput: ask},
+		RequestState:  mcpState(res.RunID, p.CallID),
+	}
+}
+
+// mcpDecide serves the retry of a call that asked for a decision: it
+// loads the run the state names (on any replica: the run is in the
+// store), checks that the key may decide it and that it still waits on
+// the call the state names, and resumes it with the person's answer. done
+// is the call's result when there is nothing to resume: a refusal, a run
+// that moved on, or a person who declined to answer (the run stays
+// paused).
+func (s *Service) mcpDecide(ctx context.Context, agent string, req *sdk.CallToolRequest, p *principal, decider bool) (res agents.RunResult, err error, done *sdk.CallToolResult) {
+	runID, callID, ok := parseMCPState(req.Params.RequestState)
+	if !ok {
+		return res, nil, mcpError(nil, invalid(CodeInvalidRequest, "requestState", "the request state is not one this service gave: call the tool again without it"))
+	}
+	meta := sdk.Meta{MetaRunID: runID}
+	if !decider {
+		return res, nil, mcpError(meta, newError(http.StatusForbidden, TypePermission, CodeInsufficientRole, "this key may not decide a paused run's calls: that takes the approver role"))
+	}
+	rec, err := s.cfg.Agents.Store().LoadRun(ctx, runID)
+	if err == nil && !p.reaches(rec, decideRun.tenantWide, decideRun.own) {
+		err = &agents.RunNotFoundError{RunID: runID}
+	}
+	if err != nil {
+		return res, nil, s.mcpFailure(ctx, meta, err, runID)
+	}
+	meta[MetaStatus] = string(rec.Status)
+	paused := agents.RunResult{RunID: rec.RunID, Status: rec.Status, Agent: rec.Checkpoint.Agent, Checkpoint: &rec.Checkpoint}
+	pending := pendingOf(&rec.Checkpoint, true)
+	if rec.Status != agents.StatusPaused || pending == nil || pending.CallID != callID {
+		if rec.Status == agents.StatusPaused && pending != nil {
+			// Decided elsewhere, and paused again on a later call: ask
+			// about that one.
+			if ask := s.mcpAsk(paused); ask != nil {
+				return res, nil, ask
+			}
+		}
+		return res, nil, mcpError(meta, newError(http.StatusConflict, TypeConflict, CodeRunNotPaused,
+			fmt.Sprintf("run %s no longer waits on the call this retry decides: it is %s; read it at GET /v1/runs/%s", runID, rec.Status, runID)))
+	}
+	var answer *sdk.ElicitResult
+	if r, ok := req.Params.InputResponses[mcpDecisionInput].(*sdk.ElicitResult); ok {
+		answer = r
+	}
+	d, ok := decisionOf(answer)
+	if !ok {
+		// Declined or cancelled: the run stays paused, resumable later.
+		return paused, nil, nil
+	}
+	if p != nil {
+		d.By = p.name
+	}
+	res, err = s.cfg.Agents.Resume(ctx, runID, d)
+	if ran(res) {
+		s.metrics.decision(d.By, d.Action)
+	}
+	return res, err, nil
 }
 
 // mcpResult is the tool result of a run: the answer (and, when the agent

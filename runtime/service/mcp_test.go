@@ -44,8 +44,13 @@ func (e *env) mcpClient(t *testing.T, elicit func(context.Context, *sdk.ElicitRe
 // refundDesk is a service whose billing agent answers with structured
 // output, and whose refunds need approval.
 func refundDesk(t *testing.T, steps ...fake.Step) *env {
+	return refundDeskWith(t, nil, steps...)
+}
+
+// refundDeskWith is refundDesk with its options edited by edit.
+func refundDeskWith(t *testing.T, edit func(*options), steps ...fake.Step) *env {
 	refund := agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) { return `{"refund_id":"RF-1"}`, nil })
-	return newEnv(t, options{
+	o := options{
 		fake: fake.Config{Agents: map[string][]fake.Step{"billing": steps}},
 		agents: []agents.Agent{
 			{Name: "billing", Description: "Refunds orders.", Model: "large", Instructions: "Refund.", Tools: []string{"issue_refund"},
@@ -55,7 +60,11 @@ func refundDesk(t *testing.T, steps ...fake.Step) *env {
 		tools: []agents.Tool{{Name: "issue_refund", Description: "Refund.", Effects: agents.EffectsWrite, Approval: agents.ApprovalAlways,
 			Input: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}`)}},
 		impls: map[string]agents.Implementation{"issue_refund": refund},
-	})
+	}
+	if edit != nil {
+		edit(&o)
+	}
+	return newEnv(t, o)
 }
 
 var refundSteps = []fake.Step{

@@ -310,15 +310,11 @@ func TestMCPStateless(t *testing.T) {
 	if !answers["from one"] || !answers["from two"] || seen[0] == 0 || seen[1] == 0 {
 		t.Errorf("answers %v, requests per replica %v: want both replicas to answer", answers, seen)
 	}
-	// A run that pauses answers with the pending call and the run id,
-	// resumable over the runs API: a sessionless request cannot elicit.
+	// A run that pauses answers a client that takes no elicitations with
+	// the pending call and the run id, resumable over the runs API (one
+	// that does is asked in the result: TestMCPDecisionAcrossReplicas).
 	desk := refundDesk(t, refundSteps...)
-	c = sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
-		ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
-			t.Error("a sessionless request elicited")
-			return &sdk.ElicitResult{Action: "cancel"}, nil
-		},
-	})
+	c = sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
 	s2, err := c.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: desk.srv.URL + service.MCPPath, HTTPClient: &http.Client{Transport: bearer{http.DefaultTransport}}}, nil)
 	if err != nil {
 		t.Fatal(err)

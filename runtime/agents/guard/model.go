@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -162,22 +163,13 @@ func verdictShape(raw json.RawMessage) string {
 	if t, ok := typeOf("tripped"); !ok || t != "boolean" {
 		return `a verdict says whether the value trips the guardrail: give properties.tripped of "type": "boolean"`
 	}
-	if !contains(s.Required, "tripped") {
+	if !slices.Contains(s.Required, "tripped") {
 		return `a verdict must say whether the value trips the guardrail: list "tripped" in required`
 	}
 	if t, ok := typeOf("reason"); ok && t != "string" {
 		return `a verdict's reason is text: give properties.reason "type": "string", or leave it out`
 	}
 	return ""
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // systemPrompt is what the classifier reads before the value.

@@ -3,13 +3,16 @@ package gen
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 
 	"github.com/dave/jennifer/jen"
 
+	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/app"
 )
 
@@ -314,11 +317,70 @@ func fileName(name string) string {
 	return b.String()
 }
 
+// goGuardrail is a guardrail of kind go and the Go function behind it.
+type goGuardrail struct {
+	name string // the function's name in the app file (Guardrail.Func)
+	fn   string // its Go name
+	file string // the stub's path, business/injection_guardrail.go
+	used []string
+}
+
+// goGuardrails lists the functions the description's go guardrails name,
+// sorted, each once (guardrails may share one), with the Go names they
+// get; a name that collides with a tool's function or another's is an
+// error.
+func goGuardrails(desc app.Description, tools []goTool) ([]goGuardrail, error) {
+	byName := map[string]*goGuardrail{}
+	for _, g := range desc.Guardrails {
+		if g.Kind != guard.KindGo || g.Func == "" {
+			continue
+		}
+		if gg, ok := byName[g.Func]; ok {
+			gg.used = append(gg.used, g.Name)
+			continue
+		}
+		byName[g.Func] = &goGuardrail{name: g.Func, fn: goName(g.Func), file: "business/" + fileName(g.Func) + "_guardrail.go", used: []string{g.Name}}
+	}
+	taken := map[string]string{"Implementations": "the business package", "GuardrailFuncs": "the business package"}
+	for _, t := range tools {
+		taken[t.fn] = "tool " + strconv.Quote(t.tool.Decl.Name)
+		taken[t.input] = "tool " + strconv.Quote(t.tool.Decl.Name)
+	}
+	var out []goGuardrail
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		g := byName[name]
+		if other, ok := taken[g.fn]; ok {
+			return nil, fmt.Errorf("guardrail function %q becomes the Go function %s, which %s already declares; rename it", name, g.fn, other)
+		}
+		taken[g.fn] = "guardrail function " + strconv.Quote(name)
+		out = append(out, *g)
+	}
+	return out, nil
+}
+
+// guardrailStub renders a go guardrail's stub: the function the team
+// fills in. Until then it fails with a typed error naming itself, so the
+// guardrail's check cannot be made and the run fails: a value is never
+// let through unjudged.
+func guardrailStub(g goGuardrail) *jen.File {
+	f := jen.NewFile("business")
+	importNames(f)
+	f.HeaderComment(fmt.Sprintf("Written once by aidgen build for the %s guardrail function. This file is yours:", g.name))
+	f.HeaderComment("aidgen never overwrites it.")
+	comment(f, fmt.Sprintf("%s judges a value for the guardrails %s (kind go). It returns a finding\nwith Tripped set when the guardrail's action applies, and what matched; an\nerror fails the run, since a check that could not be made never lets a value\nthrough.", g.fn, strings.Join(g.used, ", ")))
+	f.Func().Id(g.fn).Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("v").Qual(pkgGuard, "Value")).Params(jen.Qual(pkgGuard, "Finding"), jen.Error()).Block(
+		jen.Return(jen.Qual(pkgGuard, "Finding").Values(), jen.Op("&").Qual(pkgGateway, "DeferredError").Values(jen.Dict{
+			jen.Id("Feature"): jen.Lit("guardrail function " + g.name),
+		})),
+	)
+	return f
+}
+
 // businessGen renders business/tools_gen.go: the input types of the go
-// tools and the registration of their functions.
-func businessGen(tools []goTool) (*jen.File, error) {
+// tools and the registration of their functions and of the go guardrails'.
+func businessGen(tools []goTool, guards []goGuardrail) (*jen.File, error) {
 	f := newFile("business")
-	packageComment(f, "Package business is the team's code behind the application's tools: one\nfunction per tool of kind go, in a file aidgen writes once and never\noverwrites. This file, tools_gen.go, is regenerated on every build.")
+	packageComment(f, "Package business is the team's code behind the application's tools and\nguardrails: one function per tool of kind go and per function a guardrail\nof kind go names, each in a file aidgen writes once and never overwrites.\nThis file, tools_gen.go, is regenerated on every build.")
 	it := &inputTypes{names: map[string]bool{}}
 	for _, t := range tools {
 		var s schema
@@ -335,6 +397,21 @@ func businessGen(tools []goTool) (*jen.File, error) {
 	for _, d := range it.decls {
 		f.Add(d)
 		f.Line()
+	}
+	if len(guards) > 0 {
+		comment(f, "GuardrailFuncs returns the code behind the application's go guardrails, by\nthe function names they give, for app.Options.GuardrailFuncs.")
+		f.Func().Id("GuardrailFuncs").Params().Map(jen.String()).Qual(pkgGuard, "Func").Block(
+			jen.Return(jen.Map(jen.String()).Qual(pkgGuard, "Func").Add(block(func() []jen.Code {
+				var items []jen.Code
+				for _, g := range guards {
+					items = append(items, jen.Lit(g.name).Op(":").Id(g.fn))
+				}
+				return items
+			}()))),
+		)
+		if len(tools) == 0 {
+			return f, nil
+		}
 	}
 	comment(f, "Implementations returns the code behind the application's go tools, by tool\nname, for app.Options.Implementations.")
 	f.Func().Id("Implementations").Params().Map(jen.String()).Qual(pkgAgents, "Implementation").Block(

@@ -40,6 +40,7 @@ const (
 	pkgAgents    = RuntimeModule + "/runtime/agents"
 	pkgGateway   = RuntimeModule + "/runtime/gateway"
 	pkgKind      = RuntimeModule + "/runtime/kind"
+	pkgGuard     = RuntimeModule + "/runtime/agents/guard"
 	pkgRetrieval = RuntimeModule + "/runtime/retrieval"
 	pkgEval      = RuntimeModule + "/runtime/eval"
 	pkgServe     = RuntimeModule + "/runtime/serve"
@@ -123,7 +124,7 @@ func FileKind(path string) Kind {
 	switch {
 	case strings.HasPrefix(path, DirFiles+"/"):
 		return Copied
-	case strings.HasPrefix(path, "business/") && strings.HasSuffix(path, "_tool.go"):
+	case strings.HasPrefix(path, "business/") && (strings.HasSuffix(path, "_tool.go") || strings.HasSuffix(path, "_guardrail.go")):
 		return Stub
 	}
 	return Owned
@@ -157,6 +158,10 @@ func Generate(desc app.Description, opts Options) (map[string][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generating %s: %w", desc.Name, err)
 	}
+	guards, err := goGuardrails(desc, tools)
+	if err != nil {
+		return nil, fmt.Errorf("generating %s: %w", desc.Name, err)
+	}
 
 	copies, err := appFiles(opts.Files)
 	if err != nil {
@@ -172,15 +177,18 @@ func Generate(desc app.Description, opts Options) (map[string][]byte, error) {
 		return nil, fmt.Errorf("generating %s: %w", desc.Name, err)
 	}
 	files[FileDesc] = descFile
-	files[FileMain] = mainFile(desc, module, len(tools) > 0, len(copies) > 0)
-	if len(tools) > 0 {
-		bf, err := businessGen(tools)
+	files[FileMain] = mainFile(desc, module, len(tools) > 0, len(guards) > 0, len(copies) > 0)
+	if len(tools) > 0 || len(guards) > 0 {
+		bf, err := businessGen(tools, guards)
 		if err != nil {
 			return nil, fmt.Errorf("generating %s: %w", desc.Name, err)
 		}
 		files[FileBusiness] = bf
 		for _, t := range tools {
 			files[t.file] = stub(t)
+		}
+		for _, g := range guards {
+			files[g.file] = guardrailStub(g)
 		}
 	}
 
@@ -335,7 +343,7 @@ func newFile(pkg string) *jen.File {
 // importNames names the runtime's packages, so that jennifer imports them
 // by their own names instead of aliases it derives from the path.
 func importNames(f *jen.File) {
-	for _, p := range []string{pkgApp, pkgAgents, pkgGateway, pkgKind, pkgRetrieval, pkgEval, pkgServe, pkgServePG, pkgPGQueue} {
+	for _, p := range []string{pkgApp, pkgAgents, pkgGateway, pkgKind, pkgGuard, pkgRetrieval, pkgEval, pkgServe, pkgServePG, pkgPGQueue} {
 		f.ImportName(p, path.Base(p))
 	}
 }

@@ -22,6 +22,7 @@ func TestMainFileOptions(t *testing.T) {
 		name     string
 		desc     app.Description
 		tools    bool
+		guards   bool
 		files    bool
 		want     []string
 		wantNone []string
@@ -31,11 +32,12 @@ func TestMainFileOptions(t *testing.T) {
 		{name: "pg state", desc: app.Description{Service: pgState}, want: []string{"OpenState: postgres.OpenState", `"github.com/aidgen/aid/runtime/serve/postgres"`, "Jobs:      pgqueue.OpenQueue", `"github.com/aidgen/aid/runtime/jobs/pgqueue"`}, wantNone: []string{"VectorStores", "business"}},
 		{name: "pgvector", desc: app.Description{Stores: pgStore}, want: []string{"serve.Options{}"}, wantNone: []string{"postgres", "pgqueue"}},
 		{name: "both", desc: app.Description{Stores: pgStore, Service: pgState}, tools: true, want: []string{"OpenState:       postgres.OpenState", "Implementations: business.Implementations()", "Jobs:            pgqueue.OpenQueue"}},
+		{name: "go guardrails", desc: app.Description{}, guards: true, want: []string{"GuardrailFuncs: business.GuardrailFuncs()"}, wantNone: []string{"Implementations"}},
 		{name: "files", desc: app.Description{}, files: true, want: []string{"//go:embed all:app\nvar appFiles embed.FS", "Files: appFiles"}, wantNone: []string{"postgres", "pgqueue"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.desc.Name, c.desc.Version = "x", "0.1.0"
-			got := fmt.Sprintf("%#v", mainFile(c.desc, "x", c.tools, c.files))
+			got := fmt.Sprintf("%#v", mainFile(c.desc, "x", c.tools, c.guards, c.files))
 			for _, w := range c.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("main.go lacks %q:\n%s", w, got)

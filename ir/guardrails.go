@@ -2,6 +2,7 @@ package ir
 
 import (
 	"strings"
+	"time"
 
 	"github.com/aidgen/aid/runtime/agents/guard"
 )
@@ -13,6 +14,7 @@ func (g *Guardrail) Guard() guard.Guardrail {
 		Name: g.Name, Kind: guard.Kind(g.Kind), Action: guard.Action(g.Action), Message: g.Message,
 		Patterns: g.Patterns, Words: g.Words, Builtins: g.Builtins, When: g.When, Schema: g.Schema,
 		Func: g.Func, Tools: g.Tools, Stream: guard.Stream(g.Stream), Replacement: g.Replacement, Beside: g.Beside,
+		Model: g.Model, Prompt: g.Prompt, Verdict: g.Verdict, OnError: guard.OnError(g.OnError), Timeout: time.Duration(g.Timeout),
 	}
 	for _, p := range g.Points {
 		out.Points = append(out.Points, guard.Point(p))
@@ -54,8 +56,8 @@ func (c *checker) guardrails() {
 		if len(g.Schema) > 0 && g.Kind == string(guard.KindSchema) {
 			c.schema(pathOf("guardrails", g.Name, "schema"), g.Schema, false)
 		}
-		if g.Kind == string(guard.KindModel) {
-			c.errAt(pathOf("guardrails", g.Name, "kind"), "guardrail %q: kind model (a classifier verdict) is not implemented yet; use pattern, cel, schema or go", g.Name)
+		if g.Kind == string(guard.KindModel) && g.Model != "" {
+			c.guardrailModel(g)
 		}
 		if !used[g.Name] {
 			var agents []string
@@ -64,5 +66,15 @@ func (c *checker) guardrails() {
 			}
 			c.errAt(pathOf("guardrails", g.Name), "guardrail %q is run by no agent: list it in the guardrails of an agent (%s) or in service.guardrails, or remove it", g.Name, strings.Join(agents, ", "))
 		}
+	}
+}
+
+// guardrailModel checks a model guardrail's alias: it names a chat model
+// that answers JSON, which the verdict is.
+func (c *checker) guardrailModel(g *Guardrail) {
+	p := pathOf("guardrails", g.Name, "model")
+	c.alias(p, g.Model, KindChat)
+	if m := c.model(g.Model); m != nil && m.Kind == KindChat && !m.Has("json") {
+		c.errAt(p, "guardrail %q: alias %q (model %q) lacks capability \"json\", which a model guardrail needs for its verdict; pick a model that has it or add it to the model's capabilities", g.Name, g.Model, m.ID)
 	}
 }

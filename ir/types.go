@@ -777,6 +777,19 @@ type Guardrail struct {
 	Replacement string `json:"replacement,omitempty"`
 	// Beside lets an input guardrail run beside the first model call.
 	Beside bool `json:"beside,omitempty"`
+	// Model is the alias that judges, for a model guardrail.
+	Model string `json:"model,omitempty"`
+	// Prompt tells a model guardrail's model what trips it.
+	Prompt string `json:"prompt,omitempty"`
+	// Verdict is the JSON Schema of a model guardrail's answer; empty
+	// means the default verdict.
+	Verdict json.RawMessage `json:"verdict,omitempty"`
+	// OnError is trip or pass: what a model guardrail does without a
+	// verdict; empty means trip.
+	OnError string `json:"onError,omitempty"`
+	// Timeout bounds a model guardrail's call; zero means the runtime's
+	// default.
+	Timeout Duration `json:"timeout,omitempty"`
 }
 
 // Expose lists the aliases a service serves directly at

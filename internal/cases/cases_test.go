@@ -26,6 +26,7 @@ import (
 	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/agents/tools/mcp"
 	"github.com/aidgen/aid/runtime/agents/tools/sandbox"
 	"github.com/aidgen/aid/runtime/app"
@@ -251,6 +252,14 @@ func standIns(desc app.Description) (app.Description, app.Options, func(string) 
 			opts.Implementations[tool.Decl.Name] = agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) { return "ok", nil })
 		}
 	}
+	for _, g := range desc.Guardrails {
+		if g.Kind == guard.KindGo {
+			if opts.GuardrailFuncs == nil {
+				opts.GuardrailFuncs = map[string]guard.Func{}
+			}
+			opts.GuardrailFuncs[g.Func] = func(context.Context, guard.Value) (guard.Finding, error) { return guard.Finding{}, nil }
+		}
+	}
 	return desc, opts, lookup
 }
 
@@ -322,7 +331,7 @@ func requests(t *testing.T, c testCase, desc app.Description) {
 	logs := &servicetest.Buffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- serve.Run(ctx, desc, serve.Options{Implementations: opts.Implementations}, serve.Process{Args: []string{"-listen", "127.0.0.1:0"}, LookupEnv: lookup, Stderr: logs})
+		done <- serve.Run(ctx, desc, serve.Options{Implementations: opts.Implementations, GuardrailFuncs: opts.GuardrailFuncs}, serve.Process{Args: []string{"-listen", "127.0.0.1:0"}, LookupEnv: lookup, Stderr: logs})
 	}()
 	defer func() {
 		cancel()

@@ -92,6 +92,11 @@ type runDetail struct {
 	// ToolCalls are the calls of declared tools the run made, each with
 	// its mode.
 	ToolCalls []eval.ToolCall `json:"toolCalls,omitempty"`
+	// Blocked is true when a guardrail blocked the run; Tripped names the
+	// guardrails that tripped in it (blocked, redacted, asked or logged),
+	// which guardrail_blocked and guardrail_tripped score.
+	Blocked bool     `json:"blocked,omitempty"`
+	Tripped []string `json:"tripped,omitempty"`
 }
 
 // caseDetails collects the cases of a result with their dataset entries.
@@ -106,7 +111,7 @@ func caseDetails(ds *eval.Dataset, res *eval.Result) []caseDetail {
 		c := byID[cr.CaseID]
 		d := caseDetail{ID: cr.CaseID, Input: cut(c.Input), Expected: cut(c.Expected), Group: cr.Group}
 		for _, s := range cr.Samples {
-			rd := runDetail{Answer: cut(s.Answer.Text), AnswerBytes: len(s.Answer.Text), Scores: map[string]float64{}, MetricErrs: map[string]bool{}, Failed: s.Err != nil, ToolCalls: s.Answer.ToolCalls}
+			rd := runDetail{Answer: cut(s.Answer.Text), AnswerBytes: len(s.Answer.Text), Scores: map[string]float64{}, MetricErrs: map[string]bool{}, Failed: s.Err != nil, ToolCalls: s.Answer.ToolCalls, Blocked: s.Answer.Blocked, Tripped: s.Answer.Tripped}
 			for j, m := range res.Metrics {
 				if j < len(s.Scores) {
 					rd.Scores[m.Name] = s.Scores[j]
@@ -195,6 +200,9 @@ type htmlRun struct {
 	Answer string
 	Scores string
 	Err    string
+	// Guardrails says what the guardrails did in the run, when they did
+	// anything (guardrailsText).
+	Guardrails string
 	// Baseline is the baseline's answer of the same run, shown beside this
 	// one for a case that regressed (HasBaseline).
 	Baseline    string
@@ -441,7 +449,7 @@ func htmlCaseOf(o *evalOutcome, id, anchor string, errored bool) htmlCase {
 				scores = append(scores, fmt.Sprintf("%s %.3g", m, v))
 			}
 		}
-		run := htmlRun{N: k + 1, Answer: clip(rd.Answer), Scores: strings.Join(scores, ", "), Err: clip(rd.Err)}
+		run := htmlRun{N: k + 1, Answer: clip(rd.Answer), Scores: strings.Join(scores, ", "), Err: clip(rd.Err), Guardrails: guardrailsText(rd)}
 		if k < len(det.BaselineAnswers) {
 			run.Baseline, run.HasBaseline = clip(det.BaselineAnswers[k]), true
 		}

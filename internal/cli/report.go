@@ -759,6 +759,9 @@ func printCases(s *streams, o *evalOutcome) {
 			if r.Err != "" {
 				fmt.Fprintf(s.out, "      error: %s\n", r.Err)
 			}
+			if g := guardrailsText(r); g != "" {
+				fmt.Fprintf(s.out, "      %s\n", g)
+			}
 			for _, tc := range r.ToolCalls {
 				fmt.Fprintf(s.out, "      %s\n", toolCallText(tc))
 			}
@@ -776,6 +779,23 @@ func printCases(s *streams, o *evalOutcome) {
 		}
 	}
 	fmt.Fprintln(s.out)
+}
+
+// guardrailsText says what the guardrails did in a run, for the reports:
+// "guardrails: blocked; tripped no-injection, no-card-numbers", or "" when
+// none tripped.
+func guardrailsText(r runDetail) string {
+	if !r.Blocked && len(r.Tripped) == 0 {
+		return ""
+	}
+	var parts []string
+	if r.Blocked {
+		parts = append(parts, "blocked")
+	}
+	if len(r.Tripped) > 0 {
+		parts = append(parts, "tripped "+strings.Join(r.Tripped, ", "))
+	}
+	return "guardrails: " + strings.Join(parts, "; ")
 }
 
 // toolCallText is one tool call as the text report shows it:

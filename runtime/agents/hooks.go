@@ -100,6 +100,10 @@ type Verdict struct {
 	Matched []string
 	// CostUSD is what judging cost, added to the run's cost.
 	CostUSD float64
+	// Judge identifies what judged, when a replay cannot judge again (a
+	// model guardrail's alias and a digest of its prompt): the record
+	// keeps it, and a replay whose guardrail judges otherwise diverges.
+	Judge string
 }
 
 // Hook is a function the runtime calls at one or more points of a run to
@@ -127,10 +131,18 @@ type Hook struct {
 	// Func judges the call. An error fails the run: a check that could not
 	// be made never lets a value through.
 	Func func(ctx context.Context, c *HookCall) (Verdict, error)
+
+	// judge is what judges a model guardrail (guard.Checker.Judge): its
+	// calls are charged to the run's budgets, and a replay gives it the
+	// recorded finding (replayed) instead of calling it.
+	judge    string
+	replayed func(hc *HookCall, f guard.Finding) Verdict
 }
 
 // VerdictRecord is a verdict that did something (every action but
-// HookPass), as the run's checkpoint, its record and its events keep it.
+// HookPass), or a pass that cost something or says why it passed (a model
+// guardrail's call; one that gave no verdict and is declared to pass), as
+// the run's checkpoint, its record and its events keep it.
 type VerdictRecord struct {
 	// Guardrail is the hook's name.
 	Guardrail string `json:"guardrail"`
@@ -152,6 +164,8 @@ type VerdictRecord struct {
 	Message string `json:"message,omitempty"`
 	// CostUSD is what judging cost.
 	CostUSD float64 `json:"cost_usd,omitempty"`
+	// Judge is Verdict.Judge: what judged, for a model guardrail.
+	Judge string `json:"judge,omitempty"`
 }
 
 // BlockedError reports a run a hook or guardrail blocked: status blocked.
@@ -247,7 +261,13 @@ func compileGuardrails(cfg Config) (map[string]*Hook, []error) {
 			errs = append(errs, fmt.Errorf("guardrail %q is declared twice or has no name", g.Name))
 			continue
 		}
-		c, err := guard.Compile(g, cfg.GuardrailFuncs)
+		if g.Kind == guard.KindModel && g.Model != "" {
+			if err := cfg.Gateway.Require(g.Model, gateway.CapabilityJSON); err != nil {
+				errs = append(errs, fmt.Errorf("guardrail %q: model: %w", g.Name, err))
+				continue
+			}
+		}
+		c, err := guard.Compile(g, guard.Deps{Funcs: cfg.GuardrailFuncs, Classify: classifier(cfg.Gateway)})
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -257,6 +277,40 @@ func compileGuardrails(cfg Config) (map[string]*Hook, []error) {
 	return out, errs
 }
 
+// classifier is the model guardrails' classifier: one call through the
+// gateway, at temperature 0, asking for the verdict's JSON. The context
+// carries the run's budgets and call info (judgeContext), so the call is
+// priced, charged and traced like the agent's own.
+func classifier(gw *gateway.Gateway) guard.Classifier {
+	return func(ctx context.Context, c guard.ClassifierCall) (guard.ClassifierAnswer, error) {
+		var zero float64
+		req := gateway.Request{
+			Messages:        []gateway.Message{{Role: gateway.RoleSystem, Content: c.System}, {Role: gateway.RoleUser, Content: c.User}},
+			ResponseFormat:  &gateway.JSONSchema{Name: "verdict", Description: "the guardrail's verdict on the user's message", Schema: c.Verdict, Strict: c.Strict},
+			MaxOutputTokens: c.MaxOutputTokens,
+			Temperature:     &zero,
+		}
+		res, err := gw.Generate(ctx, c.Alias, req)
+		return guard.ClassifierAnswer{Text: res.Text, CostUSD: res.CostUSD}, err
+	}
+}
+
+// GuardrailCallAgent is the agent name a model guardrail's call carries
+// (gateway.CallInfo.Agent), step 1, so that a fake provider's script can
+// answer it: "guardrail:" and the guardrail's name, which no agent's name
+// can be.
+func GuardrailCallAgent(guardrail string) string { return "guardrail:" + guardrail }
+
+// judgeContext is ctx for a model guardrail's call in st's run: charged to
+// the agent's budget beside those already on ctx (a service's, an
+// eval's), with the call info of a turn of its own.
+func judgeContext(ctx context.Context, st *runState, h *Hook) context.Context {
+	if d := st.agent; d.budget != "" {
+		ctx = gateway.ContextWithBudget(ctx, d.budget, budgetKey(st))
+	}
+	return gateway.WithCallInfo(ctx, gateway.CallInfo{Agent: GuardrailCallAgent(h.Name), Step: 1, RunID: st.id})
+}
+
 // guardrailHook is the hook a compiled guardrail runs as.
 func guardrailHook(c *guard.Checker) *Hook {
 	g := c.Guardrail()
@@ -264,20 +318,29 @@ func guardrailHook(c *guard.Checker) *Hook {
 	for _, p := range g.Points {
 		h.Points = append(h.Points, HookPoint(p))
 	}
+	verdict := func(hc *HookCall, f guard.Finding) Verdict {
+		if !f.Tripped {
+			return Verdict{CostUSD: f.CostUSD, Matched: f.Matched, Judge: c.Judge()}
+		}
+		out := Verdict{Action: HookAction(g.Action), Message: g.Message, Matched: f.Matched, CostUSD: f.CostUSD, Judge: c.Judge()}
+		if g.Action == guard.Redact {
+			out.Value = c.Redact(hc.Text, f)
+		}
+		return out
+	}
 	h.Func = func(ctx context.Context, hc *HookCall) (Verdict, error) {
 		v := guard.Value{Point: string(hc.Point), Text: hc.Text, Tool: hc.Tool, Agent: hc.Agent, User: hc.UserID, Thread: hc.ThreadID}
 		if hc.Point == PointToolArguments {
 			v.Arguments = hc.Arguments
 		}
 		f, err := c.Check(ctx, v)
-		if err != nil || !f.Tripped {
+		if err != nil {
 			return Verdict{CostUSD: f.CostUSD}, err
 		}
-		out := Verdict{Action: HookAction(g.Action), Message: g.Message, Matched: f.Matched, CostUSD: f.CostUSD}
-		if g.Action == guard.Redact {
-			out.Value = c.Redact(hc.Text, f)
-		}
-		return out, nil
+		return verdict(hc, f), nil
+	}
+	if g.Kind == guard.KindModel {
+		h.judge, h.replayed = c.Judge(), verdict
 	}
 	return h
 }
@@ -315,15 +378,25 @@ func (r *Runtime) judgeHooks(ctx context.Context, st *runState, hooks []*Hook, h
 		if hc.Tool != "" && !h.applies(hc.Tool) {
 			continue
 		}
-		v, err := safeHook(ctx, h, hc)
+		var v Verdict
+		var err error
+		switch {
+		case h.judge != "" && r.replay != nil:
+			// A replay calls no model: the recorded verdict stands in.
+			v, err = r.replay.judged(st, h, hc)
+		case h.judge != "":
+			v, err = safeHook(judgeContext(ctx, st, h), h, hc)
+		default:
+			v, err = safeHook(ctx, h, hc)
+		}
 		st.addCost(v.CostUSD)
 		if err != nil {
 			return nil, fmt.Errorf("run %s: guardrail %q at %s: %w", st.id, h.Name, hc.Point, err)
 		}
-		if v.Action == HookPass && v.CostUSD == 0 {
+		if v.Action == HookPass && v.CostUSD == 0 && len(v.Matched) == 0 {
 			continue
 		}
-		rec := VerdictRecord{Guardrail: h.Name, Point: hc.Point, Action: v.Action, Agent: st.agent.spec.Name, Depth: st.depth, Step: hc.Step, Call: hc.CallID, Tool: hc.Tool, Matched: v.Matched, Message: v.Message, CostUSD: v.CostUSD}
+		rec := VerdictRecord{Guardrail: h.Name, Point: hc.Point, Action: v.Action, Agent: st.agent.spec.Name, Depth: st.depth, Step: hc.Step, Call: hc.CallID, Tool: hc.Tool, Matched: v.Matched, Message: v.Message, CostUSD: v.CostUSD, Judge: v.Judge}
 		switch v.Action {
 		case HookRedact:
 			if hc.Point == PointToolArguments {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 
+	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
@@ -812,6 +813,35 @@ func (rp *replayer) verdict(_ int, v VerdictRecord) error {
 		return nil
 	}
 	return rp.diverge(div)
+}
+
+// judged is a model guardrail's verdict in a replay, which calls no
+// model: the recording's finding at the same place (the same guardrail, at
+// the same point of the same step and call), judged by the guardrail as
+// declared now, so that a changed action diverges where verdict compares
+// it. A recording without a verdict there passed (a call that cost
+// nothing and found nothing is not recorded). A guardrail whose classifier
+// changed (another alias, prompt or verdict schema) cannot reuse the
+// recorded verdict: the replay diverges there.
+func (rp *replayer) judged(st *runState, h *Hook, hc *HookCall) (Verdict, error) {
+	rp.mu.Lock()
+	var w *VerdictRecord
+	for i := range rp.rec.Run.Verdicts {
+		v := &rp.rec.Run.Verdicts[i]
+		if !rp.used[i] && v.Depth == st.depth && v.Step == hc.Step && v.Call == hc.CallID && v.Point == hc.Point && v.Guardrail == h.Name {
+			w = v
+			break
+		}
+	}
+	rp.mu.Unlock()
+	if w == nil {
+		return Verdict{}, nil
+	}
+	if w.Judge != h.judge {
+		return Verdict{}, rp.diverge(Divergence{Kind: DivergeGuardrail, Step: hc.Step, Depth: st.depth, Agent: st.agent.spec.Name, Call: hc.CallID,
+			Message: fmt.Sprintf("guardrail %s at %s is judged by %s; in the recording by %s, whose verdict a replay cannot reuse (its model, prompt or verdict schema changed)", h.Name, hc.Point, h.judge, cmpStr(w.Judge, "another kind"))})
+	}
+	return h.replayed(hc, guard.Finding{Tripped: w.Action != HookPass, Matched: slices.Clone(w.Matched), CostUSD: w.CostUSD}), nil
 }
 
 // missedVerdict is the first recorded verdict of the run itself, made

@@ -127,6 +127,9 @@ func (a *App) evalOn(name string, ds *eval.Dataset) (*EvalRun, error) {
 				return nil, fmt.Errorf("eval %q: %w", name, err)
 			}
 		}
+		if err := a.checkTripped(e, out.Dataset); err != nil {
+			return nil, fmt.Errorf("eval %q: %w", name, err)
+		}
 		return out, nil
 	}
 	return nil, fmt.Errorf("unknown eval %q; known evals: %v", name, a.EvalNames())
@@ -212,8 +215,8 @@ func (a *App) newEval(e Eval, runID string) (*EvalRun, error) {
 		if _, err := eval.ParseRetrievalMetric(m); err == nil {
 			return nil, fmt.Errorf("eval %q: metric %q scores a retriever's ranking; the target must be a retriever", e.Name, m)
 		}
-		if m == eval.MetricGuardrailBlocked && e.Target.Agent == "" {
-			return nil, fmt.Errorf("eval %q: metric %q scores whether guardrails blocked an agent's run; the target must be an agent", e.Name, m)
+		if (m == eval.MetricGuardrailBlocked || m == eval.MetricGuardrailTripped) && e.Target.Agent == "" {
+			return nil, fmt.Errorf("eval %q: metric %q scores what guardrails did in an agent's run; the target must be an agent", e.Name, m)
 		}
 		cfg := eval.MetricConfig{Schema: e.Schema}
 		if e.Judge != nil {
@@ -360,12 +363,37 @@ func (r *agentRunner) Run(ctx context.Context, c eval.Case, sample int) (eval.An
 	return ans, nil
 }
 
+// checkTripped refuses a case that expects a guardrail to trip which the
+// application does not declare: its guardrail_tripped score could never
+// be 1.
+func (a *App) checkTripped(e Eval, ds *eval.Dataset) error {
+	if !slices.Contains(e.Metrics, eval.MetricGuardrailTripped) {
+		return nil
+	}
+	var known []string
+	for _, g := range a.desc.Guardrails {
+		known = append(known, g.Name)
+	}
+	for _, c := range ds.Cases {
+		for _, g := range c.Tripped {
+			if !slices.Contains(known, g) {
+				if len(known) == 0 {
+					return fmt.Errorf("case %q expects guardrail %q to trip, and the application declares no guardrails", c.ID, g)
+				}
+				return fmt.Errorf("case %q expects guardrail %q to trip, which the application does not declare (it declares %s)", c.ID, g, strings.Join(known, ", "))
+			}
+		}
+	}
+	return nil
+}
+
 // trippedGuardrails names the guardrails whose verdicts did something, each
-// once, in the order they first did.
+// once, in the order they first did; a recorded pass (a model guardrail's
+// call that found nothing) is not a trip.
 func trippedGuardrails(vs []agents.VerdictRecord) []string {
 	var out []string
 	for _, v := range vs {
-		if !slices.Contains(out, v.Guardrail) {
+		if v.Action != agents.HookPass && !slices.Contains(out, v.Guardrail) {
 			out = append(out, v.Guardrail)
 		}
 	}

@@ -51,6 +51,11 @@ type Case struct {
 	// blocked, false expects it not blocked. In a dataset file it is the
 	// optional boolean field "blocked".
 	Blocked *bool `json:",omitempty"`
+	// Tripped names the guardrails the case expects to trip, for the
+	// guardrail_tripped metric: exactly those, in any order; empty (but
+	// not nil) expects none to, and nil (the default) at least one. In a
+	// dataset file it is the optional array of guardrail names "tripped".
+	Tripped []string `json:",omitempty"`
 }
 
 // HasTag reports whether the case carries the tag.
@@ -213,7 +218,8 @@ func ReadDataset(files kind.Files, name string) (*Dataset, error) {
 // {"name": ..., "version": ..., "cases": [...]} or a bare array of cases. A case has the
 // fields "id", "input" and "expected" (required), "tags" (an array of strings),
 // "metadata" (an object), "tools" (the case's answers to tool calls, see [ToolAnswer]), "blocked" (true or false: whether the guardrail_blocked metric expects the run
-// blocked), "approvals" ("approve" or "reject": how the eval decides the
+// blocked), "tripped" (the names of the guardrails the guardrail_tripped metric expects to
+// trip; [] for none), "approvals" ("approve" or "reject": how the eval decides the
 // calls that pause this case's runs, overriding the eval's policy) and "group" (a
 // non-empty string naming the cluster of cases
 // whose scores move together, see [Case]). A bare array takes
@@ -531,6 +537,23 @@ func (p *parser) parseCase(obj []byte, base int) {
 				continue
 			}
 			c.Blocked = &b
+		case "tripped":
+			var names []string
+			if err := json.Unmarshal(m.val, &names); err != nil || m.val[0] != '[' {
+				p.errorf(m.valOff, "tripped must be an array of guardrail names, got %s", kindOf(m.val))
+				continue
+			}
+			c.Tripped = []string{}
+			for i, n := range names {
+				switch {
+				case n == "":
+					p.errorf(m.valOff, "tripped[%d] is empty; name a guardrail", i)
+				case slices.Contains(c.Tripped, n):
+					p.errorf(m.valOff, "tripped names guardrail %q twice", n)
+				default:
+					c.Tripped = append(c.Tripped, n)
+				}
+			}
 		case "metadata":
 			if m.val[0] != '{' {
 				p.errorf(m.valOff, "metadata must be an object, got %s", kindOf(m.val))
@@ -540,7 +563,7 @@ func (p *parser) parseCase(obj []byte, base int) {
 				p.errorf(m.valOff, "metadata: %v", err)
 			}
 		default:
-			p.errorf(m.keyOff, "unknown field %q (want id, input, expected, tags, metadata, group, approvals, tools, blocked)", m.key)
+			p.errorf(m.keyOff, "unknown field %q (want id, input, expected, tags, metadata, group, approvals, tools, blocked, tripped)", m.key)
 		}
 	}
 	for _, miss := range []struct {

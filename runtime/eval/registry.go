@@ -36,7 +36,8 @@ type Registry struct {
 }
 
 // NewRegistry returns a registry holding the built-in metrics: "exact_match",
-// "normalized_contains", "json_schema_valid", "guardrail_blocked" and "llm_judge".
+// "normalized_contains", "json_schema_valid", "guardrail_blocked", "guardrail_tripped" and
+// "llm_judge".
 func NewRegistry() *Registry {
 	r := &Registry{factories: map[string]MetricFactory{}}
 	r.factories[MetricExactMatch] = MetricFactory{New: func(MetricConfig) (Metric, error) { return ExactMatch{}, nil }}
@@ -48,6 +49,7 @@ func NewRegistry() *Registry {
 		return NewJSONSchemaValid(cfg.Schema)
 	}}
 	r.factories[MetricGuardrailBlocked] = MetricFactory{New: func(MetricConfig) (Metric, error) { return GuardrailBlocked{}, nil }}
+	r.factories[MetricGuardrailTripped] = MetricFactory{New: func(MetricConfig) (Metric, error) { return GuardrailTripped{}, nil }}
 	r.factories[MetricLLMJudge] = MetricFactory{ModelDerived: true, New: func(cfg MetricConfig) (Metric, error) {
 		if cfg.Judge == nil {
 			return nil, errors.New("llm_judge needs a judge model")

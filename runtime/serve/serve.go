@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/jobs"
@@ -100,6 +101,10 @@ type Options struct {
 	// Implementations holds the Go code behind each tool of kind go, by
 	// tool name (business.Implementations() in a generated service).
 	Implementations map[string]agents.Implementation
+	// GuardrailFuncs holds the Go code behind each guardrail of kind go,
+	// by the name the guardrail gives its function
+	// (business.GuardrailFuncs() in a generated service).
+	GuardrailFuncs map[string]guard.Func
 	// OpenState opens the durable state of an application whose service
 	// state is postgres (postgres.OpenState); nil otherwise, so that pgx is
 	// not linked. What it opens closes with the application once the
@@ -383,6 +388,7 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 	ao := app.Options{
 		Files:           opts.Files,
 		Implementations: opts.Implementations,
+		GuardrailFuncs:  opts.GuardrailFuncs,
 		Logger:          logger,
 		LookupEnv:       lookupEnv,
 		OpenState:       opts.OpenState,

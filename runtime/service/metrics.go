@@ -29,6 +29,7 @@ type metrics struct {
 	// tenant is a key's, declared or created by an admin, never a value a
 	// request carries, so the series are bounded by the keys.
 	tenantRequests *prometheus.CounterVec
+	guardCost      *prometheus.CounterVec
 }
 
 // latencyBuckets reach from 100µs, where the service's own added latency
@@ -68,9 +69,13 @@ func newMetrics(reg *prometheus.Registry, gw *gateway.Gateway) (*metrics, error)
 	}, []string{"tenant", "route", "code"})
 	m.verdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "aid_guardrail_verdicts_total",
-		Help: "Verdicts of guardrails and hooks that did something, by the run's entry agent, guardrail, point (input, toolArguments, toolResult, output, modelCall, handoff) and action (block, redact, ask, log).",
+		Help: "Verdicts of guardrails and hooks that did something, by the run's entry agent, guardrail, point (input, toolArguments, toolResult, output, modelCall, handoff) and action (block, redact, ask, log, or pass for a model guardrail's call that found nothing).",
 	}, []string{"agent", "guardrail", "point", "action"})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, m.decisions, m.verdicts, m.tenantRequests, spendCollector{gw}, deploymentCollector{gw}, tenantCollector{gw}} {
+	m.guardCost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aid_guardrail_cost_usd_total",
+		Help: "What judging cost, in US dollars, by the run's entry agent and guardrail: model guardrails' calls, also counted in the runs' cost.",
+	}, []string{"agent", "guardrail"})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, m.decisions, m.verdicts, m.guardCost, m.tenantRequests, spendCollector{gw}, deploymentCollector{gw}, tenantCollector{gw}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -98,7 +103,14 @@ func (m *metrics) aliasRequest(alias string, status int) {
 func (m *metrics) run(agent, final string, res agents.RunResult) {
 	m.runs.WithLabelValues(agent, final, string(res.Status)).Inc()
 	for _, v := range res.Verdicts {
-		m.verdicts.WithLabelValues(agent, v.Guardrail, string(v.Point), string(v.Action)).Inc()
+		action := string(v.Action)
+		if v.Action == agents.HookPass {
+			action = "pass"
+		}
+		m.verdicts.WithLabelValues(agent, v.Guardrail, string(v.Point), action).Inc()
+		if v.CostUSD > 0 {
+			m.guardCost.WithLabelValues(agent, v.Guardrail).Add(v.CostUSD)
+		}
 	}
 }
 

@@ -15,7 +15,7 @@ func BenchmarkCheck(b *testing.B) {
 		{Name: "card", Kind: guard.KindPattern, Points: []guard.Point{guard.Output}, Action: guard.Redact, Builtins: []string{"card"}},
 		{Name: "cel", Kind: guard.KindCEL, Points: []guard.Point{guard.Input}, Action: guard.Block, Message: "no", When: "text.size() > 4000"},
 	} {
-		c, err := guard.Compile(g, nil)
+		c, err := guard.Compile(g, guard.Deps{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -23,8 +23,19 @@
 //     when it is not JSON). It trips when the value does not match.
 //   - go: a Go function registered by name (Func). It trips when the
 //     function says so.
-//   - model: a classifier answering a structured verdict; not built yet,
-//     it is refused with a DeferredError naming itself.
+//   - model: a classifier. The alias Model is asked, with Prompt as its
+//     instructions and the value as the user's message, for a verdict: a
+//     JSON document matching Verdict (DefaultVerdict: {"tripped": bool,
+//     "reason": string}). It trips when the verdict says tripped. A call
+//     that fails, times out (Timeout), is refused by a budget, or answers
+//     something that is not a verdict gives no verdict, which trips the
+//     guardrail (a check that could not be made never lets a value
+//     through) unless OnError is pass; the finding says why either way.
+//     The call is made by the Classifier the program gives (Deps): the
+//     agent runtime's goes through the gateway, priced and charged to the
+//     run's budgets like any model call, and a replay reuses the recorded
+//     verdict instead (Checker.Judge says what judged, so a changed
+//     classifier is told apart).
 //
 // What it is not: it does not know about runs, events or the record; the
 // agent runtime calls a Checker and decides what its action does.

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -121,6 +122,21 @@ type Guardrail struct {
 	// nothing of the answer is streamed and no tool runs until it passed.
 	// A redacting guardrail cannot: the model must read the redacted text.
 	Beside bool
+	// Model is the alias of the model that judges (model).
+	Model string
+	// Prompt tells the model what trips the guardrail (model); the value
+	// judged is the user's message of its call.
+	Prompt string
+	// Verdict is the JSON Schema of the model's answer (model): an object
+	// with a required boolean "tripped" and, optionally, a string
+	// "reason"; empty means DefaultVerdict.
+	Verdict json.RawMessage
+	// OnError is what a model guardrail does when it gets no verdict;
+	// empty means ErrorTrip.
+	OnError OnError
+	// Timeout bounds a model guardrail's call; zero means
+	// DefaultModelTimeout.
+	Timeout time.Duration
 }
 
 // Finding is a checker's judgement of one value.
@@ -146,7 +162,8 @@ type Func func(ctx context.Context, v Value) (Finding, error)
 // Problem is one thing wrong with a guardrail, at one of its fields.
 type Problem struct {
 	// Field is the field at fault: "kind", "points", "action", "patterns",
-	// "words", "builtins", "when", "schema", "func", "stream", "beside".
+	// "words", "builtins", "when", "schema", "func", "stream", "beside",
+	// "model", "prompt", "verdict", "onError", "timeout".
 	Field string
 	// Index is the position in a list field, from 0; -1 otherwise.
 	Index int
@@ -171,6 +188,22 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("guardrail %q: %s", e.Guardrail, strings.Join(msgs, "; "))
 }
 
+// MissingFuncError reports a go guardrail whose Go function the program
+// did not register. A go guardrail runs only in a program that links the
+// team's code: a built service (its business package) or a Go program
+// importing the runtime; aidgen run, eval and replay interpret the app
+// file and link none, so they refuse an application that has one.
+type MissingFuncError struct {
+	// Guardrail is the guardrail's name, Func the name it gives its
+	// function.
+	Guardrail, Func string
+}
+
+// Error implements error.
+func (e *MissingFuncError) Error() string {
+	return fmt.Sprintf("guardrail %q: kind go: no Go function is registered as %q. A go guardrail runs only in a program that links its code and registers it (app.Options.GuardrailFuncs, agents.Config.GuardrailFuncs): a built service, or a Go program importing the runtime. aidgen run, eval and replay interpret the app file and link no Go code, so they cannot run it; use a pattern, cel, schema or model guardrail there", e.Guardrail, e.Func)
+}
+
 // DeferredError reports a guardrail feature that is not built.
 type DeferredError struct {
 	// Feature names it.
@@ -190,6 +223,14 @@ type Checker struct {
 	schema  *jsonschema.Schema
 	fn      Func
 	replace string
+
+	// A model guardrail's: what it calls, what it tells the model, the
+	// verdict's schema, and what judges (see Judge).
+	classifier Classifier
+	system     string
+	verdict    *jsonschema.Schema
+	verdictRaw json.RawMessage
+	judge      string
 }
 
 type namedRE struct {
@@ -211,16 +252,26 @@ func Check(g Guardrail, funcs map[string]Func) []Problem {
 	return problems
 }
 
-// Compile checks g and compiles it; funcs holds the Go functions by name.
-// A guardrail with problems is an *Error; a model guardrail a
-// *DeferredError.
-func Compile(g Guardrail, funcs map[string]Func) (*Checker, error) {
-	c, problems := compile(g, funcs, true)
+// Compile checks g and compiles it with what deps gives: the Go
+// functions by name, the classifier of a model guardrail. A guardrail with
+// problems is an *Error; a go guardrail whose function deps lacks a
+// *MissingFuncError; a model guardrail without a classifier a
+// *NoClassifierError.
+func Compile(g Guardrail, deps Deps) (*Checker, error) {
+	c, problems := compile(g, deps.Funcs, false)
 	if len(problems) > 0 {
 		return nil, &Error{Guardrail: g.Name, Problems: problems}
 	}
+	if g.Kind == KindGo {
+		if c.fn = deps.Funcs[g.Func]; c.fn == nil {
+			return nil, &MissingFuncError{Guardrail: g.Name, Func: g.Func}
+		}
+	}
 	if g.Kind == KindModel {
-		return nil, &DeferredError{Feature: fmt.Sprintf("guardrail %q: kind model (a classifier verdict)", g.Name)}
+		if deps.Classify == nil {
+			return nil, &NoClassifierError{Guardrail: g.Name}
+		}
+		c.classifier, c.system, c.judge = deps.Classify, c.systemPrompt(), judgeOf(g, c.verdictRaw)
 	}
 	return c, nil
 }
@@ -300,6 +351,13 @@ func compile(g Guardrail, funcs map[string]Func, lookup bool) (*Checker, []Probl
 	if g.Kind != KindGo {
 		set("func", g.Func != "")
 	}
+	if g.Kind != KindModel {
+		set("model", g.Model != "")
+		set("prompt", g.Prompt != "")
+		set("verdict", len(g.Verdict) > 0)
+		set("onError", g.OnError != "")
+		set("timeout", g.Timeout != 0)
+	}
 	switch g.Kind {
 	case KindPattern:
 		if len(g.Patterns)+len(g.Words)+len(g.Builtins) == 0 {
@@ -357,9 +415,9 @@ func compile(g Guardrail, funcs map[string]Func, lookup bool) (*Checker, []Probl
 			add("func", -1, "a go guardrail needs the name its function is registered under")
 		case lookup && funcs[g.Func] == nil:
 			add("func", -1, "no Go function is registered as %q", g.Func)
-		default:
-			c.fn = funcs[g.Func]
 		}
+	case KindModel:
+		c.checkModel(add)
 	}
 	return c, ps
 }
@@ -372,6 +430,8 @@ func kindOf(field string) Kind {
 		return KindSchema
 	case "func":
 		return KindGo
+	case "model", "prompt", "verdict", "onError", "timeout":
+		return KindModel
 	}
 	return KindPattern
 }
@@ -384,7 +444,9 @@ func (c *Checker) Guardrail() Guardrail { return c.g }
 const maxMatched = 80
 
 // Check judges v. An error is a value the guardrail could not judge (a Go
-// function's failure); a cel condition that cannot be judged trips.
+// function's failure, a model guardrail's call cut short because ctx
+// ended); a cel condition that cannot be judged trips, and so does a model
+// guardrail that got no verdict, unless it says onError pass.
 func (c *Checker) Check(ctx context.Context, v Value) (Finding, error) {
 	switch c.g.Kind {
 	case KindPattern:
@@ -417,6 +479,8 @@ func (c *Checker) Check(ctx context.Context, v Value) (Finding, error) {
 			return Finding{}, fmt.Errorf("guardrail %q: go function %q: %w", c.g.Name, c.g.Func, err)
 		}
 		return f, nil
+	case KindModel:
+		return c.classify(ctx, v)
 	}
 	return Finding{}, &DeferredError{Feature: fmt.Sprintf("guardrail %q: kind %s", c.g.Name, c.g.Kind)}
 }

@@ -30,7 +30,10 @@
 //     format), selected by the call's input or its eval case: the first
 //     that matches plays, one without "when" is the default. One script
 //     then plays an approve case and a reject case of the same agent
-//     differently.
+//     differently. A model guardrail's calls carry the agent name
+//     "guardrail:<name>" and step 1 (agents.GuardrailCallAgent), so a
+//     script for that name plays its verdicts, and conversations chosen by
+//     input play a verdict per message.
 //   - Echo (none of these): it answers "echo: " and the last user message.
 //
 // In answer-key mode, a request that asks for JSON (an agent with an output

@@ -106,6 +106,12 @@ func description() app.Description {
 				MaxSteps:  6,
 				Budget:    "daily",
 				Fallbacks: []string{},
+				PromptCache: gateway.PromptCache{
+					TTL:     "5m",
+					Tools:   true,
+					System:  true,
+					History: true,
+				},
 				Guardrails: []string{
 					"failed_command",
 				},

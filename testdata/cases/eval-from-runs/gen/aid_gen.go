@@ -57,6 +57,12 @@ func description() app.Description {
 				Retrievers:        []string{},
 				MaxSteps:          8,
 				Fallbacks:         []string{},
+				PromptCache: gateway.PromptCache{
+					TTL:     "5m",
+					Tools:   true,
+					System:  true,
+					History: true,
+				},
 			},
 		},
 		Evals: []app.Eval{

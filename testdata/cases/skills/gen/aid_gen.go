@@ -61,6 +61,12 @@ func description() app.Description {
 				},
 				MaxSteps:  8,
 				Fallbacks: []string{},
+				PromptCache: gateway.PromptCache{
+					TTL:     "5m",
+					Tools:   true,
+					System:  true,
+					History: true,
+				},
 			},
 		},
 		Service: app.Service{

@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/agents/tools/fixture"
 	"github.com/aidgen/aid/runtime/agents/tools/http"
 	"github.com/aidgen/aid/runtime/app"
@@ -130,6 +131,9 @@ func description() app.Description {
 					System:  true,
 					History: true,
 				},
+				Guardrails: []string{
+					"house-rules",
+				},
 			},
 		},
 		Service: app.Service{
@@ -144,6 +148,18 @@ func description() app.Description {
 					MaxFinished: 2000,
 					Paused:      72 * time.Hour,
 				},
+			},
+		},
+		Guardrails: []guard.Guardrail{
+			{
+				Name: "house-rules",
+				Kind: "go",
+				Points: []guard.Point{
+					"toolArguments",
+				},
+				Action:  "block",
+				Message: "That is against the house rules.",
+				Func:    "house_rules",
 			},
 		},
 	}

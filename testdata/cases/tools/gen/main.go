@@ -27,6 +27,7 @@ var appFiles embed.FS
 func main() {
 	os.Exit(serve.Main(description(), serve.Options{
 		Files:           appFiles,
+		GuardrailFuncs:  business.GuardrailFuncs(),
 		Implementations: business.Implementations(),
 	}))
 }

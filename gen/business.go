@@ -369,7 +369,7 @@ func guardrailStub(g goGuardrail) *jen.File {
 	f.HeaderComment("aidgen never overwrites it.")
 	comment(f, fmt.Sprintf("%s judges a value for the guardrails %s (kind go). It returns a finding\nwith Tripped set when the guardrail's action applies, and what matched; an\nerror fails the run, since a check that could not be made never lets a value\nthrough.", g.fn, strings.Join(g.used, ", ")))
 	f.Func().Id(g.fn).Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("v").Qual(pkgGuard, "Value")).Params(jen.Qual(pkgGuard, "Finding"), jen.Error()).Block(
-		jen.Return(jen.Qual(pkgGuard, "Finding").Values(), jen.Op("&").Qual(pkgGateway, "DeferredError").Values(jen.Dict{
+		jen.Return(jen.Qual(pkgGuard, "Finding").Values(), jen.Op("&").Qual(pkgKind, "DeferredError").Values(jen.Dict{
 			jen.Id("Feature"): jen.Lit("guardrail function " + g.name),
 		})),
 	)

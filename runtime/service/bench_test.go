@@ -72,24 +72,43 @@ func newBenchStack(b *testing.B) benchStack {
 // tools, on an openai-compatible provider at baseURL reached through hc,
 // charging a global budget, logging a line per request as in production.
 func newBenchService(b *testing.B, hc *http.Client, baseURL string) *service.Service {
+	return newBenchServiceOn(b, hc, baseURL, false)
+}
+
+// newBenchServiceOn is newBenchService, with tenancy: the token is a
+// declared key of a tenant, and every call is counted against a tenant's
+// daily budget, the key's hourly one and a per-key rate limit, as in an
+// app with many callers (what those add is agent-keys over agent).
+func newBenchServiceOn(b *testing.B, hc *http.Client, baseURL string, tenancy bool) *service.Service {
 	b.Helper()
 	p, err := openaicompat.New(openaicompat.Config{BaseURL: baseURL, HTTPClient: hc})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return newBenchServiceWith(b, service.InstrumentProvider(p))
+	return newBenchServiceWith(b, service.InstrumentProvider(p), tenancy)
 }
 
 // newBenchServiceWith is newBenchService on provider p.
-func newBenchServiceWith(b *testing.B, p gateway.Provider) *service.Service {
+func newBenchServiceWith(b *testing.B, p gateway.Provider, tenancy ...bool) *service.Service {
 	b.Helper()
+	budgets := []gateway.Budget{{Name: "bench", MaxUSD: 1e9, Scope: gateway.ScopeGlobal}}
+	var limits []gateway.RateLimit
+	auth := service.Auth{Kind: service.AuthBearer, Tokens: []string{token}}
+	if len(tenancy) > 0 && tenancy[0] {
+		budgets = append(budgets,
+			gateway.Budget{Name: "tenant-daily", MaxUSD: 1e9, Scope: gateway.ScopeTenant, Window: "day", AppliesToAll: true},
+			gateway.Budget{Name: "key-hourly", MaxUSD: 1e9, Scope: gateway.ScopeKey, Window: "1h", AppliesToAll: true})
+		limits = []gateway.RateLimit{{Name: "per-key", Scope: gateway.RateScopeKey, RequestsPerMinute: 1e12, TokensPerMinute: 1e15}}
+		auth = service.Auth{Kind: service.AuthBearer, Keys: []service.Key{{Name: "bench", Roles: []service.Role{service.RoleCaller}, Tenant: "acme", Secret: token}}}
+	}
 	gw, err := gateway.New(gateway.Config{
 		Models: []gateway.PinnedModel{{Alias: "small", Spec: gateway.ModelSpec{
 			ID: "gpt-bench-1", Provider: "openai", ContextWindow: 128000, MaxOutputTokens: 50,
 			Cost: gateway.CostProfile{InputPer1kUSD: 0.00015, OutputPer1kUSD: 0.0006},
 		}}},
-		Providers: map[string]gateway.Provider{"openai": p},
-		Budgets:   []gateway.Budget{{Name: "bench", MaxUSD: 1e9, Scope: gateway.ScopeGlobal}},
+		Providers:  map[string]gateway.Provider{"openai": p},
+		Budgets:    budgets,
+		RateLimits: limits,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -105,7 +124,7 @@ func newBenchServiceWith(b *testing.B, p gateway.Provider) *service.Service {
 		b.Fatal(err)
 	}
 	svc, err := service.New(service.Config{
-		Gateway: gw, Agents: rt, Auth: service.Auth{Kind: service.AuthBearer, Tokens: []string{token}},
+		Gateway: gw, Agents: rt, Auth: auth,
 		Aliases: []service.Alias{{Name: "small"}}, AliasBudget: "bench",
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), // a log line per request, as in production
 	})
@@ -267,6 +286,11 @@ func BenchmarkHandler(b *testing.B) {
 	for _, kind := range []string{"agent", "agent-guardrail", "alias"} {
 		b.Run(kind, func(b *testing.B) { benchHandler(b, "/v1/chat/completions", benchBodies[kind]) })
 	}
+	// The agent through a key of a tenant, with the tenant's and the key's
+	// windowed budgets and a rate limit: what many callers add.
+	b.Run("agent-keys", func(b *testing.B) {
+		benchHandlerOn(b, newBenchServiceOn(b, &http.Client{Transport: cannedUpstream{}}, "http://upstream.invalid/v1", true), "/v1/chat/completions", benchBodies["agent"])
+	})
 	// The same agent and question through the Responses API, to compare
 	// with "agent" (benchstat).
 	b.Run("agent-responses", func(b *testing.B) {
@@ -275,7 +299,10 @@ func BenchmarkHandler(b *testing.B) {
 }
 
 func benchHandler(b *testing.B, path, payload string) {
-	h := newBenchService(b, &http.Client{Transport: cannedUpstream{}}, "http://upstream.invalid/v1")
+	benchHandlerOn(b, newBenchService(b, &http.Client{Transport: cannedUpstream{}}, "http://upstream.invalid/v1"), path, payload)
+}
+
+func benchHandlerOn(b *testing.B, h http.Handler, path, payload string) {
 	body := []byte(payload)
 	b.ReportAllocs()
 	start := cpuTime(b)

@@ -16,6 +16,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/jobs"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // responsesRequest is the part of the Responses API's CreateResponse the
@@ -696,7 +697,7 @@ func (s *Service) deleteResponse(w http.ResponseWriter, r *http.Request) error {
 func (s *Service) deleteRun(r *http.Request, runID string) error {
 	d, ok := s.cfg.Agents.Store().(agents.RunDeleter)
 	if !ok {
-		return &gateway.DeferredError{Feature: "deleting responses from this run store"}
+		return &kind.DeferredError{Feature: "deleting responses from this run store"}
 	}
 	return d.DeleteRun(r.Context(), runID)
 }

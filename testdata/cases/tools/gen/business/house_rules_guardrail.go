@@ -6,7 +6,7 @@ package business
 import (
 	"context"
 	"github.com/aidgen/aid/runtime/agents/guard"
-	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 // HouseRules judges a value for the guardrails house-rules (kind go). It returns a finding
@@ -14,5 +14,5 @@ import (
 // error fails the run, since a check that could not be made never lets a value
 // through.
 func HouseRules(ctx context.Context, v guard.Value) (guard.Finding, error) {
-	return guard.Finding{}, &gateway.DeferredError{Feature: "guardrail function house_rules"}
+	return guard.Finding{}, &kind.DeferredError{Feature: "guardrail function house_rules"}
 }

@@ -423,7 +423,9 @@ func (s *Sandbox) run(ctx context.Context, runID, command string) (result, error
 		args = append(args, "--setenv", k, s.cfg.Env[k])
 	}
 	args = append(args, "--", "/usr/bin/prlimit",
-		"--cpu="+strconv.Itoa(l.CPUSeconds), "--as="+strconv.Itoa(l.MemoryMB<<20),
+		// The soft CPU limit sends SIGXCPU; the hard one, a second later,
+		// SIGKILL to a command that ignores it.
+		"--cpu="+strconv.Itoa(l.CPUSeconds)+":"+strconv.Itoa(l.CPUSeconds+1), "--as="+strconv.Itoa(l.MemoryMB<<20),
 		"--nproc="+strconv.Itoa(l.Processes), "--fsize="+strconv.Itoa(l.FileMB<<20), "--core=0",
 		"--", "/bin/sh", "-c", command)
 
@@ -485,10 +487,12 @@ func (s *Sandbox) run(ctx context.Context, runID, command string) (result, error
 	default:
 		return result{}, werr
 	}
-	// prlimit's child dies of SIGXCPU or SIGXFSZ: sh reports 128+n.
+	// prlimit's child dies of SIGXCPU or SIGXFSZ: sh reports 128+n. A
+	// SIGKILL the service did not send (wall time and output set stopped)
+	// is the hard CPU limit's: the memory limit fails allocations instead.
 	switch {
 	case stopped != "":
-	case res.status == 128+int(syscall.SIGXCPU) || res.status == 128+int(syscall.SIGKILL) && strings.Contains(res.out, "CPU"):
+	case res.status == 128+int(syscall.SIGXCPU) || res.status == 128+int(syscall.SIGKILL):
 		res.stopped = LimitCPU
 	case res.status == 128+int(syscall.SIGXFSZ):
 		res.stopped = LimitFileSize

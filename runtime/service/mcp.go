@@ -295,11 +295,11 @@ var decisionSchema = map[string]any{
 // elicit asks the client's person to decide the paused run's call. ok is
 // false when they declined to answer or cancelled: the run stays paused.
 func (s *Service) elicit(ctx context.Context, ss *sdk.ServerSession, res agents.RunResult) (agents.Decision, bool, error) {
-	ask := decisionForm(res)
-	if ask == nil {
+	p := pendingOf(res.Checkpoint, true)
+	if p == nil {
 		return agents.Decision{}, false, nil
 	}
-	r, err := ss.Elicit(ctx, ask)
+	r, err := ss.Elicit(ctx, decisionForm(res.Agent, p))
 	if err != nil {
 		s.logger.Warn("MCP elicitation failed; the run stays paused", "run_id", res.RunID, "error", err)
 		return agents.Decision{}, false, err
@@ -308,14 +308,10 @@ func (s *Service) elicit(ctx context.Context, ss *sdk.ServerSession, res agents.
 	return d, ok, nil
 }
 
-// decisionForm is the form that asks a person to decide a paused run's
-// call; nil when the run waits on no call.
-func decisionForm(res agents.RunResult) *sdk.ElicitParams {
-	p := pendingOf(res.Checkpoint, true)
-	if p == nil {
-		return nil
-	}
-	msg := fmt.Sprintf("Agent %s wants to call %s with %s. Approve it?", res.Agent, p.Tool, p.Arguments)
+// decisionForm is the form that asks a person to decide the call p that
+// agent waits on.
+func decisionForm(agent string, p *pendingCall) *sdk.ElicitParams {
+	msg := fmt.Sprintf("Agent %s wants to call %s with %s. Approve it?", agent, p.Tool, p.Arguments)
 	return &sdk.ElicitParams{Mode: "form", Message: msg, RequestedSchema: decisionSchema}
 }
 
@@ -373,14 +369,13 @@ func multiRoundTrip(req *sdk.CallToolRequest) bool {
 // run's call, to bring back with the call's retry; nil when the run waits
 // on no call.
 func (s *Service) mcpAsk(res agents.RunResult) *sdk.CallToolResult {
-	ask := decisionForm(res)
 	p := pendingOf(res.Checkpoint, true)
-	if ask == nil || p == nil {
+	if p == nil {
 		return nil
 	}
 	return &sdk.CallToolResult{
 		Meta:          sdk.Meta{MetaRunID: res.RunID, MetaStatus: string(res.Status), MetaPending: p},
-		InputRequests: sdk.InputRequestMap{mcpDecisionInput: ask},
+		InputRequests: sdk.InputRequestMap{mcpDecisionInput: decisionForm(res.Agent, p)},
 		RequestState:  mcpState(res.RunID, p.CallID),
 	}
 }

@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"runtime"
 	"strings"
@@ -278,18 +277,7 @@ func TestMCPStateless(t *testing.T) {
 		newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("from one")}}}}),
 		newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("from two")}}}}),
 	}
-	var mu sync.Mutex
-	var next int
-	seen := map[int]int{}
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		i := next % len(replicas)
-		next++
-		seen[i]++
-		mu.Unlock()
-		httputil.NewSingleHostReverseProxy(mustURL(t, replicas[i].srv.URL)).ServeHTTP(w, r)
-	}))
-	t.Cleanup(proxy.Close)
+	rr, proxy := newRoundRobin(t, replicas...)
 	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
 	sess, err := c.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: proxy.URL + service.MCPPath, HTTPClient: &http.Client{Transport: bearer{http.DefaultTransport}}}, nil)
 	if err != nil {
@@ -307,6 +295,9 @@ func TestMCPStateless(t *testing.T) {
 		}
 		answers[res.Content[0].(*sdk.TextContent).Text] = true
 	}
+	rr.mu.Lock()
+	seen := maps.Clone(rr.served)
+	rr.mu.Unlock()
 	if !answers["from one"] || !answers["from two"] || seen[0] == 0 || seen[1] == 0 {
 		t.Errorf("answers %v, requests per replica %v: want both replicas to answer", answers, seen)
 	}

@@ -56,10 +56,12 @@ type AuthorizationCode struct {
 	ClientSecretEnv string `json:"clientSecretEnv,omitempty"`
 	// Scopes are the scopes asked for.
 	Scopes []string `json:"scopes,omitempty"`
-	// AuthorizationURL and TokenURL are the endpoints; when both are set,
+	// AuthorizationURL is the authorization endpoint; with TokenURL,
 	// nothing is discovered.
 	AuthorizationURL string `json:"authorizationURL,omitempty"`
-	TokenURL         string `json:"tokenURL,omitempty"`
+	// TokenURL is the token endpoint; with AuthorizationURL, nothing is
+	// discovered.
+	TokenURL string `json:"tokenURL,omitempty"`
 	// RedirectPort is the loopback port the login listens on for the
 	// redirect, http://127.0.0.1:PORT/callback; 0 means any free port,
 	// which RFC 8252 lets an authorization server accept.

@@ -213,7 +213,11 @@ func (c *conn) transportOf(s Server, env kind.Env) (func() sdk.Transport, error)
 		if base == nil {
 			base = http.DefaultTransport
 		}
-		hc.Transport = &boundedTransport{base: base, header: header, max: MaxResponseBytes}
+		bt := &boundedTransport{base: base, header: header, max: MaxResponseBytes}
+		if authz != nil {
+			bt.answered = authz.answered
+		}
+		hc.Transport = bt
 		return func() sdk.Transport {
 			t := &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxEventSize: MaxResponseBytes}
 			if authz != nil {
@@ -640,6 +644,9 @@ type boundedTransport struct {
 	base   http.RoundTripper
 	header http.Header
 	max    int64
+	// answered, when set, is told of each response the server sent to a
+	// request, for the OAuth handler to know which tokens it accepted.
+	answered func(req *http.Request, status int)
 }
 
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -652,6 +659,9 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		return nil, err
+	}
+	if t.answered != nil {
+		t.answered(req, resp.StatusCode)
 	}
 	if resp.ContentLength > t.max {
 		resp.Body.Close()

@@ -135,8 +135,25 @@ type authorizer struct {
 	login  bool // authorization code: what cannot be refreshed needs a sign-in
 	src    *oauth.Source
 
-	mu      sync.Mutex
-	retried string // the access token obtained after the server refused the one before
+	mu        sync.Mutex
+	retried   string // the access token obtained after the server refused the one before
+	retriedOK bool   // the server has accepted retried since
+}
+
+// answered learns from the server's status for a request whether it
+// accepted the token the request carried: a replacement it accepted once
+// is as good as any token, and is replaced again when it is refused later
+// (revoked), rather than taken for a grant that no longer works.
+func (a *authorizer) answered(req *http.Request, status int) {
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		return
+	}
+	used, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	a.mu.Lock()
+	if used != "" && used == a.retried {
+		a.retriedOK = true
+	}
+	a.mu.Unlock()
 }
 
 // tokenSource is the source the SDK's transport asks for a token before
@@ -171,7 +188,7 @@ func (a *authorizer) Authorize(ctx context.Context, req *http.Request, resp *htt
 		return a.explain(fmt.Errorf("the server refused the token's scope (HTTP 403 %s)", challengeError(resp)))
 	}
 	a.mu.Lock()
-	again := used != "" && used == a.retried
+	again := used != "" && used == a.retried && !a.retriedOK
 	a.mu.Unlock()
 	if again {
 		return a.explain(errors.New("the server refused a token issued after it refused the one before"))
@@ -182,7 +199,7 @@ func (a *authorizer) Authorize(ctx context.Context, req *http.Request, resp *htt
 		return a.explain(err)
 	}
 	a.mu.Lock()
-	a.retried = tok.AccessToken
+	a.retried, a.retriedOK = tok.AccessToken, false
 	a.mu.Unlock()
 	return nil
 }

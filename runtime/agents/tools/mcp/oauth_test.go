@@ -131,6 +131,15 @@ func TestOAuthClientCredentials(t *testing.T) {
 	if n := as.Grants("client_credentials"); n != 2 {
 		t.Errorf("%d client-credentials grants after a revocation, want 2", n)
 	}
+	// The replacement, accepted since, is replaced in its turn when it is
+	// revoked.
+	as.Revoke()
+	if obs, err := echo.Call(t.Context(), json.RawMessage(`{"text":"third"}`)); err != nil || obs != "third" {
+		t.Fatalf("after a second revocation, echo = %q, %v", obs, err)
+	}
+	if n := as.Grants("client_credentials"); n != 3 {
+		t.Errorf("%d client-credentials grants after two revocations, want 3", n)
+	}
 
 	// The token URL given: nothing is discovered.
 	s.OAuth.ClientCredentials.TokenURL = as.URL + "/token"

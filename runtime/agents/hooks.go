@@ -383,7 +383,8 @@ func (r *Runtime) judgeHooks(ctx context.Context, st *runState, hooks []*Hook, h
 		}
 		rec := VerdictRecord{Guardrail: h.Name, Point: hc.Point, Action: v.Action, Agent: st.agent.spec.Name, Depth: st.depth, Step: hc.Step, Call: hc.CallID, Tool: hc.Tool, Matched: v.Matched, Message: v.Message, CostUSD: v.CostUSD, Judge: v.Judge}
 		if usage != (UsageRecord{}) {
-			rec.Usage = &usage
+			u := usage // usage itself stays on the stack
+			rec.Usage = &u
 		}
 		switch v.Action {
 		case HookRedact:

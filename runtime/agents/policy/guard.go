@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/interpreter"
 )
 
@@ -43,27 +44,29 @@ var noArgs = map[string]any{}
 // guardActivation resolves a condition's variables from its input
 // without building a map for every evaluation.
 type guardActivation struct {
-	in   *GuardInput
+	in   GuardInput
 	args map[string]any
 }
 
-// ResolveName implements interpreter.Activation.
+// ResolveName implements interpreter.Activation. Strings are CEL values
+// already, which the interpreter takes as they are rather than converting
+// them again.
 func (a *guardActivation) ResolveName(name string) (any, bool) {
 	switch name {
 	case "text":
-		return a.in.Text, true
+		return types.String(a.in.Text), true
 	case "point":
-		return a.in.Point, true
+		return types.String(a.in.Point), true
 	case "tool":
-		return a.in.Tool, true
+		return types.String(a.in.Tool), true
 	case "args":
 		return a.args, true
 	case "agent":
-		return a.in.Agent, true
+		return types.String(a.in.Agent), true
 	case "user":
-		return a.in.User, true
+		return types.String(a.in.User), true
 	case "thread":
-		return a.in.Thread, true
+		return types.String(a.in.Thread), true
 	}
 	return nil, false
 }
@@ -98,7 +101,7 @@ func CompileGuard(expr string) (*Condition, error) {
 // a JSON object, a missing key without has(), the cost limit) means it
 // could not be judged; a guardrail treats that as tripped.
 func (c *Condition) Holds(in GuardInput) (bool, error) {
-	act := guardActivation{in: &in, args: noArgs}
+	act := &guardActivation{in: in, args: noArgs}
 	if len(in.Arguments) > 0 {
 		var args map[string]any
 		if err := json.Unmarshal(in.Arguments, &args); err != nil || args == nil {
@@ -106,7 +109,7 @@ func (c *Condition) Holds(in GuardInput) (bool, error) {
 		}
 		act.args = args
 	}
-	out, _, err := c.prg.Eval(&act)
+	out, _, err := c.prg.Eval(act)
 	if err != nil {
 		return false, fmt.Errorf("condition %q could not be judged: %w", c.src, err)
 	}

@@ -6,7 +6,9 @@ import (
 	"sync"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 )
 
@@ -46,6 +48,7 @@ var noArgs = map[string]any{}
 type guardActivation struct {
 	in   GuardInput
 	args map[string]any
+	text ref.Val // in.Text as a CEL value, made at its first use
 }
 
 // ResolveName implements interpreter.Activation. Strings are CEL values
@@ -54,7 +57,11 @@ type guardActivation struct {
 func (a *guardActivation) ResolveName(name string) (any, bool) {
 	switch name {
 	case "text":
-		return types.String(a.in.Text), true
+		// A condition often reads the text more than once.
+		if a.text == nil {
+			a.text = types.String(a.in.Text)
+		}
+		return a.text, true
 	case "point":
 		return types.String(a.in.Point), true
 	case "tool":
@@ -90,11 +97,31 @@ func CompileGuard(expr string) (*Condition, error) {
 	if err != nil {
 		panic(fmt.Sprintf("policy: building the guardrail CEL environment: %v", err)) // a constant environment
 	}
-	prg, err := compileCondition(e, expr)
+	ast, err := checkCondition(e, expr)
 	if err != nil {
 		return nil, err
 	}
+	var opts []cel.ProgramOption
+	if iterates(ast) {
+		opts = append(opts, cel.CostLimit(costLimit))
+	}
+	prg, err := e.Program(ast, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("condition %q: %w", expr, err)
+	}
 	return &Condition{src: expr, prg: prg}, nil
+}
+
+// iterates reports whether a condition has a comprehension (all, exists,
+// exists_one, map, filter), the only construct whose work can multiply:
+// without one, each of its operations reads the value at most once over
+// (size, contains, matches, which is RE2), so its cost is bounded by its
+// length times the value's, and a guardrail, which judges every input,
+// spares itself the cost limit's tracking (most of what evaluating such a
+// condition costs, BenchmarkCheck/cel). A condition with one is bounded by
+// the cost limit, as an approval rule's is.
+func iterates(a *cel.Ast) bool {
+	return len(ast.MatchDescendants(ast.NavigateAST(a.NativeRep()), ast.KindMatcher(ast.ComprehensionKind))) > 0
 }
 
 // Holds evaluates the condition for in. An error (arguments that are not

@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -14,7 +15,7 @@ func (g *Guardrail) Guard() guard.Guardrail {
 		Name: g.Name, Kind: guard.Kind(g.Kind), Action: guard.Action(g.Action), Message: g.Message,
 		Patterns: g.Patterns, Words: g.Words, Builtins: g.Builtins, When: g.When, Schema: g.Schema,
 		Func: g.Func, Tools: g.Tools, Stream: guard.Stream(g.Stream), Replacement: g.Replacement, Beside: g.Beside,
-		Model: g.Model, Prompt: g.Prompt, Verdict: g.Verdict, OnError: guard.OnError(g.OnError), Timeout: time.Duration(g.Timeout),
+		Model: g.Model, Agent: g.Agent, Prompt: g.Prompt, Verdict: g.Verdict, OnError: guard.OnError(g.OnError), Timeout: time.Duration(g.Timeout),
 	}
 	for _, p := range g.Points {
 		out.Points = append(out.Points, guard.Point(p))
@@ -22,9 +23,10 @@ func (g *Guardrail) Guard() guard.Guardrail {
 	return out
 }
 
-// guardrails checks the declared guardrails with the runtime's own rule
-// (guard.Check), each problem at its field; the names agents and the
-// service list; and that every guardrail is run by some agent.
+// guardrails checks the declared guardrails with the runtime's own rules
+// (guard.Check, guard.CheckAgents), each problem at its field; the names
+// agents and the service list; and that every guardrail is run by some
+// agent.
 func (c *checker) guardrails() {
 	d := c.doc
 	known := make([]string, len(d.Guardrails))
@@ -42,6 +44,7 @@ func (c *checker) guardrails() {
 			used[n] = true
 		}
 	}
+	judges := guard.CheckAgents(c.guards(), c.agentViews())
 	for _, g := range d.Guardrails {
 		for _, p := range guard.Check(g.Guard(), nil) {
 			if p.Field == "schema" && len(g.Schema) > 0 {
@@ -58,6 +61,9 @@ func (c *checker) guardrails() {
 		}
 		if g.Kind == string(guard.KindModel) && g.Model != "" {
 			c.guardrailModel(g)
+		}
+		for _, p := range judges[g.Name] {
+			c.errAt(pathOf("guardrails", g.Name, p.Field), "guardrail %q: %s", g.Name, p.Message)
 		}
 		if !used[g.Name] {
 			var agents []string
@@ -77,4 +83,35 @@ func (c *checker) guardrailModel(g *Guardrail) {
 	if m := c.model(g.Model); m != nil && m.Kind == KindChat && !m.Has("json") {
 		c.errAt(p, "guardrail %q: alias %q (model %q) lacks capability \"json\", which a model guardrail needs for its verdict; pick a model that has it or add it to the model's capabilities", g.Name, g.Model, m.ID)
 	}
+}
+
+// guards are the declared guardrails as package guard declares them.
+func (c *checker) guards() []guard.Guardrail {
+	out := make([]guard.Guardrail, len(c.doc.Guardrails))
+	for i, g := range c.doc.Guardrails {
+		out[i] = g.Guard()
+	}
+	return out
+}
+
+// agentViews describes the agents for the rules of guardrails judged by
+// agents, as agents.New does: a tool with effects is one that does not
+// only read.
+func (c *checker) agentViews() []guard.AgentView {
+	d := c.doc
+	writes := map[string]bool{}
+	for _, t := range d.Tools {
+		writes[t.Name] = t.Effects != "" && t.Effects != "read"
+	}
+	out := make([]guard.AgentView, len(d.Agents))
+	for i, a := range d.Agents {
+		v := guard.AgentView{Name: a.Name, Output: a.Output, Calls: slices.Concat(a.Handoffs, a.Delegates), Guardrails: slices.Concat(d.Service.Guardrails, a.Guardrails)}
+		for _, t := range a.Tools {
+			if writes[t] {
+				v.Writes = append(v.Writes, t)
+			}
+		}
+		out[i] = v
+	}
+	return out
 }

@@ -593,6 +593,9 @@ type Guardrail struct {
 	Beside bool `json:"beside,omitempty"`
 	// Model is the alias that judges, for a model guardrail.
 	Model string `json:"model,omitempty"`
+	// Agent is the agent that judges, for a model guardrail judged by an
+	// agent rather than an alias.
+	Agent string `json:"agent,omitempty"`
 	// Prompt tells a model guardrail's model what trips it.
 	Prompt string `json:"prompt,omitempty"`
 	// Verdict is the JSON Schema of a model guardrail's answer; empty

@@ -194,6 +194,84 @@ agents: triage: guardrails: ["no-injection", "judge", "no-card-numbers"]`
 	}
 }
 
+// TestRunAgentGuardrail is the support desk with a model guardrail on
+// triage's input judged by an agent, screener, which looks the order up
+// before it answers its verdict: a question about something else is
+// blocked with no step of triage's, the run's cost and tokens are the
+// judge's two calls', the record replays without a model, and a changed
+// judge diverges there.
+func TestRunAgentGuardrail(t *testing.T) {
+	chdirRoot(t)
+	judge := `agents: screener: {
+	model:        "small"
+	instructions: "Say whether the message is about something other than an order; look the order up if it names one."
+	tools: ["lookup_order"]
+	output: {
+		type: "object"
+		properties: {tripped: type: "boolean", reason: type: "string"}
+		required: ["tripped", "reason"]
+	}
+}
+guardrails: "judge": {
+	kind:    "model"
+	points: ["input"]
+	action:  "block"
+	message: "Only questions about orders are answered here."
+	agent:   "screener"
+}
+agents: triage: guardrails: ["no-injection", "judge", "no-card-numbers"]`
+	app := supportDeskCopy(t,
+		[][2]string{{`agents: triage: guardrails: ["no-injection", "no-card-numbers"]`, judge}},
+		[][2]string{{`"agents": {`, `"agents": {
+    "screener": [
+      {"toolCalls": [{"name": "lookup_order", "arguments": {"order_id": "AB-123456"}}]},
+      {"output": {"tripped": true, "reason": "not about an order"}}
+    ],`}})
+	dir := t.TempDir()
+	log := filepath.Join(dir, "blocked.jsonl")
+	code, out, errOut := run(t, "run", app, "--state-dir", filepath.Join(dir, "runs"), "--agent", "triage", "--json", "--record", log, "What is the weather like?")
+	var res struct {
+		Status agents.Status       `json:"status"`
+		Steps  []agents.StepRecord `json:"steps"`
+		Usage  struct {
+			TotalTokens int64 `json:"total_tokens"`
+		} `json:"usage"`
+		CostUSD  float64                `json:"cost_usd"`
+		Blocked  string                 `json:"blocked"`
+		Verdicts []agents.VerdictRecord `json:"verdicts"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("exit %d, not JSON: %v\n%s\n%s", code, err, out, errOut)
+	}
+	if code != cli.ExitRunFailed || res.Status != agents.StatusBlocked || len(res.Steps) != 0 || res.Blocked != "Only questions about orders are answered here." {
+		t.Fatalf("exit %d, %+v; want blocked by the judge", code, res)
+	}
+	if len(res.Verdicts) != 1 {
+		t.Fatalf("verdicts %+v", res.Verdicts)
+	}
+	v := res.Verdicts[0]
+	if v.Matched[0] != "agent screener: not about an order" || v.CostUSD <= 0 || v.Usage == nil || res.CostUSD != v.CostUSD || res.Usage.TotalTokens != v.Usage.TotalTokens || v.Usage.TotalTokens <= 0 {
+		t.Fatalf("verdict %+v (usage %+v), run cost %v and %d tokens; want the judge's cost and tokens as the run's", v, v.Usage, res.CostUSD, res.Usage.TotalTokens)
+	}
+	code, out, errOut = run(t, "replay", log, app, "--json")
+	var rep agents.ReplayReport
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.ReplayStatus != agents.StatusBlocked || rep.Divergence != nil {
+		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errOut)
+	}
+	src, err := os.ReadFile(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(app, []byte(strings.Replace(string(src), "something other than an order", "rude", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = run(t, "replay", log, app, "--json")
+	rep = agents.ReplayReport{}
+	if code != cli.ExitDiverged || json.Unmarshal([]byte(out), &rep) != nil || rep.Divergence == nil || rep.Divergence.Kind != agents.DivergeGuardrail || rep.Divergence.Step != 0 {
+		t.Fatalf("replay with the judge changed: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
 // TestRunRefusesAGoGuardrail: aidgen run and replay interpret the app file
 // and link no Go code, so an application with a go guardrail is refused,
 // saying why and what runs it.

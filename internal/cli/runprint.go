@@ -102,7 +102,7 @@ func (p *runPrinter) result(res agents.RunResult, skip int, where string) {
 			fmt.Fprintf(p.w, "continue it:  %s --continue %s [--steps N]\n\n", p.cmd, res.RunID)
 		}
 		for _, v := range res.Verdicts {
-			fmt.Fprintf(p.w, "guardrail %s: %s at %s (%s)%s\n", v.Guardrail, cmp.Or(string(v.Action), "pass"), v.Point, strings.Join(v.Matched, "; "), verdictCost(v.CostUSD))
+			fmt.Fprintf(p.w, "guardrail %s: %s at %s (%s)%s\n", v.Guardrail, cmp.Or(string(v.Action), "pass"), v.Point, strings.Join(v.Matched, "; "), verdictCost(v))
 		}
 		fmt.Fprintf(p.w, "%s: %s (run %s)\n", res.Status, total, res.RunID)
 	}
@@ -385,11 +385,16 @@ func writeRunJSON(s *streams, res agents.RunResult, runErr error, cmd string) er
 	return nil
 }
 
-// verdictCost is what a verdict cost, as a run prints it: ", $0.000123"
-// for a model guardrail's call, "" for a check that cost nothing.
-func verdictCost(usd float64) string {
-	if usd == 0 {
-		return ""
+// verdictCost is what a verdict cost, as a run prints it: ", 95 tokens,
+// $0.000123" for a model guardrail's call, "" for a check that cost
+// nothing.
+func verdictCost(v agents.VerdictRecord) string {
+	out := ""
+	if v.Usage != nil && v.Usage.TotalTokens > 0 {
+		out = ", " + plural(int(v.Usage.TotalTokens), "token", "tokens")
 	}
-	return fmt.Sprintf(", $%.6f", usd)
+	if v.CostUSD != 0 {
+		out += fmt.Sprintf(", $%.6f", v.CostUSD)
+	}
+	return out
 }

@@ -119,14 +119,26 @@ func TestModelGuardrailVerdicts(t *testing.T) {
 			if answered && v.CostUSD <= 0 {
 				t.Fatalf("verdict cost %v, want the judge's call priced", v.CostUSD)
 			}
-			// The run's cost is its steps' and the judge's, and the
-			// agent's budget was charged both.
+			// The run's cost and tokens are its steps' and the judge's, and
+			// the agent's budget was charged both.
 			var steps float64
+			var stepTokens int64
 			for _, s := range res.Steps {
 				steps += s.CostUSD
+				stepTokens += s.Usage.TotalTokens
 			}
 			if math.Abs(res.CostUSD-(steps+v.CostUSD)) > 1e-12 {
 				t.Fatalf("run cost %v, want steps %v + judge %v", res.CostUSD, steps, v.CostUSD)
+			}
+			var judgeTokens int64
+			if v.Usage != nil {
+				judgeTokens = v.Usage.TotalTokens
+			}
+			if answered && (judgeTokens <= 0 || v.Usage.InputTokens <= 0) {
+				t.Fatalf("verdict usage %+v, want the judge's tokens", v.Usage)
+			}
+			if res.Usage.TotalTokens != stepTokens+judgeTokens {
+				t.Fatalf("run tokens %d, want steps %d + judge %d", res.Usage.TotalTokens, stepTokens, judgeTokens)
 			}
 			spent, err := fx.gw.SpendByBudget(context.Background())
 			if err != nil {

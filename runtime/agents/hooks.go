@@ -100,6 +100,9 @@ type Verdict struct {
 	Matched []string
 	// CostUSD is what judging cost, added to the run's cost.
 	CostUSD float64
+	// Usage is the tokens judging read and wrote, added to the run's
+	// (a model guardrail's call, its agent's run).
+	Usage gateway.Usage
 	// Judge identifies what judged, when a replay cannot judge again (a
 	// model guardrail's alias and a digest of its prompt): the record
 	// keeps it, and a replay whose guardrail judges otherwise diverges.
@@ -164,6 +167,9 @@ type VerdictRecord struct {
 	Message string `json:"message,omitempty"`
 	// CostUSD is what judging cost.
 	CostUSD float64 `json:"cost_usd,omitempty"`
+	// Usage is the tokens judging read and wrote, also counted in the
+	// run's usage; nil when it used none.
+	Usage *UsageRecord `json:"usage,omitempty"`
 	// Judge is Verdict.Judge: what judged, for a model guardrail.
 	Judge string `json:"judge,omitempty"`
 }
@@ -253,12 +259,20 @@ func (d *agentDef) bindHooks(global, own []Hook, defaults []string, guards map[s
 }
 
 // compileGuardrails compiles the declared guardrails into hooks, by name.
-func compileGuardrails(cfg Config) (map[string]*Hook, []error) {
+// The agents must be declared (declareAgents): a model guardrail may name
+// one as its judge.
+func (r *Runtime) compileGuardrails(cfg Config) (map[string]*Hook, []error) {
 	var errs []error
 	out := make(map[string]*Hook, len(cfg.Guardrails))
+	deps := guard.Deps{Funcs: cfg.GuardrailFuncs, Classify: r.classify, AgentDigest: r.agentDigest}
+	judges := guard.CheckAgents(cfg.Guardrails, agentViews(cfg))
 	for _, g := range cfg.Guardrails {
 		if _, dup := out[g.Name]; dup || g.Name == "" {
 			errs = append(errs, fmt.Errorf("guardrail %q is declared twice or has no name", g.Name))
+			continue
+		}
+		if ps := judges[g.Name]; len(ps) > 0 {
+			errs = append(errs, &guard.Error{Guardrail: g.Name, Problems: ps})
 			continue
 		}
 		if g.Kind == guard.KindModel && g.Model != "" {
@@ -267,7 +281,7 @@ func compileGuardrails(cfg Config) (map[string]*Hook, []error) {
 				continue
 			}
 		}
-		c, err := guard.Compile(g, guard.Deps{Funcs: cfg.GuardrailFuncs, Classify: classifier(cfg.Gateway)})
+		c, err := guard.Compile(g, deps)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -275,40 +289,6 @@ func compileGuardrails(cfg Config) (map[string]*Hook, []error) {
 		out[g.Name] = guardrailHook(c)
 	}
 	return out, errs
-}
-
-// classifier is the model guardrails' classifier: one call through the
-// gateway, at temperature 0, asking for the verdict's JSON. The context
-// carries the run's budgets and call info (judgeContext), so the call is
-// priced, charged and traced like the agent's own.
-func classifier(gw *gateway.Gateway) guard.Classifier {
-	return func(ctx context.Context, c guard.ClassifierCall) (guard.ClassifierAnswer, error) {
-		var zero float64
-		req := gateway.Request{
-			Messages:        []gateway.Message{{Role: gateway.RoleSystem, Content: c.System}, {Role: gateway.RoleUser, Content: c.User}},
-			ResponseFormat:  &gateway.JSONSchema{Name: "verdict", Description: "the guardrail's verdict on the user's message", Schema: c.Verdict, Strict: c.Strict},
-			MaxOutputTokens: c.MaxOutputTokens,
-			Temperature:     &zero,
-		}
-		res, err := gw.Generate(ctx, c.Alias, req)
-		return guard.ClassifierAnswer{Text: res.Text, CostUSD: res.CostUSD}, err
-	}
-}
-
-// GuardrailCallAgent is the agent name a model guardrail's call carries
-// (gateway.CallInfo.Agent), step 1, so that a fake provider's script can
-// answer it: "guardrail:" and the guardrail's name, which no agent's name
-// can be.
-func GuardrailCallAgent(guardrail string) string { return "guardrail:" + guardrail }
-
-// judgeContext is ctx for a model guardrail's call in st's run: charged to
-// the agent's budget beside those already on ctx (a service's, an
-// eval's), with the call info of a turn of its own.
-func judgeContext(ctx context.Context, st *runState, h *Hook) context.Context {
-	if d := st.agent; d.budget != "" {
-		ctx = gateway.ContextWithBudget(ctx, d.budget, budgetKey(st))
-	}
-	return gateway.WithCallInfo(ctx, gateway.CallInfo{Agent: GuardrailCallAgent(h.Name), Step: 1, RunID: st.id})
 }
 
 // guardrailHook is the hook a compiled guardrail runs as.
@@ -380,23 +360,32 @@ func (r *Runtime) judgeHooks(ctx context.Context, st *runState, hooks []*Hook, h
 		}
 		var v Verdict
 		var err error
+		usage := UsageRecord{}
 		switch {
 		case h.judge != "" && r.replay != nil:
 			// A replay calls no model: the recorded verdict stands in.
-			v, err = r.replay.judged(st, h, hc)
+			v, usage, err = r.replay.judged(st, h, hc)
 		case h.judge != "":
-			v, err = safeHook(judgeContext(ctx, st, h), h, hc)
+			jctx, j := judgeContext(ctx, st, h)
+			v, err = safeHook(jctx, h, hc)
+			usage = j.usage
 		default:
 			v, err = safeHook(ctx, h, hc)
 		}
+		usage = usage.add(usageRecord(v.Usage))
 		st.addCost(v.CostUSD)
+		st.addUsage(usage)
 		if err != nil {
 			return nil, fmt.Errorf("run %s: guardrail %q at %s: %w", st.id, h.Name, hc.Point, err)
 		}
-		if v.Action == HookPass && v.CostUSD == 0 && len(v.Matched) == 0 {
+		if v.Action == HookPass && v.CostUSD == 0 && len(v.Matched) == 0 && usage == (UsageRecord{}) {
 			continue
 		}
 		rec := VerdictRecord{Guardrail: h.Name, Point: hc.Point, Action: v.Action, Agent: st.agent.spec.Name, Depth: st.depth, Step: hc.Step, Call: hc.CallID, Tool: hc.Tool, Matched: v.Matched, Message: v.Message, CostUSD: v.CostUSD, Judge: v.Judge}
+		if usage != (UsageRecord{}) {
+			u := usage // usage itself stays on the stack
+			rec.Usage = &u
+		}
 		switch v.Action {
 		case HookRedact:
 			if hc.Point == PointToolArguments {

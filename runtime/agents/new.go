@@ -40,7 +40,7 @@ func New(cfg Config) (*Runtime, error) {
 	errs = append(errs, r.declareAgents(cfg.Agents)...)
 	skills, kerrs := declareSkills(cfg.Skills)
 	errs = append(errs, kerrs...)
-	guards, gerrs := compileGuardrails(cfg)
+	guards, gerrs := r.compileGuardrails(cfg)
 	errs = append(errs, gerrs...)
 	missing := map[string][]string{} // tool without an implementation → the agents offering it
 	for _, name := range r.names {
@@ -69,7 +69,7 @@ func New(cfg Config) (*Runtime, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	if errs := r.checkDelegatedApproval(); len(errs) > 0 {
+	if errs := append(r.checkDelegatedApproval(), r.checkJudgeApproval(cfg.Guardrails)...); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	r.markReadOnly()

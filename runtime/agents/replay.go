@@ -823,7 +823,7 @@ func (rp *replayer) verdict(_ int, v VerdictRecord) error {
 // nothing and found nothing is not recorded). A guardrail whose classifier
 // changed (another alias, prompt or verdict schema) cannot reuse the
 // recorded verdict: the replay diverges there.
-func (rp *replayer) judged(st *runState, h *Hook, hc *HookCall) (Verdict, error) {
+func (rp *replayer) judged(st *runState, h *Hook, hc *HookCall) (Verdict, UsageRecord, error) {
 	rp.mu.Lock()
 	var w *VerdictRecord
 	for i := range rp.rec.Run.Verdicts {
@@ -835,13 +835,17 @@ func (rp *replayer) judged(st *runState, h *Hook, hc *HookCall) (Verdict, error)
 	}
 	rp.mu.Unlock()
 	if w == nil {
-		return Verdict{}, nil
+		return Verdict{}, UsageRecord{}, nil
 	}
 	if w.Judge != h.judge {
-		return Verdict{}, rp.diverge(Divergence{Kind: DivergeGuardrail, Step: hc.Step, Depth: st.depth, Agent: st.agent.spec.Name, Call: hc.CallID,
-			Message: fmt.Sprintf("guardrail %s at %s is judged by %s; in the recording by %s, whose verdict a replay cannot reuse (its model, prompt or verdict schema changed)", h.Name, hc.Point, h.judge, cmpStr(w.Judge, "another kind"))})
+		return Verdict{}, UsageRecord{}, rp.diverge(Divergence{Kind: DivergeGuardrail, Step: hc.Step, Depth: st.depth, Agent: st.agent.spec.Name, Call: hc.CallID,
+			Message: fmt.Sprintf("guardrail %s at %s is judged by %s; in the recording by %s, whose verdict a replay cannot reuse (its model, prompt or verdict schema changed, or its agent's declaration)", h.Name, hc.Point, h.judge, cmpStr(w.Judge, "another kind"))})
 	}
-	return h.replayed(hc, guard.Finding{Tripped: w.Action != HookPass, Matched: slices.Clone(w.Matched), CostUSD: w.CostUSD}), nil
+	var u UsageRecord
+	if w.Usage != nil {
+		u = *w.Usage
+	}
+	return h.replayed(hc, guard.Finding{Tripped: w.Action != HookPass, Matched: slices.Clone(w.Matched), CostUSD: w.CostUSD}), u, nil
 }
 
 // missedVerdict is the first recorded verdict of the run itself, made

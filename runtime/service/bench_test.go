@@ -41,7 +41,10 @@ var benchBodies = map[string]string{
 	// The same agent with a pattern guardrail on its input (the
 	// prompt-injection phrasings, benchGuardrails).
 	"agent-guardrail": strings.Replace(benchBody, `"model":"bench"`, `"model":"bench-guarded"`, 1),
-	"alias":           `{"model":"small","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
+	// The same agent with a CEL guardrail on its input and a pattern
+	// guardrail redacting card numbers in its output.
+	"agent-guardrails": strings.Replace(benchBody, `"model":"bench"`, `"model":"bench-guardrails"`, 1),
+	"alias":            `{"model":"small","messages":[{"role":"system","content":"Answer with the city only."},{"role":"user","content":"What is the capital of France?"}]}`,
 }
 
 // benchStack is a service in front of an openai-compatible mock upstream
@@ -117,6 +120,7 @@ func newBenchServiceWith(b *testing.B, p gateway.Provider, tenancy ...bool) *ser
 		Agents: []agents.Agent{
 			{Name: "bench", Model: "small", Instructions: "Answer with the city only.", Budget: "bench"},
 			{Name: "bench-guarded", Model: "small", Instructions: "Answer with the city only.", Budget: "bench", Guardrails: []string{"injection"}},
+			{Name: "bench-guardrails", Model: "small", Instructions: "Answer with the city only.", Budget: "bench", Guardrails: []string{"too-long", "cards"}},
 		},
 		Guardrails: benchGuardrails,
 	})
@@ -134,11 +138,15 @@ func newBenchServiceWith(b *testing.B, p gateway.Provider, tenancy ...bool) *ser
 	return svc
 }
 
-// benchGuardrails are the guardrails of the bench-guarded agent: what a
-// pattern guardrail adds to a request is agent-guardrail's time over
-// agent's.
+// benchGuardrails are the guardrails of the bench-guarded and
+// bench-guardrails agents: what a pattern input guardrail adds to a
+// request is agent-guardrail's time over agent's; what a CEL input
+// guardrail and a pattern output guardrail add, agent-guardrails'.
 var benchGuardrails = []guard.Guardrail{
 	{Name: "injection", Kind: guard.KindPattern, Points: []guard.Point{guard.Input}, Action: guard.Block, Message: "no", Builtins: []string{"injection"}},
+	{Name: "too-long", Kind: guard.KindCEL, Points: []guard.Point{guard.Input}, Action: guard.Block, Message: "too long",
+		When: `size(text) > 4000 || text.contains("system prompt")`},
+	{Name: "cards", Kind: guard.KindPattern, Points: []guard.Point{guard.Output}, Action: guard.Redact, Builtins: []string{"card"}},
 }
 
 // post sends benchBody and returns how long the answer took.
@@ -283,7 +291,7 @@ func (cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 // and decoding, the answer, the log line and the metrics); the HTTP server
 // and the sockets come on top (BenchmarkServiceCPU).
 func BenchmarkHandler(b *testing.B) {
-	for _, kind := range []string{"agent", "agent-guardrail", "alias"} {
+	for _, kind := range []string{"agent", "agent-guardrail", "agent-guardrails", "alias"} {
 		b.Run(kind, func(b *testing.B) { benchHandler(b, "/v1/chat/completions", benchBodies[kind]) })
 	}
 	// The agent through a key of a tenant, with the tenant's and the key's

@@ -30,6 +30,7 @@ type metrics struct {
 	// request carries, so the series are bounded by the keys.
 	tenantRequests *prometheus.CounterVec
 	guardCost      *prometheus.CounterVec
+	guardTokens    *prometheus.CounterVec
 }
 
 // latencyBuckets reach from 100µs, where the service's own added latency
@@ -75,7 +76,11 @@ func newMetrics(reg *prometheus.Registry, gw *gateway.Gateway) (*metrics, error)
 		Name: "aid_guardrail_cost_usd_total",
 		Help: "What judging cost, in US dollars, by the run's entry agent and guardrail: model guardrails' calls, also counted in the runs' cost.",
 	}, []string{"agent", "guardrail"})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, m.decisions, m.verdicts, m.guardCost, m.tenantRequests, spendCollector{gw}, deploymentCollector{gw}, tenantCollector{gw}} {
+	m.guardTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "aid_guardrail_tokens_total",
+		Help: "Tokens judging read and wrote, by the run's entry agent, guardrail and direction (input, output): model guardrails' calls and their agents' runs, also counted in the runs' usage.",
+	}, []string{"agent", "guardrail", "direction"})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.added, m.runs, m.aliases, m.decisions, m.verdicts, m.guardCost, m.guardTokens, m.tenantRequests, spendCollector{gw}, deploymentCollector{gw}, tenantCollector{gw}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -110,6 +115,10 @@ func (m *metrics) run(agent, final string, res agents.RunResult) {
 		m.verdicts.WithLabelValues(agent, v.Guardrail, string(v.Point), action).Inc()
 		if v.CostUSD > 0 {
 			m.guardCost.WithLabelValues(agent, v.Guardrail).Add(v.CostUSD)
+		}
+		if u := v.Usage; u != nil {
+			m.guardTokens.WithLabelValues(agent, v.Guardrail, "input").Add(float64(u.InputTokens))
+			m.guardTokens.WithLabelValues(agent, v.Guardrail, "output").Add(float64(u.OutputTokens))
 		}
 	}
 }

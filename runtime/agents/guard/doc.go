@@ -35,7 +35,12 @@
 //     agent runtime's goes through the gateway, priced and charged to the
 //     run's budgets like any model call, and a replay reuses the recorded
 //     verdict instead (Checker.Judge says what judged, so a changed
-//     classifier is told apart).
+//     classifier is told apart). A model guardrail may name an Agent
+//     instead of a Model and Prompt: the agent runtime runs the agent on
+//     the value, as a delegate runs, and its answer (its output schema
+//     is the verdict) is the classifier's. CheckAgents holds the rules
+//     of such an agent: declared, answering a verdict, causing no effect,
+//     and not run by the guardrail it judges.
 //
 // What it is not: it does not know about runs, events or the record; the
 // agent runtime calls a Checker and decides what its action does.

@@ -122,10 +122,16 @@ type Guardrail struct {
 	// nothing of the answer is streamed and no tool runs until it passed.
 	// A redacting guardrail cannot: the model must read the redacted text.
 	Beside bool
-	// Model is the alias of the model that judges (model).
+	// Model is the alias of the model that judges (model); a model
+	// guardrail has exactly one of Model and Agent.
 	Model string
-	// Prompt tells the model what trips the guardrail (model); the value
-	// judged is the user's message of its call.
+	// Agent is the agent that judges (model), in a run of its own beside
+	// the guarded run (as a delegate runs): its instructions say what
+	// trips the guardrail, the value judged is its input, and its output
+	// schema is the verdict. It may cause no effect (CheckAgents).
+	Agent string
+	// Prompt tells the model what trips the guardrail (model, with Model);
+	// the value judged is the user's message of its call.
 	Prompt string
 	// Verdict is the JSON Schema of the model's answer (model): an object
 	// with a required boolean "tripped" and, optionally, a string
@@ -163,7 +169,7 @@ type Func func(ctx context.Context, v Value) (Finding, error)
 type Problem struct {
 	// Field is the field at fault: "kind", "points", "action", "patterns",
 	// "words", "builtins", "when", "schema", "func", "stream", "beside",
-	// "model", "prompt", "verdict", "onError", "timeout".
+	// "model", "agent", "prompt", "verdict", "onError", "timeout".
 	Field string
 	// Index is the position in a list field, from 0; -1 otherwise.
 	Index int
@@ -271,7 +277,19 @@ func Compile(g Guardrail, deps Deps) (*Checker, error) {
 		if deps.Classify == nil {
 			return nil, &NoClassifierError{Guardrail: g.Name}
 		}
-		c.classifier, c.system, c.judge = deps.Classify, c.systemPrompt(), judgeOf(g, c.verdictRaw)
+		c.classifier = deps.Classify
+		if g.Agent == "" {
+			c.system, c.judge = c.systemPrompt(), judgeOf(g, c.verdictRaw)
+			return c, nil
+		}
+		digest, ok := "", false
+		if deps.AgentDigest != nil {
+			digest, ok = deps.AgentDigest(g.Agent)
+		}
+		if !ok {
+			return nil, &Error{Guardrail: g.Name, Problems: []Problem{{Field: "agent", Index: -1, Message: fmt.Sprintf("agent %q is not declared", g.Agent)}}}
+		}
+		c.judge = "agent " + g.Agent + "@" + digest
 	}
 	return c, nil
 }
@@ -353,6 +371,7 @@ func compile(g Guardrail, funcs map[string]Func, lookup bool) (*Checker, []Probl
 	}
 	if g.Kind != KindModel {
 		set("model", g.Model != "")
+		set("agent", g.Agent != "")
 		set("prompt", g.Prompt != "")
 		set("verdict", len(g.Verdict) > 0)
 		set("onError", g.OnError != "")
@@ -430,7 +449,7 @@ func kindOf(field string) Kind {
 		return KindSchema
 	case "func":
 		return KindGo
-	case "model", "prompt", "verdict", "onError", "timeout":
+	case "model", "agent", "prompt", "verdict", "onError", "timeout":
 		return KindModel
 	}
 	return KindPattern

@@ -161,6 +161,12 @@ func TestModelGuardrailProblems(t *testing.T) {
 		{"verdict not JSON", with(func(g *guard.Guardrail) { g.Verdict = json.RawMessage(`{`) }), "verdict: a verdict schema is a JSON object"},
 		{"prompt on a pattern", guard.Guardrail{Kind: guard.KindPattern, Points: []guard.Point{"input"}, Action: "log", Words: []string{"x"}, Prompt: "p"}, "prompt: is for model guardrails"},
 		{"model on a cel", guard.Guardrail{Kind: guard.KindCEL, Points: []guard.Point{"input"}, Action: "log", When: "true", Model: "small"}, "model: is for model guardrails"},
+		{"agent on a cel", guard.Guardrail{Kind: guard.KindCEL, Points: []guard.Point{"input"}, Action: "log", When: "true", Agent: "judge"}, "agent: is for model guardrails"},
+		{"model and agent", with(func(g *guard.Guardrail) { g.Agent = "judge" }), "agent: a model guardrail is judged by a model or by an agent, not both"},
+		{"agent and prompt", with(func(g *guard.Guardrail) { g.Model, g.Agent = "", "judge" }), "prompt: an agent judges by its own instructions"},
+		{"agent and verdict", with(func(g *guard.Guardrail) {
+			g.Model, g.Agent, g.Prompt, g.Verdict = "", "judge", "", json.RawMessage(`{"type":"object"}`)
+		}), `verdict: agent "judge"'s output schema is the verdict`},
 	}
 	for _, tt := range tests {
 		if ps := guard.Check(tt.g, nil); !strings.Contains(fmt.Sprint(ps), strings.SplitN(tt.want, ": ", 2)[len(strings.SplitN(tt.want, ": ", 2))-1]) {

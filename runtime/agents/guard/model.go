@@ -52,8 +52,13 @@ type Classifier func(ctx context.Context, call ClassifierCall) (ClassifierAnswer
 type ClassifierCall struct {
 	// Guardrail is the guardrail's name.
 	Guardrail string
-	// Alias is the model alias that judges.
+	// Alias is the model alias that judges; empty when Agent judges.
 	Alias string
+	// Agent is the agent that judges, in a run of its own, with User as
+	// its input; System, Verdict and Strict are then unset (the agent's
+	// instructions and output schema stand for them). Empty when Alias
+	// judges.
+	Agent string
 	// System is the system message: the guardrail's prompt and how to
 	// answer.
 	System string
@@ -85,6 +90,11 @@ type Deps struct {
 	// Classify makes model guardrails' calls; nil refuses a model
 	// guardrail at Compile.
 	Classify Classifier
+	// AgentDigest returns a digest of what decides an agent's answers
+	// (its model, instructions, tools, output schema), for Judge, and
+	// whether the program declares the agent; nil declares none, which
+	// refuses a model guardrail judged by an agent at Compile.
+	AgentDigest func(agent string) (digest string, ok bool)
 }
 
 // NoClassifierError reports a model guardrail compiled without a
@@ -103,10 +113,22 @@ func (e *NoClassifierError) Error() string {
 // schema.
 func (c *Checker) checkModel(add func(field string, i int, format string, args ...any)) {
 	g := c.g
-	if g.Model == "" {
-		add("model", -1, "a model guardrail needs the alias of the model that judges")
+	switch {
+	case g.Model == "" && g.Agent == "":
+		add("model", -1, "a model guardrail needs the alias of the model that judges (model) or the agent that does (agent)")
+	case g.Model != "" && g.Agent != "":
+		add("agent", -1, "a model guardrail is judged by a model or by an agent, not both: leave out model or agent")
 	}
-	if strings.TrimSpace(g.Prompt) == "" {
+	if g.Agent != "" {
+		// The agent's instructions say what trips it, and its output
+		// schema is the verdict (CheckAgents).
+		if g.Prompt != "" {
+			add("prompt", -1, "an agent judges by its own instructions: leave prompt out, or put it in agent %q's instructions", g.Agent)
+		}
+		if len(g.Verdict) > 0 {
+			add("verdict", -1, "agent %q's output schema is the verdict: leave verdict out, and give the agent output: a verdict schema", g.Agent)
+		}
+	} else if strings.TrimSpace(g.Prompt) == "" {
 		add("prompt", -1, "a model guardrail needs the prompt that tells the model what trips it")
 	}
 	switch g.OnError {
@@ -121,7 +143,10 @@ func (c *Checker) checkModel(add func(field string, i int, format string, args .
 	if len(raw) == 0 {
 		raw = DefaultVerdict
 	}
-	if msg := verdictShape(raw); msg != "" {
+	if g.Agent != "" {
+		return
+	}
+	if msg := VerdictShape(raw); msg != "" {
 		add("verdict", -1, "%s", msg)
 		return
 	}
@@ -133,10 +158,10 @@ func (c *Checker) checkModel(add func(field string, i int, format string, args .
 	c.verdict, c.verdictRaw = s, raw
 }
 
-// verdictShape says why raw is not a verdict schema, or "" when it is: an
+// VerdictShape says why raw is not a verdict schema, or "" when it is: an
 // object whose properties give a boolean "tripped", which it requires,
 // and, if they give "reason", a string.
-func verdictShape(raw json.RawMessage) string {
+func VerdictShape(raw json.RawMessage) string {
 	var s struct {
 		Type       any                        `json:"type"`
 		Properties map[string]json.RawMessage `json:"properties"`
@@ -180,7 +205,8 @@ func (c *Checker) systemPrompt() string {
 }
 
 // Judge identifies what judges a model guardrail's values: its alias and
-// a digest of its prompt and verdict schema. A replay compares it with
+// a digest of its prompt and verdict schema, or its agent and the digest
+// Deps.AgentDigest gives. A replay compares it with
 // the recording's, since it reuses the recorded verdict instead of asking
 // the model again. It is "" for other kinds, whose rules the replay runs.
 func (c *Checker) Judge() string { return c.judge }
@@ -205,6 +231,9 @@ func (c *Checker) classify(ctx context.Context, v Value) (Finding, error) {
 	defer cancel()
 	call := ClassifierCall{Guardrail: c.g.Name, Alias: c.g.Model, System: c.system, User: v.Text,
 		Verdict: c.verdictRaw, Strict: len(c.g.Verdict) == 0, MaxOutputTokens: MaxVerdictTokens}
+	if c.g.Agent != "" {
+		call = ClassifierCall{Guardrail: c.g.Name, Agent: c.g.Agent, User: v.Text}
+	}
 	ans, err := c.classifier(cctx, call)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -227,6 +256,9 @@ func (c *Checker) classify(ctx context.Context, v Value) (Finding, error) {
 	if tripped {
 		f.Tripped = true
 		m := "model " + c.g.Model
+		if c.g.Agent != "" {
+			m = "agent " + c.g.Agent
+		}
 		if reason != "" {
 			m += ": " + cut(reason)
 		}
@@ -251,17 +283,24 @@ func (c *Checker) parseVerdict(text string) (tripped bool, reason, problem strin
 	if err != nil {
 		return false, "", "the model's answer is not JSON"
 	}
-	if err := c.verdict.Validate(doc); err != nil {
-		return false, "", "the model's answer is not a verdict: " + firstLine(err.Error())
+	if c.verdict != nil {
+		// An agent's answer was checked against its output schema by its
+		// run; a verdict is an object with a boolean tripped all the same.
+		if err := c.verdict.Validate(doc); err != nil {
+			return false, "", "the model's answer is not a verdict: " + firstLine(err.Error())
+		}
 	}
 	var out struct {
-		Tripped bool   `json:"tripped"`
+		Tripped *bool  `json:"tripped"`
 		Reason  string `json:"reason"`
 	}
 	if err := json.Unmarshal([]byte(text), &out); err != nil {
 		return false, "", "the model's answer is not a verdict: " + err.Error()
 	}
-	return out.Tripped, out.Reason, ""
+	if out.Tripped == nil {
+		return false, "", `the model's answer is not a verdict: it does not say "tripped"`
+	}
+	return *out.Tripped, out.Reason, ""
 }
 
 func firstLine(s string) string {

@@ -6,6 +6,9 @@ import (
 	"sync"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 )
 
@@ -43,27 +46,34 @@ var noArgs = map[string]any{}
 // guardActivation resolves a condition's variables from its input
 // without building a map for every evaluation.
 type guardActivation struct {
-	in   *GuardInput
+	in   GuardInput
 	args map[string]any
+	text ref.Val // in.Text as a CEL value, made at its first use
 }
 
-// ResolveName implements interpreter.Activation.
+// ResolveName implements interpreter.Activation. Strings are CEL values
+// already, which the interpreter takes as they are rather than converting
+// them again.
 func (a *guardActivation) ResolveName(name string) (any, bool) {
 	switch name {
 	case "text":
-		return a.in.Text, true
+		// A condition often reads the text more than once.
+		if a.text == nil {
+			a.text = types.String(a.in.Text)
+		}
+		return a.text, true
 	case "point":
-		return a.in.Point, true
+		return types.String(a.in.Point), true
 	case "tool":
-		return a.in.Tool, true
+		return types.String(a.in.Tool), true
 	case "args":
 		return a.args, true
 	case "agent":
-		return a.in.Agent, true
+		return types.String(a.in.Agent), true
 	case "user":
-		return a.in.User, true
+		return types.String(a.in.User), true
 	case "thread":
-		return a.in.Thread, true
+		return types.String(a.in.Thread), true
 	}
 	return nil, false
 }
@@ -87,18 +97,38 @@ func CompileGuard(expr string) (*Condition, error) {
 	if err != nil {
 		panic(fmt.Sprintf("policy: building the guardrail CEL environment: %v", err)) // a constant environment
 	}
-	prg, err := compileCondition(e, expr)
+	ast, err := checkCondition(e, expr)
 	if err != nil {
 		return nil, err
 	}
+	var opts []cel.ProgramOption
+	if iterates(ast) {
+		opts = append(opts, cel.CostLimit(costLimit))
+	}
+	prg, err := e.Program(ast, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("condition %q: %w", expr, err)
+	}
 	return &Condition{src: expr, prg: prg}, nil
+}
+
+// iterates reports whether a condition has a comprehension (all, exists,
+// exists_one, map, filter), the only construct whose work can multiply:
+// without one, each of its operations reads the value at most once over
+// (size, contains, matches, which is RE2), so its cost is bounded by its
+// length times the value's, and a guardrail, which judges every input,
+// spares itself the cost limit's tracking (most of what evaluating such a
+// condition costs, BenchmarkCheck/cel). A condition with one is bounded by
+// the cost limit, as an approval rule's is.
+func iterates(a *cel.Ast) bool {
+	return len(ast.MatchDescendants(ast.NavigateAST(a.NativeRep()), ast.KindMatcher(ast.ComprehensionKind))) > 0
 }
 
 // Holds evaluates the condition for in. An error (arguments that are not
 // a JSON object, a missing key without has(), the cost limit) means it
 // could not be judged; a guardrail treats that as tripped.
 func (c *Condition) Holds(in GuardInput) (bool, error) {
-	act := guardActivation{in: &in, args: noArgs}
+	act := &guardActivation{in: in, args: noArgs}
 	if len(in.Arguments) > 0 {
 		var args map[string]any
 		if err := json.Unmarshal(in.Arguments, &args); err != nil || args == nil {
@@ -106,7 +136,7 @@ func (c *Condition) Holds(in GuardInput) (bool, error) {
 		}
 		act.args = args
 	}
-	out, _, err := c.prg.Eval(&act)
+	out, _, err := c.prg.Eval(act)
 	if err != nil {
 		return false, fmt.Errorf("condition %q could not be judged: %w", c.src, err)
 	}

@@ -398,8 +398,22 @@ func describe(r Rule) string {
 	return fmt.Sprintf("%s %s when %s", r.Action, r.Tool, r.When)
 }
 
-// compileCondition compiles a condition, which must be a bool.
+// compileCondition compiles a condition, which must be a bool, bounded
+// by the cost limit.
 func compileCondition(e *cel.Env, when string) (cel.Program, error) {
+	ast, err := checkCondition(e, when)
+	if err != nil {
+		return nil, err
+	}
+	prg, err := e.Program(ast, cel.CostLimit(costLimit))
+	if err != nil {
+		return nil, fmt.Errorf("condition %q: %w", when, err)
+	}
+	return prg, nil
+}
+
+// checkCondition parses and checks a condition, which must be a bool.
+func checkCondition(e *cel.Env, when string) (*cel.Ast, error) {
 	ast, iss := e.Compile(when)
 	if iss.Err() != nil {
 		var msgs []string
@@ -415,11 +429,7 @@ func compileCondition(e *cel.Env, when string) (cel.Program, error) {
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) {
 		return nil, fmt.Errorf("condition %q is a %s, not a bool; compare it (for example %s == true) so that it is true or false", when, t, when)
 	}
-	prg, err := e.Program(ast, cel.CostLimit(costLimit))
-	if err != nil {
-		return nil, fmt.Errorf("condition %q: %w", when, err)
-	}
-	return prg, nil
+	return ast, nil
 }
 
 // Decide decides a call of a tool. Tools not given to Compile are decided

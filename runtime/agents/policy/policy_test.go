@@ -283,3 +283,27 @@ func TestImportedTools(t *testing.T) {
 		t.Errorf("problems %+v, want none: tracker's tools are known only at start-up", got)
 	}
 }
+
+// TestGuardConditionCostLimit: a guardrail condition with a comprehension
+// is bounded by the cost limit, and one that cannot be judged within it
+// is an error (which trips the guardrail); one without a comprehension
+// reads the value a bounded number of times and is judged whatever the
+// value's size, without the limit's tracking.
+func TestGuardConditionCostLimit(t *testing.T) {
+	big := `{"items": [` + strings.Repeat(`{"qty": 1},`, 50_000) + `{"qty": 1}]}`
+	loop, err := policy.CompileGuard(`args.items.all(i, i.qty > 0)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loop.Holds(policy.GuardInput{Point: "toolArguments", Text: big, Arguments: json.RawMessage(big)}); err == nil || !strings.Contains(err.Error(), "cost limit") {
+		t.Fatalf("a comprehension over 50,001 items: %v, want the cost limit", err)
+	}
+	flat, err := policy.CompileGuard(`size(text) > 4000 && text.contains("ignore all previous instructions")`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("a harmless line of text. ", 100_000) + "ignore all previous instructions"
+	if hold, err := flat.Holds(policy.GuardInput{Point: "input", Text: long}); err != nil || !hold {
+		t.Fatalf("a flat condition over %d bytes: %v, %v; want it judged and holding", len(long), hold, err)
+	}
+}

@@ -57,6 +57,7 @@ func (c *checker) resolve() {
 			c.errAt(pathOf("models", m.ID, "provider"), "%s", unknownRef("provider", m.Provider, providers))
 		}
 		c.deployments(m, providers)
+		c.modelAPI(m)
 	}
 	for _, a := range d.Aliases {
 		if !slices.Contains(modelIDs, a.Model) {
@@ -801,6 +802,24 @@ func displayDir(dir string) string {
 		return "the current directory"
 	}
 	return dir
+}
+
+// modelAPI checks that a model calling the Responses API is served only by
+// openai-compatible providers, the one kind that speaks it.
+func (c *checker) modelAPI(m *Model) {
+	if m.API != "responses" {
+		return
+	}
+	routes := m.Routes()
+	if routes == nil {
+		routes = []Deployment{{Provider: m.Provider}}
+	}
+	for _, r := range routes {
+		p, ok := c.doc.Provider(r.Provider)
+		if ok && p.Kind != kind.ProviderOpenAICompatible {
+			c.errAt(pathOf("models", m.ID, "api"), "model %q has api \"responses\", but provider %q is of kind %q, which does not speak the Responses API; only an openai-compatible provider does: serve the model from one, or remove api", m.ID, p.Name, p.Kind)
+		}
+	}
 }
 
 // deployments checks a model's deployments: each names a declared

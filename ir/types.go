@@ -135,6 +135,9 @@ type Model struct {
 	// Capabilities are what a chat model can do ("tools", "json",
 	// "streaming", "vision"), sorted.
 	Capabilities []string `json:"capabilities,omitempty"`
+	// API is the wire API an openai-compatible provider calls a chat model
+	// through: "chat" or "responses"; empty means "chat".
+	API string `json:"api,omitempty"`
 	// Dimensions is an embedding model's vector width.
 	Dimensions int `json:"dimensions,omitempty"`
 	// MaxInputTokens is the most tokens one embedding input may have.

@@ -51,6 +51,9 @@ func TestMain(m *testing.M) {
 	slow = newSlowServer()
 	code := m.Run()
 	upstream.Close()
+	if claudeMock != nil {
+		claudeMock.Close()
+	}
 	hold.Close()
 	slow.Close()
 	os.RemoveAll(work)

@@ -160,6 +160,9 @@ func ModelSpec(m *ir.Model) gateway.ModelSpec {
 		Dimensions:      m.Dimensions,
 		Cost:            gateway.CostProfile{InputPer1kUSD: m.Cost.InputPer1kUSD, OutputPer1kUSD: m.Cost.OutputPer1kUSD},
 	}
+	if m.API != "" && m.API != "chat" {
+		s.API = m.API
+	}
 	// The description owns its prices, apart from the document.
 	s.Cost.CachedInputPer1kUSD = copyPrice(m.Cost.CachedInputPer1kUSD)
 	s.Cost.CacheWrite5mPer1kUSD = copyPrice(m.Cost.CacheWrite5mPer1kUSD)

@@ -228,6 +228,10 @@ type SavedMessage struct {
 	Name string `json:"name,omitempty"`
 	// Failed marks a tool message whose call failed (gateway.Message.Failed).
 	Failed bool `json:"failed,omitempty"`
+	// Reasoning is the provider's opaque state kept with an assistant
+	// message (gateway.Message.Reasoning), so that a run continued from
+	// the checkpoint sends it back as the uninterrupted run would.
+	Reasoning json.RawMessage `json:"reasoning,omitempty"`
 }
 
 // SavedToolCall is a tool call in a checkpoint. Arguments are kept as text,
@@ -482,7 +486,7 @@ func (cp *Checkpoint) check() error {
 }
 
 func saveMessage(m gateway.Message) SavedMessage {
-	s := SavedMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name, Failed: m.Failed}
+	s := SavedMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name, Failed: m.Failed, Reasoning: m.Reasoning}
 	if len(m.ToolCalls) > 0 {
 		s.ToolCalls = make([]SavedToolCall, len(m.ToolCalls))
 		for i, c := range m.ToolCalls {
@@ -493,7 +497,7 @@ func saveMessage(m gateway.Message) SavedMessage {
 }
 
 func loadMessage(s SavedMessage) gateway.Message {
-	m := gateway.Message{Role: s.Role, Content: s.Content, ToolCallID: s.ToolCallID, Name: s.Name, Failed: s.Failed}
+	m := gateway.Message{Role: s.Role, Content: s.Content, ToolCallID: s.ToolCallID, Name: s.Name, Failed: s.Failed, Reasoning: s.Reasoning}
 	if len(s.ToolCalls) > 0 {
 		m.ToolCalls = make([]gateway.ToolCall, len(s.ToolCalls))
 		for i, c := range s.ToolCalls {

@@ -302,7 +302,7 @@ func (r *Runtime) answered(s *stepper, req *gateway.Request, res *gateway.Result
 		Model: res.Model, DegradedFrom: from, Text: res.Text, Usage: u, CostUSD: res.CostUSD,
 		Request: st.recordRequest(req), Truncated: res.FinishReason == gateway.FinishLength,
 	}
-	st.appendMsg(gateway.Message{Role: gateway.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
+	st.appendMsg(gateway.Message{Role: gateway.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls, Reasoning: res.Reasoning})
 	if len(res.ToolCalls) == 0 {
 		s.clock.end()
 		return r.final(s.actx, st, &step, res.Text)

@@ -208,11 +208,14 @@ func answerMessages(s *StepRecord) []SavedMessage {
 }
 
 // withoutObservation is a request message as a RequestRecord keeps it: a
-// tool message without its content, the observation its call keeps.
+// tool message without its content, the observation its call keeps, and
+// no provider reasoning, which only the checkpoint carries (a replay
+// answers from the record, not the provider).
 func withoutObservation(m SavedMessage) SavedMessage {
 	if m.Role == gateway.RoleTool {
 		m.Content = ""
 	}
+	m.Reasoning = nil
 	return m
 }
 

@@ -597,7 +597,7 @@ func (e *entry) result(res *Result, resp *Response, cost Amount, attempts []Atte
 	*res = Result{
 		Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason,
 		Usage: resp.Usage, CostUSD: cost.USD(), Alias: e.pinned.Alias, Model: e.pinned.Spec.ID,
-		Attempts: attempts, FellBack: fellBack,
+		Attempts: attempts, FellBack: fellBack, Reasoning: resp.Reasoning,
 	}
 }
 

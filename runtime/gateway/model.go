@@ -147,6 +147,11 @@ type ModelSpec struct {
 	Cost CostProfile
 	// Capabilities lists what the model itself can do.
 	Capabilities []Capability
+	// API names the wire API the provider calls the model through, for a
+	// provider that speaks more than one: empty means the provider's own
+	// (chat completions for an openai-compatible provider, which also
+	// takes "responses").
+	API string
 }
 
 // kind returns the model kind with the chat default applied.

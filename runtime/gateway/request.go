@@ -40,6 +40,12 @@ type Message struct {
 	// was refused or not run). A provider whose API can say so sends it
 	// (Anthropic's is_error); the others send the content alone.
 	Failed bool
+	// Reasoning is what the provider that wrote an assistant message gave
+	// to be sent back with it on the next step (Response.Reasoning): the
+	// Responses API's reasoning items, their encrypted content included.
+	// It is opaque to all but that provider, which ignores what another
+	// model wrote; the others ignore it.
+	Reasoning json.RawMessage
 }
 
 // ToolDef declares a tool the model may call.
@@ -317,6 +323,10 @@ type Response struct {
 	Usage Usage
 	// Model is the model id the provider says answered, when it says so.
 	Model string
+	// Reasoning is the provider's own state for the answer, to be kept on
+	// the assistant message (Message.Reasoning) and sent back with it;
+	// nil for a provider that keeps none.
+	Reasoning json.RawMessage
 }
 
 // ToolCallDelta is a fragment of a tool call in a stream. Fragments with the
@@ -345,6 +355,9 @@ type Delta struct {
 	Usage *Usage
 	// Model is the model id the provider says answered, when it says so.
 	Model string
+	// Reasoning is set once, when the provider has its state for the
+	// answer (Response.Reasoning).
+	Reasoning json.RawMessage
 }
 
 // EmbedResponse is what a provider returns for one embedding call.
@@ -398,6 +411,9 @@ type Result struct {
 	// FellBack is true when the answer came from a fallback alias rather
 	// than the one asked for.
 	FellBack bool
+	// Reasoning is the answering provider's state for the answer
+	// (Response.Reasoning), for the assistant message that keeps it.
+	Reasoning json.RawMessage
 }
 
 // EmbedResult is the outcome of Embed.

@@ -163,6 +163,7 @@ type streamAccumulator struct {
 	finish    FinishReason
 	usage     *Usage
 	model     string
+	reasoning []byte
 	delivered bool
 }
 
@@ -199,12 +200,15 @@ func (a *streamAccumulator) add(d Delta) {
 	if d.Model != "" {
 		a.model = d.Model
 	}
+	if d.Reasoning != nil {
+		a.reasoning = d.Reasoning
+	}
 }
 
 // response returns the answer so far, with the provider's usage or, when it
 // reported none, an estimate of what was received.
 func (a *streamAccumulator) response(req Request) Response {
-	resp := Response{Text: a.text.String(), FinishReason: a.finish, Model: a.model}
+	resp := Response{Text: a.text.String(), FinishReason: a.finish, Model: a.model, Reasoning: a.reasoning}
 	for i := range a.calls {
 		c := a.calls[i]
 		if c.id == "" && c.name == "" && c.args.Len() == 0 {

@@ -28,7 +28,16 @@
 // implements gateway.ProviderKind. Only a program whose description names
 // this kind links this package, and openai-go with it.
 //
-// It is not a general OpenAI client: only chat completions and embeddings
-// are spoken; the Responses API, images, audio and files are not. Requests
-// cannot carry images, so the adapter does not declare vision.
+// A model whose spec names APIResponses (gateway.ModelSpec.API) is called
+// through the Responses API instead (responses.go), with store false and
+// the reasoning items' encrypted content included: the items an answer
+// carries are the answer's gateway.Response.Reasoning, which the caller
+// keeps on the assistant message and which this adapter sends back, to the
+// same model, on the next step. Usage and failures are read as for chat
+// completions.
+//
+// It is not a general OpenAI client: only chat completions, the Responses
+// API's model calls and embeddings are spoken; images, audio and files are
+// not. Requests cannot carry images, so the adapter does not declare
+// vision.
 package openaicompat

@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/internal/upstream"
@@ -69,13 +70,16 @@ type Provider struct {
 	// text/template (through CUE), the linker keeps every exported method of
 	// every type a kept value's type reaches — some 40 MB of aidgen, for
 	// endpoints no provider calls.
-	chat    openai.ChatCompletionService
-	embed   openai.EmbeddingService
-	red     *upstream.Redactor
-	name    string
-	timeout time.Duration
-	batch   int
-	cfg     Config
+	chat  openai.ChatCompletionService
+	embed openai.EmbeddingService
+	// responses calls the models whose spec names the Responses API
+	// (responses.go).
+	responses responses.ResponseService
+	red       *upstream.Redactor
+	name      string
+	timeout   time.Duration
+	batch     int
+	cfg       Config
 	// The non-streaming chat call is made with net/http directly (see
 	// wire.go): hc is the configured client refusing redirects to another
 	// origin, rt its transport when a request may skip the client (see
@@ -142,7 +146,7 @@ func New(cfg Config) (*Provider, error) {
 		option.WithMaxRetries(0),
 		option.WithMiddleware(captureErrorAnswer),
 	)
-	p.chat, p.embed = client.Chat.Completions, client.Embeddings
+	p.chat, p.embed, p.responses = client.Chat.Completions, client.Embeddings, client.Responses
 	return p, nil
 }
 
@@ -168,6 +172,14 @@ func (p *Provider) Capabilities() []gateway.Capability {
 
 // Generate implements gateway.Provider.
 func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (gateway.Response, error) {
+	if model.API != "" {
+		if r, err := usesResponses(model); err != nil || r {
+			if err != nil {
+				return gateway.Response{}, p.fail(model, err, false)
+			}
+			return p.generateResponses(ctx, model, req)
+		}
+	}
 	body, err := p.chatBody(model, req, false)
 	if err != nil {
 		return gateway.Response{}, p.fail(model, err, false)
@@ -303,6 +315,14 @@ var errAttemptTimeout = errors.New("attempt timed out")
 // for the response and then for each next event, so a hung upstream ends the
 // stream with a retryable timeout.
 func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (gateway.DeltaStream, error) {
+	if model.API != "" {
+		if r, err := usesResponses(model); err != nil || r {
+			if err != nil {
+				return nil, p.fail(model, err, false)
+			}
+			return p.streamResponses(ctx, model, req)
+		}
+	}
 	body, err := p.chatBody(model, req, true)
 	if err != nil {
 		return nil, p.fail(model, err, false)

@@ -90,6 +90,12 @@ type Checkpoint struct {
 	// Verdicts are the verdicts of the run's hooks and guardrails that did
 	// something, in order, delegated runs' included.
 	Verdicts []VerdictRecord `json:"verdicts,omitempty"`
+	// Compactions are the run's compactions of its thread, in order.
+	Compactions []CompactionRecord `json:"compactions,omitempty"`
+	// History is the thread before the run, when a compaction rewrote it
+	// during the run (Messages then starts with the summary); without it,
+	// Messages[:Turn] is.
+	History []SavedMessage `json:"history,omitempty"`
 	// InputChecked is true once the input guardrails judged the run's
 	// input, so that a run continued before its first step is not judged
 	// twice.

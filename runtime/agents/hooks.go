@@ -305,10 +305,17 @@ func GuardrailCallAgent(guardrail string) string { return "guardrail:" + guardra
 // the agent's budget beside those already on ctx (a service's, an
 // eval's), with the call info of a turn of its own.
 func judgeContext(ctx context.Context, st *runState, h *Hook) context.Context {
+	return sideCallContext(ctx, st, gateway.CallInfo{Agent: GuardrailCallAgent(h.Name), Step: 1, RunID: st.id})
+}
+
+// sideCallContext is ctx for a model call st's run makes besides its
+// steps (a model guardrail's, a compaction's summary): charged to the
+// agent's budget beside those already on ctx, with the call info ci.
+func sideCallContext(ctx context.Context, st *runState, ci gateway.CallInfo) context.Context {
 	if d := st.agent; d.budget != "" {
 		ctx = gateway.ContextWithBudget(ctx, d.budget, budgetKey(st))
 	}
-	return gateway.WithCallInfo(ctx, gateway.CallInfo{Agent: GuardrailCallAgent(h.Name), Step: 1, RunID: st.id})
+	return gateway.WithCallInfo(ctx, ci)
 }
 
 // guardrailHook is the hook a compiled guardrail runs as.

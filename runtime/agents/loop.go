@@ -67,6 +67,7 @@ type runState struct {
 	glog            *guardLog    // the run's verdicts, shared with delegated runs; nil in a runtime without hooks
 	inputChecked    bool         // the input hooks judged the input (Checkpoint.InputChecked)
 	client          *clientState // what the client asked of the run (Checkpoint.Client); nil for most runs
+	clog            *compactLog  // the run's compactions; nil for a run without any
 }
 
 // maxSteps is the current agent's bound on its model calls in this run.
@@ -105,6 +106,7 @@ func (st *runState) checkpoint() Checkpoint {
 		cp.Verdicts = slices.Clone(st.glog.verdicts)
 		st.glog.mu.Unlock()
 	}
+	st.clog.into(&cp)
 	if st.pending != nil {
 		p := *st.pending
 		p.Step.ToolCalls = slices.Clone(p.Step.ToolCalls)
@@ -517,11 +519,11 @@ func repairPrompt(err error) string {
 	return "Your answer does not match the required JSON schema: " + err.Error() + "\nAnswer again with only the corrected JSON document."
 }
 
-// request builds the model call of the current step: the agent's
+// buildRequest builds the model call of the current step: the agent's
 // instructions, stored memory as one extra system message, and the thread
 // trimmed to its budget. It is written to req, for the caller's frame
-// holds it (see drive).
-func (r *Runtime) request(ctx context.Context, st *runState, req *gateway.Request) error {
+// holds it (see drive). request calls it, and compacts the thread.
+func (r *Runtime) buildRequest(ctx context.Context, st *runState, req *gateway.Request) error {
 	d := st.agent
 	if d.spec.Memory == nil {
 		// No trimming and no injection: the request is the system message
@@ -1448,7 +1450,7 @@ func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, sta
 	res := RunResult{
 		RunID: st.id, Agent: st.agent.spec.Name, Path: slices.Clone(st.path), Answer: st.answer,
 		Status: status, Steps: slices.Clip(st.steps), Usage: st.usage.Usage(), CostUSD: st.cost,
-		Messages: slices.Clip(st.msgs),
+		Messages: slices.Clip(st.msgs), Compactions: st.clog.list(),
 	}
 	if st.glog != nil && !st.sub {
 		st.glog.mu.Lock()

@@ -498,6 +498,9 @@ func saveMessage(m gateway.Message) SavedMessage {
 	return s
 }
 
+// Message returns the message s saves, as a run's history takes it.
+func (s SavedMessage) Message() gateway.Message { return loadMessage(s) }
+
 func loadMessage(s SavedMessage) gateway.Message {
 	m := gateway.Message{Role: s.Role, Content: s.Content, ToolCallID: s.ToolCallID, Name: s.Name, Failed: s.Failed}
 	if len(s.ToolCalls) > 0 {

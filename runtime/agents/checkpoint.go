@@ -90,12 +90,10 @@ type Checkpoint struct {
 	// Verdicts are the verdicts of the run's hooks and guardrails that did
 	// something, in order, delegated runs' included.
 	Verdicts []VerdictRecord `json:"verdicts,omitempty"`
-	// Compactions are the run's compactions of its thread, in order.
-	Compactions []CompactionRecord `json:"compactions,omitempty"`
-	// History is the thread before the run, when a compaction rewrote it
-	// during the run (Messages then starts with the summary); without it,
-	// Messages[:Turn] is.
-	History []SavedMessage `json:"history,omitempty"`
+	// Compacted is what the run keeps of the compactions of its thread;
+	// nil for a run without any. (One pointer, so that the checkpoint of
+	// a run that never compacts, copied at every step, is no larger.)
+	Compacted *Compacted `json:"compacted,omitempty"`
 	// InputChecked is true once the input guardrails judged the run's
 	// input, so that a run continued before its first step is not judged
 	// twice.

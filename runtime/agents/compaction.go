@@ -96,7 +96,7 @@ const (
 )
 
 // CompactionRecord is one compaction of a run's thread: a step of its own,
-// recorded with the run (Checkpoint.Compactions, RecordedRun.Compactions)
+// recorded with the run (Checkpoint.Compacted, RecordedRun.Compactions)
 // and replayed from the record.
 type CompactionRecord struct {
 	// Agent is the agent whose request it made fit.
@@ -156,35 +156,40 @@ type compactor struct {
 	instructions   string
 }
 
-// compactLog is what a run keeps of its compactions: their records and
-// the thread before the run, which a compaction rewrote (the recording's
-// history, from which a replay compacts again).
-type compactLog struct {
-	records []CompactionRecord
-	history []SavedMessage
+// Compacted is what a run keeps of the compactions of its thread
+// (Checkpoint.Compacted).
+type Compacted struct {
+	// Compactions are the run's compactions, in order.
+	Compactions []CompactionRecord `json:"compactions"`
+	// History is the thread before the run, which its first compaction
+	// rewrote (Checkpoint.Messages then starts with the summary): the
+	// recording's history, from which a replay compacts again.
+	History []SavedMessage `json:"history"`
 }
 
-// into writes the log to a checkpoint; a nil log writes nothing.
-func (l *compactLog) into(cp *Checkpoint) {
+// into writes the run's compactions to a checkpoint; a run without any
+// (a nil receiver) writes nothing.
+func (l *Compacted) into(cp *Checkpoint) {
 	if l != nil {
-		cp.Compactions, cp.History = slices.Clip(l.records), l.history
+		cp.Compacted = &Compacted{Compactions: slices.Clip(l.Compactions), History: l.History}
 	}
 }
 
 // list returns the run's compactions.
-func (l *compactLog) list() []CompactionRecord {
+func (l *Compacted) list() []CompactionRecord {
 	if l == nil {
 		return nil
 	}
-	return slices.Clone(l.records)
+	return slices.Clone(l.Compactions)
 }
 
-// restoreCompactions is the log of a run restored from cp.
-func restoreCompactions(cp *Checkpoint) *compactLog {
-	if len(cp.Compactions) == 0 && cp.History == nil {
+// restoreCompactions is what a run restored from cp keeps of its
+// compactions.
+func restoreCompactions(cp *Checkpoint) *Compacted {
+	if cp.Compacted == nil {
 		return nil
 	}
-	return &compactLog{records: slices.Clip(cp.Compactions), history: cp.History}
+	return &Compacted{Compactions: slices.Clip(cp.Compacted.Compactions), History: cp.Compacted.History}
 }
 
 // compactionRules is what runtime/rules reads of an agent's policy, its
@@ -260,9 +265,9 @@ func (r *Runtime) fitRequest(ctx context.Context, st *runState, req *gateway.Req
 		}
 		if err == nil {
 			if st.clog == nil {
-				st.clog = &compactLog{}
+				st.clog = &Compacted{}
 			}
-			st.clog.records = append(st.clog.records, *rec)
+			st.clog.Compactions = append(st.clog.Compactions, *rec)
 			if st.events != nil {
 				st.event(Event{Kind: EventCompaction, Step: rec.Before, Compaction: rec})
 			}
@@ -347,7 +352,7 @@ func (r *Runtime) summarise(ctx context.Context, st *runState, c *compactor, msg
 	}
 	n := 1
 	if st.clog != nil {
-		n += len(st.clog.records)
+		n += len(st.clog.Compactions)
 	}
 	ctx = sideCallContext(ctx, st, gateway.CallInfo{Agent: CompactionCallAgent(st.agent.spec.Name), Step: n, RunID: st.id, Compaction: true})
 	res, err := r.gen.Generate(ctx, c.model, req)
@@ -410,14 +415,14 @@ func threadTokens(msgs []gateway.Message) int64 {
 
 // rewriteThread replaces st's thread with msgs, whose current turn starts
 // at turn. The thread before the run is kept first, once per run, for the
-// recording (compactLog.history). The request is rebuilt on a new array,
+// recording (Compacted.History). The request is rebuilt on a new array,
 // so that recordRequest never takes it for the old one grown in place.
 func (st *runState) rewriteThread(msgs []gateway.Message, turn int) {
 	if st.clog == nil {
-		st.clog = &compactLog{}
+		st.clog = &Compacted{}
 	}
-	if st.clog.history == nil {
-		st.clog.history = slices.Clip(st.saved[:st.turn:st.turn])
+	if st.clog.History == nil {
+		st.clog.History = slices.Clip(st.saved[:st.turn:st.turn])
 	}
 	st.msgs, st.turn = msgs, turn
 	st.saved = make([]SavedMessage, len(msgs), len(msgs)+4)
@@ -470,7 +475,7 @@ func (rp *replayer) checkCompaction(st *runState, rec *CompactionRecord) error {
 	recorded := rp.rec.Run.Compactions
 	i := 0
 	if st.clog != nil {
-		i = len(st.clog.records)
+		i = len(st.clog.Compactions)
 	}
 	div := Divergence{Kind: DivergeCompaction, Step: rec.Before, Depth: st.depth, Agent: st.agent.spec.Name}
 	if i >= len(recorded) {
@@ -496,7 +501,7 @@ func (rp *replayer) compaction(st *runState, rec *CompactionRecord, summarised i
 	}
 	i := 0
 	if st.clog != nil {
-		i = len(st.clog.records)
+		i = len(st.clog.Compactions)
 	}
 	w := rp.rec.Run.Compactions[i]
 	return w.Summary, gateway.Result{Text: w.Summary, Usage: w.Usage.Usage(), CostUSD: w.CostUSD, Alias: w.Alias, Model: w.Model}, nil

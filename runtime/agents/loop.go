@@ -67,7 +67,7 @@ type runState struct {
 	glog            *guardLog    // the run's verdicts, shared with delegated runs; nil in a runtime without hooks
 	inputChecked    bool         // the input hooks judged the input (Checkpoint.InputChecked)
 	client          *clientState // what the client asked of the run (Checkpoint.Client); nil for most runs
-	clog            *compactLog  // the run's compactions; nil for a run without any
+	clog            *Compacted   // the run's compactions; nil for a run without any
 }
 
 // maxSteps is the current agent's bound on its model calls in this run.

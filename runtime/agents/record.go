@@ -365,10 +365,9 @@ func Record(w io.Writer, rec RunRecord, app, appVersion, appFile string) error {
 	if cp.Turn < len(cp.Messages) {
 		head.History, head.Input = cp.Messages[:cp.Turn], cp.Messages[cp.Turn].Content
 	}
-	if cp.History != nil {
-		head.History = cp.History // before a compaction rewrote it
+	if c := cp.Compacted; c != nil {
+		head.History, head.Compactions = c.History, c.Compactions // the history before a compaction rewrote it
 	}
-	head.Compactions = cp.Compactions
 	if rec.Status == StatusCancelled {
 		head.Cancel = cp.Cancel
 	}

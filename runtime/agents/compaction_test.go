@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -323,13 +326,24 @@ func TestCompactionReplayDiverges(t *testing.T) {
 // runThreadTurns plays the first n turns of the compacting thread.
 func runThreadTurns(t *testing.T, n int) *thread {
 	t.Helper()
+	return runTracedThread(t, n, nil, nil)
+}
+
+// runTracedThread is runThreadTurns with a tracer provider and an event
+// hook, either nil.
+func runTracedThread(t *testing.T, n int, tp *sdktrace.TracerProvider, onEvent func(agents.Event)) *thread {
+	t.Helper()
 	p, err := fake.New(fake.Config{Record: true, Agents: map[string][]fake.Step{
 		"desk": {calls(call("", "lookup", `{"id":"x"}`)), answer("It is on its way.")},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(gateway.Config{Models: compactionCatalog(), Providers: map[string]gateway.Provider{"fake": p}, Retry: gateway.RetryPolicy{MaxAttempts: 1}})
+	gcfg := gateway.Config{Models: compactionCatalog(), Providers: map[string]gateway.Provider{"fake": p}, Retry: gateway.RetryPolicy{MaxAttempts: 1}}
+	if tp != nil {
+		gcfg.Tracer = tp.Tracer("gateway")
+	}
+	gw, err := gateway.New(gcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,10 +356,13 @@ func runThreadTurns(t *testing.T, n int) *thread {
 			return body, nil
 		})},
 	}
+	if tp != nil {
+		cfg.Tracer = tp.Tracer("agents")
+	}
 	th := &thread{gw: gw, fake: p, cfg: cfg, rt: newRuntime(t, cfg)}
 	var history []gateway.Message
 	for i := 1; i <= n; i++ {
-		res := mustRun(t, th.rt, "desk", turnInput(i), agents.RunOptions{History: history})
+		res := mustRun(t, th.rt, "desk", turnInput(i), agents.RunOptions{History: history, OnEvent: onEvent})
 		th.results = append(th.results, res)
 		history = res.Messages
 	}
@@ -390,5 +407,61 @@ func TestCompactionRules(t *testing.T) {
 				t.Fatalf("New: %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCompactionTracedAndReported checks that a compaction has a span of
+// its own, the parent of its summary's chat span, and an event before the
+// model call of the step it made fit.
+func TestCompactionTracedAndReported(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	var events []agents.Event
+	th := runTracedThread(t, 40, tp, func(e agents.Event) {
+		if e.Kind == agents.EventCompaction || e.Kind == agents.EventModelCall {
+			events = append(events, e)
+		}
+	})
+	var compactions []agents.CompactionRecord
+	for _, res := range th.results {
+		compactions = append(compactions, res.Compactions...)
+	}
+	var spans, summaries []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "compact_thread desk" {
+			spans = append(spans, s)
+		}
+	}
+	for _, s := range rec.Ended() {
+		for _, c := range spans {
+			if s.Parent().SpanID() == c.SpanContext().SpanID() {
+				summaries = append(summaries, s)
+			}
+		}
+	}
+	summaryTier := 0
+	for _, c := range compactions {
+		if c.Tier == agents.TierSummary {
+			summaryTier++
+		}
+	}
+	if len(compactions) == 0 || len(spans) != len(compactions) || len(summaries) != summaryTier {
+		t.Fatalf("%d compactions (%d summaries), %d compaction spans, %d spans under them", len(compactions), summaryTier, len(spans), len(summaries))
+	}
+	if v, ok := attr(spans[0], string(agents.AttrCompactionTier)); !ok || v.AsString() != string(compactions[0].Tier) {
+		t.Fatalf("first compaction span's tier %v, want %s", v, compactions[0].Tier)
+	}
+	n := 0
+	for i, e := range events {
+		if e.Kind != agents.EventCompaction {
+			continue
+		}
+		if e.Compaction == nil || *e.Compaction != compactions[n] || i+1 >= len(events) || events[i+1].Kind != agents.EventModelCall || events[i+1].Step != e.Step {
+			t.Fatalf("compaction event %d: %+v, then %+v", n, e, events[min(i+1, len(events)-1)])
+		}
+		n++
+	}
+	if n != len(compactions) {
+		t.Fatalf("%d compaction events, %d compactions", n, len(compactions))
 	}
 }

@@ -3,6 +3,7 @@ package agents
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -356,6 +357,11 @@ func (r *Runtime) summarise(ctx context.Context, st *runState, c *compactor, msg
 	}
 	ctx = sideCallContext(ctx, st, gateway.CallInfo{Agent: CompactionCallAgent(st.agent.spec.Name), Step: n, RunID: st.id, Compaction: true})
 	res, err := r.gen.Generate(ctx, c.model, req)
+	if _, ok := errors.AsType[*gateway.BudgetExceededError](err); ok {
+		// The run stops as budget_exceeded, as when a step's call is
+		// refused.
+		err = &BudgetExceededError{RunID: st.id, Agent: st.agent.spec.Name, Alias: c.model, Err: err}
+	}
 	if err != nil {
 		return "", res, fmt.Errorf("run %s: agent %q: compaction: summary on %q: %w", st.id, st.agent.spec.Name, c.model, err)
 	}

@@ -262,8 +262,9 @@ func samePrefix(a, b []gateway.Message) bool {
 	return true
 }
 
-// replayRun replays a stored run of the thread from its event log.
-func replayRun(t *testing.T, th *thread, runID string) *agents.ReplayReport {
+// recordingOf writes the event log of a stored run of the thread and
+// reads it back.
+func recordingOf(t *testing.T, th *thread, runID string) *agents.Recording {
 	t.Helper()
 	rec, err := th.rt.Store().LoadRun(t.Context(), runID)
 	if err != nil {
@@ -277,7 +278,13 @@ func replayRun(t *testing.T, th *thread, runID string) *agents.ReplayReport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := agents.Replay(t.Context(), th.cfg, recording)
+	return recording
+}
+
+// replayRun replays a stored run of the thread from its event log.
+func replayRun(t *testing.T, th *thread, runID string) *agents.ReplayReport {
+	t.Helper()
+	rep, err := agents.Replay(t.Context(), th.cfg, recordingOf(t, th, runID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,18 +304,7 @@ func TestCompactionReplayDiverges(t *testing.T) {
 	if runID == "" {
 		t.Fatal("no run compacted")
 	}
-	rec, err := th.rt.Store().LoadRun(t.Context(), runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log bytes.Buffer
-	if err := agents.Record(&log, rec, "", "", ""); err != nil {
-		t.Fatal(err)
-	}
-	recording, err := agents.ReadRecording(&log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	recording := recordingOf(t, th, runID)
 	recording.Run.Compactions[0].Before++
 	rep, err := agents.Replay(t.Context(), th.cfg, recording)
 	if err != nil {
@@ -464,4 +460,43 @@ func TestCompactionTracedAndReported(t *testing.T) {
 	if n != len(compactions) {
 		t.Fatalf("%d compaction events, %d compactions", n, len(compactions))
 	}
+}
+
+// TestCompactionBudget checks that a summary is charged to the agent's
+// budget before it is made: a summary the run's budget cannot pay stops the
+// run as budget_exceeded, the summary never asked for.
+func TestCompactionBudget(t *testing.T) {
+	p, err := fake.New(fake.Config{Record: true, Agents: map[string][]fake.Step{"desk": {answer("Noted.")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := compactionCatalog()
+	models[1].Spec.Cost = gateway.CostProfile{InputPer1kUSD: 10, OutputPer1kUSD: 10} // a summary no run budget pays
+	budget := gateway.Budget{Name: "per-run", MaxUSD: 0.5, Scope: gateway.ScopeRun}
+	gw, err := gateway.New(gateway.Config{Models: models, Providers: map[string]gateway.Provider{"fake": p}, Budgets: []gateway.Budget{budget}, Retry: gateway.RetryPolicy{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := newRuntime(t, agents.Config{Gateway: gw, Budgets: []gateway.Budget{budget}, Agents: []agents.Agent{{
+		Name: "desk", Model: "chat", Instructions: "Take notes.", Budget: "per-run", Compaction: &agents.Compaction{Model: "summ", KeepTurns: 1},
+	}}})
+	var history []gateway.Message
+	for i := 1; i <= 100; i++ {
+		res, err := rt.Run(t.Context(), "desk", turnInput(i), agents.RunOptions{History: history})
+		if err == nil {
+			history = res.Messages
+			continue
+		}
+		var be *agents.BudgetExceededError
+		if res.Status != agents.StatusBudgetExceeded || !errors.As(err, &be) || be.Alias != "summ" {
+			t.Fatalf("turn %d: %s, %v; want budget_exceeded on the summary", i, res.Status, err)
+		}
+		for _, req := range p.Requests() {
+			if req.Messages[0].Content == agents.DefaultSummaryInstructions {
+				t.Fatal("the summary the budget refused was asked for")
+			}
+		}
+		return
+	}
+	t.Fatal("100 turns and no compaction")
 }

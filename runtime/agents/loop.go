@@ -149,13 +149,14 @@ type outcome struct {
 	sctx   context.Context
 }
 
-// failed is the outcome of a step that failed with err, or stopped when
-// sctx ended with a stop cause.
+// failed is the outcome of a step that failed with err (budget_exceeded
+// for a budget breach, such as a compaction's summary refused), or stopped
+// when sctx ended with a stop cause.
 func failed(sctx context.Context, err error) outcome {
 	if stopped(sctx) {
 		return outcome{sctx: sctx, err: err}
 	}
-	return outcome{status: StatusFailed, err: err}
+	return outcome{status: statusOf(err), err: err}
 }
 
 // end ends the run as o says, writing its result to res. It is not

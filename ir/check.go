@@ -507,6 +507,9 @@ func (c *checker) agentRules(a *Agent) (rules.Agent, rules.Known) {
 	if a.Memory != nil && a.Memory.Thread != nil {
 		ra.ThreadTokenBudget = a.Memory.Thread.TokenBudget
 	}
+	if cp := a.Compaction; cp != nil {
+		ra.Compaction = &rules.Compaction{Trigger: cp.Trigger, KeepTurns: cp.KeepTurns, Model: cp.Model, SummaryTokens: cp.SummaryTokens}
+	}
 	d := c.doc
 	known := rules.Known{
 		Model: func(alias string) (rules.Model, bool) {
@@ -537,7 +540,10 @@ func (c *checker) agent(a *Agent) {
 	// self-references and fallbacks are checked by resolve, with the
 	// references.)
 	ra, known := c.agentRules(a)
-	c.report([]any{"agents", a.Name}, slices.Concat(rules.Ladder(ra, known), rules.Degrade(ra), rules.ThreadBudget(ra, known), rules.GeneratedTools(ra, known)))
+	c.report([]any{"agents", a.Name}, slices.Concat(rules.Ladder(ra, known), rules.Degrade(ra), rules.ThreadBudget(ra, known), rules.CompactionPolicy(ra, known), rules.GeneratedTools(ra, known)))
+	if cp := a.Compaction; cp != nil {
+		c.alias(at("compaction", "model"), cp.Model, KindChat)
+	}
 
 	// Capabilities: every model the agent may run on, its fallbacks
 	// included, must support what the agent asks of it. Each alias is

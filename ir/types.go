@@ -361,6 +361,8 @@ type Agent struct {
 	Skills []string `json:"skills,omitempty"`
 	// Memory configures the agent's memory scopes; nil means none.
 	Memory *Memory `json:"memory,omitempty"`
+	// Compaction is the agent's compaction policy; nil means none.
+	Compaction *Compaction `json:"compaction,omitempty"`
 	// Output is the JSON Schema the final answer must satisfy; nil means
 	// free text.
 	Output json.RawMessage `json:"output,omitempty"`
@@ -374,6 +376,25 @@ type Agent struct {
 	// Timeouts bound the agent's runs and steps; nil means the service's
 	// defaults.
 	Timeouts *Timeouts `json:"timeouts,omitempty"`
+}
+
+// Compaction is an agent's compaction policy: what happens when its thread
+// outgrows the context window.
+type Compaction struct {
+	// Model is the alias that writes the summaries.
+	Model string `json:"model"`
+	// Trigger is the request size, in estimated input tokens, above which
+	// the thread is compacted; zero means the default, derived from the
+	// agent's models (rules.CompactionBounds).
+	Trigger int `json:"trigger,omitempty"`
+	// KeepTurns is how many of the newest turns stay verbatim.
+	KeepTurns int `json:"keepTurns"`
+	// SummaryTokens bounds a summary's length; zero means the default
+	// (rules.SummaryTokens).
+	SummaryTokens int `json:"summaryTokens,omitempty"`
+	// Instructions is the summariser's system prompt; empty means the
+	// runtime's.
+	Instructions string `json:"instructions,omitempty"`
 }
 
 // PromptCache is an agent's prompt-caching policy.

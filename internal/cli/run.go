@@ -24,6 +24,7 @@ import (
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/serve/postgres"
@@ -66,6 +67,7 @@ type runFlags struct {
 	scope     string
 	user      string
 	thread    string
+	history   string
 	stateDir  string
 	json      bool
 	verbose   bool
@@ -215,6 +217,7 @@ error when the run failed. Fields are only ever added.`,
 	fl.StringVar(&f.scope, "scope", "", "with --resume --approve: how far the approval reaches: call (the default), run (the tool for the rest of the run) or thread (the tool in the run's thread)")
 	fl.StringVar(&f.user, "user", defaultRunUser, "the user `ID` the run is for: the subject of user memory")
 	fl.StringVar(&f.thread, "thread", "", "the conversation thread `ID`: the key of thread-scoped budgets")
+	fl.StringVar(&f.history, "history", "", "the thread so far: the `FILE` an earlier aidgen run --json wrote, whose messages (a compacted thread's summary included) come before the message")
 	fl.StringVar(&f.stateDir, "state-dir", "", "where runs are kept when the application's state is in memory (see above)")
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print arguments, observations and texts whole, and log ingests, retries and fallbacks to stderr")
@@ -236,7 +239,7 @@ func (f *runFlags) check(cmd *cobra.Command) error {
 		return errors.New("give one of --resume, --recover, --continue and --cancel, not both")
 	}
 	if f.resume != "" || f.recover != "" || f.cont != "" || f.cancel != "" {
-		if c := changed("agent", "user", "thread"); len(c) > 0 {
+		if c := changed("agent", "user", "thread", "history"); len(c) > 0 {
 			return fmt.Errorf("%s cannot change a run that has started; leave %s out", c[0], c[0])
 		}
 	}
@@ -410,7 +413,11 @@ func runRun(ctx context.Context, s *streams, args []string, f runFlags) error {
 		}
 		res, err = a.Agents.Continue(ctx, f.cont, agents.ContinueOptions{Steps: f.steps, Timeout: f.timeout, By: runBy()})
 	default:
-		res, err = a.Agents.Run(ctx, agent, input, agents.RunOptions{UserID: f.user, ThreadID: f.thread})
+		history, herr := readHistory(f.history)
+		if herr != nil {
+			return usageErr(herr)
+		}
+		res, err = a.Agents.Run(ctx, agent, input, agents.RunOptions{UserID: f.user, ThreadID: f.thread, History: history})
 	}
 	var np *agents.WrongStatusError
 	var nc *agents.NotContinuableError
@@ -697,4 +704,27 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// readHistory reads the thread a run continues (--history): the messages
+// of the JSON an earlier aidgen run --json wrote. No file is no history.
+func readHistory(file string) ([]gateway.Message, error) {
+	if file == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--history: %w", err)
+	}
+	var prev struct {
+		Messages *[]agents.SavedMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(data, &prev); err != nil || prev.Messages == nil {
+		return nil, fmt.Errorf("--history: %s is not the JSON of aidgen run --json (an object with messages)", file)
+	}
+	out := make([]gateway.Message, len(*prev.Messages))
+	for i, m := range *prev.Messages {
+		out[i] = m.Message()
+	}
+	return out, nil
 }

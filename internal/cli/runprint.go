@@ -69,10 +69,12 @@ func (p *runPrinter) result(res agents.RunResult, skip int, where string) {
 		if i == len(res.Steps)-1 && res.Status == agents.StatusCompleted && len(st.ToolCalls) == 0 && st.Text == res.Answer {
 			st.Text = "" // printed whole below
 		}
+		p.compactions(res.Compactions, st.Number)
 		p.step("", st, nil)
 	}
 	cp := res.Checkpoint
 	if res.Status == agents.StatusPaused && cp != nil && cp.Pending != nil {
+		p.compactions(res.Compactions, cp.Pending.Step.Number)
 		p.step("", cp.Pending.Step, cp.Pending)
 	}
 	fmt.Fprintln(p.w)
@@ -105,6 +107,32 @@ func (p *runPrinter) result(res agents.RunResult, skip int, where string) {
 			fmt.Fprintf(p.w, "guardrail %s: %s at %s (%s)%s\n", v.Guardrail, cmp.Or(string(v.Action), "pass"), v.Point, strings.Join(v.Matched, "; "), verdictCost(v))
 		}
 		fmt.Fprintf(p.w, "%s: %s (run %s)\n", res.Status, total, res.RunID)
+	}
+}
+
+// compactions prints the compactions of the thread made before the step
+// numbered before: what each did and what it cost.
+func (p *runPrinter) compactions(list []agents.CompactionRecord, before int) {
+	for _, c := range list {
+		if c.Before != before {
+			continue
+		}
+		head := fmt.Sprintf("compaction · %s · %d → %d tokens (trigger %d)", c.Tier, c.TokensBefore, c.TokensAfter, c.Trigger)
+		if c.Tier == agents.TierSummary {
+			head += fmt.Sprintf(" · %s · %s", c.Alias, usd(c.CostUSD))
+		}
+		fmt.Fprintln(p.w, head)
+		var did []string
+		if c.Stubbed > 0 {
+			did = append(did, plural(c.Stubbed, "tool result dropped", "tool results dropped"))
+		}
+		if c.Summarised > 0 {
+			did = append(did, plural(c.Summarised, "message summarised", "messages summarised"))
+		}
+		fmt.Fprintf(p.w, "  %s\n", strings.Join(did, ", "))
+		if c.Summary != "" {
+			fmt.Fprintf(p.w, "  summary: %s\n", p.cut(c.Summary, textWidth))
+		}
 	}
 }
 
@@ -317,6 +345,9 @@ type runJSON struct {
 	// its caller reads.
 	Verdicts []agents.VerdictRecord `json:"verdicts,omitempty"`
 	Blocked  string                 `json:"blocked,omitempty"`
+	// Compactions are the compactions of the run's thread, each before
+	// the step it made fit (its "before"), with what it cost.
+	Compactions []agents.CompactionRecord `json:"compactions,omitempty"`
 }
 
 type runUsageJSON struct {
@@ -374,6 +405,7 @@ func writeRunJSON(s *streams, res agents.RunResult, runErr error, cmd string) er
 		out.Error = runErr.Error()
 	}
 	out.Verdicts = res.Verdicts
+	out.Compactions = res.Compactions
 	if be, ok := errors.AsType[*agents.BlockedError](runErr); ok {
 		out.Blocked = be.Message
 	}

@@ -247,6 +247,9 @@ func agent(a *ir.Agent) agents.Agent {
 	}
 	out.Timeouts = timeouts(a.Timeouts)
 	out.PromptCache = promptCache(a.PromptCache)
+	if c := a.Compaction; c != nil {
+		out.Compaction = &agents.Compaction{Trigger: c.Trigger, KeepTurns: c.KeepTurns, Model: c.Model, SummaryTokens: c.SummaryTokens, Instructions: c.Instructions}
+	}
 	if len(a.Guardrails) > 0 {
 		// The schema's default is an empty list; a description without
 		// guardrails leaves them out, as its generated literal does.

@@ -90,6 +90,10 @@ type Checkpoint struct {
 	// Verdicts are the verdicts of the run's hooks and guardrails that did
 	// something, in order, delegated runs' included.
 	Verdicts []VerdictRecord `json:"verdicts,omitempty"`
+	// Compacted is what the run keeps of the compactions of its thread;
+	// nil for a run without any. (One pointer, so that the checkpoint of
+	// a run that never compacts, copied at every step, is no larger.)
+	Compacted *Compacted `json:"compacted,omitempty"`
 	// InputChecked is true once the input guardrails judged the run's
 	// input, so that a run continued before its first step is not judged
 	// twice.
@@ -495,6 +499,9 @@ func saveMessage(m gateway.Message) SavedMessage {
 	}
 	return s
 }
+
+// Message returns the message s saves, as a run's history takes it.
+func (s SavedMessage) Message() gateway.Message { return loadMessage(s) }
 
 func loadMessage(s SavedMessage) gateway.Message {
 	m := gateway.Message{Role: s.Role, Content: s.Content, ToolCallID: s.ToolCallID, Name: s.Name, Failed: s.Failed, Reasoning: s.Reasoning}

@@ -238,6 +238,10 @@ type Agent struct {
 	// Memory says which memory scopes the agent uses; nil means the whole
 	// thread, untrimmed, and no stored memory.
 	Memory *Memory
+	// Compaction is what happens when the agent's thread outgrows the
+	// context window (see Compaction); nil means nothing: a request too
+	// large for the window fails (gateway.ContextWindowExceededError).
+	Compaction *Compaction
 	// Output is a JSON Schema the final answer must satisfy; nil means free
 	// text.
 	Output json.RawMessage

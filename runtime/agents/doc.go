@@ -166,6 +166,17 @@
 // MemoryStore at every call and rendered as one extra system message after
 // the instructions, so the injection is visible in the request.
 //
+// An agent with a Compaction policy compacts its thread instead of
+// trimming it: when a request would exceed the trigger, the bodies of old
+// tool results are dropped, then the oldest turns are summarised by a
+// declared model into one message at the head of the thread, the newest
+// turns kept verbatim. The system prompt, memory and the current turn are
+// never compacted, a request that still does not fit fails with a
+// *ContextOverflowError, and each compaction is a CompactionRecord of the
+// run: priced and charged like a step, traced ("compact_thread {agent}"),
+// reported (EventCompaction) and replayed from the record. The summary
+// stays in RunResult.Messages, the thread's next History.
+//
 // # Structured output and tracing
 //
 // An agent with an Output schema asks for JSON, validates the answer, gives

@@ -67,6 +67,9 @@ const (
 	// name the run before it costs anything. A call refused before the
 	// run starts or is claimed has none.
 	EventDriven
+	// EventCompaction: the thread was compacted before a model call
+	// (Agent, Step the step whose request it made fit, Compaction).
+	EventCompaction
 )
 
 // Event is one thing that happened in a run, given to RunOptions.OnEvent as
@@ -105,6 +108,8 @@ type Event struct {
 	Progress *ToolProgress
 	// Verdict is the verdict of EventVerdict.
 	Verdict *VerdictRecord
+	// Compaction is the compaction of EventCompaction.
+	Compaction *CompactionRecord
 }
 
 // ToolProgress is how far a running tool call has got, as its

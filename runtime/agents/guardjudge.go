@@ -36,12 +36,19 @@ type judgingKey struct{}
 // eval's), with the call info of a turn of its own, and the judging the
 // classifier reports its usage to.
 func judgeContext(ctx context.Context, st *runState, h *Hook) (context.Context, *judging) {
+	j := &judging{st: st}
+	ctx = context.WithValue(ctx, judgingKey{}, j)
+	return sideCallContext(ctx, st, gateway.CallInfo{Agent: GuardrailCallAgent(h.Name), Step: 1, RunID: st.id}), j
+}
+
+// sideCallContext is ctx for a model call st's run makes besides its
+// steps (a model guardrail's, a compaction's summary): charged to the
+// agent's budget beside those already on ctx, with the call info ci.
+func sideCallContext(ctx context.Context, st *runState, ci gateway.CallInfo) context.Context {
 	if d := st.agent; d.budget != "" {
 		ctx = gateway.ContextWithBudget(ctx, d.budget, budgetKey(st))
 	}
-	j := &judging{st: st}
-	ctx = context.WithValue(ctx, judgingKey{}, j)
-	return gateway.WithCallInfo(ctx, gateway.CallInfo{Agent: GuardrailCallAgent(h.Name), Step: 1, RunID: st.id}), j
+	return gateway.WithCallInfo(ctx, ci)
 }
 
 // classify is the model guardrails' classifier. A guardrail judged by an

@@ -58,6 +58,7 @@ type runState struct {
 	glog            *guardLog    // the run's verdicts, shared with delegated runs; nil in a runtime without hooks
 	inputChecked    bool         // the input hooks judged the input (Checkpoint.InputChecked)
 	client          *clientState // what the client asked of the run (Checkpoint.Client); nil for most runs
+	clog            *Compacted   // the run's compactions; nil for a run without any
 }
 
 // maxSteps is the current agent's bound on its model calls in this run.
@@ -148,13 +149,14 @@ type outcome struct {
 	sctx   context.Context
 }
 
-// failed is the outcome of a step that failed with err, or stopped when
-// sctx ended with a stop cause.
+// failed is the outcome of a step that failed with err (budget_exceeded
+// for a budget breach, such as a compaction's summary refused), or stopped
+// when sctx ended with a stop cause.
 func failed(sctx context.Context, err error) outcome {
 	if stopped(sctx) {
 		return outcome{sctx: sctx, err: err}
 	}
-	return outcome{status: StatusFailed, err: err}
+	return outcome{status: statusOf(err), err: err}
 }
 
 // end ends the run as o says, writing its result to res. It is not

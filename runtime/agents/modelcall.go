@@ -9,11 +9,11 @@ import (
 	"github.com/aidgen/aid/runtime/gateway"
 )
 
-// request builds the model call of the current step: the agent's
+// buildRequest builds the model call of the current step: the agent's
 // instructions, stored memory as one extra system message, and the thread
 // trimmed to its budget. It is written to req, for the caller's frame
-// holds it (see drive).
-func (r *Runtime) request(ctx context.Context, st *runState, req *gateway.Request) error {
+// holds it (see drive). request calls it, and compacts the thread.
+func (r *Runtime) buildRequest(ctx context.Context, st *runState, req *gateway.Request) error {
 	d := st.agent
 	if d.spec.Memory == nil {
 		// No trimming and no injection: the request is the system message

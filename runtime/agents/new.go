@@ -254,6 +254,7 @@ func (r *Runtime) agentRules(d *agentDef, cfg Config, declared map[string]*tool)
 	if a.Memory != nil {
 		ra.ThreadTokenBudget = a.Memory.ThreadTokenBudget
 	}
+	ra.Compaction = compactionRules(a.Compaction)
 	known := rules.Known{
 		Model: func(alias string) (rules.Model, bool) {
 			pm, err := r.gw.Resolve(alias)
@@ -274,6 +275,9 @@ func (r *Runtime) agentRules(d *agentDef, cfg Config, declared map[string]*tool)
 		} else {
 			errs = append(errs, fmt.Errorf("agent %q: %s", a.Name, p.Msg))
 		}
+	}
+	if len(errs) == 0 {
+		errs = r.bindCompaction(d, ra, known)
 	}
 	return errs
 }

@@ -29,6 +29,7 @@ func (st *runState) checkpoint() Checkpoint {
 		cp.Verdicts = slices.Clone(st.glog.verdicts)
 		st.glog.mu.Unlock()
 	}
+	st.clog.into(&cp)
 	if st.pending != nil {
 		p := *st.pending
 		p.Step.ToolCalls = slices.Clone(p.Step.ToolCalls)

@@ -322,6 +322,9 @@ type RecordedRun struct {
 	// Verdicts are the verdicts of its guardrails and hooks that did
 	// something, in the order they were made.
 	Verdicts []VerdictRecord `json:"verdicts,omitempty"`
+	// Compactions are the compactions of its thread, in order; a replay
+	// compacts where they did, its summaries answered from here.
+	Compactions []CompactionRecord `json:"compactions,omitempty"`
 	// UpdatedAt is when the run's record was last written, when the store
 	// says: what a dataset sampled from recorded runs filters by time.
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
@@ -364,6 +367,9 @@ func Record(w io.Writer, rec RunRecord, app, appVersion, appFile string) error {
 	}
 	if cp.Turn < len(cp.Messages) {
 		head.History, head.Input = cp.Messages[:cp.Turn], cp.Messages[cp.Turn].Content
+	}
+	if c := cp.Compacted; c != nil {
+		head.History, head.Compactions = c.History, c.Compactions // the history before a compaction rewrote it
 	}
 	if rec.Status == StatusCancelled {
 		head.Cancel = cp.Cancel

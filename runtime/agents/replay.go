@@ -45,6 +45,11 @@ const (
 	// the recording does not have, one with another action or match, or
 	// one the recording has that the replay does not make.
 	DivergeGuardrail DivergenceKind = "guardrail"
+	// DivergeCompaction is a compaction of the thread that differs: made
+	// before another step, in another tier or over other messages, one
+	// the recording does not have, or one it has that the replay does not
+	// make.
+	DivergeCompaction DivergenceKind = "compaction"
 )
 
 // Divergence is the first place a replay differs from its recording.
@@ -204,6 +209,9 @@ func Replay(ctx context.Context, cfg Config, rec *Recording) (*ReplayReport, err
 		rep.Divergence = rp.end(res, runErr)
 		if rep.Divergence == nil {
 			rep.Divergence = rp.missedVerdict(-1)
+		}
+		if rep.Divergence == nil {
+			rep.Divergence = rp.missedCompaction(res)
 		}
 		break
 	}

@@ -118,7 +118,7 @@ func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, sta
 	res := RunResult{
 		RunID: st.id, Agent: st.agent.spec.Name, Path: slices.Clone(st.path), Answer: st.answer,
 		Status: status, Steps: slices.Clip(st.steps), Usage: st.usage.Usage(), CostUSD: st.cost,
-		Messages: slices.Clip(st.msgs),
+		Messages: slices.Clip(st.msgs), Compactions: st.clog.list(),
 	}
 	if st.glog != nil && !st.sub {
 		st.glog.mu.Lock()

@@ -99,6 +99,7 @@ type agentDef struct {
 	fingerprint  string        // what its requests ask besides messages (RequestRecord.Fingerprint)
 	toolNames    []string      // its tools' names, in the order offered
 	learned      []LearnedTool // its tools' learned definitions (RequestRecord.Learned)
+	compact      *compactor    // nil for an agent without a compaction policy
 	hooks        *hookSet      // nil for an agent without hooks, which pays nothing for them
 	guarded      bool          // an agent reachable from it has hooks: its runs keep a guardLog
 }
@@ -191,6 +192,10 @@ type RunResult struct {
 	// Messages is the thread after the run, without system messages: the
 	// History of the thread's next run.
 	Messages []gateway.Message
+	// Compactions are the run's compactions of its thread, in order
+	// (Compaction): each a step of its own, whose cost Usage and CostUSD
+	// include.
+	Compactions []CompactionRecord
 	// Verdicts are the verdicts of the run's hooks and guardrails that did
 	// something (blocked, redacted, asked, logged), in order, made by this
 	// call (Run, Resume, Continue, Drive); the checkpoint holds the
@@ -932,6 +937,7 @@ func (r *Runtime) restore(cp Checkpoint) (*runState, error) {
 		}
 	}
 	st.delegations = &st.ownDelegations
+	st.clog = restoreCompactions(&cp)
 	st.msgs = make([]gateway.Message, 0, len(cp.Messages)+4)
 	st.saved = make([]SavedMessage, 0, len(cp.Messages)+4)
 	for _, m := range cp.Messages {

@@ -21,6 +21,11 @@ type CallInfo struct {
 	// RunID is the top-level run the call belongs to; delegated runs carry
 	// the id of the run that started them.
 	RunID string
+	// Compaction marks a call that summarises the oldest part of an
+	// agent's thread (the agents' compaction) rather than one that takes
+	// a step: a fake provider without a script for the call answers it
+	// with its summariser.
+	Compaction bool
 }
 
 type callInfoCtxKey struct{}

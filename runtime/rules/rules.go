@@ -128,6 +128,8 @@ type Agent struct {
 	// ThreadTokenBudget bounds the thread sent to the model; zero means
 	// the whole thread.
 	ThreadTokenBudget int
+	// Compaction is the agent's compaction policy; nil means none.
+	Compaction *Compaction
 }
 
 // Known is what the caller knows of the application an agent is part of:
@@ -153,6 +155,7 @@ func CheckAgent(a Agent, k Known) []Problem {
 		List("retrievers", a.Retrievers, "retriever", ""),
 		Fallbacks("fallbacks", a.Fallbacks, a.Model, "the agent's model"),
 		ThreadBudget(a, k),
+		CompactionPolicy(a, k),
 		GeneratedTools(a, k),
 	)
 }

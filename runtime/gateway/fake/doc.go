@@ -36,6 +36,13 @@
 //     input play a verdict per message.
 //   - Echo (none of these): it answers "echo: " and the last user message.
 //
+// In every mode, a compaction call (gateway.CallInfo.Compaction: an agent
+// summarising the oldest part of its thread) that no agent script answers
+// is answered by a deterministic summariser: the request's lines that start
+// with Config.SummaryKeep ("FACT:" by default), each once, in order. So a
+// conversation that marks its facts keeps them through any number of
+// compactions.
+//
 // In answer-key mode, a request that asks for JSON (an agent with an output
 // schema) gets the answer inside a document valid for simple schemas; see
 // AnswerDocument for the rule.

@@ -92,6 +92,13 @@ type Config struct {
 	// call no conversation matches fails. Steps are played as those of
 	// Agents are; an agent is scripted in Agents or here, not both.
 	Conversations map[string][]Conversation
+	// SummaryKeep marks the lines of a conversation the summariser keeps
+	// (see below); empty means DefaultSummaryKeep. A compaction call
+	// (gateway.CallInfo.Compaction) for which Agents and Conversations
+	// hold no script is answered by the summariser, in every mode: its
+	// answer is the request's lines that start with this mark, each once,
+	// in order.
+	SummaryKeep string
 	// Loop restarts an exhausted script instead of failing; for an agent
 	// script, step n of a turn plays step (n-1) mod len+1.
 	Loop bool
@@ -253,6 +260,10 @@ func (p *Provider) next(ctx context.Context, model *gateway.ModelSpec, req *gate
 	if err != nil {
 		p.mu.Unlock()
 		return Step{}, err
+	}
+	if ci.Compaction && !byAgent {
+		p.mu.Unlock()
+		return Step{Text: summarise(req, p.cfg.SummaryKeep)}, nil
 	}
 	if byAgent {
 		script, scripted = agentScript, true

@@ -54,17 +54,19 @@ func TestRuntimeUsesNoModuleInternal(t *testing.T) {
 // directory.
 func TestLayeringBreaches(t *testing.T) {
 	got := layeringBreaches(map[string][]string{
-		module + "/runtime/agents":            {module + "/internal/pgutil", module + "/runtime/internal/jsonschemas"},
-		module + "/internal/pgutil":           {module + "/runtime/gateway"},
-		module + "/runtime/gateway":           {"context"},
-		module + "/runtime/internal/analysis": nil,
-		module + "/gen":                       {module + "/runtime/app"},
-		module + "/runtime/gateway/fake":      {module + "/runtime/eval", module + "/runtime/eval/dataset", module + "/runtime/gateway"},
+		module + "/runtime/agents":             {module + "/internal/pgutil", module + "/runtime/internal/jsonschemas"},
+		module + "/internal/pgutil":            {module + "/runtime/gateway"},
+		module + "/runtime/gateway":            {"context"},
+		module + "/runtime/internal/analysis":  nil,
+		module + "/gen":                        {module + "/runtime/app"},
+		module + "/runtime/gateway/fake":       {module + "/runtime/eval", module + "/runtime/eval/dataset", module + "/runtime/gateway"},
+		module + "/runtime/retrieval/pgvector": {module + "/runtime/agents/pgstore", module + "/runtime/retrieval", module + "/runtime/kind"},
 	})
 	want := []string{
 		module + "/internal/pgutil, a module-root internal package, imports the runtime package " + module + "/runtime/gateway",
 		module + "/runtime/agents imports the module-root internal package " + module + "/internal/pgutil; move it under runtime/internal/ or make it public",
 		module + "/runtime/gateway/fake, under runtime/gateway, imports " + module + "/runtime/eval, a layer above it; move what they share down",
+		module + "/runtime/retrieval/pgvector, under runtime/retrieval, imports " + module + "/runtime/agents/pgstore, a layer above it; move what they share down",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("breaches:\n got %q\nwant %q", got, want)
@@ -83,6 +85,10 @@ var lowerLayers = []struct {
 	// reads an eval dataset's format (runtime/eval/dataset), never the
 	// eval, which links the statistics.
 	{dir: "runtime/gateway", above: []string{"runtime/retrieval", "runtime/agents", "runtime/eval", "runtime/app", "runtime/service", "runtime/serve"}, except: []string{"runtime/eval/dataset"}},
+	// Retrieval serves the agents and the eval; a store kind that holds
+	// agents' memory says where (retrieval.DatabaseKind), and the
+	// application opens it (serve/postgres.OpenMemory).
+	{dir: "runtime/retrieval", above: []string{"runtime/agents", "runtime/eval", "runtime/app", "runtime/service", "runtime/serve", "runtime/jobs"}},
 }
 
 // layeringBreaches returns, sorted, the edges of imports (package → what it

@@ -61,6 +61,32 @@ type Case struct {
 // HasTag reports whether the case carries the tag.
 func (c Case) HasTag(tag string) bool { return slices.Contains(c.Tags, tag) }
 
+// PromptData is what a model target's prompt template is rendered with: the
+// case without its expected answer, which a prompt must never see. The eval
+// renders templates with it (eval.ModelRunner), and aidgen vet checks them
+// against its fields (ir), so that a misspelt field fails before an eval.
+type PromptData struct {
+	// ID is the case id.
+	ID string
+	// Input is the case input.
+	Input string
+	// Tags are the case tags.
+	Tags []string
+	// Metadata is the case metadata.
+	Metadata map[string]any
+}
+
+// PromptData is the case as a prompt template sees it. Metadata is never
+// nil, so that a template's index of a key the case lacks fails as any
+// missing key does.
+func (c Case) PromptData() PromptData {
+	data := PromptData{ID: c.ID, Input: c.Input, Tags: c.Tags, Metadata: c.Metadata}
+	if data.Metadata == nil {
+		data.Metadata = map[string]any{}
+	}
+	return data
+}
+
 // Dataset is a named, versioned list of cases in a stable order.
 //
 // The order of Cases is the order of the file and is the order of every result, so that

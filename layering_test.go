@@ -48,31 +48,59 @@ func TestRuntimeUsesNoModuleInternal(t *testing.T) {
 }
 
 // TestLayeringBreaches checks that the rule above sees a breach: a runtime
-// package importing a module-root internal package, and such a package
-// importing the runtime back.
+// package importing a module-root internal package, such a package
+// importing the runtime back, and a lower layer importing a higher one,
+// but not the leaf a lower layer may import under a higher one's
+// directory.
 func TestLayeringBreaches(t *testing.T) {
 	got := layeringBreaches(map[string][]string{
-		module + "/runtime/agents":            {module + "/internal/pgutil", module + "/runtime/internal/jsonschemas"},
-		module + "/internal/pgutil":           {module + "/runtime/gateway"},
-		module + "/runtime/gateway":           {"context"},
-		module + "/runtime/internal/analysis": nil,
-		module + "/gen":                       {module + "/runtime/app"},
+		module + "/runtime/agents":             {module + "/internal/pgutil", module + "/runtime/internal/jsonschemas"},
+		module + "/internal/pgutil":            {module + "/runtime/gateway"},
+		module + "/runtime/gateway":            {"context"},
+		module + "/runtime/internal/analysis":  nil,
+		module + "/gen":                        {module + "/runtime/app"},
+		module + "/runtime/gateway/fake":       {module + "/runtime/eval", module + "/runtime/eval/dataset", module + "/runtime/gateway"},
+		module + "/runtime/retrieval/pgvector": {module + "/runtime/agents/pgstore", module + "/runtime/retrieval", module + "/runtime/kind"},
 	})
 	want := []string{
 		module + "/internal/pgutil, a module-root internal package, imports the runtime package " + module + "/runtime/gateway",
 		module + "/runtime/agents imports the module-root internal package " + module + "/internal/pgutil; move it under runtime/internal/ or make it public",
+		module + "/runtime/gateway/fake, under runtime/gateway, imports " + module + "/runtime/eval, a layer above it; move what they share down",
+		module + "/runtime/retrieval/pgvector, under runtime/retrieval, imports " + module + "/runtime/agents/pgstore, a layer above it; move what they share down",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("breaches:\n got %q\nwant %q", got, want)
 	}
 }
 
+// lowerLayers are the runtime's lower layers, each with the higher
+// packages it must not import (a directory stands for the packages under
+// it), and the exceptions: leaves kept under a higher package's directory
+// because they hold its format, importing nothing of it.
+var lowerLayers = []struct {
+	dir           string
+	above, except []string
+}{
+	// The model gateway serves every layer above it; its fake provider
+	// reads an eval dataset's format (runtime/eval/dataset), never the
+	// eval, which links the statistics.
+	{dir: "runtime/gateway", above: []string{"runtime/retrieval", "runtime/agents", "runtime/eval", "runtime/app", "runtime/service", "runtime/serve"}, except: []string{"runtime/eval/dataset"}},
+	// Retrieval serves the agents and the eval; a store kind that holds
+	// agents' memory says where (retrieval.DatabaseKind), and the
+	// application opens it (serve/postgres.OpenMemory).
+	{dir: "runtime/retrieval", above: []string{"runtime/agents", "runtime/eval", "runtime/app", "runtime/service", "runtime/serve", "runtime/jobs"}},
+}
+
 // layeringBreaches returns, sorted, the edges of imports (package → what it
 // imports) that break the layering: a package under runtime/, gen/ or ir/
-// importing a module-root internal/ package, and a module-root internal
-// package the runtime links importing the runtime.
+// importing a module-root internal/ package, a module-root internal
+// package the runtime links importing the runtime, and a lower layer of
+// the runtime importing one above it (lowerLayers).
 func layeringBreaches(imports map[string][]string) []string {
 	under := func(p, dir string) bool { return p == module+"/"+dir || strings.HasPrefix(p, module+"/"+dir+"/") }
+	underAny := func(p string, dirs []string) bool {
+		return slices.ContainsFunc(dirs, func(d string) bool { return under(p, d) })
+	}
 	var bad []string
 	for p, imps := range imports {
 		for _, imp := range imps {
@@ -81,6 +109,11 @@ func layeringBreaches(imports map[string][]string) []string {
 				bad = append(bad, p+" imports the module-root internal package "+imp+"; move it under runtime/internal/ or make it public")
 			case under(p, "internal") && under(imp, "runtime"):
 				bad = append(bad, p+", a module-root internal package, imports the runtime package "+imp)
+			}
+			for _, l := range lowerLayers {
+				if under(p, l.dir) && underAny(imp, l.above) && !underAny(imp, l.except) {
+					bad = append(bad, p+", under "+l.dir+", imports "+imp+", a layer above it; move what they share down")
+				}
 			}
 		}
 	}

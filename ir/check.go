@@ -2,7 +2,6 @@ package ir
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"io/fs"
 	"maps"
@@ -838,13 +837,13 @@ func (c *checker) deployments(m *Model, providers []string) {
 			c.errAt(at("deployments", i, "provider"), "%s", unknownRef("provider", d.Provider, providers))
 		}
 	}
-	var seen []string
-	for _, d := range m.Routes() {
-		name := cmp.Or(d.Name, d.Provider)
-		if slices.Contains(seen, name) {
-			c.errAt(at("deployments"), "deployment %q is declared twice", name)
-		}
-		seen = append(seen, name)
+	routes := m.Routes()
+	deps := make([]rules.Deployment, len(routes))
+	for i, d := range routes {
+		deps[i] = rules.Deployment{Name: d.Name, Provider: d.Provider}
+	}
+	for _, p := range rules.Deployments(deps) {
+		c.errAt(at("deployments"), "%s", p.Msg)
 	}
 	if m.CoolDown != nil && *m.CoolDown <= 0 {
 		c.errAt(at("coolDown"), "coolDown must be longer than zero")

@@ -15,6 +15,8 @@ import (
 
 	"cuelang.org/go/cue"
 	cueerrors "cuelang.org/go/cue/errors"
+
+	"github.com/aidgen/aid/runtime/rules"
 )
 
 func (c *checker) eval(e *Eval) {
@@ -168,28 +170,15 @@ func (c *checker) evalTools(e *Eval) {
 
 // reachableTools returns the tools agent can call, itself or through the
 // agents it hands off or delegates to, each with the first agent found to
-// offer it.
+// offer it (rules.ReachableTools).
 func (d *Document) reachableTools(agent string) map[string]string {
-	via := map[string]string{}
-	seen := map[string]bool{}
-	queue := []string{agent}
-	for len(queue) > 0 {
-		name := queue[0]
-		queue = queue[1:]
+	return rules.ReachableTools(agent, func(name string) (rules.Agent, bool) {
 		a, ok := d.Agent(name)
-		if seen[name] || !ok {
-			continue
+		if !ok {
+			return rules.Agent{}, false
 		}
-		seen[name] = true
-		for _, t := range a.Tools {
-			if _, ok := via[t]; !ok {
-				via[t] = name
-			}
-		}
-		queue = append(queue, a.Handoffs...)
-		queue = append(queue, a.Delegates...)
-	}
-	return via
+		return rules.Agent{Tools: a.Tools, Handoffs: a.Handoffs, Delegates: a.Delegates}, true
+	})
 }
 
 // rankedMetrics checks that ranked-set metrics and retriever targets go

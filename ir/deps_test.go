@@ -14,8 +14,11 @@ import (
 // (runtime/agents/policy, CEL) and the guardrails' (runtime/agents/guard,
 // with the JSON Schema compiler it shares, runtime/internal/jsonschemas),
 // and the file patterns retriever sources share with the runtime
-// (runtime/fileglob), and the skills' parser (runtime/agents/skill) — and nothing that links a provider SDK, a database
-// driver or OpenTelemetry.
+// (runtime/fileglob), the skills' parser (runtime/agents/skill), and the
+// eval dataset format, for the fields a prompt template is rendered with
+// (runtime/eval/dataset, which places its errors with
+// runtime/internal/jsonpos) — and nothing that links a provider SDK, a
+// database driver or OpenTelemetry.
 func TestLinksNoRuntime(t *testing.T) {
 	reads := []string{
 		"github.com/aidgen/aid/runtime/kind",
@@ -25,6 +28,8 @@ func TestLinksNoRuntime(t *testing.T) {
 		"github.com/aidgen/aid/runtime/internal/jsonschemas",
 		"github.com/aidgen/aid/runtime/fileglob",
 		"github.com/aidgen/aid/runtime/agents/skill",
+		"github.com/aidgen/aid/runtime/eval/dataset",
+		"github.com/aidgen/aid/runtime/internal/jsonpos",
 	}
 	for _, dep := range depcheck.Deps(t, "github.com/aidgen/aid/ir") {
 		switch {

@@ -25,7 +25,9 @@
 // disagree: the kinds' names (runtime/kind), the cross-field rules
 // (runtime/rules), the approval policy's and the guardrails' compilers
 // (runtime/agents/policy and runtime/agents/guard, which link CEL and the
-// JSON Schema compiler) and the file patterns of retriever sources
-// (runtime/fileglob). It links no provider SDK, database driver or
+// JSON Schema compiler), the file patterns of retriever sources
+// (runtime/fileglob), the skills' parser (runtime/agents/skill) and the
+// fields a prompt template is rendered with (runtime/eval/dataset's
+// PromptData). It links no provider SDK, database driver or
 // OpenTelemetry (TestLinksNoRuntime).
 package ir

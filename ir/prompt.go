@@ -1,8 +1,9 @@
 package ir
 
 // The prompt template checker: a model target's prompt is a text/template
-// rendered with PromptData for each case; vet parses it and walks its
-// parse tree against PromptData's fields, so that a misspelt field fails
+// rendered with each case's dataset.PromptData (runtime/eval/dataset, the
+// one statement of its fields); vet parses it and walks its parse tree
+// against PromptData's fields, so that a misspelt field fails
 // at vet time rather than mid-eval. It lives apart from check.go, the
 // cross-reference checks, because it is a type checker of its own.
 
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+
+	"github.com/aidgen/aid/runtime/eval/dataset"
 )
 
 // checkPrompt parses a prompt template and checks its structure against
@@ -25,7 +28,7 @@ func checkPrompt(prompt string) error {
 	if err != nil {
 		return fmt.Errorf("invalid prompt template: %w", err)
 	}
-	root := reflect.TypeFor[PromptData]()
+	root := reflect.TypeFor[dataset.PromptData]()
 	for _, t := range tmpl.Templates() {
 		if t.Tree == nil || t.Tree.Root == nil {
 			continue
@@ -214,16 +217,4 @@ func kindWords(t reflect.Type) string {
 		return "a list"
 	}
 	return "a " + t.String()
-}
-
-// PromptData is what a model target's prompt template is rendered with.
-type PromptData struct {
-	// ID is the case id.
-	ID string
-	// Input is the case input.
-	Input string
-	// Tags are the case tags.
-	Tags []string
-	// Metadata is the case metadata.
-	Metadata map[string]any
 }

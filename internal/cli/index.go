@@ -13,6 +13,7 @@ import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/serve/postgres"
 )
 
 // memoryStoreNote is what index and search say about a store that lives in
@@ -157,9 +158,10 @@ func openRetrievers(ctx context.Context, s *streams, path string, tags, only []s
 
 // commandOptions are the options of a command that is not a replica of
 // the service: index, search and eval keep runs and spend in memory,
-// whatever the service's state says, while retrievers' stores are the
-// service's own, opened by their kinds as the service opens them, and
-// embeddings are cached on disk (embeddingCache). closeCache bounds the
+// whatever the service's state says, while retrievers' stores and agents'
+// memory are the service's own, opened as the service opens them (by
+// their kinds, and postgres.OpenMemory), and embeddings are cached on disk
+// (embeddingCache). closeCache bounds the
 // cache.
 func commandOptions(s *streams, desc app.Description) (opts app.Options, closeCache func()) {
 	cache, closeCache := embeddingCache(s, desc)
@@ -167,6 +169,7 @@ func commandOptions(s *streams, desc app.Description) (opts app.Options, closeCa
 		Ledger:         gateway.NewMemoryLedger(),
 		RunStore:       agents.NewInMemoryStore(),
 		EmbeddingCache: cache,
+		OpenMemory:     postgres.OpenMemory,
 	}, closeCache
 }
 

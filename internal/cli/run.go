@@ -576,12 +576,13 @@ func (st *runState) close() {
 // state (a command does not outlive a pause), PostgreSQL for postgres, with
 // the database's ledger, opened by postgres.OpenState as the application's
 // service opens them, and closed with the application, and the embedding
-// cache. Stores of kind pgvector (retrievers' vectors, agents' memory)
-// open themselves, through their kind.
+// cache. Stores of kind pgvector open themselves, through their kind, and
+// agents' memory in them is opened by postgres.OpenMemory.
 func openRunState(ctx context.Context, s *streams, desc app.Description, stateDir string) (*runState, error) {
 	st := &runState{}
 	cache, closeCache := embeddingCache(s, desc)
 	st.options.EmbeddingCache = cache
+	st.options.OpenMemory = postgres.OpenMemory
 	st.closers = append(st.closers, closeCache)
 	switch desc.Service.State.Kind {
 	case app.StatePostgres:

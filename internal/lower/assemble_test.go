@@ -121,23 +121,6 @@ func firstDiff(a, b []byte) int {
 	return min(len(a), len(b))
 }
 
-// TestPromptDataMatchesIR keeps the fields a prompt template may use the
-// same where the IR checks templates and where the eval renders them.
-func TestPromptDataMatchesIR(t *testing.T) {
-	fields := func(v any) []string {
-		var out []string
-		rt := reflect.TypeOf(v)
-		for i := range rt.NumField() {
-			out = append(out, rt.Field(i).Name+" "+rt.Field(i).Type.String())
-		}
-		return out
-	}
-	a, b := fields(ir.PromptData{}), fields(eval.PromptData{})
-	if !reflect.DeepEqual(a, b) {
-		t.Errorf("ir.PromptData %v != eval.PromptData %v", a, b)
-	}
-}
-
 // TestSupportDeskGateway checks the gateway lowered from support-desk.
 // The whole application does not assemble yet: its researcher searches a
 // retriever, which the agents runtime does not build (a DeferredError); the

@@ -53,8 +53,10 @@ type MemoryStore interface {
 }
 
 // MemoryStoreKind is implemented by the configuration of a store kind
-// (retrieval.StoreKind) that can also hold agents' user and global memory,
-// such as pgvector.Kind. A store of a kind in memory
+// (retrieval.StoreKind) that can also hold agents' user and global memory
+// and opens it itself. A kind that keeps its stores in PostgreSQL, such as
+// pgvector.Kind, is a retrieval.DatabaseKind instead: the application
+// opens its memory (app.Options.OpenMemory). A store of a kind in memory
 // (retrieval.StoreKind.InMemory) holds it in an InMemoryMemory instead,
 // and any other store cannot hold it.
 type MemoryStoreKind interface {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -273,6 +275,20 @@ func (k memoryKind) OpenMemoryStore(_ context.Context, env kind.Env, store strin
 	})
 }
 
+// inDatabase is a store kind that keeps its stores in a PostgreSQL
+// database, whose DSN it reads from DB_DSN: the application opens agents'
+// memory there with Options.OpenMemory.
+type inDatabase struct{ vectorsOnly }
+
+func (inDatabase) StoreKind() string { return "database" }
+func (inDatabase) DatabaseDSN(env kind.Env, store string) (string, error) {
+	dsn, ok := env.Lookup("DB_DSN")
+	if !ok {
+		return "", fmt.Errorf("store %q: DB_DSN is not set", store)
+	}
+	return dsn, nil
+}
+
 // vectorsOnly is a store kind that cannot hold agents' memory.
 type vectorsOnly struct{}
 
@@ -326,6 +342,46 @@ func TestStateAndStores(t *testing.T) {
 	var de *kind.DeferredError
 	if !errors.As(err, &de) || de.Feature != "memory in a vectors-only store" {
 		t.Fatalf("memory in a store that cannot hold it: %v", err)
+	}
+}
+
+// TestMemoryInDatabase: agents' memory in a store whose kind keeps it in
+// PostgreSQL (retrieval.DatabaseKind) is opened by Options.OpenMemory, on
+// the DSN the kind reads, once per store; without OpenMemory, or without
+// the DSN, Assemble says what is missing.
+func TestMemoryInDatabase(t *testing.T) {
+	d := desk(t)
+	d.Stores = []retrieval.StoreConfig{{Name: "db", Kind: inDatabase{}}}
+	d.Agents[0].Memory = &agents.Memory{User: &agents.StoredMemory{Store: "db"}, Global: &agents.StoredMemory{Store: "db"}}
+	env := func(k string) (string, bool) { return "postgres://db", k == "DB_DSN" }
+
+	_, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools(), LookupEnv: env})
+	if err == nil || !strings.Contains(err.Error(), `memory store "db" is a database store, in PostgreSQL: set Options.OpenMemory`) {
+		t.Fatalf("Assemble without OpenMemory = %v", err)
+	}
+
+	var opened []string
+	mem := agents.NewInMemoryMemory()
+	opts := app.Options{
+		Implementations: goTools(),
+		LookupEnv:       env,
+		OpenMemory: func(_ context.Context, _ kind.Env, dsn, store string) (agents.MemoryStore, error) {
+			opened = append(opened, store+"@"+dsn)
+			return mem, nil
+		},
+	}
+	a, err := app.Assemble(t.Context(), d, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if want := []string{"db@postgres://db"}; !slices.Equal(opened, want) || a.MemoryStores["db"] != agents.MemoryStore(mem) {
+		t.Errorf("opened %q, stores %v; want %q", opened, a.MemoryStores, want)
+	}
+
+	opts.LookupEnv = func(string) (string, bool) { return "", false }
+	if _, err := app.Assemble(t.Context(), d, opts); err == nil || !strings.Contains(err.Error(), `memory store "db": store "db": DB_DSN is not set`) {
+		t.Errorf("Assemble without the DSN = %v", err)
 	}
 }
 

@@ -51,6 +51,14 @@ type Options struct {
 	// (serve/postgres.OpenState in a generated service) so that this
 	// package does not link pgx.
 	OpenState func(ctx context.Context, env kind.Env, dsn string) (agents.Store, gateway.Ledger, error)
+	// OpenMemory opens the agents' memory named store in the PostgreSQL
+	// database at dsn, for a memory store whose kind keeps its stores
+	// there (retrieval.DatabaseKind: pgvector), with what the
+	// application's kinds are lent (env: its scope, where the pool it
+	// shares with OpenState's state on the DSN is kept). It is an option
+	// (serve/postgres.OpenMemory in a generated service) for the same
+	// reason as OpenState.
+	OpenMemory func(ctx context.Context, env kind.Env, dsn, store string) (agents.MemoryStore, error)
 	// EmbeddingCache, when set, keeps the retrievers' embeddings so that
 	// texts embedded before are not embedded (nor charged) again; aidgen's
 	// commands use an embedcache.Cache in the user cache directory.
@@ -165,7 +173,7 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 	if err != nil {
 		errs = append(errs, err)
 	}
-	a.MemoryStores, err = memoryStores(ctx, &desc, env)
+	a.MemoryStores, err = memoryStores(ctx, &desc, &opts, env)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -409,8 +417,10 @@ func expandTools(list []agents.Agent, expand map[string][]string) []agents.Agent
 
 // memoryStores opens every store an agent's user or global memory names,
 // once per store: through its kind when the kind can hold memory
-// (agents.MemoryStoreKind), in the process when the store is.
-func memoryStores(ctx context.Context, desc *Description, env kind.Env) (map[string]agents.MemoryStore, error) {
+// (agents.MemoryStoreKind), with Options.OpenMemory in the database of a
+// store whose kind keeps it in PostgreSQL (retrieval.DatabaseKind), in the
+// process when the store is.
+func memoryStores(ctx context.Context, desc *Description, opts *Options, env kind.Env) (map[string]agents.MemoryStore, error) {
 	names := map[string]bool{}
 	for _, a := range desc.Agents {
 		if a.Memory == nil {
@@ -430,13 +440,22 @@ func memoryStores(ctx context.Context, desc *Description, env kind.Env) (map[str
 	out := make(map[string]agents.MemoryStore, len(names))
 	for _, name := range slices.Sorted(maps.Keys(names)) {
 		cfg, ok := stores[name]
-		switch k, canHold := cfg.Kind.(agents.MemoryStoreKind); {
+		k, canHold := cfg.Kind.(agents.MemoryStoreKind)
+		db, inDatabase := cfg.Kind.(retrieval.DatabaseKind)
+		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("memory store %q is not declared", name))
 		case canHold:
 			m, err := k.OpenMemoryStore(ctx, env, name)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("opening memory store %q: %w", name, err))
+				continue
+			}
+			out[name] = m
+		case inDatabase:
+			m, err := openDatabaseMemory(ctx, opts, env, db, name)
+			if err != nil {
+				errs = append(errs, err)
 				continue
 			}
 			out[name] = m
@@ -447,6 +466,23 @@ func memoryStores(ctx context.Context, desc *Description, env kind.Env) (map[str
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// openDatabaseMemory opens the memory named store in the PostgreSQL
+// database of its store kind db, with Options.OpenMemory.
+func openDatabaseMemory(ctx context.Context, opts *Options, env kind.Env, db retrieval.DatabaseKind, store string) (agents.MemoryStore, error) {
+	if opts.OpenMemory == nil {
+		return nil, fmt.Errorf("memory store %q is a %s store, in PostgreSQL: set Options.OpenMemory to open it", store, db.StoreKind())
+	}
+	dsn, err := db.DatabaseDSN(env, store)
+	if err != nil {
+		return nil, fmt.Errorf("memory store %q: %w", store, err)
+	}
+	m, err := opts.OpenMemory(ctx, env, dsn, store)
+	if err != nil {
+		return nil, fmt.Errorf("opening memory store %q: %w", store, err)
+	}
+	return m, nil
 }
 
 // runStore picks where runs are kept, and fills opts.Ledger too when the

@@ -24,8 +24,9 @@
 // before anything runs and reports every problem at once.
 //
 // It does not read the IR or link CUE (the runtime never does), nor pgx:
-// PostgreSQL state comes in through Options.OpenState, and a PostgreSQL
-// store through its kind, so a program that keeps everything in memory
+// PostgreSQL state comes in through Options.OpenState, a PostgreSQL store's
+// vectors through its kind, and agents' memory in such a store through
+// Options.OpenMemory, so a program that keeps everything in memory
 // does not link a database driver. What a gateway, an agent, a retriever or
 // a gate does lives in their packages, which teams may use without this
 // one.

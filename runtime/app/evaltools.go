@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/internal/jsoncanon"
 	"github.com/aidgen/aid/runtime/kind"
+	"github.com/aidgen/aid/runtime/rules"
 )
 
 // An eval never fires a production side effect it did not ask for: every
@@ -146,33 +148,13 @@ func (e *UnstubbedToolError) Error() string {
 
 // reachableTools lists the tools agent can call, itself or through the
 // agents it hands off or delegates to, sorted, with the first agent found
-// to offer each.
+// to offer each (rules.ReachableTools).
 func (a *App) reachableTools(agent string) ([]string, map[string]string) {
-	via := map[string]string{}
-	seen := map[string]bool{}
-	queue := []string{agent}
-	for len(queue) > 0 {
-		name := queue[0]
-		queue = queue[1:]
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
-		ag := a.tools.agents[name]
-		for _, t := range ag.Tools {
-			if _, ok := via[t]; !ok {
-				via[t] = name
-			}
-		}
-		queue = append(queue, ag.Handoffs...)
-		queue = append(queue, ag.Delegates...)
-	}
-	names := make([]string, 0, len(via))
-	for t := range via {
-		names = append(names, t)
-	}
-	slices.Sort(names)
-	return names, via
+	via := rules.ReachableTools(agent, func(name string) (rules.Agent, bool) {
+		ag, ok := a.tools.agents[name]
+		return rules.Agent{Tools: ag.Tools, Handoffs: ag.Handoffs, Delegates: ag.Delegates}, ok
+	})
+	return slices.Sorted(maps.Keys(via)), via
 }
 
 // sampleTools is the tool plan of one sample, on its context: the eval's

@@ -11,22 +11,9 @@ import (
 	"github.com/aidgen/aid/runtime/gateway"
 )
 
-// PromptData is what a model target's prompt template is rendered with: the
-// case without its expected answer, which a prompt must never see. The IR
-// loader checks templates against the same fields.
-type PromptData struct {
-	// ID is the case id.
-	ID string
-	// Input is the case input.
-	Input string
-	// Tags are the case tags.
-	Tags []string
-	// Metadata is the case metadata.
-	Metadata map[string]any
-}
-
-// ParsePrompt parses a prompt template such as "Q: {{.Input}}". A field
-// that PromptData lacks fails when the template is rendered, not silently.
+// ParsePrompt parses a prompt template such as "Q: {{.Input}}", rendered
+// with a case's dataset.PromptData. A field that PromptData lacks fails
+// when the template is rendered, not silently.
 func ParsePrompt(text string) (*template.Template, error) {
 	t, err := template.New("prompt").Option("missingkey=error").Parse(text)
 	if err != nil {
@@ -75,11 +62,7 @@ func (r *ModelRunner) Run(ctx context.Context, c Case, sample int) (Answer, erro
 	user := c.Input
 	if r.Prompt != nil {
 		var b strings.Builder
-		data := PromptData{ID: c.ID, Input: c.Input, Tags: c.Tags, Metadata: c.Metadata}
-		if data.Metadata == nil {
-			data.Metadata = map[string]any{}
-		}
-		if err := r.Prompt.Execute(&b, data); err != nil {
+		if err := r.Prompt.Execute(&b, c.PromptData()); err != nil {
 			return Answer{}, fmt.Errorf("rendering prompt for case %q: %w", c.ID, err)
 		}
 		user = b.String()

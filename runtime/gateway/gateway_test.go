@@ -91,6 +91,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			s.Provider = "openai"
 			c.Models = append(c.Models, gateway.PinnedModel{Alias: "x", Spec: s})
 		}, `names provider "openai", which is not configured`},
+		{"deployment declared twice", func(c *gateway.Config) {
+			// The second is named after its provider, as the first is.
+			c.Models = append(c.Models, gateway.PinnedModel{Alias: "x", Spec: chat, Deployments: []gateway.Deployment{{Provider: "fake"}, {Name: "fake", Provider: "fake"}}})
+		}, `alias "x": deployment "fake" is declared twice`},
 		{"chat model without output bound", func(c *gateway.Config) {
 			s := chat
 			s.MaxOutputTokens = 0

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/aidgen/aid/runtime/rules"
 )
 
 // Deployment is one place an alias's model is served: a provider of
@@ -93,20 +95,22 @@ func (g *Gateway) newRoute(e *entry, pm PinnedModel, providers map[string]Provid
 	} else if deps[0].Provider != pm.Spec.Provider {
 		return nil, fmt.Errorf("alias %q: model %q names provider %q, and its first deployment %q; they must be the same", pm.Alias, pm.Spec.ID, pm.Spec.Provider, deps[0].Provider)
 	}
+	names := make([]rules.Deployment, len(deps))
+	for i, d := range deps {
+		names[i] = rules.Deployment{Name: d.Name, Provider: d.Provider}
+	}
+	if twice := rules.Deployments(names); len(twice) > 0 {
+		return nil, fmt.Errorf("alias %q: %s", pm.Alias, twice[0].Msg)
+	}
 	r := &route{coolDown: pm.CoolDown}
-	for _, d := range deps {
-		name := d.Name
-		if name == "" {
-			name = d.Provider
-		}
+	for i, d := range deps {
+		name := rules.DeploymentName(names[i])
 		p, ok := providers[d.Provider]
 		switch {
 		case !ok || p == nil:
 			return nil, fmt.Errorf("alias %q: deployment %q names provider %q, which is not configured", pm.Alias, name, d.Provider)
 		case d.Weight < 0:
 			return nil, fmt.Errorf("alias %q: deployment %q has a negative weight", pm.Alias, name)
-		case slices.ContainsFunc(r.deps, func(o *deployment) bool { return o.name == name }):
-			return nil, fmt.Errorf("alias %q: deployment %q is declared twice", pm.Alias, name)
 		}
 		de := *e
 		de.provider, de.providerName, de.providerKind = p, d.Provider, p.Kind()

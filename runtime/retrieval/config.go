@@ -59,7 +59,8 @@ type StoreConfig struct {
 // configuration, plain data with the IR's JSON field names, implements it;
 // an application description holds it as a store's Kind. A kind that can
 // also hold agents' user and global memory implements
-// agents.MemoryStoreKind.
+// agents.MemoryStoreKind, or, when it keeps its stores in a PostgreSQL
+// database (as pgvector does), DatabaseKind.
 type StoreKind interface {
 	// StoreKind returns the kind's name, as the IR spells it
 	// (kind.StorePGVector).
@@ -72,6 +73,18 @@ type StoreKind interface {
 	// only, so that it starts empty in every process and must be ingested
 	// before it is searched.
 	InMemory() bool
+}
+
+// DatabaseKind is implemented by a store kind whose stores live in a
+// PostgreSQL database. Such a store holds agents' user and global memory
+// too, in the agents' tables of that database, which the application
+// opens (app.Options.OpenMemory: serve/postgres.OpenMemory), so that the
+// kind's package, a layer below the agents, need not import them.
+type DatabaseKind interface {
+	StoreKind
+	// DatabaseDSN returns the DSN of the database of the store called
+	// store, as the application's environment (env) holds it.
+	DatabaseDSN(env kind.Env, store string) (string, error)
 }
 
 // MemoryKind is the store kind memory: a MemoryStore in the process, lost

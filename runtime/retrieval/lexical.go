@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/aidgen/aid/runtime/internal/analysis"
 	"github.com/aidgen/aid/runtime/rules"
@@ -280,18 +279,27 @@ func (x *lexIndex) search(terms []string, p BM25, keep func(row int) bool) []sco
 	return out
 }
 
-// SearchLexical implements LexicalSearcher.
-func (s *MemoryStore) SearchLexical(ctx context.Context, terms []string, k int, filter Filter, p BM25) ([]Hit, error) {
+// CheckLexicalQuery returns the error every LexicalSearcher gives for a
+// query it must refuse, so that the stores refuse the same ones with the
+// same words: k not positive, BM25 parameters out of range (BM25.Check),
+// terms not sorted (QueryTerms sorts them), or ctx already done (its
+// error, as is).
+func CheckLexicalQuery(ctx context.Context, terms []string, k int, p BM25) error {
 	if k <= 0 {
-		return nil, fmt.Errorf("lexical search: k must be positive, got %d", k)
+		return fmt.Errorf("lexical search: k must be positive, got %d", k)
 	}
 	if err := p.Check(); err != nil {
-		return nil, fmt.Errorf("lexical search: %w", err)
+		return fmt.Errorf("lexical search: %w", err)
 	}
 	if !slices.IsSorted(terms) {
-		return nil, fmt.Errorf("lexical search: terms must be sorted (QueryTerms)")
+		return fmt.Errorf("lexical search: terms must be sorted (QueryTerms)")
 	}
-	if err := ctx.Err(); err != nil {
+	return ctx.Err()
+}
+
+// SearchLexical implements LexicalSearcher.
+func (s *MemoryStore) SearchLexical(ctx context.Context, terms []string, k int, filter Filter, p BM25) ([]Hit, error) {
+	if err := CheckLexicalQuery(ctx, terms, k, p); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
@@ -300,15 +308,7 @@ func (s *MemoryStore) SearchLexical(ctx context.Context, terms []string, k int, 
 		return len(filter) == 0 || filter.Matches(s.recs[row].meta)
 	})
 	id := func(sc scored) string { return s.recs[s.lex.docs[sc.slot].row].chunk.ID }
-	slices.SortFunc(found, func(a, b scored) int {
-		switch {
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
-		}
-		return strings.Compare(id(a), id(b))
-	})
+	slices.SortFunc(found, func(a, b scored) int { return CompareRanked(a.score, id(a), b.score, id(b)) })
 	found = found[:min(k, len(found))]
 	hits := make([]Hit, len(found))
 	for i, f := range found {

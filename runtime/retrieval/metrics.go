@@ -101,7 +101,7 @@ type Scored struct {
 }
 
 // Rank orders scored ids the way the metrics read a run: by score
-// descending, then by id ascending. trec_eval also sorts by score but
+// descending, then by id ascending (CompareRanked). trec_eval also sorts by score but
 // breaks ties by document id descending; ascending is used here because it
 // is the order every store returns, so that a metric scores exactly the
 // ranking a search shows. Rank refuses duplicate ids and NaN scores.
@@ -117,15 +117,7 @@ func Rank(run []Scored) ([]string, error) {
 		}
 		seen[r.ID] = true
 	}
-	slices.SortFunc(s, func(a, b Scored) int {
-		switch {
-		case a.Score > b.Score:
-			return -1
-		case a.Score < b.Score:
-			return 1
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	slices.SortFunc(s, func(a, b Scored) int { return CompareRanked(a.Score, a.ID, b.Score, b.ID) })
 	out := make([]string, len(s))
 	for i, r := range s {
 		out[i] = r.ID

@@ -92,6 +92,40 @@ func TestRankTies(t *testing.T) {
 	}
 }
 
+// TestCompareRanked checks the one order of ranked ids, and that the
+// metrics' runs (Rank) and the stores' hits (SortHits) both follow it.
+func TestCompareRanked(t *testing.T) {
+	for _, tc := range []struct {
+		a, b retrieval.Scored
+		want int
+	}{
+		{retrieval.Scored{"z", 0.9}, retrieval.Scored{"a", 0.5}, -1}, // the higher score first, whatever the ids
+		{retrieval.Scored{"a", 0.5}, retrieval.Scored{"z", 0.9}, 1},
+		{retrieval.Scored{"a", 0.5}, retrieval.Scored{"b", 0.5}, -1}, // a tie: the lower id first
+		{retrieval.Scored{"b", 0.5}, retrieval.Scored{"a", 0.5}, 1},
+		{retrieval.Scored{"a", 0.5}, retrieval.Scored{"a", 0.5}, 0},
+	} {
+		if got := retrieval.CompareRanked(tc.a.Score, tc.a.ID, tc.b.Score, tc.b.ID); got != tc.want {
+			t.Errorf("CompareRanked(%v, %v) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+	run := []retrieval.Scored{{"b", 0.5}, {"c", 0.9}, {"a", 0.5}, {"d", 0.1}}
+	ranked, err := retrieval.Rank(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits := make([]retrieval.Hit, len(run))
+	for i, r := range run {
+		hits[i] = retrieval.Hit{Chunk: retrieval.Chunk{ID: r.ID}, Score: r.Score}
+	}
+	retrieval.SortHits(hits)
+	for i, h := range hits {
+		if h.ID != ranked[i] {
+			t.Fatalf("SortHits and Rank disagree at %d: %s, %s", i, h.ID, ranked[i])
+		}
+	}
+}
+
 func TestRankedMetricRefusals(t *testing.T) {
 	dup := retrieval.Outcome{Ranked: []string{"a", "b", "a"}}
 	for _, m := range []retrieval.RankedMetric{retrieval.RecallAtK{K: 3}, retrieval.MRR{K: 3}, retrieval.NDCGAtK{K: 3}} {

@@ -222,19 +222,25 @@ func idPrefix(id string) string {
 	return fmt.Sprintf("record %q: ", id)
 }
 
-// SortHits puts hits in the canonical order of every store and reranker:
-// Score descending, then ID ascending, so that equal scores never leave the
-// order to chance.
+// SortHits puts hits in the canonical order of every store and reranker
+// (CompareRanked).
 func SortHits(hits []Hit) {
-	slices.SortStableFunc(hits, func(a, b Hit) int {
-		switch {
-		case a.Score > b.Score:
-			return -1
-		case a.Score < b.Score:
-			return 1
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	slices.SortStableFunc(hits, func(a, b Hit) int { return CompareRanked(a.Score, a.ID, b.Score, b.ID) })
+}
+
+// CompareRanked is the one order of ranked ids, of every store's and
+// reranker's hits and of the runs the metrics score (Rank): score
+// descending, then id ascending, so that equal scores never leave the order
+// to chance. It returns a negative number when a (aScore, aID) ranks
+// before b, as slices.SortFunc reads it.
+func CompareRanked(aScore float64, aID string, bScore float64, bID string) int {
+	switch {
+	case aScore > bScore:
+		return -1
+	case aScore < bScore:
+		return 1
+	}
+	return strings.Compare(aID, bID)
 }
 
 // Sources returns the distinct sources of hits in the order they first

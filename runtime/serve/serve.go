@@ -110,6 +110,11 @@ type Options struct {
 	// not linked. What it opens closes with the application once the
 	// service has stopped.
 	OpenState func(ctx context.Context, env kind.Env, dsn string) (agents.Store, gateway.Ledger, error)
+	// OpenMemory opens agents' memory in the PostgreSQL database of a
+	// store whose kind keeps it there, pgvector (postgres.OpenMemory); nil
+	// when no agent's memory is in such a store, so that pgx is not linked
+	// for it.
+	OpenMemory func(ctx context.Context, env kind.Env, dsn, store string) (agents.MemoryStore, error)
 	// Files holds copies of the files the application reads (agent
 	// scripts, fixtures, answer keys, documents), which a generated service
 	// embeds, with the description's Dir their directory inside it, so that
@@ -392,6 +397,7 @@ func serve(ctx context.Context, desc app.Description, opts Options, listen strin
 		Logger:          logger,
 		LookupEnv:       lookupEnv,
 		OpenState:       opts.OpenState,
+		OpenMemory:      opts.OpenMemory,
 		Tracer:          tracer,
 		WrapProvider:    service.InstrumentProvider,
 		WrapSearcher:    service.InstrumentSearcher,

@@ -80,8 +80,35 @@ func unsupported(param, msg string) error {
 	return e
 }
 
-// chatChoice, chatCompletion and chatChunk are the answer objects of the
-// chat-completions wire format.
+// chatCompletion is the one answer object of the chat-completions wire
+// format, a chat completion or a chunk of one (Object says which), of an
+// agent's run (E is aidExt) and of an exposed alias (E is directExt) alike:
+// the same fields, the same usage (chatUsage, cached tokens included), and
+// aid's extension object, which differs, as Aid.
+type chatCompletion[E any] struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   *chatUsage   `json:"usage,omitempty"`
+	Aid     *E           `json:"aid,omitempty"`
+}
+
+// chatChunk is a chat.completion.chunk of one choice, its delta d and its
+// finish reason (nil but on the last).
+func chatChunk[E any](id string, created int64, model string, d *chatDelta, finish *string) chatCompletion[E] {
+	return chatCompletion[E]{ID: id, Object: "chat.completion.chunk", Created: created, Model: model,
+		Choices: []chatChoice{{Delta: d, FinishReason: finish}}}
+}
+
+// usageChunk is the chunk after the last that carries the usage, and no
+// choice, when the request's stream_options asked for it.
+func usageChunk[E any](id string, created int64, model string, u *chatUsage, aid *E) chatCompletion[E] {
+	return chatCompletion[E]{ID: id, Object: "chat.completion.chunk", Created: created, Model: model,
+		Choices: []chatChoice{}, Usage: u, Aid: aid}
+}
+
 type chatChoice struct {
 	Index        int         `json:"index"`
 	Message      *outMessage `json:"message,omitempty"`
@@ -90,20 +117,23 @@ type chatChoice struct {
 	Logprobs     *struct{}   `json:"logprobs"`
 }
 
+// chatDelta is a chunk's piece of the answer.
 type chatDelta struct {
-	Role      string         `json:"role,omitempty"`
-	Content   *string        `json:"content,omitempty"`
-	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []chatCallDelta `json:"tool_calls,omitempty"`
 }
 
-type chatCompletion struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []chatChoice `json:"choices"`
-	Usage   *directUsage `json:"usage,omitempty"`
-	Aid     *aidExt      `json:"aid,omitempty"`
+// chatCallDelta is a chunk's piece of a tool call. A call's first piece
+// carries its id, type and name; later ones only arguments.
+type chatCallDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 // chatCompletions runs the agent named by model on the conversation.
@@ -235,9 +265,8 @@ type chatStream struct {
 	sent    bool   // some text was streamed
 }
 
-func (c *chatStream) chunk(d chatDelta, finish *string) chatCompletion {
-	return chatCompletion{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
-		Choices: []chatChoice{{Delta: &d, FinishReason: finish}}}
+func (c *chatStream) chunk(d chatDelta, finish *string) chatCompletion[aidExt] {
+	return chatChunk[aidExt](c.id, c.created, c.model, &d, finish)
 }
 
 // open starts the stream with the role chunk, naming the run in the
@@ -299,10 +328,10 @@ func (c *chatStream) finish(res agents.RunResult, err error, said string) *apiEr
 		// what was streamed, as the non-streamed answer does.
 		c.content(-1, pauseText(res.RunID, cc.Aid.Pending))
 		if len(msg.ToolCalls) > 0 {
-			calls := make([]wireToolCall, len(msg.ToolCalls))
+			calls := make([]chatCallDelta, len(msg.ToolCalls))
 			for i, tc := range msg.ToolCalls {
-				tc.Index = &i
-				calls[i] = tc
+				calls[i] = chatCallDelta{Index: i, ID: tc.ID, Type: tc.Type}
+				calls[i].Function.Name, calls[i].Function.Arguments = tc.Function.Name, tc.Function.Arguments
 			}
 			c.sse.data(c.chunk(chatDelta{ToolCalls: calls}, nil))
 		}
@@ -313,9 +342,7 @@ func (c *chatStream) finish(res agents.RunResult, err error, said string) *apiEr
 	last.Aid = cc.Aid
 	c.sse.data(last)
 	if c.usage {
-		u := chatCompletion{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
-			Choices: []chatChoice{}, Usage: cc.Usage, Aid: cc.Aid}
-		c.sse.data(u)
+		c.sse.data(usageChunk(c.id, c.created, c.model, cc.Usage, cc.Aid))
 	}
 	c.sse.done()
 	return nil
@@ -325,7 +352,7 @@ func (c *chatStream) finish(res agents.RunResult, err error, said string) *apiEr
 // is PauseMessage or PauseToolCalls, said what the run's agents said
 // (Service.said), the message's content, before a pause's text; decider
 // whether the key that asked may decide the pause (pendingOf).
-func completionOf(res agents.RunResult, pause, said string, decider bool) chatCompletion {
+func completionOf(res agents.RunResult, pause, said string, decider bool) chatCompletion[aidExt] {
 	finish := "stop"
 	msg := &outMessage{Role: "assistant"}
 	if p := pendingOf(res.Checkpoint, decider); p != nil {
@@ -342,7 +369,7 @@ func completionOf(res agents.RunResult, pause, said string, decider bool) chatCo
 		answer := cmp.Or(said, res.Answer)
 		msg.Content = &answer
 	}
-	return chatCompletion{
+	return chatCompletion[aidExt]{
 		ID: "chatcmpl-" + res.RunID, Object: "chat.completion", Created: time.Now().Unix(), Model: res.Agent,
 		Choices: []chatChoice{{Message: msg, FinishReason: &finish}},
 		Usage:   usageOf(res.Usage),

@@ -124,6 +124,37 @@ func TestChatCompletionStreamOpenAIClient(t *testing.T) {
 	}
 }
 
+// TestChatCompletionCachedTokens: an agent's chat completion reports its
+// run's cached prompt tokens in the one usage shape every chat completion
+// has (an exposed alias's too, TestDirectAliasAnswersThroughTheGateway),
+// streamed or not.
+func TestChatCompletionCachedTokens(t *testing.T) {
+	usage := gateway.Usage{InputTokens: 40, CachedInputTokens: 32, OutputTokens: 2, TotalTokens: 42}
+	steps := func() fake.Config {
+		return fake.Config{Agents: map[string][]fake.Step{"triage": {{Text: "Paris.", Usage: &usage}}}}
+	}
+	params := openai.ChatCompletionNewParams{Model: "triage", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Capital of France?")}}
+	cc, err := newEnv(t, options{fake: steps()}).clientPtr().Chat.Completions.New(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := cc.Usage; u.PromptTokens != 40 || u.PromptTokensDetails.CachedTokens != 32 || u.CompletionTokens != 2 || u.TotalTokens != 42 {
+		t.Errorf("usage %+v", u)
+	}
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	stream := newEnv(t, options{fake: steps()}).clientPtr().Chat.Completions.NewStreaming(context.Background(), params)
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if u := acc.Usage; u.PromptTokens != 40 || u.PromptTokensDetails.CachedTokens != 32 || u.TotalTokens != 42 {
+		t.Errorf("streamed usage %+v", u)
+	}
+}
+
 // TestChatCompletionStreamPreambleAndDelegate: a delegate's answer is an
 // observation, not content; a preamble before a tool call is content, set
 // apart from the answer by a blank line.

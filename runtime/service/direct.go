@@ -200,12 +200,12 @@ type directExt struct {
 	CostUSD  float64 `json:"cost_usd"`
 }
 
-// directUsage is a chat completion's usage, an agent's or an exposed
+// chatUsage is a chat completion's usage, an agent's or an exposed
 // alias's, with the prompt tokens the provider served from its cache
 // (prompt_tokens_details.cached_tokens, as OpenAI reports them) and those
 // it wrote to it (cache_write_tokens, an aid extension beside it: the
 // OpenAI format has no field for a priced cache write).
-type directUsage struct {
+type chatUsage struct {
 	PromptTokens        int64                `json:"prompt_tokens"`
 	CompletionTokens    int64                `json:"completion_tokens"`
 	TotalTokens         int64                `json:"total_tokens"`
@@ -219,50 +219,12 @@ type promptTokensDetails struct {
 	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
 }
 
-func usageOf(u gateway.Usage) *directUsage {
-	out := &directUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+func usageOf(u gateway.Usage) *chatUsage {
+	out := &chatUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
 	if u.CachedInputTokens > 0 || u.CacheWriteInputTokens() > 0 {
 		out.PromptTokensDetails = &promptTokensDetails{CachedTokens: u.CachedInputTokens, CacheWriteTokens: u.CacheWriteInputTokens()}
 	}
 	return out
-}
-
-// directCompletion is the answer of an exposed alias, a chat completion or
-// a chunk of one.
-type directCompletion struct {
-	ID      string         `json:"id"`
-	Object  string         `json:"object"`
-	Created int64          `json:"created"`
-	Model   string         `json:"model"`
-	Choices []directChoice `json:"choices"`
-	Usage   *directUsage   `json:"usage,omitempty"`
-	Aid     *directExt     `json:"aid,omitempty"`
-}
-
-type directChoice struct {
-	Index        int          `json:"index"`
-	Message      *outMessage  `json:"message,omitempty"`
-	Delta        *directDelta `json:"delta,omitempty"`
-	FinishReason *string      `json:"finish_reason"`
-	Logprobs     *struct{}    `json:"logprobs"`
-}
-
-// directDelta is a chunk's piece of the answer. A tool call's first piece
-// carries its id, type and name; later ones only arguments.
-type directDelta struct {
-	Role      string            `json:"role,omitempty"`
-	Content   *string           `json:"content,omitempty"`
-	ToolCalls []directCallDelta `json:"tool_calls,omitempty"`
-}
-
-type directCallDelta struct {
-	Index    int    `json:"index"`
-	ID       string `json:"id,omitempty"`
-	Type     string `json:"type,omitempty"`
-	Function struct {
-		Name      string `json:"name,omitempty"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
 }
 
 // directChat answers a chat completion whose model is an exposed alias
@@ -299,9 +261,9 @@ func (s *Service) directChat(w http.ResponseWriter, r *http.Request, req *chatRe
 		if res.Text != "" || len(res.ToolCalls) == 0 {
 			msg.Content = &res.Text
 		}
-		writeJSON(w, http.StatusOK, directCompletion{
+		writeJSON(w, http.StatusOK, chatCompletion[directExt]{
 			ID: id, Object: "chat.completion", Created: time.Now().Unix(), Model: res.Model,
-			Choices: []directChoice{{Message: msg, FinishReason: &finish}},
+			Choices: []chatChoice{{Message: msg, FinishReason: &finish}},
 			Usage:   usageOf(res.Usage),
 			Aid:     &directExt{Alias: res.Alias, FellBack: res.FellBack, CostUSD: res.CostUSD},
 		})
@@ -324,15 +286,14 @@ func (s *Service) directStream(w http.ResponseWriter, ctx context.Context, reqID
 		model = pm.Spec.ID
 	}
 	var out *sse
-	chunk := func(d *directDelta, finish *string) directCompletion {
-		return directCompletion{ID: id, Object: "chat.completion.chunk", Created: created, Model: model,
-			Choices: []directChoice{{Delta: d, FinishReason: finish}}}
+	chunk := func(d *chatDelta, finish *string) chatCompletion[directExt] {
+		return chatChunk[directExt](id, created, model, d, finish)
 	}
 	open := func() {
 		if out == nil {
 			out = newSSE(w, s.limits.WriteTimeout)
 			empty := ""
-			out.data(chunk(&directDelta{Role: "assistant", Content: &empty}, nil))
+			out.data(chunk(&chatDelta{Role: "assistant", Content: &empty}, nil))
 		}
 	}
 	for c, err := range s.cfg.Gateway.Stream(ctx, a.name, greq, opts...) {
@@ -350,24 +311,22 @@ func (s *Service) directStream(w http.ResponseWriter, ctx context.Context, reqID
 			res := c.Result
 			model = res.Model
 			finish := string(res.FinishReason)
-			last := chunk(&directDelta{}, &finish)
+			last := chunk(&chatDelta{}, &finish)
 			last.Aid = &directExt{Alias: res.Alias, FellBack: res.FellBack, CostUSD: res.CostUSD}
 			out.data(last)
 			if usage {
-				u := directCompletion{ID: id, Object: "chat.completion.chunk", Created: created, Model: model,
-					Choices: []directChoice{}, Usage: usageOf(res.Usage)}
-				out.data(u)
+				out.data(usageChunk[directExt](id, created, model, usageOf(res.Usage), nil))
 			}
 			out.done()
 			return nil
 		}
 		open()
-		d := &directDelta{}
+		d := &chatDelta{}
 		if c.Text != "" {
 			d.Content = &c.Text
 		}
 		for _, tc := range c.ToolCalls {
-			cd := directCallDelta{Index: tc.Index, ID: tc.ID}
+			cd := chatCallDelta{Index: tc.Index, ID: tc.ID}
 			if tc.ID != "" {
 				cd.Type = "function"
 			}

@@ -61,8 +61,8 @@
 // dataset, an agent script file), plain data that a generated service holds
 // as a literal; it implements gateway.ProviderKind, reading its files
 // through the application's (kind.Env.Files), so a service reads the
-// copies it embeds. The answer key is an eval dataset, which is why this
-// package reads runtime/eval's format.
+// copies it embeds. The answer key is an eval dataset, read with package
+// runtime/eval/dataset, which holds the format without the eval itself.
 //
 // It is not a model: it never reads the question to answer it.
 package fake

@@ -8,8 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/aidgen/aid/runtime/agents"
-	"github.com/aidgen/aid/runtime/agents/pgstore"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
@@ -24,12 +22,13 @@ const DefaultDSNEnv = "DATABASE_URL"
 // generated service holds it as a literal and links pgx only then.
 //
 // A pgvector store holds a retriever's vectors (OpenVectorStore: a Store in
-// Table) and agents' user and global memory (OpenMemoryStore: pgstore's
-// memory tables in the same database). Either way the DSN is read from the
-// environment variable DSNEnv. The vector stores of an application share
-// one pool per DSN, whose connections register pgvector's types; its
-// memory shares the pool of its state on the DSN (pgutil.SharedPool); both
-// close with it (kind.Env.Scope).
+// Table) and agents' user and global memory (a retrieval.DatabaseKind: the
+// application opens it in pgstore's memory tables of the same database,
+// app.Options.OpenMemory). Either way the DSN is read from the environment
+// variable DSNEnv. The vector stores of an application share one pool per
+// DSN, whose connections register pgvector's types; its memory shares the
+// pool of its state on the DSN (pgutil.SharedPool); both close with it
+// (kind.Env.Scope).
 type Kind struct {
 	// DSNEnv names the environment variable holding the PostgreSQL DSN;
 	// empty means DefaultDSNEnv.
@@ -70,19 +69,11 @@ func (k Kind) OpenVectorStore(ctx context.Context, env kind.Env, name string, d 
 	return New(ctx, pool, Config{Table: k.Table, Dimensions: dims, Distance: d})
 }
 
-// OpenMemoryStore implements agents.MemoryStoreKind: the memory named store
-// in pgstore's tables of the database, in the application's pgstore on
-// the DSN (pgstore.Shared), whose pool its state there shares.
-func (k Kind) OpenMemoryStore(ctx context.Context, env kind.Env, store string) (agents.MemoryStore, error) {
+// DatabaseDSN implements retrieval.DatabaseKind: the DSN of the store's
+// database, from the environment variable DSNEnv.
+func (k Kind) DatabaseDSN(env kind.Env, store string) (string, error) {
 	dsn, _, err := k.dsn(env, store)
-	if err != nil {
-		return nil, err
-	}
-	s, err := pgstore.Shared(ctx, env.Scope, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("opening memory store %s: %w", store, err)
-	}
-	return s.Memory(store)
+	return dsn, err
 }
 
 // dsn reads the store's DSN from the environment, and returns the variable

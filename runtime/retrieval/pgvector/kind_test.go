@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/aidgen/aid/internal/pgtest"
-	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
@@ -71,42 +70,18 @@ func TestKindVectorStores(t *testing.T) {
 	}
 }
 
-// TestKindMemoryStores writes memory through one application's store and
-// reads it through another's, as two replicas (or a restart) would: the
-// entries live in the database, and each store name is kept apart.
-func TestKindMemoryStores(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	k := pgvector.Kind{DSNEnv: "MEM_DSN"}
-	first := env("MEM_DSN", dsn)
-	a, err := k.OpenMemoryStore(t.Context(), first, "mem")
-	if err != nil {
-		t.Fatal(err)
+// TestKindDatabaseDSN: the kind says where its database is, for the agents'
+// memory the application opens there (serve/postgres.OpenMemory), from the
+// named variable of the application's environment, or DATABASE_URL.
+func TestKindDatabaseDSN(t *testing.T) {
+	var k retrieval.DatabaseKind = pgvector.Kind{DSNEnv: "MEM_DSN"}
+	if dsn, err := k.DatabaseDSN(env("MEM_DSN", "postgres://mem"), "mem"); err != nil || dsn != "postgres://mem" {
+		t.Errorf("DSN %q, %v", dsn, err)
 	}
-	if _, err := a.AddMemory(t.Context(), agents.MemoryUser, "u1", "prefers email"); err != nil {
-		t.Fatal(err)
+	if dsn, err := (pgvector.Kind{}).DatabaseDSN(env(pgvector.DefaultDSNEnv, "postgres://db"), "mem"); err != nil || dsn != "postgres://db" {
+		t.Errorf("default DSN variable: %q, %v", dsn, err)
 	}
-	if err := first.Scope.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	second := env("MEM_DSN", dsn)
-	defer second.Scope.Close()
-	b, err := k.OpenMemoryStore(t.Context(), second, "mem")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := b.Memories(t.Context(), agents.MemoryUser, "u1")
-	if err != nil || len(got) != 1 || got[0].Text != "prefers email" {
-		t.Fatalf("memories after a restart: %+v, %v", got, err)
-	}
-	other, err := k.OpenMemoryStore(t.Context(), second, "other")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := other.Memories(t.Context(), agents.MemoryUser, "u1"); err != nil || len(got) != 0 {
-		t.Fatalf("another store sees %+v, %v", got, err)
-	}
-	if _, err := k.OpenMemoryStore(t.Context(), env("OTHER", dsn), "mem"); err == nil || !strings.Contains(err.Error(), "MEM_DSN") {
+	if _, err := k.DatabaseDSN(env("OTHER", "postgres://mem"), "mem"); err == nil || !strings.Contains(err.Error(), "MEM_DSN") || !strings.Contains(err.Error(), `"mem"`) {
 		t.Errorf("without the DSN variable: %v", err)
 	}
 }

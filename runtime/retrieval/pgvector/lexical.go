@@ -182,16 +182,7 @@ func (s *Store) reindex(ctx context.Context, tx pgx.Tx) error {
 // memory store in the same order, so that the scores are equal to the bit.
 // Both queries read one snapshot.
 func (s *Store) SearchLexical(ctx context.Context, terms []string, k int, filter retrieval.Filter, p retrieval.BM25) ([]retrieval.Hit, error) {
-	if k <= 0 {
-		return nil, fmt.Errorf("lexical search: k must be positive, got %d", k)
-	}
-	if err := p.Check(); err != nil {
-		return nil, fmt.Errorf("lexical search: %w", err)
-	}
-	if !slices.IsSorted(terms) {
-		return nil, fmt.Errorf("lexical search: terms must be sorted (QueryTerms)")
-	}
-	if err := ctx.Err(); err != nil {
+	if err := retrieval.CheckLexicalQuery(ctx, terms, k, p); err != nil {
 		return nil, err
 	}
 	terms = slices.Compact(slices.Clone(terms))

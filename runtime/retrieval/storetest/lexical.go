@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -297,21 +298,34 @@ func testLexicalTies(t *testing.T, open Opener) {
 	}
 }
 
+// testLexicalRefusals checks that the store refuses what every lexical
+// searcher refuses (retrieval.CheckLexicalQuery), with its words.
 func testLexicalRefusals(t *testing.T, open Opener) {
 	s, ls := lexStore(t, open)
 	upsert(t, s, rec("a", []float32{1, 0, 0, 0}, nil))
 	ctx := t.Context()
-	for _, k := range []int{0, -1} {
-		if _, err := ls.SearchLexical(ctx, []string{"text"}, k, nil, retrieval.DefaultBM25); err == nil {
-			t.Errorf("k=%d accepted", k)
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, q := range []struct {
+		what  string
+		ctx   context.Context
+		terms []string
+		k     int
+		p     retrieval.BM25
+	}{
+		{"k=0", ctx, []string{"text"}, 0, retrieval.DefaultBM25},
+		{"k=-1", ctx, []string{"text"}, -1, retrieval.DefaultBM25},
+		{"unsorted terms", ctx, []string{"b", "a"}, 1, retrieval.DefaultBM25},
+		{"k1 < 0", ctx, []string{"text"}, 1, retrieval.BM25{K1: -1, B: 0.5}},
+		{"b > 1", ctx, []string{"text"}, 1, retrieval.BM25{K1: 1, B: 1.5}},
+		{"a cancelled context", done, []string{"text"}, 1, retrieval.DefaultBM25},
+	} {
+		want := retrieval.CheckLexicalQuery(q.ctx, q.terms, q.k, q.p)
+		if want == nil {
+			t.Fatalf("%s: CheckLexicalQuery accepts it", q.what)
 		}
-	}
-	if _, err := ls.SearchLexical(ctx, []string{"b", "a"}, 1, nil, retrieval.DefaultBM25); err == nil {
-		t.Error("unsorted terms accepted")
-	}
-	for _, p := range []retrieval.BM25{{K1: -1, B: 0.5}, {K1: 1, B: 1.5}} {
-		if _, err := ls.SearchLexical(ctx, []string{"text"}, 1, nil, p); err == nil {
-			t.Errorf("BM25 %+v accepted", p)
+		if _, err := ls.SearchLexical(q.ctx, q.terms, q.k, nil, q.p); err == nil || err.Error() != want.Error() {
+			t.Errorf("%s: %v, want %q", q.what, err, want)
 		}
 	}
 	for _, q := range [][]string{nil, {"absent"}, {"bad\x00term"}} {

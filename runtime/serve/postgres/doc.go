@@ -1,6 +1,9 @@
-// Package postgres holds the PostgreSQL opener a generated service passes
+// Package postgres holds the PostgreSQL openers a generated service passes
 // to serve.Main when its application keeps its state (runs, checkpoints,
-// budget ledger) in PostgreSQL, and that aidgen run uses alike.
+// budget ledger, keys) in PostgreSQL (OpenState, OpenKeys), or agents'
+// memory in a pgvector store (OpenMemory, in pgstore's memory tables of
+// that store's database: the store kind, a layer below the agents, only
+// says where), and that aidgen's commands use alike.
 //
 // Each DSN gets one pool per application, shared by the run store, the
 // ledger and the agents' memory of its pgvector stores on it

@@ -37,3 +37,16 @@ func OpenState(ctx context.Context, env kind.Env, dsn string) (agents.Store, gat
 	}
 	return store, ledger, nil
 }
+
+// OpenMemory opens the agents' memory named store in the PostgreSQL
+// database at dsn, the database of a pgvector store: pgstore's memory
+// tables there, in the application's pgstore on the DSN (pgstore.Shared),
+// whose pool its state on that DSN shares. It is an app.Options.OpenMemory,
+// and serve.Options.OpenMemory.
+func OpenMemory(ctx context.Context, env kind.Env, dsn, store string) (agents.MemoryStore, error) {
+	s, err := pgstore.Shared(ctx, env.Scope, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("opening memory store %s: %w", store, err)
+	}
+	return s.Memory(store)
+}

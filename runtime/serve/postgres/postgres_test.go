@@ -14,12 +14,13 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
+	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 	"github.com/aidgen/aid/runtime/serve/postgres"
 )
 
 // TestOpenSharesOnePool opens the state (OpenState) and the memory of a
-// pgvector store (its kind) of one DSN that says pool_max_conns=1 in one
+// pgvector store (OpenMemory) of one DSN that says pool_max_conns=1 in one
 // application, and works them hard at once: the run store, the ledger and
 // the memory share that one pool, so the database sees one connection from
 // them, where a pool each would have opened three; closing the application
@@ -38,7 +39,7 @@ func TestOpenSharesOnePool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, err := pgvector.Kind{DSNEnv: "MEM_DSN"}.OpenMemoryStore(t.Context(), env, "mem")
+	mem, err := openMemory(t, env, pgvector.Kind{DSNEnv: "MEM_DSN"}, "mem")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,5 +79,62 @@ func TestOpenSharesOnePool(t *testing.T) {
 	}
 	if !strings.Contains(u.String(), "pool_max_conns=1") {
 		t.Fatal("the DSN lost pool_max_conns")
+	}
+}
+
+// openMemory opens the memory named store in the database of the store
+// kind k, as app.Assemble does: OpenMemory on the kind's DSN.
+func openMemory(t *testing.T, env kind.Env, k retrieval.DatabaseKind, store string) (agents.MemoryStore, error) {
+	t.Helper()
+	dsn, err := k.DatabaseDSN(env, store)
+	if err != nil {
+		return nil, err
+	}
+	return postgres.OpenMemory(t.Context(), env, dsn, store)
+}
+
+// memEnv is an application's environment holding one variable, with a
+// scope of its own.
+func memEnv(name, value string) kind.Env {
+	return kind.Env{
+		LookupEnv: func(n string) (string, bool) { return value, n == name },
+		Scope:     &kind.Scope{},
+	}
+}
+
+// TestOpenMemory writes memory through one application's pgvector store and
+// reads it through another's, as two replicas (or a restart) would: the
+// entries live in the database, and each store name is kept apart.
+func TestOpenMemory(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	k := pgvector.Kind{DSNEnv: "MEM_DSN"}
+	first := memEnv("MEM_DSN", dsn)
+	a, err := openMemory(t, first, k, "mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AddMemory(t.Context(), agents.MemoryUser, "u1", "prefers email"); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Scope.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	second := memEnv("MEM_DSN", dsn)
+	defer second.Scope.Close()
+	b, err := openMemory(t, second, k, "mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Memories(t.Context(), agents.MemoryUser, "u1")
+	if err != nil || len(got) != 1 || got[0].Text != "prefers email" {
+		t.Fatalf("memories after a restart: %+v, %v", got, err)
+	}
+	other, err := openMemory(t, second, k, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := other.Memories(t.Context(), agents.MemoryUser, "u1"); err != nil || len(got) != 0 {
+		t.Fatalf("another store sees %+v, %v", got, err)
 	}
 }

@@ -32,6 +32,7 @@ func main() {
 		Implementations: business.Implementations(),
 		Jobs:            pgqueue.OpenQueue,
 		OpenKeys:        postgres.OpenKeys,
+		OpenMemory:      postgres.OpenMemory,
 		OpenState:       postgres.OpenState,
 	}))
 }

@@ -209,16 +209,38 @@
 // is 0, only more cases help (CasesNeeded, the number of cases at which the planned MDE
 // reaches δ at the current runs).
 //
-// With groups, more cases means more groups (GroupsNeeded): groups of the median size are
-// added to the ones compared until the planned MDE, at the degrees of freedom of the new
-// sizes (same working correlation) and SE² shrunk in proportion to the cases, is within
-// δ. When the sizes rather than the number of groups limit the test (its df below half of
-// G − 1, as when one group holds most cases) and the groups cost fewer samples than the
-// runs, the advice leads with the groups and says that cases added to the largest group
-// do not help.
+// With groups, the advice inverts the test it plans for rather than scaling an MDE. The
+// cases of a group may share their change, and runs cannot average that out: with the
+// paired difference of case i in group g modelled as d_i = Δ + u_g + v_i + e_i,
 //
-// Runs shrink only the run-to-run part; the spread of the change from case to case stays.
-// With few cases that spread is barely estimated (five cases whose change is uneven got
+//	Var(d̄; K) = σ²_b·Σ n_g²/n² + (σ²_v + ŵ_c/K + ŵ_b/K_b)/n,
+//
+// σ²_b the variance between groups, σ²_v between the cases of a group (a one-way
+// analysis of variance of the differences by group), both at their 80% upper confidence
+// limits (σ²_v on n − G degrees of freedom, σ²_b on Satterthwaite's for the between-group
+// sum of squares, and neither below what the runs' own noise could hide). For a number of
+// runs K the planned power at a true regression of 2δ is that of the CR2 test it will
+// face: the CR2 variance is about E[V]·χ²_ν/ν with ν the Bell–McCaffrey degrees of
+// freedom at the working correlation ρ(K) = σ²_b/(σ²_b + σ²_v + ŵ_c/K + ŵ_b/K_b) (which
+// rises with K, so the degrees of freedom fall), so the statistic is a noncentral t with
+// noncentrality δ/√Var(d̄; K), scaled by √(Var/E[V]) (CR2 is unbiased for equal groups,
+// not for one that holds most cases), against t_{1−α/m, ν}. RunsNeeded is the smallest K
+// at which that power reaches 0.8 (RunsNeededNewBaseline the same with the baseline
+// regenerated at K runs; at most 10,000). Where σ²_b·Σn_g²/n² leaves no K that does, the
+// advice says "no number of runs suffices", with the components and the power unlimited
+// runs would leave, and how many groups of the median size, added at the current runs,
+// would reach 0.8 (GroupsNeeded, CasesNeeded; PlannedPower is the power the advice's
+// setting plans). Cases added to the existing groups do not lower the floor. From case
+// means alone, noise that the cases of a group share within one run (which runs do
+// average out) looks like a shared change, so the plan may ask for groups where more
+// runs would have done; it never promises runs that cannot deliver. When the sizes
+// rather than the number of groups limit the test (its df below half of G − 1, as when
+// one group holds most cases) and the groups cost fewer samples than the runs, the advice
+// leads with the groups and says that cases added to the largest group do not help. The
+// planned power matches the simulated CR2 test within 0.02 (TestGroupPowerSimulated).
+//
+// Without groups, runs shrink only the run-to-run part; the spread of the change from
+// case to case stays. With few cases that spread is barely estimated (five cases whose change is uneven got
 // advice of 130–200 runs, at which the spread dominates the MDE and a true regression of
 // 2δ failed only 32% of the time). So runs are advised only if, with τ² at its 80% upper
 // confidence limit ([SpreadAssurance]), infinitely many runs would bring the MDE within

@@ -285,7 +285,9 @@ func planGrouped(r *ThresholdResult, c comparison, alpha float64) {
 	typical := int(max(1, sorted[len(sorted)/2]))
 	r.GroupsNeeded = len(d.Sizes) + extra
 	r.CasesNeeded = c.n + extra*typical
-	groups := fmt.Sprintf("at least %d cases in at least %d groups", r.CasesNeeded, r.GroupsNeeded)
+	// "add <groups>": with no group to add (the plan reaches the power at the current
+	// groups and runs; the estimate of this run was unlucky), say so rather than "add 0".
+	groups := fmt.Sprintf("nothing more: %d groups at %s already plan power %.2f", r.GroupsNeeded, now, groupPower)
 	if extra > 0 {
 		groups = fmt.Sprintf("%s of %s (%d groups, %d cases) at %s", plural(extra, "more group", "more groups"), plural(typical, "case", "cases"), r.GroupsNeeded, r.CasesNeeded, now)
 	}

@@ -138,16 +138,25 @@ func (d groupDesign) runsToPower(excess, alpha float64, newBaseline bool) (runs 
 	if limit < GatePower {
 		return 0, limit
 	}
-	// Power rises with K (the noise falls faster than the degrees of freedom do), so a
-	// doubling search brackets the smallest K and bisection finds it.
-	hi := 1
-	for at(hi) < GatePower {
-		if hi >= maxPlannedRuns {
-			return 0, limit
-		}
-		hi = min(2*hi, maxPlannedRuns)
+	// Power rises with K (the noise falls faster than the degrees of freedom do).
+	k, ok := smallestReaching(1, maxPlannedRuns, at)
+	if !ok {
+		return 0, limit
 	}
-	lo := hi / 2 // at(lo) < GatePower, or lo = 0
+	return k, at(k)
+}
+
+// smallestReaching returns the smallest k in [from, limit] with at(k) ≥ GatePower, for
+// an at that rises with k: a doubling search brackets it and bisection finds it. ok is
+// false when at(limit) falls short, and k is then limit.
+func smallestReaching(from, limit int, at func(int) float64) (k int, ok bool) {
+	lo, hi := from-1, from // at(lo) < GatePower, or lo below the range
+	for at(hi) < GatePower {
+		if hi >= limit {
+			return limit, false
+		}
+		lo, hi = hi, min(2*hi, limit)
+	}
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
 		if at(mid) >= GatePower {
@@ -156,7 +165,7 @@ func (d groupDesign) runsToPower(excess, alpha float64, newBaseline bool) (runs 
 			lo = mid
 		}
 	}
-	return hi, at(hi)
+	return hi, true
 }
 
 // maxPlannedGroups bounds the groups a plan searches; a design that needs more is
@@ -182,22 +191,8 @@ func (d groupDesign) groupsToPower(kc, excess, alpha float64) (extra int, reache
 	if p := at(0); p >= GatePower {
 		return 0, p
 	}
-	lo, hi := 0, 1
-	for at(hi) < GatePower {
-		if hi >= maxPlannedGroups {
-			return hi, at(hi)
-		}
-		lo, hi = hi, 2*hi
-	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if at(mid) >= GatePower {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, at(hi)
+	k, _ := smallestReaching(1, maxPlannedGroups, at)
+	return k, at(k)
 }
 
 // estimateDesign estimates the components of a clustered comparison from its one-way

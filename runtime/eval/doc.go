@@ -324,7 +324,7 @@
 // the time in every one of the 30 cells (the lower end of the ±2 Monte-Carlo SE interval
 // at least 0.911), and with no change the followed gates raise no false alarm (0.0000;
 // at most 0.0011 over all users, pilots included). Every inconclusive pilot there advised
-// groups (median 44–830 groups in all, 5 of 60,000 beyond what the simulation follows):
+// groups (median 44–837 groups in all, 5 of 60,000 beyond what the simulation follows):
 // at 2 binary runs the noise could hide a group floor that no number of runs passes, and
 // the advice says so. The advice before it planned the CR2 test's power advised runs or
 // a regenerated baseline in most skewed cells, and following it failed a 2δ regression

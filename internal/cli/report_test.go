@@ -127,7 +127,7 @@ func handBuilt(t *testing.T) *evalOutcome {
 			Verdict:   eval.Regression, Reason: "regression 0.4000 exceeds maxRegression 0.1000 beyond sampling noise (p=0.001, Holm-adjusted 0.002 ≤ alpha 0.05)",
 			Tested: true, Paired: true, Cases: 5, BaselineMean: 0.88, BaselineSE: 0.07, CurrentMean: 0.387, CurrentSE: 0.16,
 			Regression: 0.493, SE: 0.1, DF: 4, PValue: 0.001, AdjustedPValue: 0.002, UpperBound: 0.7, MDE: 0.3,
-			RunsNeeded: 12, RunsNeededNewBaseline: 6, CasesNeeded: 40, GroupsNeeded: 24,
+			RunsNeeded: 12, RunsNeededNewBaseline: 6, CasesNeeded: 40, GroupsNeeded: 24, PlannedPower: 0.83,
 			MatchedCases: 5, AddedCases: []string{"n1", "n2", "n3", "n4", "n5", "n6", "n7"}, RemovedCases: []string{"gone"},
 			Basis: "paired over 5 matched cases; 7 added and 1 removed cases not compared", Clusters: 3,
 		},

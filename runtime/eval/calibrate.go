@@ -272,6 +272,8 @@ func corrected(r *ThresholdResult, c *comparison, cur, base MetricStats) string 
 	c.calib = c.regression * c.regression * cal.youdenVariance() / j2
 	c.se = math.Sqrt(c.se*c.se/j2 + c.calib)
 	c.a, c.wc, c.wb, c.aUpper, c.v = c.a/j2, c.wc/j2, c.wb/j2, c.aUpper/j2, c.v/j2
+	c.design, c.point = c.design.scaled(1/j2), c.point.scaled(1/j2)
+	c.design.Fixed, c.point.Fixed = c.calib, c.calib
 	c.basis += fmt.Sprintf("; judge-error-corrected (Rogan–Gladen: sensitivity %.3f, specificity %.3f on %d labelled items)",
 		cal.Sensitivity, cal.Specificity, cal.Positives+cal.Negatives)
 	return ""

@@ -21,6 +21,9 @@ type clusterFit struct {
 	largest float64
 	// sizes are the clusters' numbers of cases.
 	sizes []float64
+	// ssb and ssw are the between- and within-cluster sums of squares of the
+	// differences, the one-way analysis of variance the grouped advice plans from.
+	ssb, ssw float64
 }
 
 // clustered fits the cluster-robust variance of the mean of d when any of the cases
@@ -85,6 +88,8 @@ func clustered(ids []string, d []float64, mean float64, cur, base map[string]str
 		cross += c.sum*c.sum - c.sq // Σ_{i≠j∈g} e_i e_j
 		pairs += c.n * (c.n - 1)
 		fit.largest = max(fit.largest, c.n/n)
+		fit.ssb += c.sum * c.sum / c.n // the residuals sum to 0 over all clusters
+		fit.ssw += max(0, c.sq-c.sum*c.sum/c.n)
 	}
 	fit.v = v / (n * n)
 	if ss > 0 && pairs > 0 {

@@ -128,6 +128,12 @@ type ThresholdResult struct {
 	// spans at the current cases per group: the cases of one group move together, so
 	// more groups, not more cases in the same groups, shrink the standard error.
 	GroupsNeeded int `json:"groupsNeeded,omitempty"`
+	// PlannedPower is, with grouped cases, the power at a true regression of
+	// 2×maxRegression that the setting the advice leads with reaches as planned: the CR2
+	// test with its Bell–McCaffrey degrees of freedom, the variance components (between
+	// groups, between the cases of a group, run to run) at their PlanningAssurance upper
+	// limits. It is 0 when the cases are not grouped or no plan was made.
+	PlannedPower float64 `json:"plannedPower,omitempty"`
 	// Advice says what to change when the verdict is inconclusive.
 	Advice string `json:"advice"`
 	// MatchedCases is the number of case ids present in both the baseline and the current run.
@@ -407,6 +413,11 @@ type comparison struct {
 	largest       float64   // the largest cluster's share of the cases
 	v             float64   // observed variance of the per-case differences (paired)
 	withinUnknown bool
+	// design is the clustered comparison's variance components at their planning upper
+	// limits, the model of the grouped advice (see planGrouped), and point their
+	// estimates; designErr is set when they cannot be estimated.
+	design, point groupDesign
+	designErr     error
 }
 
 // unbalanced reports whether the groups' sizes, not their number, limit a clustered
@@ -497,6 +508,7 @@ func compare(cur, base MetricStats) (comparison, string) {
 			c.deff = max(1, fit.v/se2)
 		}
 		se2 = fit.v
+		c.point, c.design, c.designErr = estimateDesign(fit.sizes, fit.ssb, fit.ssw, wc, wb, c.kc, c.kb)
 	}
 	// The run-to-run floor: the differences cannot vary less than the runs' own noise
 	// says they must, Var(d_i) ≥ σ²_c/K_c + σ²_b/K_b. Equal differences with discrete
@@ -711,8 +723,7 @@ func plan(r *ThresholdResult, c comparison, m int) {
 	// of its power on the next run.
 	target := (delta / lambda) * (delta / lambda) / assurance(df)
 
-	// Cases: SE² scales as 1/n at fixed runs. Grouped cases need more groups, whose
-	// number also sets the degrees of freedom.
+	// Cases: SE² scales as 1/n at fixed runs (grouped cases are planned by planGrouped).
 	r.CasesNeeded = max(2, ceilInt(float64(r.Cases)*(c.se*c.se-c.calib)/(target-c.calib)))
 	cases := fmt.Sprintf("at least %d cases", r.CasesNeeded)
 	if c.calib > 0 && target <= c.calib {
@@ -722,12 +733,8 @@ func plan(r *ThresholdResult, c comparison, m int) {
 		return
 	}
 	if c.clusters > 0 {
-		r.GroupsNeeded, r.CasesNeeded = groupsFor(c, delta, th.Alpha/float64(m))
-		cases = fmt.Sprintf("at least %d cases in at least %d groups", r.CasesNeeded, r.GroupsNeeded)
-		if c.unbalanced() {
-			cases += fmt.Sprintf(" (the largest group holds %.0f%% of the cases, so the test rests on %.1f degrees of freedom: add groups, not cases to it)",
-				100*c.largest, c.df)
-		}
+		planGrouped(r, c, th.Alpha/float64(m))
+		return
 	}
 	if c.withinUnknown {
 		r.Advice = fmt.Sprintf("use at least 2 runs per case so that run-to-run noise can be told from case-to-case spread, or %s", cases)
@@ -745,10 +752,6 @@ func plan(r *ThresholdResult, c comparison, m int) {
 	if spreadBound {
 		r.RunsNeeded, r.RunsNeededNewBaseline = 0, 0
 	}
-	// Grouped cases: when a few large groups carry most of the variance the test has few
-	// degrees of freedom, and more groups may reach the MDE with fewer samples than more
-	// runs; otherwise runs, which cost no new cases, come first.
-	groupsFirst := c.unbalanced() && (measure == 0 || r.CasesNeeded*int(c.kc) < measure*c.n)
 	switch {
 	case spreadBound:
 		r.Advice = fmt.Sprintf("more runs cannot be relied on: with %d cases the change may vary from case to case by up to %.4f (standard deviation, %g%% upper limit), which no number of runs averages out; use %s at %s, or raise maxRegression above %.4f",
@@ -756,13 +759,6 @@ func plan(r *ThresholdResult, c comparison, m int) {
 		if c.a == 0 {
 			// Nothing shows such a spread yet; only the runs' own noise hides it.
 			r.Advice += fmt.Sprintf(" (%s per case would show whether the spread is that large)", nRuns(measure))
-		}
-	case groupsFirst:
-		r.Advice = fmt.Sprintf("use %s at %s (MDE now: %.4f; needed: ≤ %.4f)", cases, nRuns(int(c.kc)), r.MDE, delta)
-		if r.RunsNeeded > 0 {
-			r.Advice += fmt.Sprintf(", or run at least %s per case", nRuns(r.RunsNeeded))
-		} else if r.RunsNeededNewBaseline > 0 {
-			r.Advice += fmt.Sprintf(", or regenerate the baseline and run, both with at least %s per case", nRuns(r.RunsNeededNewBaseline))
 		}
 	case r.RunsNeeded > 0:
 		r.Advice = fmt.Sprintf("run at least %s per case (MDE at %s: %.4f; needed: ≤ %.4f)", nRuns(r.RunsNeeded), nRuns(int(c.kc)), r.MDE, delta)
@@ -777,50 +773,6 @@ func plan(r *ThresholdResult, c comparison, m int) {
 		r.Advice = fmt.Sprintf("no number of runs suffices (%s): use %s at %s, or raise maxRegression above %.4f",
 			what, cases, nRuns(int(c.kc)), r.MDE)
 	}
-}
-
-// groupsFor returns the number of groups, and of cases, at which the planned MDE of a
-// clustered comparison is within delta at level alpha: groups of the median size are
-// added to the ones compared, which raises the degrees of freedom (computed for the new
-// sizes with the same working correlation) and shrinks SE² in proportion to the cases.
-// The largest group's share falls as groups are added, which shrinks SE² faster than
-// that, so the plan errs towards more groups.
-func groupsFor(c comparison, delta, alpha float64) (groups, cases int) {
-	sizes := slices.Clone(c.sizes)
-	slices.Sort(sizes)
-	typical := max(1, sizes[len(sizes)/2])
-	n := float64(c.n)
-	ok := func(extra int) bool {
-		grown := slices.Grow(slices.Clone(sizes), extra)
-		for range extra {
-			grown = append(grown, typical)
-		}
-		n2 := n + float64(extra)*typical
-		df := max(1, bellMcCaffreyDF(grown, c.rho))
-		lambda := tQuantile(1-alpha, df) + tQuantile(GatePower, df)
-		return lambda*lambda*assurance(df)*c.se*c.se*n/n2 <= delta*delta
-	}
-	g := len(sizes)
-	lo := max(0, MinClusters-g)
-	if ok(lo) {
-		return g + lo, ceilInt(n + float64(lo)*typical)
-	}
-	hi := max(1, 2*lo)
-	for !ok(hi) {
-		if hi >= 1<<20 {
-			return g + hi, ceilInt(n + float64(hi)*typical)
-		}
-		lo, hi = hi, 2*hi
-	}
-	for hi-lo > 1 { // ok(hi) and not ok(lo)
-		if mid := lo + (hi-lo)/2; ok(mid) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	extra := hi
-	return g + extra, ceilInt(n + float64(extra)*typical)
 }
 
 // PlanningAssurance is the confidence with which RunsNeeded and CasesNeeded reach the

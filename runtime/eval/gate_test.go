@@ -304,20 +304,24 @@ func TestGateAdvice(t *testing.T) {
 		t.Errorf("30 cases: verdict %v, runs %d/%d, cases %d, advice %q", r.Verdict, r.RunsNeeded, r.RunsNeededNewBaseline, r.CasesNeeded, r.Advice)
 	}
 	// Grouped, with one group holding 60% of 120 cases: the test rests on under 2 degrees
-	// of freedom, so the advice is more groups, and not more cases in the largest one.
+	// of freedom and the groups' shared change leaves a floor no number of runs passes,
+	// so the advice is more groups, and not more cases in the largest one.
 	sc := groupCell{groups: 5, dominated: true, icc: 0.5, binary: true}.scenario()
 	r = newSimulator(sc, 3).gate(2, 2*sc.delta)
-	if r.Verdict != eval.Inconclusive || r.GroupsNeeded <= 5 || r.CasesNeeded <= 120 || r.DF > 2 ||
-		!strings.Contains(r.Advice, fmt.Sprintf("use at least %d cases in at least %d groups (the largest group holds 60%% of the cases", r.CasesNeeded, r.GroupsNeeded)) ||
+	if r.Verdict != eval.Inconclusive || r.RunsNeeded != 0 || r.GroupsNeeded <= 5 || r.CasesNeeded <= 120 || r.DF > 2 || r.PlannedPower < eval.GatePower ||
+		!strings.HasPrefix(r.Advice, "no number of runs suffices") ||
+		!strings.Contains(r.Advice, fmt.Sprintf("more groups of 12 cases (%d groups, %d cases) at 2 runs (the largest group holds 60%% of the cases", r.GroupsNeeded, r.CasesNeeded)) ||
 		!strings.Contains(r.Advice, "add groups, not cases to it") {
-		t.Errorf("dominated groups: verdict %v, df %v, groups %d, cases %d, advice %q", r.Verdict, r.DF, r.GroupsNeeded, r.CasesNeeded, r.Advice)
+		t.Errorf("dominated groups: verdict %v, df %v, runs %d, groups %d, cases %d, power %v, advice %q", r.Verdict, r.DF, r.RunsNeeded, r.GroupsNeeded, r.CasesNeeded, r.PlannedPower, r.Advice)
 	}
-	// Equal groups: runs come first, and the cases advice names groups too.
-	sc = groupCell{groups: 20, icc: 0.5}.scenario()
+	// Equal groups whose cases share little: runs come first, with the power they plan,
+	// and the alternative names groups.
+	sc = groupCell{groups: 40, icc: 0.1}.scenario()
 	sc.delta = 0.04
 	r = newSimulator(sc, 5).gate(2, 0)
-	if r.Verdict != eval.Inconclusive || !strings.HasPrefix(r.Advice, "run at least") || r.GroupsNeeded <= 20 || math.Abs(r.DF-19) > 1e-9 {
-		t.Errorf("equal groups: verdict %v, df %v, groups %d, advice %q", r.Verdict, r.DF, r.GroupsNeeded, r.Advice)
+	if r.Verdict != eval.Inconclusive || r.RunsNeeded <= 2 || !strings.HasPrefix(r.Advice, fmt.Sprintf("run at least %d runs per case (planned power %.2f", r.RunsNeeded, r.PlannedPower)) ||
+		r.PlannedPower < eval.GatePower || r.GroupsNeeded <= 20 || !strings.Contains(r.Advice, fmt.Sprintf("(%d groups, %d cases)", r.GroupsNeeded, r.CasesNeeded)) || math.Abs(r.DF-39) > 1e-9 {
+		t.Errorf("equal groups: verdict %v, df %v, runs %d, groups %d, power %v, advice %q", r.Verdict, r.DF, r.RunsNeeded, r.GroupsNeeded, r.PlannedPower, r.Advice)
 	}
 	// Unpaired, with cases that differ a lot: only more cases help.
 	r = gate(synth(5, "new", 30, 10, spread(0.5)), noCaseMeans(synth(6, "old", 30, 10, spread(0.5))))
@@ -471,5 +475,56 @@ func TestGateReportJSON(t *testing.T) {
 		if _, ok := keys[k]; !ok || len(keys) != 9 {
 			t.Errorf("MetricStats JSON lacks %q or has other keys: %s", k, st)
 		}
+	}
+}
+
+// TestGateGroupedDegenerate: grouped cases whose runs never vary and whose differences
+// are all 0 (nothing to estimate a variance from) get a verdict and, when inconclusive,
+// an advice with finite numbers; a NaN case mean is refused with an error that names it.
+func TestGateGroupedDegenerate(t *testing.T) {
+	th := []eval.Threshold{{Metric: "m", MaxRegression: 0.05, Alpha: 0.05}}
+	grouped := func(runs int, score float64) eval.MetricStats {
+		ids := make([]string, 12)
+		rows := make([][]float64, 12)
+		groups := map[string]string{}
+		for i := range ids {
+			ids[i] = fmt.Sprintf("c%02d", i)
+			groups[ids[i]] = fmt.Sprintf("g%d", i%3)
+			rows[i] = make([]float64, runs)
+			for k := range rows[i] {
+				rows[i][k] = score
+			}
+		}
+		st, err := eval.NewMetricStats(ids, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Groups = groups
+		return st
+	}
+	for _, c := range []struct {
+		name      string
+		cur, base eval.MetricStats
+	}{
+		{"deterministic", grouped(3, 1), grouped(3, 1)},
+		{"one run each", grouped(1, 1), grouped(1, 1)},
+		{"all zero", grouped(5, 0), grouped(5, 0)},
+	} {
+		rep, err := eval.Gate(th, map[string]eval.MetricStats{"m": c.cur}, &eval.Baseline{Metrics: map[string]eval.MetricStats{"m": c.base}})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		r := rep.Results[0]
+		if r.Reason == "" || (r.Verdict == eval.Inconclusive && (r.Advice == "" || strings.Contains(r.Advice, "NaN") || strings.Contains(r.Advice, "Inf"))) ||
+			math.IsNaN(r.PlannedPower) || r.RunsNeeded < 0 || r.GroupsNeeded < 0 {
+			t.Errorf("%s: verdict %v, reason %q, advice %q, power %v", c.name, r.Verdict, r.Reason, r.Advice, r.PlannedPower)
+		}
+		t.Logf("%s: %v: %s; %s", c.name, r.Verdict, r.Reason, r.Advice)
+	}
+	bad := grouped(3, 1)
+	bad.CaseMeans["c00"] = math.NaN()
+	_, err := eval.Gate(th, map[string]eval.MetricStats{"m": bad}, &eval.Baseline{Metrics: map[string]eval.MetricStats{"m": grouped(3, 1)}})
+	if err == nil || !strings.Contains(err.Error(), `case "c00": mean NaN is not a finite number in [0, 1]`) {
+		t.Errorf("NaN case mean: error %v", err)
 	}
 }

@@ -267,7 +267,7 @@ func compileGuardrails(cfg Config) (map[string]*Hook, []error) {
 				continue
 			}
 		}
-		c, err := guard.Compile(g, guard.Deps{Funcs: cfg.GuardrailFuncs, Classify: classifier(cfg.Gateway)})
+		c, err := guard.Compile(g, guard.Deps{Funcs: cfg.GuardrailFuncs, Classify: classifier(cfg.Gateway), Conditions: cfg.Conditions})
 		if err != nil {
 			errs = append(errs, err)
 			continue

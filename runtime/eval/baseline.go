@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/aidgen/aid/runtime/internal/jsonpos"
 )
 
 // BaselineFormat identifies the baseline file format; it is written into every file and
@@ -209,14 +211,13 @@ func ParseBaseline(name string, data []byte) (*Baseline, error) {
 	dec.DisallowUnknownFields()
 	var w baselineWire
 	if err := dec.Decode(&w); err != nil {
-		p := newParser(name, data)
 		var se *json.SyntaxError
 		var te *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &se):
-			return nil, fmt.Errorf("%s: invalid JSON: %w", p.pos(max(0, int(se.Offset)-1)), err)
+			return nil, fmt.Errorf("%s: invalid JSON: %w", jsonpos.LineCol(name, data, max(0, se.Offset-1)), err)
 		case errors.As(err, &te):
-			return nil, fmt.Errorf("%s: field %s: got a JSON %s, want %s", p.pos(max(0, int(te.Offset)-1)), te.Field, te.Value, te.Type)
+			return nil, fmt.Errorf("%s: field %s: got a JSON %s, want %s", jsonpos.LineCol(name, data, max(0, te.Offset-1)), te.Field, te.Value, te.Type)
 		default:
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}

@@ -64,34 +64,10 @@ type Answer struct {
 	Tripped []string
 }
 
-// Approvals is how an eval decides the calls that pause a sample's run for
-// approval: an agent with approval tools can then be gated. The zero value
-// decides nothing, and a sample whose run pauses fails.
-type Approvals string
-
-// The approval policies of an eval.
-const (
-	// ApprovalsNone decides nothing: a paused run fails its sample.
-	ApprovalsNone Approvals = ""
-	// ApprovalsApprove approves every paused call.
-	ApprovalsApprove Approvals = "approve"
-	// ApprovalsReject rejects every paused call.
-	ApprovalsReject Approvals = "reject"
-)
-
 // MaxSampleDecisions bounds the decisions an eval takes in one sample's
 // run: a run that still pauses after them fails its sample, so that an
 // agent that asks again and again cannot hold an eval forever.
 const MaxSampleDecisions = 16
-
-// Check reports an approval policy that is not one of the above.
-func (a Approvals) Check() error {
-	switch a {
-	case ApprovalsNone, ApprovalsApprove, ApprovalsReject:
-		return nil
-	}
-	return fmt.Errorf("approvals must be %q or %q, not %q", ApprovalsApprove, ApprovalsReject, string(a))
-}
 
 // Decision is one decision an eval took on a call that paused a sample's
 // run.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/internal/jsonschemas"
 )
 
@@ -85,6 +86,11 @@ type Deps struct {
 	// Classify makes model guardrails' calls; nil refuses a model
 	// guardrail at Compile.
 	Classify Classifier
+	// Conditions compiles a cel guardrail's condition (cel.Language, of
+	// package runtime/agents/policy/cel); nil refuses one at Compile with
+	// a *policy.NoLanguageError, so that a program without cel guardrails
+	// need not link CEL.
+	Conditions policy.Language
 }
 
 // NoClassifierError reports a model guardrail compiled without a

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aidgen/aid/runtime/eval"
+	"github.com/aidgen/aid/runtime/eval/dataset"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
 )
@@ -30,7 +30,7 @@ type Kind struct {
 
 // AnswerKeyFile is an answer key read from an eval dataset.
 type AnswerKeyFile struct {
-	// Dataset is the eval dataset (eval.LoadDataset's format) holding the
+	// Dataset is the eval dataset (package runtime/eval/dataset's format) holding the
 	// expected answers.
 	Dataset string `json:"dataset"`
 	// Accuracy is the probability of a correct answer, in [0, 1].
@@ -56,7 +56,7 @@ func (k Kind) NewProvider(_ context.Context, env kind.Env) (gateway.Provider, er
 	cfg := Config{Seed: uint64(seed), Latency: k.Latency}
 	var errs []error
 	if ak := k.AnswerKey; ak != nil {
-		ds, err := eval.ReadDataset(env.Files, ak.Dataset)
+		ds, err := dataset.ReadDataset(env.Files, ak.Dataset)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("loading the answer key: %w", err))
 		} else {

@@ -1,4 +1,4 @@
-package eval
+package dataset
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ type Case struct {
 	// Tools are the case's own answers to tool calls: a stub's answers
 	// for this case, or the calls of the recorded run the case was
 	// sampled from, which a tool in replay mode answers with (see
-	// [ToolMode]). In a dataset file it is the optional array "tools".
+	// the eval package's ToolMode). In a dataset file it is the optional array "tools".
 	Tools []ToolAnswer
 	// Blocked is what the case expects of the guardrails, for the
 	// guardrail_blocked metric: nil (the default) and true expect the run
@@ -612,5 +612,91 @@ func (p *parser) textValue(m member) (string, bool) {
 			return "", false
 		}
 		return buf.String(), true
+	}
+}
+
+// Approvals is how an eval decides the calls that pause a sample's run for
+// approval: an agent with approval tools can then be gated. The zero value
+// decides nothing, and a sample whose run pauses fails.
+type Approvals string
+
+// The approval policies of an eval.
+const (
+	// ApprovalsNone decides nothing: a paused run fails its sample.
+	ApprovalsNone Approvals = ""
+	// ApprovalsApprove approves every paused call.
+	ApprovalsApprove Approvals = "approve"
+	// ApprovalsReject rejects every paused call.
+	ApprovalsReject Approvals = "reject"
+)
+
+// Check reports an approval policy that is not one of the above.
+func (a Approvals) Check() error {
+	switch a {
+	case ApprovalsNone, ApprovalsApprove, ApprovalsReject:
+		return nil
+	}
+	return fmt.Errorf("approvals must be %q or %q, not %q", ApprovalsApprove, ApprovalsReject, string(a))
+}
+
+// ToolAnswer is one answer a case gives a call of a tool: the case's own
+// stub, or, for a case sampled from a recorded run, a call the run made.
+// In a dataset file it is an element of the case's "tools" array:
+// {"tool": "...", "args": {...}, "result": <any JSON>} or
+// {"tool": "...", "args": {...}, "error": "..."}; without "args" it
+// answers any call of the tool.
+type ToolAnswer struct {
+	// Tool is the tool's name, as the model calls it.
+	Tool string `json:"tool"`
+	// Args are the arguments the answer is for, a JSON object; nil answers
+	// any call of the tool.
+	Args json.RawMessage `json:"args,omitempty"`
+	// Result is the answer, any JSON value; a string is the observation as
+	// is.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Error, when set instead of Result, fails the call with this message.
+	Error string `json:"error,omitempty"`
+}
+
+// parseToolAnswers decodes a case's "tools" array.
+func (p *parser) parseToolAnswers(c *Case, m member) {
+	if m.val[0] != '[' {
+		p.errorf(m.valOff, "tools must be an array of {\"tool\", \"args\", \"result\" or \"error\"}, got %s", kindOf(m.val))
+		return
+	}
+	vals, offs := elements(m.val, m.valOff)
+	for i, v := range vals {
+		if v[0] != '{' {
+			p.errorf(offs[i], "a tool answer must be an object {\"tool\", \"args\", \"result\" or \"error\"}, got %s", kindOf(v))
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(v))
+		dec.DisallowUnknownFields()
+		var a struct {
+			Tool   string          `json:"tool"`
+			Args   json.RawMessage `json:"args"`
+			Result json.RawMessage `json:"result"`
+			Error  *string         `json:"error"`
+		}
+		if err := dec.Decode(&a); err != nil {
+			p.errorf(offs[i], "tool answer: %v", err)
+			continue
+		}
+		switch {
+		case a.Tool == "":
+			p.errorf(offs[i], "a tool answer needs \"tool\", the tool's name")
+		case a.Args != nil && a.Args[0] != '{':
+			p.errorf(offs[i], "tool answer for %q: args must be an object, got %s", a.Tool, kindOf(a.Args))
+		case (a.Result == nil) == (a.Error == nil):
+			p.errorf(offs[i], "tool answer for %q needs exactly one of \"result\" and \"error\"", a.Tool)
+		case a.Error != nil && *a.Error == "":
+			p.errorf(offs[i], "tool answer for %q: error must not be empty", a.Tool)
+		default:
+			ta := ToolAnswer{Tool: a.Tool, Args: a.Args, Result: a.Result}
+			if a.Error != nil {
+				ta.Error = *a.Error
+			}
+			c.Tools = append(c.Tools, ta)
+		}
 	}
 }

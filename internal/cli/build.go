@@ -61,8 +61,10 @@ At run time the service needs what its app file names, and nothing of the
 checkout: the environment variables of its providers' API keys (apiKeyEnv),
 its bearer tokens (service.auth.tokenEnv), its state's and pgvector stores'
 DSNs (dsnEnv: PostgreSQL 15 or later with the vector extension), its http
-tools' urlEnv and headersFromEnv, and its MCP servers' env and
-bearerTokenEnv; the commands of stdio MCP servers on PATH; and network
+tools' urlEnv and headersFromEnv, and its MCP servers' env,
+bearerTokenEnv and OAuth clientSecretEnv and tokenKeyEnv (and, for an
+authorization-code grant, the tokens of aidgen mcp login in
+$AID_STATE_DIR/mcp-oauth); the commands of stdio MCP servers on PATH; and network
 reach to its providers' and tools' URLs. The fake provider needs nothing.
 Run the built binary with -h for its flags (-listen, -app-dir, -log-level,
 -debug-listen, -state-dsn, the queue's and the retention's), each with its

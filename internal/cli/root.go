@@ -101,7 +101,7 @@ running Go service, and gates its quality in CI with sampled evaluations.`,
 		SilenceUsage:  true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(err) })
-	root.AddCommand(newVet(s), newEval(s), newRun(s), newReplay(s), newIndex(s), newSearch(s), newBuild(s), newDescribe(s), newWorker(s), newKeys(s), newVersion(s))
+	root.AddCommand(newVet(s), newEval(s), newRun(s), newReplay(s), newIndex(s), newSearch(s), newBuild(s), newDescribe(s), newMCP(s), newWorker(s), newKeys(s), newVersion(s))
 	return root
 }
 

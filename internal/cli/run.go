@@ -12,7 +12,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
-	"runtime"
+
 	"slices"
 	"strings"
 	"time"
@@ -25,6 +25,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/app/appeval"
+	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/serve/postgres"
 )
@@ -43,7 +44,7 @@ const (
 
 // RunStateDirEnv names the environment variable that overrides where
 // aidgen run keeps the runs of applications whose state is in memory.
-const RunStateDirEnv = "AID_STATE_DIR"
+const RunStateDirEnv = kind.EnvStateDir
 
 // defaultRunUser is the user id of a run that names none: agents with user
 // memory need one.
@@ -621,22 +622,9 @@ func defaultStateDir(appName string) (string, error) {
 	if appName == "" || appName != filepath.Base(appName) || strings.HasPrefix(appName, ".") {
 		return "", fmt.Errorf("application name %q cannot name a state directory; give --state-dir", appName)
 	}
-	base := os.Getenv("XDG_STATE_HOME")
-	if !filepath.IsAbs(base) { // the XDG spec ignores a relative value
-		switch runtime.GOOS {
-		case "darwin", "ios", "windows", "plan9":
-			dir, err := os.UserCacheDir()
-			if err != nil {
-				return "", fmt.Errorf("no directory for run state (%v); give --state-dir", err)
-			}
-			base = dir
-		default:
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return "", fmt.Errorf("no directory for run state (%v); give --state-dir", err)
-			}
-			base = filepath.Join(home, ".local", "state")
-		}
+	base, err := kind.StateHome(nil)
+	if err != nil {
+		return "", fmt.Errorf("%v; give --state-dir", err)
 	}
 	return filepath.Join(base, "aid", "runs", appName), nil
 }

@@ -224,6 +224,11 @@ func (t *remoteTool) failed(ctx context.Context, sess *sdk.ClientSession, err er
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if ae := authError(err); ae != nil {
+		// The request was not sent, or the server refused its token: the
+		// session is as good as it was.
+		return ae
+	}
 	var rpc *jsonrpc.Error
 	if errors.As(err, &rpc) && rpc.Code == codeRejected {
 		// The request or its answer's stream did not get through (an http

@@ -57,6 +57,9 @@ type Server struct {
 	// HeadersFromEnv maps a header sent with every request to an http
 	// server to the variable holding its value.
 	HeadersFromEnv map[string]string `json:"headersFromEnv,omitempty"`
+	// OAuth, when set, authorizes an http server's requests with OAuth 2.1
+	// tokens instead of a static bearer token.
+	OAuth *OAuth `json:"oauth,omitempty"`
 	// ConnectTimeout bounds connecting and reading the server's tools, at
 	// start-up and at each reconnection; zero means DefaultConnectTimeout.
 	ConnectTimeout time.Duration `json:"connectTimeout,omitempty"`

@@ -55,7 +55,13 @@ type conn struct {
 	client    *sdk.Client
 	log       *slog.Logger
 	stderr    *tailWriter // nil for http
-	secrets   []string    // what redact hides: an http server's token and header values
+	// secrets is what redact hides: an http server's token, header values
+	// and client secret (the first static of them), then the OAuth tokens
+	// issued to it, the newest maxTokenSecrets kept. It is replaced, never
+	// changed in place, under secretsMu, and read without a lock.
+	secrets   atomic.Pointer[[]string]
+	secretsMu sync.Mutex
+	static    int
 
 	dial chan struct{} // a one-slot semaphore: one connection attempt at a time
 
@@ -88,6 +94,9 @@ func dial(ctx context.Context, name string, s Server, env kind.Env) (*conn, erro
 	}
 	var err error
 	if c.newT, err = c.transportOf(s, env); err != nil {
+		if ae := authError(err); ae != nil {
+			return nil, ae
+		}
 		return nil, fmt.Errorf("MCP server %q: %w", name, err)
 	}
 	c.client = sdk.NewClient(&sdk.Implementation{Name: "aid", Version: "1"}, &sdk.ClientOptions{
@@ -183,8 +192,20 @@ func (c *conn) transportOf(s Server, env kind.Env) (func() sdk.Transport, error)
 			header.Set(h, v)
 			c.addSecret(v)
 		}
+		if s.OAuth != nil && (s.BearerTokenEnv != "" || header.Get("Authorization") != "") {
+			errs = append(errs, errors.New("oauth sets the Authorization header: leave bearerTokenEnv and an Authorization header out"))
+		}
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
+		}
+		var authz *authorizer
+		if s.OAuth != nil {
+			var err error
+			// The token endpoint is not the server: it gets none of the
+			// server's headers.
+			if authz, err = c.newAuthorizer(s, env, kind.HTTPClient(env.HTTPClient)); err != nil {
+				return nil, err
+			}
 		}
 		cp := *kind.HTTPClient(env.HTTPClient)
 		hc := &cp
@@ -192,9 +213,17 @@ func (c *conn) transportOf(s Server, env kind.Env) (func() sdk.Transport, error)
 		if base == nil {
 			base = http.DefaultTransport
 		}
-		hc.Transport = &boundedTransport{base: base, header: header, max: MaxResponseBytes}
+		bt := &boundedTransport{base: base, header: header, max: MaxResponseBytes}
+		if authz != nil {
+			bt.answered = authz.answered
+		}
+		hc.Transport = bt
 		return func() sdk.Transport {
-			return &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxEventSize: MaxResponseBytes}
+			t := &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxEventSize: MaxResponseBytes}
+			if authz != nil {
+				t.OAuthHandler = authz
+			}
+			return t
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown transport %q; the transports are %q and %q", s.Transport, TransportStdio, TransportHTTP)
@@ -241,9 +270,14 @@ func (c *conn) explain(ctx context.Context, err error) error {
 }
 
 // failed records a failed connection attempt, so that the next waits out
-// the backoff, and returns err naming the server.
+// the backoff, and returns err naming the server: the OAuth error it
+// carries, which names it, when it carries one.
 func (c *conn) failed(err error) error {
-	err = fmt.Errorf("MCP server %q (%s): %w", c.name, c.transport, err)
+	if ae := authError(err); ae != nil {
+		err = ae
+	} else {
+		err = fmt.Errorf("MCP server %q (%s): %w", c.name, c.transport, err)
+	}
 	c.mu.Lock()
 	c.failures++
 	c.retryAt = time.Now().Add(backoff(c.failures))
@@ -468,11 +502,58 @@ func (c *conn) listTools(ctx context.Context, sess *sdk.ClientSession) (map[stri
 // header) would hide ordinary words, and guards nothing worth guarding.
 const minSecret = 8
 
-// addSecret makes redact hide v.
+// maxTokenSecrets is how many of the OAuth tokens issued to a server
+// redact hides: the newest, which include every token still good, so
+// that a long-lived connection whose tokens are refreshed keeps a bounded
+// list.
+const maxTokenSecrets = 16
+
+// addSecret makes redact hide v, a credential sent to the server for as
+// long as the connection lives.
 func (c *conn) addSecret(v string) {
-	if len(v) >= minSecret {
-		c.secrets = append(c.secrets, v)
+	if len(v) < minSecret {
+		return
 	}
+	c.secretsMu.Lock()
+	defer c.secretsMu.Unlock()
+	old := c.secretList()
+	next := make([]string, 0, len(old)+1)
+	next = append(next, old[:c.static]...)
+	next = append(next, v)
+	next = append(next, old[c.static:]...)
+	c.static++
+	c.secrets.Store(&next)
+}
+
+// addToken makes redact hide v, an OAuth token issued for the server,
+// forgetting the oldest token beyond maxTokenSecrets.
+func (c *conn) addToken(v string) {
+	if len(v) < minSecret {
+		return
+	}
+	c.secretsMu.Lock()
+	defer c.secretsMu.Unlock()
+	old := c.secretList()
+	if slices.Contains(old, v) {
+		return
+	}
+	tokens := old[c.static:]
+	if len(tokens) >= maxTokenSecrets {
+		tokens = tokens[len(tokens)-maxTokenSecrets+1:]
+	}
+	next := make([]string, 0, c.static+len(tokens)+1)
+	next = append(next, old[:c.static]...)
+	next = append(next, tokens...)
+	next = append(next, v)
+	c.secrets.Store(&next)
+}
+
+// secretList is the current list of secrets redact hides.
+func (c *conn) secretList() []string {
+	if p := c.secrets.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // redact is s with every credential sent to an http server (its bearer
@@ -481,7 +562,7 @@ func (c *conn) addSecret(v string) {
 // model nor to whoever reads the run. A stdio server's environment is not
 // hidden: it is the server's to use as it says (a folder, a user name).
 func (c *conn) redact(s string) string {
-	for _, v := range c.secrets {
+	for _, v := range c.secretList() {
 		s = strings.ReplaceAll(s, v, "[redacted]")
 	}
 	return s
@@ -495,7 +576,7 @@ func (c *conn) redact(s string) string {
 // declaration names it. The strings are redacted after decoding, so a
 // credential the JSON escapes is hidden too.
 func (c *conn) redactTool(t *sdk.Tool) *sdk.Tool {
-	if len(c.secrets) == 0 {
+	if len(c.secretList()) == 0 {
 		return t
 	}
 	b, err := json.Marshal(t)
@@ -563,6 +644,9 @@ type boundedTransport struct {
 	base   http.RoundTripper
 	header http.Header
 	max    int64
+	// answered, when set, is told of each response the server sent to a
+	// request, for the OAuth handler to know which tokens it accepted.
+	answered func(req *http.Request, status int)
 }
 
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -575,6 +659,9 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		return nil, err
+	}
+	if t.answered != nil {
+		t.answered(req, resp.StatusCode)
 	}
 	if resp.ContentLength > t.max {
 		resp.Body.Close()

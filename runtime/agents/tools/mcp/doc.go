@@ -10,7 +10,10 @@
 //     working directory and an explicit environment (the child gets only
 //     the variables Env names, never the service's secrets by
 //     inheritance); an http server is a URL, with a bearer token and
-//     headers read from named environment variables.
+//     headers read from named environment variables, or OAuth 2.1 (OAuth:
+//     client credentials, or an authorization code with PKCE that
+//     Server.Login, `aidgen mcp login NAME`, obtains once and stores
+//     encrypted in TokenDir).
 //   - Kind, a tool's implementation {kind: "mcp", server, tool, import}
 //     (an agents.ToolKind): one tool of the server, or its tools imported
 //     whole (an allowlist, a name prefix).
@@ -37,8 +40,15 @@
 // while the call lasts: the SDK handles notifications apart from results,
 // so one a server sends just before its result may be handled after the
 // call returned, and is then dropped.
+// An OAuth token is replaced before it expires, by one refresh however
+// many calls find it stale, and once more when the server answers 401; a
+// grant that cannot be renewed is a *LoginRequiredError (authorization
+// code) or an *AuthError naming the server. The OAuth client itself
+// (discovery, the token cache, the login, the encrypted store) is
+// internal/oauth.
 // The credentials sent to an http server (its bearer token, its headers'
-// values of 8 characters or more) are redacted from what it answers,
+// values of 8 characters or more, its OAuth tokens and client secret) are
+// redacted from what it answers,
 // tool descriptions, results and errors alike, so that a server that echoes
 // them shows them neither to the model nor in the run. A message larger
 // than MaxResponseBytes fails the call; the observation

@@ -47,6 +47,19 @@ func description() app.Description {
 		Tools: []app.Tool{
 			{
 				Decl: agents.Tool{
+					Name:    "events",
+					Input:   json.RawMessage(`{"type":"object","properties":{}}`),
+					Timeout: 30 * time.Second,
+				},
+				Kind: mcp.Kind{
+					Server: "calendar",
+					Import: &mcp.Import{
+						Prefix: "calendar_",
+					},
+				},
+			},
+			{
+				Decl: agents.Tool{
 					Name:     "fs",
 					Input:    json.RawMessage(`{"type":"object","properties":{}}`),
 					Approval: "always",
@@ -60,6 +73,19 @@ func description() app.Description {
 							"move_file",
 						},
 						Prefix: "fs_",
+					},
+				},
+			},
+			{
+				Decl: agents.Tool{
+					Name:    "invoices",
+					Input:   json.RawMessage(`{"type":"object","properties":{}}`),
+					Timeout: 30 * time.Second,
+				},
+				Kind: mcp.Kind{
+					Server: "billing",
+					Import: &mcp.Import{
+						Prefix: "billing_",
 					},
 				},
 			},
@@ -109,6 +135,8 @@ func description() app.Description {
 					"ls",
 					"fs",
 					"tracker",
+					"invoices",
+					"events",
 				},
 				Handoffs:   []string{},
 				Delegates:  []string{},
@@ -124,6 +152,39 @@ func description() app.Description {
 			},
 		},
 		Resources: []kind.Resource{
+			{
+				Name: "billing",
+				Kind: mcp.Server{
+					Transport: "http",
+					URL:       "https://billing.example.com/mcp",
+					OAuth: &mcp.OAuth{
+						ClientCredentials: &mcp.ClientCredentials{
+							ClientID:        "aid-desk",
+							ClientSecretEnv: "BILLING_CLIENT_SECRET",
+							Scopes: []string{
+								"invoices:read",
+							},
+						},
+					},
+				},
+			},
+			{
+				Name: "calendar",
+				Kind: mcp.Server{
+					Transport: "http",
+					URL:       "https://calendar.example.com/mcp",
+					OAuth: &mcp.OAuth{
+						AuthorizationCode: &mcp.AuthorizationCode{
+							ClientID: "aid-desk",
+							Scopes: []string{
+								"calendar",
+							},
+							RedirectPort: 8765,
+							TokenKeyEnv:  "CALENDAR_TOKEN_KEY",
+						},
+					},
+				},
+			},
 			{
 				Name: "files",
 				Kind: mcp.Server{

@@ -360,12 +360,7 @@ func (s *stream) Next() (gateway.Delta, error) {
 }
 
 // Close implements gateway.DeltaStream.
-func (s *stream) Close() error {
-	s.at.Stop()
-	err := s.s.Close()
-	s.at.Close()
-	return err
-}
+func (s *stream) Close() error { return s.at.CloseStream(s.s) }
 
 // Embed implements gateway.Provider. The Messages API has no embeddings,
 // so Embed refuses every call with a *gateway.CapabilityMismatchError; the

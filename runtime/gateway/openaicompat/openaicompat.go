@@ -377,12 +377,7 @@ func (s *stream) Next() (gateway.Delta, error) {
 }
 
 // Close implements gateway.DeltaStream.
-func (s *stream) Close() error {
-	s.at.Stop()
-	err := s.s.Close()
-	s.at.Close()
-	return err
-}
+func (s *stream) Close() error { return s.at.CloseStream(s.s) }
 
 // Embed implements gateway.Provider, sending at most EmbedBatchSize texts per
 // request and putting the vectors back in input order.

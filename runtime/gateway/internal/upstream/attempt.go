@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 )
 
@@ -52,4 +53,13 @@ func (a *StreamAttempt) Stop() { a.timer.Stop() }
 func (a *StreamAttempt) Close() {
 	a.timer.Stop()
 	a.cancel(nil)
+}
+
+// CloseStream closes a stream's events (the SDK's stream, c) and then the
+// attempt: a stream's Close.
+func (a *StreamAttempt) CloseStream(c io.Closer) error {
+	a.timer.Stop()
+	err := c.Close()
+	a.cancel(nil)
+	return err
 }

@@ -133,4 +133,14 @@ func TestStreamAttempt(t *testing.T) {
 	if at.Ctx.Err() == nil || TimedOut(at.Ctx) {
 		t.Errorf("after Close: %v (cause %v), want cancelled, not timed out", at.Ctx.Err(), context.Cause(at.Ctx))
 	}
+	at = NewStreamAttempt(context.Background(), time.Hour)
+	closed := errors.New("closed")
+	if err := at.CloseStream(closer{closed}); err != closed || at.Ctx.Err() == nil {
+		t.Errorf("CloseStream: %v, context %v; want the stream's error and a cancelled attempt", err, at.Ctx.Err())
+	}
 }
+
+// closer is a stream whose Close returns err.
+type closer struct{ err error }
+
+func (c closer) Close() error { return c.err }

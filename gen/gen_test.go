@@ -45,7 +45,7 @@ func TestLiteralRefuses(t *testing.T) {
 		{"unexported", struct{ x int }{x: 1}, ".x is unexported"},
 
 		{"nan float", struct{ F float64 }{F: nan}, ".F is NaN"},
-		{"nan in a pointer", app.Description{Agents: nil, Models: nil, Evals: []app.Eval{{Thresholds: nil, Judge: nil}}, Providers: []app.Provider{{Kind: fake.Kind{AnswerKey: &fake.AnswerKeyFile{Accuracy: nan}}}}}, "Providers[0].Kind.AnswerKey.Accuracy is NaN"},
+		{"nan in a pointer", app.Description{Agents: nil, Models: nil, Providers: []app.Provider{{Kind: fake.Kind{AnswerKey: &fake.AnswerKeyFile{Accuracy: nan}}}}}, "Providers[0].Kind.AnswerKey.Accuracy is NaN"},
 		{"nil", nil, "nil interface"},
 	}
 	for _, tt := range tests {

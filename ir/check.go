@@ -15,6 +15,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 	"github.com/aidgen/aid/runtime/fileglob"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/rules"
@@ -432,7 +433,7 @@ func (c *checker) approvals() {
 	for _, t := range d.Tools {
 		tools = append(tools, governed(t)...)
 	}
-	for _, pr := range policy.Check(p, tools) {
+	for _, pr := range policy.Check(p, tools, cel.Language{}) {
 		switch {
 		case pr.Rule >= 0:
 			c.errAt(pathOf("approvals", "rules", pr.Rule, pr.Field), "approval rule %d: %s", pr.Rule+1, pr.Message)

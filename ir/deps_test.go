@@ -11,7 +11,8 @@ import (
 // TestLinksNoRuntime keeps ir off the runtime: it reads the runtime's
 // rules (runtime/rules), its kinds' names (runtime/kind), two packages of
 // the standard library alone, the approval policy's compiler
-// (runtime/agents/policy, CEL) and the guardrails' (runtime/agents/guard,
+// (runtime/agents/policy) with its condition language (CEL,
+// runtime/agents/policy/cel) and the guardrails' (runtime/agents/guard,
 // with the JSON Schema compiler it shares, runtime/internal/jsonschemas),
 // and the file patterns retriever sources share with the runtime
 // (runtime/fileglob), the skills' parser (runtime/agents/skill), and the
@@ -24,6 +25,7 @@ func TestLinksNoRuntime(t *testing.T) {
 		"github.com/aidgen/aid/runtime/kind",
 		"github.com/aidgen/aid/runtime/rules",
 		"github.com/aidgen/aid/runtime/agents/policy",
+		"github.com/aidgen/aid/runtime/agents/policy/cel",
 		"github.com/aidgen/aid/runtime/agents/guard",
 		"github.com/aidgen/aid/runtime/internal/jsonschemas",
 		"github.com/aidgen/aid/runtime/fileglob",

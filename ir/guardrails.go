@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents/guard"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 )
 
 // Guard is the guardrail as package guard, which checks and runs it,
@@ -46,7 +47,7 @@ func (c *checker) guardrails() {
 	}
 	judges := guard.CheckAgents(c.guards(), c.agentViews())
 	for _, g := range d.Guardrails {
-		for _, p := range guard.Check(g.Guard(), nil) {
+		for _, p := range guard.Check(g.Guard(), nil, cel.Language{}) {
 			if p.Field == "schema" && len(g.Schema) > 0 {
 				continue // c.schema says where in the schema, below
 			}

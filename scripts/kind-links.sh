@@ -6,7 +6,9 @@
 # of openai-go and of the fake provider, and its module list (go version -m).
 # It exits 1 when support-desk links openai-go or the openai-compatible app
 # links the fake provider: a generated service links only the kinds its app
-# names (issue 16).
+# names (issue 16); or when either links CEL, which neither app's rules nor
+# guardrails use: a service links a feature only when its app uses it
+# (issue 35; internal/cases' TestCasesBuild checks every case).
 #
 #   scripts/kind-links.sh                  # this checkout, into a temporary directory
 #   scripts/kind-links.sh /work/main /tmp/before   # another checkout, for "before" figures
@@ -67,14 +69,16 @@ for svc in support-desk openai-only; do
 	all=$(text "$bin" "")
 	openai=$(text "$bin" "github.com/openai/openai-go")
 	fake=$(text "$bin" "github.com/aidgen/aid/runtime/gateway/fake.")
+	cel=$(text "$bin" "cel.dev/cel-go")
 	echo "== $svc ($checkout)"
-	echo "binary: $size bytes; machine code: $all bytes, of which openai-go $openai, runtime/gateway/fake $fake"
+	echo "binary: $size bytes; machine code: $all bytes, of which openai-go $openai, runtime/gateway/fake $fake, cel-go $cel"
 	echo "modules:"
 	go version -m "$bin" | awk '$1 == "dep" { print "  " $2 " " $3 }'
 	case $svc in
 	support-desk) if [ "$openai" -ne 0 ]; then echo "FAIL: support-desk links openai-go"; status=1; fi ;;
 	openai-only) if [ "$fake" -ne 0 ]; then echo "FAIL: the openai-compatible-only app links the fake provider"; status=1; fi ;;
 	esac
+	if [ "$cel" -ne 0 ]; then echo "FAIL: $svc links CEL, and its app has no condition"; status=1; fi
 done
 echo "output in $out"
 exit $status

@@ -37,7 +37,9 @@ type built struct {
 //   - lists what each links: every kind package its description names,
 //     and no other (a fake-only service links no openai-go, an
 //     openai-compatible one no fake, an anthropic-only one no openai-go), pgx only when its state or a store is
-//     in PostgreSQL;
+//     in PostgreSQL, CEL only when its approval rules or guardrails
+//     have conditions (Description.Conditions), and never the eval
+//     package or gonum's statistics (a service runs no eval);
 //   - runs a drift program that loads each case's app file, lowers it with
 //     internal/lower and compares the result (reflect.DeepEqual, with a
 //     go-cmp diff when they differ) with the description the generated
@@ -162,6 +164,29 @@ func links(t *testing.T, b built, deps []string) {
 	claude := slices.ContainsFunc(deps, func(d string) bool { return strings.HasPrefix(d, "github.com/anthropics/anthropic-sdk-go") })
 	if want := used["github.com/aidgen/aid/runtime/gateway/anthropic"]; claude != want {
 		t.Errorf("%s: links anthropic-sdk-go = %v, want %v", b.name, claude, want)
+	}
+	// Features as well as kinds: CEL only with conditions to compile (an
+	// approval rule's When, a cel guardrail), through
+	// Description.Conditions.
+	cel := slices.ContainsFunc(deps, func(d string) bool {
+		return strings.HasPrefix(d, "cel.dev/") || strings.HasPrefix(d, "github.com/google/cel-go")
+	})
+	if want := b.desc.Conditions != nil; cel != want {
+		t.Errorf("%s: links CEL = %v, want %v (its rules or guardrails have conditions: %v)", b.name, cel, want, want)
+	}
+	if want := b.desc.Conditions != nil; slices.Contains(deps, "github.com/aidgen/aid/runtime/agents/policy/cel") != want {
+		t.Errorf("%s: links runtime/agents/policy/cel = %v, want %v", b.name, !want, want)
+	}
+	// A service runs no eval: it links neither the eval package (the
+	// evals are not in its description) nor gonum's statistics and linear
+	// algebra, which only the eval's gate uses.
+	for _, d := range deps {
+		for _, p := range []string{"github.com/aidgen/aid/runtime/eval", "github.com/aidgen/aid/runtime/app/appeval",
+			"gonum.org/v1/gonum/stat", "gonum.org/v1/gonum/mat", "gonum.org/v1/gonum/lapack", "gonum.org/v1/gonum/optimize"} {
+			if d == p || (strings.HasPrefix(d, p+"/") && d != "github.com/aidgen/aid/runtime/eval/dataset") {
+				t.Errorf("%s: links %s, and a service runs no eval", b.name, d)
+			}
+		}
 	}
 }
 

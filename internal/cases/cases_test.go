@@ -30,6 +30,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents/tools/mcp"
 	"github.com/aidgen/aid/runtime/agents/tools/sandbox"
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/app/appeval"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
@@ -105,7 +106,7 @@ func TestCases(t *testing.T) {
 				t.Fatal(err)
 			}
 			generated(t, c, doc, desc, repo)
-			assembled(t, desc)
+			assembled(t, desc, lower.Evals(doc))
 			requests(t, c, desc)
 		})
 	}
@@ -263,12 +264,12 @@ func standIns(desc app.Description) (app.Description, app.Options, func(string) 
 	return desc, opts, lookup
 }
 
-// assembled assembles the case's runtime, as aidgen run and eval do, and
-// builds each of its evals.
-func assembled(t *testing.T, desc app.Description) {
+// assembled assembles the case's runtime with its evals, as aidgen eval
+// does, and builds each of its evals.
+func assembled(t *testing.T, desc app.Description, evals []appeval.Eval) {
 	t.Helper()
 	desc, opts, _ := standIns(desc)
-	a, err := app.Assemble(t.Context(), desc, opts)
+	a, err := appeval.Assemble(t.Context(), desc, evals, opts)
 	if err != nil {
 		skipWithoutSandbox(t, err)
 		t.Fatal(err)

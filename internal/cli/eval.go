@@ -20,10 +20,11 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/pgstore"
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/app/appeval"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/eval/fromruns"
 	"github.com/aidgen/aid/runtime/gateway"
-	"github.com/aidgen/aid/runtime/jobs/pgqueue"
+	"github.com/aidgen/aid/runtime/jobs/pgqueue/evalqueue"
 	"github.com/aidgen/aid/runtime/kind"
 )
 
@@ -246,12 +247,12 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 	if f.fromRuns != "" {
 		load = append(load, ir.CasesFromRuns()) // the flag replaces every dataset file
 	}
-	desc, err := loadDescription(s, path, f.tags, load...)
+	desc, evals, err := loadWithEvals(s, path, f.tags, load...)
 	if err != nil {
 		return err
 	}
 	var names []string // sorted, as ir keeps the evals
-	for _, e := range desc.Evals {
+	for _, e := range evals {
 		names = append(names, e.Name)
 	}
 	if len(f.evals) > 0 {
@@ -268,7 +269,7 @@ func runEval(ctx context.Context, s *streams, path string, f evalFlags) error {
 
 	var outcomes []*evalOutcome
 	for _, name := range names {
-		o, err := runOneEval(ctx, s, desc, name, f)
+		o, err := runOneEval(ctx, s, desc, evals, name, f)
 		if err != nil {
 			return err
 		}
@@ -338,7 +339,7 @@ func exitCode(v eval.Verdict, onInconclusive string) int {
 	return ExitInconclusive
 }
 
-func runOneEval(ctx context.Context, s *streams, desc app.Description, name string, f evalFlags) (*evalOutcome, error) {
+func runOneEval(ctx context.Context, s *streams, desc app.Description, evals []appeval.Eval, name string, f evalFlags) (*evalOutcome, error) {
 	// An application per eval, so each eval's cost is its own in the
 	// ledger. Evals keep runs and spend in memory, whatever the service's
 	// state says: an eval is not a replica of the service.
@@ -349,7 +350,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	if f.seedSet {
 		opts.Seed = &f.seed
 	}
-	a, err := app.Assemble(ctx, desc, opts)
+	a, err := appeval.Assemble(ctx, desc, evals, opts)
 	if err != nil {
 		return nil, usageErr(err)
 	}
@@ -368,7 +369,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	} else if f.datasetOut != "" {
 		return nil, usageErr(fmt.Errorf("eval %q: --dataset-out writes cases sampled from recorded runs, and this eval reads its dataset file", name))
 	}
-	var e *app.EvalRun
+	var e *appeval.EvalRun
 	if runs != nil {
 		if f.queue != "" {
 			return nil, usageErr(fmt.Errorf("eval %q: cases sampled from recorded runs cannot go to --queue: the workers read the eval's dataset file; write the cases with --dataset-out, commit them as the eval's dataset, and queue that", name))
@@ -427,7 +428,7 @@ func runOneEval(ctx context.Context, s *streams, desc app.Description, name stri
 	var res *eval.Result
 	var spend gateway.SpendSummary
 	if f.queue != "" {
-		res, spend, err = runQueued(ctx, s.err, desc, e, f, prog.update)
+		res, spend, err = runQueued(ctx, s.err, desc, evals, e, f, prog.update)
 	} else {
 		res, err = eval.Run(ctx, e.Dataset, e.Runner, e.Metrics, eval.Options{Runs: e.Runs, Concurrency: e.Concurrency, Progress: prog.update})
 	}
@@ -553,7 +554,7 @@ func failedBaselineError(name string, o *evalOutcome) error {
 // baseline was written with, so that both sides of the gate are corrected
 // alike, or else measured now on the declared labels. A judge below the
 // declared floor is refused.
-func judgeCalibration(ctx context.Context, s *streams, e *app.EvalRun, baseline *eval.Baseline) (*eval.JudgeCalibration, error) {
+func judgeCalibration(ctx context.Context, s *streams, e *appeval.EvalRun, baseline *eval.Baseline) (*eval.JudgeCalibration, error) {
 	var cal eval.JudgeCalibration
 	from := "measured on " + e.Calibration.Labels
 	var kept *eval.JudgeCalibration
@@ -709,8 +710,8 @@ const queueHintAfter = 15 * time.Second
 // per (case, sample), for aidgen worker processes, and gathers their
 // results into the result eval.Run would give; the spend is the samples'
 // as the workers' ledger settled it.
-func runQueued(ctx context.Context, warn io.Writer, desc app.Description, e *app.EvalRun, f evalFlags, progress func(done, total int)) (*eval.Result, gateway.SpendSummary, error) {
-	digest, err := descriptionDigest(desc)
+func runQueued(ctx context.Context, warn io.Writer, desc app.Description, evals []appeval.Eval, e *appeval.EvalRun, f evalFlags, progress func(done, total int)) (*eval.Result, gateway.SpendSummary, error) {
+	digest, err := descriptionDigest(desc, evals)
 	if err != nil {
 		return nil, gateway.SpendSummary{}, err
 	}
@@ -719,7 +720,7 @@ func runQueued(ctx context.Context, warn io.Writer, desc app.Description, e *app
 		return nil, gateway.SpendSummary{}, err
 	}
 	defer pool.Close()
-	q, err := pgqueue.OpenEvals(ctx, pool, pgqueue.EvalsConfig{})
+	q, err := evalqueue.OpenEvals(ctx, pool, evalqueue.EvalsConfig{})
 	if err != nil {
 		return nil, gateway.SpendSummary{}, err
 	}
@@ -728,12 +729,12 @@ func runQueued(ctx context.Context, warn io.Writer, desc app.Description, e *app
 		seed = &f.seed
 	}
 	cases := e.Dataset.Cases
-	args := make([]pgqueue.SampleArgs, 0, len(cases)*e.Runs)
+	args := make([]evalqueue.SampleArgs, 0, len(cases)*e.Runs)
 	// Sample-major, as eval.Run: every case's first sample is queued
 	// before any case's second.
 	for k := range e.Runs {
 		for i, c := range cases {
-			args = append(args, pgqueue.SampleArgs{Batch: e.RunID, App: desc.Name, Digest: digest, Eval: e.Name, Seed: seed, Case: i, CaseID: c.ID, Sample: k})
+			args = append(args, evalqueue.SampleArgs{Batch: e.RunID, App: desc.Name, Digest: digest, Eval: e.Name, Seed: seed, Case: i, CaseID: c.ID, Sample: k})
 		}
 	}
 	if err := q.Enqueue(ctx, args); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/app/appeval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
@@ -543,19 +544,26 @@ func runBy() string {
 // loadDescription loads, validates and lowers an application file,
 // printing IR errors with their positions.
 func loadDescription(s *streams, path string, tags []string, opts ...ir.Option) (app.Description, error) {
+	desc, _, err := loadWithEvals(s, path, tags, opts...)
+	return desc, err
+}
+
+// loadWithEvals is loadDescription with the application's evals, which
+// are not part of its description (see runtime/app/appeval).
+func loadWithEvals(s *streams, path string, tags []string, opts ...ir.Option) (app.Description, []appeval.Eval, error) {
 	doc, err := ir.Load(path, append([]ir.Option{ir.Tags(tags...)}, opts...)...)
 	if err != nil {
 		if es, ok := ir.IsInvalid(err); ok {
 			fmt.Fprintln(s.err, es.Error())
-			return app.Description{}, usageErr(fmt.Errorf("%s is not a valid application; fix the errors above", path))
+			return app.Description{}, nil, usageErr(fmt.Errorf("%s is not a valid application; fix the errors above", path))
 		}
-		return app.Description{}, usageErr(err)
+		return app.Description{}, nil, usageErr(err)
 	}
 	desc, err := lower.Document(doc)
 	if err != nil {
-		return app.Description{}, usageErr(err)
+		return app.Description{}, nil, usageErr(err)
 	}
-	return desc, nil
+	return desc, lower.Evals(doc), nil
 }
 
 // runState is where a command keeps runs: the options that put them there,

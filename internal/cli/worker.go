@@ -15,10 +15,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/app/appeval"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/pgledger"
 	"github.com/aidgen/aid/runtime/jobs/pgqueue"
+	"github.com/aidgen/aid/runtime/jobs/pgqueue/evalqueue"
 )
 
 type workerFlags struct {
@@ -73,9 +75,12 @@ them to another worker after --rescue-after; each sample is counted once.`,
 
 // descriptionDigest identifies an application's description across
 // machines: its JSON form without the directory it was read from.
-func descriptionDigest(desc app.Description) (string, error) {
+func descriptionDigest(desc app.Description, evals []appeval.Eval) (string, error) {
 	desc.Dir = ""
-	b, err := json.Marshal(desc)
+	b, err := json.Marshal(struct {
+		Desc  app.Description
+		Evals []appeval.Eval
+	}{desc, evals})
 	if err != nil {
 		return "", fmt.Errorf("digest of the application: %w", err)
 	}
@@ -97,11 +102,11 @@ func openQueuePool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 }
 
 func runWorker(ctx context.Context, s *streams, path string, f workerFlags) error {
-	desc, err := loadDescription(s, path, f.tags)
+	desc, evals, err := loadWithEvals(s, path, f.tags)
 	if err != nil {
 		return err
 	}
-	digest, err := descriptionDigest(desc)
+	digest, err := descriptionDigest(desc, evals)
 	if err != nil {
 		return err
 	}
@@ -117,9 +122,9 @@ func runWorker(ctx context.Context, s *streams, path string, f workerFlags) erro
 	if err != nil {
 		return fmt.Errorf("opening the budget ledger: %w", err)
 	}
-	w := &sampleRunner{s: s, desc: desc, digest: digest, ledger: &tallyLedger{Ledger: ledger, open: map[string]*tally{}}, evals: map[evalKey]*app.EvalRun{}}
+	w := &sampleRunner{s: s, desc: desc, evals: evals, digest: digest, ledger: &tallyLedger{Ledger: ledger, open: map[string]*tally{}}, runs: map[evalKey]*appeval.EvalRun{}}
 	defer w.close()
-	q, err := pgqueue.OpenEvals(ctx, pool, pgqueue.EvalsConfig{Workers: f.concurrency, Sample: w.run, RescueAfter: f.rescue})
+	q, err := evalqueue.OpenEvals(ctx, pool, evalqueue.EvalsConfig{Workers: f.concurrency, Sample: w.run, RescueAfter: f.rescue})
 	if err != nil {
 		return err
 	}
@@ -155,7 +160,8 @@ type sampleRunner struct {
 	done   atomic.Int64
 
 	mu      sync.Mutex
-	evals   map[evalKey]*app.EvalRun
+	evals   []appeval.Eval
+	runs    map[evalKey]*appeval.EvalRun
 	closers []func()
 }
 
@@ -172,14 +178,14 @@ func (w *sampleRunner) close() {
 }
 
 // evalRun returns the assembled eval run of a job.
-func (w *sampleRunner) evalRun(ctx context.Context, args pgqueue.SampleArgs) (*app.EvalRun, error) {
+func (w *sampleRunner) evalRun(ctx context.Context, args evalqueue.SampleArgs) (*appeval.EvalRun, error) {
 	k := evalKey{eval: args.Eval, batch: args.Batch}
 	if args.Seed != nil {
 		k.seed, k.seeded = *args.Seed, true
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if e, ok := w.evals[k]; ok {
+	if e, ok := w.runs[k]; ok {
 		return e, nil
 	}
 	opts, closeCache := commandOptions(w.s, w.desc)
@@ -188,7 +194,7 @@ func (w *sampleRunner) evalRun(ctx context.Context, args pgqueue.SampleArgs) (*a
 		seed := k.seed
 		opts.Seed = &seed
 	}
-	a, err := app.Assemble(ctx, w.desc, opts)
+	a, err := appeval.Assemble(ctx, w.desc, w.evals, opts)
 	if err != nil {
 		closeCache()
 		return nil, err
@@ -204,35 +210,35 @@ func (w *sampleRunner) evalRun(ctx context.Context, args pgqueue.SampleArgs) (*a
 		return nil, err
 	}
 	e.RunID = args.Batch // the batch's budget account, shared by its workers
-	if len(w.evals) >= maxEvalRuns {
-		clear(w.evals)
+	if len(w.runs) >= maxEvalRuns {
+		clear(w.runs)
 	}
-	w.evals[k] = e
+	w.runs[k] = e
 	w.closers = append(w.closers, closeStores)
 	return e, nil
 }
 
-// run is the worker's pgqueue.SampleFunc.
-func (w *sampleRunner) run(ctx context.Context, args pgqueue.SampleArgs) (pgqueue.SampleResult, error) {
+// run is the worker's evalqueue.SampleFunc.
+func (w *sampleRunner) run(ctx context.Context, args evalqueue.SampleArgs) (evalqueue.SampleResult, error) {
 	if args.App != w.desc.Name || args.Digest != w.digest {
-		return pgqueue.SampleResult{}, fmt.Errorf("sample of %s (digest %s) refused: this worker serves %s (digest %s); start the worker with the eval's application file and tags", args.App, args.Digest, w.desc.Name, w.digest)
+		return evalqueue.SampleResult{}, fmt.Errorf("sample of %s (digest %s) refused: this worker serves %s (digest %s); start the worker with the eval's application file and tags", args.App, args.Digest, w.desc.Name, w.digest)
 	}
 	e, err := w.evalRun(ctx, args)
 	if err != nil {
-		return pgqueue.SampleResult{}, err
+		return evalqueue.SampleResult{}, err
 	}
 	if args.Case < 0 || args.Case >= len(e.Dataset.Cases) || e.Dataset.Cases[args.Case].ID != args.CaseID {
-		return pgqueue.SampleResult{}, fmt.Errorf("sample of case %d (%q) refused: the worker's dataset of eval %s differs", args.Case, args.CaseID, args.Eval)
+		return evalqueue.SampleResult{}, fmt.Errorf("sample of case %d (%q) refused: the worker's dataset of eval %s differs", args.Case, args.CaseID, args.Eval)
 	}
 	t := &tally{}
 	s, pins := eval.RunSample(withTally(ctx, t), e.Dataset.Cases[args.Case], args.Sample, e.Runner, e.Metrics)
 	if err := ctx.Err(); err != nil {
 		// Stopped, not answered: the job is tried again.
-		return pgqueue.SampleResult{}, context.Cause(ctx)
+		return evalqueue.SampleResult{}, context.Cause(ctx)
 	}
 	w.done.Add(1)
 	spend, calls := t.get()
-	return pgqueue.NewSampleResult(args, s, pins, spend, calls), nil
+	return evalqueue.NewSampleResult(args, s, pins, spend, calls), nil
 }
 
 // tally is what one sample's calls spent, as the ledger settled it.

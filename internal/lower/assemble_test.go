@@ -17,6 +17,7 @@ import (
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/app/appeval"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -38,16 +39,17 @@ func load(t testing.TB, path string) *ir.Document {
 	return doc
 }
 
-// tryAssemble lowers doc and assembles it, as aidgen eval does.
-func tryAssemble(doc *ir.Document, opts app.Options) (*app.App, error) {
+// tryAssemble lowers doc and assembles it with its evals, as aidgen eval
+// does.
+func tryAssemble(doc *ir.Document, opts app.Options) (*appeval.App, error) {
 	desc, err := lower.Document(doc)
 	if err != nil {
 		return nil, err
 	}
-	return app.Assemble(context.Background(), desc, opts)
+	return appeval.Assemble(context.Background(), desc, lower.Evals(doc), opts)
 }
 
-func assemble(t testing.TB, doc *ir.Document, opts app.Options) *app.App {
+func assemble(t testing.TB, doc *ir.Document, opts app.Options) *appeval.App {
 	t.Helper()
 	a, err := tryAssemble(doc, opts)
 	if err != nil {
@@ -57,7 +59,7 @@ func assemble(t testing.TB, doc *ir.Document, opts app.Options) *app.App {
 }
 
 // newEval assembles doc and builds one run of the named eval.
-func newEval(t testing.TB, doc *ir.Document, opts app.Options, name string) (*app.App, *app.EvalRun) {
+func newEval(t testing.TB, doc *ir.Document, opts app.Options, name string) (*appeval.App, *appeval.EvalRun) {
 	t.Helper()
 	a := assemble(t, doc, opts)
 	e, err := a.Eval(name)
@@ -130,7 +132,7 @@ func TestSupportDeskGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	desc.Agents, desc.Evals = nil, nil
+	desc.Agents = nil
 	a, err := app.Assemble(context.Background(), desc, app.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +184,7 @@ func TestOpenAIProviderKeyFromEnv(t *testing.T) {
 	}
 	// The gateway and the retrievers, with memory standing in for
 	// PostgreSQL.
-	desc.Agents, desc.Evals = nil, nil
+	desc.Agents = nil
 	inMemory(&desc)
 	opts := app.Options{
 		RunStore:  agents.NewInMemoryStore(),
@@ -239,7 +241,8 @@ func TestEvalSpendIsBudgeted(t *testing.T) {
 func BenchmarkCapitalsEval(b *testing.B) {
 	for _, c := range []int{1, 8} {
 		b.Run("concurrency="+string(rune('0'+c)), func(b *testing.B) {
-			desc, err := lower.Document(load(b, capitals))
+			doc := load(b, capitals)
+			desc, err := lower.Document(doc)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -248,7 +251,7 @@ func BenchmarkCapitalsEval(b *testing.B) {
 				k.Latency = 20 * time.Millisecond
 				desc.Providers[i].Kind = k
 			}
-			a, err := app.Assemble(context.Background(), desc, app.Options{})
+			a, err := appeval.Assemble(context.Background(), desc, lower.Evals(doc), app.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -407,11 +410,12 @@ const refundsBaseline = "../../examples/support-desk/evals/refunds-baseline.json
 // against it. The researcher searches its (unindexed) retriever first; its
 // answers come from the answer key. -update rewrites the file.
 func TestSupportDeskRefundsBaseline(t *testing.T) {
-	desc, err := lower.Document(load(t, supportDesk))
+	doc := load(t, supportDesk)
+	desc, err := lower.Document(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.Assemble(t.Context(), desc, app.Options{})
+	a, err := appeval.Assemble(t.Context(), desc, lower.Evals(doc), app.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

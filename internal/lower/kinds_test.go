@@ -10,6 +10,7 @@ import (
 	"github.com/aidgen/aid/gen"
 	"github.com/aidgen/aid/internal/lower"
 	"github.com/aidgen/aid/ir"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 	"github.com/aidgen/aid/runtime/agents/tools/http"
 	"github.com/aidgen/aid/runtime/gateway/openaicompat"
 	"github.com/aidgen/aid/runtime/kind"
@@ -36,6 +37,7 @@ func TestKindsArePlainData(t *testing.T) {
 	for _, k := range lower.ResourceKinds {
 		types = append(types, reflect.TypeOf(k))
 	}
+	types = append(types, reflect.TypeFor[cel.Language]()) // Description.Conditions
 	for _, rt := range types {
 		if err := gen.Spellable(rt); err != nil {
 			t.Error(err)

@@ -18,9 +18,12 @@ import (
 
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 	"github.com/aidgen/aid/runtime/agents/tools/fixture"
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/app/appeval"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
@@ -55,14 +58,21 @@ func Document(doc *ir.Document) (app.Description, error) {
 	if len(doc.Service.Guardrails) > 0 {
 		d.Service.Guardrails = slices.Clone(doc.Service.Guardrails)
 	}
+	conditions := false
 	for _, g := range doc.Guardrails {
 		d.Guardrails = append(d.Guardrails, g.Guard())
+		conditions = conditions || g.Kind == string(guard.KindCEL)
 	}
 	if a := doc.Approvals; a != nil {
 		d.Approvals.Default = policy.Action(a.Default)
 		for _, r := range a.Rules {
 			d.Approvals.Rules = append(d.Approvals.Rules, policy.Rule{Tool: r.Tool, When: r.When, Action: policy.Action(r.Action), Reason: r.Reason})
+			conditions = conditions || r.When != ""
 		}
+	}
+	if conditions {
+		// Only then, so that a service without conditions links no CEL.
+		d.Conditions = cel.Language{}
 	}
 	var errs []error
 	for _, p := range doc.Providers {
@@ -131,9 +141,6 @@ func Document(doc *ir.Document) (app.Description, error) {
 			Rerank:       r.Rerank,
 			Ranking:      ranking(r.Retrieval),
 		})
-	}
-	for _, e := range doc.Evals {
-		d.Evals = append(d.Evals, evalSpec(e))
 	}
 	for _, r := range doc.Resources {
 		k, err := decodeKind(ResourceKinds, kind.Resources, r.Kind, r.Config)
@@ -277,11 +284,22 @@ func timeouts(t *ir.Timeouts) agents.Timeouts {
 	return agents.Timeouts{Run: t.Run.Std(), Step: t.Step.Std()}
 }
 
-func evalSpec(e *ir.Eval) app.Eval {
-	out := app.Eval{
+// Evals lowers a document's evals, in its order, for
+// runtime/app/appeval: they are not part of the description (Document),
+// since a service runs none.
+func Evals(doc *ir.Document) []appeval.Eval {
+	var out []appeval.Eval
+	for _, e := range doc.Evals {
+		out = append(out, evalSpec(e))
+	}
+	return out
+}
+
+func evalSpec(e *ir.Eval) appeval.Eval {
+	out := appeval.Eval{
 		Name:    e.Name,
 		Dataset: e.Dataset,
-		Target: app.EvalTarget{
+		Target: appeval.EvalTarget{
 			Agent:     e.Target.Agent,
 			Model:     e.Target.Model,
 			Prompt:    e.Target.Prompt,
@@ -304,14 +322,14 @@ func evalSpec(e *ir.Eval) app.Eval {
 	}
 	for _, name := range slices.Sorted(maps.Keys(e.Tools)) {
 		t := e.Tools[name]
-		et := app.EvalTool{Tool: name, Mode: eval.ToolMode(t.Mode), Result: slices.Clone(t.Result)}
+		et := appeval.EvalTool{Tool: name, Mode: eval.ToolMode(t.Mode), Result: slices.Clone(t.Result)}
 		if t.Fixture != "" {
 			et.Stub = fixture.Kind{File: t.Fixture}
 		}
 		out.Tools = append(out.Tools, et)
 	}
 	if e.Judge != nil {
-		out.Judge = &app.Judge{Model: e.Judge.Model, Rubric: e.Judge.Rubric, Fallbacks: slices.Clone(e.Judge.Fallbacks)}
+		out.Judge = &appeval.Judge{Model: e.Judge.Model, Rubric: e.Judge.Rubric, Fallbacks: slices.Clone(e.Judge.Fallbacks)}
 		if c := e.Judge.Calibration; c != nil {
 			out.Judge.Calibration = &eval.CalibrationSource{Labels: c.Labels, MinYouden: c.MinYouden}
 		}

@@ -143,6 +143,12 @@ type Config struct {
 	// policy). The zero policy allows every call of a tool without an
 	// Approval.
 	Approvals policy.Policy
+	// Conditions compiles the conditions of Approvals' rules and of
+	// guardrails of kind cel: cel.Language (package
+	// runtime/agents/policy/cel). Nil when there are none, so that a
+	// program without them does not link CEL; a condition without it
+	// fails New with a *policy.NoLanguageError.
+	Conditions policy.Language
 	// Hooks are called at their points in every agent's runs, before the
 	// agents' guardrails and own hooks (see Hook).
 	Hooks []Hook

@@ -264,7 +264,7 @@ func (d *agentDef) bindHooks(global, own []Hook, defaults []string, guards map[s
 func (r *Runtime) compileGuardrails(cfg Config) (map[string]*Hook, []error) {
 	var errs []error
 	out := make(map[string]*Hook, len(cfg.Guardrails))
-	deps := guard.Deps{Funcs: cfg.GuardrailFuncs, Classify: r.classify, AgentDigest: r.agentDigest}
+	deps := guard.Deps{Funcs: cfg.GuardrailFuncs, Classify: r.classify, AgentDigest: r.agentDigest, Conditions: cfg.Conditions}
 	judges := guard.CheckAgents(cfg.Guardrails, agentViews(cfg))
 	for _, g := range cfg.Guardrails {
 		if _, dup := out[g.Name]; dup || g.Name == "" {

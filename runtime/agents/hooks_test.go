@@ -13,6 +13,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/guard"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
@@ -34,6 +35,7 @@ func guardedDesk(t *testing.T, gs []guard.Guardrail, names []string, script ...f
 	d := newDesk(t, script...)
 	cfg := d.config()
 	cfg.Guardrails = gs
+	cfg.Conditions = cel.Language{}
 	cfg.Agents[0].Guardrails = names
 	return d, cfg
 }

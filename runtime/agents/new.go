@@ -162,7 +162,7 @@ func (r *Runtime) compilePolicy(cfg Config, declared map[string]*tool) []error {
 	for _, t := range cfg.Tools {
 		governed = append(governed, policy.Tool{Name: t.Name, Approval: string(t.Approval), From: t.From})
 	}
-	compiled, err := policy.Compile(cfg.Approvals, governed)
+	compiled, err := policy.Compile(cfg.Approvals, governed, cfg.Conditions)
 	if err != nil {
 		return []error{err}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/kind"
 )
@@ -54,7 +55,7 @@ func (d *policyDesk) runtime(t *testing.T) *agents.Runtime {
 		})
 	}
 	cfg := agents.Config{
-		Gateway: d.fx.gw, Store: d.store, Approvals: d.policy, Tools: d.tools,
+		Gateway: d.fx.gw, Store: d.store, Approvals: d.policy, Conditions: cel.Language{}, Tools: d.tools,
 		Agents:          []agents.Agent{{Name: "desk", Model: "small", Tools: []string{"lookup", "refund", "credit"}, MaxSteps: d.maxSteps}},
 		Implementations: map[string]agents.Implementation{"lookup": impl("lookup"), "refund": impl("refund"), "credit": impl("credit")},
 	}
@@ -270,7 +271,7 @@ func TestPolicyRefusedAtNew(t *testing.T) {
 		t.Fatalf("New with a bad policy: %v", err)
 	}
 	delegating := func(p policy.Policy) error {
-		_, err := agents.New(agents.Config{Gateway: fx.gw, Tools: tools, Implementations: impls, Approvals: p,
+		_, err := agents.New(agents.Config{Gateway: fx.gw, Tools: tools, Implementations: impls, Approvals: p, Conditions: cel.Language{},
 			Agents: []agents.Agent{{Name: "lead", Model: "small", Delegates: []string{"helper"}}, {Name: "helper", Model: "small", Tools: []string{"refund"}}}})
 		return err
 	}

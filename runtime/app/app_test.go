@@ -18,9 +18,11 @@ import (
 
 	"github.com/aidgen/aid/gen"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/agents/tools/fixture"
 	toolhttp "github.com/aidgen/aid/runtime/agents/tools/http"
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/app/appeval"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -32,7 +34,9 @@ import (
 // IR, of CUE (which would validate at start-up and triple the import
 // graph), of pgx (which a program keeping its state in memory must not
 // link) and of every kind's package, which a program links only when its
-// description names the kind.
+// description names the kind; nor the features a program links only when
+// it uses them: the eval package (and gonum's statistics, through
+// runtime/app/appeval) and CEL (through Description.Conditions).
 func TestLinksNeitherIRNorCUENorPgx(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
@@ -47,14 +51,17 @@ func TestLinksNeitherIRNorCUENorPgx(t *testing.T) {
 			strings.HasPrefix(dep, "github.com/aidgen/aid/runtime/agents/tools/"),
 			dep == "github.com/aidgen/aid/runtime/gateway/fake", dep == "github.com/aidgen/aid/runtime/gateway/openaicompat",
 			dep == "github.com/aidgen/aid/runtime/retrieval/pgvector",
-			strings.HasPrefix(dep, "github.com/openai/"):
+			strings.HasPrefix(dep, "github.com/openai/"),
+			dep == "github.com/aidgen/aid/runtime/eval", dep == "github.com/aidgen/aid/runtime/app/appeval",
+			strings.HasPrefix(dep, "gonum.org/v1/gonum/stat"), strings.HasPrefix(dep, "gonum.org/v1/gonum/mat"),
+			strings.HasPrefix(dep, "cel.dev/"), dep == "github.com/aidgen/aid/runtime/agents/policy/cel":
 			t.Errorf("runtime/app links %s", dep)
 		}
 	}
 }
 
 // stubRefund is the tool plan of the evals whose target can refund.
-var stubRefund = []app.EvalTool{{Tool: "refund", Mode: eval.ToolStub, Result: json.RawMessage(`"stubbed"`)}}
+var stubRefund = []appeval.EvalTool{{Tool: "refund", Mode: eval.ToolStub, Result: json.RawMessage(`"stubbed"`)}}
 
 // write writes a file under dir and returns its name relative to dir.
 func write(t *testing.T, dir, name, content string) string {
@@ -73,7 +80,7 @@ const dataset = `{"name": "qa", "version": "1", "cases": [
 // desk is a small application: one fake provider with an answer key and an
 // agent script, one chat model, an agent whose script calls a fixture tool
 // and then answers from the key, and an eval of that agent.
-func desk(t *testing.T) app.Description {
+func desk(t *testing.T) evalApp {
 	t.Helper()
 	dir := t.TempDir()
 	write(t, dir, "qa.json", dataset)
@@ -88,7 +95,7 @@ func desk(t *testing.T) app.Description {
 			{"answer": true, "text": "refunded"}
 		]
 	}}`)
-	return app.Description{
+	return evalApp{Description: app.Description{
 		Name: "desk", Version: "0.1.0", Dir: dir,
 		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{Seed: 3,
 			AnswerKey: &fake.AnswerKeyFile{Dataset: "qa.json", Accuracy: 1}, Script: "script.json"}}},
@@ -105,14 +112,28 @@ func desk(t *testing.T) app.Description {
 			{Name: "desk", Model: "m", Instructions: "Answer.", Tools: []string{"lookup"}},
 			{Name: "refunder", Model: "m", Instructions: "Refund.", Tools: []string{"refund"}},
 		},
-		Evals: []app.Eval{
-			{Name: "qa", Dataset: "qa.json", Target: app.EvalTarget{Agent: "desk"}, Runs: 3, Concurrency: 2,
+	},
+		Evals: []appeval.Eval{
+			{Name: "qa", Dataset: "qa.json", Target: appeval.EvalTarget{Agent: "desk"}, Runs: 3, Concurrency: 2,
 				Metrics: []string{"exact_match"}, Budget: "cap", Baseline: "qa-baseline.json",
 				Thresholds: []eval.Threshold{{Metric: "exact_match", MaxRegression: 0.1, Alpha: 0.05}}},
-			{Name: "refunds", Dataset: "qa.json", Target: app.EvalTarget{Agent: "refunder"}, Runs: 1, Concurrency: 1,
+			{Name: "refunds", Dataset: "qa.json", Target: appeval.EvalTarget{Agent: "refunder"}, Runs: 1, Concurrency: 1,
 				Metrics: []string{"exact_match"}, Tools: stubRefund},
 		},
 	}
+}
+
+// evalApp is an application's description with its evals, as aidgen eval
+// assembles it (appeval.Assemble); the tests of this package that run
+// evals use it, and the others its Description.
+type evalApp struct {
+	app.Description
+	Evals []appeval.Eval
+}
+
+// assemble assembles d with its evals.
+func assemble(ctx context.Context, d evalApp, opts app.Options) (*appeval.App, error) {
+	return appeval.Assemble(ctx, d.Description, d.Evals, opts)
 }
 
 // noTools is a tool kind that builds nothing.
@@ -132,7 +153,7 @@ func goTools() map[string]agents.Implementation {
 // a run that plays the script (a fixture tool call, then the answer key's
 // answer), is charged to one account of the eval's run, and scores.
 func TestAgentEvalTarget(t *testing.T) {
-	a, err := app.Assemble(t.Context(), desk(t), app.Options{Implementations: goTools()})
+	a, err := assemble(t.Context(), desk(t), app.Options{Implementations: goTools()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +197,7 @@ func TestAgentEvalTarget(t *testing.T) {
 // TestAgentEvalTargetPauseFailsTheSample: a sample whose run pauses for
 // approval has no answer; it fails with an error naming the waiting tool.
 func TestAgentEvalTargetPauseFailsTheSample(t *testing.T) {
-	a, err := app.Assemble(t.Context(), desk(t), app.Options{Implementations: goTools()})
+	a, err := assemble(t.Context(), desk(t), app.Options{Implementations: goTools()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +213,7 @@ func TestAgentEvalTargetPauseFailsTheSample(t *testing.T) {
 	if len(errs) != 2 {
 		t.Fatalf("%d failed samples, want 2: %v", len(errs), errs)
 	}
-	var se *app.AgentSampleError
+	var se *appeval.AgentSampleError
 	if !errors.As(errs[0], &se) || se.Status != agents.StatusPaused || se.Pending != "refund" || !strings.Contains(se.Error(), "approve") {
 		t.Fatalf("error %v, want an AgentSampleError paused on refund", errs[0])
 	}
@@ -210,7 +231,7 @@ func TestAssembleReportsEveryProblem(t *testing.T) {
 	impls := goTools()
 	impls["lookup"] = impls["refund"]     // lookup is a fixture tool
 	impls["undeclared"] = impls["refund"] // not a tool of the application
-	_, err := app.Assemble(t.Context(), d, app.Options{Implementations: impls, LookupEnv: func(string) (string, bool) { return "", false }})
+	_, err := assemble(t.Context(), d, app.Options{Implementations: impls, LookupEnv: func(string) (string, bool) { return "", false }})
 	if err == nil {
 		t.Fatal("Assemble succeeded")
 	}
@@ -224,7 +245,7 @@ func TestAssembleReportsEveryProblem(t *testing.T) {
 // TestMissingGoToolNamesIt: a go tool an agent offers without registered
 // code fails Assemble with the agents runtime's typed error naming it.
 func TestMissingGoToolNamesIt(t *testing.T) {
-	_, err := app.Assemble(t.Context(), desk(t), app.Options{})
+	_, err := assemble(t.Context(), desk(t), app.Options{})
 	var mt *agents.MissingToolImplementationError
 	if !errors.As(err, &mt) || mt.Tool != "refund" {
 		t.Fatalf("Assemble = %v, want a MissingToolImplementationError for refund", err)
@@ -243,7 +264,7 @@ func TestHTTPToolHeadersFromEnv(t *testing.T) {
 	d := desk(t)
 	d.Tools[1].Kind = toolhttp.Kind{URL: srv.URL, HeadersFromEnv: map[string]string{"Authorization": "REFUND_TOKEN"}}
 	d.Tools[1].Decl.Approval = agents.ApprovalNever
-	a, err := app.Assemble(t.Context(), d, app.Options{LookupEnv: func(k string) (string, bool) { return "Bearer s3cret", k == "REFUND_TOKEN" }})
+	a, err := assemble(t.Context(), d, app.Options{LookupEnv: func(k string) (string, bool) { return "Bearer s3cret", k == "REFUND_TOKEN" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +333,7 @@ func TestStateAndStores(t *testing.T) {
 	d.Agents[0].Memory = &agents.Memory{User: &agents.StoredMemory{Store: "pg"}}
 	env := func(k string) (string, bool) { return "postgres://x", k == "APP_DSN" }
 
-	_, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools(), LookupEnv: env})
+	_, err := assemble(t.Context(), d, app.Options{Implementations: goTools(), LookupEnv: env})
 	if err == nil || !strings.Contains(err.Error(), "Options.OpenState") {
 		t.Fatalf("Assemble without OpenState = %v", err)
 	}
@@ -326,7 +347,7 @@ func TestStateAndStores(t *testing.T) {
 			return agents.NewInMemoryStore(), gateway.NewMemoryLedger(), nil
 		},
 	}
-	a, err := app.Assemble(t.Context(), d, opts)
+	a, err := assemble(t.Context(), d, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +359,7 @@ func TestStateAndStores(t *testing.T) {
 	}
 
 	d.Agents[1].Memory = &agents.Memory{Global: &agents.StoredMemory{Store: "vec"}}
-	_, err = app.Assemble(t.Context(), d, opts)
+	_, err = assemble(t.Context(), d, opts)
 	var de *kind.DeferredError
 	if !errors.As(err, &de) || de.Feature != "memory in a vectors-only store" {
 		t.Fatalf("memory in a store that cannot hold it: %v", err)
@@ -355,7 +376,7 @@ func TestMemoryInDatabase(t *testing.T) {
 	d.Agents[0].Memory = &agents.Memory{User: &agents.StoredMemory{Store: "db"}, Global: &agents.StoredMemory{Store: "db"}}
 	env := func(k string) (string, bool) { return "postgres://db", k == "DB_DSN" }
 
-	_, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools(), LookupEnv: env})
+	_, err := app.Assemble(t.Context(), d.Description, app.Options{Implementations: goTools(), LookupEnv: env})
 	if err == nil || !strings.Contains(err.Error(), `memory store "db" is a database store, in PostgreSQL: set Options.OpenMemory`) {
 		t.Fatalf("Assemble without OpenMemory = %v", err)
 	}
@@ -370,7 +391,7 @@ func TestMemoryInDatabase(t *testing.T) {
 			return mem, nil
 		},
 	}
-	a, err := app.Assemble(t.Context(), d, opts)
+	a, err := app.Assemble(t.Context(), d.Description, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,14 +401,14 @@ func TestMemoryInDatabase(t *testing.T) {
 	}
 
 	opts.LookupEnv = func(string) (string, bool) { return "", false }
-	if _, err := app.Assemble(t.Context(), d, opts); err == nil || !strings.Contains(err.Error(), `memory store "db": store "db": DB_DSN is not set`) {
+	if _, err := app.Assemble(t.Context(), d.Description, opts); err == nil || !strings.Contains(err.Error(), `memory store "db": store "db": DB_DSN is not set`) {
 		t.Errorf("Assemble without the DSN = %v", err)
 	}
 }
 
 func TestUnknownEvalAndTarget(t *testing.T) {
 	d := desk(t)
-	a, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools()})
+	a, err := assemble(t.Context(), d, app.Options{Implementations: goTools()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +416,7 @@ func TestUnknownEvalAndTarget(t *testing.T) {
 		t.Errorf("Eval(nope) = %v, want the known evals listed", err)
 	}
 	d.Evals[0].Target.Agent = "ghost"
-	_, err = app.Assemble(t.Context(), d, app.Options{Implementations: goTools()})
+	_, err = assemble(t.Context(), d, app.Options{Implementations: goTools()})
 	var ua *agents.UnknownAgentError
 	if !errors.As(err, &ua) || ua.Agent != "ghost" {
 		t.Errorf("Assemble with an unknown target agent = %v", err)
@@ -405,10 +426,11 @@ func TestUnknownEvalAndTarget(t *testing.T) {
 // TestDescriptionIsPlainData walks the Description type: gen emits it as a
 // Go literal, so it may hold no func, channel, interface or unsafe pointer,
 // and pointers only to plain values, anywhere inside, but for the
-// interfaces a kind's configuration implements, whose values gen spells
-// with their own types (internal/lower's test checks every kind's type).
+// interfaces a kind's configuration implements, and the condition
+// language's, whose values gen spells with their own types
+// (internal/lower's test checks every kind's type).
 func TestDescriptionIsPlainData(t *testing.T) {
-	kinds := []reflect.Type{reflect.TypeFor[gateway.ProviderKind](), reflect.TypeFor[agents.ToolKind](), reflect.TypeFor[retrieval.StoreKind](), reflect.TypeFor[kind.ResourceKind]()}
+	kinds := []reflect.Type{reflect.TypeFor[gateway.ProviderKind](), reflect.TypeFor[agents.ToolKind](), reflect.TypeFor[retrieval.StoreKind](), reflect.TypeFor[kind.ResourceKind](), reflect.TypeFor[policy.Language]()}
 	if err := gen.Spellable(reflect.TypeFor[app.Description](), kinds...); err != nil {
 		t.Error(err)
 	}
@@ -440,7 +462,7 @@ func TestWrappersSeeEveryCall(t *testing.T) {
 			})
 		},
 	}
-	a, err := app.Assemble(t.Context(), desk(t), opts)
+	a, err := assemble(t.Context(), desk(t), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,11 +501,11 @@ func TestAgentEvalApprovals(t *testing.T) {
 		"looper": [`+strings.Join(steps, ",")+`]
 	}}`)
 	d.Agents = append(d.Agents, agents.Agent{Name: "looper", Model: "m", Instructions: "Refund.", Tools: []string{"refund"}, MaxSteps: eval.MaxSampleDecisions + 2})
-	d.Evals = []app.Eval{
-		{Name: "refunds", Dataset: "qa.json", Target: app.EvalTarget{Agent: "refunder"}, Runs: 1, Concurrency: 1, Metrics: []string{"exact_match"}, Approvals: eval.ApprovalsApprove, Tools: stubRefund},
-		{Name: "loop", Dataset: "qa.json", Target: app.EvalTarget{Agent: "looper"}, Runs: 1, Concurrency: 1, Metrics: []string{"exact_match"}, Approvals: eval.ApprovalsReject, Tools: stubRefund},
+	d.Evals = []appeval.Eval{
+		{Name: "refunds", Dataset: "qa.json", Target: appeval.EvalTarget{Agent: "refunder"}, Runs: 1, Concurrency: 1, Metrics: []string{"exact_match"}, Approvals: eval.ApprovalsApprove, Tools: stubRefund},
+		{Name: "loop", Dataset: "qa.json", Target: appeval.EvalTarget{Agent: "looper"}, Runs: 1, Concurrency: 1, Metrics: []string{"exact_match"}, Approvals: eval.ApprovalsReject, Tools: stubRefund},
 	}
-	a, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools()})
+	a, err := assemble(t.Context(), d, app.Options{Implementations: goTools()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,14 +534,14 @@ func TestAgentEvalApprovals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var se *app.AgentSampleError
+	var se *appeval.AgentSampleError
 	if errs := res.Errors(); len(errs) != 2 || !errors.As(errs[0], &se) || se.Decisions != eval.MaxSampleDecisions || !strings.Contains(se.Error(), "still paused") {
 		t.Fatalf("errors %v, want samples still paused after %d decisions", errs, eval.MaxSampleDecisions)
 	}
 
 	d = desk(t)
-	d.Evals = []app.Eval{{Name: "m", Dataset: "qa.json", Target: app.EvalTarget{Model: "m"}, Runs: 1, Concurrency: 1, Metrics: []string{"exact_match"}, Approvals: eval.ApprovalsApprove}}
-	if _, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools()}); err == nil || !strings.Contains(err.Error(), "the target is not an agent") {
+	d.Evals = []appeval.Eval{{Name: "m", Dataset: "qa.json", Target: appeval.EvalTarget{Model: "m"}, Runs: 1, Concurrency: 1, Metrics: []string{"exact_match"}, Approvals: eval.ApprovalsApprove}}
+	if _, err := assemble(t.Context(), d, app.Options{Implementations: goTools()}); err == nil || !strings.Contains(err.Error(), "the target is not an agent") {
 		t.Errorf("approvals on a model target: %v", err)
 	}
 }

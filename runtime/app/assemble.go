@@ -10,7 +10,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -115,11 +114,23 @@ type App struct {
 	desc  Description
 	files kind.Files
 	scope *kind.Scope
-	tools *toolIndex // the tools an eval plans; nil without an agent eval
+	tools []agents.Tool // the declared tools as the kinds built them
 }
 
 // Description returns the description the application was assembled from.
 func (a *App) Description() Description { return a.desc }
+
+// Files returns the application's files, as its kinds read them.
+func (a *App) Files() kind.Files { return a.files }
+
+// Scope returns the scope App.Close closes, for what is opened to serve
+// the application after it was assembled (the stubs of an eval's tools).
+func (a *App) Scope() *kind.Scope { return a.scope }
+
+// Tools returns the declared tools as the agents runtime has them, with
+// those a kind built in a declaration's place (a server's tools) listed
+// each; nil when the application has no agents.
+func (a *App) Tools() []agents.Tool { return slices.Clone(a.tools) }
 
 // ReadyChecks returns the readiness checks the application's kinds
 // registered for what they opened (a connection to each MCP server), by
@@ -135,11 +146,9 @@ func (a *App) Close() error { return a.scope.Close() }
 // its pinned catalog, providers (with their answer keys and agent scripts)
 // and budgets; the tools (Go code from opts, http and fixture kinds built
 // here); the memory stores; the retrievers (built, not ingested); the
-// agents runtime; and every eval's target, metrics, judge, budget and
-// thresholds, so that App.Eval fails only on reading its dataset (read
-// there, so that a service that runs no eval needs no dataset file). Every
-// problem found is reported, joined; a stage that fails stops the stages
-// that depend on it.
+// agents runtime (package appeval assembles an application with its evals
+// around it). Every problem found is reported, joined; a stage that fails
+// stops the stages that depend on it.
 func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err error) {
 	if opts.LookupEnv == nil {
 		opts.LookupEnv = os.LookupEnv
@@ -196,20 +205,7 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 				impls[name] = opts.WrapTool(name, impl)
 			}
 		}
-		if hasAgentEval(&desc) {
-			// Outermost, so that a stubbed call reaches neither the tool
-			// nor what wraps it.
-			a.tools = &toolIndex{tools: map[string]agents.Tool{}, agents: map[string]agents.Agent{}}
-			for _, t := range tools {
-				a.tools.tools[t.Name] = t
-			}
-			for _, ag := range expandTools(desc.Agents, expand) {
-				a.tools.agents[ag.Name] = ag
-			}
-			for name, impl := range impls {
-				impls[name] = interceptTool(name, impl)
-			}
-		}
+		a.tools = tools
 		a.Agents, err = agents.New(agents.Config{
 			Retrievers:        searchers,
 			Gateway:           g,
@@ -223,6 +219,7 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 			Logger:            opts.Logger,
 			Timeouts:          desc.Service.Timeouts,
 			Approvals:         desc.Approvals,
+			Conditions:        desc.Conditions,
 			Guardrails:        desc.Guardrails,
 			GuardrailFuncs:    opts.GuardrailFuncs,
 			DefaultGuardrails: desc.Service.Guardrails,
@@ -233,13 +230,6 @@ func Assemble(ctx context.Context, desc Description, opts Options) (_ *App, err 
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("building the agents: %w", err))
-		}
-	}
-	if len(errs) == 0 {
-		for _, e := range desc.Evals {
-			if _, err := a.newEval(e, "check"); err != nil {
-				errs = append(errs, err)
-			}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -305,14 +295,6 @@ func Describe(ctx context.Context, desc Description, opts Options, k, name strin
 		return fmt.Errorf("%s declares no %s; its resources are of kind %s", desc.Name, k, strings.Join(kinds, ", "))
 	}
 	return fmt.Errorf("%s declares no resources", desc.Name)
-}
-
-// path resolves a file name of the description against its directory.
-func (d *Description) path(name string) string {
-	if name == "" || filepath.IsAbs(name) {
-		return name
-	}
-	return filepath.Join(d.Dir, filepath.FromSlash(name))
 }
 
 // buildTools builds every declared tool: the Go code Options registers for

@@ -11,6 +11,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/tools/fixture"
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/app/appeval"
 	"github.com/aidgen/aid/runtime/eval"
 )
 
@@ -24,20 +25,20 @@ func TestEvalToolModes(t *testing.T) {
 	recorded := []eval.ToolAnswer{{Tool: "refund", Args: json.RawMessage(`{ }`), Result: json.RawMessage(`{"from":"recording"}`)}}
 	tests := []struct {
 		name   string
-		tool   app.EvalTool
+		tool   appeval.EvalTool
 		cases  [2][]eval.ToolAnswer // the answers cases a and b carry
 		reach  int64
 		result [2]string
 		err    [2]string
 	}{
-		{name: "live", tool: app.EvalTool{Tool: "refund", Mode: eval.ToolLive}, reach: 2, result: [2]string{"done", "done"}},
-		{name: "stub result, case answer first", tool: app.EvalTool{Tool: "refund", Mode: eval.ToolStub, Result: json.RawMessage(`{"ok":1}`)},
+		{name: "live", tool: appeval.EvalTool{Tool: "refund", Mode: eval.ToolLive}, reach: 2, result: [2]string{"done", "done"}},
+		{name: "stub result, case answer first", tool: appeval.EvalTool{Tool: "refund", Mode: eval.ToolStub, Result: json.RawMessage(`{"ok":1}`)},
 			cases: [2][]eval.ToolAnswer{nil, {{Tool: "refund", Result: json.RawMessage(`"case b's"`)}}}, result: [2]string{`{"ok":1}`, "case b's"}},
-		{name: "stub rows", tool: app.EvalTool{Tool: "refund", Mode: eval.ToolStub, Stub: fixture.Kind{File: "refund-rows.json"}}, result: [2]string{"row answer", "row answer"}},
-		{name: "stub without answer", tool: app.EvalTool{Tool: "refund", Mode: eval.ToolStub},
+		{name: "stub rows", tool: appeval.EvalTool{Tool: "refund", Mode: eval.ToolStub, Stub: fixture.Kind{File: "refund-rows.json"}}, result: [2]string{"row answer", "row answer"}},
+		{name: "stub without answer", tool: appeval.EvalTool{Tool: "refund", Mode: eval.ToolStub},
 			cases: [2][]eval.ToolAnswer{{{Tool: "refund", Args: json.RawMessage(`{"other":1}`), Error: "never"}}, {{Tool: "refund", Error: "refused by the case"}}},
 			err:   [2]string{`eval stub of refund: case "a" has no answer to this call`, "refused by the case"}},
-		{name: "replay", tool: app.EvalTool{Tool: "refund", Mode: eval.ToolReplay}, cases: [2][]eval.ToolAnswer{recorded, nil},
+		{name: "replay", tool: appeval.EvalTool{Tool: "refund", Mode: eval.ToolReplay}, cases: [2][]eval.ToolAnswer{recorded, nil},
 			result: [2]string{`{"from":"recording"}`, ""}, err: [2]string{"", "the recorded run made no call of refund with these arguments"}},
 	}
 	for _, tt := range tests {
@@ -45,7 +46,7 @@ func TestEvalToolModes(t *testing.T) {
 			d := desk(t)
 			write(t, d.Dir, "refund-rows.json", `[{"args": {}, "result": "row answer"}, {"args": {"x": 1}, "result": "other"}]`)
 			for i := range d.Evals {
-				d.Evals[i].Tools = []app.EvalTool{tt.tool}
+				d.Evals[i].Tools = []appeval.EvalTool{tt.tool}
 				d.Evals[i].Approvals = eval.ApprovalsApprove
 			}
 			var reached atomic.Int64
@@ -53,7 +54,7 @@ func TestEvalToolModes(t *testing.T) {
 				reached.Add(1)
 				return "done", nil
 			})}
-			a, err := app.Assemble(t.Context(), d, app.Options{Implementations: impls})
+			a, err := assemble(t.Context(), d, app.Options{Implementations: impls})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,18 +96,18 @@ func TestEvalToolModes(t *testing.T) {
 func TestEvalRefusesUnstubbedWrite(t *testing.T) {
 	d := desk(t)
 	d.Evals[1].Tools = nil
-	a, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools()})
+	a, err := assemble(t.Context(), d, app.Options{Implementations: goTools()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
 	_, err = a.Eval("refunds")
-	var ue *app.UnstubbedToolError
+	var ue *appeval.UnstubbedToolError
 	if !errors.As(err, &ue) || ue.Tool != "refund" || ue.Agent != "refunder" || !contains(err.Error(), `mode: "stub"`) {
 		t.Fatalf("Eval = %v, want an UnstubbedToolError for refund", err)
 	}
-	d.Evals[1].Tools = []app.EvalTool{{Tool: "nope", Mode: eval.ToolLive}}
-	if a, err = app.Assemble(t.Context(), d, app.Options{Implementations: goTools()}); err != nil {
+	d.Evals[1].Tools = []appeval.EvalTool{{Tool: "nope", Mode: eval.ToolLive}}
+	if a, err = assemble(t.Context(), d, app.Options{Implementations: goTools()}); err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()

@@ -43,7 +43,7 @@ func ReplayConfig(desc Description, learned []agents.LearnedTool) (agents.Config
 	}
 	return agents.Config{
 		Gateway: g, Agents: expandTools(desc.Agents, expand), Tools: tools, Budgets: desc.Budgets,
-		Approvals: desc.Approvals, App: desc.Name, AppVersion: desc.Version,
+		Approvals: desc.Approvals, Conditions: desc.Conditions, App: desc.Name, AppVersion: desc.Version,
 		Guardrails: desc.Guardrails, DefaultGuardrails: desc.Service.Guardrails,
 		Skills: replaySkills(desc),
 	}, nil

@@ -80,7 +80,7 @@ func TestResources(t *testing.T) {
 		app.Tool{Decl: agents.Tool{Name: "files", Description: "Files."}, Kind: viaServer{Server: "fs", Prefix: "fs_"}},
 	)
 	d.Agents[0].Tools = append(d.Agents[0].Tools, "stat", "files")
-	a, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools()})
+	a, err := assemble(t.Context(), d, app.Options{Implementations: goTools()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestResources(t *testing.T) {
 	}
 
 	d.Tools[len(d.Tools)-1].Kind = viaServer{Server: "db"}
-	if _, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools()}); err == nil || !strings.Contains(err.Error(), `tool "files": server "db" is not declared`) {
+	if _, err := assemble(t.Context(), d, app.Options{Implementations: goTools()}); err == nil || !strings.Contains(err.Error(), `tool "files": server "db" is not declared`) {
 		t.Errorf("a tool naming an undeclared server: %v", err)
 	}
 }
@@ -131,7 +131,7 @@ func TestDescribe(t *testing.T) {
 	d.Resources = []kind.Resource{{Name: "fs", Kind: describing{Addr: "unix:/fs.sock"}}, {Name: "db", Kind: describing{}}, {Name: "plain", Kind: server{}}}
 	opts := app.Options{LookupEnv: func(k string) (string, bool) { return "k1", k == "SERVER_KEY" }}
 	var out strings.Builder
-	if err := app.Describe(t.Context(), d, opts, "servers", "fs", &out); err != nil || out.String() != "fs at unix:/fs.sock (key k1): read, list\n" {
+	if err := app.Describe(t.Context(), d.Description, opts, "servers", "fs", &out); err != nil || out.String() != "fs at unix:/fs.sock (key k1): read, list\n" {
 		t.Errorf("Describe = %q, %v", out.String(), err)
 	}
 	for _, tt := range []struct{ kind, name, want string }{
@@ -139,16 +139,16 @@ func TestDescribe(t *testing.T) {
 		{"servers", "nope", `no servers resource "nope"; desk has fs, db, plain`},
 		{"mcpServers", "fs", "desk declares no mcpServers; its resources are of kind servers"},
 	} {
-		if err := app.Describe(t.Context(), d, opts, tt.kind, tt.name, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if err := app.Describe(t.Context(), d.Description, opts, tt.kind, tt.name, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Describe(%s, %s) = %v, want %q", tt.kind, tt.name, err, tt.want)
 		}
 	}
 	d.Resources = []kind.Resource{{Name: "plain", Kind: server{}}}
-	if err := app.Describe(t.Context(), d, opts, "servers", "plain", io.Discard); err == nil || !strings.Contains(err.Error(), "cannot describe") {
+	if err := app.Describe(t.Context(), d.Description, opts, "servers", "plain", io.Discard); err == nil || !strings.Contains(err.Error(), "cannot describe") {
 		t.Errorf("a kind that cannot describe: %v", err)
 	}
 	d.Resources = nil
-	if err := app.Describe(t.Context(), d, opts, "servers", "fs", io.Discard); err == nil || !strings.Contains(err.Error(), "declares no resources") {
+	if err := app.Describe(t.Context(), d.Description, opts, "servers", "fs", io.Discard); err == nil || !strings.Contains(err.Error(), "declares no resources") {
 		t.Errorf("no resources: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/app/appeval"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -16,7 +17,7 @@ import (
 // kbApp is an application with one retriever over three articles in a
 // memory store and a retrieval eval of it. The retriever's Source.Dir is
 // empty, as lowering leaves it: the files are relative to the app's Dir.
-func kbApp(t *testing.T, cases string) app.Description {
+func kbApp(t *testing.T, cases string) evalApp {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "docs"), 0o755); err != nil {
@@ -26,7 +27,7 @@ func kbApp(t *testing.T, cases string) app.Description {
 	write(t, dir, "docs/shipping.md", "# Shipping\n\nOrders ship within 2 business days to Norway and Switzerland.\n")
 	write(t, dir, "docs/login.md", "# Sign in\n\nReset your password from the sign-in page.\n")
 	write(t, dir, "kb.jsonl", cases)
-	return app.Description{
+	return evalApp{Description: app.Description{
 		Name: "kb", Version: "0.1.0", Dir: dir,
 		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{Seed: 1}}},
 		Models: []gateway.PinnedModel{{Alias: "embed", Spec: gateway.ModelSpec{ID: "fake-embed-1", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: 128,
@@ -34,7 +35,8 @@ func kbApp(t *testing.T, cases string) app.Description {
 		Stores: []retrieval.StoreConfig{{Name: "kb"}},
 		Retrievers: []retrieval.Config{{Name: "kb", Source: retrieval.Source{Files: []string{"docs/*.md"}},
 			ChunkSize: 200, ChunkOverlap: 20, EmbedModel: "embed", Store: "kb", TopK: 2}},
-		Evals: []app.Eval{{Name: "kb", Dataset: "kb.jsonl", Target: app.EvalTarget{Retriever: "kb"}, Runs: 2, Concurrency: 3,
+	},
+		Evals: []appeval.Eval{{Name: "kb", Dataset: "kb.jsonl", Target: appeval.EvalTarget{Retriever: "kb"}, Runs: 2, Concurrency: 3,
 			Metrics: []string{"recall@1", "mrr@2", "ndcg@2"}}},
 	}
 }
@@ -49,7 +51,7 @@ const kbCases = `{"id": "refund", "input": "how many days for a refund", "expect
 // concurrency; every case finds its article first; and the answers name
 // the pinned embedding model, so baselines pin it.
 func TestRetrieverEvalTarget(t *testing.T) {
-	a, err := app.Assemble(t.Context(), kbApp(t, kbCases), app.Options{})
+	a, err := assemble(t.Context(), kbApp(t, kbCases), app.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +101,7 @@ func TestRetrieverEvalRefusals(t *testing.T) {
 	tests := []struct {
 		name  string
 		cases string
-		edit  func(*app.Description)
+		edit  func(*evalApp)
 		want  string // in the error of Assemble, or of Eval when Assemble passes
 	}{
 		{"a misspelt source path", `{"id": "a", "input": "refund", "expected": ["docs/refund.md"]}`, nil,
@@ -108,17 +110,17 @@ func TestRetrieverEvalRefusals(t *testing.T) {
 			`case "a": expected must be the relevant source paths`},
 		{"no relevant source", `{"id": "a", "input": "refund", "expected": []}`, nil,
 			`case "a": expected names no relevant source`},
-		{"an answer metric", kbCases, func(d *app.Description) { d.Evals[0].Metrics = []string{"exact_match"} },
+		{"an answer metric", kbCases, func(d *evalApp) { d.Evals[0].Metrics = []string{"exact_match"} },
 			`the target is retriever "kb": retrieval metric "exact_match"`},
-		{"a ranked metric on a model", kbCases, func(d *app.Description) {
+		{"a ranked metric on a model", kbCases, func(d *evalApp) {
 			d.Models = append(d.Models, gateway.PinnedModel{Alias: "chat", Spec: gateway.ModelSpec{ID: "fake-chat", Provider: "fake", MaxOutputTokens: 10}})
-			d.Evals[0].Target = app.EvalTarget{Model: "chat"}
+			d.Evals[0].Target = appeval.EvalTarget{Model: "chat"}
 		}, `metric "recall@1" scores a retriever's ranking; the target must be a retriever`},
-		{"an unknown retriever", kbCases, func(d *app.Description) { d.Evals[0].Target.Retriever = "kbb" },
+		{"an unknown retriever", kbCases, func(d *evalApp) { d.Evals[0].Target.Retriever = "kbb" },
 			`the target retriever "kbb" is not a retriever of the application (retrievers: [kb])`},
-		{"a retriever and an agent", kbCases, func(d *app.Description) { d.Evals[0].Target.Agent = "desk" },
+		{"a retriever and an agent", kbCases, func(d *evalApp) { d.Evals[0].Target.Agent = "desk" },
 			`names retriever "kb" and an agent or model too`},
-		{"a negative k", kbCases, func(d *app.Description) { d.Evals[0].Target.K = -1 },
+		{"a negative k", kbCases, func(d *evalApp) { d.Evals[0].Target.K = -1 },
 			`k=-1`},
 	}
 	for _, tt := range tests {
@@ -127,7 +129,7 @@ func TestRetrieverEvalRefusals(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(&d)
 			}
-			a, err := app.Assemble(t.Context(), d, app.Options{})
+			a, err := assemble(t.Context(), d, app.Options{})
 			if err == nil {
 				_, err = a.Eval("kb")
 			}

@@ -24,7 +24,7 @@ func TestRetrieverSourceIsRelativeToDir(t *testing.T) {
 	d.Stores = []retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine}}
 	d.Retrievers = []retrieval.Config{{Name: "kb", Source: retrieval.Source{Files: []string{"docs/*.md"}}, ChunkSize: 200, EmbedModel: "embed", Store: "kb", TopK: 2}}
 	t.Chdir(t.TempDir()) // not the description's directory
-	a, err := app.Assemble(t.Context(), d, app.Options{Implementations: goTools(), RunStore: agents.NewInMemoryStore()})
+	a, err := assemble(t.Context(), d, app.Options{Implementations: goTools(), RunStore: agents.NewInMemoryStore()})
 	if err != nil {
 		t.Fatal(err)
 	}

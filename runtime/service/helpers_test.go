@@ -13,6 +13,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/service"
@@ -85,7 +86,7 @@ func newEnv(t testing.TB, o options) *env {
 	}
 	rt, err := agents.New(agents.Config{
 		Gateway: gw, Agents: o.agents, Tools: o.tools, Implementations: service.InstrumentTools(o.impls),
-		Retrievers: searchers, Budgets: o.budgets, MemoryStores: o.memory, Store: o.store, Approvals: o.approvals,
+		Retrievers: searchers, Budgets: o.budgets, MemoryStores: o.memory, Store: o.store, Approvals: o.approvals, Conditions: cel.Language{},
 		Guardrails: o.guards,
 	})
 	if err != nil {

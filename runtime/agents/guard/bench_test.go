@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/aidgen/aid/runtime/agents/guard"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 )
 
 // BenchmarkCheck is one check of a short message by each cheap kind: what
@@ -15,7 +16,7 @@ func BenchmarkCheck(b *testing.B) {
 		{Name: "card", Kind: guard.KindPattern, Points: []guard.Point{guard.Output}, Action: guard.Redact, Builtins: []string{"card"}},
 		{Name: "cel", Kind: guard.KindCEL, Points: []guard.Point{guard.Input}, Action: guard.Block, Message: "no", When: "text.size() > 4000"},
 	} {
-		c, err := guard.Compile(g, guard.Deps{})
+		c, err := guard.Compile(g, guard.Deps{Conditions: cel.Language{}})
 		if err != nil {
 			b.Fatal(err)
 		}

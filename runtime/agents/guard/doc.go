@@ -16,7 +16,8 @@
 //     instructions"). It trips on any match; a redaction replaces each
 //     match.
 //   - cel: a CEL condition of type bool (package policy's guardrail
-//     environment: text, point, tool, args, agent, user, thread). It trips
+//     environment: text, point, tool, args, agent, user, thread), compiled
+//     by the language Deps.Conditions gives (package policy/cel). It trips
 //     when the condition holds, or when it cannot be judged.
 //   - schema: a JSON Schema the value must match: the arguments at
 //     toolArguments, elsewhere the text read as JSON (or as a JSON string

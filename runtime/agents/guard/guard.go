@@ -225,7 +225,7 @@ func (e *DeferredError) Error() string {
 type Checker struct {
 	g       Guardrail
 	res     []namedRE
-	cond    *policy.Condition
+	cond    *policy.GuardCondition
 	schema  *jsonschema.Schema
 	fn      Func
 	replace string
@@ -253,8 +253,8 @@ type namedRE struct {
 // Check returns every problem of g; funcs is the registered Go functions,
 // nil when they are not known yet (aidgen vet: the go guardrail's function
 // is then not looked up).
-func Check(g Guardrail, funcs map[string]Func) []Problem {
-	_, problems := compile(g, funcs, funcs != nil)
+func Check(g Guardrail, funcs map[string]Func, lang policy.Language) []Problem {
+	_, problems := compile(g, funcs, funcs != nil, lang)
 	return problems
 }
 
@@ -264,7 +264,7 @@ func Check(g Guardrail, funcs map[string]Func) []Problem {
 // *MissingFuncError; a model guardrail without a classifier a
 // *NoClassifierError.
 func Compile(g Guardrail, deps Deps) (*Checker, error) {
-	c, problems := compile(g, deps.Funcs, false)
+	c, problems := compile(g, deps.Funcs, false, deps.Conditions)
 	if len(problems) > 0 {
 		return nil, &Error{Guardrail: g.Name, Problems: problems}
 	}
@@ -294,7 +294,7 @@ func Compile(g Guardrail, deps Deps) (*Checker, error) {
 	return c, nil
 }
 
-func compile(g Guardrail, funcs map[string]Func, lookup bool) (*Checker, []Problem) {
+func compile(g Guardrail, funcs map[string]Func, lookup bool, lang policy.Language) (*Checker, []Problem) {
 	var ps []Problem
 	add := func(field string, i int, format string, args ...any) {
 		ps = append(ps, Problem{Field: field, Index: i, Message: fmt.Sprintf(format, args...)})
@@ -413,7 +413,7 @@ func compile(g Guardrail, funcs map[string]Func, lookup bool) (*Checker, []Probl
 			add("when", -1, "a cel guardrail needs the condition that trips it")
 			break
 		}
-		cond, err := policy.CompileGuard(g.When)
+		cond, err := policy.CompileGuard(lang, g.When)
 		if err != nil {
 			add("when", -1, "%v", err)
 		}

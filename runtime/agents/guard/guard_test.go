@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents/guard"
+	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 )
 
 func TestPatternBuiltins(t *testing.T) {
@@ -32,7 +34,7 @@ func TestPatternBuiltins(t *testing.T) {
 		{"injection", "I want a refund for order AB-123456", false},
 	}
 	for _, tt := range tests {
-		c, err := guard.Compile(guard.Guardrail{Name: "g", Kind: guard.KindPattern, Points: []guard.Point{guard.Input}, Action: guard.Log, Builtins: []string{tt.builtin}}, guard.Deps{})
+		c, err := guard.Compile(guard.Guardrail{Name: "g", Kind: guard.KindPattern, Points: []guard.Point{guard.Input}, Action: guard.Log, Builtins: []string{tt.builtin}}, guard.Deps{Conditions: cel.Language{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +49,7 @@ func TestPatternBuiltins(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
-	c, err := guard.Compile(guard.Guardrail{Name: "cards", Kind: guard.KindPattern, Points: []guard.Point{guard.Output}, Action: guard.Redact, Builtins: []string{"card"}, Words: []string{"secret"}, Replacement: "[card]"}, guard.Deps{})
+	c, err := guard.Compile(guard.Guardrail{Name: "cards", Kind: guard.KindPattern, Points: []guard.Point{guard.Output}, Action: guard.Redact, Builtins: []string{"card"}, Words: []string{"secret"}, Replacement: "[card]"}, guard.Deps{Conditions: cel.Language{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,17 +63,17 @@ func TestRedact(t *testing.T) {
 
 func TestCELAndSchema(t *testing.T) {
 	ctx := context.Background()
-	cel, err := guard.Compile(guard.Guardrail{Name: "big", Kind: guard.KindCEL, Points: []guard.Point{guard.ToolArguments}, Action: guard.Ask, When: `args.amount_usd > 1000`}, guard.Deps{})
+	celG, err := guard.Compile(guard.Guardrail{Name: "big", Kind: guard.KindCEL, Points: []guard.Point{guard.ToolArguments}, Action: guard.Ask, When: `args.amount_usd > 1000`}, guard.Deps{Conditions: cel.Language{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for args, want := range map[string]bool{`{"amount_usd": 5000}`: true, `{"amount_usd": 10}`: false, `{}`: true /* cannot be judged: trips */} {
-		f, _ := cel.Check(ctx, guard.Value{Point: "toolArguments", Text: args, Arguments: json.RawMessage(args)})
+		f, _ := celG.Check(ctx, guard.Value{Point: "toolArguments", Text: args, Arguments: json.RawMessage(args)})
 		if f.Tripped != want {
 			t.Errorf("cel on %s: tripped %v, want %v", args, f.Tripped, want)
 		}
 	}
-	sch, err := guard.Compile(guard.Guardrail{Name: "json", Kind: guard.KindSchema, Points: []guard.Point{guard.Output}, Action: guard.Block, Message: "no", Schema: json.RawMessage(`{"type":"object","required":["ok"]}`)}, guard.Deps{})
+	sch, err := guard.Compile(guard.Guardrail{Name: "json", Kind: guard.KindSchema, Points: []guard.Point{guard.Output}, Action: guard.Block, Message: "no", Schema: json.RawMessage(`{"type":"object","required":["ok"]}`)}, guard.Deps{Conditions: cel.Language{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,21 +102,21 @@ func TestCheckProblems(t *testing.T) {
 		{"beside redact", guard.Guardrail{Kind: guard.KindPattern, Points: []guard.Point{"input"}, Action: "redact", Words: []string{"x"}, Beside: true}, "cannot run beside"},
 	}
 	for _, tt := range tests {
-		_, err := guard.Compile(tt.g, guard.Deps{Funcs: map[string]guard.Func{}, Classify: refuse})
+		_, err := guard.Compile(tt.g, guard.Deps{Conditions: cel.Language{}, Funcs: map[string]guard.Func{}, Classify: refuse})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %v, want it to say %q", tt.name, err, tt.want)
 		}
 	}
 	// A go guardrail whose function is not registered: aidgen run, eval
 	// and replay, which link no Go code, say why they cannot run it.
-	_, err := guard.Compile(guard.Guardrail{Name: "g", Kind: guard.KindGo, Points: []guard.Point{"input"}, Action: "log", Func: "f"}, guard.Deps{})
+	_, err := guard.Compile(guard.Guardrail{Name: "g", Kind: guard.KindGo, Points: []guard.Point{"input"}, Action: "log", Func: "f"}, guard.Deps{Conditions: cel.Language{}})
 	if me, ok := errors.AsType[*guard.MissingFuncError](err); !ok || me.Func != "f" || !strings.Contains(err.Error(), "aidgen run, eval and replay interpret the app file and link no Go code") {
 		t.Errorf("an unregistered go guardrail: error %v, want a *MissingFuncError", err)
 	}
-	if ps := guard.Check(guard.Guardrail{Name: "g", Kind: guard.KindGo, Points: []guard.Point{"input"}, Action: "log", Func: "f"}, map[string]guard.Func{}); !strings.Contains(fmt.Sprint(ps), `no Go function is registered as "f"`) {
+	if ps := guard.Check(guard.Guardrail{Name: "g", Kind: guard.KindGo, Points: []guard.Point{"input"}, Action: "log", Func: "f"}, map[string]guard.Func{}, cel.Language{}); !strings.Contains(fmt.Sprint(ps), `no Go function is registered as "f"`) {
 		t.Errorf("Check with the functions known: %v", ps)
 	}
-	_, err = guard.Compile(model, guard.Deps{})
+	_, err = guard.Compile(model, guard.Deps{Conditions: cel.Language{}})
 	if _, ok := errors.AsType[*guard.NoClassifierError](err); !ok {
 		t.Errorf("a model guardrail without a classifier: error %v, want a *NoClassifierError", err)
 	}
@@ -169,10 +171,10 @@ func TestModelGuardrailProblems(t *testing.T) {
 		}), `verdict: agent "judge"'s output schema is the verdict`},
 	}
 	for _, tt := range tests {
-		if ps := guard.Check(tt.g, nil); !strings.Contains(fmt.Sprint(ps), strings.SplitN(tt.want, ": ", 2)[len(strings.SplitN(tt.want, ": ", 2))-1]) {
+		if ps := guard.Check(tt.g, nil, cel.Language{}); !strings.Contains(fmt.Sprint(ps), strings.SplitN(tt.want, ": ", 2)[len(strings.SplitN(tt.want, ": ", 2))-1]) {
 			t.Errorf("%s: Check says %v, want %q", tt.name, ps, tt.want)
 		}
-		if _, err := guard.Compile(tt.g, guard.Deps{Classify: refuse}); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := guard.Compile(tt.g, guard.Deps{Conditions: cel.Language{}, Classify: refuse}); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %v, want it to say %q", tt.name, err, tt.want)
 		}
 	}
@@ -180,7 +182,7 @@ func TestModelGuardrailProblems(t *testing.T) {
 	g := with(func(g *guard.Guardrail) {
 		g.Verdict = json.RawMessage(`{"type":"object","properties":{"tripped":{"type":"boolean"},"category":{"enum":["rude","fine"]}},"required":["tripped","category"]}`)
 	})
-	if _, err := guard.Compile(g, guard.Deps{Classify: refuse}); err != nil {
+	if _, err := guard.Compile(g, guard.Deps{Conditions: cel.Language{}, Classify: refuse}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -225,7 +227,7 @@ func TestModelGuardrailCheck(t *testing.T) {
 		{"timeout", quick, hang, true, "no verdict: the model did not answer within 1ms"},
 	}
 	for _, tt := range tests {
-		c, err := guard.Compile(tt.g, guard.Deps{Classify: tt.classify})
+		c, err := guard.Compile(tt.g, guard.Deps{Conditions: cel.Language{}, Classify: tt.classify})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +244,7 @@ func TestModelGuardrailCheck(t *testing.T) {
 		}
 	}
 	// The run ended: an error, not a verdict.
-	c, _ := guard.Compile(model, guard.Deps{Classify: hang})
+	c, _ := guard.Compile(model, guard.Deps{Conditions: cel.Language{}, Classify: hang})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := c.Check(ctx, guard.Value{Text: "you fool"}); !errors.Is(err, context.Canceled) {
@@ -251,8 +253,27 @@ func TestModelGuardrailCheck(t *testing.T) {
 	// Another prompt is another judge.
 	other := model
 	other.Prompt = "Is it kind?"
-	c2, _ := guard.Compile(other, guard.Deps{Classify: hang})
+	c2, _ := guard.Compile(other, guard.Deps{Conditions: cel.Language{}, Classify: hang})
 	if c2.Judge() == c.Judge() {
 		t.Errorf("two prompts, one judge %q", c.Judge())
+	}
+}
+
+// TestCELWithoutLanguage checks that a cel guardrail compiled without a
+// condition language is refused, naming what to give, rather than never
+// tripping: a program that did not link CEL cannot judge it.
+func TestCELWithoutLanguage(t *testing.T) {
+	g := guard.Guardrail{Name: "big", Kind: guard.KindCEL, Points: []guard.Point{guard.ToolArguments}, Action: guard.Block, Message: "no", When: `args.amount_usd > 1000`}
+	_, err := guard.Compile(g, guard.Deps{})
+	var no *policy.NoLanguageError
+	if !errors.As(err, &no) && !strings.Contains(fmt.Sprint(err), "no condition language is set") {
+		t.Fatalf("Compile without a language: %v, want a problem naming the missing language", err)
+	}
+	if ps := guard.Check(g, nil, nil); !strings.Contains(fmt.Sprint(ps), "cel.Language") {
+		t.Errorf("Check without a language: %v, want a problem naming cel.Language", ps)
+	}
+	// Other kinds need none.
+	if _, err := guard.Compile(guard.Guardrail{Name: "p", Kind: guard.KindPattern, Points: []guard.Point{guard.Input}, Action: guard.Log, Words: []string{"x"}}, guard.Deps{}); err != nil {
+		t.Errorf("a pattern guardrail without a language: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/internal/jsonschemas"
 )
 
@@ -95,6 +96,11 @@ type Deps struct {
 	// whether the program declares the agent; nil declares none, which
 	// refuses a model guardrail judged by an agent at Compile.
 	AgentDigest func(agent string) (digest string, ok bool)
+	// Conditions compiles a cel guardrail's condition (cel.Language, of
+	// package runtime/agents/policy/cel); nil refuses one at Compile with
+	// a *policy.NoLanguageError, so that a program without cel guardrails
+	// need not link CEL.
+	Conditions policy.Language
 }
 
 // NoClassifierError reports a model guardrail compiled without a

@@ -9,6 +9,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/pgstore"
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
 
@@ -31,6 +32,7 @@ func policyReplica(t *testing.T, dsn string, script map[string][]fake.Step) *age
 			{Name: "refund", Description: "d", Input: lookupSchema, Effects: agents.EffectsWrite},
 		},
 		Implementations: map[string]agents.Implementation{"lookup": impl, "refund": impl},
+		Conditions:      cel.Language{},
 		Approvals: policy.Policy{Rules: []policy.Rule{
 			{Tool: "lookup", When: `args.id == "secret"`, Action: policy.Deny, Reason: "not for customers"},
 			{Tool: "refund", Action: policy.Ask},

@@ -19,8 +19,10 @@
 // govern the application's declared tools; the tools the runtime makes
 // for handoffs, delegates and retrievers are not subject to them.
 //
-// A condition is a CEL expression (cel.dev/cel-go) of type bool over the
-// variables tool (string, the tool's name), args (map(string, dyn), the
+// A condition is a CEL expression of type bool, compiled by the Language
+// given to Compile (package policy/cel's, over cel.dev/cel-go; this package
+// does not link CEL, so that a program whose policy and guardrails have no
+// condition does not either), over the variables tool (string, the tool's name), args (map(string, dyn), the
 // call's JSON arguments: numbers are doubles, compared with ints as
 // numbers), agent (string, the calling agent), user and thread (strings,
 // the run's user and thread ids; empty when the run has none). For
@@ -35,7 +37,7 @@
 // action other than allow, deny or ask; a malformed glob; a glob or name
 // that matches no tool (unless a declaration's tools are not known until
 // the application starts: Tool.Unlisted); a condition that does not compile or is not a
-// bool; a rule shadowed by an earlier one without a condition (or with
+// bool, or that has no Language to compile it (NoLanguageError); a rule shadowed by an earlier one without a condition (or with
 // the same condition) that matches every tool it matches, so that it can
 // never decide; and a tool's approval shorthand that no call can reach
 // because an earlier rule without a condition decides every call of the

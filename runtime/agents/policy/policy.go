@@ -6,9 +6,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
-
-	"cel.dev/cel-go/cel"
 )
 
 // Action is what a policy decides about a call.
@@ -175,49 +172,85 @@ type Compiled struct {
 
 type compiledRule struct {
 	Rule
-	prg cel.Program // nil without a condition
+	cond Condition // nil without a condition
 }
 
-// costLimit bounds the evaluation of one condition (cel.CostLimit): a
-// condition may iterate over arguments a model wrote.
-const costLimit = 100_000
+// Language compiles conditions (Rule.When, a cel guardrail's): package
+// policy/cel's Language is CEL. It is given where conditions are compiled,
+// and nil when there are none, so that a program whose policy and
+// guardrails have no condition does not link a condition language.
+type Language interface {
+	// Compile compiles expr, which must be a bool over the variables of
+	// a call (Vars); guard adds a guardrail's text and point. The error
+	// says why it cannot be compiled.
+	Compile(expr string, guard bool) (Condition, error)
+}
 
-// env is the CEL environment of every condition, built once.
-var env = sync.OnceValues(func() (*cel.Env, error) {
-	return cel.NewEnv(callVariables()...)
-})
+// Condition is a compiled condition. It is safe for concurrent use.
+type Condition interface {
+	// Holds evaluates the condition over v; an error (a missing key
+	// without has(), a type error, a cost limit) means it could not be
+	// judged.
+	Holds(v *Vars) (bool, error)
+}
 
-// callVariables are the variables a condition sees of a call, and the
-// option that compares its numbers; guardrail conditions see them too.
-func callVariables() []cel.EnvOption {
-	return []cel.EnvOption{
-		cel.Variable("tool", cel.StringType),
-		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("agent", cel.StringType),
-		cel.Variable("user", cel.StringType),
-		cel.Variable("thread", cel.StringType),
-		cel.CrossTypeNumericComparisons(true),
+// Vars are the variables a condition sees.
+type Vars struct {
+	// Tool is the called tool's name.
+	Tool string
+	// Args is the call's JSON arguments, never nil (empty where there are
+	// none).
+	Args map[string]any
+	// Agent is the calling agent; User and Thread the run's user and
+	// thread ids, empty when it has none.
+	Agent, User, Thread string
+	// Text and Point are a guardrail's value as text and where it is
+	// checked (GuardInput); empty for an approval rule.
+	Text, Point string
+}
+
+// NoLanguageError reports a condition given where no condition language
+// is: the program was not given one (Language), so that it does not link
+// one it does not use.
+type NoLanguageError struct {
+	// Condition is the condition.
+	Condition string
+}
+
+// Error implements error.
+func (e *NoLanguageError) Error() string {
+	return fmt.Sprintf("condition %q: no condition language is set; give cel.Language{} (package runtime/agents/policy/cel) as app.Description.Conditions or agents.Config.Conditions (aidgen sets it for an application whose rules or guardrails have conditions)", e.Condition)
+}
+
+// compileCondition compiles a condition with lang, a *NoLanguageError
+// when lang is nil.
+func compileCondition(lang Language, expr string, guard bool) (Condition, error) {
+	if lang == nil {
+		return nil, &NoLanguageError{Condition: expr}
 	}
+	return lang.Compile(expr, guard)
 }
 
 // Check returns every problem of p for the tools it governs, in the
-// order of the policy; none means Compile accepts it.
-func Check(p Policy, tools []Tool) []Problem {
-	_, problems := compile(p, tools)
+// order of the policy, compiling its conditions with lang; none means
+// Compile accepts it.
+func Check(p Policy, tools []Tool, lang Language) []Problem {
+	_, problems := compile(p, tools, lang)
 	return problems
 }
 
-// Compile checks p for the tools it governs and compiles its conditions.
-// A policy with problems is an *Error listing them.
-func Compile(p Policy, tools []Tool) (*Compiled, error) {
-	c, problems := compile(p, tools)
+// Compile checks p for the tools it governs and compiles its conditions
+// with lang (nil when it has none). A policy with problems is an *Error
+// listing them.
+func Compile(p Policy, tools []Tool, lang Language) (*Compiled, error) {
+	c, problems := compile(p, tools, lang)
 	if len(problems) > 0 {
 		return nil, &Error{Problems: problems}
 	}
 	return c, nil
 }
 
-func compile(p Policy, tools []Tool) (*Compiled, []Problem) {
+func compile(p Policy, tools []Tool, lang Language) (*Compiled, []Problem) {
 	var problems []Problem
 	add := func(rule int, field, tool, format string, args ...any) {
 		problems = append(problems, Problem{Rule: rule, Field: field, Tool: tool, Message: fmt.Sprintf(format, args...)})
@@ -252,10 +285,6 @@ func compile(p Policy, tools []Tool) (*Compiled, []Problem) {
 		}
 	}
 	slices.Sort(names)
-	e, err := env()
-	if err != nil {
-		panic(fmt.Sprintf("policy: building the CEL environment: %v", err)) // a constant environment
-	}
 	matched := make([][]string, len(p.Rules)) // the tools each rule's glob matches
 	for i, r := range p.Rules {
 		cr := compiledRule{Rule: r}
@@ -284,11 +313,11 @@ func compile(p Policy, tools []Tool) (*Compiled, []Problem) {
 			}
 		}
 		if r.When != "" {
-			prg, err := compileCondition(e, r.When)
+			cond, err := compileCondition(lang, r.When, false)
 			if err != nil {
 				add(i, "when", "", "%v", err)
 			}
-			cr.prg = prg
+			cr.cond = cond
 		}
 		c.rules = append(c.rules, cr)
 	}
@@ -398,61 +427,27 @@ func describe(r Rule) string {
 	return fmt.Sprintf("%s %s when %s", r.Action, r.Tool, r.When)
 }
 
-// compileCondition compiles a condition, which must be a bool, bounded
-// by the cost limit.
-func compileCondition(e *cel.Env, when string) (cel.Program, error) {
-	ast, err := checkCondition(e, when)
-	if err != nil {
-		return nil, err
-	}
-	prg, err := e.Program(ast, cel.CostLimit(costLimit))
-	if err != nil {
-		return nil, fmt.Errorf("condition %q: %w", when, err)
-	}
-	return prg, nil
-}
-
-// checkCondition parses and checks a condition, which must be a bool.
-func checkCondition(e *cel.Env, when string) (*cel.Ast, error) {
-	ast, iss := e.Compile(when)
-	if iss.Err() != nil {
-		var msgs []string
-		for _, ce := range iss.Errors() {
-			at := fmt.Sprintf("column %d", ce.Location.Column()+1)
-			if l := ce.Location.Line(); l > 1 {
-				at = fmt.Sprintf("line %d, %s", l, at)
-			}
-			msgs = append(msgs, at+": "+ce.Message)
-		}
-		return nil, fmt.Errorf("condition %q does not compile: %s", when, strings.Join(msgs, "; "))
-	}
-	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) {
-		return nil, fmt.Errorf("condition %q is a %s, not a bool; compare it (for example %s == true) so that it is true or false", when, t, when)
-	}
-	return ast, nil
-}
-
 // Decide decides a call of a tool. Tools not given to Compile are decided
 // by the rules that match their names, then the default.
 func (c *Compiled) Decide(in Input) Decision {
-	var vars map[string]any // built at the first condition
+	var vars *Vars // built at the first condition
 	for i, r := range c.rules {
 		if !c.matches(r.Tool, in.Tool) {
 			continue
 		}
-		if r.prg != nil {
+		if r.cond != nil {
 			if vars == nil {
 				var args map[string]any
 				if err := json.Unmarshal(in.Arguments, &args); err != nil || args == nil {
 					return Decision{Action: Deny, Source: SourceRule, Rule: i + 1, Reason: fmt.Sprintf("the condition of approval rule %d cannot judge arguments that are not a JSON object", i+1)}
 				}
-				vars = map[string]any{"tool": in.Tool, "args": args, "agent": in.Agent, "user": in.User, "thread": in.Thread}
+				vars = &Vars{Tool: in.Tool, Args: args, Agent: in.Agent, User: in.User, Thread: in.Thread}
 			}
-			out, _, err := r.prg.Eval(vars)
+			hold, err := r.cond.Holds(vars)
 			if err != nil {
 				return Decision{Action: Deny, Source: SourceRule, Rule: i + 1, Reason: fmt.Sprintf("the condition of approval rule %d (%s) could not be judged: %v", i+1, r.When, err)}
 			}
-			if hold, ok := out.Value().(bool); !ok || !hold {
+			if !hold {
 				continue
 			}
 		}
@@ -475,7 +470,7 @@ func (c *Compiled) AlwaysAllows(tool string) bool {
 		if r.Action != Allow {
 			return false
 		}
-		if r.prg == nil {
+		if r.cond == nil {
 			return true
 		}
 	}
@@ -515,7 +510,7 @@ func (c *Compiled) MayAsk(tool string) bool {
 		if r.Action == Ask {
 			return true
 		}
-		if r.prg == nil {
+		if r.cond == nil {
 			return false // it decides every call of the tool
 		}
 	}

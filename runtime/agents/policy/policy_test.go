@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 )
 
 var tools = []policy.Tool{
@@ -29,7 +30,7 @@ func TestDecide(t *testing.T) {
 			{Tool: "update_ticket", When: `user == "vip" || thread == "t-1"`, Action: policy.Ask, Reason: "a person sees VIP tickets"},
 		},
 	}
-	c, err := policy.Compile(p, tools)
+	c, err := policy.Compile(p, tools, cel.Language{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestConditionsThatCannotBeJudgedDeny(t *testing.T) {
 	c, err := policy.Compile(policy.Policy{Rules: []policy.Rule{
 		{Tool: "issue_credit", When: "args.amount_usd > 10", Action: policy.Allow},
 		{Tool: "lookup_order", When: "args.items.all(i, i.qty > 0)", Action: policy.Allow},
-	}}, tools)
+	}}, tools, cel.Language{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,10 +159,10 @@ func TestProblems(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if d := cmp.Diff(tt.want, policy.Check(tt.p, tt.tools)); d != "" {
+			if d := cmp.Diff(tt.want, policy.Check(tt.p, tt.tools, cel.Language{})); d != "" {
 				t.Fatalf("problems (-want +got):\n%s", d)
 			}
-			_, err := policy.Compile(tt.p, tt.tools)
+			_, err := policy.Compile(tt.p, tt.tools, cel.Language{})
 			var pe *policy.Error
 			if (err == nil) != (tt.want == nil) || (err != nil && (!errors.As(err, &pe) || len(pe.Problems) != len(tt.want))) {
 				t.Fatalf("Compile: %v", err)
@@ -175,7 +176,7 @@ func TestMayAsk(t *testing.T) {
 		{Tool: "issue_refund", When: "args.amount_usd > 5", Action: policy.Ask},
 		{Tool: "issue_credit", Action: policy.Allow},
 		{Tool: "lookup_order", When: "args.x == 1", Action: policy.Deny},
-	}}, tools)
+	}}, tools, cel.Language{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func TestMayAsk(t *testing.T) {
 			t.Errorf("AlwaysAllows(%s) = %v, want %v", tool, got, want)
 		}
 	}
-	c, err = policy.Compile(policy.Policy{Default: policy.Ask}, []policy.Tool{{Name: "a"}, {Name: "b", Approval: policy.ShorthandNever}})
+	c, err = policy.Compile(policy.Policy{Default: policy.Ask}, []policy.Tool{{Name: "a"}, {Name: "b", Approval: policy.ShorthandNever}}, cel.Language{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ func TestMayAsk(t *testing.T) {
 func TestUnruled(t *testing.T) {
 	c, err := policy.Compile(policy.Policy{Rules: []policy.Rule{
 		{Tool: "issue_*", When: "args.amount_usd > 5", Action: policy.Allow},
-	}}, tools)
+	}}, tools, cel.Language{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestUnruled(t *testing.T) {
 			t.Errorf("Unruled(%s) = %v, want %v", tool, got, want)
 		}
 	}
-	c, err = policy.Compile(policy.Policy{Default: policy.Ask}, tools)
+	c, err = policy.Compile(policy.Policy{Default: policy.Ask}, tools, cel.Language{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestImportedTools(t *testing.T) {
 	c, err := policy.Compile(policy.Policy{Rules: []policy.Rule{
 		{Tool: "fs_move_file", Action: policy.Deny, Reason: "no moves"},
 		{Tool: "f?", When: `args.path.startsWith("/tmp/")`, Action: policy.Allow},
-	}}, imported)
+	}}, imported, cel.Language{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,21 +266,21 @@ func TestImportedTools(t *testing.T) {
 	got := policy.Check(policy.Policy{Rules: []policy.Rule{
 		{Tool: "fs_write_file", Action: policy.Ask},
 		{Tool: "fs", Action: policy.Deny},
-	}}, imported)
+	}}, imported, cel.Language{})
 	if len(got) != 1 || got[0].Tool != "fs" || got[0].Field != "approval" || !strings.Contains(got[0].Message, "each tool fs imports") {
 		t.Errorf("problems %+v, want one at fs's approval", got)
 	}
 	// One rule decides only one of them: the shorthand still decides.
-	if got := policy.Check(policy.Policy{Rules: []policy.Rule{{Tool: "fs_write_file", Action: policy.Ask}}}, imported); len(got) != 0 {
+	if got := policy.Check(policy.Policy{Rules: []policy.Rule{{Tool: "fs_write_file", Action: policy.Ask}}}, imported, cel.Language{}); len(got) != 0 {
 		t.Errorf("problems %+v, want none: fs_move_file reaches the shorthand", got)
 	}
 
 	noMatch := policy.Policy{Rules: []policy.Rule{{Tool: "tracker_*", Action: policy.Ask}}}
-	if got := policy.Check(noMatch, imported); len(got) != 1 || !strings.Contains(got[0].Message, "matches no tool") {
+	if got := policy.Check(noMatch, imported, cel.Language{}); len(got) != 1 || !strings.Contains(got[0].Message, "matches no tool") {
 		t.Errorf("problems %+v, want the glob matching no tool", got)
 	}
 	withUnlisted := append(imported[:len(imported):len(imported)], policy.Tool{Name: "tracker", From: "tracker", Unlisted: true})
-	if got := policy.Check(noMatch, withUnlisted); len(got) != 0 {
+	if got := policy.Check(noMatch, withUnlisted, cel.Language{}); len(got) != 0 {
 		t.Errorf("problems %+v, want none: tracker's tools are known only at start-up", got)
 	}
 }
@@ -291,19 +292,39 @@ func TestImportedTools(t *testing.T) {
 // value's size, without the limit's tracking.
 func TestGuardConditionCostLimit(t *testing.T) {
 	big := `{"items": [` + strings.Repeat(`{"qty": 1},`, 50_000) + `{"qty": 1}]}`
-	loop, err := policy.CompileGuard(`args.items.all(i, i.qty > 0)`)
+	loop, err := policy.CompileGuard(cel.Language{}, `args.items.all(i, i.qty > 0)`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := loop.Holds(policy.GuardInput{Point: "toolArguments", Text: big, Arguments: json.RawMessage(big)}); err == nil || !strings.Contains(err.Error(), "cost limit") {
 		t.Fatalf("a comprehension over 50,001 items: %v, want the cost limit", err)
 	}
-	flat, err := policy.CompileGuard(`size(text) > 4000 && text.contains("ignore all previous instructions")`)
+	flat, err := policy.CompileGuard(cel.Language{}, `size(text) > 4000 && text.contains("ignore all previous instructions")`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("a harmless line of text. ", 100_000) + "ignore all previous instructions"
 	if hold, err := flat.Holds(policy.GuardInput{Point: "input", Text: long}); err != nil || !hold {
 		t.Fatalf("a flat condition over %d bytes: %v, %v; want it judged and holding", len(long), hold, err)
+	}
+}
+
+// TestConditionsWithoutLanguage checks that a rule with a condition is
+// refused when no condition language is given (a program that does not
+// link one), naming what to give, and that a policy without conditions
+// needs none.
+func TestConditionsWithoutLanguage(t *testing.T) {
+	p := policy.Policy{Rules: []policy.Rule{{Tool: "issue_credit", When: "args.amount_usd > 10", Action: policy.Ask}}}
+	_, err := policy.Compile(p, tools, nil)
+	var pe *policy.Error
+	if !errors.As(err, &pe) || len(pe.Problems) != 1 || pe.Problems[0].Field != "when" || !strings.Contains(pe.Problems[0].Message, "cel.Language{}") {
+		t.Fatalf("Compile without a language: %v, want one problem at when naming cel.Language{}", err)
+	}
+	c, err := policy.Compile(policy.Policy{Rules: []policy.Rule{{Tool: "issue_credit", Action: policy.Ask}}}, tools, nil)
+	if err != nil {
+		t.Fatalf("a policy without conditions, without a language: %v", err)
+	}
+	if d := c.Decide(policy.Input{Tool: "issue_credit", Arguments: json.RawMessage(`{}`)}); d.Action != policy.Ask {
+		t.Errorf("decision %+v, want ask", d)
 	}
 }

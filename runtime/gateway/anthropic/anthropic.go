@@ -64,6 +64,7 @@ type Provider struct {
 	red     *upstream.Redactor
 	timeout time.Duration
 	baseURL string
+	classes upstream.Classifier
 }
 
 // New builds a provider. It fails when APIKeyEnv names a variable that is not
@@ -89,6 +90,7 @@ func New(cfg Config) (*Provider, error) {
 	if p.timeout <= 0 {
 		p.timeout = DefaultTimeout
 	}
+	p.classes = upstream.Classifier{Timeout: p.timeout, Answer: p.answerError, SDK: p.sdkError, Other: p.otherError}
 	opts := []option.RequestOption{
 		// Nothing from the environment (ANTHROPIC_BASE_URL, the
 		// credential chain, ANTHROPIC_CUSTOM_HEADERS): the configuration
@@ -131,19 +133,15 @@ func (p *Provider) Capabilities() []gateway.Capability {
 	return []gateway.Capability{gateway.CapabilityTools, gateway.CapabilityJSON, gateway.CapabilityStreaming}
 }
 
-// errAttemptTimeout is the cancellation cause of an attempt that ran out of
-// its own time, as opposed to the caller's.
-var errAttemptTimeout = errors.New("attempt timed out")
-
 // Generate implements gateway.Provider.
 func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req gateway.Request) (gateway.Response, error) {
 	params, err := params(model, req)
 	if err != nil {
 		return gateway.Response{}, p.fail(model, err, false)
 	}
-	actx, cancel := context.WithTimeoutCause(ctx, p.timeout, errAttemptTimeout)
+	actx, cancel := upstream.Attempt(ctx, p.timeout)
 	defer cancel()
-	actx, x := withExchange(actx)
+	actx, x := upstream.WithExchange(actx)
 	// The request timeout is the attempt's own, which actx already
 	// bounds; saying so keeps the SDK from refusing a large max_tokens
 	// without streaming.
@@ -252,18 +250,17 @@ func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gate
 	if err != nil {
 		return nil, p.fail(model, err, false)
 	}
-	actx, cancel := context.WithCancelCause(ctx)
-	timer := time.AfterFunc(p.timeout, func() { cancel(errAttemptTimeout) })
-	actx, x := withExchange(actx)
+	at := upstream.NewStreamAttempt(ctx, p.timeout)
+	actx, x := upstream.WithExchange(at.Ctx)
 	s := p.client.NewStreaming(actx, params)
 	if err := s.Err(); err != nil {
-		timer.Stop()
+		at.Stop()
 		cerr := p.classify(ctx, actx, model, err, x)
 		_ = s.Close()
-		cancel(nil)
+		at.Close()
 		return nil, cerr
 	}
-	return &stream{p: p, model: model, cache: req.Cache, ctx: ctx, actx: actx, cancel: cancel, timer: timer, s: s, x: x, tools: map[int64]int{}}, nil
+	return &stream{p: p, model: model, cache: req.Cache, ctx: ctx, actx: actx, at: at, s: s, x: x, tools: map[int64]int{}}, nil
 }
 
 // stream is an open message stream. The events are message_start (the
@@ -273,15 +270,14 @@ func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gate
 // (the stop reason and the output's usage), message_stop and, on failure,
 // error; ping and unknown events are skipped.
 type stream struct {
-	p      *Provider
-	model  gateway.ModelSpec
-	cache  gateway.PromptCache
-	ctx    context.Context
-	actx   context.Context
-	cancel context.CancelCauseFunc
-	timer  *time.Timer
-	s      *ssestream.Stream[sdk.MessageStreamEventUnion]
-	x      *exchange
+	p     *Provider
+	model gateway.ModelSpec
+	cache gateway.PromptCache
+	ctx   context.Context
+	actx  context.Context
+	at    upstream.StreamAttempt
+	s     *ssestream.Stream[sdk.MessageStreamEventUnion]
+	x     *upstream.Exchange
 	// tools maps a content block's index to its tool call's index in the
 	// answer; args records which tool calls have had arguments.
 	tools map[int64]int
@@ -293,9 +289,9 @@ type stream struct {
 // Next implements gateway.DeltaStream.
 func (s *stream) Next() (gateway.Delta, error) {
 	for {
-		s.timer.Reset(s.p.timeout)
+		s.at.Next()
 		if !s.s.Next() {
-			s.timer.Stop()
+			s.at.Stop()
 			if err := s.s.Err(); err != nil {
 				return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err, s.x)
 			}
@@ -364,12 +360,7 @@ func (s *stream) Next() (gateway.Delta, error) {
 }
 
 // Close implements gateway.DeltaStream.
-func (s *stream) Close() error {
-	s.timer.Stop()
-	err := s.s.Close()
-	s.cancel(nil)
-	return err
-}
+func (s *stream) Close() error { return s.at.CloseStream(s.s) }
 
 // Embed implements gateway.Provider. The Messages API has no embeddings,
 // so Embed refuses every call with a *gateway.CapabilityMismatchError; the
@@ -393,31 +384,28 @@ func (p *Provider) malformed(model gateway.ModelSpec, err error) error {
 	return &gateway.ProviderError{Provider: providerName, Model: model.ID, Failure: gateway.FailureMalformed, Err: p.red.Error(err)}
 }
 
-// classify turns an SDK error into the gateway's terms. The caller's own
-// cancellation passes through untouched; everything else becomes a
-// *gateway.ProviderError whose cause holds only redacted text: it never
-// wraps the SDK's error (which holds the request, whose headers carry the
-// key) nor any other value built from the upstream's answer. x is what the
+// classify turns an SDK error into the gateway's terms
+// (upstream.Classifier): its cause holds only redacted text, never the
+// SDK's error (which holds the request, whose headers carry the key) nor
+// any other value built from the upstream's answer. x is what the
 // middleware saw of the answer.
-func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, err error, x *exchange) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	pe := &gateway.ProviderError{Provider: providerName, Model: model.ID}
+func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, err error, x *upstream.Exchange) error {
+	return p.classes.Classify(ctx, actx, providerName, model, err, x)
+}
+
+// answerError is an error answer's error and failure: overloaded for an
+// overloaded_error.
+func (p *Provider) answerError(status int, body []byte) (gateway.ProviderFailure, error) {
+	e := p.apiError(status, body)
+	return failureOf(e.Type, ""), e
+}
+
+// sdkError classifies an error event in a stream that opened (status
+// 200): its type says whether another attempt may help.
+func (p *Provider) sdkError(pe *gateway.ProviderError, err error) bool {
 	var apiErr *sdk.Error
 	switch {
-	case x.status != 0:
-		pe.StatusCode = x.status
-		pe.Retryable = upstream.RetryableStatus(x.status)
-		pe.RetryAfter = gateway.ParseRetryAfter(x.header, time.Now())
-		e := p.apiError(x.status, x.body)
-		pe.Failure = failureOf(e.Type, "")
-		pe.Err = e
-	case x.tooLong != nil:
-		pe.Failure, pe.Err = gateway.FailureTooLarge, x.tooLong
 	case errors.As(err, &apiErr):
-		// An error event in a stream that opened (status 200): its type
-		// says whether another attempt may help.
 		e := p.apiError(0, []byte(apiErr.RawJSON()))
 		pe.Retryable = retryableType(e.Type)
 		pe.Failure = failureOf(e.Type, gateway.FailureErrorEvent)
@@ -426,16 +414,14 @@ func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, 
 		// An error event whose data is not JSON.
 		pe.Failure = gateway.FailureErrorEvent
 		pe.Err = fmt.Errorf("error event in the stream: %w", p.apiError(0, []byte(strings.TrimPrefix(err.Error(), "received error while streaming: "))))
-	case errors.Is(context.Cause(actx), errAttemptTimeout):
-		pe.Timeout, pe.Retryable = true, true
-		pe.Err = fmt.Errorf("no answer within %s", p.timeout)
 	default:
-		pe.Failure = upstream.Failure(err)
-		pe.Retryable = pe.Failure == gateway.FailureUnreachable
-		pe.Err = errors.New(p.red.Excerpt(err.Error()))
+		return false
 	}
-	return pe
+	return true
 }
+
+// otherError is the redacted start of an error nothing else explains.
+func (p *Provider) otherError(err error) error { return errors.New(p.red.Excerpt(err.Error())) }
 
 // failureOf is the failure an error of the API's type is: overloaded for
 // overloaded_error, otherwise other.

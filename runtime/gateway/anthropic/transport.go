@@ -1,20 +1,17 @@
 package anthropic
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+
+	"github.com/aidgen/aid/runtime/gateway/internal/upstream"
 )
 
 // The bounds on what is read from the service.
 const (
-	// maxErrorBody bounds how much of an error answer is read for the
-	// error.
-	maxErrorBody = 64 << 10
 	// maxAnswerBody bounds a message answer: a model's answer is bounded
 	// by its output tokens (128k tokens are about 512 KB of text), so an
 	// answer this long is an upstream gone wrong, not one to hold in
@@ -27,45 +24,18 @@ const (
 	maxEvent = 1 << 20
 )
 
-// exchange is what the middleware saw of one request's answer, read by
-// classify: the status, headers and start of the body of an error answer,
-// which the SDK keeps only inside an error that also holds the request,
-// and whether the answer broke a bound.
-type exchange struct {
-	status  int
-	header  http.Header
-	body    []byte
-	tooLong error
-}
-
-type exchangeKey struct{}
-
-// withExchange returns a context under which the middleware records the
-// answer into the returned exchange.
-func withExchange(ctx context.Context) (context.Context, *exchange) {
-	x := &exchange{}
-	return context.WithValue(ctx, exchangeKey{}, x), x
-}
-
 // middleware is the client's middleware. It hands the SDK an error
-// answer's first maxErrorBody bytes, recorded in the request's exchange,
-// and bounds a successful answer: a JSON body to maxAnswerBody bytes, an
-// event stream to maxEvent bytes per event.
+// answer's first upstream.MaxErrorBody bytes, recorded in the request's
+// upstream.Exchange, and bounds a successful answer: a JSON body to
+// maxAnswerBody bytes, an event stream to maxEvent bytes per event.
 func middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	res, err := next(req)
 	if err != nil || res == nil {
 		return res, err
 	}
-	x, _ := req.Context().Value(exchangeKey{}).(*exchange)
-	if x == nil {
-		x = &exchange{}
-	}
+	x := upstream.ExchangeOf(req)
 	if res.StatusCode >= 400 {
-		body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-		res.Body.Close()
-		x.status, x.header, x.body = res.StatusCode, res.Header, body
-		res.Body = io.NopCloser(bytes.NewReader(body))
-		res.ContentLength = int64(len(body))
+		upstream.ReadErrorAnswer(res, x)
 		return res, nil
 	}
 	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt == "text/event-stream" {
@@ -84,7 +54,7 @@ var errTooLong = errors.New("answer too long")
 type sizeBound struct {
 	rc   io.ReadCloser
 	left int64
-	x    *exchange
+	x    *upstream.Exchange
 }
 
 func (b *sizeBound) Read(p []byte) (int, error) {
@@ -97,7 +67,7 @@ func (b *sizeBound) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	b.left -= int64(n)
 	if b.left < 0 {
-		b.x.tooLong = fmt.Errorf("answer is longer than %d bytes", maxAnswerBody)
+		b.x.TooLong = fmt.Errorf("answer is longer than %d bytes", maxAnswerBody)
 		return n, errTooLong
 	}
 	return n, err
@@ -109,7 +79,7 @@ func (b *sizeBound) Close() error { return b.rc.Close() }
 // blank lines) runs past maxEvent bytes.
 type eventBound struct {
 	rc io.ReadCloser
-	x  *exchange
+	x  *upstream.Exchange
 	// run counts the bytes since the last blank line; nl says whether the
 	// last byte (a carriage return aside) ended a line.
 	run int
@@ -117,7 +87,7 @@ type eventBound struct {
 }
 
 func (b *eventBound) Read(p []byte) (int, error) {
-	if b.x.tooLong != nil {
+	if b.x.TooLong != nil {
 		return 0, errTooLong
 	}
 	n, err := b.rc.Read(p)
@@ -134,7 +104,7 @@ func (b *eventBound) Read(p []byte) (int, error) {
 			b.nl = false
 		}
 		if b.run++; b.run > maxEvent {
-			b.x.tooLong = fmt.Errorf("an event of the stream is longer than %d bytes", maxEvent)
+			b.x.TooLong = fmt.Errorf("an event of the stream is longer than %d bytes", maxEvent)
 			return 0, errTooLong
 		}
 	}

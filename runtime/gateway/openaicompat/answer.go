@@ -4,51 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
+
+	"github.com/aidgen/aid/runtime/gateway/internal/upstream"
 )
 
-// maxErrorBody bounds how much of an error answer is read for the error.
-const maxErrorBody = 64 << 10
-
-// errorAnswer is what the service answered with an error status, captured
-// before openai-go decodes it: openai-go loses the status of a body it
-// cannot decode, and keeps the body only inside an error that also holds
-// the request.
-type errorAnswer struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-type captureKey struct{}
-
-// withCapture returns a context under which captureErrorAnswer records an
-// error answer into the returned errorAnswer.
-func withCapture(ctx context.Context) (context.Context, *errorAnswer) {
-	a := &errorAnswer{}
-	return context.WithValue(ctx, captureKey{}, a), a
-}
-
-// captureErrorAnswer is the client's middleware: for an answer with an
-// error status it copies the status, the headers and the start of the body
-// into the request's errorAnswer, and hands openai-go the body unread.
-func captureErrorAnswer(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
-	res, err := next(req)
-	if err != nil || res == nil || res.StatusCode < 400 {
-		return res, err
-	}
-	a, _ := req.Context().Value(captureKey{}).(*errorAnswer)
-	if a == nil {
-		return res, err
-	}
-	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-	a.status, a.header, a.body = res.StatusCode, res.Header, body
-	res.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(body), res.Body), res.Body}
-	return res, nil
+// withCapture returns a context under which the client's middleware
+// (upstream.CaptureErrorAnswer) records an error answer into the returned
+// upstream.Exchange: openai-go loses the status of a body it cannot
+// decode, and keeps the body only inside an error that also holds the
+// request.
+func withCapture(ctx context.Context) (context.Context, *upstream.Exchange) {
+	return upstream.WithExchange(ctx)
 }
 
 // apiError reads an error answer (or an SSE error event's data): an OpenAI

@@ -80,6 +80,7 @@ type Provider struct {
 	timeout   time.Duration
 	batch     int
 	cfg       Config
+	classes   upstream.Classifier
 	// The non-streaming chat call is made with net/http directly (see
 	// wire.go): hc is the configured client refusing redirects to another
 	// origin, rt its transport when a request may skip the client (see
@@ -115,6 +116,7 @@ func New(cfg Config) (*Provider, error) {
 	if p.batch <= 0 {
 		p.batch = 512
 	}
+	p.classes = upstream.Classifier{Timeout: p.timeout, Answer: p.answerError, SDK: p.sdkError, Other: p.redact}
 	hc := kind.HTTPClient(cfg.HTTPClient)
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
@@ -144,7 +146,7 @@ func New(cfg Config) (*Provider, error) {
 		option.WithHeaderDel("OpenAI-Organization"),
 		option.WithHeaderDel("OpenAI-Project"),
 		option.WithMaxRetries(0),
-		option.WithMiddleware(captureErrorAnswer),
+		option.WithMiddleware(upstream.CaptureErrorAnswer),
 	)
 	p.chat, p.embed, p.responses = client.Chat.Completions, client.Embeddings, client.Responses
 	return p, nil
@@ -185,7 +187,7 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 		return gateway.Response{}, p.fail(model, err, false)
 	}
 	defer putBody(body)
-	actx, cancel := context.WithTimeoutCause(ctx, p.timeout, errAttemptTimeout)
+	actx, cancel := upstream.Attempt(ctx, p.timeout)
 	defer cancel()
 	res, err := p.send(actx, body.Bytes())
 	if err != nil {
@@ -193,8 +195,9 @@ func (p *Provider) Generate(ctx context.Context, model gateway.ModelSpec, req ga
 	}
 	defer res.Body.Close()
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		b, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-		return gateway.Response{}, p.classify(ctx, actx, model, errErrorStatus, &errorAnswer{status: res.StatusCode, header: res.Header, body: b})
+		x := &upstream.Exchange{}
+		upstream.ReadErrorAnswer(res, x)
+		return gateway.Response{}, p.classify(ctx, actx, model, errErrorStatus, x)
 	}
 	answer := bodyPool.Get().(*bytes.Buffer)
 	defer putBody(answer)
@@ -270,7 +273,7 @@ func (p *Provider) send(ctx context.Context, body []byte) (*http.Response, error
 		if err != nil || next.Scheme != p.chatURL.Scheme || next.Host != p.chatURL.Host {
 			return res, nil // elsewhere: the key does not follow
 		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxErrorBody))
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, upstream.MaxErrorBody))
 		res.Body.Close()
 		req = req.Clone(ctx)
 		req.URL, req.Host = next, next.Host
@@ -307,10 +310,6 @@ func usage(u *openai.CompletionUsage) gateway.Usage {
 	}
 }
 
-// errAttemptTimeout is the cancellation cause of an attempt that ran out of
-// its own time, as opposed to the caller's.
-var errAttemptTimeout = errors.New("attempt timed out")
-
 // Stream implements gateway.Provider. The attempt's timeout bounds the wait
 // for the response and then for each next event, so a hung upstream ends the
 // stream with a retryable timeout.
@@ -327,9 +326,8 @@ func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gate
 	if err != nil {
 		return nil, p.fail(model, err, false)
 	}
-	actx, cancel := context.WithCancelCause(ctx)
-	timer := time.AfterFunc(p.timeout, func() { cancel(errAttemptTimeout) })
-	actx, answer := withCapture(actx)
+	at := upstream.NewStreamAttempt(ctx, p.timeout)
+	actx, answer := withCapture(at.Ctx)
 	// openai-go sends the request encoded by chatBody, so that a streamed
 	// and a generated call send the same wire format, and decodes the
 	// events. The body is copied: openai-go may still hold it after the
@@ -338,23 +336,22 @@ func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gate
 		option.WithRequestBody("application/json", bytes.Clone(body.Bytes())))
 	putBody(body)
 	if err := s.Err(); err != nil {
-		timer.Stop()
+		at.Stop()
 		cerr := p.classify(ctx, actx, model, err, answer)
 		_ = s.Close()
-		cancel(nil)
+		at.Close()
 		return nil, cerr
 	}
-	return &stream{p: p, model: model, ctx: ctx, actx: actx, cancel: cancel, timer: timer, s: s}, nil
+	return &stream{p: p, model: model, ctx: ctx, actx: actx, at: at, s: s}, nil
 }
 
 type stream struct {
-	p      *Provider
-	model  gateway.ModelSpec
-	ctx    context.Context
-	actx   context.Context
-	cancel context.CancelCauseFunc
-	timer  *time.Timer
-	s      *ssestream.Stream[openai.ChatCompletionChunk]
+	p     *Provider
+	model gateway.ModelSpec
+	ctx   context.Context
+	actx  context.Context
+	at    upstream.StreamAttempt
+	s     *ssestream.Stream[openai.ChatCompletionChunk]
 	// rawModel and modelName cache the last chunk's model name and its
 	// redaction, which every chunk repeats.
 	rawModel, modelName string
@@ -362,9 +359,9 @@ type stream struct {
 
 // Next implements gateway.DeltaStream.
 func (s *stream) Next() (gateway.Delta, error) {
-	s.timer.Reset(s.p.timeout)
+	s.at.Next()
 	if !s.s.Next() {
-		s.timer.Stop()
+		s.at.Stop()
 		if err := s.s.Err(); err != nil {
 			return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err, nil)
 		}
@@ -400,12 +397,7 @@ func (s *stream) Next() (gateway.Delta, error) {
 }
 
 // Close implements gateway.DeltaStream.
-func (s *stream) Close() error {
-	s.timer.Stop()
-	err := s.s.Close()
-	s.cancel(nil)
-	return err
-}
+func (s *stream) Close() error { return s.at.CloseStream(s.s) }
 
 // Embed implements gateway.Provider, sending at most EmbedBatchSize texts per
 // request and putting the vectors back in input order.
@@ -444,7 +436,7 @@ func (p *Provider) Embed(ctx context.Context, model gateway.ModelSpec, texts []s
 }
 
 func (p *Provider) embedBatch(ctx context.Context, model gateway.ModelSpec, params openai.EmbeddingNewParams) (*openai.CreateEmbeddingResponse, error) {
-	actx, cancel := context.WithTimeoutCause(ctx, p.timeout, errAttemptTimeout)
+	actx, cancel := upstream.Attempt(ctx, p.timeout)
 	defer cancel()
 	actx, answer := withCapture(actx)
 	res, err := p.embed.New(actx, params)
@@ -459,28 +451,28 @@ func (p *Provider) fail(model gateway.ModelSpec, err error, retryable bool) *gat
 	return &gateway.ProviderError{Provider: p.name, Model: model.ID, Retryable: retryable, Err: p.redact(err)}
 }
 
-// classify turns an openai-go error into the gateway's terms. The caller's
-// own cancellation passes through untouched; everything else becomes a
-// *gateway.ProviderError whose cause holds only redacted text: it never
-// wraps openai-go's error (which holds the request, whose headers carry the
-// key) nor any other value built from the upstream's answer. answer is what
-// the service said with an error status, when it said anything.
-func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, err error, answer *errorAnswer) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	pe := &gateway.ProviderError{Provider: p.name, Model: model.ID}
+// classify turns an openai-go error into the gateway's terms
+// (upstream.Classifier): its cause holds only redacted text, never
+// openai-go's error (which holds the request, whose headers carry the key)
+// nor any other value built from the upstream's answer. answer is what the
+// service said with an error status, when it said anything.
+func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, err error, answer *upstream.Exchange) error {
+	return p.classes.Classify(ctx, actx, p.name, model, err, answer)
+}
+
+// answerError is an error answer's error. openai-go drops the status of an
+// error answer it cannot decode (an "error" that is a string, say), so it
+// is taken from the answer itself.
+func (p *Provider) answerError(status int, body []byte) (gateway.ProviderFailure, error) {
+	return "", p.apiError(status, body)
+}
+
+// sdkError classifies openai-go's own errors: an error answer the
+// middleware did not capture, and an error event in a stream that opened.
+func (p *Provider) sdkError(pe *gateway.ProviderError, err error) bool {
 	var apiErr *openai.Error
 	var streamErr *ssestream.StreamError
 	switch {
-	case answer != nil && answer.status != 0:
-		// openai-go drops the status of an error answer it cannot decode
-		// (an "error" that is a string, say), so it is taken from the
-		// answer itself.
-		pe.StatusCode = answer.status
-		pe.Retryable = upstream.RetryableStatus(answer.status)
-		pe.RetryAfter = gateway.ParseRetryAfter(answer.header, time.Now())
-		pe.Err = p.apiError(answer.status, answer.body)
 	case errors.As(err, &apiErr):
 		pe.StatusCode = apiErr.StatusCode
 		pe.Retryable = upstream.RetryableStatus(apiErr.StatusCode)
@@ -497,15 +489,10 @@ func (p *Provider) classify(ctx, actx context.Context, model gateway.ModelSpec, 
 	case errors.As(err, &streamErr):
 		pe.Failure = gateway.FailureErrorEvent
 		pe.Err = fmt.Errorf("error event in the stream: %w", p.apiError(0, streamErr.Event.Data))
-	case errors.Is(context.Cause(actx), errAttemptTimeout):
-		pe.Timeout, pe.Retryable = true, true
-		pe.Err = fmt.Errorf("no answer within %s", p.timeout)
 	default:
-		pe.Failure = upstream.Failure(err)
-		pe.Retryable = pe.Failure == gateway.FailureUnreachable
-		pe.Err = p.redact(err)
+		return false
 	}
-	return pe
+	return true
 }
 
 // APIError is an error answer of the service, reduced to what is safe to

@@ -15,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/internal/upstream"
 )
 
 // The wire APIs a model may be called through (gateway.ModelSpec.API).
@@ -257,7 +258,7 @@ func (p *Provider) generateResponses(ctx context.Context, model gateway.ModelSpe
 	if err != nil {
 		return gateway.Response{}, p.fail(model, err, false)
 	}
-	actx, cancel := context.WithTimeoutCause(ctx, p.timeout, errAttemptTimeout)
+	actx, cancel := upstream.Attempt(ctx, p.timeout)
 	defer cancel()
 	actx, answer := withCapture(actx)
 	var raw []byte
@@ -390,7 +391,7 @@ func (p *Provider) streamResponses(ctx context.Context, model gateway.ModelSpec,
 		return nil, p.fail(model, err, false)
 	}
 	actx, cancel := context.WithCancelCause(ctx)
-	timer := time.AfterFunc(p.timeout, func() { cancel(errAttemptTimeout) })
+	timer := time.AfterFunc(p.timeout, func() { cancel(upstream.ErrAttemptTimeout) })
 	actx, answer := withCapture(actx)
 	s := p.responses.NewStreaming(actx, responses.ResponseNewParams{}, option.WithRequestBody("application/json", body))
 	if err := s.Err(); err != nil {

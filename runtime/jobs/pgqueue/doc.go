@@ -24,5 +24,6 @@
 // River's tables are migrated with River's own migrator (rivermigrate),
 // under an advisory lock so that replicas starting together do not race.
 // Only a program that uses PostgreSQL state links this package, and with
-// it River.
+// it River. The eval samples' queue is package evalqueue's, which a
+// service does not link.
 package pgqueue

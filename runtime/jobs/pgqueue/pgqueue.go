@@ -149,7 +149,7 @@ func Open(ctx context.Context, rt *agents.Runtime, cfg jobs.Config, reg promethe
 	if err := Migrate(ctx, pool, cfg.Logger); err != nil {
 		return nil, err
 	}
-	q := &Queue{rt: rt, store: store, pool: pool, cfg: cfg, id: clientID()}
+	q := &Queue{rt: rt, store: store, pool: pool, cfg: cfg, id: ClientID()}
 	q.metrics, err = newMetrics(reg, q)
 	if err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func Open(ctx context.Context, rt *agents.Runtime, cfg jobs.Config, reg promethe
 		// to another worker.
 		JobTimeout:           cfg.RescueAfter,
 		RescueStuckJobsAfter: cfg.RescueAfter,
-		RetryPolicy:          retrySoon{},
+		RetryPolicy:          RetrySoon{},
 		MaxAttempts:          maxAttempts,
 		// Finished jobs are the runs' history, which the run store keeps.
 		CompletedJobRetentionPeriod: time.Hour,
@@ -207,9 +207,10 @@ func OpenQueue(ctx context.Context, rt *agents.Runtime, cfg jobs.Config, reg pro
 	return q, nil
 }
 
-// clientID names this process's River client, unique across replicas and
-// saying which process it is (attempted_by in River's jobs table).
-func clientID() string {
+// ClientID names this process's River client, unique across replicas and
+// saying which process it is (attempted_by in River's jobs table); the
+// eval queue (package evalqueue) names its client the same way.
+func ClientID() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("aid_%s_%d_%d", host, os.Getpid(), time.Now().UnixNano())
 }
@@ -478,13 +479,14 @@ func (q *Queue) waiting(ctx context.Context, db interface {
 // Waiting returns how many runs wait for a worker, in every queue of runs.
 func (q *Queue) Waiting(ctx context.Context) (int, error) { return q.waiting(ctx, q.pool) }
 
-// retrySoon retries an interrupted or rescued run's job at once for its
-// first attempts, then backs off to a minute: the run continues where it
-// stood, so waiting gains nothing unless the database is down.
-type retrySoon struct{}
+// RetrySoon retries an interrupted or rescued job at once for its first
+// attempts, then backs off to a minute: a run continues where it stood (and
+// a sample is run again), so waiting gains nothing unless the database is
+// down.
+type RetrySoon struct{}
 
 // NextRetry implements river.ClientRetryPolicy.
-func (retrySoon) NextRetry(job *rivertype.JobRow) time.Time {
+func (RetrySoon) NextRetry(job *rivertype.JobRow) time.Time {
 	d := time.Duration(1<<min(job.Attempt, 6)) * time.Second
 	return time.Now().Add(min(d, time.Minute))
 }
@@ -499,9 +501,10 @@ type runWorker struct {
 // takes from a worker presumed dead.
 const rescuedError = "Stuck job rescued by JobRescuer"
 
-// rescued reports whether job's last attempt was taken from a worker
-// presumed dead, by River's rescuer or by rescueDead.
-func rescued(job *rivertype.JobRow) bool {
+// Rescued reports whether job's last attempt was taken from a worker
+// presumed dead, by River's rescuer or by a queue's rescue of a dead
+// replica's jobs.
+func Rescued(job *rivertype.JobRow) bool {
 	n := len(job.Errors)
 	return n > 0 && (job.Errors[n-1].Error == rescuedError || strings.HasPrefix(job.Errors[n-1].Error, rescuedFrom))
 }
@@ -509,7 +512,7 @@ func rescued(job *rivertype.JobRow) bool {
 // Work implements river.Worker.
 func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 	q := w.q
-	if rescued(job.JobRow) {
+	if Rescued(job.JobRow) {
 		q.metrics.rescued.Inc()
 		q.cfg.Logger.Warn("continuing a background run rescued from a worker presumed dead", "run", job.Args.RunID, "job", job.ID, "attempt", job.Attempt, "replica", q.cfg.Replica, "why", job.Errors[len(job.Errors)-1].Error)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 	"github.com/aidgen/aid/runtime/agents/tools/sandbox"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -193,6 +194,7 @@ func TestSandboxApprovalAndRunEnd(t *testing.T) {
 		Tools:           []agents.Tool{{Name: "shell", Description: "Run a command.", Effects: agents.EffectsWrite, Input: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)}},
 		Implementations: map[string]agents.Implementation{"shell": sb},
 		Agents:          []agents.Agent{{Name: "a", Model: "m", Instructions: "x", Tools: []string{"shell"}}},
+		Conditions:      cel.Language{},
 		Approvals:       policy.Policy{Rules: []policy.Rule{{Tool: "shell", When: `args.command.matches('(^|[;&| ])rm ')`, Action: policy.Deny, Reason: "no deleting"}}},
 		RunEnded:        []func(string){func(id string) { ended = append(ended, id); sb.EndRun(id) }},
 	})

@@ -1,10 +1,15 @@
 // Package upstream holds what every provider kind that calls a remote
 // service shares: hiding the service's API key in whatever the service
-// says before it can reach an error, a log line or a span (Redactor), and
+// says before it can reach an error, a log line or a span (Redactor);
 // telling a failure worth retrying from one that is not (RetryableStatus,
-// Transient). It is internal to runtime/gateway: the kinds under it
-// (openaicompat, anthropic) call it, so that each hides an echoed key and
-// classifies a failure the same way.
+// Transient); bounding an attempt, and a stream's wait for each event, by
+// the provider's timeout (Attempt, StreamAttempt); capturing an error
+// answer before the SDK hides it in an error that holds the key
+// (CaptureErrorAnswer, Exchange); and the skeleton of classifying a
+// failure (Classifier), around what each provider reads its own way. It
+// is internal to runtime/gateway: the kinds under it (openaicompat,
+// anthropic) call it, so that each hides an echoed key, times out and
+// classifies a failure the same way, and a third provider starts from it.
 package upstream
 
 import (

@@ -4,7 +4,6 @@ package main
 
 import (
 	"github.com/aidgen/aid/runtime/app"
-	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
@@ -55,38 +54,6 @@ func description() app.Description {
 				Name:   "eval",
 				MaxUSD: 1,
 				Scope:  "global",
-			},
-		},
-		Evals: []app.Eval{
-			{
-				Name:    "capitals",
-				Dataset: "../../fixtures/capitals.json",
-				Target: app.EvalTarget{
-					Model:     "small",
-					Prompt:    "{{.Input}}",
-					System:    "Answer with the name of the city only.",
-					Fallbacks: []string{},
-				},
-				Runs:        10,
-				Concurrency: 8,
-				Metrics: []string{
-					"exact_match",
-					"normalized_contains",
-				},
-				Budget:   "eval",
-				Baseline: "../../fixtures/capitals-baseline.json",
-				Thresholds: []eval.Threshold{
-					{
-						Metric:        "normalized_contains",
-						MaxRegression: 0.1,
-						Alpha:         0.05,
-					},
-					{
-						Metric:        "exact_match",
-						MaxRegression: 0.1,
-						Alpha:         0.05,
-					},
-				},
 			},
 		},
 		Service: app.Service{

@@ -7,9 +7,9 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 	"github.com/aidgen/aid/runtime/agents/tools/sandbox"
 	"github.com/aidgen/aid/runtime/app"
-	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"time"
@@ -117,37 +117,6 @@ func description() app.Description {
 				},
 			},
 		},
-		Evals: []app.Eval{
-			{
-				Name:    "stats",
-				Dataset: "evals/stats.jsonl",
-				Target: app.EvalTarget{
-					Agent:     "analyst",
-					Fallbacks: []string{},
-				},
-				Runs:        2,
-				Concurrency: 4,
-				Metrics: []string{
-					"normalized_contains",
-				},
-				Baseline: "evals/stats-baseline.json",
-				Thresholds: []eval.Threshold{
-					{
-						Metric:        "normalized_contains",
-						MinMean:       new(float64(1)),
-						FailBelow:     new(float64(0.5)),
-						MaxRegression: 0.1,
-						Alpha:         0.05,
-					},
-				},
-				Tools: []app.EvalTool{
-					{
-						Tool: "shell",
-						Mode: "live",
-					},
-				},
-			},
-		},
 		Service: app.Service{
 			Listen: "127.0.0.1:8080",
 			Entry:  "analyst",
@@ -175,6 +144,7 @@ func description() app.Description {
 			},
 			Default: "allow",
 		},
+		Conditions: cel.Language{},
 		Guardrails: []guard.Guardrail{
 			{
 				Name: "failed_command",

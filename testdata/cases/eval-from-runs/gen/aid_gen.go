@@ -5,7 +5,6 @@ package main
 import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
-	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
@@ -62,54 +61,6 @@ func description() app.Description {
 					Tools:   true,
 					System:  true,
 					History: true,
-				},
-			},
-		},
-		Evals: []app.Eval{
-			{
-				Name: "replayed",
-				FromRuns: &eval.RunsSource{
-					File:     "../files/runs.jsonl",
-					Agent:    "desk",
-					Statuses: []string{},
-					Since:    "2026-01-01T00:00:00Z",
-					Until:    "2026-02-01T00:00:00Z",
-					Sample:   200,
-					Redact: []string{
-						"[a-z0-9.]+@[a-z0-9.]+\\.[a-z]+",
-					},
-				},
-				Target: app.EvalTarget{
-					Agent:     "desk",
-					Fallbacks: []string{},
-				},
-				Runs:        5,
-				Concurrency: 4,
-				Metrics: []string{
-					"normalized_contains",
-					"llm_judge",
-				},
-				Judge: &app.Judge{
-					Model:     "m",
-					Rubric:    "Score 1 when the answer resolves the request.",
-					Fallbacks: []string{},
-					Calibration: &eval.CalibrationSource{
-						Labels:    "../files/judge-labels.jsonl",
-						MinYouden: 0.4,
-					},
-				},
-				Baseline: "../files/baseline.json",
-				Thresholds: []eval.Threshold{
-					{
-						Metric:        "normalized_contains",
-						MaxRegression: 0.05,
-						Alpha:         0.05,
-					},
-					{
-						Metric:        "llm_judge",
-						MaxRegression: 0.1,
-						Alpha:         0.05,
-					},
 				},
 			},
 		},

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/app"
-	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"time"
@@ -91,57 +90,6 @@ func description() app.Description {
 					System:  true,
 					History: true,
 				},
-			},
-		},
-		Evals: []app.Eval{
-			{
-				Name:    "direct",
-				Dataset: "../files/dataset.json",
-				Target: app.EvalTarget{
-					Model:  "m",
-					Prompt: "Question {{.ID}}: {{.Input}}",
-					System: "Answer with one word.",
-					Fallbacks: []string{
-						"spare",
-					},
-				},
-				Runs:        3,
-				Concurrency: 4,
-				Metrics: []string{
-					"exact_match",
-					"normalized_contains",
-					"llm_judge",
-				},
-				Judge: &app.Judge{
-					Model:  "m",
-					Rubric: "Score 1 when the answer names the right city.",
-					Fallbacks: []string{
-						"spare",
-					},
-				},
-				Baseline: "../files/baseline.json",
-				Thresholds: []eval.Threshold{
-					{
-						Metric:        "exact_match",
-						MinMean:       new(float64(0.9)),
-						MaxRegression: 0.05,
-						Alpha:         0.01,
-					},
-				},
-			},
-			{
-				Name:    "structured",
-				Dataset: "../files/dataset.json",
-				Target: app.EvalTarget{
-					Agent:     "answerer",
-					Fallbacks: []string{},
-				},
-				Runs:        5,
-				Concurrency: 4,
-				Metrics: []string{
-					"json_schema_valid",
-				},
-				Schema: json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}`),
 			},
 		},
 		Service: app.Service{

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -143,5 +144,6 @@ func description() app.Description {
 			},
 			Default: "allow",
 		},
+		Conditions: cel.Language{},
 	}
 }

@@ -1,4 +1,4 @@
-package app_test
+package appeval_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"log"
 
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/app/appeval"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
@@ -17,21 +18,21 @@ import (
 // dataset correctly with probability 0.6.
 func ExampleAssemble() {
 	desc := app.Description{
-		Name: "capitals", Version: "0.1.0", Dir: "../../fixtures",
+		Name: "capitals", Version: "0.1.0", Dir: "../../../fixtures",
 		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{
 			AnswerKey: &fake.AnswerKeyFile{Dataset: "capitals.json", Accuracy: 0.6}}}},
 		Models: []gateway.PinnedModel{{Alias: "small", Spec: gateway.ModelSpec{
 			ID: "fake-chat-2024-06-01", Provider: "fake", ContextWindow: 8192, MaxOutputTokens: 64,
 			Cost: gateway.CostProfile{InputPer1kUSD: 0.00015, OutputPer1kUSD: 0.0006},
 		}}},
-		Evals: []app.Eval{{
-			Name: "capitals", Dataset: "capitals.json",
-			Target:  app.EvalTarget{Model: "small", System: "Answer with the name of the city only."},
-			Runs:    10,
-			Metrics: []string{"exact_match"},
-		}},
 	}
-	a, err := app.Assemble(context.Background(), desc, app.Options{})
+	evals := []appeval.Eval{{
+		Name: "capitals", Dataset: "capitals.json",
+		Target:  appeval.EvalTarget{Model: "small", System: "Answer with the name of the city only."},
+		Runs:    10,
+		Metrics: []string{"exact_match"},
+	}}
+	a, err := appeval.Assemble(context.Background(), desc, evals, app.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

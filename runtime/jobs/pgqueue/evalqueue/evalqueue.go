@@ -1,4 +1,4 @@
-package pgqueue
+package evalqueue
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/internal/pgutil"
+	"github.com/aidgen/aid/runtime/jobs/pgqueue"
 	"github.com/aidgen/aid/runtime/kind"
 )
 
@@ -31,7 +32,7 @@ const evalFetchCooldown = 5 * time.Millisecond
 // Sample of case Case of eval Eval, as the eval command's run Batch.
 type SampleArgs struct {
 	// Batch names the eval command's run: its samples' results, and its
-	// budget account (app.EvalRun.RunID), which every worker shares.
+	// budget account (appeval.EvalRun.RunID), which every worker shares.
 	Batch string `json:"batch" river:"unique"`
 	// App and Digest name the application and the digest of its
 	// description: a worker whose application differs refuses the job.
@@ -170,7 +171,7 @@ func OpenEvals(ctx context.Context, pool *pgxpool.Pool, cfg EvalsConfig) (*Evals
 	if cfg.Workers > 0 && cfg.Sample == nil {
 		return nil, errors.New("pgqueue: a worker of evals needs a SampleFunc")
 	}
-	if err := Migrate(ctx, pool, cfg.Logger); err != nil {
+	if err := pgqueue.Migrate(ctx, pool, cfg.Logger); err != nil {
 		return nil, err
 	}
 	schema := pgutil.Schema{
@@ -183,7 +184,7 @@ func OpenEvals(ctx context.Context, pool *pgxpool.Pool, cfg EvalsConfig) (*Evals
 	}
 	e := &Evals{pool: pool, sample: cfg.Sample, logger: cfg.Logger, workers: cfg.Workers}
 	rescue := cmpDuration(cfg.RescueAfter, 5*time.Minute)
-	rc := &river.Config{ID: clientID(), Logger: cfg.Logger, JobTimeout: rescue, RescueStuckJobsAfter: rescue, RetryPolicy: retrySoon{}, CompletedJobRetentionPeriod: time.Hour}
+	rc := &river.Config{ID: pgqueue.ClientID(), Logger: cfg.Logger, JobTimeout: rescue, RescueStuckJobsAfter: rescue, RetryPolicy: pgqueue.RetrySoon{}, CompletedJobRetentionPeriod: time.Hour}
 	if cfg.Workers > 0 {
 		w := river.NewWorkers()
 		if err := river.AddWorkerSafely(w, &sampleWorker{e: e}); err != nil {
@@ -318,7 +319,7 @@ type sampleWorker struct {
 
 // Work implements river.Worker.
 func (w *sampleWorker) Work(ctx context.Context, job *river.Job[SampleArgs]) error {
-	if rescued(job.JobRow) {
+	if pgqueue.Rescued(job.JobRow) {
 		w.e.logger.Warn("running a sample rescued from a worker presumed dead", "batch", job.Args.Batch, "case", job.Args.CaseID, "sample", job.Args.Sample, "attempt", job.Attempt)
 	}
 	res, err := w.e.sample(ctx, job.Args)

@@ -1,4 +1,4 @@
-package app
+package appeval
 
 import (
 	"bytes"
@@ -33,10 +33,10 @@ type toolIndex struct {
 	agents map[string]agents.Agent
 }
 
-// hasAgentEval reports whether an eval of desc targets an agent, whose
-// tools must then be intercepted.
-func hasAgentEval(desc *Description) bool {
-	return slices.ContainsFunc(desc.Evals, func(e Eval) bool { return e.Target.Agent != "" })
+// hasAgentEval reports whether one of evals targets an agent, whose tools
+// must then be intercepted.
+func hasAgentEval(evals []Eval) bool {
+	return slices.ContainsFunc(evals, func(e Eval) bool { return e.Target.Agent != "" })
 }
 
 // evalTools is one eval's plan of every tool: its mode and its stub.
@@ -91,7 +91,7 @@ func (a *App) planTools(e Eval) (*evalTools, error) {
 			case p.Stub != nil:
 				// The stub's kind reads its rows as it would for a tool
 				// of its own, without reaching anything.
-				built, err := p.Stub.NewTools(context.Background(), t, kind.Env{Files: a.files, Scope: a.scope})
+				built, err := p.Stub.NewTools(context.Background(), t, kind.Env{Files: a.Files(), Scope: a.Scope()})
 				if err != nil {
 					return nil, fmt.Errorf("eval %q: the stub of tool %q: %w", e.Name, name, err)
 				}

@@ -1,4 +1,4 @@
-package app
+package appeval
 
 import (
 	"cmp"
@@ -14,10 +14,68 @@ import (
 	"sync"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
+
+// App is an application assembled with its evals: its runtime (app.App)
+// and what each eval needs of it, checked when it is assembled.
+type App struct {
+	*app.App
+
+	desc  app.Description
+	evals []Eval
+	tools *toolIndex // the tools an eval plans; nil without an agent eval
+}
+
+// Assemble assembles the application desc describes (app.Assemble, with
+// opts) with its evals: when one targets an agent, every tool's
+// implementation is wrapped, outermost, so that an eval sample's calls go
+// as its plan says (see interceptTool); then every eval's target,
+// metrics, judge, budget and thresholds are built, so that App.Eval fails
+// only on reading its dataset (read there, so that an application run
+// without evals needs no dataset file). Every problem found is reported,
+// joined.
+func Assemble(ctx context.Context, desc app.Description, evals []Eval, opts app.Options) (*App, error) {
+	agentEval := hasAgentEval(evals)
+	if agentEval {
+		// Outermost, so that a stubbed call reaches neither the tool nor
+		// what wraps it.
+		wrap := opts.WrapTool
+		opts.WrapTool = func(name string, impl agents.Implementation) agents.Implementation {
+			if wrap != nil {
+				impl = wrap(name, impl)
+			}
+			return interceptTool(name, impl)
+		}
+	}
+	base, err := app.Assemble(ctx, desc, opts)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{App: base, desc: desc, evals: evals}
+	if agentEval && base.Agents != nil {
+		a.tools = &toolIndex{tools: map[string]agents.Tool{}, agents: map[string]agents.Agent{}}
+		for _, t := range base.Tools() {
+			a.tools.tools[t.Name] = t
+		}
+		for _, name := range base.Agents.Agents() {
+			a.tools.agents[name], _ = base.Agents.Agent(name)
+		}
+	}
+	var errs []error
+	for _, e := range evals {
+		if _, err := a.newEval(e, "check"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, errors.Join(fmt.Errorf("assembling %s: %w", desc.Name, err), base.Close())
+	}
+	return a, nil
+}
 
 // EvalRun is one run of an eval of an application, ready to go: its
 // dataset loaded, its target, metrics and thresholds built, its budget
@@ -59,8 +117,8 @@ type EvalRun struct {
 // EvalNames returns the names of the application's evals, in the
 // description's order.
 func (a *App) EvalNames() []string {
-	names := make([]string, len(a.desc.Evals))
-	for i, e := range a.desc.Evals {
+	names := make([]string, len(a.evals))
+	for i, e := range a.evals {
 		names[i] = e.Name
 	}
 	return names
@@ -86,10 +144,10 @@ func (a *App) EvalOn(name string, ds *eval.Dataset) (*EvalRun, error) {
 // from, its File resolved against the description's directory; false when
 // the eval reads a dataset file (or does not exist).
 func (a *App) RunsSource(name string) (eval.RunsSource, bool) {
-	for _, e := range a.desc.Evals {
+	for _, e := range a.evals {
 		if e.Name == name && e.FromRuns != nil {
 			src := *e.FromRuns
-			src.File = a.desc.path(src.File)
+			src.File = a.desc.Path(src.File)
 			return src, true
 		}
 	}
@@ -97,7 +155,7 @@ func (a *App) RunsSource(name string) (eval.RunsSource, bool) {
 }
 
 func (a *App) evalOn(name string, ds *eval.Dataset) (*EvalRun, error) {
-	for _, e := range a.desc.Evals {
+	for _, e := range a.evals {
 		if e.Name != name {
 			continue
 		}
@@ -111,7 +169,7 @@ func (a *App) evalOn(name string, ds *eval.Dataset) (*EvalRun, error) {
 		case e.FromRuns != nil:
 			return nil, fmt.Errorf("eval %q samples its cases from recorded runs (source \"runs\"), which only aidgen eval samples; it cannot run from a dataset file here", name)
 		default:
-			if out.Dataset, err = eval.ReadDataset(a.files, e.Dataset); err != nil {
+			if out.Dataset, err = eval.ReadDataset(a.Files(), e.Dataset); err != nil {
 				return nil, fmt.Errorf("eval %q: %w", name, err)
 			}
 		}
@@ -142,7 +200,7 @@ func (a *App) newEval(e Eval, runID string) (*EvalRun, error) {
 		Name:        e.Name,
 		Runs:        e.Runs,
 		Concurrency: e.Concurrency,
-		Baseline:    a.desc.path(e.Baseline),
+		Baseline:    a.desc.Path(e.Baseline),
 		Thresholds:  append([]eval.Threshold(nil), e.Thresholds...),
 		RunID:       runID,
 	}
@@ -225,7 +283,7 @@ func (a *App) newEval(e Eval, runID string) (*EvalRun, error) {
 			if c := e.Judge.Calibration; c != nil {
 				cfg.JudgeCalibrated = true
 				cal := *c
-				cal.Labels = a.desc.path(cal.Labels)
+				cal.Labels = a.desc.Path(cal.Labels)
 				out.Calibration = &cal
 			}
 		}
@@ -550,7 +608,7 @@ func (a *App) checkJudgements(e Eval, ds *eval.Dataset) error {
 	}
 	// LoadFiles only reads the application's files; it takes a context for
 	// sources that would not, which are not built.
-	docs, err := cfg.Source.LoadFiles(context.Background(), a.files)
+	docs, err := cfg.Source.LoadFiles(context.Background(), a.Files())
 	if err != nil {
 		return fmt.Errorf("reading the sources of retriever %q: %w", cfg.Name, err)
 	}

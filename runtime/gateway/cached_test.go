@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/kind"
 )
 
 func usd(v float64) *float64 { return &v }
@@ -204,5 +206,83 @@ func TestReservationIsTheUncachedWorstCase(t *testing.T) {
 	spec := catalog()[0].Spec
 	if want := gateway.Price(spec.Cost, gateway.EstimateUsage(spec, req)); holds[0] != want {
 		t.Errorf("hold %+v, want the uncached price of EstimateUsage, %+v", holds[0], want)
+	}
+}
+
+// flakyLedger answers its first fails settlements and releases with the
+// ledger unavailable, as a PostgreSQL ledger whose pool is exhausted does;
+// committed says whether such a failed attempt had in fact committed.
+type flakyLedger struct {
+	gateway.Ledger
+	mu        sync.Mutex
+	fails     int
+	committed bool
+	attempts  int
+}
+
+func (l *flakyLedger) close(ctx context.Context, op func() error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.attempts++
+	if l.fails > 0 {
+		l.fails--
+		if l.committed {
+			if err := op(); err != nil {
+				return err
+			}
+		}
+		return &kind.UnavailableError{Dependency: "budget ledger", Err: errors.New("timeout waiting for a connection")}
+	}
+	return op()
+}
+
+func (l *flakyLedger) Settle(ctx context.Context, id string, actual gateway.Amount) error {
+	return l.close(ctx, func() error { return l.Ledger.Settle(ctx, id, actual) })
+}
+
+func (l *flakyLedger) Release(ctx context.Context, id string) error {
+	return l.close(ctx, func() error { return l.Ledger.Release(ctx, id) })
+}
+
+// TestSettlementOutlivesAnUnavailableLedger: a settlement the ledger
+// refuses as unavailable is tried again, so an answered call's hold does
+// not stay reserved after a transient overload (it did: TestTenantBudgetAcrossReplicas
+// saw answered calls left unsettled under load); an attempt that had
+// committed before failing is not charged twice; a ledger that stays down
+// leaves the hold, as before, and the call's answer still stands.
+func TestSettlementOutlivesAnUnavailableLedger(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		fails     int
+		committed bool
+		wantCalls int64
+		wantHeld  bool
+	}{
+		{name: "two failures", fails: 2, wantCalls: 1},
+		{name: "a failure that committed", fails: 1, committed: true, wantCalls: 1},
+		{name: "down for good", fails: 100, wantHeld: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := gateway.NewMemoryLedger()
+			l := &flakyLedger{Ledger: mem, fails: tc.fails, committed: tc.committed}
+			u := gateway.Usage{InputTokens: 100, OutputTokens: 10}
+			g, _ := newGateway(t, fake.Config{Script: []fake.Step{{Text: "ok", Usage: &u}}}, func(c *gateway.Config) { c.Ledger = l })
+			if _, err := g.Generate(t.Context(), "large", user("hello"), gateway.WithBudget("org", "")); err != nil {
+				t.Fatalf("the call: %v", err)
+			}
+			sum, err := mem.Summary(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var calls int64
+			var held gateway.Amount
+			for _, a := range sum.ByAccount {
+				calls += a.Calls
+				held = held.Add(a.Reserved)
+			}
+			if calls != tc.wantCalls || (held != gateway.Amount{}) != tc.wantHeld {
+				t.Errorf("after %d attempts: %d calls settled, %+v held; want %d settled, held %v", l.attempts, calls, held, tc.wantCalls, tc.wantHeld)
+			}
+		})
 	}
 }

@@ -498,8 +498,36 @@ func closeCtx(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
+// closeRetries are the waits before a settlement or a release is tried
+// again after the ledger answered that it is unavailable (its pool busy,
+// its database restarting). A hold left open keeps its upper bound
+// reserved, so a transient failure is worth a few more tries; the call's
+// answer waits for them only when the ledger is failing.
+var closeRetries = [...]time.Duration{50 * time.Millisecond, 250 * time.Millisecond, time.Second}
+
+// closeHold runs op, a settlement or a release, on a context that outlives
+// the caller's (closeCtx), again after each of closeRetries while the
+// ledger is unavailable. Ledger operations are idempotent on a closed
+// hold: when an attempt that failed had in fact committed, the retry finds
+// the hold closed (ErrUnknownReservation), which is then success.
+func closeHold(ctx context.Context, op func(context.Context) error) error {
+	ctx = closeCtx(ctx)
+	err := op(ctx)
+	for _, wait := range closeRetries {
+		var ue *kind.UnavailableError
+		if err == nil || !errors.As(err, &ue) {
+			return err
+		}
+		time.Sleep(wait)
+		if err = op(ctx); errors.Is(err, ErrUnknownReservation) {
+			return nil
+		}
+	}
+	return err
+}
+
 // settle closes h with the real spend of a call, unless it is closed
-// already. A ledger failure here leaves the upper bound held, which errs on
+// already. A ledger failure here (after closeHold's retries) leaves the upper bound held, which errs on
 // the side of never overspending; it is logged rather than returned,
 // because the call itself succeeded and its answer is already paid for.
 func (g *Gateway) settle(ctx context.Context, h *hold, actual Amount) {
@@ -508,7 +536,7 @@ func (g *Gateway) settle(ctx context.Context, h *hold, actual Amount) {
 	}
 	h.open = false
 	g.tenants.add(ctx, actual)
-	if err := g.ledger.Settle(closeCtx(ctx), h.id, actual); err != nil {
+	if err := closeHold(ctx, func(ctx context.Context) error { return g.ledger.Settle(ctx, h.id, actual) }); err != nil {
 		g.logger.LogAttrs(ctx, slog.LevelError, "gateway: settle reservation", slog.String("reservation", h.id), slog.String("error", err.Error()))
 	}
 }
@@ -521,7 +549,7 @@ func (g *Gateway) release(ctx context.Context, h *hold) {
 		return
 	}
 	h.open = false
-	if err := g.ledger.Release(closeCtx(ctx), h.id); err != nil {
+	if err := closeHold(ctx, func(ctx context.Context) error { return g.ledger.Release(ctx, h.id) }); err != nil {
 		g.logger.LogAttrs(ctx, slog.LevelError, "gateway: release reservation", slog.String("reservation", h.id), slog.String("error", err.Error()))
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
@@ -390,28 +389,26 @@ func (p *Provider) streamResponses(ctx context.Context, model gateway.ModelSpec,
 	if err != nil {
 		return nil, p.fail(model, err, false)
 	}
-	actx, cancel := context.WithCancelCause(ctx)
-	timer := time.AfterFunc(p.timeout, func() { cancel(upstream.ErrAttemptTimeout) })
-	actx, answer := withCapture(actx)
+	at := upstream.NewStreamAttempt(ctx, p.timeout)
+	actx, answer := withCapture(at.Ctx)
 	s := p.responses.NewStreaming(actx, responses.ResponseNewParams{}, option.WithRequestBody("application/json", body))
 	if err := s.Err(); err != nil {
-		timer.Stop()
+		at.Stop()
 		cerr := p.classify(ctx, actx, model, err, answer)
 		_ = s.Close()
-		cancel(nil)
+		at.Close()
 		return nil, cerr
 	}
-	return &respStream{p: p, model: model, ctx: ctx, actx: actx, cancel: cancel, timer: timer, s: s}, nil
+	return &respStream{p: p, model: model, ctx: ctx, actx: actx, at: at, s: s}, nil
 }
 
 type respStream struct {
-	p      *Provider
-	model  gateway.ModelSpec
-	ctx    context.Context
-	actx   context.Context
-	cancel context.CancelCauseFunc
-	timer  *time.Timer
-	s      *ssestream.Stream[responses.ResponseStreamEventUnion]
+	p     *Provider
+	model gateway.ModelSpec
+	ctx   context.Context
+	actx  context.Context
+	at    upstream.StreamAttempt
+	s     *ssestream.Stream[responses.ResponseStreamEventUnion]
 	// calls maps a function call's output index to its index among the
 	// answer's calls; argued marks those whose arguments came in deltas.
 	calls  map[int64]int
@@ -425,9 +422,9 @@ type respStream struct {
 // response.
 func (s *respStream) Next() (gateway.Delta, error) {
 	for {
-		s.timer.Reset(s.p.timeout)
+		s.at.Next()
 		if !s.s.Next() {
-			s.timer.Stop()
+			s.at.Stop()
 			if err := s.s.Err(); err != nil {
 				return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err, nil)
 			}
@@ -501,9 +498,4 @@ func (s *respStream) event(ev responses.ResponseStreamEventUnion) (d gateway.Del
 }
 
 // Close implements gateway.DeltaStream.
-func (s *respStream) Close() error {
-	s.timer.Stop()
-	err := s.s.Close()
-	s.cancel(nil)
-	return err
-}
+func (s *respStream) Close() error { return s.at.CloseStream(s.s) }

@@ -527,9 +527,10 @@ func closeHold(ctx context.Context, op func(context.Context) error) error {
 }
 
 // settle closes h with the real spend of a call, unless it is closed
-// already. A ledger failure here (after closeHold's retries) leaves the upper bound held, which errs on
-// the side of never overspending; it is logged rather than returned,
-// because the call itself succeeded and its answer is already paid for.
+// already. A ledger failure here (after closeHold's retries) leaves the
+// upper bound held, which errs on the side of never overspending; it is
+// logged rather than returned, because the call itself succeeded and its
+// answer is already paid for.
 func (g *Gateway) settle(ctx context.Context, h *hold, actual Amount) {
 	if !h.open {
 		return

@@ -85,6 +85,10 @@ func (s *Service) newMCP() http.Handler {
 		}
 		srv.AddTool(tool, s.mcpTool(name))
 	}
+	srv.AddReceivingMiddleware(s.mcpTasks)
+	if err := s.addTaskMethods(srv); err != nil {
+		panic(err) // the methods' names are not the SDK's: not reached
+	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{
 		Logger:              s.logger,
 		SessionTimeout:      mcpSessionTimeout,
@@ -119,15 +123,11 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 				return bad, nil
 			}
 		}
-		ctx, cancel := context.WithTimeoutCause(ctx, s.limits.RequestTimeout, context.DeadlineExceeded)
+		ctx, cancel := s.bounded(ctx)
 		defer cancel()
-		ctx, cancelCause := context.WithCancelCause(ctx)
-		defer cancelCause(nil)
-		stop := context.AfterFunc(s.base, func() { cancelCause(context.Cause(s.base)) })
-		defer stop()
 
-		p := mcpPrincipal(req)
-		decider := p == nil || p.roles&(RoleApprover.bit()|RoleAdmin.bit()) != 0
+		p := extraPrincipal(req.Extra)
+		decider := decides(p)
 		if p != nil {
 			ctx = kind.WithCaller(ctx, p.caller())
 		}
@@ -139,8 +139,12 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 		var res agents.RunResult
 		var err error
 		if req.Params.RequestState != "" {
+			var answer *sdk.ElicitResult
+			if r, ok := req.Params.InputResponses[mcpDecisionInput].(*sdk.ElicitResult); ok {
+				answer = r
+			}
 			var done *sdk.CallToolResult
-			res, done, err = s.mcpDecide(ctx, req, p, decider)
+			res, done, err = s.mcpDecide(ctx, p, decider, req.Params.RequestState, answer, s.cfg.Agents.Resume)
 			if done != nil {
 				return done, nil
 			}
@@ -187,6 +191,19 @@ func (s *Service) mcpTool(agent string) sdk.ToolHandler {
 	}
 }
 
+// bounded bounds an MCP request's work by the service's request timeout,
+// and ends it with the service's drain, like every request.
+func (s *Service) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeoutCause(ctx, s.limits.RequestTimeout, context.DeadlineExceeded)
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.base, func() { cancelCause(context.Cause(s.base)) })
+	return ctx, func() {
+		stop()
+		cancelCause(nil)
+		cancel()
+	}
+}
+
 // mcpArguments decodes a tool call's arguments; a tool error says what is
 // wrong with them.
 func mcpArguments(args json.RawMessage) (mcpInput, *sdk.CallToolResult) {
@@ -225,16 +242,6 @@ func (s *Service) mcpIdentity(next http.Handler) http.Handler {
 }
 
 const mcpPrincipalKey = "aid/principal"
-
-// mcpPrincipal is the key a tool call came with; nil without
-// authentication.
-func mcpPrincipal(req *sdk.CallToolRequest) *principal {
-	if req.Extra == nil || req.Extra.TokenInfo == nil {
-		return nil
-	}
-	p, _ := req.Extra.TokenInfo.Extra[mcpPrincipalKey].(*principal)
-	return p
-}
 
 // mcpProgress forwards a run's model and tool calls to the client as
 // progress notifications, when the call asked for them.
@@ -295,17 +302,29 @@ var decisionSchema = map[string]any{
 // elicit asks the client's person to decide the paused run's call. ok is
 // false when they declined to answer or cancelled: the run stays paused.
 func (s *Service) elicit(ctx context.Context, ss *sdk.ServerSession, res agents.RunResult) (agents.Decision, bool, error) {
-	p := pendingOf(res.Checkpoint, true)
-	if p == nil {
-		return agents.Decision{}, false, nil
-	}
-	r, err := ss.Elicit(ctx, decisionForm(res.Agent, p))
+	r, err := s.elicitAnswer(ctx, ss, res, nil)
 	if err != nil {
-		s.logger.Warn("MCP elicitation failed; the run stays paused", "run_id", res.RunID, "error", err)
 		return agents.Decision{}, false, err
 	}
 	d, ok := decisionOf(r)
 	return d, ok, nil
+}
+
+// elicitAnswer asks the client's person about the paused run's call, with
+// meta on the request; nil when the run waits on no call.
+func (s *Service) elicitAnswer(ctx context.Context, ss *sdk.ServerSession, res agents.RunResult, meta sdk.Meta) (*sdk.ElicitResult, error) {
+	p := pendingOf(res.Checkpoint, true)
+	if p == nil {
+		return nil, nil
+	}
+	form := decisionForm(res.Agent, p)
+	form.Meta = meta
+	r, err := ss.Elicit(ctx, form)
+	if err != nil {
+		s.logger.Warn("MCP elicitation failed; the run stays paused", "run_id", res.RunID, "error", err)
+		return nil, err
+	}
+	return r, nil
 }
 
 // decisionForm is the form that asks a person to decide the call p that
@@ -380,15 +399,15 @@ func (s *Service) mcpAsk(res agents.RunResult) *sdk.CallToolResult {
 	}
 }
 
-// mcpDecide serves the retry of a call that asked for a decision: it
+// mcpDecide applies a person's answer to a call that asked for a decision
+// (the multi-round-trip retry, a task's elicitation or tasks/update): it
 // loads the run the state names (on any replica: the run is in the
 // store), checks that the key may decide it and that it still waits on
-// the call the state names, and resumes it with the person's answer. done
-// is the call's result when there is nothing to resume: a refusal, a run
-// that moved on, or a person who declined to answer (the run stays
-// paused).
-func (s *Service) mcpDecide(ctx context.Context, req *sdk.CallToolRequest, p *principal, decider bool) (res agents.RunResult, done *sdk.CallToolResult, err error) {
-	runID, callID, ok := parseMCPState(req.Params.RequestState)
+// the call the state names, and resumes it with the answer. done is the
+// call's result when there is nothing to resume: a refusal, a run that
+// moved on, or a person who declined to answer (the run stays paused).
+func (s *Service) mcpDecide(ctx context.Context, p *principal, decider bool, state string, answer *sdk.ElicitResult, resume func(context.Context, string, agents.Decision) (agents.RunResult, error)) (res agents.RunResult, done *sdk.CallToolResult, err error) {
+	runID, callID, ok := parseMCPState(state)
 	if !ok {
 		return res, mcpError(nil, invalid(CodeInvalidRequest, "requestState", "the request state is not one this service gave: call the tool again without it")), nil
 	}
@@ -417,10 +436,6 @@ func (s *Service) mcpDecide(ctx context.Context, req *sdk.CallToolRequest, p *pr
 		return res, mcpError(meta, newError(http.StatusConflict, TypeConflict, CodeRunNotPaused,
 			fmt.Sprintf("run %s no longer waits on the call this retry decides: it is %s; read it at GET /v1/runs/%s", runID, rec.Status, runID))), nil
 	}
-	var answer *sdk.ElicitResult
-	if r, ok := req.Params.InputResponses[mcpDecisionInput].(*sdk.ElicitResult); ok {
-		answer = r
-	}
 	d, ok := decisionOf(answer)
 	if !ok {
 		// Declined or cancelled: the run stays paused, resumable later.
@@ -429,7 +444,7 @@ func (s *Service) mcpDecide(ctx context.Context, req *sdk.CallToolRequest, p *pr
 	if p != nil {
 		d.By = p.name
 	}
-	res, err = s.cfg.Agents.Resume(ctx, runID, d)
+	res, err = resume(ctx, runID, d)
 	if ran(res) {
 		s.metrics.decision(p, d.By, d.Action)
 	}

@@ -24,6 +24,7 @@ const DefaultMaxMCPSessions = 1000
 const (
 	rpcInvalidRequest = -32600
 	rpcMethodNotFound = -32601
+	rpcInvalidParams  = -32602
 	rpcServerBusy     = -32000
 )
 
@@ -77,6 +78,7 @@ type rpcMessage struct {
 	Method string          `json:"method"`
 	Params struct {
 		RequestID json.RawMessage `json:"requestId"`
+		Task      json.RawMessage `json:"task"`
 	} `json:"params"`
 }
 
@@ -107,6 +109,14 @@ func (g *mcpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	call := len(msg.ID) > 0 && string(msg.ID) != "null"
+	if msg.Method == "tools/call" && len(msg.Params.Task) > 0 {
+		if body, err = taskInMeta(trimmed, msg.Params.Task); err != nil {
+			writeRPCError(w, http.StatusBadRequest, msg.ID, rpcInvalidParams, err.Error())
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+	}
 	legacy := r.Header.Get("MCP-Protocol-Version") < statelessVersion
 	switch {
 	case sid == "" && msg.Method == "initialize":
@@ -270,6 +280,43 @@ func (g *mcpGuard) admit() (closing []*sdk.ServerSession, ok bool) {
 	}
 	g.opening++
 	return closing, true
+}
+
+// taskInMeta moves a tools/call's params.task (MCP tasks, 2025-11-25),
+// which the SDK does not decode, into the params' _meta, where mcpTasks
+// reads it.
+func taskInMeta(body, task json.RawMessage) ([]byte, error) {
+	var t struct {
+		TTL *float64 `json:"ttl"`
+	}
+	if json.Unmarshal(task, &t) != nil || bytes.TrimSpace(task)[0] != '{' {
+		return nil, errors.New("params.task must be an object, with an optional ttl in milliseconds")
+	}
+	var m map[string]json.RawMessage
+	var params map[string]json.RawMessage
+	var meta map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(m["params"], &params); err != nil {
+		return nil, err
+	}
+	if raw := params["_meta"]; len(raw) > 0 && json.Unmarshal(raw, &meta) != nil {
+		return nil, errors.New("params._meta must be an object")
+	}
+	if meta == nil {
+		meta = map[string]json.RawMessage{}
+	}
+	meta[metaTaskParams] = task
+	var err error
+	if params["_meta"], err = json.Marshal(meta); err != nil {
+		return nil, err
+	}
+	delete(params, "task")
+	if m["params"], err = json.Marshal(params); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
 }
 
 // writeRPCError answers a JSON-RPC error with id.

@@ -16,7 +16,9 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/aidgen/aid/internal/pgtest"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/agents/pgstore"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/jobs"
 	"github.com/aidgen/aid/runtime/service"
@@ -305,22 +307,45 @@ type taskIDParams struct {
 }
 
 // TestMCPTaskAcrossReplicas is the issue's acceptance for tasks: two
-// replicas share a run store behind a round-robin proxy; a 2026-07-28
-// client that takes tasks calls an agent tool and gets a task; the task
-// waits for a decision (an input request in tasks/get); the replica that
-// started it is killed; the client approves (tasks/update) and collects
-// the result (tasks/get) through the other replica. The refund runs once.
+// replicas share a run store (one PostgreSQL database, each replica with
+// its own pool; or one in-memory store) behind a round-robin proxy; a
+// 2026-07-28 client that takes tasks calls an agent tool and gets a task;
+// the task waits for a decision (an input request in tasks/get); the
+// replica that started it is killed; the client approves (tasks/update)
+// and collects the result (tasks/get) through the other replica. The
+// refund runs once.
 func TestMCPTaskAcrossReplicas(t *testing.T) {
-	store := agents.NewInMemoryStore()
+	t.Run("store=memory", func(t *testing.T) {
+		store := agents.NewInMemoryStore()
+		taskAcrossReplicas(t, store, store)
+	})
+	t.Run("store=postgres", func(t *testing.T) {
+		dsn := pgtest.NewDatabase(t) // skips without AID_TEST_DATABASE_URL
+		open := func() agents.Store {
+			s, err := pgstore.Open(t.Context(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		a := open()
+		taskAcrossReplicas(t, a, open())
+	})
+}
+
+func taskAcrossReplicas(t *testing.T, storeA, storeB agents.Store) {
 	var refunds atomic.Int32
-	shared := func(o *options) {
-		o.store = store
-		o.impls = map[string]agents.Implementation{"issue_refund": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
-			refunds.Add(1)
-			return `{"refund_id":"RF-1"}`, nil
-		})}
+	replica := func(store agents.Store) *env {
+		return taskDesk(t, func(o *options) {
+			o.store = store
+			o.impls = map[string]agents.Implementation{"issue_refund": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
+				refunds.Add(1)
+				return `{"refund_id":"RF-1"}`, nil
+			})}
+		}, refundSteps...)
 	}
-	a, b := taskDesk(t, shared, refundSteps...), taskDesk(t, shared, refundSteps...)
+	a, b := replica(storeA), replica(storeB)
 	rr, proxy := newRoundRobin(t, a, b)
 	c := newRawStateless(t, proxy.URL+service.MCPPath, deskKey)
 
@@ -400,6 +425,19 @@ func TestMCPTaskIsTheKeys(t *testing.T) {
 				t.Errorf("another key's update: %+v", e)
 			}
 		}
+	}
+	// Requests without params: no task named.
+	for i, m := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
+		r := oldGlobex.post(map[string]any{"jsonrpc": "2.0", "id": 100 + i, "method": m})
+		if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, "taskId is required") {
+			t.Errorf("%s without params: %+v %s", m, r.Error, r.Result)
+		}
+	}
+	if r := globex.post(map[string]any{"jsonrpc": "2.0", "id": 200, "method": "tasks/update"}); r.Error == nil {
+		t.Errorf("tasks/update without params: %s", r.Result)
+	}
+	if r := oldGlobex.post(map[string]any{"jsonrpc": "2.0", "id": 201, "method": "tasks/list"}); r.Error != nil {
+		t.Errorf("tasks/list without params: %+v", r.Error)
 	}
 	var none struct{ Tasks []task }
 	oldGlobex.mustCall("tasks/list", map[string]any{}, &none)

@@ -369,6 +369,14 @@ type taskID struct {
 	TaskID string `json:"taskId"`
 }
 
+// id is the task the params name; "" when the request has no params.
+func (p *taskID) id() string {
+	if p == nil {
+		return ""
+	}
+	return p.TaskID
+}
+
 // taskUpdate is tasks/update's params.
 type taskUpdate struct {
 	sdk.ParamsBase
@@ -424,7 +432,7 @@ func (s *Service) openTask(ctx context.Context, ss *sdk.ServerSession, method, i
 // tasksGet answers tasks/get: the task; at 2026-07-28, with its result
 // once it ended, or the decision it waits on.
 func (s *Service) tasksGet(ctx context.Context, ss *sdk.ServerSession, params *taskID) (*mcpObject, error) {
-	v, p, rec, err := s.openTask(ctx, ss, methodTasksGet, params.TaskID)
+	v, p, rec, err := s.openTask(ctx, ss, methodTasksGet, params.id())
 	if err != nil {
 		return nil, err
 	}
@@ -457,12 +465,12 @@ func (s *Service) tasksResult(ctx context.Context, ss *sdk.ServerSession, params
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
 
-	p := taskPrincipal(ctx)
-	s.logger.DebugContext(ctx, "MCP task result awaited", "run_id", params.TaskID, "key", p.keyName())
-	related := sdk.Meta{metaRelatedTask: map[string]any{"taskId": params.TaskID}}
+	p, id := taskPrincipal(ctx), params.id()
+	s.logger.DebugContext(ctx, "MCP task result awaited", "run_id", id, "key", p.keyName())
+	related := sdk.Meta{metaRelatedTask: map[string]any{"taskId": id}}
 	asked := map[string]bool{}
 	for {
-		rec, err := s.loadTask(ctx, p, params.TaskID)
+		rec, err := s.loadTask(ctx, p, id)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
@@ -512,6 +520,9 @@ func (s *Service) queueResume(ctx context.Context, runID string, d agents.Decisi
 // retry's (mcpDecide); the run goes on in the background. An answer about
 // a call the run no longer waits on is ignored, as the extension asks.
 func (s *Service) tasksUpdate(ctx context.Context, ss *sdk.ServerSession, params *taskUpdate) (*mcpObject, error) {
+	if params == nil {
+		params = &taskUpdate{}
+	}
 	_, p, _, err := s.openTask(ctx, ss, methodTasksUpdate, params.TaskID)
 	if err != nil {
 		return nil, err
@@ -541,7 +552,7 @@ func (s *Service) tasksUpdate(ctx context.Context, ss *sdk.ServerSession, params
 // 2025-11-25 answers the cancelled task, and refuses a task that ended;
 // 2026-07-28 acknowledges.
 func (s *Service) tasksCancel(ctx context.Context, ss *sdk.ServerSession, params *taskID) (*mcpObject, error) {
-	v, p, rec, err := s.openTask(ctx, ss, methodTasksCancel, params.TaskID)
+	v, p, rec, err := s.openTask(ctx, ss, methodTasksCancel, params.id())
 	if err != nil {
 		return nil, err
 	}
@@ -583,6 +594,9 @@ func (s *Service) tasksList(ctx context.Context, ss *sdk.ServerSession, params *
 	p := taskPrincipal(ctx)
 	if p == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "tasks/list needs keys: this service does not authenticate its clients, so it cannot tell whose tasks are whose"}
+	}
+	if params == nil {
+		params = &taskCursor{}
 	}
 	page, err := agents.ListRuns(ctx, s.cfg.Agents.Store(), agents.RunFilter{Tenant: p.tenant, Key: p.name, After: params.Cursor})
 	if _, bad := errors.AsType[*agents.InvalidOptionError](err); bad {

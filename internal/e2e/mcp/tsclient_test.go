@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,21 +70,38 @@ func serveDesk(t *testing.T) string {
 
 // tsResult is what client.mjs prints.
 type tsResult struct {
-	Asked []string `json:"asked"`
+	Asked []struct {
+		Message string         `json:"message"`
+		Meta    map[string]any `json:"meta"`
+	} `json:"asked"`
+	// With "task": the server's capabilities, the tools' execution, what
+	// the task's stream yielded, and the tasks listed after.
+	Capabilities map[string]any   `json:"capabilities"`
+	Execution    []map[string]any `json:"execution"`
+	Stream       []struct {
+		Type    string         `json:"type"`
+		Task    map[string]any `json:"task"`
+		Result  *tsCall        `json:"result"`
+		Message string         `json:"message"`
+	} `json:"stream"`
+	Tasks []map[string]any `json:"tasks"`
 	Tools []struct {
 		Name        string         `json:"name"`
 		Description string         `json:"description"`
 		InputSchema map[string]any `json:"inputSchema"`
 	} `json:"tools"`
-	Tech, Refund, Bad struct {
-		IsError bool `json:"isError"`
-		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-		StructuredContent map[string]any `json:"structuredContent"`
-		Meta              map[string]any `json:"_meta"`
-	}
+	Tech, Refund, Bad tsCall
+}
+
+// tsCall is a tool's result.
+type tsCall struct {
+	IsError bool `json:"isError"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	StructuredContent map[string]any `json:"structuredContent"`
+	Meta              map[string]any `json:"_meta"`
 }
 
 // runClient runs client.mjs against url and decodes what it saw.
@@ -147,11 +165,52 @@ func TestTypeScriptClient(t *testing.T) {
 
 	t.Run("with elicitation", func(t *testing.T) {
 		r := runClient(t, url, "elicit")
-		if len(r.Asked) != 1 || !strings.Contains(r.Asked[0], "billing wants to call issue_refund") {
+		if len(r.Asked) != 1 || !strings.Contains(r.Asked[0].Message, "billing wants to call issue_refund") {
 			t.Errorf("asked %q", r.Asked)
 		}
 		if r.Refund.IsError || r.Refund.Meta["aid/status"] != "completed" || r.Refund.StructuredContent["refunded"] != true {
 			t.Errorf("refund: %+v", r.Refund)
+		}
+	})
+
+	// The client (2025-11-25) is offered tasks, calls the agent as a
+	// task, polls it, waits in tasks/result when it needs input, is asked
+	// there (the elicitation names the task), and gets the tool's result;
+	// its task is listed, completed.
+	t.Run("as a task", func(t *testing.T) {
+		r := runClient(t, url, "task")
+		tasks, _ := r.Capabilities["tasks"].(map[string]any)
+		if tasks["list"] == nil || tasks["cancel"] == nil {
+			t.Errorf("capabilities %v", r.Capabilities)
+		}
+		for _, ex := range r.Execution {
+			if ex["taskSupport"] != "optional" {
+				t.Errorf("execution %v", r.Execution)
+			}
+		}
+		var kinds []string
+		var id string
+		for _, m := range r.Stream {
+			kinds = append(kinds, m.Type)
+			if m.Type == "taskCreated" {
+				id, _ = m.Task["taskId"].(string)
+			}
+		}
+		if len(r.Stream) < 3 || id == "" || r.Stream[0].Type != "taskCreated" || kinds[len(kinds)-1] != "result" || !slices.Contains(kinds, "taskStatus") {
+			t.Fatalf("stream %q: %+v", kinds, r.Stream)
+		}
+		if len(r.Asked) != 1 || !strings.Contains(r.Asked[0].Message, "issue_refund") {
+			t.Fatalf("asked %+v", r.Asked)
+		}
+		if rel, _ := r.Asked[0].Meta["io.modelcontextprotocol/related-task"].(map[string]any); rel["taskId"] != id {
+			t.Errorf("the elicitation's _meta %v; want the task %s", r.Asked[0].Meta, id)
+		}
+		res := r.Stream[len(r.Stream)-1].Result
+		if res == nil || res.IsError || res.Meta["aid/status"] != "completed" || res.Meta["aid/run_id"] != id || res.StructuredContent["refunded"] != true {
+			t.Errorf("result %+v", res)
+		}
+		if len(r.Tasks) == 0 || r.Tasks[0]["taskId"] != id || r.Tasks[0]["status"] != "completed" {
+			t.Errorf("tasks %v", r.Tasks)
 		}
 	})
 }

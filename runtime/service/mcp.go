@@ -85,9 +85,12 @@ func (s *Service) newMCP() http.Handler {
 		}
 		srv.AddTool(tool, s.mcpTool(name))
 	}
-	srv.AddReceivingMiddleware(s.mcpTasks)
-	if err := s.addTaskMethods(srv); err != nil {
-		panic(err) // the methods' names are not the SDK's: not reached
+	if s.cfg.Agents != nil && s.cfg.Jobs != nil {
+		// Tasks are runs the background workers drive.
+		srv.AddReceivingMiddleware(s.mcpTasks)
+		if err := s.addTaskMethods(srv); err != nil {
+			panic(err) // the methods' names are not the SDK's: not reached
+		}
 	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{
 		Logger:              s.logger,

@@ -578,3 +578,30 @@ func TestMCPTaskResultEndsWithItsContext(t *testing.T) {
 		t.Errorf("the task after: %+v", tk)
 	}
 }
+
+// TestMCPNoTasksWithoutAQueue: a service without a background queue
+// offers no tasks: no capability, no taskSupport, a tools/call with
+// params.task answers as a plain call (as the protocol asks of a server
+// that declared none), and the tasks methods are not found.
+func TestMCPNoTasksWithoutAQueue(t *testing.T) {
+	e := refundDesk(t, answer(`{"answer":"Nothing to refund.","refunded":false}`))
+	raw, init := newRawSession(t, e.srv.URL+service.MCPPath, token)
+	if caps, _ := init["capabilities"].(map[string]any); caps["tasks"] != nil {
+		t.Errorf("capabilities %v", caps)
+	}
+	var list struct {
+		Tools []map[string]any `json:"tools"`
+	}
+	raw.mustCall("tools/list", map[string]any{}, &list)
+	if list.Tools[0]["execution"] != nil {
+		t.Errorf("tool %v", list.Tools[0])
+	}
+	var res sdk.CallToolResult
+	raw.mustCall("tools/call", map[string]any{"name": "billing", "arguments": map[string]any{"message": "hi"}, "task": map[string]any{}}, &res)
+	if res.IsError || res.Meta[service.MetaStatus] != "completed" {
+		t.Errorf("a call with params.task: %+v", res)
+	}
+	if e := raw.call("tasks/get", map[string]any{"taskId": res.Meta[service.MetaRunID]}, nil); e == nil || e.Code != -32601 {
+		t.Errorf("tasks/get: %+v", e)
+	}
+}

@@ -200,7 +200,7 @@ func (s *Service) mcpTasks(next sdk.MethodHandler) sdk.MethodHandler {
 // takes tasks (the service then decides: an agent's call always is one,
 // unless it brings a decision in the multi-round-trip way).
 func (s *Service) asTask(call *sdk.CallToolRequest) bool {
-	if _, ok := s.cfg.Agents.Agent(call.Params.Name); !ok || s.cfg.Jobs == nil {
+	if _, ok := s.cfg.Agents.Agent(call.Params.Name); !ok {
 		return false
 	}
 	v, ext := taskEra(call.Session)
@@ -523,28 +523,33 @@ func (s *Service) tasksUpdate(ctx context.Context, ss *sdk.ServerSession, params
 	if params == nil {
 		params = &taskUpdate{}
 	}
-	_, p, _, err := s.openTask(ctx, ss, methodTasksUpdate, params.TaskID)
+	_, p, rec, err := s.openTask(ctx, ss, methodTasksUpdate, params.TaskID)
 	if err != nil {
 		return nil, err
 	}
-	for key, r := range params.InputResponses {
-		callID, ok := strings.CutPrefix(key, taskDecisionPrefix)
-		if !ok || callID == "" {
-			continue
-		}
-		answer, _ := r.(*sdk.ElicitResult)
-		_, done, err := s.mcpDecide(ctx, p, decides(p), mcpState(params.TaskID, callID), answer, s.queueResume)
-		if err != nil {
-			return nil, s.taskRPCError(ctx, err, params.TaskID)
-		}
-		if done != nil && done.IsError {
-			if ae, _ := done.Meta[MetaError].(*apiError); ae != nil && ae.Code == CodeRunNotPaused {
-				continue
-			}
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: done.Content[0].(*sdk.TextContent).Text}
-		}
+	ack := &mcpObject{fields: map[string]any{"resultType": "complete"}}
+	// Only the answer to the call the run waits on now counts: any other
+	// key is unknown or answered already.
+	pc := pendingOf(&rec.Checkpoint, true)
+	if rec.Status != agents.StatusPaused || pc == nil {
+		return ack, nil
 	}
-	return &mcpObject{fields: map[string]any{"resultType": "complete"}}, nil
+	r, ok := params.InputResponses[taskDecisionPrefix+pc.CallID]
+	if !ok {
+		return ack, nil
+	}
+	answer, _ := r.(*sdk.ElicitResult)
+	_, done, err := s.mcpDecide(ctx, p, decides(p), mcpState(rec.RunID, pc.CallID), answer, s.queueResume)
+	if err != nil {
+		return nil, s.taskRPCError(ctx, err, rec.RunID)
+	}
+	if done != nil && done.IsError {
+		if ae, _ := done.Meta[MetaError].(*apiError); ae != nil && ae.Code == CodeRunNotPaused {
+			return ack, nil // decided meanwhile
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: done.Content[0].(*sdk.TextContent).Text}
+	}
+	return ack, nil
 }
 
 // tasksCancel answers tasks/cancel: the run is cancelled as POST

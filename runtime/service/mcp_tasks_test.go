@@ -506,6 +506,29 @@ func TestMCPTaskCancel(t *testing.T) {
 		t.Errorf("cancelling it again: %+v", e)
 	}
 
+	// params.task that is not an object.
+	for _, bad := range []any{"soon", 5, []any{}, nil} {
+		if e := raw.call("tools/call", map[string]any{"name": "billing", "arguments": map[string]any{"message": "hi"}, "task": bad}, nil); e == nil || e.Code != -32602 || !strings.Contains(e.Message, "params.task") {
+			t.Errorf("task %v: %+v", bad, e)
+		}
+	}
+
+	// 2026-07-28: tasks/cancel acknowledges; the task is cancelled.
+	c := newRawStateless(t, url, deskKey)
+	var next task
+	c.mustCall("tools/call", map[string]any{"name": "billing", "arguments": map[string]any{"message": "refund AB-2"}}, &next)
+	c.await(next.TaskID, "input_required")
+	var ack map[string]any
+	c.mustCall("tasks/cancel", map[string]any{"taskId": next.TaskID}, &ack)
+	if ack["resultType"] != "complete" {
+		t.Errorf("ack %v", ack)
+	}
+	var got2 task
+	c.mustCall("tasks/get", map[string]any{"taskId": next.TaskID}, &got2)
+	if got2.Status != "cancelled" || got2.Result != nil {
+		t.Errorf("after tasks/cancel: %+v", got2)
+	}
+
 	// The race: a run that answers at once, cancelled as it runs.
 	race := taskDesk(t, nil, answer(`{"answer":"Nothing to refund.","refunded":false}`))
 	for range 5 {

@@ -628,3 +628,39 @@ func TestMCPNoTasksWithoutAQueue(t *testing.T) {
 		t.Errorf("tasks/get: %+v", e)
 	}
 }
+
+// TestMCPTaskListPages: tasks/list pages the key's tasks, newest first,
+// with an opaque cursor, and no task twice.
+func TestMCPTaskListPages(t *testing.T) {
+	e := taskDesk(t, nil, answer(`{"answer":"Nothing to refund.","refunded":false}`))
+	raw, _ := newRawSession(t, e.srv.URL+service.MCPPath, deskKey)
+	made := map[string]bool{}
+	for range agents.DefaultListRuns + 1 {
+		var created struct{ Task task }
+		raw.mustCall("tools/call", map[string]any{"name": "billing", "arguments": map[string]any{"message": "hi"}, "task": map[string]any{}}, &created)
+		made[created.Task.TaskID] = true
+	}
+	seen := map[string]bool{}
+	var pages []int
+	for cursor := ""; ; {
+		var page struct {
+			Tasks      []task `json:"tasks"`
+			NextCursor string `json:"nextCursor"`
+		}
+		raw.mustCall("tasks/list", map[string]any{"cursor": cursor}, &page)
+		pages = append(pages, len(page.Tasks))
+		for _, tk := range page.Tasks {
+			if seen[tk.TaskID] || !made[tk.TaskID] {
+				t.Errorf("task %s listed twice or never made", tk.TaskID)
+			}
+			seen[tk.TaskID] = true
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if len(seen) != len(made) || len(pages) != 2 {
+		t.Errorf("pages %v, %d of %d tasks listed", pages, len(seen), len(made))
+	}
+}

@@ -64,6 +64,11 @@
 //     input is a tool error (isError) whose text starts with the HTTP API's
 //     code and whose _meta holds the error (MetaError). Calls that ask for
 //     progress get a notification per model call, tool call and handoff.
+//     With a background queue (Config.Jobs), a call may run as an MCP task
+//     (2025-11-25 sessions that ask for one; 2026-07-28 requests that
+//     declare the tasks extension): the task is the run, queued and kept
+//     in the run store, its id the run's, its key's own, so the tasks
+//     methods answer on any replica.
 //     Sessions live in the process and close after ten idle minutes.
 //
 // Every route but /healthz and /readyz requires a bearer token when

@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/openaicompat"
+	"github.com/aidgen/aid/runtime/internal/rusage"
 	"github.com/aidgen/aid/runtime/service"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
@@ -259,11 +259,11 @@ func benchServiceCPU(b *testing.B, body string) {
 
 // cpuTime returns the process's user and system CPU time.
 func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := rusage.CPU()
+	if err != nil {
 		b.Skipf("getrusage: %v", err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
 
 // cannedUpstream answers every request with upstreamCompletion, in

@@ -176,6 +176,10 @@ func concurrentRuns(b *testing.B, runs int, st agents.Store, pool *pgxpool.Pool,
 		latency = 500 * time.Millisecond
 	)
 	store := &timedStore{Store: st}
+	var timed agents.Store = store
+	if _, ok := st.(agents.StepStore); ok {
+		timed = timedStepStore{store}
+	}
 	p, err := fake.New(fake.Config{Latency: latency, Agents: map[string][]fake.Step{"desk": {
 		calls(call("l1", "lookup", `{"id":"A"}`)),
 		calls(call("l2", "lookup", `{"id":"B"}`)),
@@ -193,7 +197,7 @@ func concurrentRuns(b *testing.B, runs int, st agents.Store, pool *pgxpool.Pool,
 		b.Fatal(err)
 	}
 	r, err := agents.New(agents.Config{
-		Gateway: gw, Store: store,
+		Gateway: gw, Store: timed,
 		Agents: []agents.Agent{{Name: "desk", Model: "small", Tools: []string{"lookup"}}},
 		Tools:  []agents.Tool{{Name: "lookup", Description: "d", Input: lookupSchema}},
 		Implementations: map[string]agents.Implementation{"lookup": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
@@ -304,7 +308,10 @@ func (s *timedStore) FinishCall(ctx context.Context, runID, key string, res agen
 	defer s.since(time.Now())
 	return s.Store.FinishCall(ctx, runID, key, res)
 }
-func (s *timedStore) UpdateRunRecordCalls(ctx context.Context, rec agents.RunRecord, calls []agents.CallRecord) (agents.RunRecord, error) {
+// timedStepStore is a timedStore over an agents.StepStore, which it stays.
+type timedStepStore struct{ *timedStore }
+
+func (s timedStepStore) UpdateRunRecordCalls(ctx context.Context, rec agents.RunRecord, calls []agents.CallRecord) (agents.RunRecord, error) {
 	defer s.since(time.Now())
 	return s.Store.(agents.StepStore).UpdateRunRecordCalls(ctx, rec, calls)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/guard"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/openaicompat"
 	"github.com/aidgen/aid/runtime/internal/rusage"
@@ -122,7 +123,7 @@ func newBenchServiceWith(b *testing.B, p gateway.Provider, tenancy ...bool) *ser
 			{Name: "bench-guarded", Model: "small", Instructions: "Answer with the city only.", Budget: "bench", Guardrails: []string{"injection"}},
 			{Name: "bench-guardrails", Model: "small", Instructions: "Answer with the city only.", Budget: "bench", Guardrails: []string{"too-long", "cards"}},
 		},
-		Guardrails: benchGuardrails,
+		Guardrails: benchGuardrails, Conditions: cel.Language{},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -308,6 +308,7 @@ func (s *timedStore) FinishCall(ctx context.Context, runID, key string, res agen
 	defer s.since(time.Now())
 	return s.Store.FinishCall(ctx, runID, key, res)
 }
+
 // timedStepStore is a timedStore over an agents.StepStore, which it stays.
 type timedStepStore struct{ *timedStore }
 

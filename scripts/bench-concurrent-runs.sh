@@ -1,8 +1,8 @@
 #!/bin/sh
 # bench-concurrent-runs.sh: 100 and 1,000 concurrent three-step runs on
-# PostgreSQL (pgstore's BenchmarkConcurrentRuns), without the race
-# detector, reporting runs/s, round trips, pool waits and store time per
-# step.
+# the in-memory store and on PostgreSQL (pgstore's BenchmarkConcurrentRuns),
+# without the race detector, reporting runs/s, the per-step overhead (p50,
+# p99), store time per step, and on PostgreSQL round trips and pool waits.
 #
 #   scripts/bench-concurrent-runs.sh [COUNT]
 #

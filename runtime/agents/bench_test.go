@@ -10,6 +10,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
+	"github.com/aidgen/aid/runtime/internal/rusage"
 )
 
 // stubModel answers with a tool call until the conversation holds steps-1
@@ -75,6 +76,10 @@ func BenchmarkStep(b *testing.B) {
 	ctx := context.Background()
 	var last RunResult
 	b.ReportAllocs()
+	cpu0, err := rusage.CPU()
+	if err != nil {
+		b.Skipf("getrusage: %v", err)
+	}
 	for b.Loop() {
 		// A fresh store per run: the in-memory store keeps every run, and
 		// the garbage collector scanning an ever larger heap is not the
@@ -87,6 +92,11 @@ func BenchmarkStep(b *testing.B) {
 		last = res
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*steps), "ns/step")
+	// The process's CPU time, the collector's included: on a shared
+	// machine the wall time also counts the waits for a core.
+	if cpu1, err := rusage.CPU(); err == nil {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N*steps), "cpu-ns/step")
+	}
 	rec, err := r.store.LoadRun(ctx, last.RunID)
 	if err != nil {
 		b.Fatal(err)

@@ -59,6 +59,7 @@ type runState struct {
 	inputChecked    bool         // the input hooks judged the input (Checkpoint.InputChecked)
 	client          *clientState // what the client asked of the run (Checkpoint.Client); nil for most runs
 	clog            *Compacted   // the run's compactions; nil for a run without any
+	sizes           *runSizes    // where the run's sizes are remembered when it ends; nil for a resumed run
 }
 
 // maxSteps is the current agent's bound on its model calls in this run.

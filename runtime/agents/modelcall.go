@@ -21,9 +21,11 @@ func (r *Runtime) buildRequest(ctx context.Context, st *runState, req *gateway.R
 		// every step. The provider gets a clipped slice, so later appends
 		// never reach what it holds.
 		if st.reqAgent != d {
-			// Room for the system message and a step's answer and
-			// observation; appendMsg grows it when a step needs more.
-			st.req = make([]gateway.Message, 0, len(st.msgs)+3)
+			// Room for the system message and the thread's, as long as
+			// runs of this agent grow it (newRun), at least a step's
+			// answer and observation; appendMsg grows it when a step
+			// needs more.
+			st.req = make([]gateway.Message, 0, max(cap(st.msgs), len(st.msgs)+2)+1)
 			if d.spec.Instructions != "" {
 				st.req = append(st.req, gateway.Message{Role: gateway.RoleSystem, Content: d.spec.Instructions})
 			}

@@ -125,6 +125,9 @@ func (r *Runtime) finish(ctx context.Context, st *runState, span trace.Span, sta
 		res.Verdicts = slices.Clone(st.glog.verdicts[st.glog.from:])
 		st.glog.mu.Unlock()
 	}
+	if st.sizes != nil && !st.sub {
+		st.sizes.observe(len(st.msgs)-st.turn-1, len(st.steps))
+	}
 	res.FellBack = fellBack(st.steps) || (st.pending != nil && fellBack([]StepRecord{st.pending.Step}))
 	switch status {
 	case StatusTimedOut, StatusCancelled:

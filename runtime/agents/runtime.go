@@ -102,6 +102,7 @@ type agentDef struct {
 	compact      *compactor    // nil for an agent without a compaction policy
 	hooks        *hookSet      // nil for an agent without hooks, which pays nothing for them
 	guarded      bool          // an agent reachable from it has hooks: its runs keep a guardLog
+	sizes        runSizes      // how long its runs were: the size a new run's slices start at
 }
 
 // RunOptions adjusts one run.
@@ -313,9 +314,13 @@ func (r *Runtime) prepare(agent, input string, opts RunOptions) (*runState, erro
 	st := r.newRun(d, opts)
 	st.client = client
 	st.app, st.ver = r.app, r.ver
-	n := len(opts.History) + 1
+	n := len(opts.History) + 1 + int(d.sizes.msgs.Load())
 	st.msgs = make([]gateway.Message, 0, n)
 	st.saved = make([]SavedMessage, 0, n)
+	if k := d.sizes.steps.Load(); k > 0 {
+		st.steps = make([]StepRecord, 0, k)
+	}
+	st.sizes = &d.sizes
 	for _, m := range opts.History {
 		if m.Role == gateway.RoleSystem {
 			continue // rebuilt from the agent at every call

@@ -371,7 +371,7 @@ func pack(status Status, cp Checkpoint) []byte {
 	if !ended(status) {
 		return nil
 	}
-	data, err := json.Marshal(&cp)
+	data, err := encodeCheckpoint(&cp)
 	if err != nil {
 		return nil
 	}

@@ -13,14 +13,15 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/guard"
+	"github.com/aidgen/aid/runtime/agents/policy/cel"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/openaicompat"
+	"github.com/aidgen/aid/runtime/internal/rusage"
 	"github.com/aidgen/aid/runtime/service"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
@@ -122,7 +123,7 @@ func newBenchServiceWith(b *testing.B, p gateway.Provider, tenancy ...bool) *ser
 			{Name: "bench-guarded", Model: "small", Instructions: "Answer with the city only.", Budget: "bench", Guardrails: []string{"injection"}},
 			{Name: "bench-guardrails", Model: "small", Instructions: "Answer with the city only.", Budget: "bench", Guardrails: []string{"too-long", "cards"}},
 		},
-		Guardrails: benchGuardrails,
+		Guardrails: benchGuardrails, Conditions: cel.Language{},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -259,11 +260,11 @@ func benchServiceCPU(b *testing.B, body string) {
 
 // cpuTime returns the process's user and system CPU time.
 func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := rusage.CPU()
+	if err != nil {
 		b.Skipf("getrusage: %v", err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
 
 // cannedUpstream answers every request with upstreamCompletion, in

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,36 +111,39 @@ func BenchmarkUpdateRun(b *testing.B) {
 }
 
 // BenchmarkConcurrentRuns keeps 100 and 1,000 three-step runs in flight
-// at once (a lookup, a second lookup, an answer) on one pgstore pool, with
-// a model that answers in 500 ms and runs starting spread over one model
-// call, as requests reach a service's replica, and reports what the store
-// costs each step:
+// at once (a lookup, a second lookup, an answer) on one store, with a model
+// that answers in 500 ms and runs starting spread over one model call, as
+// requests reach a service's replica, on the in-memory store and on one
+// pgstore pool, and reports what the store costs each step:
 //
 //   - runs/s: runs completed per second;
-//   - round-trips/step: statements, batches and prepares sent to the
-//     database per model step (a step's checkpoint and the read it runs
-//     are one statement, agents.StepStore);
-//   - acquire-wait-%: the time spent waiting for a pool connection
-//     (pgxpool Stat().AcquireDuration()) as a share of the time spent in
-//     store calls: how much of the store's cost is the pool being too
-//     small;
-//   - store-ms/step: the time a step spends in store calls.
+//   - overhead-ms/step-p50 and -p99: a run's time beyond its three model
+//     calls' latency, per step, at the median and the 99th percentile
+//     run: what the loop, the tools and the store add to each step with
+//     that many runs in flight;
+//   - store-ms/step: the time a step spends in store calls;
+//   - round-trips/step (PostgreSQL): statements, batches and prepares sent
+//     to the database per model step (a step's checkpoint and the read it
+//     runs are one statement, agents.StepStore);
+//   - acquire-wait-% (PostgreSQL): the time spent waiting for a pool
+//     connection (pgxpool Stat().AcquireDuration()) as a share of the time
+//     spent in store calls: how much of the store's cost is the pool being
+//     too small.
 //
 // conns=default is the pool a DSN without pool_max_conns gets
 // (pgutil.DefaultMaxConns); conns=4 is pgx's default on this machine.
+// scripts/bench-concurrent-runs.sh runs it without the race detector:
 //
 //	go test -run '^$' -bench BenchmarkConcurrentRuns -benchtime 3x ./runtime/agents/pgstore/
 func BenchmarkConcurrentRuns(b *testing.B) {
-	const (
-		steps   = 3
-		latency = 500 * time.Millisecond
-	)
-	sizes := []int32{4, pgutil.DefaultMaxConns()}
 	for _, runs := range []int{100, 1000} {
-		for _, conns := range sizes {
-			name := fmt.Sprintf("runs=%d/conns=%d", runs, conns)
+		b.Run(fmt.Sprintf("runs=%d/store=memory", runs), func(b *testing.B) {
+			concurrentRuns(b, runs, agents.NewInMemoryStore(), nil, nil)
+		})
+		for _, conns := range []int32{4, pgutil.DefaultMaxConns()} {
+			name := fmt.Sprintf("runs=%d/store=postgres/conns=%d", runs, conns)
 			if conns == pgutil.DefaultMaxConns() {
-				name = fmt.Sprintf("runs=%d/conns=default(%d)", runs, conns)
+				name = fmt.Sprintf("runs=%d/store=postgres/conns=default(%d)", runs, conns)
 			}
 			b.Run(name, func(b *testing.B) {
 				cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(b))
@@ -158,67 +162,99 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				store := &timedStore{Store: st}
-				p, err := fake.New(fake.Config{Latency: latency, Agents: map[string][]fake.Step{"desk": {
-					calls(call("l1", "lookup", `{"id":"A"}`)),
-					calls(call("l2", "lookup", `{"id":"B"}`)),
-					answer("done"),
-				}}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				gw, err := gateway.New(gateway.Config{
-					Models: []gateway.PinnedModel{{Alias: "small", Spec: gateway.ModelSpec{ID: "m-small", Provider: "fake", ContextWindow: 8000,
-						MaxOutputTokens: 100, Capabilities: []gateway.Capability{gateway.CapabilityTools}}}},
-					Providers: map[string]gateway.Provider{"fake": p},
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				r, err := agents.New(agents.Config{
-					Gateway: gw, Store: store,
-					Agents: []agents.Agent{{Name: "desk", Model: "small", Tools: []string{"lookup"}}},
-					Tools:  []agents.Tool{{Name: "lookup", Description: "d", Input: lookupSchema}},
-					Implementations: map[string]agents.Implementation{"lookup": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
-						return `{"status":"shipped"}`, nil
-					})},
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				wave := func() {
-					var wg sync.WaitGroup
-					for i := range runs {
-						wg.Go(func() {
-							// Starts spread over one model call, as requests
-							// arrive; all at once, every step of every run
-							// would reach the store in the same instant.
-							time.Sleep(time.Duration(i) * latency / time.Duration(runs))
-							res, err := r.Run(context.Background(), "desk", "where are A and B?", agents.RunOptions{})
-							if err != nil || res.Status != agents.StatusCompleted {
-								b.Errorf("run: %s %v", res.Status, err)
-							}
-						})
-					}
-					wg.Wait()
-				}
-				wave() // a service's pool is warm: its connections are open
-				before := pool.Stat().AcquireDuration()
-				rt.n.Store(0)
-				store.total.Store(0)
-				start := time.Now()
-				for b.Loop() {
-					wave()
-				}
-				elapsed := time.Since(start)
-				total := float64(b.N * runs)
-				wait := pool.Stat().AcquireDuration() - before
-				b.ReportMetric(total/elapsed.Seconds(), "runs/s")
-				b.ReportMetric(float64(rt.n.Load())/(total*steps), "round-trips/step")
-				b.ReportMetric(100*float64(wait)/float64(store.total.Load()), "acquire-wait-%")
-				b.ReportMetric(float64(store.total.Load())/1e6/(total*steps), "store-ms/step")
+				concurrentRuns(b, runs, st, pool, &rt)
 			})
 		}
+	}
+}
+
+// concurrentRuns is BenchmarkConcurrentRuns on one store; pool and rt are
+// nil for the in-memory store.
+func concurrentRuns(b *testing.B, runs int, st agents.Store, pool *pgxpool.Pool, rt *roundTrips) {
+	const (
+		steps   = 3
+		latency = 500 * time.Millisecond
+	)
+	store := &timedStore{Store: st}
+	var timed agents.Store = store
+	if _, ok := st.(agents.StepStore); ok {
+		timed = timedStepStore{store}
+	}
+	p, err := fake.New(fake.Config{Latency: latency, Agents: map[string][]fake.Step{"desk": {
+		calls(call("l1", "lookup", `{"id":"A"}`)),
+		calls(call("l2", "lookup", `{"id":"B"}`)),
+		answer("done"),
+	}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Config{
+		Models: []gateway.PinnedModel{{Alias: "small", Spec: gateway.ModelSpec{ID: "m-small", Provider: "fake", ContextWindow: 8000,
+			MaxOutputTokens: 100, Capabilities: []gateway.Capability{gateway.CapabilityTools}}}},
+		Providers: map[string]gateway.Provider{"fake": p},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := agents.New(agents.Config{
+		Gateway: gw, Store: timed,
+		Agents: []agents.Agent{{Name: "desk", Model: "small", Tools: []string{"lookup"}}},
+		Tools:  []agents.Tool{{Name: "lookup", Description: "d", Input: lookupSchema}},
+		Implementations: map[string]agents.Implementation{"lookup": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
+			return `{"status":"shipped"}`, nil
+		})},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var (
+		mu       sync.Mutex
+		overhead []time.Duration // per step, one a run
+	)
+	wave := func() {
+		var wg sync.WaitGroup
+		for i := range runs {
+			wg.Go(func() {
+				// Starts spread over one model call, as requests
+				// arrive; all at once, every step of every run
+				// would reach the store in the same instant.
+				time.Sleep(time.Duration(i) * latency / time.Duration(runs))
+				start := time.Now()
+				res, err := r.Run(context.Background(), "desk", "where are A and B?", agents.RunOptions{})
+				d := (time.Since(start) - steps*latency) / steps
+				if err != nil || res.Status != agents.StatusCompleted {
+					b.Errorf("run: %s %v", res.Status, err)
+				}
+				mu.Lock()
+				overhead = append(overhead, d)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
+	wave() // a service's pool is warm: its connections are open
+	var before time.Duration
+	if pool != nil {
+		before = pool.Stat().AcquireDuration()
+		rt.n.Store(0)
+	}
+	store.total.Store(0)
+	overhead = overhead[:0]
+	start := time.Now()
+	for b.Loop() {
+		wave()
+	}
+	elapsed := time.Since(start)
+	total := float64(b.N * runs)
+	slices.Sort(overhead)
+	b.ReportMetric(total/elapsed.Seconds(), "runs/s")
+	b.ReportMetric(float64(overhead[len(overhead)/2])/1e6, "overhead-ms/step-p50")
+	b.ReportMetric(float64(overhead[len(overhead)*99/100])/1e6, "overhead-ms/step-p99")
+	b.ReportMetric(float64(store.total.Load())/1e6/(total*steps), "store-ms/step")
+	if pool != nil {
+		wait := pool.Stat().AcquireDuration() - before
+		b.ReportMetric(float64(rt.n.Load())/(total*steps), "round-trips/step")
+		b.ReportMetric(100*float64(wait)/float64(store.total.Load()), "acquire-wait-%")
 	}
 }
 
@@ -272,7 +308,11 @@ func (s *timedStore) FinishCall(ctx context.Context, runID, key string, res agen
 	defer s.since(time.Now())
 	return s.Store.FinishCall(ctx, runID, key, res)
 }
-func (s *timedStore) UpdateRunRecordCalls(ctx context.Context, rec agents.RunRecord, calls []agents.CallRecord) (agents.RunRecord, error) {
+
+// timedStepStore is a timedStore over an agents.StepStore, which it stays.
+type timedStepStore struct{ *timedStore }
+
+func (s timedStepStore) UpdateRunRecordCalls(ctx context.Context, rec agents.RunRecord, calls []agents.CallRecord) (agents.RunRecord, error) {
 	defer s.since(time.Now())
 	return s.Store.(agents.StepStore).UpdateRunRecordCalls(ctx, rec, calls)
 }

@@ -373,7 +373,7 @@ func (s *Store) CreateRun(ctx context.Context, rec agents.RunRecord) (agents.Run
 		return agents.RunRecord{}, err
 	}
 	rec.Cancel = nil
-	cp, err := json.Marshal(rec.Checkpoint)
+	cp, err := agents.MarshalCheckpoint(rec.Checkpoint)
 	if err != nil {
 		return agents.RunRecord{}, fmt.Errorf("pgstore: create run %s: encode checkpoint: %w", rec.RunID, err)
 	}
@@ -424,7 +424,7 @@ func (s *Store) UpdateRunRecordCalls(ctx context.Context, rec agents.RunRecord, 
 		}
 		keys[i], ids[i], tools[i], effects[i], args[i] = c.Key, []byte(c.CallID), []byte(c.Tool), string(c.Effects), []byte(c.Arguments)
 	}
-	cp, err := json.Marshal(rec.Checkpoint)
+	cp, err := agents.MarshalCheckpoint(rec.Checkpoint)
 	if err != nil {
 		return agents.RunRecord{}, fmt.Errorf("pgstore: update run %s: encode checkpoint: %w", rec.RunID, err)
 	}

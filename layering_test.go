@@ -45,27 +45,34 @@ func TestRuntimeUsesNoModuleInternal(t *testing.T) {
 	for _, bad := range layeringBreaches(imports) {
 		t.Error(bad)
 	}
+	for _, bad := range featureBreaches(imports) {
+		t.Error(bad)
+	}
 }
 
 // TestLayeringBreaches checks that the rule above sees a breach: a runtime
 // package importing a module-root internal package, such a package
-// importing the runtime back, and a lower layer importing a higher one,
-// but not the leaf a lower layer may import under a higher one's
-// directory.
+// importing the runtime back, a lower layer importing a higher one, and
+// the retrieval package importing a store kind under it, but not the leaf
+// a lower layer may import under a higher one's directory nor a store
+// kind importing the retrieval package.
 func TestLayeringBreaches(t *testing.T) {
 	got := layeringBreaches(map[string][]string{
 		module + "/runtime/agents":             {module + "/internal/pgutil", module + "/runtime/internal/jsonschemas"},
 		module + "/internal/pgutil":            {module + "/runtime/gateway"},
 		module + "/runtime/gateway":            {"context"},
-		module + "/runtime/internal/analysis":  nil,
+		module + "/runtime/analysis":           nil,
 		module + "/gen":                        {module + "/runtime/app"},
 		module + "/runtime/gateway/fake":       {module + "/runtime/eval", module + "/runtime/eval/dataset", module + "/runtime/gateway"},
 		module + "/runtime/retrieval/pgvector": {module + "/runtime/agents/pgstore", module + "/runtime/retrieval", module + "/runtime/kind"},
+		module + "/runtime/retrieval":          {module + "/runtime/retrieval/memory", module + "/runtime/kind"},
+		module + "/runtime/retrieval/memory":   {module + "/runtime/retrieval", module + "/runtime/analysis"},
 	})
 	want := []string{
 		module + "/internal/pgutil, a module-root internal package, imports the runtime package " + module + "/runtime/gateway",
 		module + "/runtime/agents imports the module-root internal package " + module + "/internal/pgutil; move it under runtime/internal/ or make it public",
 		module + "/runtime/gateway/fake, under runtime/gateway, imports " + module + "/runtime/eval, a layer above it; move what they share down",
+		module + "/runtime/retrieval, under runtime/retrieval, imports " + module + "/runtime/retrieval/memory, a layer above it; move what they share down",
 		module + "/runtime/retrieval/pgvector, under runtime/retrieval, imports " + module + "/runtime/agents/pgstore, a layer above it; move what they share down",
 	}
 	if !slices.Equal(got, want) {
@@ -80,6 +87,9 @@ func TestLayeringBreaches(t *testing.T) {
 var lowerLayers = []struct {
 	dir           string
 	above, except []string
+	// exact restricts the entry to the package dir itself, not those
+	// under it.
+	exact bool
 }{
 	// The model gateway serves every layer above it; its fake provider
 	// reads an eval dataset's format (runtime/eval/dataset), never the
@@ -89,6 +99,11 @@ var lowerLayers = []struct {
 	// agents' memory says where (retrieval.DatabaseKind), and the
 	// application opens it (serve/postgres.OpenMemory).
 	{dir: "runtime/retrieval", above: []string{"runtime/agents", "runtime/eval", "runtime/app", "runtime/service", "runtime/serve", "runtime/jobs"}},
+	// The retrieval package itself, whose types every layer above names,
+	// builds stores through their kinds and opens none of its own: the
+	// store kinds are packages under it that a program links only when it
+	// names them (issue 35).
+	{dir: "runtime/retrieval", exact: true, above: []string{"runtime/retrieval/memory", "runtime/retrieval/pgvector", "runtime/retrieval/storetest"}},
 }
 
 // layeringBreaches returns, sorted, the edges of imports (package → what it
@@ -111,7 +126,11 @@ func layeringBreaches(imports map[string][]string) []string {
 				bad = append(bad, p+", a module-root internal package, imports the runtime package "+imp)
 			}
 			for _, l := range lowerLayers {
-				if under(p, l.dir) && underAny(imp, l.above) && !underAny(imp, l.except) {
+				in := under(p, l.dir)
+				if l.exact {
+					in = p == module+"/"+l.dir
+				}
+				if in && underAny(imp, l.above) && !underAny(imp, l.except) {
 					bad = append(bad, p+", under "+l.dir+", imports "+imp+", a layer above it; move what they share down")
 				}
 			}
@@ -119,6 +138,82 @@ func layeringBreaches(imports map[string][]string) []string {
 	}
 	slices.Sort(bad)
 	return bad
+}
+
+// featureLinks are the third-party packages a generated service links only
+// when its application uses the feature that needs them, each with the
+// runtime packages every service links (or a service links for every
+// application of a kind), which therefore must not link them, directly or
+// through another package. internal/cases' TestCasesBuild checks what each
+// case's service links; this holds the packages those services are made
+// of, so that the cut cannot come back through a new import.
+var featureLinks = []struct {
+	prefix, feature string
+	not             []string
+}{
+	{"gonum.org/v1/gonum/", "the memory store's kernels (runtime/retrieval/memory) or the eval's statistics",
+		[]string{"runtime/retrieval", "runtime/agents", "runtime/app", "runtime/service", "runtime/serve", "runtime/gateway/fake"}},
+	{"github.com/kljensen/snowball/", "the text analyzer (runtime/analysis) of a lexical index or of the fake's embeddings",
+		[]string{"runtime/retrieval", "runtime/agents", "runtime/app", "runtime/service", "runtime/serve", "runtime/gateway/fake"}},
+	{"cel.dev/", "conditions (runtime/agents/policy/cel)",
+		[]string{"runtime/agents", "runtime/app", "runtime/service", "runtime/serve"}},
+}
+
+// featureBreaches returns, sorted, what featureLinks forbids that imports
+// (package → what it imports) links: a package of a feature's not list that
+// reaches a package of the feature, with the first path found.
+func featureBreaches(imports map[string][]string) []string {
+	var bad []string
+	for _, f := range featureLinks {
+		for _, p := range f.not {
+			from := module + "/" + p
+			if _, ok := imports[from]; !ok {
+				continue
+			}
+			// Breadth first, so that the path reported is a shortest one.
+			prev := map[string]string{from: ""}
+			queue := []string{from}
+			for len(queue) > 0 {
+				cur := queue[0]
+				queue = queue[1:]
+				if strings.HasPrefix(cur, f.prefix) {
+					path := []string{cur}
+					for at := prev[cur]; at != ""; at = prev[at] {
+						path = append(path, at)
+					}
+					slices.Reverse(path)
+					bad = append(bad, from+" links "+cur+", which only "+f.feature+" needs: "+strings.Join(path, " → "))
+					break
+				}
+				for _, imp := range imports[cur] {
+					if _, seen := prev[imp]; !seen {
+						prev[imp] = cur
+						queue = append(queue, imp)
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+// TestFeatureBreaches checks that the rule above sees a feature's package
+// linked through another one, and not one a package of no not list links.
+func TestFeatureBreaches(t *testing.T) {
+	got := featureBreaches(map[string][]string{
+		module + "/runtime/retrieval":        {module + "/runtime/analysis", "context"},
+		module + "/runtime/analysis":         {"github.com/kljensen/snowball/english"},
+		module + "/runtime/retrieval/memory": {"gonum.org/v1/gonum/blas/blas32"},
+		module + "/runtime/gateway/fake":     {"context"},
+	})
+	want := []string{
+		module + "/runtime/retrieval links github.com/kljensen/snowball/english, which only the text analyzer (runtime/analysis) of a lexical index or of the fake's embeddings needs: " +
+			module + "/runtime/retrieval → " + module + "/runtime/analysis → github.com/kljensen/snowball/english",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("breaches:\n got %q\nwant %q", got, want)
+	}
 }
 
 // TestFilesAPersonCanHold holds issue 35's bound on a source file: no

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
@@ -16,7 +17,7 @@ import (
 // tools. A pgvector store needs no option: its kind opens it.
 func TestMainFileOptions(t *testing.T) {
 	pgStore := []retrieval.StoreConfig{{Name: "kb", Kind: pgvector.Kind{Table: "kb"}}}
-	memStore := []retrieval.StoreConfig{{Name: "kb", Kind: retrieval.MemoryKind{}}}
+	memStore := []retrieval.StoreConfig{{Name: "kb", Kind: memory.Kind{}}}
 	pgState := app.Service{State: app.State{Kind: app.StatePostgres, DSNEnv: "DATABASE_URL"}}
 	for _, c := range []struct {
 		name     string

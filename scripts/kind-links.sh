@@ -6,9 +6,13 @@
 # of openai-go and of the fake provider, and its module list (go version -m).
 # It exits 1 when support-desk links openai-go or the openai-compatible app
 # links the fake provider: a generated service links only the kinds its app
-# names (issue 16); or when either links CEL, which neither app's rules nor
-# guardrails use: a service links a feature only when its app uses it
-# (issue 35; internal/cases' TestCasesBuild checks every case).
+# names (issue 16); or when a service links a feature its app does not use
+# (issue 35; internal/cases' TestCasesBuild checks every case): CEL, which
+# neither app's rules nor guardrails use; gonum's BLAS kernels, which only
+# a memory store uses (support-desk has two, the openai-compatible app
+# none), and any other gonum package, which only the eval uses; the
+# Snowball stemmer, which only a lexical index or the fake's embeddings use
+# (support-desk has both, the openai-compatible app neither).
 #
 #   scripts/kind-links.sh                  # this checkout, into a temporary directory
 #   scripts/kind-links.sh /work/main /tmp/before   # another checkout, for "before" figures
@@ -70,8 +74,11 @@ for svc in support-desk openai-only; do
 	openai=$(text "$bin" "github.com/openai/openai-go")
 	fake=$(text "$bin" "github.com/aidgen/aid/runtime/gateway/fake.")
 	cel=$(text "$bin" "cel.dev/cel-go")
+	gonum=$(text "$bin" "gonum.org/v1/gonum/")
+	blas=$(text "$bin" "gonum.org/v1/gonum/blas")
+	snowball=$(text "$bin" "github.com/kljensen/snowball/")
 	echo "== $svc ($checkout)"
-	echo "binary: $size bytes; machine code: $all bytes, of which openai-go $openai, runtime/gateway/fake $fake, cel-go $cel"
+	echo "binary: $size bytes; machine code: $all bytes, of which openai-go $openai, runtime/gateway/fake $fake, cel-go $cel, gonum $gonum (BLAS $blas), snowball $snowball"
 	echo "modules:"
 	go version -m "$bin" | awk '$1 == "dep" { print "  " $2 " " $3 }'
 	case $svc in
@@ -79,6 +86,21 @@ for svc in support-desk openai-only; do
 	openai-only) if [ "$fake" -ne 0 ]; then echo "FAIL: the openai-compatible-only app links the fake provider"; status=1; fi ;;
 	esac
 	if [ "$cel" -ne 0 ]; then echo "FAIL: $svc links CEL, and its app has no condition"; status=1; fi
+	# What gonum links beyond the BLAS kernels (its internal assembly
+	# included) is the eval's statistics, which no service runs.
+	if [ $((gonum - blas - $(text "$bin" "gonum.org/v1/gonum/internal/"))) -ne 0 ]; then
+		echo "FAIL: $svc links gonum beyond its BLAS kernels, and a service runs no eval"; status=1
+	fi
+	case $svc in
+	support-desk)
+		if [ "$blas" -eq 0 ]; then echo "FAIL: support-desk links no BLAS kernels, and its memory store searches with them"; status=1; fi
+		if [ "$snowball" -eq 0 ]; then echo "FAIL: support-desk links no stemmer, and its lexical index and fake embeddings stem"; status=1; fi
+		;;
+	openai-only)
+		if [ "$gonum" -ne 0 ]; then echo "FAIL: the openai-compatible-only app links gonum, and it has no memory store"; status=1; fi
+		if [ "$snowball" -ne 0 ]; then echo "FAIL: the openai-compatible-only app links the Snowball stemmer, and it has no lexical index nor fake embeddings"; status=1; fi
+		;;
+	esac
 done
 echo "output in $out"
 exit $status

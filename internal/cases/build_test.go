@@ -16,6 +16,7 @@ import (
 	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/app"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/kind"
 )
 
@@ -38,8 +39,11 @@ type built struct {
 //     and no other (a fake-only service links no openai-go, an
 //     openai-compatible one no fake, an anthropic-only one no openai-go), pgx only when its state or a store is
 //     in PostgreSQL, CEL only when its approval rules or guardrails
-//     have conditions (Description.Conditions), and never the eval
-//     package or gonum's statistics (a service runs no eval);
+//     have conditions (Description.Conditions), the text analyzer and
+//     its Snowball stemmer only when a store keeps a lexical index or a
+//     fake provider embeds, gonum's BLAS kernels only with a memory store
+//     and nothing else of gonum, and never the eval package (a service
+//     runs no eval);
 //   - runs a drift program that loads each case's app file, lowers it with
 //     internal/lower and compares the result (reflect.DeepEqual, with a
 //     go-cmp diff when they differ) with the description the generated
@@ -146,9 +150,6 @@ func links(t *testing.T, b built, deps []string) {
 		known[reflect.TypeOf(k).PkgPath()] = true
 	}
 	for pkg := range known {
-		if pkg == "github.com/aidgen/aid/runtime/retrieval" {
-			continue // the memory store kind is built in: every service links it
-		}
 		if got := slices.Contains(deps, pkg); got != used[pkg] {
 			t.Errorf("%s: links %s = %v, want %v (its description names the kind: %v)", b.name, pkg, got, used[pkg], used[pkg])
 		}
@@ -177,12 +178,38 @@ func links(t *testing.T, b built, deps []string) {
 	if want := b.desc.Conditions != nil; slices.Contains(deps, "github.com/aidgen/aid/runtime/agents/policy/cel") != want {
 		t.Errorf("%s: links runtime/agents/policy/cel = %v, want %v", b.name, !want, want)
 	}
-	// A service runs no eval: it links neither the eval package (the
-	// evals are not in its description) nor gonum's statistics and linear
-	// algebra, which only the eval's gate uses.
+	// The text analyzer (runtime/analysis, the Snowball stemmer) only for a
+	// store that keeps a lexical index (memory, pgvector) or a fake
+	// provider that embeds (fake.Kind.Analyzer, set by lowering); gonum's
+	// BLAS kernels only for a memory store, and nothing else of gonum.
+	analyzer := used["github.com/aidgen/aid/runtime/retrieval/memory"] || used["github.com/aidgen/aid/runtime/retrieval/pgvector"]
+	for _, p := range b.desc.Providers {
+		if k, ok := p.Kind.(fake.Kind); ok && k.Analyzer != nil {
+			analyzer = true
+		}
+	}
+	for _, f := range []struct {
+		prefix string
+		want   bool
+	}{
+		{"github.com/aidgen/aid/runtime/analysis", analyzer},
+		{"github.com/kljensen/snowball/", analyzer},
+		{"gonum.org/v1/gonum/", used["github.com/aidgen/aid/runtime/retrieval/memory"]},
+	} {
+		if got := slices.ContainsFunc(deps, func(d string) bool { return strings.HasPrefix(d, f.prefix) }); got != f.want {
+			t.Errorf("%s: links %s = %v, want %v", b.name, f.prefix, got, f.want)
+		}
+	}
 	for _, d := range deps {
-		for _, p := range []string{"github.com/aidgen/aid/runtime/eval", "github.com/aidgen/aid/runtime/app/appeval",
-			"gonum.org/v1/gonum/stat", "gonum.org/v1/gonum/mat", "gonum.org/v1/gonum/lapack", "gonum.org/v1/gonum/optimize"} {
+		blas := d == "gonum.org/v1/gonum/blas" || strings.HasPrefix(d, "gonum.org/v1/gonum/blas/") || strings.HasPrefix(d, "gonum.org/v1/gonum/internal/")
+		if strings.HasPrefix(d, "gonum.org/v1/gonum/") && !blas {
+			t.Errorf("%s: links %s; of gonum, a service links only the BLAS kernels of its memory stores (the statistics are the eval's)", b.name, d)
+		}
+	}
+	// A service runs no eval: it links no eval package (the evals are not
+	// in its description).
+	for _, d := range deps {
+		for _, p := range []string{"github.com/aidgen/aid/runtime/eval", "github.com/aidgen/aid/runtime/app/appeval"} {
 			if d == p || (strings.HasPrefix(d, p+"/") && d != "github.com/aidgen/aid/runtime/eval/dataset") {
 				t.Errorf("%s: links %s, and a service runs no eval", b.name, d)
 			}

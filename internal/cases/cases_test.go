@@ -34,7 +34,7 @@ import (
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/kind"
-	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 	"github.com/aidgen/aid/runtime/serve"
 )
 
@@ -230,7 +230,7 @@ func generated(t *testing.T, c testCase, doc *ir.Document, desc app.Description,
 // name.
 func standIns(desc app.Description) (app.Description, app.Options, func(string) (string, bool)) {
 	for i := range desc.Stores {
-		desc.Stores[i].Kind = retrieval.MemoryKind{}
+		desc.Stores[i].Kind = memory.Kind{}
 	}
 	env := map[string]string{"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test", "PROXY_ANTHROPIC_KEY": "sk-ant-proxy", "REMOTE_API_KEY": "sk-test", "DATABASE_URL": "postgres://test", "NOTIFY_TOKEN": "t", "TRACKING_URL": "https://tracking.example.com/track", "DESK_TOKEN": "desk-token"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }

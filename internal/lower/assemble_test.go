@@ -21,7 +21,7 @@ import (
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
-	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 )
 
 const (
@@ -173,7 +173,7 @@ var update = flag.Bool("update", false, "rewrite the committed baselines these t
 // kind).
 func inMemory(desc *app.Description) {
 	for i := range desc.Stores {
-		desc.Stores[i].Kind = retrieval.MemoryKind{}
+		desc.Stores[i].Kind = memory.Kind{}
 	}
 }
 

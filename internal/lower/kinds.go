@@ -20,6 +20,7 @@ import (
 	"github.com/aidgen/aid/runtime/gateway/openaicompat"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
@@ -37,7 +38,7 @@ var (
 	}
 	// StoreKinds are the store kinds.
 	StoreKinds = map[string]retrieval.StoreKind{
-		kind.StoreMemory:   retrieval.MemoryKind{},
+		kind.StoreMemory:   memory.Kind{},
 		kind.StorePGVector: pgvector.Kind{},
 	}
 	// ToolKinds are the tool kinds; ToolGo has no configuration.

@@ -12,6 +12,8 @@ import (
 	"github.com/aidgen/aid/ir"
 	"github.com/aidgen/aid/runtime/agents/policy/cel"
 	"github.com/aidgen/aid/runtime/agents/tools/http"
+	"github.com/aidgen/aid/runtime/analysis"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/gateway/openaicompat"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
@@ -20,7 +22,10 @@ import (
 // TestKindsArePlainData walks the configuration type of every kind in
 // lowering's tables: a description holds these values, and gen spells them
 // as Go literals, so they may hold no func, channel, interface or
-// unexported field anywhere inside.
+// unexported field anywhere inside, but for the fake's embedding analyzer
+// (fake.Kind.Analyzer), whose one value lowering sets, analysis.English, gen
+// spells with its own type, so that a service links the stemmer only when
+// its fake provider embeds.
 func TestKindsArePlainData(t *testing.T) {
 	var types []reflect.Type
 	for _, k := range lower.ProviderKinds {
@@ -37,9 +42,10 @@ func TestKindsArePlainData(t *testing.T) {
 	for _, k := range lower.ResourceKinds {
 		types = append(types, reflect.TypeOf(k))
 	}
-	types = append(types, reflect.TypeFor[cel.Language]()) // Description.Conditions
+	types = append(types, reflect.TypeFor[cel.Language]())     // Description.Conditions
+	types = append(types, reflect.TypeFor[analysis.English]()) // fake.Kind.Analyzer
 	for _, rt := range types {
-		if err := gen.Spellable(rt); err != nil {
+		if err := gen.Spellable(rt, reflect.TypeFor[fake.Analyzer]()); err != nil {
 			t.Error(err)
 		}
 	}
@@ -114,5 +120,34 @@ func TestResources(t *testing.T) {
 	doc.Resources[0].Config = ir.Config(`{"command":"db-server","port":5432}`)
 	if _, err := lower.Document(doc); err == nil || !strings.Contains(err.Error(), `servers "db"`) || !strings.Contains(err.Error(), `unknown field "port"`) {
 		t.Errorf("a field the kind lacks: %v", err)
+	}
+}
+
+// TestFakeAnalyzerOnlyWhenItEmbeds: lowering sets the fake's embedding
+// analyzer on a fake provider an embedding model routes to (support-desk's)
+// and on no other (minimal's, which has no embedding model), so that a
+// service links the Snowball stemmer only when its fake embeds.
+func TestFakeAnalyzerOnlyWhenItEmbeds(t *testing.T) {
+	for _, tt := range []struct {
+		app  string
+		want fake.Analyzer
+	}{
+		{"../../testdata/cases/minimal/app.cue", nil},
+		{"../../examples/support-desk/app.cue", analysis.English{}},
+	} {
+		doc, err := ir.Load(tt.app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := lower.Document(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Providers) != 1 {
+			t.Fatalf("%s: %d providers, want the fake alone", tt.app, len(d.Providers))
+		}
+		if k, ok := d.Providers[0].Kind.(fake.Kind); !ok || k.Analyzer != tt.want {
+			t.Errorf("%s: provider kind %#v, want a fake.Kind with Analyzer %#v", tt.app, d.Providers[0].Kind, tt.want)
+		}
 	}
 }

@@ -22,10 +22,12 @@ import (
 	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/agents/policy/cel"
 	"github.com/aidgen/aid/runtime/agents/tools/fixture"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/app/appeval"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
+	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
@@ -98,6 +100,7 @@ func Document(doc *ir.Document) (app.Description, error) {
 		}
 		d.Models = append(d.Models, pm)
 	}
+	fakeEmbeddings(&d)
 	for _, b := range doc.Budgets {
 		d.Budgets = append(d.Budgets, gateway.Budget{Name: b.Name, MaxUSD: b.MaxUSD, MaxTotalTokens: b.MaxTotalTokens, Scope: gateway.Scope(b.Scope),
 			Window: b.Window, TimeZone: b.TimeZone, AppliesToAll: b.AppliesTo == "all"})
@@ -154,6 +157,28 @@ func Document(doc *ir.Document) (app.Description, error) {
 		return app.Description{}, fmt.Errorf("lowering %s: %w", doc.Path, err)
 	}
 	return d, nil
+}
+
+// fakeEmbeddings sets the analyzer of the embeddings (fake.Kind.Analyzer)
+// on every fake provider a pinned embedding model routes to, and on no
+// other, so that a service whose fake provider does not embed links no
+// stemmer.
+func fakeEmbeddings(d *app.Description) {
+	embeds := map[string]bool{}
+	for _, m := range d.Models {
+		if m.Spec.Kind == gateway.KindEmbedding {
+			embeds[m.Spec.Provider] = true
+			for _, dep := range m.Deployments {
+				embeds[dep.Provider] = true
+			}
+		}
+	}
+	for i, p := range d.Providers {
+		if k, ok := p.Kind.(fake.Kind); ok && embeds[p.Name] {
+			k.Analyzer = analysis.English{}
+			d.Providers[i].Kind = k
+		}
+	}
 }
 
 // ModelSpec spells a pinned IR model as the gateway's description.

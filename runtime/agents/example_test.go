@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
@@ -13,7 +14,7 @@ import (
 
 // exampleGateway is a gateway over a scripted fake provider.
 func exampleGateway(script ...fake.Step) *gateway.Gateway {
-	p, err := fake.New(fake.Config{Script: script})
+	p, err := fake.New(fake.Config{Analyzer: analysis.English{}, Script: script})
 	if err != nil {
 		panic(err)
 	}

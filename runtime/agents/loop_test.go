@@ -13,14 +13,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/kind"
 )
 
 func TestNewRefusesBadConfig(t *testing.T) {
-	fx := newFixture(t, fake.Config{})
-	noTools := newFixture(t, fake.Config{Capabilities: []gateway.Capability{gateway.CapabilityJSON}})
+	fx := newFixture(t, fake.Config{Analyzer: analysis.English{}})
+	noTools := newFixture(t, fake.Config{Analyzer: analysis.English{}, Capabilities: []gateway.Capability{gateway.CapabilityJSON}})
 	base := func() agents.Config {
 		return agents.Config{
 			Gateway: fx.gw,
@@ -117,7 +118,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 }
 
 func TestToolLoopWithTypedTool(t *testing.T) {
-	fx := newFixture(t, fake.Config{Script: []fake.Step{
+	fx := newFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{
 		calls(call("c1", "lookup", `{"id":"A-1"}`)),
 		answer("order A-1 has shipped"),
 	}})
@@ -208,7 +209,7 @@ func TestToolFailuresBecomeObservations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fx := newFixture(t, fake.Config{Script: []fake.Step{calls(tt.call), answer("sorry")}})
+			fx := newFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{calls(tt.call), answer("sorry")}})
 			r := newRuntime(t, agents.Config{
 				Gateway:         fx.gw,
 				Agents:          []agents.Agent{{Name: "a", Model: "small", Tools: []string{"lookup", "broken", "panics", "slow"}}},
@@ -246,7 +247,7 @@ func TestParallelReadsKeepCallOrder(t *testing.T) {
 		}
 		return "obs " + in.ID, nil
 	})
-	fx := newFixture(t, fake.Config{Script: []fake.Step{
+	fx := newFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{
 		calls(call("a", "lookup", `{"id":"1"}`), call("b", "lookup", `{"id":"2"}`), call("c", "lookup", `{"id":"3"}`)),
 		answer("done"),
 	}})
@@ -293,7 +294,7 @@ func TestConcurrencyBounds(t *testing.T) {
 				return "ok", nil
 			})
 			step := calls(call("1", "lookup", `{"id":"1"}`), call("2", tt.second, `{"id":"2"}`), call("3", "lookup", `{"id":"3"}`), call("4", "lookup", `{"id":"4"}`), call("5", "lookup", `{"id":"5"}`))
-			fx := newFixture(t, fake.Config{Script: []fake.Step{step, answer("done")}})
+			fx := newFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{step, answer("done")}})
 			r := newRuntime(t, agents.Config{
 				Gateway: fx.gw, MaxParallelTools: 2,
 				Agents: []agents.Agent{{Name: "a", Model: "small", Tools: []string{"lookup", "update"}}},
@@ -315,7 +316,7 @@ func TestConcurrencyBounds(t *testing.T) {
 }
 
 func TestMaxSteps(t *testing.T) {
-	fx := newFixture(t, fake.Config{Script: []fake.Step{calls(call("c", "lookup", `{"id":"1"}`))}, Loop: true})
+	fx := newFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{calls(call("c", "lookup", `{"id":"1"}`))}, Loop: true})
 	r := newRuntime(t, agents.Config{
 		Gateway: fx.gw, Agents: []agents.Agent{{Name: "a", Model: "small", Tools: []string{"lookup"}, MaxSteps: 3}},
 		Tools: []agents.Tool{{Name: "lookup", Description: "d", Input: lookupSchema}}, Implementations: map[string]agents.Implementation{"lookup": echoTool},
@@ -335,7 +336,7 @@ func TestMaxSteps(t *testing.T) {
 }
 
 func TestUnknownAgent(t *testing.T) {
-	fx := newFixture(t, fake.Config{})
+	fx := newFixture(t, fake.Config{Analyzer: analysis.English{}})
 	r := newRuntime(t, agents.Config{Gateway: fx.gw, Agents: []agents.Agent{{Name: "a", Model: "small"}}})
 	_, err := r.Run(context.Background(), "b", "hi", agents.RunOptions{})
 	var ua *agents.UnknownAgentError
@@ -348,7 +349,7 @@ func TestUnknownAgent(t *testing.T) {
 // other than a budget ends the run as failed, with the gateway's error.
 func TestProviderFailureFails(t *testing.T) {
 	boom := &gateway.ProviderError{Provider: "fake", StatusCode: 400, Err: errors.New("bad request")}
-	fx := newFixture(t, fake.Config{Script: []fake.Step{{Err: boom}}})
+	fx := newFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{Err: boom}}})
 	r := newRuntime(t, agents.Config{Gateway: fx.gw, Agents: []agents.Agent{{Name: "a", Model: "small"}}})
 	res, err := r.Run(context.Background(), "a", "hi", agents.RunOptions{})
 	var pe *gateway.ProviderError
@@ -358,7 +359,7 @@ func TestProviderFailureFails(t *testing.T) {
 }
 
 func TestFallbacksRecordedOnStep(t *testing.T) {
-	fx := newFixture(t, fake.Config{ByModel: map[string][]fake.Step{
+	fx := newFixture(t, fake.Config{Analyzer: analysis.English{}, ByModel: map[string][]fake.Step{
 		"m-large": {{Err: &gateway.ProviderError{Provider: "fake", StatusCode: 503, Retryable: true, Err: errors.New("down")}}},
 		"m-small": {answer("from small")},
 	}})
@@ -376,13 +377,13 @@ func TestFallbacksRecordedOnStep(t *testing.T) {
 // ways: a run its own model answers did not fall back, even with fallbacks
 // configured; a run whose delegate fell back did.
 func TestFellBackOnlyWhenAFallbackAnswered(t *testing.T) {
-	fx := newFixture(t, fake.Config{ByModel: map[string][]fake.Step{"m-large": {answer("from large")}}})
+	fx := newFixture(t, fake.Config{Analyzer: analysis.English{}, ByModel: map[string][]fake.Step{"m-large": {answer("from large")}}})
 	r := newRuntime(t, agents.Config{Gateway: fx.gw, Agents: []agents.Agent{{Name: "a", Model: "large", Fallbacks: []string{"small"}}}})
 	if res := mustRun(t, r, "a", "hi", agents.RunOptions{}); res.FellBack || res.Steps[0].Alias != "large" {
 		t.Fatalf("FellBack %v, steps %+v", res.FellBack, res.Steps)
 	}
 
-	fx = newFixture(t, fake.Config{ByModel: map[string][]fake.Step{
+	fx = newFixture(t, fake.Config{Analyzer: analysis.English{}, ByModel: map[string][]fake.Step{
 		"m-small": {calls(call("d1", "delegate_to_research", `{"input":"look it up"}`)), answer("done")},
 		"m-tiny":  {{Err: &gateway.ProviderError{Provider: "fake", StatusCode: 500, Err: errors.New("down")}}},
 		"m-large": {answer("found by large")},
@@ -401,7 +402,7 @@ func TestFellBackOnlyWhenAFallbackAnswered(t *testing.T) {
 func TestFallbackSkipsTheAliasCalled(t *testing.T) {
 	const maxUSD = 0.003 // large's worst case is above it, small's below
 	b := gateway.Budget{Name: "b", MaxUSD: maxUSD, Scope: gateway.ScopeRun}
-	fx := newFixture(t, fake.Config{ByModel: map[string][]fake.Step{
+	fx := newFixture(t, fake.Config{Analyzer: analysis.English{}, ByModel: map[string][]fake.Step{
 		"m-small": {{Err: &gateway.ProviderError{Provider: "fake", StatusCode: 500, Err: errors.New("down")}}, answer("second try of small")},
 	}}, b)
 	cfg := degradeConfig(fx, maxUSD)

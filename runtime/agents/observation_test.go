@@ -12,6 +12,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/agents"
 	toolhttp "github.com/aidgen/aid/runtime/agents/tools/http"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/kind"
@@ -38,7 +39,7 @@ func TestObservationBound(t *testing.T) {
 	searcher := agents.SearchFunc(func(context.Context, string, int) ([]retrieval.Hit, error) {
 		return []retrieval.Hit{{Chunk: retrieval.Chunk{Source: "big.md", Text: strings.Repeat("s", 100_000)}, Score: 1}}, nil
 	})
-	p, err := fake.New(fake.Config{Record: true, Script: []fake.Step{
+	p, err := fake.New(fake.Config{Analyzer: analysis.English{}, Record: true, Script: []fake.Step{
 		calls(call("1", "dump", `{"id":"A"}`), call("2", "web", `{"id":"B"}`), call("3", "failing", `{"id":"C"}`),
 			call("4", "small", `{"id":"D"}`), call("5", "search_kb", `{"query":"q"}`)),
 		answer("done"),
@@ -150,7 +151,7 @@ func itoa(n int) string {
 
 // TestObservationBoundRefused checks the bounds of MaxObservationBytes.
 func TestObservationBoundRefused(t *testing.T) {
-	fx := newFixture(t, fake.Config{})
+	fx := newFixture(t, fake.Config{Analyzer: analysis.English{}})
 	for _, n := range []int{-1, agents.MinObservationBytes - 1, agents.MaxObservationBytesLimit + 1} {
 		_, err := agents.New(agents.Config{
 			Gateway: fx.gw,

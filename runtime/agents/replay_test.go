@@ -16,6 +16,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/policy"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
 
@@ -59,7 +60,7 @@ func deskRun(t *testing.T, d agents.Decision) (agents.Store, string) {
 // provider counts its calls, none of which a replay may make.
 func replayConfig(t *testing.T, edit func(*agents.Config)) (agents.Config, *fake.Provider) {
 	t.Helper()
-	cfg, p := supportDeskConfig(t, fake.Config{Script: []fake.Step{answer("a replay must not call me")}})
+	cfg, p := supportDeskConfig(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{answer("a replay must not call me")}})
 	cfg.Implementations = nil // the recording answers for the tools
 	if edit != nil {
 		edit(&cfg)
@@ -218,7 +219,7 @@ func TestReplayRunsWhatWasDenied(t *testing.T) {
 	}})
 	res := mustRun(t, d.runtime(t), "desk", "refund", agents.RunOptions{})
 	rec, _ := record(t, d.store, res.RunID)
-	fx := newFixture(t, fake.Config{})
+	fx := newFixture(t, fake.Config{Analyzer: analysis.English{}})
 	cfg := agents.Config{Gateway: fx.gw, Tools: d.tools,
 		Agents: []agents.Agent{{Name: "desk", Model: "small", Tools: []string{"lookup", "refund", "credit"}}}}
 	rep, err := agents.Replay(context.Background(), cfg, rec)
@@ -240,7 +241,7 @@ func TestReplayRunsWhatWasDenied(t *testing.T) {
 // was cancelled while paused, continued and approved: the replay stops,
 // continues, cancels and decides where the recording did.
 func TestReplayStopsAndContinuations(t *testing.T) {
-	fc := fake.Config{Agents: map[string][]fake.Step{"desk": {
+	fc := fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"desk": {
 		calls(call("l1", "lookup", `{"id":"A"}`)),
 		calls(call("l2", "lookup", `{"id":"B"}`)),
 		calls(call("s1", "send", `{"id":"C"}`)),
@@ -300,7 +301,7 @@ func TestReplayStopsAndContinuations(t *testing.T) {
 		t.Fatalf("continuations %+v", rec.Run.Continuations)
 	}
 	calls := block.calls.Load()
-	rcfg := cfg(fake.Config{})
+	rcfg := cfg(fake.Config{Analyzer: analysis.English{}})
 	rcfg.Implementations = nil
 	rep, err := agents.Replay(context.Background(), rcfg, rec)
 	if err != nil {
@@ -358,7 +359,7 @@ func TestReadRecordingRefusesBadLogs(t *testing.T) {
 // TestReplayNeedsTheAgent refuses a recording of an agent the
 // configuration does not have.
 func TestReplayNeedsTheAgent(t *testing.T) {
-	fx := newFixture(t, fake.Config{})
+	fx := newFixture(t, fake.Config{Analyzer: analysis.English{}})
 	rec := &agents.Recording{Run: agents.RecordedRun{Type: "run", Format: agents.RecordingFormat, RunID: "run_x", Agent: "ghost", Status: agents.StatusCompleted}}
 	_, err := agents.Replay(context.Background(), agents.Config{Gateway: fx.gw, Agents: []agents.Agent{{Name: "desk", Model: "small"}}}, rec)
 	if _, ok := errors.AsType[*agents.UnknownAgentError](err); !ok {

@@ -19,10 +19,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 )
 
 // kbDocs is the corpus of the test retriever: two documents, one with a
@@ -81,7 +83,7 @@ func newSearchFixture(t testing.TB, fc fake.Config, tp trace.TracerProvider, bud
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := retrieval.NewMemoryStore(64, retrieval.DistanceCosine)
+	store, err := memory.NewStore(64, retrieval.DistanceCosine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +142,7 @@ func TestSearchToolOfferedToTheModel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fx := newSearchFixture(t, fake.Config{Script: []fake.Step{answer("hi")}}, nil)
+			fx := newSearchFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{answer("hi")}}, nil)
 			r := newRuntime(t, agents.Config{
 				Gateway:    fx.gw,
 				Agents:     []agents.Agent{{Name: "a", Model: "small", Tools: []string{"lookup"}, Retrievers: []string{"kb"}}},
@@ -187,7 +189,7 @@ func TestSearchToolOfferedToTheModel(t *testing.T) {
 }
 
 func TestSearchReturnsPassagesWithSources(t *testing.T) {
-	fx := newSearchFixture(t, fake.Config{Script: []fake.Step{
+	fx := newSearchFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{
 		calls(call("s1", "search_kb", `{"query":"refund for a damaged item","k":1}`), call("s2", "search_kb", `{"query":"when does my parcel ship"}`)),
 		answer("Damaged items are refunded in full [refunds.md#Damaged items]."),
 	}}, nil)
@@ -268,7 +270,7 @@ func TestSearchArguments(t *testing.T) {
 				gotK.Store(int64(k))
 				return []retrieval.Hit{{Chunk: retrieval.Chunk{ID: "c1", Source: "a.md", Text: "x"}, Score: 1}}, nil
 			})
-			fx := newFixture(t, fake.Config{Script: []fake.Step{
+			fx := newFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{
 				{ToolCalls: []gateway.ToolCall{{ID: "s", Name: "search_kb", Arguments: json.RawMessage(tt.args)}}},
 				answer("done"),
 			}})
@@ -296,7 +298,7 @@ func TestSearchArguments(t *testing.T) {
 }
 
 func TestNewRefusesBadRetrievers(t *testing.T) {
-	fx := newFixture(t, fake.Config{})
+	fx := newFixture(t, fake.Config{Analyzer: analysis.English{}})
 	kb := agents.SearchFunc(func(context.Context, string, int) ([]retrieval.Hit, error) { return nil, nil })
 	tests := []struct {
 		name       string
@@ -367,7 +369,7 @@ func TestSearchFailuresAreObservations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fx := newFixture(t, fake.Config{Script: []fake.Step{calls(call("s", "search_kb", `{"query":"q","k":2}`)), answer("done")}})
+			fx := newFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{calls(call("s", "search_kb", `{"query":"q","k":2}`)), answer("done")}})
 			r := newRuntime(t, agents.Config{
 				Gateway:    fx.gw,
 				Agents:     []agents.Agent{{Name: "a", Model: "small", Retrievers: []string{"kb"}}},
@@ -403,7 +405,7 @@ func TestSearchChargesTheRunBudget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fx := newSearchFixture(t, fake.Config{Script: []fake.Step{calls(call("s", "search_kb", `{"query":"refund"}`)), answer("done")}}, nil, budgets...)
+			fx := newSearchFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{calls(call("s", "search_kb", `{"query":"refund"}`)), answer("done")}}, nil, budgets...)
 			var seen []gateway.BudgetRef
 			s := agents.SearchFunc(func(ctx context.Context, q string, k int) ([]retrieval.Hit, error) {
 				seen = gateway.BudgetsFromContext(ctx)
@@ -463,7 +465,7 @@ func TestSearchBudgetBreach(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			budget := gateway.Budget{Name: "per_run", MaxUSD: tt.maxUSD, Scope: gateway.ScopeRun}
-			fx := newSearchFixture(t, fake.Config{Script: []fake.Step{calls(call("s", "search_kb", `{"query":"refund"}`)), answer("done")}}, nil, budget)
+			fx := newSearchFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{calls(call("s", "search_kb", `{"query":"refund"}`)), answer("done")}}, nil, budget)
 			s := agents.SearchFunc(func(ctx context.Context, q string, k int) ([]retrieval.Hit, error) {
 				if _, err := fx.gw.Embed(ctx, "embed", []string{long}); err != nil {
 					return nil, err
@@ -514,7 +516,7 @@ func TestSearchBudgetBreach(t *testing.T) {
 // call does.
 func TestSearchInDelegatedRunBreachStopsTheCaller(t *testing.T) {
 	budget := gateway.Budget{Name: "per_run", MaxUSD: 0.01, Scope: gateway.ScopeRun}
-	fx := newSearchFixture(t, fake.Config{Agents: map[string][]fake.Step{
+	fx := newSearchFixture(t, fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{
 		"boss":   {calls(call("d", "delegate_to_reader", `{"input":"find the refund policy"}`)), answer("unreachable")},
 		"reader": {calls(call("s", "search_kb", `{"query":"refund"}`)), answer("unreachable")},
 	}}, nil, budget)
@@ -552,7 +554,7 @@ func TestSearchInDelegatedRunBreachStopsTheCaller(t *testing.T) {
 func TestSearchSpan(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	fx := newSearchFixture(t, fake.Config{Script: []fake.Step{calls(call("s1", "search_kb", `{"query":"damaged item refund","k":2}`)), answer("done")}}, tp)
+	fx := newSearchFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{calls(call("s1", "search_kb", `{"query":"damaged item refund","k":2}`)), answer("done")}}, tp)
 	r := newRuntime(t, agents.Config{
 		Gateway: fx.gw, Tracer: tp.Tracer("agents"),
 		Agents:     []agents.Agent{{Name: "a", Model: "small", Retrievers: []string{"kb"}}},
@@ -619,7 +621,7 @@ func TestSearchSpan(t *testing.T) {
 func TestSearchFailureSpan(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	fx := newFixture(t, fake.Config{Script: []fake.Step{calls(call("s1", "search_kb", `{"query":"q"}`)), answer("done")}})
+	fx := newFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{calls(call("s1", "search_kb", `{"query":"q"}`)), answer("done")}})
 	r := newRuntime(t, agents.Config{
 		Gateway: fx.gw, Tracer: tp.Tracer("agents"),
 		Agents: []agents.Agent{{Name: "a", Model: "small", Retrievers: []string{"kb"}}},
@@ -646,7 +648,7 @@ func TestRetrieverSharedByTwoAgents(t *testing.T) {
 	var started sync.WaitGroup
 	started.Add(4) // two runs, each a search and a lookup that wait for each other
 	var inFlight sync.Map
-	fx := newSearchFixture(t, fake.Config{Agents: map[string][]fake.Step{
+	fx := newSearchFixture(t, fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{
 		"billing": {calls(call("b1", "search_kb", `{"query":"refund within 30 days"}`), call("b2", "lookup", `{"id":"billing"}`)), answer("billing done")},
 		"tech":    {calls(call("t1", "lookup", `{"id":"tech"}`), call("t2", "search_kb", `{"query":"refund within 30 days","k":1}`)), answer("tech done")},
 	}}, nil)
@@ -707,7 +709,7 @@ func TestRetrieverSharedByTwoAgents(t *testing.T) {
 // stopped it, with its one result, and the calls after it, not run.
 func TestRunStoppedMidStepKeepsItsCalls(t *testing.T) {
 	budget := gateway.Budget{Name: "per_run", MaxUSD: 0.01, Scope: gateway.ScopeRun}
-	fx := newSearchFixture(t, fake.Config{Script: []fake.Step{
+	fx := newSearchFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{
 		calls(call("s", "search_kb", `{"query":"refund"}`), call("n", "note", `{"id":"x"}`)), answer("unreachable"),
 	}}, nil, budget)
 	var notes atomic.Int32
@@ -747,7 +749,7 @@ func TestRunStoppedMidStepKeepsItsCalls(t *testing.T) {
 // TestInterruptedSearchIsRunAgain checks that a search interrupted by a
 // crash, being a read, is run again by Recover without asking anyone.
 func TestInterruptedSearchIsRunAgain(t *testing.T) {
-	fx := newSearchFixture(t, fake.Config{Script: []fake.Step{
+	fx := newSearchFixture(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{
 		calls(call("s", "search_kb", `{"query":"damaged item refund","k":1}`)), answer("refunded in full"),
 	}}, nil)
 	var searches atomic.Int32

@@ -12,9 +12,11 @@ import (
 
 	"github.com/aidgen/aid/runtime/agents"
 	fixturetool "github.com/aidgen/aid/runtime/agents/tools/fixture"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 )
 
 // supportDesk is examples/support-desk, built by hand: the runtime never
@@ -73,7 +75,7 @@ func supportDeskConfig(t *testing.T, fc fake.Config) (agents.Config, *fake.Provi
 		}
 	}
 	kb, err := retrieval.Build(t.Context(), gw,
-		[]retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine}},
+		[]retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine, Kind: memory.Kind{}}},
 		[]retrieval.Config{{
 			Name: "kb", Source: retrieval.Source{Dir: supportDesk, Files: []string{"docs/**/*.md"}},
 			ChunkSize: 600, ChunkOverlap: 80, EmbedModel: "embed", Store: "kb", TopK: 4, Rerank: retrieval.RerankLexical,
@@ -125,7 +127,7 @@ func loadSupportDeskScript(t *testing.T) fake.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fake.Config{Seed: 7, Agents: sc.Agents}
+	return fake.Config{Analyzer: analysis.English{}, Seed: 7, Agents: sc.Agents}
 }
 
 // callNames lists a run's tool calls as agent:tool, and fails on any error
@@ -295,8 +297,8 @@ func TestSupportDeskAnswerKey(t *testing.T) {
 		agent string
 		calls []string
 	}{
-		{"billing without a script answers at once", fake.Config{AnswerKey: key}, "billing", nil},
-		{"tech's script ends with the key's answer", fake.Config{AnswerKey: key, Agents: loadSupportDeskScript(t).Agents}, "tech", []string{"tech:delegate_to_researcher", "tech:update_ticket"}},
+		{"billing without a script answers at once", fake.Config{Analyzer: analysis.English{}, AnswerKey: key}, "billing", nil},
+		{"tech's script ends with the key's answer", fake.Config{Analyzer: analysis.English{}, AnswerKey: key, Agents: loadSupportDeskScript(t).Agents}, "tech", []string{"tech:delegate_to_researcher", "tech:update_ticket"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/agents/tools/fixture"
 	toolhttp "github.com/aidgen/aid/runtime/agents/tools/http"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/app/appeval"
 	"github.com/aidgen/aid/runtime/eval"
@@ -97,7 +98,7 @@ func desk(t *testing.T) evalApp {
 	}}`)
 	return evalApp{Description: app.Description{
 		Name: "desk", Version: "0.1.0", Dir: dir,
-		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{Seed: 3,
+		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{Seed: 3, Analyzer: analysis.English{},
 			AnswerKey: &fake.AnswerKeyFile{Dataset: "qa.json", Accuracy: 1}, Script: "script.json"}}},
 		Models: []gateway.PinnedModel{{Alias: "m", Spec: gateway.ModelSpec{ID: "fake-1", Provider: "fake", ContextWindow: 8192, MaxOutputTokens: 64,
 			Cost:         gateway.CostProfile{InputPer1kUSD: 0.001, OutputPer1kUSD: 0.002},

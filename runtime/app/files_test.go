@@ -10,6 +10,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 )
 
 // TestReadFiles lists what a service reads: the files the kinds name (the
@@ -22,7 +23,7 @@ func TestReadFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, d.Dir, "docs/a.md", "# A\n")
-	d.Stores = []retrieval.StoreConfig{{Name: "kb"}}
+	d.Stores = []retrieval.StoreConfig{{Name: "kb", Kind: memory.Kind{}}}
 	d.Retrievers = []retrieval.Config{{Name: "kb", Source: retrieval.Source{Files: []string{"docs/*.md"}}, EmbedModel: "embed", Store: "kb", ChunkSize: 100, TopK: 1}}
 	got, err := d.ReadFiles(kind.DirFiles(d.Dir))
 	if err != nil {

@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/app/appeval"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 )
 
 // kbApp is an application with one retriever over three articles in a
@@ -29,10 +31,10 @@ func kbApp(t *testing.T, cases string) evalApp {
 	write(t, dir, "kb.jsonl", cases)
 	return evalApp{Description: app.Description{
 		Name: "kb", Version: "0.1.0", Dir: dir,
-		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{Seed: 1}}},
+		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{Seed: 1, Analyzer: analysis.English{}}}},
 		Models: []gateway.PinnedModel{{Alias: "embed", Spec: gateway.ModelSpec{ID: "fake-embed-1", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: 128,
 			Cost: gateway.CostProfile{InputPer1kUSD: 0.001}}}},
-		Stores: []retrieval.StoreConfig{{Name: "kb"}},
+		Stores: []retrieval.StoreConfig{{Name: "kb", Kind: memory.Kind{}}},
 		Retrievers: []retrieval.Config{{Name: "kb", Source: retrieval.Source{Files: []string{"docs/*.md"}},
 			ChunkSize: 200, ChunkOverlap: 20, EmbedModel: "embed", Store: "kb", TopK: 2}},
 	},

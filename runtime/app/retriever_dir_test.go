@@ -9,6 +9,7 @@ import (
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 )
 
 // TestRetrieverSourceIsRelativeToDir ingests a retriever whose source names
@@ -21,7 +22,7 @@ func TestRetrieverSourceIsRelativeToDir(t *testing.T) {
 	}
 	write(t, d.Dir, filepath.Join("docs", "a.md"), "# Refunds\n\nRefunds take five days.\n")
 	d.Models = append(d.Models, gateway.PinnedModel{Alias: "embed", Spec: gateway.ModelSpec{ID: "fake-embed-1", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: 16}})
-	d.Stores = []retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine}}
+	d.Stores = []retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine, Kind: memory.Kind{}}}
 	d.Retrievers = []retrieval.Config{{Name: "kb", Source: retrieval.Source{Files: []string{"docs/*.md"}}, ChunkSize: 200, EmbedModel: "embed", Store: "kb", TopK: 2}}
 	t.Chdir(t.TempDir()) // not the description's directory
 	a, err := assemble(t.Context(), d, app.Options{Implementations: goTools(), RunStore: agents.NewInMemoryStore()})

@@ -7,17 +7,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/eval"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 )
 
 // supportDeskRetriever builds and ingests the kb retriever of
 // examples/support-desk over the fake embedding model.
 func supportDeskRetriever(t *testing.T) *retrieval.Retriever {
 	t.Helper()
-	p, err := fake.New(fake.Config{})
+	p, err := fake.New(fake.Config{Analyzer: analysis.English{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +34,7 @@ func supportDeskRetriever(t *testing.T) *retrieval.Retriever {
 		t.Fatal(err)
 	}
 	rs, err := retrieval.Build(t.Context(), gw,
-		[]retrieval.StoreConfig{{Name: "kb"}},
+		[]retrieval.StoreConfig{{Name: "kb", Kind: memory.Kind{}}},
 		[]retrieval.Config{{
 			Name:      "kb",
 			Source:    retrieval.Source{Dir: filepath.Join("..", "..", "examples", "support-desk"), Files: []string{"docs/**/*.md"}},

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
@@ -22,7 +23,7 @@ func cosine(a, b []float32) float64 {
 }
 
 func TestEmbed(t *testing.T) {
-	g, _ := newGateway(t, fake.Config{Seed: 7})
+	g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, Seed: 7})
 	texts := []string{"refund policy for orders", "refund policy for orders", "orders refund", "weather in Lisbon"}
 	res, err := g.Embed(t.Context(), "embed", texts, gateway.WithBudget("org", ""))
 	if err != nil {
@@ -56,7 +57,7 @@ func TestEmbed(t *testing.T) {
 	if err != nil || cosine(again.Vectors[0], res.Vectors[0]) < 0.9999 {
 		t.Errorf("embedding is not deterministic: %v", err)
 	}
-	other, _ := newGateway(t, fake.Config{Seed: 8})
+	other, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, Seed: 8})
 	o, err := other.Embed(t.Context(), "embed", texts[:1])
 	if err != nil || cosine(o.Vectors[0], res.Vectors[0]) > 0.9999 {
 		t.Errorf("another seed gives the same vector: %v", err)
@@ -89,7 +90,7 @@ func TestEmbedRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, _ := newGateway(t, fake.Config{})
+			g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}})
 			_, err := g.Embed(t.Context(), tt.alias, tt.texts, tt.opts...)
 			if err == nil || !tt.check(err) {
 				t.Fatalf("Embed: %v, not the error wanted", err)
@@ -99,7 +100,7 @@ func TestEmbedRefusals(t *testing.T) {
 }
 
 func TestEmbedEmptyInputMakesNoCall(t *testing.T) {
-	g, _ := newGateway(t, fake.Config{})
+	g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}})
 	res, err := g.Embed(t.Context(), "embed", nil)
 	if err != nil || len(res.Vectors) != 0 {
 		t.Fatalf("Embed(nil) = %+v, %v", res, err)
@@ -127,9 +128,9 @@ func (p *shapeProvider) Embed(ctx context.Context, m gateway.ModelSpec, texts []
 }
 
 func TestEmbedRejectsAWrongWidth(t *testing.T) {
-	base, _ := fake.New(fake.Config{})
+	base, _ := fake.New(fake.Config{Analyzer: analysis.English{}})
 	sp := &shapeProvider{Provider: base}
-	g, _ := newGateway(t, fake.Config{}, func(c *gateway.Config) { c.Providers["fake"] = sp })
+	g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}}, func(c *gateway.Config) { c.Providers["fake"] = sp })
 	_, err := g.Embed(t.Context(), "embed", []string{"a"})
 	var pe *gateway.ProviderError
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "width 9, want the pinned 8") {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
@@ -13,7 +14,7 @@ import (
 // exampleGateway builds a gateway by hand, the way a team that does not use
 // the IR would: a catalog of pinned models, their provider, a budget.
 func exampleGateway(script ...fake.Step) *gateway.Gateway {
-	return exampleGatewayWith(fake.Config{Script: script})
+	return exampleGatewayWith(fake.Config{Analyzer: analysis.English{}, Script: script})
 }
 
 func exampleGatewayWith(fc fake.Config) *gateway.Gateway {
@@ -88,7 +89,7 @@ func ExampleWithBudget() {
 	// estimated input plus large's 1024 output tokens, about $0.0103; the
 	// third call no longer fits the $0.02 run budget beside the $0.011
 	// already spent, so it is refused before it reaches the provider.
-	g := exampleGatewayWith(fake.Config{Loop: true, Script: []fake.Step{
+	g := exampleGatewayWith(fake.Config{Analyzer: analysis.English{}, Loop: true, Script: []fake.Step{
 		{Text: "ok", Usage: &gateway.Usage{InputTokens: 200, OutputTokens: 500}},
 	}})
 	req := gateway.Request{Messages: []gateway.Message{{Role: gateway.RoleUser, Content: "hi"}}}

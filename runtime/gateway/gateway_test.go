@@ -13,6 +13,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/kind"
@@ -177,7 +178,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, _ := fake.New(fake.Config{})
+			p, _ := fake.New(fake.Config{Analyzer: analysis.English{}})
 			cfg := gateway.Config{Models: catalog(), Providers: map[string]gateway.Provider{"fake": p}, Budgets: budgets}
 			tt.edit(&cfg)
 			_, err := gateway.New(cfg)
@@ -189,7 +190,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 }
 
 func TestResolveAndProviderFor(t *testing.T) {
-	g, p := newGateway(t, fake.Config{})
+	g, p := newGateway(t, fake.Config{Analyzer: analysis.English{}})
 	pm, err := g.Resolve("small")
 	if err != nil || pm.Spec.ID != "fake-small-2024-07-18" || pm.Alias != "small" {
 		t.Fatalf("Resolve(small) = %+v, %v", pm, err)
@@ -215,7 +216,7 @@ func TestResolveAndProviderFor(t *testing.T) {
 }
 
 func TestRequire(t *testing.T) {
-	g, _ := newGateway(t, fake.Config{Capabilities: []gateway.Capability{gateway.CapabilityJSON, gateway.CapabilityStreaming, gateway.CapabilityEmbeddings}})
+	g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, Capabilities: []gateway.Capability{gateway.CapabilityJSON, gateway.CapabilityStreaming, gateway.CapabilityEmbeddings}})
 	tests := []struct {
 		alias string
 		caps  []gateway.Capability
@@ -278,7 +279,7 @@ func joinCaps(cs []gateway.Capability) string {
 
 func TestGeneratePricesAndRecords(t *testing.T) {
 	usage := &gateway.Usage{InputTokens: 1000, OutputTokens: 50, TotalTokens: 1050}
-	g, _ := newGateway(t, fake.Config{Script: []fake.Step{{Text: "Paris", Usage: usage}}})
+	g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{Text: "Paris", Usage: usage}}})
 	res, err := g.Generate(t.Context(), "large", user("Capital of France?"))
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +314,7 @@ func TestGenerateBoundsOutputToWhatItReserved(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, p := newGateway(t, fake.Config{Record: true})
+			g, p := newGateway(t, fake.Config{Analyzer: analysis.English{}, Record: true})
 			req := user("hi")
 			req.MaxOutputTokens = tt.requested
 			if _, err := g.Generate(t.Context(), "large", req); err != nil {
@@ -424,7 +425,7 @@ func TestGenerateFallback(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, p := newGateway(t, fake.Config{ByModel: tt.byModel})
+			g, p := newGateway(t, fake.Config{Analyzer: analysis.English{}, ByModel: tt.byModel})
 			alias, content := cmp.Or(tt.alias, "large"), cmp.Or(tt.content, "hello")
 			res, err := g.Generate(t.Context(), alias, user(content), tt.opts...)
 			if tt.wantErr != nil {
@@ -492,7 +493,7 @@ func TestGenerateChecksEveryAliasBeforeCalling(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, p := newGateway(t, fake.Config{})
+			g, p := newGateway(t, fake.Config{Analyzer: analysis.English{}})
 			opts := []gateway.CallOption{gateway.WithFallbacks(tt.chain[1:]...)}
 			if tt.check == nil {
 				opts = append(opts, gateway.WithBudget("weekly", "r1"))
@@ -544,7 +545,7 @@ func TestIsFallbackEligible(t *testing.T) {
 }
 
 func TestGenerateHonoursCancellation(t *testing.T) {
-	g, p := newGateway(t, fake.Config{Latency: time.Hour})
+	g, p := newGateway(t, fake.Config{Analyzer: analysis.English{}, Latency: time.Hour})
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -602,7 +603,7 @@ func TestBudgets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, _ := newGateway(t, fake.Config{})
+			g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}})
 			ctx := t.Context()
 			if tt.ctx != nil {
 				ctx = tt.ctx(ctx)
@@ -633,7 +634,7 @@ func TestBudgets(t *testing.T) {
 }
 
 func TestBudgetRefusesBeforeCalling(t *testing.T) {
-	g, p := newGateway(t, fake.Config{})
+	g, p := newGateway(t, fake.Config{Analyzer: analysis.English{}})
 	// A run budget of $0.01 and large's worst case of 100 output tokens at
 	// $0.01/1k plus input: about $0.001 a call; ten calls fit, then refusal.
 	req := user(strings.Repeat("word ", 40))
@@ -674,7 +675,7 @@ func TestBudgetRefusesBeforeCalling(t *testing.T) {
 }
 
 func TestEstimates(t *testing.T) {
-	g, _ := newGateway(t, fake.Config{})
+	g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}})
 	req := user(strings.Repeat("a", 40)) // 40 bytes + 4 per message + 3 priming
 	u, err := g.EstimateUsage("large", req)
 	if err != nil {
@@ -725,7 +726,7 @@ func TestEstimateIsWhatABudgetReserves(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g0, _ := newGateway(t, fake.Config{})
+			g0, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}})
 			cost, err := g0.EstimateCost(tt.alias, tt.req)
 			if err != nil {
 				t.Fatal(err)
@@ -744,7 +745,7 @@ func TestEstimateIsWhatABudgetReserves(t *testing.T) {
 				{gateway.Budget{MaxTotalTokens: u.TotalTokens - 1}, false},
 			} {
 				b.budget.Name, b.budget.Scope = "exact", gateway.ScopeGlobal
-				g, p := newGateway(t, fake.Config{}, func(c *gateway.Config) { c.Budgets = []gateway.Budget{b.budget} })
+				g, p := newGateway(t, fake.Config{Analyzer: analysis.English{}}, func(c *gateway.Config) { c.Budgets = []gateway.Budget{b.budget} })
 				_, err := g.Generate(t.Context(), tt.alias, tt.req, gateway.WithBudget("exact", ""))
 				var be *gateway.BudgetExceededError
 				switch {
@@ -777,7 +778,7 @@ func TestProviderRetry(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, _ := newGateway(t, fake.Config{Script: script()}, func(c *gateway.Config) { c.ProviderRetry = tt.retry })
+			g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, Script: script()}, func(c *gateway.Config) { c.ProviderRetry = tt.retry })
 			_, err := g.Generate(t.Context(), "large", user("hi"))
 			var ce *gateway.CallError
 			if !errors.As(err, &ce) {
@@ -799,7 +800,7 @@ func TestProviderRetry(t *testing.T) {
 }
 
 func mustFake(t *testing.T) *fake.Provider {
-	p, err := fake.New(fake.Config{})
+	p, err := fake.New(fake.Config{Analyzer: analysis.English{}})
 	if err != nil {
 		t.Fatal(err)
 	}

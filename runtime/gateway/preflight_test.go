@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
@@ -132,7 +133,7 @@ func TestSpecForbiddenRequestsNeverLeave(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, p, l := countingGateway(t, fake.Config{})
+			g, p, l := countingGateway(t, fake.Config{Analyzer: analysis.English{}})
 			err := tt.call(t.Context(), g)
 			if tt.wantField == "" {
 				if err != nil || p.calls.Load() != 1 {
@@ -214,7 +215,7 @@ func TestContextWindow(t *testing.T) {
 	for _, tt := range tests {
 		for _, mode := range []string{"generate", "stream"} {
 			t.Run(tt.name+"/"+mode, func(t *testing.T) {
-				fc := fake.Config{ByModel: tt.byModel, Script: []fake.Step{{Text: "x"}}, Loop: true}
+				fc := fake.Config{Analyzer: analysis.English{}, ByModel: tt.byModel, Script: []fake.Step{{Text: "x"}}, Loop: true}
 				g, p, l := countingGateway(t, fc, withTiny)
 				opts := []gateway.CallOption{gateway.WithFallbacks(tt.fallbacks...), gateway.WithBudget("org", "")}
 				var res gateway.Result

@@ -8,6 +8,7 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
@@ -49,7 +50,7 @@ func assertSettled(t *testing.T, g *gateway.Gateway, calls int64) gateway.SpendS
 
 func TestStreamText(t *testing.T) {
 	const answer = "The capital of France is Paris."
-	g, _ := newGateway(t, fake.Config{Script: []fake.Step{{Text: answer}}})
+	g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{Text: answer}}})
 	pieces, _, res, err := drain(g.Stream(t.Context(), "large", user("Capital of France?"), gateway.WithBudget("nightly", "r1")))
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +75,7 @@ func TestStreamText(t *testing.T) {
 
 func TestStreamToolCalls(t *testing.T) {
 	call := gateway.ToolCall{ID: "call_1", Name: "lookup_order", Arguments: []byte(`{"order_id":"A-42"}`)}
-	g, _ := newGateway(t, fake.Config{Script: []fake.Step{{ToolCalls: []gateway.ToolCall{call}}}})
+	g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{ToolCalls: []gateway.ToolCall{call}}}})
 	req := user("Where is my order A-42?")
 	req.Tools = []gateway.ToolDef{{Name: "lookup_order", Parameters: []byte(`{"type":"object"}`)}}
 	_, deltas, res, err := drain(g.Stream(t.Context(), "large", req))
@@ -93,7 +94,7 @@ func TestStreamToolCalls(t *testing.T) {
 }
 
 func TestStreamAbandonedIsSettled(t *testing.T) {
-	g, _ := newGateway(t, fake.Config{Script: []fake.Step{{Text: "one two three four five six seven eight"}}})
+	g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{Text: "one two three four five six seven eight"}}})
 	n := 0
 	for c, err := range g.Stream(t.Context(), "large", user("count"), gateway.WithBudget("nightly", "r1")) {
 		if err != nil {
@@ -164,7 +165,7 @@ func TestStreamFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, p := newGateway(t, fake.Config{ByModel: tt.byModel})
+			g, p := newGateway(t, fake.Config{Analyzer: analysis.English{}, ByModel: tt.byModel})
 			pieces, _, res, err := drain(g.Stream(t.Context(), "large", user("hi"), gateway.WithFallbacks("small"), gateway.WithBudget("nightly", "r1")))
 			if got := strings.Join(pieces, ""); got != tt.wantText {
 				t.Errorf("streamed %q, want %q", got, tt.wantText)
@@ -195,7 +196,7 @@ func TestStreamFailures(t *testing.T) {
 
 func TestStreamRefusals(t *testing.T) {
 	t.Run("adapter cannot stream", func(t *testing.T) {
-		g, p := newGateway(t, fake.Config{Capabilities: []gateway.Capability{gateway.CapabilityTools}})
+		g, p := newGateway(t, fake.Config{Analyzer: analysis.English{}, Capabilities: []gateway.Capability{gateway.CapabilityTools}})
 		_, _, _, err := drain(g.Stream(t.Context(), "large", user("hi")))
 		var ce *gateway.CapabilityMismatchError
 		if !errors.As(err, &ce) || ce.MissingInProvider[0] != gateway.CapabilityStreaming {
@@ -206,7 +207,7 @@ func TestStreamRefusals(t *testing.T) {
 		}
 	})
 	t.Run("budget", func(t *testing.T) {
-		g, p := newGateway(t, fake.Config{})
+		g, p := newGateway(t, fake.Config{Analyzer: analysis.English{}})
 		req := user(strings.Repeat("x", 5000))
 		_, _, _, err := drain(g.Stream(t.Context(), "large", req, gateway.WithBudget("chat", "t")))
 		var be *gateway.BudgetExceededError
@@ -220,7 +221,7 @@ func TestStreamRefusals(t *testing.T) {
 }
 
 func TestStreamCancelledMidway(t *testing.T) {
-	g, _ := newGateway(t, fake.Config{Script: []fake.Step{{Text: "one two three four"}}})
+	g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{Text: "one two three four"}}})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var err error
@@ -242,7 +243,7 @@ func TestStreamCancelledMidway(t *testing.T) {
 }
 
 func TestCollect(t *testing.T) {
-	g, _ := newGateway(t, fake.Config{Script: []fake.Step{{Text: "whole answer"}}})
+	g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{Text: "whole answer"}}})
 	res, err := gateway.Collect(g.Stream(t.Context(), "small", user("hi")))
 	if err != nil || res.Text != "whole answer" {
 		t.Fatalf("Collect = %+v, %v", res, err)
@@ -268,7 +269,7 @@ func TestStreamConsumerPanicClosesTheHold(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, _ := newGateway(t, fake.Config{Script: tt.steps})
+			g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, Script: tt.steps})
 			req := user("hi")
 			req.Tools = []gateway.ToolDef{{Name: "lookup", Parameters: []byte(`{"type":"object"}`)}}
 			func() {
@@ -322,8 +323,8 @@ func TestAdapterPanicReleasesTheHold(t *testing.T) {
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
-			base, _ := fake.New(fake.Config{})
-			g, _ := newGateway(t, fake.Config{}, func(c *gateway.Config) { c.Providers["fake"] = panicProvider{base} })
+			base, _ := fake.New(fake.Config{Analyzer: analysis.English{}})
+			g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}}, func(c *gateway.Config) { c.Providers["fake"] = panicProvider{base} })
 			func() {
 				defer func() {
 					if r := recover(); r != "adapter bug" {

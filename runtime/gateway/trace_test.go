@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
@@ -46,7 +47,7 @@ func exceptions(s sdktrace.ReadOnlySpan) int {
 func TestTracingPerAttempt(t *testing.T) {
 	sr, withTracer := recorder(t)
 	usage := &gateway.Usage{InputTokens: 12, OutputTokens: 3, TotalTokens: 15}
-	g, _ := newGateway(t, fake.Config{ByModel: map[string][]fake.Step{
+	g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, ByModel: map[string][]fake.Step{
 		"fake-large-2024-08-06": {{Err: serverError(500)}, {Err: serverError(500)}},
 		"fake-small-2024-07-18": {{Text: "ok", Usage: usage}},
 	}}, withTracer)
@@ -103,7 +104,7 @@ func TestTracingPerAttempt(t *testing.T) {
 
 func TestTracingEmbeddingsAndStreams(t *testing.T) {
 	sr, withTracer := recorder(t)
-	g, _ := newGateway(t, fake.Config{Script: []fake.Step{{Text: "a b c"}}}, withTracer)
+	g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{Text: "a b c"}}}, withTracer)
 	if _, err := g.Embed(t.Context(), "embed", []string{"x"}); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestTracingEmbeddingsAndStreams(t *testing.T) {
 // not. BenchmarkGenerateFakeSDKTracer measures the time.
 func TestTracingAllocations(t *testing.T) {
 	allocs := func(tracer trace.Tracer) float64 {
-		g, _ := newGateway(t, fake.Config{Loop: true, Script: []fake.Step{{Text: "Paris"}}}, func(c *gateway.Config) { c.Tracer = tracer })
+		g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, Loop: true, Script: []fake.Step{{Text: "Paris"}}}, func(c *gateway.Config) { c.Tracer = tracer })
 		budget := gateway.WithBudget("org", "")
 		req := user("What is the capital of France?")
 		return testing.AllocsPerRun(200, func() {
@@ -161,7 +162,7 @@ func TestTracingAllocations(t *testing.T) {
 // never leak one call's values into another's span.
 func TestTracingConcurrentSpansKeepTheirOwnAttributes(t *testing.T) {
 	sr, withTracer := recorder(t)
-	g, _ := newGateway(t, fake.Config{Loop: true, Script: []fake.Step{{Text: "ok"}}}, withTracer)
+	g, _ := newGateway(t, fake.Config{Analyzer: analysis.English{}, Loop: true, Script: []fake.Step{{Text: "ok"}}}, withTracer)
 	const workers, calls = 8, 25
 	var wg sync.WaitGroup
 	for w := range workers {

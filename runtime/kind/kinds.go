@@ -62,8 +62,9 @@ const (
 	// (runtime/agents/tools/mcp).
 	ResourceMCPServers = "mcpServers"
 
-	// StoreMemory keeps vectors and memory in the process (built into
-	// runtime/retrieval and runtime/agents).
+	// StoreMemory keeps vectors and memory in the process
+	// (runtime/retrieval/memory; agents' memory in such a store is
+	// runtime/agents' in-process memory).
 	StoreMemory = "memory"
 	// StorePGVector keeps them in PostgreSQL with pgvector
 	// (runtime/retrieval/pgvector).

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 )
 
 const (
@@ -51,10 +52,10 @@ func BenchmarkMemoryCopy(b *testing.B) {
 	}
 }
 
-func benchStore(b *testing.B, rows, dims int) *retrieval.MemoryStore {
+func benchStore(b *testing.B, rows, dims int) *memory.Store {
 	b.Helper()
 	rng := rand.New(rand.NewPCG(1, 1))
-	s, err := retrieval.NewMemoryStore(dims, retrieval.DistanceCosine)
+	s, err := memory.NewStore(dims, retrieval.DistanceCosine)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func BenchmarkIngest(b *testing.B) {
 	gw := newGatewayWidth(b, benchDims)
 	chunks := 0
 	for b.Loop() {
-		s, _ := retrieval.NewMemoryStore(benchDims, retrieval.DistanceCosine)
+		s, _ := memory.NewStore(benchDims, retrieval.DistanceCosine)
 		e, err := retrieval.NewGatewayEmbedder(gw, "embed")
 		if err != nil {
 			b.Fatal(err)

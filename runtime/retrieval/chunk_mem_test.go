@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 )
 
 // largeDoc returns a Markdown document of about n bytes: sections with
@@ -102,7 +103,7 @@ func BenchmarkIngestLarge(b *testing.B) {
 	gw := newGatewayWidth(b, 256)
 	var peak uint64
 	for b.Loop() {
-		s, _ := retrieval.NewMemoryStore(256, retrieval.DistanceCosine)
+		s, _ := memory.NewStore(256, retrieval.DistanceCosine)
 		e, _ := retrieval.NewGatewayEmbedder(gw, "embed")
 		c, _ := retrieval.NewTextChunker(800, 100)
 		r, err := retrieval.New(retrieval.Binding{Name: "kb", Source: retrieval.Source{Dir: dir, Files: []string{"*.md"}}, Chunker: c, Embedder: e, Store: s, TopK: 5})

@@ -48,15 +48,16 @@ type StoreConfig struct {
 	Name string
 	// Distance is the similarity measure; empty means DistanceCosine.
 	Distance Distance
-	// Kind is the configuration of the store's kind (pgvector.Kind, under
-	// runtime/retrieval); nil means MemoryKind, the store in the process.
+	// Kind is the configuration of the store's kind, a package under
+	// runtime/retrieval: memory.Kind (the store in the process) or
+	// pgvector.Kind. A store without one cannot be opened.
 	Kind StoreKind
 }
 
 // StoreKind is the typed configuration of a store kind: where a store's
 // vectors live and how to reach them. Each kind is a package under
-// runtime/retrieval (the memory kind, MemoryKind, is built in) whose
-// configuration, plain data with the IR's JSON field names, implements it;
+// runtime/retrieval (memory.Kind, pgvector.Kind), linked by a program
+// only when it names it, whose configuration, plain data with the IR's JSON field names, implements it;
 // an application description holds it as a store's Kind. A kind that can
 // also hold agents' user and global memory implements
 // agents.MemoryStoreKind, or, when it keeps its stores in a PostgreSQL
@@ -87,36 +88,18 @@ type DatabaseKind interface {
 	DatabaseDSN(env kind.Env, store string) (string, error)
 }
 
-// MemoryKind is the store kind memory: a MemoryStore in the process, lost
-// on exit. It has no configuration.
-type MemoryKind struct{}
-
-// StoreKind implements StoreKind.
-func (MemoryKind) StoreKind() string { return kind.StoreMemory }
-
-// InMemory implements StoreKind: a memory store is.
-func (MemoryKind) InMemory() bool { return true }
-
-// OpenVectorStore implements StoreKind: a new, empty MemoryStore.
-func (MemoryKind) OpenVectorStore(_ context.Context, _ kind.Env, _ string, d Distance, dims int) (VectorStore, error) {
-	return NewMemoryStore(dims, d)
-}
-
-// kindOf is the store's kind, MemoryKind when it names none.
-func (c StoreConfig) kindOf() StoreKind {
+// KindName is the name of the store's kind; "" when it names none.
+func (c StoreConfig) KindName() string {
 	if c.Kind == nil {
-		return MemoryKind{}
+		return ""
 	}
-	return c.Kind
+	return c.Kind.StoreKind()
 }
-
-// KindName is the name of the store's kind.
-func (c StoreConfig) KindName() string { return c.kindOf().StoreKind() }
 
 // InMemory reports whether the store keeps its vectors in this process
 // only (its kind's InMemory), so that it starts empty in every process and
-// must be ingested before it is searched.
-func (c StoreConfig) InMemory() bool { return c.kindOf().InMemory() }
+// must be ingested before it is searched; false when it names no kind.
+func (c StoreConfig) InMemory() bool { return c.Kind != nil && c.Kind.InMemory() }
 
 // BuildOptions adjusts Build.
 type BuildOptions struct {
@@ -219,15 +202,18 @@ func Build(ctx context.Context, gw *gateway.Gateway, stores []StoreConfig, retri
 	return out, nil
 }
 
-// OpenStore opens one store of the given width through its kind (a
-// MemoryStore when it names none), searching by its distance
-// (DistanceCosine when it names none).
+// OpenStore opens one store of the given width through its kind,
+// searching by its distance (DistanceCosine when it names none). A store
+// that names no kind is refused.
 func OpenStore(ctx context.Context, env kind.Env, cfg StoreConfig, dims int) (VectorStore, error) {
+	if cfg.Kind == nil {
+		return nil, fmt.Errorf("opening store %q: it names no kind (memory.Kind or pgvector.Kind, under runtime/retrieval)", cfg.Name)
+	}
 	d := cfg.Distance
 	if d == "" {
 		d = DistanceCosine
 	}
-	s, err := cfg.kindOf().OpenVectorStore(ctx, env, cfg.Name, d, dims)
+	s, err := cfg.Kind.OpenVectorStore(ctx, env, cfg.Name, d, dims)
 	if err != nil {
 		return nil, fmt.Errorf("opening store %q: %w", cfg.Name, err)
 	}

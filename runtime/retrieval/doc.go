@@ -9,22 +9,27 @@
 // with its source path, byte offsets and heading trail), an Embedder
 // (GatewayEmbedder: every embedding goes through the gateway, so it is
 // batched, retried, priced, on the ledger and under the caller's budget), a
-// VectorStore (MemoryStore: exact search over one contiguous matrix; a
-// pgvector store lives in its own package so that programs without it do
-// not link pgx) and a Reranker (NoRerank, or Lexical: BM25 over the
-// candidates fused with vector order). Build assembles retrievers from the
-// IR-free Config and StoreConfig values an application description holds;
-// the runtime never reads the IR itself.
+// VectorStore, which a LexicalSearcher also searches by BM25, and a
+// Reranker (NoRerank, or Lexical: BM25 over the candidates fused with
+// vector order). Build assembles retrievers from the IR-free Config and
+// StoreConfig values an application description holds; the runtime never
+// reads the IR itself.
 //
-// This package is the stores' extension point. A store kind is a package
-// under runtime/retrieval whose configuration, plain data with the IR's
-// JSON field names, implements StoreKind (pgvector.Kind); the memory kind,
-// MemoryKind, is built in. A StoreConfig holds a store's name, its
-// distance (every store's) and its kind's configuration, which opens the
-// store through a kind.Env: the environment its DSN is read from, and the
-// scope where a pool shared by the stores of an application is kept and
-// closed. Sources are read through the application's files (kind.Files),
-// on disk or embedded in a generated service.
+// This package is the stores' extension point and holds no store: a store
+// kind is a package under runtime/retrieval whose configuration, plain data
+// with the IR's JSON field names, implements StoreKind: memory.Kind (an
+// exact in-process store over one contiguous matrix, with gonum's BLAS
+// kernels) and pgvector.Kind (PostgreSQL). The stores analyse text for
+// their lexical index with runtime/analysis (the Snowball stemmer). So a
+// program that imports this package for its types (the agents, the
+// service, an application without a store) links neither gonum nor
+// Snowball, and one with stores links only its stores' kinds. A
+// StoreConfig holds a store's name, its distance (every store's) and its
+// kind's configuration, which opens the store through a kind.Env: the
+// environment its DSN is read from, and the scope where a pool shared by
+// the stores of an application is kept and closed. Sources are read
+// through the application's files (kind.Files), on disk or embedded in a
+// generated service.
 //
 // Ingest is incremental and idempotent. A chunk's id is a content hash of
 // the retriever, the embedding model, the source path, the offsets, the
@@ -52,8 +57,9 @@
 // retrieval evaluation is an ordinary eval run that reaches the same
 // baseline gate.
 //
-// What it is not: not an approximate index (the memory store is exact;
-// approximate search belongs to the pgvector store), not a document
+// What it is not: not a store (the kinds are its subpackages), not an
+// approximate index (the memory store is exact; approximate search belongs
+// to the pgvector store), not a document
 // converter, and not a model client: it calls models only through the
 // gateway.
 package retrieval

@@ -6,15 +6,17 @@ import (
 	"log"
 	"path/filepath"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 )
 
 // exampleGateway is a gateway with one embedding alias served by the fake
 // provider, as a team that does not use the IR would build it.
 func exampleGateway() *gateway.Gateway {
-	p, err := fake.New(fake.Config{})
+	p, err := fake.New(fake.Config{Analyzer: analysis.English{}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func exampleGateway() *gateway.Gateway {
 func Example() {
 	ctx := context.Background()
 	rs, err := retrieval.Build(context.Background(), exampleGateway(),
-		[]retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine}},
+		[]retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine, Kind: memory.Kind{}}},
 		[]retrieval.Config{{
 			Name:      "kb",
 			Source:    retrieval.Source{Dir: filepath.Join("..", "..", "examples", "support-desk"), Files: []string{"docs/**/*.md"}},
@@ -86,37 +88,6 @@ func ExampleTextChunker() {
 	// Output:
 	// 0:30 "Refunds" "# Refunds\n\nAsk within 30 days."
 	// 32:78 "Refunds > Damaged items" "## Damaged items\n\nReport damage within 7 days."
-}
-
-// ExampleMemoryStore stores three vectors and searches them under cosine
-// similarity with a metadata filter.
-func ExampleMemoryStore() {
-	ctx := context.Background()
-	s, err := retrieval.NewMemoryStore(2, retrieval.DistanceCosine)
-	if err != nil {
-		log.Fatal(err)
-	}
-	err = s.Upsert(ctx, []retrieval.Record{
-		{Chunk: retrieval.Chunk{ID: "a"}, Vector: []float32{1, 0}, Metadata: map[string]string{"lang": "en"}},
-		{Chunk: retrieval.Chunk{ID: "b"}, Vector: []float32{1, 1}, Metadata: map[string]string{"lang": "en"}},
-		{Chunk: retrieval.Chunk{ID: "c"}, Vector: []float32{0, 1}, Metadata: map[string]string{"lang": "de"}},
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	hits, err := s.Search(ctx, []float32{0, 1}, 2, retrieval.Filter{"lang": "en"})
-	if err != nil {
-		log.Fatal(err)
-	}
-	for _, h := range hits {
-		fmt.Printf("%s %.3f\n", h.ID, h.Score)
-	}
-	_, err = s.Search(ctx, []float32{0, 1, 0}, 2, nil)
-	fmt.Println(err)
-	// Output:
-	// b 0.707
-	// a 0.000
-	// search: vector of width 3, the store holds width 2
 }
 
 // ExampleNDCGAtK scores a ranking against graded judgements.

@@ -4,9 +4,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 )
 
 // supportDesk builds the kb retriever of examples/support-desk as its app
@@ -14,7 +16,7 @@ import (
 // top 4), over the fake embedding model of width 256, and ingests it.
 func supportDesk(t testing.TB, rerank string) *retrieval.Retriever {
 	t.Helper()
-	p, err := fake.New(fake.Config{})
+	p, err := fake.New(fake.Config{Analyzer: analysis.English{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +31,7 @@ func supportDesk(t testing.TB, rerank string) *retrieval.Retriever {
 		t.Fatal(err)
 	}
 	rs, err := retrieval.Build(t.Context(), gw,
-		[]retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine}},
+		[]retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine, Kind: memory.Kind{}}},
 		[]retrieval.Config{{
 			Name:      "kb",
 			Source:    retrieval.Source{Dir: filepath.Join("..", "..", "examples", "support-desk"), Files: []string{"docs/**/*.md"}},

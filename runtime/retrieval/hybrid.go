@@ -164,8 +164,8 @@ func (r Ranking) needsVector() bool { return r.Mode != ModeLexical }
 type Query struct {
 	// Vector is the query's embedding; nil in ModeLexical.
 	Vector []float32
-	// Terms are the query's distinct terms (QueryTerms); ignored in
-	// ModeVector.
+	// Terms are the query's distinct terms (LexicalSearcher.QueryTerms);
+	// ignored in ModeVector.
 	Terms []string
 }
 

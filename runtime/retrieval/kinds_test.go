@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 	"strings"
 	"testing"
 )
@@ -33,7 +34,7 @@ func TestDeferredKinds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, _ := retrieval.NewMemoryStore(embedWidth, retrieval.DistanceCosine)
+			s, _ := memory.NewStore(embedWidth, retrieval.DistanceCosine)
 			_, err = retrieval.New(retrieval.Binding{Name: "kb", Source: retrieval.Source{Kind: k}, Chunker: mustChunker(t, 100, 0), Embedder: e, Store: s, TopK: 1})
 			return err
 		}}, retrieval.DeferredSourceKinds()},
@@ -82,7 +83,7 @@ func TestDeferredKinds(t *testing.T) {
 // refuses it.)
 func TestBuildReportsEveryDeferredKind(t *testing.T) {
 	gw := newGateway(t)
-	stores := []retrieval.StoreConfig{{Name: "kb"}}
+	stores := []retrieval.StoreConfig{{Name: "kb", Kind: memory.Kind{}}}
 	retrievers := []retrieval.Config{
 		{Name: "a", Source: retrieval.Source{Kind: "web"}, Chunking: "semantic", ChunkSize: 100, EmbedModel: "embed", Store: "kb", TopK: 1, Rerank: "cohere"},
 	}
@@ -106,16 +107,16 @@ func TestBuildReportsEveryDeferredKind(t *testing.T) {
 }
 
 // TestStoreInMemory holds StoreConfig.InMemory to what OpenStore builds:
-// a memory store for no kind and for MemoryKind, and nothing in this
-// process for a kind that keeps its vectors elsewhere.
+// a memory store for memory.Kind, nothing in this process for a kind that
+// keeps its vectors elsewhere, and a store naming no kind is refused,
+// since runtime/retrieval links no store of its own.
 func TestStoreInMemory(t *testing.T) {
 	var opened []string
 	for _, tt := range []struct {
 		kind retrieval.StoreKind
 		want bool
 	}{
-		{nil, true},
-		{retrieval.MemoryKind{}, true},
+		{memory.Kind{}, true},
 		{recordingKind{&opened}, false},
 	} {
 		cfg := retrieval.StoreConfig{Name: "kb", Kind: tt.kind}
@@ -123,11 +124,15 @@ func TestStoreInMemory(t *testing.T) {
 			t.Errorf("StoreConfig{Kind: %#v}.InMemory() = %v, want %v", tt.kind, got, tt.want)
 		}
 		s, err := retrieval.OpenStore(t.Context(), kind.Env{}, cfg, 8)
-		if _, mem := s.(*retrieval.MemoryStore); err != nil || (tt.want && !mem) {
+		if _, mem := s.(*memory.Store); err != nil || (tt.want && !mem) {
 			t.Errorf("kind %#v: OpenStore gave %T, %v; InMemory says %v", tt.kind, s, err, tt.want)
 		}
 	}
-	if (retrieval.StoreConfig{}).KindName() != kind.StoreMemory {
-		t.Errorf("a store without a kind is of kind %q", retrieval.StoreConfig{}.KindName())
+	none := retrieval.StoreConfig{Name: "kb"}
+	if none.KindName() != "" || none.InMemory() {
+		t.Errorf("a store without a kind is of kind %q, in memory %v", none.KindName(), none.InMemory())
+	}
+	if _, err := retrieval.OpenStore(t.Context(), kind.Env{}, none, 8); err == nil || !strings.Contains(err.Error(), `store "kb": it names no kind`) {
+		t.Errorf("OpenStore of a store without a kind: %v", err)
 	}
 }

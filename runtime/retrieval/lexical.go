@@ -4,25 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 
-	"github.com/aidgen/aid/runtime/internal/analysis"
 	"github.com/aidgen/aid/runtime/rules"
 )
-
-// AnalyzerVersion names the analyzer of the lexical index (Analyze). A
-// store that keeps terms records it and rebuilds its index when it differs.
-const AnalyzerVersion = analysis.Version
-
-// Analyze returns the terms of text as the lexical index counts them, in
-// order, repeats included: Unicode (UAX #29) word segmentation keeping the
-// words with a letter or digit, lower-casing, the English stop words of the
-// Snowball project dropped, and the Snowball English stemmer
-// (github.com/kljensen/snowball), so "refunds" and "refunded" are one
-// term. Queries and chunks go through the same analyzer.
-func Analyze(text string) []string { return analysis.Terms(text) }
 
 // LexicalText is what the lexical index holds of a chunk: what is embedded
 // of it (EmbedText), its heading trail and its text, so that a chunk cut
@@ -30,46 +16,25 @@ func Analyze(text string) []string { return analysis.Terms(text) }
 // that starts with its own heading does not count the heading twice.
 func LexicalText(c Chunk) string { return EmbedText(c) }
 
-// TermCounts returns the distinct terms of text in ascending byte order,
-// how often each occurs, and the number of terms (the document length
-// BM25 normalises by). Stores index a record by it.
-func TermCounts(text string) (terms []string, tfs []int32, length int) {
-	counts := make(map[string]int32)
-	analysis.Each(text, func(t string) {
-		counts[t]++
-		length++
-	})
-	terms = make([]string, 0, len(counts))
-	for t := range counts {
-		terms = append(terms, t)
-	}
-	slices.Sort(terms)
-	tfs = make([]int32, len(terms))
-	for i, t := range terms {
-		tfs[i] = counts[t]
-	}
-	return terms, tfs, length
-}
-
-// QueryTerms returns the distinct terms of a query in ascending byte order:
-// a term repeated in the query counts once.
-func QueryTerms(query string) []string {
-	return slices.Compact(slices.Sorted(slices.Values(analysis.Terms(query))))
-}
-
 // LexicalSearcher is a store that also keeps a lexical (BM25) index of its
 // records' LexicalText, maintained by the same Upsert and Delete that
-// write the vectors. Both built stores implement it, and rank identically:
-// package storetest checks them against one reference.
+// write the vectors. Both built stores implement it (memory.Store,
+// pgvector.Store), analysing text with runtime/analysis, and rank
+// identically: package storetest checks them against one reference.
 type LexicalSearcher interface {
 	// SearchLexical returns the k records that match filter with the best
 	// BM25 score for the query terms (distinct, ascending, as QueryTerms
-	// returns them), best first: by Score descending, then id ascending.
-	// Only records holding at least one of the terms are returned. The
+	// below returns them), best first: by Score descending, then id
+	// ascending. Only records holding at least one of the terms are returned. The
 	// statistics (record count, mean length, document frequencies) are
 	// those of the whole store: a filter selects records, it does not
 	// change how terms are weighted, as in Lucene.
 	SearchLexical(ctx context.Context, terms []string, k int, filter Filter, p BM25) ([]Hit, error)
+	// QueryTerms returns the distinct terms of a query in ascending byte
+	// order, as the store's index analyses text, so that a Retriever asks
+	// SearchLexical in the index's own terms without linking an analyzer
+	// itself (both built stores answer runtime/analysis's QueryTerms).
+	QueryTerms(query string) []string
 }
 
 // BM25 are the parameters of Okapi BM25. A record's score for query terms
@@ -132,158 +97,11 @@ func (p BM25) TermScore(idf float64, tf, length int64, avgLen float64) float64 {
 	return float64(idf * float64(float64(ftf*(p.K1+1))/float64(ftf+norm)))
 }
 
-// lexIndex is the memory store's inverted index. Records are numbered by
-// slot; a deleted record's slot is dead until the next compaction, which
-// renumbers the live ones, so that deleting is O(its terms) and postings
-// of dead slots are skipped by searches.
-type lexIndex struct {
-	dict     map[string]int32 // term → term number
-	terms    []string         // term number → term
-	df       []int64          // live records holding the term
-	postings [][]posting      // term number → slots holding it, dead ones included
-	docs     []lexDoc         // slot → record
-	live     int64            // live records
-	total    int64            // their summed length
-	dead     int              // postings of dead slots
-	alive    int              // postings of live slots
-}
-
-type posting struct {
-	slot int32
-	tf   int32
-}
-
-type lexDoc struct {
-	row    int // the record's row in the vector matrix; -1 when dead
-	length int32
-	terms  []int32 // term numbers, for deletion and compaction
-	tfs    []int32
-}
-
-// lexEntry is a record's analysed text, computed outside the store's lock.
-type lexEntry struct {
-	terms  []string
-	tfs    []int32
-	length int
-}
-
-func newLexIndex() lexIndex { return lexIndex{dict: make(map[string]int32)} }
-
-// add indexes a record at row and returns its slot.
-func (x *lexIndex) add(e lexEntry, row int) int32 {
-	slot := int32(len(x.docs))
-	d := lexDoc{row: row, length: int32(e.length), terms: make([]int32, len(e.terms)), tfs: e.tfs}
-	for i, t := range e.terms {
-		id, ok := x.dict[t]
-		if !ok {
-			id = int32(len(x.terms))
-			x.dict[t] = id
-			x.terms = append(x.terms, t)
-			x.df = append(x.df, 0)
-			x.postings = append(x.postings, nil)
-		}
-		d.terms[i] = id
-		x.df[id]++
-		x.postings[id] = append(x.postings[id], posting{slot: slot, tf: e.tfs[i]})
-	}
-	x.docs = append(x.docs, d)
-	x.alive += len(e.terms)
-	x.live++
-	x.total += int64(e.length)
-	return slot
-}
-
-// remove kills a slot; its postings stay until compaction.
-func (x *lexIndex) remove(slot int32) {
-	d := &x.docs[slot]
-	for _, id := range d.terms {
-		x.df[id]--
-	}
-	x.dead += len(d.terms)
-	x.alive -= len(d.terms)
-	x.live--
-	x.total -= int64(d.length)
-	d.row, d.terms, d.tfs = -1, nil, nil
-}
-
-// compact drops dead slots and their postings once they outnumber the live
-// postings, renumbering slots; setSlot is told each live record's new slot.
-func (x *lexIndex) compact(setSlot func(row int, slot int32)) {
-	if x.dead < 1024 || x.dead < x.alive {
-		return
-	}
-	remap := make([]int32, len(x.docs))
-	docs := make([]lexDoc, 0, x.live)
-	for i, d := range x.docs {
-		if d.row < 0 {
-			remap[i] = -1
-			continue
-		}
-		remap[i] = int32(len(docs))
-		setSlot(d.row, remap[i])
-		docs = append(docs, d)
-	}
-	for id, ps := range x.postings {
-		kept := ps[:0]
-		for _, p := range ps {
-			if s := remap[p.slot]; s >= 0 {
-				kept = append(kept, posting{slot: s, tf: p.tf})
-			}
-		}
-		x.postings[id] = slices.Clip(kept)
-	}
-	x.docs, x.dead = docs, 0
-}
-
-// scored is a slot with its BM25 score.
-type scored struct {
-	slot  int32
-	score float64
-}
-
-// search scores every live slot holding a query term, summing the terms'
-// contributions in the (ascending) order of terms, and returns them
-// unsorted; keep says which rows the filter admits.
-func (x *lexIndex) search(terms []string, p BM25, keep func(row int) bool) []scored {
-	avg := AvgLen(x.total, x.live)
-	acc := make(map[int32]float64)
-	var order []int32
-	for _, t := range terms {
-		id, ok := x.dict[t]
-		if !ok || x.df[id] <= 0 {
-			continue
-		}
-		idf := IDF(x.live, x.df[id])
-		for _, ps := range x.postings[id] {
-			d := &x.docs[ps.slot]
-			if d.row < 0 {
-				continue
-			}
-			s, seen := acc[ps.slot]
-			if !seen {
-				if !keep(d.row) {
-					acc[ps.slot] = math.NaN() // filtered out; remembered so keep runs once
-					continue
-				}
-				order = append(order, ps.slot)
-			} else if s != s {
-				continue
-			}
-			acc[ps.slot] = s + p.TermScore(idf, int64(ps.tf), int64(d.length), avg)
-		}
-	}
-	out := make([]scored, len(order))
-	for i, slot := range order {
-		out[i] = scored{slot: slot, score: acc[slot]}
-	}
-	return out
-}
-
 // CheckLexicalQuery returns the error every LexicalSearcher gives for a
 // query it must refuse, so that the stores refuse the same ones with the
 // same words: k not positive, BM25 parameters out of range (BM25.Check),
-// terms not sorted (QueryTerms sorts them), or ctx already done (its
-// error, as is).
+// terms not sorted (LexicalSearcher.QueryTerms sorts them), or ctx
+// already done (its error, as is).
 func CheckLexicalQuery(ctx context.Context, terms []string, k int, p BM25) error {
 	if k <= 0 {
 		return fmt.Errorf("lexical search: k must be positive, got %d", k)
@@ -295,25 +113,4 @@ func CheckLexicalQuery(ctx context.Context, terms []string, k int, p BM25) error
 		return fmt.Errorf("lexical search: terms must be sorted (QueryTerms)")
 	}
 	return ctx.Err()
-}
-
-// SearchLexical implements LexicalSearcher.
-func (s *MemoryStore) SearchLexical(ctx context.Context, terms []string, k int, filter Filter, p BM25) ([]Hit, error) {
-	if err := CheckLexicalQuery(ctx, terms, k, p); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	found := s.lex.search(slices.Compact(slices.Clone(terms)), p, func(row int) bool {
-		return len(filter) == 0 || filter.Matches(s.recs[row].meta)
-	})
-	id := func(sc scored) string { return s.recs[s.lex.docs[sc.slot].row].chunk.ID }
-	slices.SortFunc(found, func(a, b scored) int { return CompareRanked(a.score, id(a), b.score, id(b)) })
-	found = found[:min(k, len(found))]
-	hits := make([]Hit, len(found))
-	for i, f := range found {
-		r := s.recs[s.lex.docs[f.slot].row]
-		hits[i] = Hit{Chunk: r.chunk, Metadata: maps.Clone(r.meta), Score: f.score}
-	}
-	return hits, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/retrieval/internal/quality"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 )
 
 // BenchmarkQuality scores every ranking of the quality harness on the
@@ -16,7 +17,7 @@ import (
 //	go test -run '^$' -bench Quality -benchtime 1x ./runtime/retrieval/
 func BenchmarkQuality(b *testing.B) {
 	quality.Bench(b, func(b *testing.B, _ string) retrieval.VectorStore {
-		s, err := retrieval.NewMemoryStore(quality.Dims, retrieval.DistanceCosine)
+		s, err := memory.NewStore(quality.Dims, retrieval.DistanceCosine)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -30,7 +31,7 @@ func BenchmarkQuality(b *testing.B) {
 //	go test -run '^$' -bench SearchLatency -benchtime 200x ./runtime/retrieval/
 func BenchmarkSearchLatency(b *testing.B) {
 	quality.Latency(b, func(b *testing.B) retrieval.VectorStore {
-		s, err := retrieval.NewMemoryStore(quality.Dims, retrieval.DistanceCosine)
+		s, err := memory.NewStore(quality.Dims, retrieval.DistanceCosine)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -54,7 +55,7 @@ func TestTopHitsIndependentOfK(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw := quality.Gateway(t)
-	s, _ := retrieval.NewMemoryStore(quality.Dims, retrieval.DistanceCosine)
+	s, _ := memory.NewStore(quality.Dims, retrieval.DistanceCosine)
 	if _, err := quality.Retriever(t, gw, dir, s, quality.Config{}).Ingest(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -270,8 +270,8 @@ func (r *Retriever) Search(ctx context.Context, query string, k int) ([]Hit, err
 		}
 		q.Vector = vecs[0]
 	}
-	if rk.needsLexical() {
-		q.Terms = QueryTerms(query)
+	if ls, ok := r.b.Store.(LexicalSearcher); ok && rk.needsLexical() {
+		q.Terms = ls.QueryTerms(query) // a store without an index is refused below
 	}
 	hits, err := candidates(ctx, r.b.Store, q, k, Filter{MetaRetriever: r.b.Name}, rk)
 	if err != nil {

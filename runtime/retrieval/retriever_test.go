@@ -13,10 +13,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 )
 
 const embedWidth = 128
@@ -31,7 +33,7 @@ func newGateway(t testing.TB, budgets ...gateway.Budget) *gateway.Gateway {
 // newGatewayWidth is newGateway with the width of "embed" given.
 func newGatewayWidth(t testing.TB, width int, budgets ...gateway.Budget) *gateway.Gateway {
 	t.Helper()
-	p, err := fake.New(fake.Config{})
+	p, err := fake.New(fake.Config{Analyzer: analysis.English{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func corpus() map[string]string {
 type fixture struct {
 	gw    *gateway.Gateway
 	dir   string
-	store *retrieval.MemoryStore
+	store *memory.Store
 	r     *retrieval.Retriever
 }
 
@@ -97,7 +99,7 @@ func newFixture(t *testing.T, rerank string) *fixture {
 	f := &fixture{gw: newGateway(t), dir: t.TempDir()}
 	writeFiles(t, f.dir, corpus())
 	var err error
-	f.store, err = retrieval.NewMemoryStore(embedWidth, retrieval.DistanceCosine)
+	f.store, err = memory.NewStore(embedWidth, retrieval.DistanceCosine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +409,7 @@ func TestIngestBudget(t *testing.T) {
 	gw := newGateway(t, gateway.Budget{Name: "tiny", MaxTotalTokens: 50, Scope: gateway.ScopeRun})
 	dir := t.TempDir()
 	writeFiles(t, dir, corpus())
-	store, _ := retrieval.NewMemoryStore(embedWidth, retrieval.DistanceCosine)
+	store, _ := memory.NewStore(embedWidth, retrieval.DistanceCosine)
 	e, err := retrieval.NewGatewayEmbedder(gw, "embed", gateway.WithBudget("tiny", "run-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -488,7 +490,7 @@ func (b badEmbedder) Model() string   { return "bad" }
 func TestHostileEmbedder(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, corpus())
-	store, _ := retrieval.NewMemoryStore(4, retrieval.DistanceCosine)
+	store, _ := memory.NewStore(4, retrieval.DistanceCosine)
 	src := retrieval.Source{Dir: dir, Files: []string{"docs/*.md"}}
 	boom := errors.New("boom")
 	nan := float32(math.NaN())
@@ -537,12 +539,12 @@ func (recordingKind) StoreKind() string { return "recording" }
 func (recordingKind) InMemory() bool    { return false }
 func (k recordingKind) OpenVectorStore(_ context.Context, _ kind.Env, name string, d retrieval.Distance, dims int) (retrieval.VectorStore, error) {
 	*k.opened = append(*k.opened, fmt.Sprintf("%s %s %d", name, d, dims))
-	return retrieval.NewMemoryStore(dims, d)
+	return memory.NewStore(dims, d)
 }
 
 func TestBuild(t *testing.T) {
 	gw := newGateway(t)
-	stores := []retrieval.StoreConfig{{Name: "kb", Kind: retrieval.MemoryKind{}, Distance: retrieval.DistanceCosine}, {Name: "x", Kind: brokenKind{}}}
+	stores := []retrieval.StoreConfig{{Name: "kb", Kind: memory.Kind{}, Distance: retrieval.DistanceCosine}, {Name: "x", Kind: brokenKind{}}}
 	good := retrieval.Config{Name: "kb", Source: retrieval.Source{Files: []string{"*.md"}}, ChunkSize: 100, ChunkOverlap: 10, EmbedModel: "embed", Store: "kb", TopK: 2, Rerank: "lexical"}
 	rs, err := retrieval.Build(t.Context(), gw, stores[:1], []retrieval.Config{good}, retrieval.BuildOptions{})
 	if err != nil || rs["kb"] == nil {

@@ -23,11 +23,13 @@ import (
 
 	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 	"github.com/aidgen/aid/runtime/serve"
 	"github.com/aidgen/aid/runtime/service"
 )
@@ -52,13 +54,13 @@ func docsDir(t *testing.T) string {
 func desk(dir string) app.Description {
 	return app.Description{
 		Name: "desk", Version: "0.1.0", Dir: dir,
-		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{Seed: 1}}},
+		Providers: []app.Provider{{Name: "fake", Kind: fake.Kind{Seed: 1, Analyzer: analysis.English{}}}},
 		Models: []gateway.PinnedModel{
 			{Alias: "m", Spec: gateway.ModelSpec{ID: "fake-1", Provider: "fake", Kind: gateway.KindChat, ContextWindow: 8192, MaxOutputTokens: 64}},
 			{Alias: "embed", Spec: gateway.ModelSpec{ID: "fake-embed-1", Provider: "fake", Kind: gateway.KindEmbedding, Dimensions: 16}},
 		},
 		Agents:     []agents.Agent{{Name: "desk", Model: "m", Instructions: "Answer.", MaxSteps: 2}},
-		Stores:     []retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine}},
+		Stores:     []retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine, Kind: memory.Kind{}}},
 		Retrievers: []retrieval.Config{{Name: "kb", Source: retrieval.Source{Files: []string{"docs/*.md"}}, ChunkSize: 200, EmbedModel: "embed", Store: "kb", TopK: 2}},
 		Service:    app.Service{Listen: "127.0.0.1:0", Entry: "desk", Auth: app.Auth{Kind: "none"}},
 	}
@@ -554,7 +556,7 @@ func (o outside) OpenVectorStore(_ context.Context, env kind.Env, name string, d
 	if err := o.open(env, "vectors "+name); err != nil {
 		return nil, err
 	}
-	return retrieval.NewMemoryStore(dims, d)
+	return memory.NewStore(dims, d)
 }
 
 func (o outside) OpenMemoryStore(_ context.Context, env kind.Env, store string) (agents.MemoryStore, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/aidgen/aid/internal/servicetest"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/service"
@@ -36,7 +37,7 @@ func directEnv(t *testing.T, fc fake.Config, budget gateway.Budget) *env {
 // priced, charged to the declared budget, and with no run behind it.
 func TestDirectAliasAnswersThroughTheGateway(t *testing.T) {
 	usage := gateway.Usage{InputTokens: 40, OutputTokens: 5, TotalTokens: 45, CachedInputTokens: 8}
-	e := directEnv(t, fake.Config{ByModel: map[string][]fake.Step{
+	e := directEnv(t, fake.Config{Analyzer: analysis.English{}, ByModel: map[string][]fake.Step{
 		"m-large": {{Text: "Paris", Usage: &usage}, {ToolCalls: []gateway.ToolCall{{ID: "call_1", Name: "lookup", Arguments: json.RawMessage(`{"id":"A-1"}`)}}}, {Text: "It has shipped."}},
 	}}, gateway.Budget{Name: "gw", MaxUSD: 1, Scope: gateway.ScopeRun})
 	client := e.clientPtr()
@@ -152,7 +153,7 @@ func TestDirectAliasAnswersThroughTheGateway(t *testing.T) {
 // chat.completion.chunk events that openai-go's accumulator reads back
 // whole, tool calls and usage included.
 func TestDirectAliasStreams(t *testing.T) {
-	e := directEnv(t, fake.Config{ByModel: map[string][]fake.Step{
+	e := directEnv(t, fake.Config{Analyzer: analysis.English{}, ByModel: map[string][]fake.Step{
 		"m-large": {
 			{Text: "The capital of France is Paris."},
 			{Text: "Let me look.", ToolCalls: []gateway.ToolCall{{ID: "call_9", Name: "lookup", Arguments: json.RawMessage(`{"id":"A-1"}`)}}},
@@ -209,7 +210,7 @@ func TestDirectAliasStreams(t *testing.T) {
 // shapes of every other chat completion, streamed or not.
 func TestDirectAliasFallsBackAndFails(t *testing.T) {
 	down := &gateway.ProviderError{Provider: "fake", Model: "m-large", StatusCode: 503, Retryable: true, Err: errors.New("upstream down")}
-	e := directEnv(t, fake.Config{ByModel: map[string][]fake.Step{
+	e := directEnv(t, fake.Config{Analyzer: analysis.English{}, ByModel: map[string][]fake.Step{
 		"m-large": {{Err: down}, {Err: down}, {Err: down}},
 		"m-small": {{Text: "small answered"}, {Err: down}, {Err: down}},
 	}}, gateway.Budget{Name: "gw", MaxTotalTokens: 400, Scope: gateway.ScopeGlobal})
@@ -286,7 +287,7 @@ func TestDirectAliasFallsBackAndFails(t *testing.T) {
 // exposed aliases; a service refuses aliases that would be ambiguous or
 // cannot answer a chat completion.
 func TestDirectAliasModelsAndConfig(t *testing.T) {
-	e := directEnv(t, fake.Config{}, gateway.Budget{Name: "gw", MaxUSD: 1, Scope: gateway.ScopeGlobal})
+	e := directEnv(t, fake.Config{Analyzer: analysis.English{}}, gateway.Budget{Name: "gw", MaxUSD: 1, Scope: gateway.ScopeGlobal})
 	page, err := e.clientPtr().Models.List(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +334,7 @@ func TestDirectAliasModelsAndConfig(t *testing.T) {
 // one X-Aid-Thread-Id share an account; one without is its own thread.
 func TestDirectAliasThreadBudget(t *testing.T) {
 	spent := gateway.Usage{InputTokens: 60, OutputTokens: 40, TotalTokens: 100}
-	e := directEnv(t, fake.Config{Script: []fake.Step{{Text: "one", Usage: &spent}}, Loop: true},
+	e := directEnv(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{Text: "one", Usage: &spent}}, Loop: true},
 		gateway.Budget{Name: "gw", MaxTotalTokens: 130, Scope: gateway.ScopeThread})
 	body := `{"model":"small","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`
 	if status, _, b := e.do(t, "POST", "/v1/chat/completions", body, "X-Aid-Thread-Id", "t1"); status != 200 {

@@ -14,6 +14,7 @@ import (
 	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/agents/policy"
 	"github.com/aidgen/aid/runtime/agents/policy/cel"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/service"
@@ -62,6 +63,7 @@ func catalog() []gateway.PinnedModel {
 func newEnv(t testing.TB, o options) *env {
 	t.Helper()
 	o.fake.Record = true
+	o.fake.Analyzer = analysis.English{} // the environment's models embed
 	p, err := fake.New(o.fake)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/jobs"
 	"github.com/aidgen/aid/runtime/kind"
@@ -48,7 +49,7 @@ func tenantKeys() []service.Key {
 // records whom each of its calls was made for.
 func keyEnv(t *testing.T, refunds *atomic.Int32, callers *callerLog, more ...func(*service.Config)) *env {
 	return newEnv(t, options{
-		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {
+		fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {
 			calls(call("c1", "refund", `{"order":"A1"}`)),
 			answer("Refunded A1."),
 		}}},
@@ -210,7 +211,7 @@ func TestApproverByHash(t *testing.T) {
 // status, paged by cursor.
 func TestListRunsByKey(t *testing.T) {
 	e := newEnv(t, options{
-		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("Hi.")}}},
+		fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {answer("Hi.")}}},
 		svc:  func(c *service.Config) { c.Auth.Keys = tenantKeys() },
 	})
 	start := func(key string) string {
@@ -398,7 +399,7 @@ func TestThreadsAreTheCallersOwn(t *testing.T) {
 	var refunds atomic.Int32
 	var callers callerLog
 	e := newEnv(t, options{
-		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {
+		fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {
 			calls(call("c1", "refund", `{"order":"A1"}`)), answer("Refunded A1."),
 			calls(call("c2", "refund", `{"order":"A2"}`)), answer("Refunded A2."),
 			calls(call("c3", "refund", `{"order":"A3"}`)),

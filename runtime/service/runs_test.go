@@ -11,9 +11,11 @@ import (
 
 	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 	"github.com/aidgen/aid/runtime/service"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -55,7 +57,7 @@ var refundSchema = json.RawMessage(`{"type":"object","properties":{"order":{"typ
 // approvalEnv has a triage agent whose refund tool needs approval.
 func approvalEnv(t *testing.T, refunds *atomic.Int32) *env {
 	return newEnv(t, options{
-		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {
+		fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {
 			calls(call("c1", "refund", `{"order":"A1"}`)),
 			answer("Refunded A1."),
 		}}},
@@ -312,7 +314,7 @@ func TestApprovalRejectThroughRuns(t *testing.T) {
 
 func TestHandoffThroughChatCompletion(t *testing.T) {
 	e := newEnv(t, options{
-		fake: fake.Config{Agents: map[string][]fake.Step{
+		fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{
 			"triage":  {calls(call("t1", "transfer_to_billing", `{}`))},
 			"billing": {answer("Your invoice is attached.")},
 		}},
@@ -350,7 +352,7 @@ func TestHandoffThroughChatCompletion(t *testing.T) {
 
 func TestDelegateThroughRuns(t *testing.T) {
 	e := newEnv(t, options{
-		fake: fake.Config{Agents: map[string][]fake.Step{
+		fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{
 			"triage":     {calls(call("d1", "delegate_to_researcher", `{"input":"find the policy"}`)), answer("Policy: 30 days.")},
 			"researcher": {answer("30 days")},
 		}},
@@ -375,7 +377,7 @@ func TestDelegateThroughRuns(t *testing.T) {
 }
 
 func TestRunErrors(t *testing.T) {
-	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {calls(call("x", "nothing", `{}`))}}},
+	e := newEnv(t, options{fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {calls(call("x", "nothing", `{}`))}}},
 		agents: []agents.Agent{{Name: "triage", Model: "large", Instructions: "Loop.", MaxSteps: 1}}})
 	tests := []struct {
 		name, path, body string
@@ -407,7 +409,7 @@ func TestRunErrors(t *testing.T) {
 
 func TestRunEventStream(t *testing.T) {
 	e := newEnv(t, options{
-		fake:   fake.Config{Agents: map[string][]fake.Step{"triage": {calls(call("c1", "lookup", `{"id":"A1"}`)), answer("Shipped on Monday.")}}},
+		fake:   fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {calls(call("c1", "lookup", `{"id":"A1"}`)), answer("Shipped on Monday.")}}},
 		agents: []agents.Agent{{Name: "triage", Model: "large", Instructions: "Look up.", Tools: []string{"lookup"}}},
 		tools:  []agents.Tool{{Name: "lookup", Description: "Look up an order."}},
 		impls: map[string]agents.Implementation{"lookup": agents.ToolFunc(func(ctx context.Context, _ json.RawMessage) (string, error) {
@@ -461,7 +463,7 @@ func TestRunEventStream(t *testing.T) {
 // approved.
 func TestEveryKindOfCallHasToolEvents(t *testing.T) {
 	e := newEnv(t, options{
-		fake: fake.Config{Agents: map[string][]fake.Step{
+		fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{
 			"triage":  {calls(call("s1", "search_kb", `{"query":"refunds"}`), call("l1", "lookup", `{"id":"A1"}`)), calls(call("t1", "transfer_to_billing", `{}`))},
 			"billing": {answer("Refunds take 30 days.")},
 		}},
@@ -521,7 +523,7 @@ func TestEveryKindOfCallHasToolEvents(t *testing.T) {
 func kb(t *testing.T, gw *gateway.Gateway) *retrieval.Retriever {
 	t.Helper()
 	rs, err := retrieval.Build(t.Context(), gw,
-		[]retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine}},
+		[]retrieval.StoreConfig{{Name: "kb", Distance: retrieval.DistanceCosine, Kind: memory.Kind{}}},
 		[]retrieval.Config{{
 			Name: "kb", Source: retrieval.Source{Dir: filepath.Join("..", "..", "examples", "support-desk"), Files: []string{"docs/**/*.md"}},
 			ChunkSize: 600, ChunkOverlap: 80, EmbedModel: "embed", Store: "kb", TopK: 2, Rerank: retrieval.RerankLexical,
@@ -543,7 +545,7 @@ func TestRetrievalBackedAnswerAndSearchEndpoint(t *testing.T) {
 		return r.Load().Search(ctx, q, k)
 	})
 	e := newEnv(t, options{
-		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {
+		fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {
 			calls(call("s1", "search_kb", `{"query":"how long do I have to return an item"}`)),
 			answer("You have 30 days [docs/refunds.md#Refunds]."),
 		}}},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aidgen/aid/internal/servicetest"
 	"github.com/aidgen/aid/runtime/agents"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/service"
@@ -23,7 +24,7 @@ import (
 )
 
 func TestAuthRefusals(t *testing.T) {
-	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}}})
+	e := newEnv(t, options{fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {answer("x")}}}})
 	body := `{"model":"triage","messages":[{"role":"user","content":"q"}]}`
 	tests := []struct {
 		name, auth string
@@ -85,7 +86,7 @@ func TestAuthRefusals(t *testing.T) {
 }
 
 func TestTokensNeverLogged(t *testing.T) {
-	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}, Loop: true}})
+	e := newEnv(t, options{fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {answer("x")}}, Loop: true}})
 	wrong := "sk-wrong-4b1e0c5a9d"
 	e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":[{"role":"user","content":"q"}]}`)
 	e.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":`)
@@ -113,7 +114,7 @@ func TestTokensNeverLogged(t *testing.T) {
 
 func TestOversizedBody(t *testing.T) {
 	e := newEnv(t, options{
-		fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}},
+		fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {answer("x")}}},
 		svc:  func(c *service.Config) { c.Limits.MaxBodyBytes = 1024 },
 	})
 	big := `{"model":"triage","messages":[{"role":"user","content":"` + strings.Repeat("a", 2048) + `"}]}`
@@ -173,7 +174,7 @@ func TestModels(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	const latency = 30 * time.Millisecond
 	e := newEnv(t, options{
-		fake:    fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}, Loop: true, Latency: latency},
+		fake:    fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {answer("x")}}, Loop: true, Latency: latency},
 		agents:  []agents.Agent{{Name: "triage", Model: "large", Instructions: "a", Budget: "daily"}},
 		budgets: []gatewayBudget{{Name: "daily", MaxUSD: 10, Scope: "run"}},
 		// A cool-down gives "large" a route: its one deployment reports.
@@ -236,7 +237,7 @@ func sample(t *testing.T, exposition, series string) float64 {
 
 func TestPrivateRegistries(t *testing.T) {
 	// Two services in one process, each with its own series.
-	a := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}}})
+	a := newEnv(t, options{fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {answer("x")}}}})
 	b := newEnv(t, options{})
 	a.do(t, "POST", "/v1/chat/completions", `{"model":"triage","messages":[{"role":"user","content":"q"}]}`)
 	_, _, m := b.do(t, "GET", "/metrics", "")
@@ -368,7 +369,7 @@ func serve(t *testing.T, svc *service.Service) (url string, cancel func(), wait 
 
 func TestShutdownFinishesInFlightRuns(t *testing.T) {
 	before := runtime.NumGoroutine()
-	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("done")}}, Latency: 300 * time.Millisecond}})
+	e := newEnv(t, options{fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {answer("done")}}, Latency: 300 * time.Millisecond}})
 	url, cancel, wait := serve(t, e.svc)
 	type result struct {
 		status int
@@ -415,7 +416,7 @@ func TestShutdownInterruptsRunsAfterDrainTimeout(t *testing.T) {
 	store := agents.NewInMemoryStore()
 	e := newEnv(t, options{
 		store: store,
-		fake:  fake.Config{Agents: map[string][]fake.Step{"triage": {answer("never")}}, Latency: time.Minute},
+		fake:  fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {answer("never")}}, Latency: time.Minute},
 		svc:   func(c *service.Config) { c.Limits.DrainTimeout = 50 * time.Millisecond },
 	})
 	url, cancel, wait := serve(t, e.svc)
@@ -472,7 +473,7 @@ func TestShutdownInterruptsRunsAfterDrainTimeout(t *testing.T) {
 		t.Fatalf("interrupted run %s: %s %v", id, rec.Status, err)
 	}
 	// A second service on the same store continues it.
-	e2 := newEnv(t, options{store: store, fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("recovered")}}}})
+	e2 := newEnv(t, options{store: store, fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {answer("recovered")}}}})
 	res, err := e2.runtime.Drive(context.Background(), id, agents.DriveOptions{})
 	if err != nil || res.Status != agents.StatusCompleted || res.Answer != "recovered" {
 		t.Fatalf("recover: %s %q %v", res.Status, res.Answer, err)
@@ -491,7 +492,7 @@ func TestShutdownInterruptsRunsAfterDrainTimeout(t *testing.T) {
 // TestClientDisconnectFailsRun: a client that goes away cancels its run
 // without the shutdown's cause, so the run is saved as failed.
 func TestClientDisconnectFailsRun(t *testing.T) {
-	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("never")}}, Latency: time.Minute}})
+	e := newEnv(t, options{fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {answer("never")}}, Latency: time.Minute}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -563,7 +564,7 @@ func TestWrongMethod(t *testing.T) {
 // says "internal error" with the request's id, never the error's text,
 // which the log line of that request carries instead.
 func TestNoInternalsReachClients(t *testing.T) {
-	e := newEnv(t, options{fake: fake.Config{Agents: map[string][]fake.Step{"triage": {answer("x")}}}})
+	e := newEnv(t, options{fake: fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"triage": {answer("x")}}}})
 	chat := func(msgs string) string { return `{"model":"triage","messages":[` + msgs + `]}` }
 	u := `{"role":"user","content":"q"}`
 	for _, tt := range []struct {

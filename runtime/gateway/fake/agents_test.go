@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
@@ -39,7 +40,7 @@ func describe(r gateway.Response) string {
 // order: many runs interleaving at random still each get their own agent's
 // step.
 func TestAgentScriptsAreKeyedByStep(t *testing.T) {
-	p := newFake(t, fake.Config{Agents: map[string][]fake.Step{
+	p := newFake(t, fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{
 		"triage":  {toolStep("lookup", `{"id":"A"}`), toolStep("transfer_to_billing", "")},
 		"billing": {{Text: "done"}},
 	}})
@@ -80,7 +81,7 @@ func TestAgentScriptsAreKeyedByStep(t *testing.T) {
 
 func TestAgentScriptExhaustedAndLoop(t *testing.T) {
 	script := map[string][]fake.Step{"a": {{Text: "one"}, {Text: "two"}}}
-	p := newFake(t, fake.Config{Agents: script})
+	p := newFake(t, fake.Config{Analyzer: analysis.English{}, Agents: script})
 	_, err := p.Generate(stepCtx(t.Context(), "a", 3), model, ask("x"))
 	if !errors.Is(err, fake.ErrScriptExhausted) || !strings.Contains(err.Error(), `agent "a" has 2 steps and was called for step 3`) {
 		t.Fatalf("step 3: %v, want ErrScriptExhausted naming the agent", err)
@@ -88,7 +89,7 @@ func TestAgentScriptExhaustedAndLoop(t *testing.T) {
 	if _, err := p.Generate(stepCtx(t.Context(), "a", 0), model, ask("x")); err == nil || !strings.Contains(err.Error(), "steps count from 1") {
 		t.Fatalf("step 0: %v", err)
 	}
-	loop := newFake(t, fake.Config{Agents: script, Loop: true})
+	loop := newFake(t, fake.Config{Analyzer: analysis.English{}, Agents: script, Loop: true})
 	var got []string
 	for n := 1; n <= 5; n++ {
 		r, err := loop.Generate(stepCtx(t.Context(), "a", n), model, ask("x"))
@@ -111,12 +112,12 @@ func TestUnscriptedAgent(t *testing.T) {
 		want    string
 		wantErr bool
 	}{
-		{"no other mode fails", fake.Config{Agents: agents}, func(c context.Context) context.Context { return stepCtx(c, "b", 1) }, "", true},
-		{"script answers other agents", fake.Config{Agents: agents, Script: []fake.Step{{Text: "plain"}}}, func(c context.Context) context.Context { return stepCtx(c, "b", 1) }, "plain", false},
-		{"answer key answers other agents", fake.Config{Agents: agents, AnswerKey: &fake.AnswerKey{Accuracy: 1, Cases: capitals}}, func(c context.Context) context.Context {
+		{"no other mode fails", fake.Config{Analyzer: analysis.English{}, Agents: agents}, func(c context.Context) context.Context { return stepCtx(c, "b", 1) }, "", true},
+		{"script answers other agents", fake.Config{Analyzer: analysis.English{}, Agents: agents, Script: []fake.Step{{Text: "plain"}}}, func(c context.Context) context.Context { return stepCtx(c, "b", 1) }, "plain", false},
+		{"answer key answers other agents", fake.Config{Analyzer: analysis.English{}, Agents: agents, AnswerKey: &fake.AnswerKey{Accuracy: 1, Cases: capitals}}, func(c context.Context) context.Context {
 			return gateway.WithSample(stepCtx(c, "b", 1), gateway.SampleKey{Case: "fr"})
 		}, "Paris", false},
-		{"a call without call info echoes", fake.Config{Agents: agents}, func(c context.Context) context.Context { return c }, "echo: x", false},
+		{"a call without call info echoes", fake.Config{Analyzer: analysis.English{}, Agents: agents}, func(c context.Context) context.Context { return c }, "echo: x", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,7 +145,7 @@ var billingSchema = json.RawMessage(`{"type":"object","properties":{"answer":{"t
 func TestAnswerStep(t *testing.T) {
 	script := map[string][]fake.Step{"billing": {toolStep("get_invoice", `{}`), {Answer: true, Text: `{"answer":"demo"}`}}}
 	key := &fake.AnswerKey{Accuracy: 0.5, Cases: capitals}
-	p := newFake(t, fake.Config{Agents: script, AnswerKey: key, Seed: 9})
+	p := newFake(t, fake.Config{Analyzer: analysis.English{}, Agents: script, AnswerKey: key, Seed: 9})
 	jsonReq := ask("x")
 	jsonReq.ResponseFormat = &gateway.JSONSchema{Name: "billing_output", Schema: billingSchema}
 	right, wrong := 0, 0
@@ -194,16 +195,16 @@ func TestAnswerStep(t *testing.T) {
 		t.Fatalf("a sample of an unknown case: %v", err)
 	}
 
-	demo := newFake(t, fake.Config{Agents: script})
+	demo := newFake(t, fake.Config{Analyzer: analysis.English{}, Agents: script})
 	r, err = demo.Generate(stepCtx(t.Context(), "billing", 2), model, jsonReq)
 	if err != nil || r.Text != `{"answer":"demo"}` {
 		t.Fatalf("without an answer key: %q, %v", r.Text, err)
 	}
-	bare := newFake(t, fake.Config{Agents: map[string][]fake.Step{"a": {{Answer: true}}}})
+	bare := newFake(t, fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"a": {{Answer: true}}}})
 	if _, err := bare.Generate(stepCtx(t.Context(), "a", 1), model, ask("x")); err == nil || !strings.Contains(err.Error(), "none is configured") {
 		t.Fatalf("answer step without key or text: %v", err)
 	}
-	plain := newFake(t, fake.Config{Script: []fake.Step{{Answer: true}}})
+	plain := newFake(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{Answer: true}}})
 	if _, err := plain.Generate(t.Context(), model, ask("x")); err == nil || !strings.Contains(err.Error(), "fake: a scripted step answers from the answer key") {
 		t.Fatalf("answer step in a plain script: %v", err)
 	}
@@ -270,7 +271,7 @@ func TestNewRejectsAgentScripts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := fake.New(fake.Config{Agents: tt.scripts}); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := fake.New(fake.Config{Analyzer: analysis.English{}, Agents: tt.scripts}); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want %q", err, tt.want)
 			}
 		})
@@ -389,7 +390,7 @@ func TestConversations(t *testing.T) {
 	if len(sc.Conversations["specialist"]) != 3 || len(sc.Agents["triage"]) != 1 || sc.Agents["specialist"] != nil {
 		t.Fatalf("script %+v", sc)
 	}
-	p := newFake(t, fake.Config{Agents: sc.Agents, Conversations: sc.Conversations})
+	p := newFake(t, fake.Config{Analyzer: analysis.English{}, Agents: sc.Agents, Conversations: sc.Conversations})
 	sample := func(id string) context.Context {
 		return gateway.WithSample(t.Context(), gateway.SampleKey{Case: id})
 	}
@@ -413,7 +414,7 @@ func TestConversations(t *testing.T) {
 
 	// Without a default, a call no conversation matches fails, naming the
 	// agent and the input.
-	p = newFake(t, fake.Config{Conversations: map[string][]fake.Conversation{
+	p = newFake(t, fake.Config{Analyzer: analysis.English{}, Conversations: map[string][]fake.Conversation{
 		"a": {{When: &fake.When{Input: "reset"}, Steps: []fake.Step{{Text: "x"}}}},
 	}})
 	_, err = p.Generate(stepCtx(t.Context(), "a", 1), model, ask("vpn"))
@@ -421,7 +422,7 @@ func TestConversations(t *testing.T) {
 	if !errors.As(err, &nc) || nc.Agent != "a" || nc.Input != "vpn" {
 		t.Errorf("no match: %v", err)
 	}
-	if _, err := fake.New(fake.Config{Agents: map[string][]fake.Step{"a": {{Text: "x"}}}, Conversations: map[string][]fake.Conversation{"a": {{Steps: []fake.Step{{Text: "y"}}}}}}); err == nil || !strings.Contains(err.Error(), `agent "a" has a script and conversations`) {
+	if _, err := fake.New(fake.Config{Analyzer: analysis.English{}, Agents: map[string][]fake.Step{"a": {{Text: "x"}}}, Conversations: map[string][]fake.Conversation{"a": {{Steps: []fake.Step{{Text: "y"}}}}}}); err == nil || !strings.Contains(err.Error(), `agent "a" has a script and conversations`) {
 		t.Errorf("both: %v", err)
 	}
 }

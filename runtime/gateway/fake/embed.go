@@ -1,10 +1,19 @@
 package fake
 
-import (
-	"math"
+import "math"
 
-	"github.com/aidgen/aid/runtime/internal/analysis"
-)
+// Analyzer is the text analysis of the fake's embeddings: the words of a
+// text, which of them are stop words, and a word's stem. runtime/analysis's
+// English is the one aid uses (Config.Analyzer, Kind.Analyzer); the
+// embeddings are a function of the analyzer, the seed and the model.
+type Analyzer interface {
+	// Words calls fn with each lower-cased word of text, in order.
+	Words(text string, fn func(word string))
+	// IsStopWord reports whether a lower-cased word is a stop word.
+	IsStopWord(word string) bool
+	// Stem returns a lower-cased word's stem.
+	Stem(word string) string
+}
 
 // Feature weights of the fake embedding. A content word counts fully; a
 // function word ("the", "to", "how") a quarter, so that a question is
@@ -32,8 +41,8 @@ const (
 
 // embed returns the unit vector of text for a model of the given width.
 //
-// It is feature hashing (Weinberger et al., 2009) over the words of aid's
-// text analyzer (runtime/internal/analysis: Unicode word segmentation,
+// It is feature hashing (Weinberger et al., 2009) over the words of the
+// provider's Analyzer (runtime/analysis: Unicode word segmentation,
 // lower-casing): each word's Snowball English stem, each pair of adjacent
 // stems, and each character trigram of the word padded with "<" and ">" is
 // a feature with the weight above. A feature's weights are summed over the
@@ -59,13 +68,14 @@ func (p *Provider) embed(model, text string, dims int) []float32 {
 	var prev uint64 // hash of the previous word, 0 before the first
 	var prevW float64
 	words := 0
-	analysis.Words(text, func(word string) {
+	an := p.cfg.Analyzer
+	an.Words(text, func(word string) {
 		words++
 		w := weightWord
-		if analysis.IsStopWord(word) {
+		if an.IsStopWord(word) {
 			w = weightStopWord
 		}
-		hw := hashString(base, analysis.Stem(word))
+		hw := hashString(base, an.Stem(word))
 		feats.add(hw^tagWord, w)
 		if prev != 0 {
 			feats.add(hashPair(prev, hw)^tagPair, weightPair*min(w, prevW))

@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 )
 
@@ -30,7 +32,7 @@ func embedAll(t *testing.T, p *Provider, dims int, texts ...string) [][]float32 
 // TestEmbedUnitVectors checks that every text, including ones without any
 // word and in tiny widths, gets a finite unit vector of the model's width.
 func TestEmbedUnitVectors(t *testing.T) {
-	p, _ := New(Config{Seed: 3})
+	p, _ := New(Config{Analyzer: analysis.English{}, Seed: 3})
 	for _, dims := range []int{1, 2, 8, 384} {
 		texts := []string{"", "   ", "!!!", "a", "Ünïcödé wörds ß", "refund refund refund", "the the the"}
 		for i, v := range embedAll(t, p, dims, texts...) {
@@ -56,7 +58,7 @@ func TestEmbedUnitVectors(t *testing.T) {
 // replaced failed the stem rows: "return" and "returned" were as far apart
 // as any two different words.
 func TestEmbedNeighbours(t *testing.T) {
-	p, _ := New(Config{Seed: 1})
+	p, _ := New(Config{Analyzer: analysis.English{}, Seed: 1})
 	tests := []struct {
 		name           string
 		anchor, near   string
@@ -103,7 +105,7 @@ func TestEmbedSupportDeskDocs(t *testing.T) {
 		{"I forgot my password and cannot log in", filepath.Join("troubleshooting", "login.md")},
 		{"my account is locked", filepath.Join("troubleshooting", "login.md")},
 	}
-	p, _ := New(Config{})
+	p, _ := New(Config{Analyzer: analysis.English{}})
 	dv := embedAll(t, p, 256, docs...)
 	for _, q := range queries {
 		qv := embedAll(t, p, 256, q.q)[0]
@@ -123,8 +125,8 @@ func TestEmbedSupportDeskDocs(t *testing.T) {
 // the vectors, so that vectors of different models are never accidentally
 // comparable, while the same inputs reproduce exactly.
 func TestEmbedSeedAndModel(t *testing.T) {
-	a, _ := New(Config{Seed: 1})
-	b, _ := New(Config{Seed: 2})
+	a, _ := New(Config{Analyzer: analysis.English{}, Seed: 1})
+	b, _ := New(Config{Analyzer: analysis.English{}, Seed: 2})
 	text := "refunds go back to the original payment method"
 	va, vb := a.embed("m", text, 64), b.embed("m", text, 64)
 	vm := a.embed("other", text, 64)
@@ -145,7 +147,7 @@ func TestEmbedSeedAndModel(t *testing.T) {
 }
 
 func BenchmarkEmbed(b *testing.B) {
-	p, _ := New(Config{})
+	p, _ := New(Config{Analyzer: analysis.English{}})
 	text := string(make([]byte, 0, 800))
 	for len(text) < 800 {
 		text += "Refunds go back to the original payment method and arrive within ten business days. "
@@ -154,5 +156,19 @@ func BenchmarkEmbed(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p.embed("m", text, 384)
+	}
+}
+
+// TestEmbedWithoutAnalyzer: a provider configured without an analyzer
+// (a fake none of whose models embeds, as lowering leaves it) refuses to
+// embed, saying why, rather than hashing other features.
+func TestEmbedWithoutAnalyzer(t *testing.T) {
+	p, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Embed(t.Context(), gateway.ModelSpec{ID: "fake-embed", Kind: gateway.KindEmbedding, Dimensions: 8}, []string{"refunds"})
+	if err == nil || !strings.Contains(err.Error(), "Config.Analyzer is nil") {
+		t.Errorf("Embed without an analyzer = %v, want an error naming Config.Analyzer", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
@@ -13,7 +14,7 @@ import (
 // and sample index on the context, and the fake answers correctly with the
 // configured accuracy, the same way every time for the same seed.
 func Example_answerKey() {
-	p, err := fake.New(fake.Config{
+	p, err := fake.New(fake.Config{Analyzer: analysis.English{},
 		Seed: 2024,
 		AnswerKey: &fake.AnswerKey{Accuracy: 0.6, Cases: []fake.Case{
 			{ID: "fr", Input: "Capital of France?", Answer: "Paris"},
@@ -46,7 +47,7 @@ func Example_answerKey() {
 // Scripted mode makes a test say exactly what the model answers, including
 // failures.
 func Example_script() {
-	p, err := fake.New(fake.Config{Script: []fake.Step{
+	p, err := fake.New(fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{
 		{ToolCalls: []gateway.ToolCall{{ID: "call_1", Name: "lookup_order", Arguments: []byte(`{"id":"A-42"}`)}}},
 		{Text: "Your order has shipped."},
 	}})
@@ -81,7 +82,7 @@ func Example_agentScript() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	p, err := fake.New(fake.Config{Agents: sc.Agents})
+	p, err := fake.New(fake.Config{Analyzer: analysis.English{}, Agents: sc.Agents})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -117,6 +117,11 @@ type Config struct {
 	// Record keeps every request for Requests, for tests that inspect what
 	// the gateway sent.
 	Record bool
+	// Analyzer is the text analysis the embeddings hash (runtime/analysis's
+	// English); nil means the provider does not embed, and Embed fails
+	// saying so. It is a field rather than an import so that a program
+	// whose fake models do not embed does not link the stemmer.
+	Analyzer Analyzer
 }
 
 // ErrScriptExhausted is returned when a scripted fake has no step left.
@@ -554,6 +559,9 @@ func (p *Provider) Embed(ctx context.Context, model gateway.ModelSpec, texts []s
 	}
 	if model.Dimensions <= 0 {
 		return gateway.EmbedResponse{}, fmt.Errorf("fake: model %s declares no dimensions", model.ID)
+	}
+	if p.cfg.Analyzer == nil {
+		return gateway.EmbedResponse{}, fmt.Errorf("fake: model %s: this provider embeds nothing: its Config.Analyzer is nil (analysis.English{}, which lowering sets on a fake provider with an embedding model)", model.ID)
 	}
 	resp := gateway.EmbedResponse{Vectors: make([][]float32, len(texts)), Model: model.ID}
 	for i, t := range texts {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 )
@@ -39,7 +40,7 @@ func newFake(t *testing.T, cfg fake.Config) *fake.Provider {
 }
 
 func answerKey(seed uint64, accuracy float64) fake.Config {
-	return fake.Config{Seed: seed, AnswerKey: &fake.AnswerKey{Cases: capitals, Accuracy: accuracy}}
+	return fake.Config{Analyzer: analysis.English{}, Seed: seed, AnswerKey: &fake.AnswerKey{Cases: capitals, Accuracy: accuracy}}
 }
 
 // answers runs every case n times and returns the answers in order.
@@ -132,7 +133,7 @@ func TestAnswerKeyMatchesInput(t *testing.T) {
 }
 
 func TestAnswerKeyFixedWrongAnswer(t *testing.T) {
-	p := newFake(t, fake.Config{AnswerKey: &fake.AnswerKey{Cases: capitals[:1], Accuracy: 0, Wrong: "Lyon"}})
+	p := newFake(t, fake.Config{Analyzer: analysis.English{}, AnswerKey: &fake.AnswerKey{Cases: capitals[:1], Accuracy: 0, Wrong: "Lyon"}})
 	r, err := p.Generate(t.Context(), model, ask(capitals[0].Input))
 	if err != nil || r.Text != "Lyon" {
 		t.Fatalf("got %q, %v, want the fixed wrong answer", r.Text, err)
@@ -144,12 +145,12 @@ func TestNewRejects(t *testing.T) {
 		name string
 		cfg  fake.Config
 	}{
-		{"accuracy above 1", fake.Config{AnswerKey: &fake.AnswerKey{Accuracy: 1.5}}},
-		{"negative accuracy", fake.Config{AnswerKey: &fake.AnswerKey{Accuracy: -0.1}}},
-		{"duplicate id", fake.Config{AnswerKey: &fake.AnswerKey{Cases: []fake.Case{{ID: "a"}, {ID: "a"}}}}},
-		{"duplicate input", fake.Config{AnswerKey: &fake.AnswerKey{Cases: []fake.Case{{ID: "a", Input: "q"}, {ID: "b", Input: " q"}}}}},
-		{"case without id", fake.Config{AnswerKey: &fake.AnswerKey{Cases: []fake.Case{{Input: "q"}}}}},
-		{"script and answer key", fake.Config{Script: []fake.Step{{}}, AnswerKey: &fake.AnswerKey{}}},
+		{"accuracy above 1", fake.Config{Analyzer: analysis.English{}, AnswerKey: &fake.AnswerKey{Accuracy: 1.5}}},
+		{"negative accuracy", fake.Config{Analyzer: analysis.English{}, AnswerKey: &fake.AnswerKey{Accuracy: -0.1}}},
+		{"duplicate id", fake.Config{Analyzer: analysis.English{}, AnswerKey: &fake.AnswerKey{Cases: []fake.Case{{ID: "a"}, {ID: "a"}}}}},
+		{"duplicate input", fake.Config{Analyzer: analysis.English{}, AnswerKey: &fake.AnswerKey{Cases: []fake.Case{{ID: "a", Input: "q"}, {ID: "b", Input: " q"}}}}},
+		{"case without id", fake.Config{Analyzer: analysis.English{}, AnswerKey: &fake.AnswerKey{Cases: []fake.Case{{Input: "q"}}}}},
+		{"script and answer key", fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{}}, AnswerKey: &fake.AnswerKey{}}},
 	}
 	for _, tt := range tests {
 		if _, err := fake.New(tt.cfg); err == nil {
@@ -160,7 +161,7 @@ func TestNewRejects(t *testing.T) {
 
 func TestScript(t *testing.T) {
 	boom := errors.New("boom")
-	p := newFake(t, fake.Config{Script: []fake.Step{{Text: "one"}, {Err: boom}}, ByModel: map[string][]fake.Step{"other": {{Text: "other model"}}}})
+	p := newFake(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{Text: "one"}, {Err: boom}}, ByModel: map[string][]fake.Step{"other": {{Text: "other model"}}}})
 	r, err := p.Generate(t.Context(), model, ask("x"))
 	if err != nil || r.Text != "one" || r.FinishReason != gateway.FinishStop {
 		t.Fatalf("step 1: %+v, %v", r, err)
@@ -176,7 +177,7 @@ func TestScript(t *testing.T) {
 		t.Fatalf("by model: %+v, %v", r, err)
 	}
 
-	loop := newFake(t, fake.Config{Script: []fake.Step{{Text: "a"}, {Text: "b"}}, Loop: true})
+	loop := newFake(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{Text: "a"}, {Text: "b"}}, Loop: true})
 	var got []string
 	for range 5 {
 		r, err := loop.Generate(t.Context(), model, ask("x"))
@@ -203,7 +204,7 @@ func TestUsageIsPlausible(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newFake(t, fake.Config{Script: []fake.Step{{Text: tt.text}}})
+			p := newFake(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{Text: tt.text}}})
 			req := ask("What is the capital of France?")
 			req.MaxOutputTokens = tt.max
 			r, err := p.Generate(t.Context(), model, req)
@@ -224,7 +225,7 @@ func TestUsageIsPlausible(t *testing.T) {
 }
 
 func TestEcho(t *testing.T) {
-	p := newFake(t, fake.Config{})
+	p := newFake(t, fake.Config{Analyzer: analysis.English{}})
 	r, err := p.Generate(t.Context(), model, ask("hello there"))
 	if err != nil || r.Text != "echo: hello there" {
 		t.Fatalf("echo: %+v, %v", r, err)
@@ -232,7 +233,7 @@ func TestEcho(t *testing.T) {
 }
 
 func TestLatencyEndsWithTheContext(t *testing.T) {
-	p := newFake(t, fake.Config{Latency: time.Hour})
+	p := newFake(t, fake.Config{Analyzer: analysis.English{}, Latency: time.Hour})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -247,7 +248,7 @@ func TestLatencyEndsWithTheContext(t *testing.T) {
 		t.Fatalf("Embed: %v", err)
 	}
 
-	short := newFake(t, fake.Config{Latency: 20 * time.Millisecond})
+	short := newFake(t, fake.Config{Analyzer: analysis.English{}, Latency: 20 * time.Millisecond})
 	start = time.Now()
 	if _, err := short.Generate(t.Context(), model, ask("x")); err != nil || time.Since(start) < 20*time.Millisecond {
 		t.Fatalf("latency not applied: %v after %v", err, time.Since(start))
@@ -255,7 +256,7 @@ func TestLatencyEndsWithTheContext(t *testing.T) {
 }
 
 func TestStreamPieces(t *testing.T) {
-	p := newFake(t, fake.Config{Script: []fake.Step{{Text: "to  be or not"}}})
+	p := newFake(t, fake.Config{Analyzer: analysis.English{}, Script: []fake.Step{{Text: "to  be or not"}}})
 	s, err := p.Stream(t.Context(), model, ask("x"))
 	if err != nil {
 		t.Fatal(err)

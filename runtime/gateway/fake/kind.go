@@ -26,6 +26,11 @@ type Kind struct {
 	// Script is the agent script file (LoadScript's format): what each
 	// agent answers at each step. Empty means no script.
 	Script string `json:"script,omitempty"`
+	// Analyzer is the analysis of the provider's embeddings
+	// (Config.Analyzer). It is not in the IR: lowering sets it to
+	// runtime/analysis's English when one of the provider's models embeds,
+	// so that a generated service links the stemmer only then.
+	Analyzer Analyzer `json:"-"`
 }
 
 // AnswerKeyFile is an answer key read from an eval dataset.
@@ -53,7 +58,7 @@ func (k Kind) NewProvider(_ context.Context, env kind.Env) (gateway.Provider, er
 	if env.Seed != nil {
 		seed = *env.Seed
 	}
-	cfg := Config{Seed: uint64(seed), Latency: k.Latency}
+	cfg := Config{Seed: uint64(seed), Latency: k.Latency, Analyzer: k.Analyzer}
 	var errs []error
 	if ak := k.AnswerKey; ak != nil {
 		ds, err := dataset.Read(env.Files, ak.Dataset)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aidgen/aid/internal/pgtest"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
@@ -49,7 +50,7 @@ func BenchmarkSearch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	exact, _ := retrieval.NewMemoryStore(dims, retrieval.DistanceCosine)
+	exact, _ := memory.NewStore(dims, retrieval.DistanceCosine)
 	recs := make([]retrieval.Record, n)
 	for i := range recs {
 		recs[i] = record(fmt.Sprintf("c%05d", i), vecs[i], map[string]string{"tenth": fmt.Sprint(i % 10)})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -20,7 +21,7 @@ import (
 // maintain all of them in the transaction that writes the vectors, after
 // locking the statistics row, so that writers of one store take their
 // locks in one order and the statistics always describe the committed
-// rows. Terms are made in Go by retrieval.TermCounts, so that PostgreSQL
+// rows. Terms are made in Go by analysis.TermCounts, so that PostgreSQL
 // indexes exactly what the memory store does.
 
 // lexNames are the quoted names of a store's lexical tables.
@@ -125,13 +126,13 @@ func (s *Store) reindex(ctx context.Context, tx pgx.Tx) error {
 	if err := tx.QueryRow(ctx, `SELECT analyzer FROM `+s.lex.stats+` FOR UPDATE`).Scan(&analyzer); err != nil {
 		return fmt.Errorf("read the lexical index's analyzer: %w", err)
 	}
-	if analyzer == retrieval.AnalyzerVersion {
+	if analyzer == analysis.Version {
 		return nil
 	}
 	if _, err := tx.Exec(ctx, `TRUNCATE `+s.lex.postings+`, `+s.lex.terms); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE `+s.lex.stats+` SET docs = 0, length = 0, analyzer = $1`, retrieval.AnalyzerVersion); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE `+s.lex.stats+` SET docs = 0, length = 0, analyzer = $1`, analysis.Version); err != nil {
 		return err
 	}
 	const batch = 1000
@@ -150,7 +151,7 @@ func (s *Store) reindex(ctx context.Context, tx pgx.Tx) error {
 				rows.Close()
 				return err
 			}
-			terms, tfs, length := retrieval.TermCounts(retrieval.LexicalText(retrieval.Chunk{Heading: string(heading), Text: string(body)}))
+			terms, tfs, length := analysis.TermCounts(retrieval.LexicalText(retrieval.Chunk{Heading: string(heading), Text: string(body)}))
 			ids = append(ids, id)
 			lex = append(lex, lexRow{terms: terms, tfs: tfs, length: length})
 		}
@@ -173,6 +174,10 @@ func (s *Store) reindex(ctx context.Context, tx pgx.Tx) error {
 		after = ids[len(ids)-1]
 	}
 }
+
+// QueryTerms implements retrieval.LexicalSearcher: the analyzer the index
+// is built with, runtime/analysis (whose Version the store records).
+func (*Store) QueryTerms(query string) []string { return analysis.QueryTerms(query) }
 
 // SearchLexical implements retrieval.LexicalSearcher. It reads the
 // statistics and the document frequencies of the query's terms, computes

@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/aidgen/aid/internal/pgtest"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
@@ -27,11 +29,11 @@ func lexRecords() []retrieval.Record {
 // memoryLexical is what the memory store answers for the same records.
 func memoryLexical(t *testing.T, recs []retrieval.Record, query string) []retrieval.Hit {
 	t.Helper()
-	m, _ := retrieval.NewMemoryStore(2, retrieval.DistanceCosine)
+	m, _ := memory.NewStore(2, retrieval.DistanceCosine)
 	if err := m.Upsert(t.Context(), recs); err != nil {
 		t.Fatal(err)
 	}
-	hits, err := m.SearchLexical(t.Context(), retrieval.QueryTerms(query), 10, nil, retrieval.DefaultBM25)
+	hits, err := m.SearchLexical(t.Context(), analysis.QueryTerms(query), 10, nil, retrieval.DefaultBM25)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestLexicalIndexOfAnOldTable(t *testing.T) {
 	}
 	again := newStore(t, pool, pgvector.Config{Table: "docs", Dimensions: 2})
 	for _, q := range []string{"refund", "parcel link", "ten years locked"} {
-		got, err := again.SearchLexical(t.Context(), retrieval.QueryTerms(q), 10, nil, retrieval.DefaultBM25)
+		got, err := again.SearchLexical(t.Context(), analysis.QueryTerms(q), 10, nil, retrieval.DefaultBM25)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,14 +92,14 @@ func TestLexicalReindexOnAnalyzerChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := newStore(t, pool, pgvector.Config{Table: "docs", Dimensions: 2})
-	got, err := again.SearchLexical(t.Context(), retrieval.QueryTerms("refunded parcels"), 10, nil, retrieval.DefaultBM25)
+	got, err := again.SearchLexical(t.Context(), analysis.QueryTerms("refunded parcels"), 10, nil, retrieval.DefaultBM25)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameHits(t, "after the rebuild", got, memoryLexical(t, recs, "refunded parcels"))
 	var analyzer string
-	if err := pool.QueryRow(t.Context(), `SELECT analyzer FROM docs_lexstats`).Scan(&analyzer); err != nil || analyzer != retrieval.AnalyzerVersion {
-		t.Errorf("the index records analyzer %q, %v; want %q", analyzer, err, retrieval.AnalyzerVersion)
+	if err := pool.QueryRow(t.Context(), `SELECT analyzer FROM docs_lexstats`).Scan(&analyzer); err != nil || analyzer != analysis.Version {
+		t.Errorf("the index records analyzer %q, %v; want %q", analyzer, err, analysis.Version)
 	}
 }
 
@@ -116,11 +118,11 @@ func TestLexicalLongTableNames(t *testing.T) {
 	if err := b.Upsert(t.Context(), recs[3:]); err != nil {
 		t.Fatal(err)
 	}
-	ga, err := a.SearchLexical(t.Context(), retrieval.QueryTerms("refund password"), 10, nil, retrieval.DefaultBM25)
+	ga, err := a.SearchLexical(t.Context(), analysis.QueryTerms("refund password"), 10, nil, retrieval.DefaultBM25)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gb, err := b.SearchLexical(t.Context(), retrieval.QueryTerms("refund password"), 10, nil, retrieval.DefaultBM25)
+	gb, err := b.SearchLexical(t.Context(), analysis.QueryTerms("refund password"), 10, nil, retrieval.DefaultBM25)
 	if err != nil {
 		t.Fatal(err)
 	}

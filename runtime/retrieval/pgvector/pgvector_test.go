@@ -17,6 +17,7 @@ import (
 	"github.com/aidgen/aid/internal/pgtest"
 	"github.com/aidgen/aid/runtime/kind"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
@@ -424,7 +425,7 @@ func TestSelectiveFilter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	s := newStore(t, pool, pgvector.Config{Table: "docs", Dimensions: dims, EFSearch: 40})
 	recs := make([]retrieval.Record, n)
-	exact, _ := retrieval.NewMemoryStore(dims, retrieval.DistanceCosine)
+	exact, _ := memory.NewStore(dims, retrieval.DistanceCosine)
 	for i := range recs {
 		g := "hay"
 		if i%every == 0 {
@@ -507,7 +508,7 @@ func TestSelectiveFilter(t *testing.T) {
 func TestTiesAtTheCut(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	s := newStore(t, pool, pgvector.Config{Table: "docs", Dimensions: 3})
-	mem, _ := retrieval.NewMemoryStore(3, retrieval.DistanceCosine)
+	mem, _ := memory.NewStore(3, retrieval.DistanceCosine)
 	var recs []retrieval.Record
 	for i := range 300 {
 		// Ids in scrambled order, one shared vector.

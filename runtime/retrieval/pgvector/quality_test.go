@@ -10,6 +10,7 @@ import (
 	"github.com/aidgen/aid/internal/pgtest"
 	"github.com/aidgen/aid/runtime/retrieval"
 	"github.com/aidgen/aid/runtime/retrieval/internal/quality"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 	"github.com/aidgen/aid/runtime/retrieval/pgvector"
 )
 
@@ -39,7 +40,7 @@ func TestRankingsMatchMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mem, _ := retrieval.NewMemoryStore(quality.Dims, retrieval.DistanceCosine)
+		mem, _ := memory.NewStore(quality.Dims, retrieval.DistanceCosine)
 		want := quality.EvaluateAll(t, c, mem)
 		got := quality.EvaluateAll(t, c, pg)
 		for _, cfg := range quality.Configs() {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/internal/pgutil"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
@@ -79,7 +80,7 @@ func (s *Store) Upsert(ctx context.Context, records []retrieval.Record) error {
 			vec: pgv.NewVector(slices.Clone(r.Vector)),
 		}
 		l := &rows[i].lex
-		l.terms, l.tfs, l.length = retrieval.TermCounts(retrieval.LexicalText(r.Chunk))
+		l.terms, l.tfs, l.length = analysis.TermCounts(retrieval.LexicalText(r.Chunk))
 	}
 	if len(rows) == 0 {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -78,7 +79,7 @@ func referenceLexical(recs map[string]retrieval.Record, terms []string, k int, f
 	df := map[string]int64{}
 	var total int64
 	for id, r := range recs {
-		ts, tfs, n := retrieval.TermCounts(retrieval.LexicalText(r.Chunk))
+		ts, tfs, n := analysis.TermCounts(retrieval.LexicalText(r.Chunk))
 		e := entry{tf: map[string]int64{}, length: int64(n)}
 		for i, t := range ts {
 			e.tf[t] = int64(tfs[i])
@@ -132,7 +133,7 @@ func queries(rng *rand.Rand, n int) [][]string {
 		for range 1 + rng.IntN(4) {
 			words = append(words, vocabulary[rng.IntN(len(vocabulary))])
 		}
-		out[i] = retrieval.QueryTerms(strings.Join(words, " "))
+		out[i] = analysis.QueryTerms(strings.Join(words, " "))
 	}
 	return out
 }
@@ -144,6 +145,7 @@ func testLexical(t *testing.T, open Opener) {
 	t.Run("Ties", func(t *testing.T) { testLexicalTies(t, open) })
 	t.Run("Refusals", func(t *testing.T) { testLexicalRefusals(t, open) })
 	t.Run("Hybrid", func(t *testing.T) { testHybrid(t, open) })
+	t.Run("QueryTerms", func(t *testing.T) { testQueryTerms(t, open) })
 }
 
 func testLexicalReference(t *testing.T, open Opener) {
@@ -167,7 +169,7 @@ func testLexicalReference(t *testing.T, open Opener) {
 		}
 	}
 	// A hit carries its record.
-	got, err := ls.SearchLexical(t.Context(), retrieval.QueryTerms("refund"), 1, nil, retrieval.DefaultBM25)
+	got, err := ls.SearchLexical(t.Context(), analysis.QueryTerms("refund"), 1, nil, retrieval.DefaultBM25)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("search for refund: %v, %v", ids(got), err)
 	}
@@ -244,7 +246,7 @@ func testLexicalWrites(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 	}
-	qs := append(queries(rng, 10), retrieval.QueryTerms("zeppelin"), retrieval.QueryTerms("zeppelin refund"))
+	qs := append(queries(rng, 10), analysis.QueryTerms("zeppelin"), analysis.QueryTerms("zeppelin refund"))
 	for _, q := range qs {
 		got, err := ls.SearchLexical(t.Context(), q, 50, nil, retrieval.DefaultBM25)
 		if err != nil {
@@ -261,7 +263,7 @@ func testLexicalWrites(t *testing.T, open Opener) {
 	if err := s.Delete(t.Context(), rest); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := ls.SearchLexical(t.Context(), retrieval.QueryTerms("refund zeppelin the"), 10, nil, retrieval.DefaultBM25); len(got) != 0 {
+	if got, _ := ls.SearchLexical(t.Context(), analysis.QueryTerms("refund zeppelin the"), 10, nil, retrieval.DefaultBM25); len(got) != 0 {
 		t.Errorf("an emptied store matches %v", ids(got))
 	}
 	fresh := map[string]retrieval.Record{}
@@ -271,7 +273,7 @@ func testLexicalWrites(t *testing.T, open Opener) {
 		fresh[r.ID] = r
 		upsert(t, s, r)
 	}
-	q := retrieval.QueryTerms("refund parcel")
+	q := analysis.QueryTerms("refund parcel")
 	got, err := ls.SearchLexical(t.Context(), q, 10, nil, retrieval.DefaultBM25)
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +291,7 @@ func testLexicalTies(t *testing.T, open Opener) {
 	r := rec("z-best", []float32{1, 0, 0, 0}, nil)
 	r.Heading, r.Text = "", "refund refund"
 	upsert(t, s, r)
-	got, err := ls.SearchLexical(t.Context(), retrieval.QueryTerms("refund"), 4, nil, retrieval.DefaultBM25)
+	got, err := ls.SearchLexical(t.Context(), analysis.QueryTerms("refund"), 4, nil, retrieval.DefaultBM25)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,6 +379,18 @@ func testHybrid(t *testing.T, open Opener) {
 					t.Errorf("%s: hit %d (%s) has ranks vector %d, lexical %d", mode, i+1, h.ID, h.VectorRank, h.LexicalRank)
 				}
 			}
+		}
+	}
+}
+
+// testQueryTerms holds a store's analysis of a query to runtime/analysis's,
+// which the reference ranks by: a Retriever asks the store for the terms
+// it searches (LexicalSearcher.QueryTerms).
+func testQueryTerms(t *testing.T, open Opener) {
+	_, ls := lexStore(t, open)
+	for _, q := range []string{"Refunds refunded the parcel", "how do I reset my password?", "", "v2 404s réembourser"} {
+		if got, want := ls.QueryTerms(q), analysis.QueryTerms(q); !slices.Equal(got, want) {
+			t.Errorf("QueryTerms(%q) = %q, want %q (runtime/analysis)", q, got, want)
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/retrieval"
 )
 
@@ -306,7 +307,7 @@ func testConcurrent(t *testing.T, open Opener) {
 				if !lexical {
 					continue
 				}
-				if _, err := ls.SearchLexical(t.Context(), retrieval.QueryTerms("text w0"), 5, retrieval.Filter{"w": fmt.Sprint(w)}, retrieval.DefaultBM25); err != nil {
+				if _, err := ls.SearchLexical(t.Context(), analysis.QueryTerms("text w0"), 5, retrieval.Filter{"w": fmt.Sprint(w)}, retrieval.DefaultBM25); err != nil {
 					errs <- err
 					return
 				}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
@@ -49,7 +50,7 @@ func Configs() []Config {
 // "embed" at width Dims.
 func Gateway(tb testing.TB) *gateway.Gateway {
 	tb.Helper()
-	p, err := fake.New(fake.Config{})
+	p, err := fake.New(fake.Config{Analyzer: analysis.English{}})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -7,10 +7,12 @@ import (
 	"github.com/aidgen/aid/runtime/agents"
 	"github.com/aidgen/aid/runtime/agents/guard"
 	"github.com/aidgen/aid/runtime/agents/tools/fixture"
+	"github.com/aidgen/aid/runtime/analysis"
 	"github.com/aidgen/aid/runtime/app"
 	"github.com/aidgen/aid/runtime/gateway"
 	"github.com/aidgen/aid/runtime/gateway/fake"
 	"github.com/aidgen/aid/runtime/retrieval"
+	"github.com/aidgen/aid/runtime/retrieval/memory"
 	"time"
 )
 
@@ -32,7 +34,8 @@ func description() app.Description {
 						Dataset:  "evals/refunds.jsonl",
 						Accuracy: 0.9,
 					},
-					Script: "fake-script.json",
+					Script:   "fake-script.json",
+					Analyzer: analysis.English{},
 				},
 			},
 		},
@@ -315,12 +318,12 @@ order when the customer gives an order id.`,
 			{
 				Name:     "kb",
 				Distance: "cosine",
-				Kind:     retrieval.MemoryKind{},
+				Kind:     memory.Kind{},
 			},
 			{
 				Name:     "memory",
 				Distance: "cosine",
-				Kind:     retrieval.MemoryKind{},
+				Kind:     memory.Kind{},
 			},
 		},
 		Retrievers: []retrieval.Config{

@@ -1,5 +1,10 @@
 // Package analysis is the text analyzer of aid's lexical index and of the
 // keyless fake embedder: it turns text into the terms a BM25 index counts.
+// The store kinds that keep a lexical index (runtime/retrieval/memory,
+// runtime/retrieval/pgvector) and the fake provider's embeddings, when an
+// application embeds with it (fake.Kind.Analyzer), import it; it lives
+// apart from runtime/retrieval so that a service that neither searches
+// words nor embeds with the fake does not link the Snowball stemmer.
 //
 // The analyzer, in order: Unicode word segmentation (UAX #29, by
 // github.com/rivo/uniseg), keeping the segments that hold a letter or a
@@ -16,6 +21,7 @@
 package analysis
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -60,6 +66,50 @@ func Terms(text string) []string {
 	Each(text, func(t string) { out = append(out, t) })
 	return out
 }
+
+// TermCounts returns the distinct terms of text in ascending byte order,
+// how often each occurs, and the number of terms (the document length
+// BM25 normalises by). Stores index a record by it.
+func TermCounts(text string) (terms []string, tfs []int32, length int) {
+	counts := make(map[string]int32)
+	Each(text, func(t string) {
+		counts[t]++
+		length++
+	})
+	terms = make([]string, 0, len(counts))
+	for t := range counts {
+		terms = append(terms, t)
+	}
+	slices.Sort(terms)
+	tfs = make([]int32, len(terms))
+	for i, t := range terms {
+		tfs[i] = counts[t]
+	}
+	return terms, tfs, length
+}
+
+// QueryTerms returns the distinct terms of a query in ascending byte order:
+// a term repeated in the query counts once. It is what a store keeping a
+// lexical index by TermCounts answers to retrieval.LexicalSearcher's
+// QueryTerms.
+func QueryTerms(query string) []string {
+	return slices.Compact(slices.Sorted(slices.Values(Terms(query))))
+}
+
+// English is the analyzer as a value: what the fake provider's embeddings
+// ask of an analyzer (fake.Analyzer), which lowering sets on a fake
+// provider one of whose models embeds, so that a generated service links
+// this package only then.
+type English struct{}
+
+// Words calls Words.
+func (English) Words(text string, fn func(word string)) { Words(text, fn) }
+
+// IsStopWord calls IsStopWord.
+func (English) IsStopWord(w string) bool { return IsStopWord(w) }
+
+// Stem calls Stem.
+func (English) Stem(w string) string { return Stem(w) }
 
 // Stem returns the Snowball English stem of a lower-cased word. Words of
 // two letters or fewer, and words with a digit, are returned unchanged: a

@@ -1,4 +1,4 @@
-package retrieval
+package memory
 
 import (
 	"context"
@@ -12,9 +12,13 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/aidgen/aid/runtime/analysis"
+	"github.com/aidgen/aid/runtime/retrieval"
 )
 
-// MemoryStore is the in-process VectorStore, the embedded default. It holds
+// Store is the in-process retrieval.VectorStore of the store kind memory
+// (Kind), with the lexical index of a retrieval.LexicalSearcher. It holds
 // every vector in one contiguous row-major []float32 matrix and searches it
 // exactly: every row is scored with gonum's vectorised single-precision
 // kernels, the best k are kept in a heap, and a large matrix is split over
@@ -23,11 +27,11 @@ import (
 //
 // Under DistanceCosine rows and queries are normalised, so the score is one
 // inner product. Deletion moves the last row into the hole, so the matrix
-// stays dense. A MemoryStore is safe for concurrent use: searches share a
+// stays dense. A Store is safe for concurrent use: searches share a
 // read lock, writes take the write lock.
-type MemoryStore struct {
+type Store struct {
 	dims int
-	dist Distance
+	dist retrieval.Distance
 
 	mu    sync.RWMutex
 	data  []float32 // len(recs) rows of dims floats
@@ -42,37 +46,37 @@ type MemoryStore struct {
 }
 
 type memRecord struct {
-	chunk Chunk
+	chunk retrieval.Chunk
 	meta  map[string]string
 	slot  int32 // in lex
 }
 
-// NewMemoryStore returns an empty store of the given width and distance.
-func NewMemoryStore(dims int, d Distance) (*MemoryStore, error) {
+// NewStore returns an empty store of the given width and distance.
+func NewStore(dims int, d retrieval.Distance) (*Store, error) {
 	if dims <= 0 {
 		return nil, fmt.Errorf("memory store: width must be positive, got %d", dims)
 	}
 	if !d.Valid() {
 		return nil, fmt.Errorf("memory store: unknown distance %q; use cosine, inner_product or l2", d)
 	}
-	return &MemoryStore{dims: dims, dist: d, index: make(map[string]int), lex: newLexIndex(), parallelMin: parallelFloats}, nil
+	return &Store{dims: dims, dist: d, index: make(map[string]int), lex: newLexIndex(), parallelMin: parallelFloats}, nil
 }
 
-// Dimensions implements VectorStore.
-func (s *MemoryStore) Dimensions() int { return s.dims }
+// Dimensions implements retrieval.VectorStore.
+func (s *Store) Dimensions() int { return s.dims }
 
-// Distance implements VectorStore.
-func (s *MemoryStore) Distance() Distance { return s.dist }
+// Distance implements retrieval.VectorStore.
+func (s *Store) Distance() retrieval.Distance { return s.dist }
 
 // Len returns the number of records.
-func (s *MemoryStore) Len() int {
+func (s *Store) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.recs)
 }
 
-// Upsert implements VectorStore.
-func (s *MemoryStore) Upsert(ctx context.Context, records []Record) error {
+// Upsert implements retrieval.VectorStore.
+func (s *Store) Upsert(ctx context.Context, records []retrieval.Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -85,7 +89,7 @@ func (s *MemoryStore) Upsert(ctx context.Context, records []Record) error {
 			return fmt.Errorf("upsert: id %q appears twice in one batch", r.ID)
 		}
 		seen[r.ID] = true
-		if err := CheckVector("upsert", r.ID, r.Vector, s.dims, s.dist); err != nil {
+		if err := retrieval.CheckVector("upsert", r.ID, r.Vector, s.dims, s.dist); err != nil {
 			return err
 		}
 	}
@@ -94,7 +98,7 @@ func (s *MemoryStore) Upsert(ctx context.Context, records []Record) error {
 	entries := make([]lexEntry, len(records))
 	for i, r := range records {
 		e := &entries[i]
-		e.terms, e.tfs, e.length = TermCounts(LexicalText(r.Chunk))
+		e.terms, e.tfs, e.length = analysis.TermCounts(retrieval.LexicalText(r.Chunk))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -111,7 +115,7 @@ func (s *MemoryStore) Upsert(ctx context.Context, records []Record) error {
 		}
 		dst := s.data[row*s.dims : (row+1)*s.dims]
 		copy(dst, r.Vector)
-		if s.dist == DistanceCosine {
+		if s.dist == retrieval.DistanceCosine {
 			normalize(dst)
 		}
 		s.norms[row] = blas32.Dot(vec(dst), vec(dst))
@@ -122,10 +126,10 @@ func (s *MemoryStore) Upsert(ctx context.Context, records []Record) error {
 }
 
 // setSlot records a row's new lexical slot after a compaction.
-func (s *MemoryStore) setSlot(row int, slot int32) { s.recs[row].slot = slot }
+func (s *Store) setSlot(row int, slot int32) { s.recs[row].slot = slot }
 
-// Delete implements VectorStore.
-func (s *MemoryStore) Delete(ctx context.Context, ids []string) error {
+// Delete implements retrieval.VectorStore.
+func (s *Store) Delete(ctx context.Context, ids []string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -155,8 +159,8 @@ func (s *MemoryStore) Delete(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// IDs implements VectorStore.
-func (s *MemoryStore) IDs(ctx context.Context, filter Filter) ([]string, error) {
+// IDs implements retrieval.VectorStore.
+func (s *Store) IDs(ctx context.Context, filter retrieval.Filter) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -181,19 +185,19 @@ const parallelFloats = 1 << 20
 // call.
 const blockRows = 512
 
-// Search implements VectorStore.
-func (s *MemoryStore) Search(ctx context.Context, query []float32, k int, filter Filter) ([]Hit, error) {
+// Search implements retrieval.VectorStore.
+func (s *Store) Search(ctx context.Context, query []float32, k int, filter retrieval.Filter) ([]retrieval.Hit, error) {
 	if k <= 0 {
 		return nil, fmt.Errorf("search: k must be positive, got %d", k)
 	}
-	if err := CheckVector("search", "", query, s.dims, s.dist); err != nil {
+	if err := retrieval.CheckVector("search", "", query, s.dims, s.dist); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	q := slices.Clone(query)
-	if s.dist == DistanceCosine {
+	if s.dist == retrieval.DistanceCosine {
 		normalize(q)
 	}
 	s.mu.RLock()
@@ -231,18 +235,18 @@ func (s *MemoryStore) Search(ctx context.Context, query []float32, k int, filter
 	})
 	all = all[:min(k, len(all))]
 	var qn float64
-	if s.dist == DistanceL2 {
+	if s.dist == retrieval.DistanceL2 {
 		qn = float64(blas32.Dot(vec(q), vec(q)))
 	}
-	hits := make([]Hit, len(all))
+	hits := make([]retrieval.Hit, len(all))
 	for i, c := range all {
 		r := s.recs[c.row]
 		score := float64(c.key)
-		if s.dist == DistanceL2 {
+		if s.dist == retrieval.DistanceL2 {
 			// key = 2·q·x − |x|², so |q − x|² = |q|² − key.
 			score = -math.Sqrt(max(0, qn-score))
 		}
-		hits[i] = Hit{Chunk: r.chunk, Metadata: maps.Clone(r.meta), Score: score}
+		hits[i] = retrieval.Hit{Chunk: r.chunk, Metadata: maps.Clone(r.meta), Score: score}
 	}
 	return hits, nil
 }
@@ -256,7 +260,7 @@ type cand struct {
 }
 
 // better reports whether a ranks before b: higher key, then smaller id.
-func (s *MemoryStore) better(a, b cand) bool {
+func (s *Store) better(a, b cand) bool {
 	if a.key != b.key {
 		return a.key > b.key
 	}
@@ -264,7 +268,7 @@ func (s *MemoryStore) better(a, b cand) bool {
 }
 
 // scan returns the best k rows of [lo, hi) that match filter.
-func (s *MemoryStore) scan(ctx context.Context, q []float32, k int, filter Filter, lo, hi int) ([]cand, error) {
+func (s *Store) scan(ctx context.Context, q []float32, k int, filter retrieval.Filter, lo, hi int) ([]cand, error) {
 	h := topK{k: k, better: s.better}
 	var buf [blockRows]float32
 	d := s.dims
@@ -293,8 +297,8 @@ func (s *MemoryStore) scan(ctx context.Context, q []float32, k int, filter Filte
 
 // key turns a row's inner product with the query into its ordering key; a
 // NaN (an overflowing inner product of huge finite vectors) ranks last.
-func (s *MemoryStore) key(dot float32, row int) float32 {
-	if s.dist == DistanceL2 {
+func (s *Store) key(dot float32, row int) float32 {
+	if s.dist == retrieval.DistanceL2 {
 		dot = 2*dot - s.norms[row]
 	}
 	if dot != dot {
@@ -368,6 +372,6 @@ func normalize(v []float32) {
 
 // compile-time check.
 var (
-	_ VectorStore     = (*MemoryStore)(nil)
-	_ LexicalSearcher = (*MemoryStore)(nil)
+	_ retrieval.VectorStore     = (*Store)(nil)
+	_ retrieval.LexicalSearcher = (*Store)(nil)
 )

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/aidgen/aid/runtime/agents"
@@ -92,6 +94,9 @@ func (s *Service) newMCP() http.Handler {
 			panic(err) // the methods' names are not the SDK's: not reached
 		}
 	}
+	// Outermost: the SDK runs each request in a goroutine of its own and
+	// recovers nothing, so a panic below would end the process.
+	srv.AddReceivingMiddleware(s.mcpRecover)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{
 		Logger:              s.logger,
 		SessionTimeout:      mcpSessionTimeout,
@@ -515,4 +520,20 @@ func mcpError(meta sdk.Meta, ae *apiError) *sdk.CallToolResult {
 	}
 	meta[MetaError] = ae
 	return &sdk.CallToolResult{IsError: true, Meta: meta, Content: []sdk.Content{&sdk.TextContent{Text: ae.Code + ": " + ae.Message}}}
+}
+
+// mcpRecover answers a request whose handling panicked with a JSON-RPC
+// internal error that says nothing of the service's internals, and logs
+// the panic with its stack, instead of letting it end the process with
+// every other client's requests and runs.
+func (s *Service) mcpRecover(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (res sdk.Result, err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				s.logger.ErrorContext(ctx, "mcp: handler panicked", "method", method, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error: the service could not handle this request"}
+			}
+		}()
+		return next(ctx, method, req)
+	}
 }

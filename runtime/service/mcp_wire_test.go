@@ -332,3 +332,36 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// panickyStore panics when a run is created: a bug anywhere below an MCP
+// request's handler.
+type panickyStore struct{ agents.Store }
+
+func (panickyStore) CreateRun(context.Context, agents.RunRecord) (agents.RunRecord, error) {
+	panic("store bug: secret-internal-detail")
+}
+
+// TestMCPHandlerPanic: a panic while handling an MCP request (the SDK runs
+// each in a goroutine and recovers nothing) is answered as a JSON-RPC
+// internal error that names nothing internal, logged with its stack, and
+// the process goes on serving; it ended the process.
+func TestMCPHandlerPanic(t *testing.T) {
+	e := newEnv(t, options{fake: fake.Config{Script: []fake.Step{answer("hi")}}, store: panickyStore{agents.NewInMemoryStore()}})
+	w := &wire{t: t, e: e}
+	w.initialize()
+	resp := w.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"triage","arguments":{"message":"hello"}}}`)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"code":-32603`) || !strings.Contains(string(body), `"id":2`) || strings.Contains(string(body), "secret-internal-detail") {
+		t.Fatalf("answer %d %s", resp.StatusCode, body)
+	}
+	if logs := e.logs.String(); !strings.Contains(logs, "mcp: handler panicked") || !strings.Contains(logs, "secret-internal-detail") || !strings.Contains(logs, "goroutine") {
+		t.Errorf("log: %s", logs)
+	}
+	resp = w.post(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"triage"`) {
+		t.Fatalf("after the panic: %d %s", resp.StatusCode, body)
+	}
+}

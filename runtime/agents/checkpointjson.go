@@ -104,22 +104,13 @@ func (e *cpEncoder) checkpoint(b []byte, cp *Checkpoint) []byte {
 	b = e.usage(b, &cp.Usage)
 	b = e.key(b, `cost_usd`)
 	b = e.float(b, cp.CostUSD)
-	if cp.Pending != nil {
-		b = e.key(b, `pending`)
-		b = e.value(b, cp.Pending)
-	}
+	b = e.optValue(b, `pending`, cp.Pending != nil, cp.Pending)
 	if len(cp.Continuations) > 0 {
 		b = e.key(b, `continuations`)
 		b = e.value(b, cp.Continuations)
 	}
-	if cp.Client != nil {
-		b = e.key(b, `client`)
-		b = e.value(b, cp.Client)
-	}
-	if cp.Cancel != nil {
-		b = e.key(b, `cancel`)
-		b = e.value(b, cp.Cancel)
-	}
+	b = e.optValue(b, `client`, cp.Client != nil, cp.Client)
+	b = e.optValue(b, `cancel`, cp.Cancel != nil, cp.Cancel)
 	b = e.optStr(b, `app`, cp.App)
 	b = e.optStr(b, `app_version`, cp.AppVersion)
 	if len(cp.Grants) > 0 {
@@ -130,10 +121,7 @@ func (e *cpEncoder) checkpoint(b []byte, cp *Checkpoint) []byte {
 		b = e.key(b, `verdicts`)
 		b = e.value(b, cp.Verdicts)
 	}
-	if cp.Compacted != nil {
-		b = e.key(b, `compacted`)
-		b = e.value(b, cp.Compacted)
-	}
+	b = e.optValue(b, `compacted`, cp.Compacted != nil, cp.Compacted)
 	b = e.optBool(b, `input_checked`, cp.InputChecked)
 	b = append(b, '}')
 	return b
@@ -255,18 +243,9 @@ func (e *cpEncoder) step(b []byte, s *StepRecord) []byte {
 			b = e.optBool(b, `interrupted`, c.Interrupted)
 			b = e.optStr(b, `observation`, c.Observation)
 			b = e.optStr(b, `error_kind`, string(c.ErrorKind))
-			if c.Policy != nil {
-				b = e.key(b, `policy`)
-				b = e.value(b, c.Policy)
-			}
-			if c.Approval != nil {
-				b = e.key(b, `approval`)
-				b = e.value(b, c.Approval)
-			}
-			if c.Delegate != nil {
-				b = e.key(b, `delegate`)
-				b = e.value(b, c.Delegate)
-			}
+			b = e.optValue(b, `policy`, c.Policy != nil, c.Policy)
+			b = e.optValue(b, `approval`, c.Approval != nil, c.Approval)
+			b = e.optValue(b, `delegate`, c.Delegate != nil, c.Delegate)
 			b = e.optBool(b, `client`, c.Client)
 			b = append(b, '}')
 		}
@@ -344,6 +323,15 @@ func (e *cpEncoder) float(b []byte, f float64) []byte {
 		}
 	}
 	return b
+}
+
+// optValue writes v when set, as value does; v is a pointer, which costs
+// nothing to pass when it is not set.
+func (e *cpEncoder) optValue(b []byte, name string, set bool, v any) []byte {
+	if !set {
+		return b
+	}
+	return e.value(e.key(b, name), v)
 }
 
 // value leaves v to encoding/json.

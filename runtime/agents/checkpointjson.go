@@ -151,13 +151,7 @@ func (e *cpEncoder) messages(b []byte, ms []SavedMessage, whole bool) []byte {
 					b = append(b, ',')
 				}
 				c := &m.ToolCalls[j]
-				b = append(b, `{"id":`...)
-				b = e.str(b, c.ID)
-				b = e.key(b, `name`)
-				b = e.str(b, c.Name)
-				b = e.key(b, `arguments`)
-				b = e.str(b, c.Arguments)
-				b = append(b, '}')
+				b = append(e.call(b, c.ID, c.Name, c.Arguments), '}')
 			}
 			b = append(b, ']')
 		}
@@ -233,12 +227,7 @@ func (e *cpEncoder) step(b []byte, s *StepRecord) []byte {
 				b = append(b, ',')
 			}
 			c := &s.ToolCalls[i]
-			b = append(b, `{"id":`...)
-			b = e.str(b, c.ID)
-			b = e.key(b, `name`)
-			b = e.str(b, c.Name)
-			b = e.key(b, `arguments`)
-			b = e.str(b, c.Arguments)
+			b = e.call(b, c.ID, c.Name, c.Arguments)
 			b = e.optBool(b, `done`, c.Done)
 			b = e.optBool(b, `interrupted`, c.Interrupted)
 			b = e.optStr(b, `observation`, c.Observation)
@@ -254,6 +243,17 @@ func (e *cpEncoder) step(b []byte, s *StepRecord) []byte {
 	b = e.optBool(b, `truncated`, s.Truncated)
 	b = append(b, '}')
 	return b
+}
+
+// call opens a tool call's object with the fields a saved call and a call
+// record share.
+func (e *cpEncoder) call(b []byte, id, name, args string) []byte {
+	b = append(b, `{"id":`...)
+	b = e.str(b, id)
+	b = e.key(b, `name`)
+	b = e.str(b, name)
+	b = e.key(b, `arguments`)
+	return e.str(b, args)
 }
 
 func (e *cpEncoder) usage(b []byte, u *UsageRecord) []byte {

@@ -335,23 +335,15 @@ func (p *Provider) Stream(ctx context.Context, model gateway.ModelSpec, req gate
 	s := p.chat.NewStreaming(actx, openai.ChatCompletionNewParams{},
 		option.WithRequestBody("application/json", bytes.Clone(body.Bytes())))
 	putBody(body)
-	if err := s.Err(); err != nil {
-		at.Stop()
-		cerr := p.classify(ctx, actx, model, err, answer)
-		_ = s.Close()
-		at.Close()
-		return nil, cerr
+	events, err := openSSE(p, ctx, model, at, actx, answer, s)
+	if err != nil {
+		return nil, err
 	}
-	return &stream{p: p, model: model, ctx: ctx, actx: actx, at: at, s: s}, nil
+	return &stream{sse: events}, nil
 }
 
 type stream struct {
-	p     *Provider
-	model gateway.ModelSpec
-	ctx   context.Context
-	actx  context.Context
-	at    upstream.StreamAttempt
-	s     *ssestream.Stream[openai.ChatCompletionChunk]
+	sse[openai.ChatCompletionChunk]
 	// rawModel and modelName cache the last chunk's model name and its
 	// redaction, which every chunk repeats.
 	rawModel, modelName string
@@ -359,18 +351,10 @@ type stream struct {
 
 // Next implements gateway.DeltaStream.
 func (s *stream) Next() (gateway.Delta, error) {
-	s.at.Next()
-	if !s.s.Next() {
-		s.at.Stop()
-		if err := s.s.Err(); err != nil {
-			return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err, nil)
-		}
-		if err := context.Cause(s.actx); err != nil {
-			return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err, nil)
-		}
-		return gateway.Delta{}, io.EOF
+	c, err := s.next()
+	if err != nil {
+		return gateway.Delta{}, err
 	}
-	c := s.s.Current()
 	if c.Model != s.rawModel {
 		s.rawModel, s.modelName = c.Model, s.p.red.String(c.Model)
 	}
@@ -395,9 +379,6 @@ func (s *stream) Next() (gateway.Delta, error) {
 	}
 	return d, nil
 }
-
-// Close implements gateway.DeltaStream.
-func (s *stream) Close() error { return s.at.CloseStream(s.s) }
 
 // Embed implements gateway.Provider, sending at most EmbedBatchSize texts per
 // request and putting the vectors back in input order.

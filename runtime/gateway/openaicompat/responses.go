@@ -10,7 +10,6 @@ import (
 	"net/http"
 
 	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/aidgen/aid/runtime/gateway"
@@ -392,23 +391,15 @@ func (p *Provider) streamResponses(ctx context.Context, model gateway.ModelSpec,
 	at := upstream.NewStreamAttempt(ctx, p.timeout)
 	actx, answer := withCapture(at.Ctx)
 	s := p.responses.NewStreaming(actx, responses.ResponseNewParams{}, option.WithRequestBody("application/json", body))
-	if err := s.Err(); err != nil {
-		at.Stop()
-		cerr := p.classify(ctx, actx, model, err, answer)
-		_ = s.Close()
-		at.Close()
-		return nil, cerr
+	events, err := openSSE(p, ctx, model, at, actx, answer, s)
+	if err != nil {
+		return nil, err
 	}
-	return &respStream{p: p, model: model, ctx: ctx, actx: actx, at: at, s: s}, nil
+	return &respStream{sse: events}, nil
 }
 
 type respStream struct {
-	p     *Provider
-	model gateway.ModelSpec
-	ctx   context.Context
-	actx  context.Context
-	at    upstream.StreamAttempt
-	s     *ssestream.Stream[responses.ResponseStreamEventUnion]
+	sse[responses.ResponseStreamEventUnion]
 	// calls maps a function call's output index to its index among the
 	// answer's calls; argued marks those whose arguments came in deltas.
 	calls  map[int64]int
@@ -422,18 +413,11 @@ type respStream struct {
 // response.
 func (s *respStream) Next() (gateway.Delta, error) {
 	for {
-		s.at.Next()
-		if !s.s.Next() {
-			s.at.Stop()
-			if err := s.s.Err(); err != nil {
-				return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err, nil)
-			}
-			if err := context.Cause(s.actx); err != nil {
-				return gateway.Delta{}, s.p.classify(s.ctx, s.actx, s.model, err, nil)
-			}
-			return gateway.Delta{}, io.EOF
+		ev, err := s.next()
+		if err != nil {
+			return gateway.Delta{}, err
 		}
-		d, ok, err := s.event(s.s.Current())
+		d, ok, err := s.event(ev)
 		if err != nil || ok {
 			return d, err
 		}
@@ -496,6 +480,3 @@ func (s *respStream) event(ev responses.ResponseStreamEventUnion) (d gateway.Del
 	}
 	return d, false, nil
 }
-
-// Close implements gateway.DeltaStream.
-func (s *respStream) Close() error { return s.at.CloseStream(s.s) }

@@ -63,14 +63,7 @@ func (e *cpEncoder) checkpoint(b []byte, cp *Checkpoint) []byte {
 	if cp.Path == nil {
 		b = append(b, "null"...)
 	} else {
-		b = append(b, '[')
-		for i, p := range cp.Path {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = e.str(b, p)
-		}
-		b = append(b, ']')
+		b = e.strs(b, cp.Path)
 	}
 	b = e.key(b, `alias`)
 	b = e.str(b, cp.Alias)
@@ -193,15 +186,7 @@ func (e *cpEncoder) step(b []byte, s *StepRecord) []byte {
 		}
 		b = e.optBool(b, `memory`, r.Memory)
 		if len(r.Tools) > 0 {
-			b = e.key(b, `tools`)
-			b = append(b, '[')
-			for i, t := range r.Tools {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = e.str(b, t)
-			}
-			b = append(b, ']')
+			b = e.strs(e.key(b, `tools`), r.Tools)
 		}
 		b = e.optStr(b, `fingerprint`, r.Fingerprint)
 		if len(r.Learned) > 0 {
@@ -268,6 +253,18 @@ func (e *cpEncoder) usage(b []byte, u *UsageRecord) []byte {
 	b = strconv.AppendInt(b, u.TotalTokens, 10)
 	b = append(b, '}')
 	return b
+}
+
+// strs writes ss as an array of strings.
+func (e *cpEncoder) strs(b []byte, ss []string) []byte {
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = e.str(b, s)
+	}
+	return append(b, ']')
 }
 
 // key writes a comma and a field's name (names here need no escaping).

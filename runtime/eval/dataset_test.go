@@ -92,6 +92,10 @@ func TestDatasetErrorPositions(t *testing.T) {
 			want: []string{`d.json:2:7: duplicate id "x" (first defined at 1:8)`}},
 		{name: "jsonl line and column", jsonl: true, data: "{\"id\":\"a\",\"input\":\"q\",\"expected\":\"a\"}\n  {\"id\": 1, \"input\":\"q\",\"expected\":\"a\"}",
 			want: []string{"d.jsonl:2:10: id must be a string, got a number"}},
+		{name: "duplicate field in a case", data: "[{\"id\":\"x\",\"input\":\"q\",\"expected\":\"a\",\n \"input\":\"r\"}]",
+			want: []string{`d.json:2:2: duplicate field "input"`}},
+		{name: "duplicate field in the dataset", data: "{\"name\":\"d\",\"cases\":[{\"id\":\"x\",\"input\":\"q\",\"expected\":\"a\"}],\n\"name\":\"e\"}",
+			want: []string{`d.json:2:1: duplicate field "name"`}},
 		{name: "jsonl syntax", jsonl: true, data: "{\"id\":\"a\",\"input\":\"q\",\"expected\":\"a\"}\n{\"id\": }", want: []string{"d.jsonl:2:8: invalid JSON"}},
 		{name: "jsonl empty", jsonl: true, data: "\n\n", want: []string{"d.jsonl:1:1: dataset has no cases"}},
 	}

@@ -386,13 +386,15 @@ type member struct {
 }
 
 // members splits a syntactically valid JSON object into its members; base is the offset
-// of obj in the file.
+// of obj in the file. A key that comes again is reported where it does, and only its first
+// member is returned.
 func (p *parser) members(obj []byte, base int) []member {
 	dec := json.NewDecoder(bytes.NewReader(obj))
 	if _, err := dec.Token(); err != nil { // '{'
 		return nil
 	}
 	var out []member
+	seen := map[string]bool{}
 	for dec.More() {
 		keyOff := int(jsonpos.Significant(obj, dec.InputOffset()))
 		tok, err := dec.Token()
@@ -404,6 +406,11 @@ func (p *parser) members(obj []byte, base int) []member {
 		if err := dec.Decode(&val); err != nil {
 			return out
 		}
+		if seen[key] {
+			p.errorf(base+keyOff, "duplicate field %q", key)
+			continue
+		}
+		seen[key] = true
 		valOff := int(dec.InputOffset()) - len(val)
 		out = append(out, member{key: key, keyOff: base + keyOff, val: val, valOff: base + valOff})
 	}
@@ -446,13 +453,7 @@ func kindOf(raw json.RawMessage) string {
 
 func (p *parser) parseDatasetObject(ds *Dataset, obj []byte, base int) {
 	var sawCases bool
-	seen := map[string]bool{}
 	for _, m := range p.members(obj, base) {
-		if seen[m.key] {
-			p.errorf(m.keyOff, "duplicate field %q", m.key)
-			continue
-		}
-		seen[m.key] = true
 		switch m.key {
 		case "name", "version":
 			var s string
@@ -502,13 +503,7 @@ func (p *parser) parseCase(obj []byte, base int) {
 	var c Case
 	var haveID, haveInput, haveExpected bool
 	idOff := base
-	seen := map[string]bool{}
 	for _, m := range p.members(obj, base) {
-		if seen[m.key] {
-			p.errorf(m.keyOff, "duplicate field %q", m.key)
-			continue
-		}
-		seen[m.key] = true
 		switch m.key {
 		case "id":
 			if err := json.Unmarshal(m.val, &c.ID); err != nil {

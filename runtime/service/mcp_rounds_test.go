@@ -81,10 +81,7 @@ func TestMCPDecisionAcrossReplicas(t *testing.T) {
 	var refunds atomic.Int32
 	shared := func(o *options) {
 		o.store = store
-		o.impls = map[string]agents.Implementation{"issue_refund": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
-			refunds.Add(1)
-			return `{"refund_id":"RF-1"}`, nil
-		})}
+		o.impls = countedRefunds(&refunds)
 	}
 	a, b := refundDeskWith(t, shared, refundSteps...), refundDeskWith(t, shared, refundSteps...)
 	rr, proxy := newRoundRobin(t, a, b)
@@ -142,10 +139,7 @@ func TestMCPDecisionAcrossReplicas(t *testing.T) {
 func TestMCPDecisionRetryIsChecked(t *testing.T) {
 	var refunds atomic.Int32
 	e := refundDeskWith(t, func(o *options) {
-		o.impls = map[string]agents.Implementation{"issue_refund": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
-			refunds.Add(1)
-			return `{"refund_id":"RF-1"}`, nil
-		})}
+		o.impls = countedRefunds(&refunds)
 		// /mcp takes the caller role; the desks may also decide.
 		o.svc = func(c *service.Config) {
 			c.Auth.Keys = append(tenantKeys(),

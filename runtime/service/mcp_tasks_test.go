@@ -210,10 +210,7 @@ func taskDesk(t *testing.T, edit func(*options), steps ...fake.Step) *env {
 func TestMCPTaskSession(t *testing.T) {
 	var refunds atomic.Int32
 	e := taskDesk(t, func(o *options) {
-		o.impls = map[string]agents.Implementation{"issue_refund": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
-			refunds.Add(1)
-			return `{"refund_id":"RF-1"}`, nil
-		})}
+		o.impls = countedRefunds(&refunds)
 	}, refundSteps...)
 	raw, init := newRawSession(t, e.srv.URL+service.MCPPath, deskKey)
 	caps, _ := init["capabilities"].(map[string]any)
@@ -339,10 +336,7 @@ func taskAcrossReplicas(t *testing.T, storeA, storeB agents.Store) {
 	replica := func(store agents.Store) *env {
 		return taskDesk(t, func(o *options) {
 			o.store = store
-			o.impls = map[string]agents.Implementation{"issue_refund": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
-				refunds.Add(1)
-				return `{"refund_id":"RF-1"}`, nil
-			})}
+			o.impls = countedRefunds(&refunds)
 		}, refundSteps...)
 	}
 	a, b := replica(storeA), replica(storeB)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -43,6 +44,14 @@ func (e *env) mcpClient(t *testing.T, elicit func(context.Context, *sdk.ElicitRe
 
 // refundDesk is a service whose billing agent answers with structured
 // output, and whose refunds need approval.
+// countedRefunds is the desks' issue_refund, counting its calls in n.
+func countedRefunds(n *atomic.Int32) map[string]agents.Implementation {
+	return map[string]agents.Implementation{"issue_refund": agents.ToolFunc(func(context.Context, json.RawMessage) (string, error) {
+		n.Add(1)
+		return `{"refund_id":"RF-1"}`, nil
+	})}
+}
+
 func refundDesk(t *testing.T, steps ...fake.Step) *env {
 	return refundDeskWith(t, nil, steps...)
 }

@@ -2,6 +2,7 @@ package retrieval
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -190,6 +191,21 @@ func (e *DimensionError) Error() string {
 		return fmt.Sprintf("%s: record %q has a vector of width %d, the store holds width %d", e.Op, e.ID, e.Got, e.Want)
 	}
 	return fmt.Sprintf("%s: vector of width %d, the store holds width %d", e.Op, e.Got, e.Want)
+}
+
+// CheckRecordID refuses a record of an Upsert batch without an id, or with
+// the id of one before it in the batch; seen holds the batch's ids so far,
+// and takes this one. Every VectorStore calls it for each record, in
+// order, so that all stores refuse the same batches with the same errors.
+func CheckRecordID(seen map[string]bool, id string) error {
+	if id == "" {
+		return errors.New("upsert: record with an empty id")
+	}
+	if seen[id] {
+		return fmt.Errorf("upsert: id %q appears twice in one batch", id)
+	}
+	seen[id] = true
+	return nil
 }
 
 // CheckVector refuses a vector a store of width dims under distance d

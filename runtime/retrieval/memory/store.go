@@ -82,13 +82,9 @@ func (s *Store) Upsert(ctx context.Context, records []retrieval.Record) error {
 	}
 	seen := make(map[string]bool, len(records))
 	for _, r := range records {
-		if r.ID == "" {
-			return errors.New("upsert: record with an empty id")
+		if err := retrieval.CheckRecordID(seen, r.ID); err != nil {
+			return err
 		}
-		if seen[r.ID] {
-			return fmt.Errorf("upsert: id %q appears twice in one batch", r.ID)
-		}
-		seen[r.ID] = true
 		if err := retrieval.CheckVector("upsert", r.ID, r.Vector, s.dims, s.dist); err != nil {
 			return err
 		}

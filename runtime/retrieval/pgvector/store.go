@@ -3,7 +3,6 @@ package pgvector
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -45,13 +44,9 @@ func (s *Store) Upsert(ctx context.Context, records []retrieval.Record) error {
 	rows := make([]row, len(records))
 	seen := make(map[string]bool, len(records))
 	for i, r := range records {
-		if r.ID == "" {
-			return errors.New("upsert: record with an empty id")
+		if err := retrieval.CheckRecordID(seen, r.ID); err != nil {
+			return err
 		}
-		if seen[r.ID] {
-			return fmt.Errorf("upsert: id %q appears twice in one batch", r.ID)
-		}
-		seen[r.ID] = true
 		if !storable(r.ID) {
 			return &InvalidTextError{ID: r.ID, Field: "id", Value: r.ID}
 		}
